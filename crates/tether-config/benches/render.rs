@@ -1,0 +1,90 @@
+//! Rendering throughput: N servers holding 10 placeholders each, secrets applied in memory,
+//! serialized to the portable JSON map. Target (issue 2): 1,000 servers / 10,000 placeholders
+//! in ≤ 20 ms on a 2-core machine, and doubling the input at most ×2.3 the time.
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::{Map, Value, json};
+use tether_config::{
+    EmptyEnv, Exposure, Installation, Origin, Secrets, parse_config, render_server_map,
+};
+
+/// A config of `servers` stdio servers, each with 6 arg placeholders and 4 captured env values
+/// that hold placeholders: 10 placeholders a server.
+fn config(servers: usize) -> String {
+    let map: Map<String, Value> = (0..servers)
+        .map(|i| {
+            let server = json!({
+                "command": format!("/opt/mcp/server-{i}"),
+                "args": (0..6).map(|a| format!("--opt{a}={{{{ARG_{a}}}}}")).collect::<Vec<_>>(),
+                "env": (0..4).map(|e| (format!("ENV_{e}"), Value::from(format!("prefix-{{{{SECRET_{e}}}}}")))).collect::<Map<_, _>>(),
+            });
+            (format!("server-{i}"), server)
+        })
+        .collect();
+    json!({ "mcpServers": map }).to_string()
+}
+
+fn secrets() -> Secrets {
+    (0..6)
+        .map(|a| (format!("ARG_{a}"), format!("arg-value-{a}")))
+        .chain((0..4).map(|e| (format!("SECRET_{e}"), format!("s3cr3t\"\\{e}"))))
+        .collect()
+}
+
+fn installations(servers: usize) -> Vec<Installation> {
+    match parse_config(&config(servers), Origin::Managed) {
+        Ok(parsed) => parsed
+            .servers
+            .into_iter()
+            .map(|s| s.into_installation())
+            .collect(),
+        Err(err) => panic!("bench config does not parse: {err}"),
+    }
+}
+
+fn render_all(installations: &[Installation], secrets: &Secrets) -> String {
+    let rendered: Vec<_> = installations
+        .iter()
+        .map(|i| i.render(secrets, &EmptyEnv))
+        .collect();
+    render_server_map(&rendered, Exposure::Real).to_string()
+}
+
+fn bench(c: &mut Criterion) {
+    let secrets = secrets();
+    let mut group = c.benchmark_group("render");
+    for servers in [1_000, 2_000] {
+        let installations = installations(servers);
+        group.throughput(Throughput::Elements(servers as u64 * 10));
+        group.bench_with_input(
+            BenchmarkId::new("servers", servers),
+            &installations,
+            |b, inst| {
+                b.iter(|| black_box(render_all(inst, &secrets)));
+            },
+        );
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("parse_and_render");
+    for servers in [1_000, 2_000] {
+        let text = config(servers);
+        group.bench_with_input(BenchmarkId::new("servers", servers), &text, |b, text| {
+            b.iter(|| {
+                let parsed = parse_config(text, Origin::Managed).map(|p| {
+                    p.servers
+                        .into_iter()
+                        .map(|s| s.into_installation())
+                        .collect::<Vec<_>>()
+                });
+                black_box(parsed.map(|inst| render_all(&inst, &secrets)).ok())
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,202 @@
+//! `${VAR}` and `${VAR:-default}` expansion for user-authored configs.
+//!
+//! Rules (the form Claude Code users write):
+//! - `${NAME}` becomes the value of NAME; NAME is `[A-Za-z_][A-Za-z0-9_]*`.
+//! - `${NAME:-default}` becomes the value of NAME when it is set and not empty, else `default`
+//!   (the text up to the first `}`, taken literally).
+//! - An unset NAME without a default stays literal (`${NAME}`) and is reported by name.
+//! - `$${` is the escape for a literal `${`.
+//! - Anything else (`$NAME`, `${1X}`, `${}`, an unclosed `${`) is plain text.
+//!
+//! **Invariant:** expansion runs only on text a user wrote, never on a managed server's config
+//! and never on a value that came from a secret (see `render`).
+
+use std::collections::{BTreeMap, HashMap};
+
+/// Where `${VAR}` values come from.
+pub trait EnvLookup {
+    /// The value of `name`, if set (and valid Unicode).
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessEnv;
+
+impl EnvLookup for ProcessEnv {
+    fn get(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+}
+
+/// An environment with nothing set: every `${VAR}` without a default stays literal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EmptyEnv;
+
+impl EnvLookup for EmptyEnv {
+    fn get(&self, _name: &str) -> Option<String> {
+        None
+    }
+}
+
+impl EnvLookup for BTreeMap<String, String> {
+    fn get(&self, name: &str) -> Option<String> {
+        BTreeMap::get(self, name).cloned()
+    }
+}
+
+impl EnvLookup for HashMap<String, String> {
+    fn get(&self, name: &str) -> Option<String> {
+        HashMap::get(self, name).cloned()
+    }
+}
+
+/// One piece of expanded text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Expanded<'a> {
+    /// Text kept as written (escapes already resolved).
+    Text(&'a str),
+    /// A value read from the environment or a default: may be a credential.
+    Value(String),
+    /// A `${NAME}` left literal because NAME is unset.
+    Unset { literal: &'a str, name: &'a str },
+}
+
+/// Expands `text`, returning its pieces in order.
+pub(crate) fn expand<'a>(text: &'a str, env: &dyn EnvLookup) -> Vec<Expanded<'a>> {
+    let mut out = Vec::new();
+    let mut plain_start = 0;
+    let mut i = 0;
+    while let Some(offset) = text[i..].find('$') {
+        let at = i + offset;
+        let rest = &text[at..];
+        if rest.starts_with("$${") {
+            push_text(&mut out, &text[plain_start..at]);
+            out.push(Expanded::Text("${"));
+            i = at + 3;
+            plain_start = i;
+            continue;
+        }
+        match reference_at(rest) {
+            Some(reference) => {
+                push_text(&mut out, &text[plain_start..at]);
+                let literal = &rest[..reference.len];
+                match (env.get(reference.name), reference.default) {
+                    (Some(value), Some(default)) if value.is_empty() => {
+                        out.push(Expanded::Value(default.to_owned()));
+                    }
+                    (Some(value), _) => out.push(Expanded::Value(value)),
+                    (None, Some(default)) => out.push(Expanded::Value(default.to_owned())),
+                    (None, None) => out.push(Expanded::Unset {
+                        literal,
+                        name: reference.name,
+                    }),
+                }
+                i = at + reference.len;
+                plain_start = i;
+            }
+            None => i = at + 1,
+        }
+    }
+    push_text(&mut out, &text[plain_start..]);
+    out
+}
+
+fn push_text<'a>(out: &mut Vec<Expanded<'a>>, text: &'a str) {
+    if !text.is_empty() {
+        out.push(Expanded::Text(text));
+    }
+}
+
+struct Reference<'a> {
+    name: &'a str,
+    default: Option<&'a str>,
+    len: usize,
+}
+
+/// Parses `${NAME}` or `${NAME:-default}` at the start of `text`.
+fn reference_at(text: &str) -> Option<Reference<'_>> {
+    let body = text.strip_prefix("${")?;
+    let name_len = body
+        .bytes()
+        .position(|b| !(b.is_ascii_alphanumeric() || b == b'_'))
+        .unwrap_or(body.len());
+    let name = &body[..name_len];
+    if name.is_empty() || name.as_bytes()[0].is_ascii_digit() {
+        return None;
+    }
+    let after = &body[name_len..];
+    if after.starts_with('}') {
+        return Some(Reference {
+            name,
+            default: None,
+            len: 2 + name_len + 1,
+        });
+    }
+    let default_text = after.strip_prefix(":-")?;
+    let close = default_text.find('}')?;
+    Some(Reference {
+        name,
+        default: Some(&default_text[..close]),
+        len: 2 + name_len + 2 + close + 1,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Expanded::{Text, Unset, Value};
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn env() -> BTreeMap<String, String> {
+        [("HOME", "/home/u"), ("EMPTY", ""), ("TOKEN", "t0k")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn expands_set_unset_and_defaults() {
+        let env = env();
+        assert_eq!(
+            expand("${HOME}/x", &env),
+            vec![Value("/home/u".into()), Text("/x")]
+        );
+        assert_eq!(
+            expand("a ${NOPE} b", &env),
+            vec![
+                Text("a "),
+                Unset {
+                    literal: "${NOPE}",
+                    name: "NOPE"
+                },
+                Text(" b")
+            ]
+        );
+        assert_eq!(expand("${NOPE:-d}", &env), vec![Value("d".into())]);
+        assert_eq!(expand("${EMPTY:-d}", &env), vec![Value("d".into())]);
+        assert_eq!(expand("${EMPTY}", &env), vec![Value(String::new())]);
+        assert_eq!(
+            expand("Bearer ${TOKEN:-}", &env),
+            vec![Text("Bearer "), Value("t0k".into())]
+        );
+    }
+
+    #[test]
+    fn escape_and_non_references_stay() {
+        let env = env();
+        assert_eq!(expand("$${HOME}", &env), vec![Text("${"), Text("HOME}")]);
+        for text in [
+            "$HOME", "${1X}", "${}", "${HOME", "${A-B}", "$", "cost: 5$", "${X:-",
+        ] {
+            let joined: String = expand(text, &env)
+                .into_iter()
+                .map(|p| match p {
+                    Text(t) => t.to_owned(),
+                    other => panic!("{text:?} expanded to {other:?}"),
+                })
+                .collect();
+            assert_eq!(joined, text);
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Reading config text into a JSON tree that keeps every key, in order, duplicates included.
+//!
+//! `serde_json::Value` keeps only the last of two equal keys, which would turn a duplicate
+//! server name into a silent overwrite. This tree keeps them all so that validation can name
+//! the duplicate. Nesting is bounded by serde_json's recursion limit (128), and input size by
+//! [`MAX_CONFIG_BYTES`], so no input overflows the stack or runs for long.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::error::ConfigError;
+
+/// The largest config text accepted, in bytes.
+pub const MAX_CONFIG_BYTES: usize = 16 * 1024 * 1024;
+
+/// A JSON value whose objects keep all their entries in document order.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Json {
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    String(String),
+    Array(Vec<Json>),
+    Object(Vec<(String, Json)>),
+}
+
+impl Json {
+    /// A word for the value's type, for error messages (never the value itself).
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Json::Null => "null",
+            Json::Bool(_) => "a boolean",
+            Json::Number(_) => "a number",
+            Json::String(_) => "a string",
+            Json::Array(_) => "an array",
+            Json::Object(_) => "an object",
+        }
+    }
+
+    pub(crate) fn as_object(&self) -> Option<&[(String, Json)]> {
+        match self {
+            Json::Object(entries) => Some(entries),
+            _ => None,
+        }
+    }
+}
+
+/// Parses config text. Accepts a leading byte-order mark and text that lacks its outer braces
+/// (`"mcpServers": {...}`). Errors carry line and column and never echo the input.
+pub(crate) fn parse(text: &str) -> Result<Json, ConfigError> {
+    if text.len() > MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
+            size: text.len(),
+            limit: MAX_CONFIG_BYTES,
+        });
+    }
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('"') {
+        // Missing outer braces: parse `{` + text + `}` and shift line-1 columns back by one.
+        let wrapped = format!("{{{text}\n}}");
+        return parse_exact(&wrapped).map_err(|err| match err {
+            ConfigError::InvalidJson {
+                line: 1,
+                column,
+                reason,
+            } => ConfigError::InvalidJson {
+                line: 1,
+                column: column.saturating_sub(1).max(1),
+                reason,
+            },
+            other => other,
+        });
+    }
+    parse_exact(text)
+}
+
+fn parse_exact(text: &str) -> Result<Json, ConfigError> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = Json::deserialize(&mut deserializer).map_err(json_error)?;
+    deserializer.end().map_err(json_error)?;
+    Ok(value)
+}
+
+/// Turns a serde_json error into ours, keeping the position and a reason that holds no input.
+fn json_error(err: serde_json::Error) -> ConfigError {
+    let (line, column) = (err.line(), err.column());
+    let message = err.to_string();
+    // serde_json appends " at line L column C"; keep only the reason before it. The reasons
+    // for syntax and end-of-input errors are fixed phrases; this tree accepts every JSON
+    // type, so no "invalid type: <value>" message can arise.
+    let reason = message
+        .rsplit_once(" at line ")
+        .map_or(message.as_str(), |(reason, _)| reason);
+    if reason.contains("recursion limit") {
+        return ConfigError::TooDeep { line, column };
+    }
+    ConfigError::InvalidJson {
+        line,
+        column,
+        reason: reason.to_owned(),
+    }
+}
+
+impl<'de> Deserialize<'de> for Json {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(JsonVisitor)
+    }
+}
+
+struct JsonVisitor;
+
+impl<'de> Visitor<'de> for JsonVisitor {
+    type Value = Json;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_unit<E>(self) -> Result<Json, E> {
+        Ok(Json::Null)
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Json, E> {
+        Ok(Json::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Json, E> {
+        Ok(Json::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Json, E> {
+        Ok(Json::Number(v.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Json, E> {
+        serde_json::Number::from_f64(v)
+            .map(Json::Number)
+            .ok_or_else(|| E::custom("number out of range"))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Json, E> {
+        Ok(Json::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Json, E> {
+        Ok(Json::String(v))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Json::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+        let mut entries = Vec::new();
+        while let Some((key, value)) = map.next_entry::<String, Json>()? {
+            entries.push((key, value));
+        }
+        Ok(Json::Object(entries))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_duplicate_keys_in_order() {
+        let json = parse(r#"{"a":1,"b":2,"a":3}"#).ok();
+        let keys: Vec<&str> = json
+            .as_ref()
+            .and_then(Json::as_object)
+            .map(|o| o.iter().map(|(k, _)| k.as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(keys, ["a", "b", "a"]);
+    }
+
+    #[test]
+    fn errors_give_position_and_never_the_input() {
+        let secret = "sk-SENTINEL-123";
+        let text = format!("{{\"a\":{{\"env\":{{\"K\":\"{secret}\",}}}}}}");
+        let err = parse(&text)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("line 1"), "{err}");
+        assert!(err.contains("column"), "{err}");
+        assert!(!err.contains("SENTINEL"), "{err}");
+        let unterminated = format!("{{\"a\": \"{secret}");
+        let err = parse(&unterminated)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("column") && !err.contains("SENTINEL"), "{err}");
+    }
+
+    #[test]
+    fn missing_outer_braces_keep_true_columns() {
+        assert!(parse(r#""mcpServers": {"a": {"command": "x"}}"#).is_ok());
+        match parse(r#""a": {"command": "x",}"#) {
+            Err(ConfigError::InvalidJson { line, column, .. }) => {
+                assert_eq!((line, column), (1, 22));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_a_clear_error() {
+        let deep = "[".repeat(100_000);
+        assert!(matches!(parse(&deep), Err(ConfigError::TooDeep { .. })));
+        let deep_objects = "{\"a\":".repeat(10_000);
+        assert!(matches!(
+            parse(&deep_objects),
+            Err(ConfigError::TooDeep { .. })
+        ));
+    }
+
+    #[test]
+    fn huge_input_is_refused_before_parsing() {
+        let huge = " ".repeat(MAX_CONFIG_BYTES + 1);
+        assert!(matches!(parse(&huge), Err(ConfigError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn trailing_garbage_is_an_error() {
+        assert!(matches!(
+            parse("{} x"),
+            Err(ConfigError::InvalidJson { .. })
+        ));
+    }
+}

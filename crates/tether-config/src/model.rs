@@ -1,0 +1,237 @@
+//! Templates, templatable servers and installations.
+//!
+//! A [`TemplatableServer`] is a server config whose strings may hold `{{NAME}}` placeholders,
+//! plus the list of its variables. An [`Installation`] is a templatable server plus a value for
+//! every variable. Credentials never live in a template: parsing moves every `env` and header
+//! value into a variable value and leaves `{{KEY}}` in the template.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::placeholder::placeholder;
+use crate::secret::SecretValue;
+
+/// Who wrote a config, which decides the rules applied to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// Written by the user (inline spec, file, local installation): `${VAR}` expands from the
+    /// process environment, and a secret may replace any captured value.
+    User,
+    /// Returned by the managed server (`mcpConfigJson`): no `${VAR}` expansion, and captured
+    /// literal values are locked against local secrets.
+    Managed,
+}
+
+/// How a remote server is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemoteTransport {
+    /// MCP Streamable HTTP (the default).
+    #[default]
+    StreamableHttp,
+    /// The older HTTP + Server-Sent Events transport.
+    Sse,
+}
+
+impl RemoteTransport {
+    /// The `type` value Claude Code and Gemini CLI use for it (`http` or `sse`).
+    pub fn type_name(self) -> &'static str {
+        match self {
+            RemoteTransport::StreamableHttp => "http",
+            RemoteTransport::Sse => "sse",
+        }
+    }
+}
+
+/// A local process speaking MCP on stdin/stdout. Strings may hold placeholders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StdioTemplate {
+    /// The program to run (no shell).
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its environment; after parsing every value is `{{KEY}}` (a captured variable).
+    pub env: IndexMap<String, String>,
+    /// Its working directory.
+    pub cwd: Option<String>,
+}
+
+/// A server reached over HTTP. Strings may hold placeholders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteTemplate {
+    /// The endpoint.
+    pub url: String,
+    /// Request headers; after parsing every value is `{{KEY}}` (a captured variable).
+    pub headers: IndexMap<String, String>,
+    /// Streamable HTTP or SSE.
+    pub transport: RemoteTransport,
+}
+
+/// A server's launch description, before secrets are applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum ServerTemplate {
+    /// A stdio server.
+    Stdio(StdioTemplate),
+    /// A remote server.
+    Remote(RemoteTemplate),
+}
+
+/// Where a variable was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VariableSource {
+    /// An `env` entry whose value was captured.
+    Env,
+    /// A header whose value was captured.
+    Header,
+    /// A `{{NAME}}` placeholder in another field.
+    Placeholder,
+}
+
+/// One variable of a templatable server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Variable {
+    /// The name: an env or header key (any text), or a placeholder name.
+    pub name: String,
+    /// Where it was found.
+    pub source: VariableSource,
+}
+
+/// A named server template with its variables.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplatableServer {
+    /// The server's name (unique within a run).
+    pub name: String,
+    /// The launch description.
+    pub template: ServerTemplate,
+    /// The variables, captured ones first, in document order.
+    pub variables: Vec<Variable>,
+}
+
+impl TemplatableServer {
+    /// The variable names, in order.
+    pub fn variable_names(&self) -> impl Iterator<Item = &str> {
+        self.variables.iter().map(|v| v.name.as_str())
+    }
+
+    /// Whether `name` is one of the variables.
+    pub fn has_variable(&self, name: &str) -> bool {
+        self.variables.iter().any(|v| v.name == name)
+    }
+
+    /// The portable server JSON of the template (placeholders in place, no values), in the
+    /// form [`crate::parse_config`] reads back.
+    pub fn template_json(&self) -> Value {
+        match &self.template {
+            ServerTemplate::Stdio(stdio) => {
+                let mut server = json!({
+                    "command": stdio.command,
+                    "args": stdio.args,
+                    "env": stdio.env,
+                });
+                if let Some(cwd) = &stdio.cwd {
+                    server["cwd"] = json!(cwd);
+                }
+                server
+            }
+            ServerTemplate::Remote(remote) => json!({
+                "url": remote.url,
+                "headers": remote.headers,
+                "type": remote.transport.type_name(),
+            }),
+        }
+    }
+}
+
+/// A variable's value in an installation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VariableValue {
+    /// The value; may itself hold `{{NAME}}` references rendered from the run's secrets.
+    pub value: SecretValue,
+    /// A locked value is never replaced by a local secret (server-issued literals).
+    pub locked: bool,
+}
+
+impl VariableValue {
+    /// An unlocked value.
+    pub fn new(value: impl Into<SecretValue>) -> Self {
+        Self {
+            value: value.into(),
+            locked: false,
+        }
+    }
+}
+
+/// A templatable server with its variable values: ready to render once secrets are known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installation {
+    /// The template.
+    pub server: TemplatableServer,
+    /// Values by variable name. A variable without a value renders as its placeholder.
+    pub values: IndexMap<String, VariableValue>,
+    /// Which rules apply when rendering.
+    pub origin: Origin,
+}
+
+impl Installation {
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        &self.server.name
+    }
+
+    /// Variables that have no value, in order.
+    pub fn missing_variables(&self) -> Vec<&str> {
+        self.server
+            .variable_names()
+            .filter(|name| !self.values.contains_key(*name))
+            .collect()
+    }
+}
+
+/// One server as parsed: its template and the values captured from the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedServer {
+    /// The template.
+    pub server: TemplatableServer,
+    /// Values captured from `env` and header entries.
+    pub captured: IndexMap<String, VariableValue>,
+    /// Which rules apply.
+    pub origin: Origin,
+}
+
+impl ParsedServer {
+    /// The installation, when every variable has a captured value; `None` means the template
+    /// needs values (e.g. an arg `--token={{API_TOKEN}}`).
+    pub fn installation(&self) -> Option<Installation> {
+        self.server
+            .variable_names()
+            .all(|name| self.captured.contains_key(name))
+            .then(|| Installation {
+                server: self.server.clone(),
+                values: self.captured.clone(),
+                origin: self.origin,
+            })
+    }
+
+    /// The installation with every missing value synthesized as the literal `{{NAME}}`, so that
+    /// rendering fills it from the run's secrets or leaves the placeholder in place.
+    pub fn into_installation(self) -> Installation {
+        let mut values = self.captured;
+        for variable in &self.server.variables {
+            if !values.contains_key(&variable.name) {
+                values.insert(
+                    variable.name.clone(),
+                    VariableValue::new(placeholder(&variable.name)),
+                );
+            }
+        }
+        Installation {
+            server: self.server,
+            values,
+            origin: self.origin,
+        }
+    }
+}

@@ -1,0 +1,768 @@
+//! From config text to validated templatable servers.
+//!
+//! Accepted forms, tried in this order:
+//! 1. a wrapper: the first of `mcpServers`, `servers`, `mcp.servers`, `mcp_servers` whose value
+//!    is an object is the server map;
+//! 2. a single server: a top-level `command`, `url`, `serverUrl` or `httpUrl`; it is named by
+//!    its `name` field, else the file name of `command`, else the host of the URL;
+//! 3. otherwise the whole object is the server map.
+//!
+//! Text missing its outer braces (`"mcpServers": {...}`) is accepted.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use indexmap::IndexMap;
+use uuid::Uuid;
+
+use crate::error::ConfigError;
+use crate::json::{self, Json};
+use crate::model::{
+    Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerTemplate, StdioTemplate,
+    TemplatableServer, Variable, VariableSource, VariableValue,
+};
+use crate::placeholder::{has_placeholders, placeholder, placeholder_names};
+
+/// Wrapper keys, in the order they are looked for. A path of more than one key is nested.
+const WRAPPERS: [&[&str]; 4] = [
+    &["mcpServers"],
+    &["servers"],
+    &["mcp", "servers"],
+    &["mcp_servers"],
+];
+
+/// Keys that make a top-level object a single server.
+const SINGLE_SERVER_KEYS: [&str; 4] = ["command", "url", "serverUrl", "httpUrl"];
+
+/// Keys that give a remote server's URL.
+const URL_KEYS: [&str; 3] = ["url", "serverUrl", "httpUrl"];
+
+/// A config entry that refers to an installation by UUID (`{"warp_id": "<uuid>"}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerReference {
+    /// The entry's name in the config.
+    pub name: String,
+    /// The UUID: a local installation, or a managed one.
+    pub uid: Uuid,
+}
+
+/// Something ignored while parsing. Names a field, never a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigWarning {
+    /// A field tether does not use.
+    UnknownField {
+        /// The server's name.
+        server: String,
+        /// The field's name.
+        field: String,
+    },
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigWarning::UnknownField { server, field } => {
+                write!(f, "MCP server '{server}': ignoring unknown field '{field}'")
+            }
+        }
+    }
+}
+
+/// The result of parsing one config.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ParsedConfig {
+    /// Servers with a launch description, in document order.
+    pub servers: Vec<ParsedServer>,
+    /// `warp_id` entries, in document order.
+    pub references: Vec<ServerReference>,
+    /// Fields that were ignored.
+    pub warnings: Vec<ConfigWarning>,
+}
+
+/// Parses MCP config text (a user's JSON or a managed server's `mcpConfigJson`).
+///
+/// Every server's `env` and header values are captured as variable values, with `{{KEY}}` left
+/// in the template; `{{NAME}}` placeholders in any other string become variables. Under
+/// [`Origin::Managed`], captured values without placeholders are locked.
+///
+/// ```
+/// use tether_config::{parse_config, Origin};
+/// let parsed = parse_config(r#"{"mcpServers":{"gh":{"command":"npx","env":{"T":"x"}}}}"#, Origin::User)?;
+/// assert_eq!(parsed.servers[0].server.name, "gh");
+/// # Ok::<(), tether_config::ConfigError>(())
+/// ```
+pub fn parse_config(text: &str, origin: Origin) -> Result<ParsedConfig, ConfigError> {
+    let root = json::parse(text)?;
+    let Some(root_entries) = root.as_object() else {
+        return Err(ConfigError::NotAnObject { found: root.kind() });
+    };
+    let mut parsed = ParsedConfig::default();
+    if let Some(map) = find_wrapped_map(root_entries)? {
+        parse_server_map(map, origin, &mut parsed)?;
+    } else if SINGLE_SERVER_KEYS
+        .iter()
+        .any(|key| root_entries.iter().any(|(k, _)| k == key))
+    {
+        let name = single_server_name(root_entries);
+        parse_server(&name, root_entries, origin, true, &mut parsed)?;
+    } else {
+        parse_server_map(root_entries, origin, &mut parsed)?;
+    }
+    for warning in &parsed.warnings {
+        tracing::warn!("{warning}");
+    }
+    Ok(parsed)
+}
+
+/// The value of `key` in `entries`; a key present twice is an error.
+fn unique<'a>(entries: &'a [(String, Json)], key: &str) -> Result<Option<&'a Json>, String> {
+    let mut found = entries.iter().filter(|(k, _)| k == key).map(|(_, v)| v);
+    let first = found.next();
+    if found.next().is_some() {
+        return Err(key.to_owned());
+    }
+    Ok(first)
+}
+
+fn find_wrapped_map(root: &[(String, Json)]) -> Result<Option<&[(String, Json)]>, ConfigError> {
+    for path in WRAPPERS {
+        let mut current = root;
+        let mut found = None;
+        for (depth, key) in path.iter().enumerate() {
+            let value = unique(current, key).map_err(|key| ConfigError::DuplicateKey { key })?;
+            match value.and_then(Json::as_object) {
+                Some(object) if depth + 1 == path.len() => found = Some(object),
+                Some(object) => current = object,
+                None => break,
+            }
+        }
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    Ok(None)
+}
+
+fn single_server_name(entries: &[(String, Json)]) -> String {
+    if let Some((_, Json::String(name))) = entries.iter().find(|(k, _)| k == "name")
+        && !name.trim().is_empty()
+    {
+        return name.trim().to_owned();
+    }
+    let derived = match entries.iter().find(|(k, _)| k == "command") {
+        Some((_, Json::String(command))) => command_stem(command),
+        _ => URL_KEYS
+            .iter()
+            .find_map(|key| match entries.iter().find(|(k, _)| k == key) {
+                Some((_, Json::String(url))) => Some(url_host(url)),
+                _ => None,
+            })
+            .unwrap_or_default(),
+    };
+    if derived.is_empty() {
+        "server".to_owned()
+    } else {
+        derived
+    }
+}
+
+/// `/usr/local/bin/my-server` → `my-server`.
+fn command_stem(command: &str) -> String {
+    command
+        .trim()
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// `https://user@mcp.example.com:8443/x?y` → `mcp.example.com`.
+fn url_host(url: &str) -> String {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = after_scheme
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let host = if let Some(bracketed) = host_port.strip_prefix('[') {
+        bracketed.split(']').next().unwrap_or_default()
+    } else {
+        host_port.split(':').next().unwrap_or_default()
+    };
+    host.to_owned()
+}
+
+fn parse_server_map(
+    map: &[(String, Json)],
+    origin: Origin,
+    parsed: &mut ParsedConfig,
+) -> Result<(), ConfigError> {
+    let mut seen = HashSet::new();
+    for (name, _) in map {
+        if !seen.insert(name.as_str()) {
+            return Err(ConfigError::DuplicateServerName { name: name.clone() });
+        }
+    }
+    for (name, value) in map {
+        if name.trim().is_empty() {
+            return Err(ConfigError::server(name, "a server name must not be empty"));
+        }
+        let Some(entries) = value.as_object() else {
+            return Err(ConfigError::server(
+                name,
+                format!("must be a JSON object, found {}", value.kind()),
+            ));
+        };
+        parse_server(name, entries, origin, false, parsed)?;
+    }
+    Ok(())
+}
+
+/// The kind a `type` or `transport` field asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DeclaredKind {
+    Stdio,
+    Remote(RemoteTransport),
+}
+
+fn declared_kind(server: &str, field: &str, value: &Json) -> Result<DeclaredKind, ConfigError> {
+    let Json::String(text) = value else {
+        return Err(ConfigError::field(
+            server,
+            field,
+            format!("must be a string, found {}", value.kind()),
+        ));
+    };
+    match text.as_str() {
+        "stdio" => Ok(DeclaredKind::Stdio),
+        "http" | "streamable-http" | "streamable_http" | "streamableHttp" => {
+            Ok(DeclaredKind::Remote(RemoteTransport::StreamableHttp))
+        }
+        "sse" => Ok(DeclaredKind::Remote(RemoteTransport::Sse)),
+        _ => Err(ConfigError::field(
+            server,
+            field,
+            "must be one of \"stdio\", \"http\", \"streamable-http\" or \"sse\"",
+        )),
+    }
+}
+
+/// Reads the fields of one server object. `single` allows a `name` field.
+struct ServerFields<'a> {
+    name: &'a str,
+    entries: &'a [(String, Json)],
+}
+
+impl<'a> ServerFields<'a> {
+    fn get(&self, key: &str) -> Result<Option<&'a Json>, ConfigError> {
+        unique(self.entries, key)
+            .map_err(|key| ConfigError::field(self.name, key, "appears twice in the server object"))
+    }
+
+    /// An optional field; JSON `null` counts as absent.
+    fn optional(&self, key: &str) -> Result<Option<&'a Json>, ConfigError> {
+        Ok(self.get(key)?.filter(|v| !matches!(v, Json::Null)))
+    }
+
+    fn non_empty_string(&self, key: &str, value: &'a Json) -> Result<String, ConfigError> {
+        match value {
+            Json::String(s) if !s.trim().is_empty() => Ok(s.clone()),
+            Json::String(_) => Err(ConfigError::field(
+                self.name,
+                key,
+                "must be a non-empty string",
+            )),
+            other => Err(ConfigError::field(
+                self.name,
+                key,
+                format!("must be a non-empty string, found {}", other.kind()),
+            )),
+        }
+    }
+
+    fn string_array(&self, key: &str) -> Result<Vec<String>, ConfigError> {
+        match self.optional(key)? {
+            None => Ok(Vec::new()),
+            Some(Json::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| match item {
+                    Json::String(s) => Ok(s.clone()),
+                    other => Err(ConfigError::field(
+                        self.name,
+                        format!("{key}[{i}]"),
+                        format!(
+                            "must be a string, found {} ({key} is an array of strings)",
+                            other.kind()
+                        ),
+                    )),
+                })
+                .collect(),
+            Some(other) => Err(ConfigError::field(
+                self.name,
+                key,
+                format!("must be an array of strings, found {}", other.kind()),
+            )),
+        }
+    }
+
+    fn string_map(&self, key: &str) -> Result<IndexMap<String, String>, ConfigError> {
+        match self.optional(key)? {
+            None => Ok(IndexMap::new()),
+            Some(Json::Object(entries)) => {
+                let mut map = IndexMap::with_capacity(entries.len());
+                for (k, v) in entries {
+                    let Json::String(value) = v else {
+                        return Err(ConfigError::field(
+                            self.name,
+                            format!("{key}.{k}"),
+                            format!(
+                                "must be a string, found {} ({key} maps names to strings)",
+                                v.kind()
+                            ),
+                        ));
+                    };
+                    if map.insert(k.clone(), value.clone()).is_some() {
+                        return Err(ConfigError::field(
+                            self.name,
+                            key,
+                            format!("has the key '{k}' twice"),
+                        ));
+                    }
+                }
+                Ok(map)
+            }
+            Some(other) => Err(ConfigError::field(
+                self.name,
+                key,
+                format!("must be an object of string values, found {}", other.kind()),
+            )),
+        }
+    }
+
+    fn warn_unknown(&self, known: &[&str], parsed: &mut ParsedConfig) {
+        for (key, _) in self.entries {
+            if !known.contains(&key.as_str()) {
+                parsed.warnings.push(ConfigWarning::UnknownField {
+                    server: self.name.to_owned(),
+                    field: key.clone(),
+                });
+            }
+        }
+    }
+}
+
+fn parse_server(
+    name: &str,
+    entries: &[(String, Json)],
+    origin: Origin,
+    single: bool,
+    parsed: &mut ParsedConfig,
+) -> Result<(), ConfigError> {
+    let fields = ServerFields { name, entries };
+    let command = fields.get("command")?;
+    let url_keys: Vec<&str> = URL_KEYS
+        .iter()
+        .copied()
+        .filter(|key| entries.iter().any(|(k, _)| k == key))
+        .collect();
+    let warp_id = fields.get("warp_id")?;
+    if url_keys.len() > 1 {
+        return Err(ConfigError::server(
+            name,
+            format!("has both '{}' and '{}'; keep one", url_keys[0], url_keys[1]),
+        ));
+    }
+    let present: Vec<&str> = [
+        command.map(|_| "command"),
+        url_keys.first().copied(),
+        warp_id.map(|_| "warp_id"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if present.len() != 1 {
+        let found = if present.is_empty() {
+            "none".to_owned()
+        } else {
+            present
+                .iter()
+                .map(|k| format!("'{k}'"))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        };
+        return Err(ConfigError::server(
+            name,
+            format!("needs exactly one of 'command', 'url' or 'warp_id' (found {found})"),
+        ));
+    }
+
+    let declared = match (fields.optional("type")?, fields.optional("transport")?) {
+        (Some(t), Some(u)) => {
+            let (a, b) = (
+                declared_kind(name, "type", t)?,
+                declared_kind(name, "transport", u)?,
+            );
+            if a != b {
+                return Err(ConfigError::server(
+                    name,
+                    "'type' and 'transport' disagree; keep one",
+                ));
+            }
+            Some(a)
+        }
+        (Some(t), None) => Some(declared_kind(name, "type", t)?),
+        (None, Some(u)) => Some(declared_kind(name, "transport", u)?),
+        (None, None) => None,
+    };
+    let name_field: &[&str] = if single { &["name"] } else { &[] };
+
+    if let Some(value) = warp_id {
+        let Json::String(text) = value else {
+            return Err(ConfigError::field(name, "warp_id", "must be a UUID string"));
+        };
+        let uid = Uuid::parse_str(text.trim())
+            .map_err(|_| ConfigError::field(name, "warp_id", "must be a UUID"))?;
+        fields.warn_unknown(&[&["warp_id"], name_field].concat(), parsed);
+        parsed.references.push(ServerReference {
+            name: name.to_owned(),
+            uid,
+        });
+        return Ok(());
+    }
+
+    let mut builder = TemplateBuilder::new(origin);
+    let template = if let Some(command) = command {
+        if let Some(DeclaredKind::Remote(_)) = declared {
+            return Err(ConfigError::server(
+                name,
+                "declares a remote 'type' but has a 'command'; remove one",
+            ));
+        }
+        let command = fields.non_empty_string("command", command)?;
+        let args = fields.string_array("args")?;
+        let env = fields.string_map("env")?;
+        let cwd = match (
+            fields.optional("cwd")?,
+            fields.optional("working_directory")?,
+        ) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(ConfigError::server(
+                    name,
+                    "has both 'cwd' and 'working_directory'; keep one",
+                ));
+            }
+            (Some(value), _) => Some(fields.non_empty_string("cwd", value)?),
+            (None, Some(value)) => Some(fields.non_empty_string("working_directory", value)?),
+            (None, None) => None,
+        };
+        fields.warn_unknown(
+            &[
+                &[
+                    "command",
+                    "args",
+                    "env",
+                    "cwd",
+                    "working_directory",
+                    "type",
+                    "transport",
+                ],
+                name_field,
+            ]
+            .concat(),
+            parsed,
+        );
+        let env = builder.capture(env, VariableSource::Env);
+        builder.scan(&command);
+        args.iter().for_each(|arg| builder.scan(arg));
+        if let Some(cwd) = &cwd {
+            builder.scan(cwd);
+        }
+        ServerTemplate::Stdio(StdioTemplate {
+            command,
+            args,
+            env,
+            cwd,
+        })
+    } else {
+        let url_key = url_keys[0];
+        let transport = match (url_key, declared) {
+            (_, Some(DeclaredKind::Stdio)) => {
+                return Err(ConfigError::server(
+                    name,
+                    format!("declares type \"stdio\" but has a '{url_key}'; remove one"),
+                ));
+            }
+            ("httpUrl", Some(DeclaredKind::Remote(RemoteTransport::Sse))) => {
+                return Err(ConfigError::server(
+                    name,
+                    "'httpUrl' is Streamable HTTP but the type says \"sse\"; use 'url' for SSE",
+                ));
+            }
+            (_, Some(DeclaredKind::Remote(transport))) => transport,
+            (_, None) => RemoteTransport::StreamableHttp,
+        };
+        let url_value = fields.get(url_key)?.unwrap_or(&Json::Null);
+        let url = fields.non_empty_string(url_key, url_value)?;
+        let headers = fields.string_map("headers")?;
+        fields.warn_unknown(
+            &[&[url_key, "headers", "type", "transport"], name_field].concat(),
+            parsed,
+        );
+        let headers = builder.capture(headers, VariableSource::Header);
+        builder.scan(&url);
+        ServerTemplate::Remote(RemoteTemplate {
+            url,
+            headers,
+            transport,
+        })
+    };
+    parsed.servers.push(ParsedServer {
+        server: TemplatableServer {
+            name: name.to_owned(),
+            template,
+            variables: builder.variables,
+        },
+        captured: builder.captured,
+        origin,
+    });
+    Ok(())
+}
+
+/// Collects variables and captured values while a template is built.
+struct TemplateBuilder {
+    origin: Origin,
+    variables: Vec<Variable>,
+    captured: IndexMap<String, VariableValue>,
+}
+
+impl TemplateBuilder {
+    fn new(origin: Origin) -> Self {
+        Self {
+            origin,
+            variables: Vec::new(),
+            captured: IndexMap::new(),
+        }
+    }
+
+    /// Moves each value into a captured variable named by its key and returns the template
+    /// map with `{{KEY}}` in its place. Works for any key, including ones that are not valid
+    /// placeholder names (`1KEY`, `A.B`): the link is structural, by key.
+    fn capture(
+        &mut self,
+        values: IndexMap<String, String>,
+        source: VariableSource,
+    ) -> IndexMap<String, String> {
+        let mut template = IndexMap::with_capacity(values.len());
+        for (key, value) in values {
+            let locked = self.origin == Origin::Managed && !has_placeholders(&value);
+            template.insert(key.clone(), placeholder(&key));
+            self.variables.push(Variable {
+                name: key.clone(),
+                source,
+            });
+            self.captured.insert(
+                key,
+                VariableValue {
+                    value: value.into(),
+                    locked,
+                },
+            );
+        }
+        template
+    }
+
+    /// Adds each placeholder in `text` as a variable, unless it already is one.
+    fn scan(&mut self, text: &str) {
+        for name in placeholder_names(text) {
+            if !self.variables.iter().any(|v| v.name == name) {
+                self.variables.push(Variable {
+                    name: name.to_owned(),
+                    source: VariableSource::Placeholder,
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn names(text: &str) -> Vec<String> {
+        match parse_config(text, Origin::User) {
+            Ok(parsed) => parsed
+                .servers
+                .iter()
+                .map(|s| s.server.name.clone())
+                .chain(parsed.references.iter().map(|r| r.name.clone()))
+                .collect(),
+            Err(err) => panic!("{text}: {err}"),
+        }
+    }
+
+    fn error(text: &str) -> String {
+        match parse_config(text, Origin::User) {
+            Ok(parsed) => panic!("{text} parsed: {parsed:?}"),
+            Err(err) => err.to_string(),
+        }
+    }
+
+    #[test]
+    fn single_server_names_are_deterministic() {
+        assert_eq!(names(r#"{"command":"/usr/bin/my-srv"}"#), ["my-srv"]);
+        assert_eq!(names(r#"{"command":"npx","name":"gh"}"#), ["gh"]);
+        assert_eq!(
+            names(r#"{"url":"https://u@mcp.example.com:8443/mcp?x=1"}"#),
+            ["mcp.example.com"]
+        );
+        assert_eq!(names(r#"{"httpUrl":"http://[::1]:9/mcp"}"#), ["::1"]);
+        assert_eq!(names(r#"{"command":"/"}"#), ["server"]);
+    }
+
+    #[test]
+    fn wrapper_order_and_fallbacks() {
+        // `mcpServers` is looked for before `servers`.
+        assert_eq!(
+            names(r#"{"servers":{"b":{"command":"x"}},"mcpServers":{"a":{"command":"x"}}}"#),
+            ["a"]
+        );
+        // A wrapper key whose value is not an object is skipped.
+        assert_eq!(
+            names(r#"{"mcpServers":[],"mcp_servers":{"c":{"command":"x"}}}"#),
+            ["c"]
+        );
+        assert_eq!(
+            names(r#"{"a":{"warp_id":"8d3c9f4e-2b1a-4c5d-9e8f-7a6b5c4d3e2f"}}"#),
+            ["a"]
+        );
+    }
+
+    #[test]
+    fn validation_errors_name_server_and_field() {
+        assert_eq!(
+            error(r#"{"a":{"command":"x","url":"https://h"}}"#),
+            "MCP server 'a': needs exactly one of 'command', 'url' or 'warp_id' (found 'command' and 'url')"
+        );
+        assert_eq!(
+            error(r#"{"a":{}}"#),
+            "MCP server 'a': needs exactly one of 'command', 'url' or 'warp_id' (found none)"
+        );
+        assert!(
+            error(r#"{"a":{"command":"x","args":"y"}}"#).contains("'a': args must be an array")
+        );
+        assert!(
+            error(r#"{"a":{"url":"h","headers":{"H":true}}}"#)
+                .contains("headers.H must be a string")
+        );
+        assert!(error(r#"{"a":{"url":"h","serverUrl":"h"}}"#).contains("'url' and 'serverUrl'"));
+        assert!(error(r#"{"a":{"command":"x","type":"http"}}"#).contains("remote 'type'"));
+        assert!(error(r#"{"a":{"url":"h","type":"stdio"}}"#).contains("\"stdio\""));
+        assert!(error(r#"{"a":{"url":"h","type":"ws"}}"#).contains("type must be one of"));
+        assert!(error(r#"{"a":{"warp_id":"nope"}}"#).contains("warp_id must be a UUID"));
+        assert!(error(r#"{"a":{"command":"x","env":{"K":"1","K":"2"}}}"#).contains("'K' twice"));
+        assert!(error(r#"{"a":{"command":"x","command":"y"}}"#).contains("command appears twice"));
+        assert!(error(r#"{"a":1}"#).contains("must be a JSON object, found a number"));
+        assert!(error("[]").contains("found an array"));
+        assert!(error(r#"{"mcpServers":{},"mcpServers":{}}"#).contains("'mcpServers' twice"));
+    }
+
+    #[test]
+    fn unknown_fields_warn_by_name_only() {
+        let parsed = parse_config(
+            r#"{"a":{"command":"x","timeout":"sk-SENTINEL","headers":{}}}"#,
+            Origin::User,
+        );
+        let warnings: Vec<String> = parsed
+            .map(|p| p.warnings.iter().map(ToString::to_string).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            warnings,
+            [
+                "MCP server 'a': ignoring unknown field 'timeout'",
+                "MCP server 'a': ignoring unknown field 'headers'"
+            ]
+        );
+    }
+
+    #[test]
+    fn captures_env_values_including_invalid_placeholder_names() {
+        let parsed = parse_config(
+            r#"{"s":{"command":"x","args":["{{A}}"],"env":{"1KEY":"one","A.B":"two","A":"{{A}}"}}}"#,
+            Origin::User,
+        );
+        let Ok(parsed) = parsed else {
+            panic!("parse failed")
+        };
+        let server = &parsed.servers[0];
+        let ServerTemplate::Stdio(stdio) = &server.server.template else {
+            panic!("not stdio")
+        };
+        assert_eq!(stdio.env["1KEY"], "{{1KEY}}");
+        assert_eq!(server.captured["1KEY"].value.expose(), "one");
+        assert_eq!(server.captured["A.B"].value.expose(), "two");
+        let names: Vec<&str> = server.server.variable_names().collect();
+        assert_eq!(names, ["1KEY", "A.B", "A"]);
+        assert!(server.installation().is_some());
+    }
+
+    #[test]
+    fn template_without_values_has_no_installation() {
+        let Ok(parsed) = parse_config(
+            r#"{"s":{"command":"x","args":["--token={{API_TOKEN}}"]}}"#,
+            Origin::Managed,
+        ) else {
+            panic!("parse failed")
+        };
+        let server = parsed.servers[0].clone();
+        assert!(server.installation().is_none());
+        let installation = server.into_installation();
+        assert_eq!(
+            installation.values["API_TOKEN"].value.expose(),
+            "{{API_TOKEN}}"
+        );
+        assert!(!installation.values["API_TOKEN"].locked);
+    }
+
+    #[test]
+    fn managed_literals_are_locked_and_user_ones_are_not() {
+        let text =
+            r#"{"s":{"url":"https://p/mcp","headers":{"Authorization":"Bearer t","X":"{{Y}}"}}}"#;
+        let locks = |origin| {
+            parse_config(text, origin)
+                .map(|p| {
+                    p.servers[0]
+                        .captured
+                        .values()
+                        .map(|v| v.locked)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
+        assert_eq!(locks(Origin::Managed), [true, false]);
+        assert_eq!(locks(Origin::User), [false, false]);
+    }
+
+    #[test]
+    fn template_json_parses_back_to_the_same_template() {
+        let text = r#"{"s":{"command":"x","args":["{{A}}","--f={{json .}}"],"env":{"K":"v"},"cwd":"/tmp"},
+                       "r":{"url":"https://h/{{P}}","headers":{"H":"v"},"type":"sse"}}"#;
+        let Ok(first) = parse_config(text, Origin::User) else {
+            panic!("parse failed")
+        };
+        let map: serde_json::Map<String, serde_json::Value> = first
+            .servers
+            .iter()
+            .map(|s| (s.server.name.clone(), s.server.template_json()))
+            .collect();
+        let again = parse_config(&serde_json::Value::Object(map).to_string(), Origin::User);
+        let Ok(again) = again else {
+            panic!("reparse failed")
+        };
+        let templates = |p: &ParsedConfig| -> Vec<TemplatableServer> {
+            p.servers.iter().map(|s| s.server.clone()).collect()
+        };
+        assert_eq!(templates(&again), templates(&first));
+    }
+}

@@ -1,0 +1,515 @@
+//! Applying secrets to an installation and rendering it, in memory, in one pass.
+//!
+//! Rules:
+//! - For each variable: if its value holds `{{NAME}}` references, they are filled from the
+//!   secrets; otherwise a secret named exactly like the variable replaces the value, unless
+//!   the value is locked. A missing secret leaves the placeholder in place.
+//! - Substitution works on parsed strings, never on serialized JSON: a value is inserted
+//!   verbatim, never escaped and never expanded again.
+//! - `${VAR}` expansion (user origin only) runs on text the user wrote, never on a secret's
+//!   value and never on a managed config.
+//!
+//! **Invariant:** this is the only way from an [`Installation`] to launchable or exportable
+//! config, so local, inline and managed installations all get the same secret handling.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value, json};
+
+use crate::env_expand::{EnvLookup, Expanded, expand};
+use crate::model::{Installation, Origin, RemoteTransport, ServerTemplate};
+use crate::placeholder::{Segment, placeholder, segments};
+use crate::secret::{MASK, SecretValue, Secrets};
+
+/// One piece of rendered text.
+#[derive(Clone, PartialEq, Eq)]
+enum Piece {
+    /// Text from the template or a placeholder left in place.
+    Plain(String),
+    /// Text from a secret, a captured value or the environment.
+    Sensitive(SecretValue),
+}
+
+/// A rendered string that remembers which parts are sensitive, so it can be shown masked.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct RenderedText {
+    pieces: Vec<Piece>,
+}
+
+impl RenderedText {
+    /// The real text. Use it only where the value is really needed.
+    pub fn expose(&self) -> String {
+        self.join(|piece| match piece {
+            Piece::Plain(text) => text,
+            Piece::Sensitive(value) => value.expose(),
+        })
+    }
+
+    /// The text with every sensitive part replaced by [`MASK`].
+    pub fn masked(&self) -> String {
+        self.join(|piece| match piece {
+            Piece::Plain(text) => text,
+            Piece::Sensitive(_) => MASK,
+        })
+    }
+
+    /// The text as `exposure` asks.
+    pub fn show(&self, exposure: Exposure) -> String {
+        match exposure {
+            Exposure::Real => self.expose(),
+            Exposure::Masked => self.masked(),
+        }
+    }
+
+    /// Whether any part came from a secret, a captured value or the environment.
+    pub fn is_sensitive(&self) -> bool {
+        self.pieces.iter().any(|p| matches!(p, Piece::Sensitive(_)))
+    }
+
+    /// The sensitive parts, e.g. to mask them in a child's stderr.
+    pub fn sensitive_values(&self) -> impl Iterator<Item = &SecretValue> {
+        self.pieces.iter().filter_map(|p| match p {
+            Piece::Sensitive(value) => Some(value),
+            Piece::Plain(_) => None,
+        })
+    }
+
+    fn join<'a>(&'a self, part: impl Fn(&'a Piece) -> &'a str) -> String {
+        let mut out = String::new();
+        for piece in &self.pieces {
+            out.push_str(part(piece));
+        }
+        out
+    }
+
+    fn push_plain(&mut self, text: &str) {
+        if let Some(Piece::Plain(last)) = self.pieces.last_mut() {
+            last.push_str(text);
+        } else if !text.is_empty() {
+            self.pieces.push(Piece::Plain(text.to_owned()));
+        }
+    }
+
+    fn extend(&mut self, other: &RenderedText) {
+        for piece in &other.pieces {
+            match piece {
+                Piece::Plain(text) => self.push_plain(text),
+                Piece::Sensitive(_) => self.pieces.push(piece.clone()),
+            }
+        }
+    }
+}
+
+impl fmt::Debug for RenderedText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.masked(), f)
+    }
+}
+
+/// Whether rendered output shows real values or masks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposure {
+    /// Real values (for a child process, a 0600 file, or `--show-secrets`).
+    Real,
+    /// Sensitive parts replaced by [`MASK`].
+    Masked,
+}
+
+/// A rendered server's launch description.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum RenderedTransport {
+    /// A stdio server.
+    Stdio {
+        /// The program.
+        command: RenderedText,
+        /// Its arguments.
+        args: Vec<RenderedText>,
+        /// Its environment.
+        env: IndexMap<String, RenderedText>,
+        /// Its working directory.
+        cwd: Option<RenderedText>,
+    },
+    /// A remote server.
+    Remote {
+        /// The endpoint.
+        url: RenderedText,
+        /// Request headers.
+        headers: IndexMap<String, RenderedText>,
+        /// Streamable HTTP or SSE.
+        transport: RemoteTransport,
+    },
+}
+
+/// A server with secrets applied. `Debug` shows masked values only.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct RenderedServer {
+    /// The server's name.
+    pub name: String,
+    /// How to launch or reach it.
+    pub transport: RenderedTransport,
+    unresolved: BTreeSet<String>,
+    unset_env: BTreeSet<String>,
+}
+
+impl RenderedServer {
+    /// Placeholder names still in the output because no secret supplied them. A strict caller
+    /// refuses to launch when this is not empty.
+    pub fn unresolved_placeholders(&self) -> &BTreeSet<String> {
+        &self.unresolved
+    }
+
+    /// `${VAR}` names left literal because the variable is unset and has no default.
+    pub fn unset_env_vars(&self) -> &BTreeSet<String> {
+        &self.unset_env
+    }
+
+    /// Every sensitive value in the output, to mask in logs or captured output.
+    pub fn sensitive_values(&self) -> Vec<&SecretValue> {
+        let texts: Vec<&RenderedText> = match &self.transport {
+            RenderedTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => std::iter::once(command)
+                .chain(args)
+                .chain(env.values())
+                .chain(cwd)
+                .collect(),
+            RenderedTransport::Remote { url, headers, .. } => {
+                std::iter::once(url).chain(headers.values()).collect()
+            }
+        };
+        texts
+            .into_iter()
+            .flat_map(RenderedText::sensitive_values)
+            .collect()
+    }
+
+    /// The server in the portable JSON form: stdio `{command, args, env[, cwd]}`, remote
+    /// `{url, headers, type}` with `type` `http` or `sse`.
+    pub fn to_json(&self, exposure: Exposure) -> Value {
+        let map = |m: &IndexMap<String, RenderedText>| -> Map<String, Value> {
+            m.iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.show(exposure))))
+                .collect()
+        };
+        match &self.transport {
+            RenderedTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let mut server = json!({
+                    "command": command.show(exposure),
+                    "args": args.iter().map(|a| a.show(exposure)).collect::<Vec<_>>(),
+                    "env": map(env),
+                });
+                if let Some(cwd) = cwd {
+                    server["cwd"] = Value::String(cwd.show(exposure));
+                }
+                server
+            }
+            RenderedTransport::Remote {
+                url,
+                headers,
+                transport,
+            } => json!({
+                "url": url.show(exposure),
+                "headers": map(headers),
+                "type": transport.type_name(),
+            }),
+        }
+    }
+}
+
+/// `{"mcpServers": {name: server}}` for the given servers, in order.
+pub fn render_server_map(servers: &[RenderedServer], exposure: Exposure) -> Value {
+    let map: Map<String, Value> = servers
+        .iter()
+        .map(|s| (s.name.clone(), s.to_json(exposure)))
+        .collect();
+    json!({ "mcpServers": map })
+}
+
+impl Installation {
+    /// Applies `secrets` and renders the server, in memory. `env` serves `${VAR}` expansion
+    /// for user-origin installations and is never read for managed ones.
+    pub fn render(&self, secrets: &Secrets, env: &dyn EnvLookup) -> RenderedServer {
+        let mut renderer = Renderer {
+            installation: self,
+            secrets,
+            env: (self.origin == Origin::User).then_some(env),
+            resolved: HashMap::new(),
+            unresolved: BTreeSet::new(),
+            unset_env: BTreeSet::new(),
+        };
+        let transport = match &self.server.template {
+            ServerTemplate::Stdio(stdio) => RenderedTransport::Stdio {
+                command: renderer.text(&stdio.command),
+                args: stdio.args.iter().map(|a| renderer.text(a)).collect(),
+                env: renderer.captured_map(&stdio.env),
+                cwd: stdio.cwd.as_deref().map(|c| renderer.text(c)),
+            },
+            ServerTemplate::Remote(remote) => RenderedTransport::Remote {
+                url: renderer.text(&remote.url),
+                headers: renderer.captured_map(&remote.headers),
+                transport: remote.transport,
+            },
+        };
+        RenderedServer {
+            name: self.server.name.clone(),
+            transport,
+            unresolved: renderer.unresolved,
+            unset_env: renderer.unset_env,
+        }
+    }
+}
+
+struct Renderer<'a> {
+    installation: &'a Installation,
+    secrets: &'a Secrets,
+    env: Option<&'a dyn EnvLookup>,
+    resolved: HashMap<String, RenderedText>,
+    unresolved: BTreeSet<String>,
+    unset_env: BTreeSet<String>,
+}
+
+impl Renderer<'_> {
+    /// Renders a template string: literals (env-expanded for user origin) and placeholders.
+    fn text(&mut self, template: &str) -> RenderedText {
+        let mut out = RenderedText::default();
+        for segment in segments(template) {
+            match segment {
+                Segment::Literal(literal) => self.literal(literal, &mut out),
+                Segment::Placeholder(name) => {
+                    if self.installation.server.has_variable(name) {
+                        let value = self.variable(name);
+                        out.extend(&value);
+                    } else {
+                        self.secret_or_placeholder(name, &mut out);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Renders an env or header map: an entry whose template is `{{KEY}}` for its own key is
+    /// the captured variable KEY, whatever characters KEY holds.
+    fn captured_map(&mut self, map: &IndexMap<String, String>) -> IndexMap<String, RenderedText> {
+        map.iter()
+            .map(|(key, template)| {
+                let value = if *template == placeholder(key)
+                    && self.installation.server.has_variable(key)
+                {
+                    self.variable(key)
+                } else {
+                    self.text(template)
+                };
+                (key.clone(), value)
+            })
+            .collect()
+    }
+
+    /// The resolved value of a variable, computed once.
+    fn variable(&mut self, name: &str) -> RenderedText {
+        if let Some(done) = self.resolved.get(name) {
+            return done.clone();
+        }
+        let mut out = RenderedText::default();
+        match self.installation.values.get(name) {
+            None => self.secret_or_placeholder(name, &mut out),
+            Some(value) => {
+                let text = value.value.expose();
+                let parts = segments(text);
+                if parts.iter().any(|s| matches!(s, Segment::Placeholder(_))) {
+                    for part in parts {
+                        match part {
+                            Segment::Literal(literal) => self.literal(literal, &mut out),
+                            Segment::Placeholder(inner) => {
+                                self.secret_or_placeholder(inner, &mut out);
+                            }
+                        }
+                    }
+                } else if let Some(secret) = self.secrets.get(name).filter(|_| !value.locked) {
+                    out.pieces.push(Piece::Sensitive(secret.clone()));
+                } else {
+                    // A captured literal is sensitive as a whole, also after `${VAR}` expansion.
+                    let mut expanded = RenderedText::default();
+                    self.literal(text, &mut expanded);
+                    out.pieces
+                        .push(Piece::Sensitive(SecretValue::new(expanded.expose())));
+                }
+            }
+        }
+        self.resolved.insert(name.to_owned(), out.clone());
+        out
+    }
+
+    fn secret_or_placeholder(&mut self, name: &str, out: &mut RenderedText) {
+        match self.secrets.get(name) {
+            Some(secret) => out.pieces.push(Piece::Sensitive(secret.clone())),
+            None => {
+                self.unresolved.insert(name.to_owned());
+                out.push_plain(&placeholder(name));
+            }
+        }
+    }
+
+    /// Appends literal template text, expanding `${VAR}` for user-origin installations.
+    fn literal(&mut self, literal: &str, out: &mut RenderedText) {
+        let Some(env) = self.env else {
+            out.push_plain(literal);
+            return;
+        };
+        for piece in expand(literal, env) {
+            match piece {
+                Expanded::Text(text) => out.push_plain(text),
+                Expanded::Value(value) => {
+                    out.pieces.push(Piece::Sensitive(SecretValue::new(value)))
+                }
+                Expanded::Unset { literal, name } => {
+                    self.unset_env.insert(name.to_owned());
+                    out.push_plain(literal);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env_expand::EmptyEnv;
+    use crate::parse::parse_config;
+    use pretty_assertions::assert_eq;
+    use std::collections::BTreeMap;
+
+    fn render_one(
+        text: &str,
+        origin: Origin,
+        secrets: &Secrets,
+        env: &dyn EnvLookup,
+    ) -> RenderedServer {
+        match parse_config(text, origin) {
+            Ok(mut parsed) => parsed
+                .servers
+                .remove(0)
+                .into_installation()
+                .render(secrets, env),
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    fn secrets(pairs: &[(&str, &str)]) -> Secrets {
+        pairs.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    #[test]
+    fn masked_output_hides_only_sensitive_parts() {
+        let server = render_one(
+            r#"{"s":{"url":"https://h/mcp","headers":{"Authorization":"Bearer {{TOKEN}}","X":"lit"}}}"#,
+            Origin::User,
+            &secrets(&[("TOKEN", "t0k-SENTINEL")]),
+            &EmptyEnv,
+        );
+        assert_eq!(
+            server.to_json(Exposure::Masked),
+            json!({"url":"https://h/mcp","headers":{"Authorization":"Bearer ********","X":"********"},"type":"http"})
+        );
+        assert_eq!(
+            server.to_json(Exposure::Real)["headers"]["Authorization"],
+            "Bearer t0k-SENTINEL"
+        );
+        assert!(!format!("{server:?}").contains("SENTINEL"));
+        let values: Vec<&str> = server
+            .sensitive_values()
+            .iter()
+            .map(|v| v.expose())
+            .collect();
+        assert_eq!(values, ["t0k-SENTINEL", "lit"]);
+    }
+
+    #[test]
+    fn reports_unresolved_placeholders_by_name() {
+        let server = render_one(
+            r#"{"s":{"command":"x","args":["--token={{API_TOKEN}}","{{B}}"],"env":{"E":"{{C}}"}}}"#,
+            Origin::Managed,
+            &secrets(&[("B", "b")]),
+            &EmptyEnv,
+        );
+        let unresolved: Vec<&str> = server
+            .unresolved_placeholders()
+            .iter()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(unresolved, ["API_TOKEN", "C"]);
+        assert_eq!(
+            server.to_json(Exposure::Real),
+            json!({"command":"x","args":["--token={{API_TOKEN}}","b"],"env":{"E":"{{C}}"}})
+        );
+    }
+
+    #[test]
+    fn env_expansion_for_user_configs_only() {
+        let env: BTreeMap<String, String> = [
+            ("HOST".to_owned(), "h.example".to_owned()),
+            ("TOK".to_owned(), "t".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        let text = r#"{"s":{"url":"https://${HOST}/${NOPE}/$${KEEP}","headers":{"A":"Bearer ${TOK}","B":"${NOPE:-d}"}}}"#;
+        let user = render_one(text, Origin::User, &Secrets::new(), &env);
+        assert_eq!(
+            user.to_json(Exposure::Real),
+            json!({"url":"https://h.example/${NOPE}/${KEEP}","headers":{"A":"Bearer t","B":"d"},"type":"http"})
+        );
+        assert_eq!(user.unset_env_vars().iter().collect::<Vec<_>>(), ["NOPE"]);
+        assert_eq!(
+            user.to_json(Exposure::Masked)["url"],
+            "https://********/${NOPE}/${KEEP}"
+        );
+
+        let managed = render_one(text, Origin::Managed, &Secrets::new(), &env);
+        assert_eq!(
+            managed.to_json(Exposure::Real),
+            json!({"url":"https://${HOST}/${NOPE}/$${KEEP}","headers":{"A":"Bearer ${TOK}","B":"${NOPE:-d}"},"type":"http"})
+        );
+        assert!(managed.unset_env_vars().is_empty());
+    }
+
+    #[test]
+    fn secret_values_are_never_env_expanded() {
+        let env: BTreeMap<String, String> = [("HOME".to_owned(), "/home/u".to_owned())]
+            .into_iter()
+            .collect();
+        let server = render_one(
+            r#"{"s":{"command":"x","args":["{{A}}"],"env":{"B":"keep"}}}"#,
+            Origin::User,
+            &secrets(&[("A", "${HOME}"), ("B", "${HOME}")]),
+            &env,
+        );
+        assert_eq!(
+            server.to_json(Exposure::Real),
+            json!({"command":"x","args":["${HOME}"],"env":{"B":"${HOME}"}})
+        );
+    }
+
+    #[test]
+    fn invalid_key_names_keep_their_values_and_take_secrets() {
+        let server = render_one(
+            r#"{"s":{"command":"x","env":{"1KEY":"one","A.B":"two"}}}"#,
+            Origin::User,
+            &secrets(&[("A.B", "override")]),
+            &EmptyEnv,
+        );
+        assert_eq!(
+            server.to_json(Exposure::Real)["env"],
+            json!({"1KEY":"one","A.B":"override"})
+        );
+    }
+}

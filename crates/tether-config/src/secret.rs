@@ -1,0 +1,170 @@
+//! Secret values held in memory only.
+//!
+//! **Invariant:** a [`SecretValue`] never shows its content through `Debug` or `Display`;
+//! the only way to read it is [`SecretValue::expose`], and its memory is zeroed on drop.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use zeroize::Zeroizing;
+
+/// What `Debug` and `Display` print in place of a secret value.
+pub const MASK: &str = "********";
+
+/// A string that may hold a credential.
+///
+/// `Debug` and `Display` print [`MASK`]; the memory is zeroed when the value is dropped.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue(Zeroizing<String>);
+
+impl SecretValue {
+    /// Wraps a value. The caller's `String` moves in, so no unzeroed copy is left behind.
+    pub fn new(value: String) -> Self {
+        Self(Zeroizing::new(value))
+    }
+
+    /// The value itself. Call this only where the value must really be used
+    /// (a child's environment, a rendered file, an HTTP header).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the value is the empty string.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<&str> for SecretValue {
+    fn from(value: &str) -> Self {
+        Self::new(value.to_owned())
+    }
+}
+
+impl From<String> for SecretValue {
+    fn from(value: String) -> Self {
+        Self::new(value)
+    }
+}
+
+impl fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SecretValue({MASK})")
+    }
+}
+
+impl fmt::Display for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(MASK)
+    }
+}
+
+/// The run's secrets, by name. Applied to installations in memory, never persisted.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secrets(BTreeMap<String, SecretValue>);
+
+impl Secrets {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds or replaces the secret `name`.
+    pub fn insert(&mut self, name: impl Into<String>, value: impl Into<SecretValue>) {
+        self.0.insert(name.into(), value.into());
+    }
+
+    /// The secret named exactly `name`.
+    pub fn get(&self, name: &str) -> Option<&SecretValue> {
+        self.0.get(name)
+    }
+
+    /// The names, in sorted order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
+    /// The values, e.g. to mask them in captured output.
+    pub fn values(&self) -> impl Iterator<Item = &SecretValue> {
+        self.0.values()
+    }
+
+    /// How many secrets there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<K: Into<String>, V: Into<SecretValue>> FromIterator<(K, V)> for Secrets {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        Self(
+            iter.into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|k| (k, MASK)))
+            .finish()
+    }
+}
+
+/// Replaces every occurrence of each known secret value in `text` with [`MASK`].
+///
+/// Redaction is by known value, never by key-name pattern. Longer values are masked first so
+/// that a value containing another is masked whole; empty values are ignored.
+pub fn mask_known_values<'a>(
+    text: &str,
+    values: impl IntoIterator<Item = &'a SecretValue>,
+) -> String {
+    let mut values: Vec<&str> = values
+        .into_iter()
+        .map(SecretValue::expose)
+        .filter(|v| !v.is_empty())
+        .collect();
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    values.dedup();
+    let mut masked = text.to_owned();
+    for value in values {
+        if masked.contains(value) {
+            masked = masked.replace(value, MASK);
+        }
+    }
+    masked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_and_display_never_show_the_value() {
+        let secret = SecretValue::from("hunter2-sentinel");
+        assert_eq!(format!("{secret:?}"), "SecretValue(********)");
+        assert_eq!(secret.to_string(), MASK);
+        let secrets: Secrets = [("TOKEN", "hunter2-sentinel")].into_iter().collect();
+        let shown = format!("{secrets:?}");
+        assert!(shown.contains("TOKEN"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    #[test]
+    fn masks_longest_value_first() {
+        let a = SecretValue::from("abc");
+        let b = SecretValue::from("abcdef");
+        let empty = SecretValue::from("");
+        assert_eq!(
+            mask_known_values("x abcdef y abc", [&a, &b, &empty]),
+            "x ******** y ********"
+        );
+    }
+}

@@ -1,0 +1,131 @@
+//! Runs every case in `../shared/vectors/config_cases.json` (the shared test vectors every
+//! implementation must pass). A missing vectors file fails the test: it is never skipped.
+
+use std::path::PathBuf;
+
+use pretty_assertions::assert_eq;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tether_config::{EmptyEnv, Exposure, Origin, Secrets, parse_config};
+
+#[derive(Deserialize)]
+struct Vectors {
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    path: String,
+    config: String,
+    #[serde(default)]
+    secrets: Map<String, Value>,
+    expect: Option<Map<String, Value>>,
+    error_contains: Option<String>,
+}
+
+fn vectors_path() -> PathBuf {
+    std::env::var_os("TETHER_VECTORS").map_or_else(
+        || {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/vectors/config_cases.json")
+        },
+        PathBuf::from,
+    )
+}
+
+/// Parses, applies secrets and renders `case`, returning the rendered map or the error text.
+fn run(case: &Case) -> Result<Map<String, Value>, String> {
+    let origin = match case.path.as_str() {
+        "user" => Origin::User,
+        "managed" => Origin::Managed,
+        other => panic!("case '{}': unknown path '{other}'", case.name),
+    };
+    let secrets: Secrets = case
+        .secrets
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+        .collect();
+    let parsed = parse_config(&case.config, origin).map_err(|e| e.to_string())?;
+    Ok(parsed
+        .servers
+        .into_iter()
+        .map(|server| {
+            let rendered = server.into_installation().render(&secrets, &EmptyEnv);
+            (rendered.name.clone(), rendered.to_json(Exposure::Real))
+        })
+        .collect())
+}
+
+/// Keeps only the keys the vector names: our model may carry more (e.g. `type`).
+fn restrict(actual: &Map<String, Value>, expect: &Map<String, Value>) -> Map<String, Value> {
+    actual
+        .iter()
+        .map(|(name, server)| {
+            let wanted = expect.get(name).and_then(Value::as_object);
+            let kept: Map<String, Value> = match (server.as_object(), wanted) {
+                (Some(fields), Some(wanted)) => fields
+                    .iter()
+                    .filter(|(k, _)| wanted.contains_key(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                _ => server.as_object().cloned().unwrap_or_default(),
+            };
+            (name.clone(), Value::Object(kept))
+        })
+        .collect()
+}
+
+#[test]
+fn every_shared_vector_passes() {
+    let path = vectors_path();
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read the shared vectors at {}: {e}", path.display()));
+    let vectors: Vectors = serde_json::from_str(&text).expect("vectors file is JSON");
+    assert!(!vectors.cases.is_empty(), "the vectors file holds no case");
+    let mut failures = Vec::new();
+    for case in &vectors.cases {
+        let outcome = run(case);
+        let secret_values: Vec<&str> = case.secrets.values().filter_map(Value::as_str).collect();
+        match (&case.expect, &case.error_contains, outcome) {
+            (Some(expect), _, Ok(actual)) => {
+                let actual = restrict(&actual, expect);
+                if &actual != expect {
+                    failures.push(format!(
+                        "{}: expected {}\n  got {}",
+                        case.name,
+                        Value::Object(expect.clone()),
+                        Value::Object(actual)
+                    ));
+                }
+            }
+            (None, Some(needle), Err(message)) => {
+                if !message.contains(needle.as_str()) {
+                    failures.push(format!("{}: error {message:?} lacks {needle:?}", case.name));
+                }
+                if let Some(leak) = secret_values
+                    .iter()
+                    .find(|v| v.len() > 2 && message.contains(**v))
+                {
+                    failures.push(format!("{}: error shows the secret {leak:?}", case.name));
+                }
+            }
+            (_, _, Err(message)) => {
+                failures.push(format!("{}: unexpected error {message}", case.name))
+            }
+            (_, _, Ok(actual)) => failures.push(format!(
+                "{}: expected an error, got {}",
+                case.name,
+                Value::Object(actual)
+            )),
+        }
+    }
+    assert_eq!(
+        failures,
+        Vec::<String>::new(),
+        "{} of {} vectors failed",
+        failures.len(),
+        vectors.cases.len()
+    );
+    eprintln!("{} shared vectors passed", vectors.cases.len());
+}
