@@ -38,6 +38,26 @@ impl Json {
         }
     }
 
+    /// The value as `serde_json::Value` (for a duplicated key, the last one is kept; callers
+    /// validate first).
+    pub(crate) fn to_value(&self) -> serde_json::Value {
+        match self {
+            Json::Null => serde_json::Value::Null,
+            Json::Bool(b) => serde_json::Value::Bool(*b),
+            Json::Number(n) => serde_json::Value::Number(n.clone()),
+            Json::String(s) => serde_json::Value::String(s.clone()),
+            Json::Array(items) => {
+                serde_json::Value::Array(items.iter().map(Json::to_value).collect())
+            }
+            Json::Object(entries) => serde_json::Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_value()))
+                    .collect(),
+            ),
+        }
+    }
+
     pub(crate) fn as_object(&self) -> Option<&[(String, Json)]> {
         match self {
             Json::Object(entries) => Some(entries),

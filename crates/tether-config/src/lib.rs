@@ -39,6 +39,6 @@ pub use model::{
     Installation, Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerTemplate,
     StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
 };
-pub use parse::{ConfigWarning, ParsedConfig, ServerReference, parse_config};
+pub use parse::{ConfigWarning, ParsedConfig, ServerReference, parse_config, raw_server_entries};
 pub use render::{Exposure, RenderedServer, RenderedText, RenderedTransport, render_server_map};
 pub use secret::{MASK, SecretValue, Secrets, mask_known_values};

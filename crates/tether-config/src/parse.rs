@@ -93,25 +93,66 @@ pub struct ParsedConfig {
 /// ```
 pub fn parse_config(text: &str, origin: Origin) -> Result<ParsedConfig, ConfigError> {
     let root = json::parse(text)?;
-    let Some(root_entries) = root.as_object() else {
-        return Err(ConfigError::NotAnObject { found: root.kind() });
-    };
     let mut parsed = ParsedConfig::default();
-    if let Some(map) = find_wrapped_map(root_entries)? {
-        parse_server_map(map, origin, &mut parsed)?;
-    } else if SINGLE_SERVER_KEYS
-        .iter()
-        .any(|key| root_entries.iter().any(|(k, _)| k == key))
-    {
-        let name = single_server_name(root_entries);
-        parse_server(&name, root_entries, origin, true, &mut parsed)?;
-    } else {
-        parse_server_map(root_entries, origin, &mut parsed)?;
+    match locate_servers(&root)? {
+        Located::Map(map) => parse_server_map(map, origin, &mut parsed)?,
+        Located::Single(name, entries) => parse_server(&name, entries, origin, true, &mut parsed)?,
     }
     for warning in &parsed.warnings {
         tracing::warn!("{warning}");
     }
     Ok(parsed)
+}
+
+/// The servers of a config as written: each name with its server object, unvalidated fields
+/// and all, after the same normalization as [`parse_config`] (wrappers, missing braces, a
+/// single server named by the same rule). The config is validated first, so an invalid config
+/// is the same error here as there. Used to store user specs in a task config unchanged.
+pub fn raw_server_entries(text: &str) -> Result<Vec<(String, serde_json::Value)>, ConfigError> {
+    parse_config(text, Origin::User)?;
+    let root = json::parse(text)?;
+    let raw = match locate_servers(&root)? {
+        Located::Map(map) => map
+            .iter()
+            .map(|(name, server)| (name.clone(), server.to_value()))
+            .collect(),
+        Located::Single(name, entries) => {
+            let object = entries
+                .iter()
+                .filter(|(k, _)| k != "name")
+                .map(|(k, v)| (k.clone(), v.to_value()))
+                .collect();
+            vec![(name, serde_json::Value::Object(object))]
+        }
+    };
+    Ok(raw)
+}
+
+/// Where a config's servers are.
+enum Located<'a> {
+    /// A map of name → server object.
+    Map(&'a [(String, Json)]),
+    /// One server object and the name given to it.
+    Single(String, &'a [(String, Json)]),
+}
+
+fn locate_servers(root: &Json) -> Result<Located<'_>, ConfigError> {
+    let Some(root_entries) = root.as_object() else {
+        return Err(ConfigError::NotAnObject { found: root.kind() });
+    };
+    if let Some(map) = find_wrapped_map(root_entries)? {
+        return Ok(Located::Map(map));
+    }
+    if SINGLE_SERVER_KEYS
+        .iter()
+        .any(|key| root_entries.iter().any(|(k, _)| k == key))
+    {
+        return Ok(Located::Single(
+            single_server_name(root_entries),
+            root_entries,
+        ));
+    }
+    Ok(Located::Map(root_entries))
 }
 
 /// The value of `key` in `entries`; a key present twice is an error.
@@ -764,5 +805,31 @@ mod tests {
             p.servers.iter().map(|s| s.server.clone()).collect()
         };
         assert_eq!(templates(&again), templates(&first));
+    }
+}
+
+#[cfg(test)]
+mod raw_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn raw_entries_keep_servers_as_written() {
+        let text = r#""mcpServers": {"a": {"command": "x", "env": {"K": "${T}"}, "timeout": 5}}"#;
+        let raw = raw_server_entries(text).unwrap_or_default();
+        assert_eq!(
+            raw,
+            vec![(
+                "a".to_owned(),
+                json!({"command": "x", "env": {"K": "${T}"}, "timeout": 5})
+            )]
+        );
+        let single =
+            raw_server_entries(r#"{"name": "gh", "url": "https://h/{{P}}"}"#).unwrap_or_default();
+        assert_eq!(
+            single,
+            vec![("gh".to_owned(), json!({"url": "https://h/{{P}}"}))]
+        );
+        assert!(raw_server_entries(r#"{"a":{"command":"x"},"a":{"command":"y"}}"#).is_err());
     }
 }
