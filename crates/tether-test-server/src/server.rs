@@ -150,6 +150,7 @@ fn tools_page(tools: Vec<Tool>, cursor: Option<&str>) -> Result<ListToolsResult,
 }
 
 #[tool_handler(
+    router = self.tool_router,
     name = "tether-test-mcp",
     instructions = "A test server: echo, env_check and add, plus numbered filler tools."
 )]
