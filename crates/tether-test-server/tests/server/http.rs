@@ -13,9 +13,8 @@ use rmcp::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
-use serde_json::json;
 
-use crate::support::{call, kill, only_text, spawn_http, within};
+use crate::support::{expect_echo, kill, spawn_http, within};
 
 const TOKEN_ENV: &str = "TETHER_TEST_UPSTREAM_TOKEN";
 const TOKEN: &str = "upstream-token-1234";
@@ -31,9 +30,7 @@ async fn streamable_http_lists_and_calls_tools() -> anyhow::Result<()> {
     let tools = within("tools/list", client.list_all_tools()).await??;
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     assert_eq!(names, ["add", "echo", "env_check"]);
-    let echoed = call("echo", json!({ "text": "over HTTP" }))?;
-    let echoed = within("echo", client.call_tool(echoed)).await??;
-    assert_eq!(only_text(&echoed)?, "over HTTP");
+    expect_echo(&client, "over HTTP").await?;
 
     within("closing the client", client.cancel()).await??;
     kill(server).await
@@ -99,12 +96,7 @@ async fn require_bearer_env_answers_401_without_the_token() -> anyhow::Result<()
         ().serve(StreamableHttpClientTransport::from_config(config)),
     )
     .await??;
-    let echoed = within(
-        "echo",
-        client.call_tool(call("echo", json!({ "text": "ok" }))?),
-    )
-    .await??;
-    assert_eq!(only_text(&echoed)?, "ok");
+    expect_echo(&client, "ok").await?;
     within("closing the client", client.cancel()).await??;
 
     // Headers the transport manages itself are refused.

@@ -15,10 +15,13 @@ use rmcp::{
     transport::TokioChildProcess,
 };
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
+use tokio::{
+    io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader},
+    process::{Child, ChildStderr, ChildStdin, ChildStdout},
+};
 
 use crate::support::{
-    call, kill, kill_group, next_line, only_text, process_is_running, read_child_pid,
+    call, expect_echo, kill, kill_group, next_line, only_text, process_is_running, read_child_pid,
     server_command, wait_until_gone, within,
 };
 
@@ -51,10 +54,7 @@ async fn handshake_lists_and_calls_tools() -> anyhow::Result<()> {
         );
     }
 
-    let echoed = call("echo", json!({ "text": "hello, tether" }))?;
-    let echoed = within("echo", client.call_tool(echoed)).await??;
-    assert_eq!(only_text(&echoed)?, "hello, tether");
-    assert_eq!(echoed.is_error, Some(false));
+    expect_echo(&client, "hello, tether").await?;
 
     let sum = within(
         "add",
@@ -146,7 +146,26 @@ async fn tools_list_is_paginated_with_a_cursor() -> anyhow::Result<()> {
 /// The launcher-owned child: spawn it yourself, give rmcp its pipes, keep the `Child`.
 #[tokio::test]
 async fn exit_early_gives_its_code_and_stderr_line_to_an_owned_child() -> anyhow::Result<()> {
-    let mut command = server_command(&["--exit-early", "3"]);
+    let (mut child, pipes, stderr) = spawn_owned(&["--exit-early", "3"])?;
+    expect_early_exit(().serve(pipes), stderr).await?;
+    let status = within("the exit", child.wait()).await??;
+    assert_eq!(status.code(), Some(3));
+    Ok(())
+}
+
+#[tokio::test]
+async fn exit_early_through_tokio_child_process_keeps_stderr() -> anyhow::Result<()> {
+    let (transport, stderr) = TokioChildProcess::builder(server_command(&["--exit-early", "3"]))
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let stderr = stderr.context("builder.stderr(piped) gives no handle")?;
+    expect_early_exit(().serve(transport), stderr).await
+}
+
+/// Spawns the server with `args` on pipes the caller owns: the child, its `(stdout, stdin)` for
+/// rmcp's async-read/write transport, and its stderr.
+fn spawn_owned(args: &[&str]) -> anyhow::Result<(Child, (ChildStdout, ChildStdin), ChildStderr)> {
+    let mut command = server_command(args);
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -154,9 +173,17 @@ async fn exit_early_gives_its_code_and_stderr_line_to_an_owned_child() -> anyhow
     let mut child = command.spawn()?;
     let stdin = child.stdin.take().context("no stdin pipe")?;
     let stdout = child.stdout.take().context("no stdout pipe")?;
-    let mut stderr = child.stderr.take().context("no stderr pipe")?;
+    let stderr = child.stderr.take().context("no stderr pipe")?;
+    Ok((child, (stdout, stdin), stderr))
+}
 
-    let error = match within("the handshake", ().serve((stdout, stdin))).await? {
+/// Expects `handshake` to fail because the server exited with `--exit-early 3`, and its `stderr`
+/// to say so.
+async fn expect_early_exit<T>(
+    handshake: impl Future<Output = Result<T, ClientInitializeError>>,
+    mut stderr: impl AsyncRead + Unpin,
+) -> anyhow::Result<()> {
+    let error = match within("the handshake", handshake).await? {
         Ok(_) => bail!("the handshake succeeded"),
         Err(error) => error,
     };
@@ -169,41 +196,10 @@ async fn exit_early_gives_its_code_and_stderr_line_to_an_owned_child() -> anyhow
         ),
         "{error:?}"
     );
-
-    let status = within("the exit", child.wait()).await??;
-    assert_eq!(status.code(), Some(3));
     let mut text = String::new();
     within("reading stderr", stderr.read_to_string(&mut text)).await??;
     assert!(
         text.contains("tether-test-mcp: exiting early with code 3 as asked"),
-        "{text:?}"
-    );
-    Ok(())
-}
-
-#[tokio::test]
-async fn exit_early_through_tokio_child_process_keeps_stderr() -> anyhow::Result<()> {
-    let (transport, stderr) = TokioChildProcess::builder(server_command(&["--exit-early", "3"]))
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let mut stderr = stderr.context("builder.stderr(piped) gives no handle")?;
-
-    let error = match within("the handshake", ().serve(transport)).await? {
-        Ok(_) => bail!("the handshake succeeded"),
-        Err(error) => error,
-    };
-    assert!(
-        matches!(
-            error,
-            ClientInitializeError::ConnectionClosed(_)
-                | ClientInitializeError::TransportError { .. }
-        ),
-        "{error:?}"
-    );
-    let mut text = String::new();
-    within("reading stderr", stderr.read_to_string(&mut text)).await??;
-    assert!(
-        text.contains("exiting early with code 3 as asked"),
         "{text:?}"
     );
     Ok(())
@@ -255,16 +251,8 @@ async fn slow_start_delays_the_initialize_answer() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn hang_never_answers_and_outlives_its_stdin() -> anyhow::Result<()> {
-    let mut command = server_command(&["--hang"]);
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = command.spawn()?;
-    let stdin = child.stdin.take().context("no stdin pipe")?;
-    let stdout = child.stdout.take().context("no stdout pipe")?;
-
-    let attempt = tokio::time::timeout(SHORT, ().serve((stdout, stdin))).await;
+    let (mut child, pipes, _stderr) = spawn_owned(&["--hang"])?;
+    let attempt = tokio::time::timeout(SHORT, ().serve(pipes)).await;
     assert!(attempt.is_err(), "a hung server answered");
     // The handshake's transport, and so the child's stdin, is gone: the server keeps running.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -289,12 +277,7 @@ async fn a_graceful_close_leaves_the_grandchild_to_the_launcher() -> anyhow::Res
     let grandchild = read_child_pid(&mut lines).await?;
 
     let client = within("the handshake", ().serve(transport)).await??;
-    let echoed = within(
-        "echo",
-        client.call_tool(call("echo", json!({ "text": "x" }))?),
-    )
-    .await??;
-    assert_eq!(only_text(&echoed)?, "x");
+    expect_echo(&client, "x").await?;
     within("closing the client", client.cancel()).await??;
     wait_until_gone(server).await?;
     let survived = process_is_running(grandchild);

@@ -3,7 +3,10 @@
 use std::{future::Future, process::Stdio, time::Duration};
 
 use anyhow::{Context as _, bail};
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::{
+    Peer, RoleClient,
+    model::{CallToolRequestParams, CallToolResult},
+};
 use tokio::{
     io::{AsyncBufReadExt as _, AsyncRead, BufReader},
     process::Command,
@@ -144,4 +147,16 @@ pub fn only_text(result: &CallToolResult) -> anyhow::Result<&str> {
             .as_str()),
         other => bail!("expected one content block, got {other:?}"),
     }
+}
+
+/// Calls `echo` with `text` and checks that the same text comes back.
+pub async fn expect_echo(client: &Peer<RoleClient>, text: &str) -> anyhow::Result<()> {
+    let echoed = within(
+        "echo",
+        client.call_tool(call("echo", serde_json::json!({ "text": text }))?),
+    )
+    .await??;
+    assert_eq!(only_text(&echoed)?, text);
+    assert_eq!(echoed.is_error, Some(false));
+    Ok(())
 }
