@@ -10,7 +10,10 @@ use anyhow::{Context as _, bail};
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use rmcp::{
     ServiceError, ServiceExt as _,
-    model::{ErrorCode, PaginatedRequestParams},
+    model::{
+        ClientCapabilities, ClientConfig, ErrorCode, Implementation, PaginatedRequestParams,
+        ProtocolVersion,
+    },
     service::ClientInitializeError,
     transport::TokioChildProcess,
 };
@@ -31,7 +34,12 @@ const SHORT: Duration = Duration::from_millis(500);
 #[tokio::test]
 async fn handshake_lists_and_calls_tools() -> anyhow::Result<()> {
     let transport = TokioChildProcess::new(server_command(&[]))?;
-    let client = within("the handshake", ().serve(transport)).await??;
+    // A `ClientConfig` is a client handler that names the client; `()` would do as well.
+    let config = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("tether-test", "0"),
+    );
+    let client = within("the handshake", config.serve(transport)).await??;
 
     let info = client
         .peer_info()
@@ -42,6 +50,11 @@ async fn handshake_lists_and_calls_tools() -> anyhow::Result<()> {
         .context("no implementation info")?;
     assert_eq!(server.name, "tether-test-mcp");
     assert!(info.capabilities.tools.is_some());
+    // The default lifecycle is the `initialize` handshake, at its newest version.
+    assert_eq!(
+        info.protocol_version,
+        ProtocolVersion::LATEST_WITH_INITIALIZE
+    );
 
     let tools = within("tools/list", client.list_all_tools()).await??;
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
