@@ -51,7 +51,8 @@ struct Cli {
     #[arg(long, value_name = "VAR")]
     stderr_env: Vec<String>,
 
-    /// Start a long-lived grandchild (`sleep 300`) and print `child pid N` to stderr.
+    /// Start a long-lived grandchild (`sleep 300`, in our process group, on no pipes of ours) and
+    /// print `child pid N` to stderr.
     #[arg(long)]
     spawn_child: bool,
 
@@ -83,9 +84,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .arg("300")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
             .spawn()
             .context("spawning the grandchild `sleep 300`")?;
-        // Deliberately not waited for: the launcher under test must kill it with the group.
+        // Deliberately not waited for: the launcher under test must kill it with the group. It
+        // holds none of our pipes, so a surviving grandchild cannot stall a reader's EOF.
         eprintln!("child pid {}", child.id());
     }
     if let Some(code) = cli.exit_early {
