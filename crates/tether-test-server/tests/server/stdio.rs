@@ -19,13 +19,13 @@ use rmcp::{
 };
 use serde_json::json;
 use tokio::{
-    io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader},
+    io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader, Lines},
     process::{Child, ChildStderr, ChildStdin, ChildStdout},
 };
 
 use crate::support::{
-    call, expect_echo, kill, kill_group, next_line, only_text, process_is_running, read_child_pid,
-    server_command, wait_until_gone, within,
+    KillGroupOnDrop, call, expect_echo, kill, next_line, only_text, process_is_running,
+    read_child_pid, server_command, wait_until_gone, within,
 };
 
 /// A time that a server told to wait or hang cannot answer within.
@@ -280,23 +280,21 @@ async fn hang_never_answers_and_outlives_its_stdin() -> anyhow::Result<()> {
 /// `ProcessGroup::leader()` the grandchild still lives until someone kills the group.
 #[tokio::test]
 async fn a_graceful_close_leaves_the_grandchild_to_the_launcher() -> anyhow::Result<()> {
-    let mut command = CommandWrap::from(server_command(&["--spawn-child"]));
-    command.wrap(ProcessGroup::leader());
-    let (transport, stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let server = i32::try_from(transport.id().context("no pid")?)?;
-    let mut lines = BufReader::new(stderr.context("no stderr handle")?).lines();
-    let grandchild = read_child_pid(&mut lines).await?;
+    let GroupLeader {
+        transport,
+        group,
+        grandchild,
+        _stderr,
+    } = spawn_group_leader(&[]).await?;
 
     let client = within("the handshake", ().serve(transport)).await??;
     expect_echo(&client, "x").await?;
     within("closing the client", client.cancel()).await??;
-    wait_until_gone(server).await?;
+    wait_until_gone(group.0).await?;
     let survived = process_is_running(grandchild);
 
     // The group outlives its leader while a member lives, so the leader's pid still names it.
-    kill_group(server)?;
+    drop(group);
     wait_until_gone(grandchild).await?;
     assert!(
         survived,
@@ -309,26 +307,45 @@ async fn a_graceful_close_leaves_the_grandchild_to_the_launcher() -> anyhow::Res
 /// that kill is `killpg`, so the grandchild goes too.
 #[tokio::test]
 async fn dropping_a_live_transport_kills_the_whole_group() -> anyhow::Result<()> {
-    let mut command = CommandWrap::from(server_command(&["--spawn-child", "--hang"]));
+    let GroupLeader {
+        transport,
+        group,
+        grandchild,
+        _stderr,
+    } = spawn_group_leader(&["--hang"]).await?;
+
+    let attempt = tokio::time::timeout(SHORT, ().serve(transport)).await;
+    assert!(attempt.is_err(), "a hung server answered");
+    wait_until_gone(group.0).await?;
+    wait_until_gone(grandchild).await
+}
+
+/// A `--spawn-child` server that `TokioChildProcess` started as the leader of its own group.
+struct GroupLeader {
+    transport: TokioChildProcess,
+    /// Named by the server's pid; killed when dropped.
+    group: KillGroupOnDrop,
+    grandchild: i32,
+    /// Kept open so the server never writes into a closed pipe.
+    _stderr: Lines<BufReader<ChildStderr>>,
+}
+
+async fn spawn_group_leader(args: &[&str]) -> anyhow::Result<GroupLeader> {
+    let mut command = CommandWrap::from(server_command(&["--spawn-child"]));
+    command.command_mut().args(args);
     command.wrap(ProcessGroup::leader());
     let (transport, stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::piped())
         .spawn()?;
-    let server = i32::try_from(transport.id().context("no pid")?)?;
-    let mut lines = BufReader::new(stderr.context("no stderr handle")?).lines();
-    let grandchild = read_child_pid(&mut lines).await?;
-
-    let attempt = tokio::time::timeout(SHORT, ().serve(transport)).await;
-    assert!(attempt.is_err(), "a hung server answered");
-    let gone = async {
-        wait_until_gone(server).await?;
-        wait_until_gone(grandchild).await
-    }
-    .await;
-    if gone.is_err() {
-        kill_group(server)?;
-    }
-    gone
+    let group = KillGroupOnDrop(i32::try_from(transport.id().context("no pid")?)?);
+    let mut stderr = BufReader::new(stderr.context("no stderr handle")?).lines();
+    let grandchild = read_child_pid(&mut stderr).await?;
+    Ok(GroupLeader {
+        transport,
+        group,
+        grandchild,
+        _stderr: stderr,
+    })
 }
 
 /// `pre_exec` hooks set on the `tokio::process::Command` survive into rmcp's `CommandWrap`; a
@@ -358,14 +375,11 @@ fn a_parent_death_signal_set_in_pre_exec_ends_the_server_with_its_spawning_threa
         .join()
         .map_err(|_| anyhow::anyhow!("the spawning thread panicked"))??;
 
+    let _group = KillGroupOnDrop(server);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let gone = runtime.block_on(wait_until_gone(server));
-    if gone.is_err() {
-        kill_group(server)?;
-    }
-    gone
+    runtime.block_on(wait_until_gone(server))
 }
 
 /// Asks the kernel to SIGKILL the child when the thread that spawned it ends (Linux only).

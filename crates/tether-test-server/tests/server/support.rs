@@ -94,6 +94,17 @@ pub fn kill_group(pgid: i32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Kills the process group it names when dropped, so a failing test leaves no grandchild behind.
+pub struct KillGroupOnDrop(pub i32);
+
+impl Drop for KillGroupOnDrop {
+    fn drop(&mut self) {
+        if let Err(error) = kill_group(self.0) {
+            eprintln!("clean-up: {error:#}");
+        }
+    }
+}
+
 /// Spawns the server in HTTP mode on a free loopback port and returns it with its `/mcp` URL.
 pub async fn spawn_http(
     args: &[&str],
