@@ -1,0 +1,153 @@
+//! `tether-test-mcp`: a small MCP server that tether's tests launch and call.
+//!
+//! It serves three tools (`echo`, `env_check`, `add`, plus `--tools N` numbered ones) over stdio
+//! (the default) or Streamable HTTP (`--http ADDRESS`), and misbehaves on request so a launcher's
+//! failure handling can be tested: `--slow-start`, `--exit-early`, `--hang`, `--stderr-env`,
+//! `--spawn-child`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
+
+mod http;
+mod server;
+
+use std::{net::SocketAddr, process::ExitCode, time::Duration};
+
+use anyhow::Context as _;
+use clap::Parser;
+use rmcp::ServiceExt as _;
+
+use crate::server::{InitializeBehaviour, TestServer};
+
+/// The environment variable that sets the log filter (tracing `EnvFilter` syntax; default `warn`).
+const LOG_FILTER_ENV: &str = "RUST_LOG";
+
+/// The program's name, as it starts its own stderr lines.
+const PROGRAM: &str = "tether-test-mcp";
+
+/// A small MCP server for tests: tools `echo`, `env_check`, `add`, and failure modes on request.
+#[derive(Debug, Parser)]
+#[command(name = PROGRAM, version)]
+struct Cli {
+    /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio (port 0 picks a free port;
+    /// the bound address is printed as `listening on http://HOST:PORT/mcp`).
+    #[arg(long, value_name = "ADDRESS")]
+    http: Option<SocketAddr>,
+
+    /// With --http: answer 401 unless `Authorization: Bearer <value of VAR>` is sent.
+    #[arg(long, value_name = "VAR", requires = "http")]
+    require_bearer_env: Option<String>,
+
+    /// Wait this many milliseconds before answering `initialize`.
+    #[arg(long, value_name = "MS", conflicts_with = "hang")]
+    slow_start: Option<u64>,
+
+    /// Print a line to stderr and exit with CODE before answering anything.
+    #[arg(long, value_name = "CODE")]
+    exit_early: Option<u8>,
+
+    /// Read requests but never answer `initialize`; keeps running until killed.
+    #[arg(long)]
+    hang: bool,
+
+    /// At startup, write `VAR=<value>` to stderr (to test that a launcher masks captured stderr).
+    #[arg(long, value_name = "VAR")]
+    stderr_env: Vec<String>,
+
+    /// Start a long-lived grandchild (`sleep 300`, in our process group, on no pipes of ours) and
+    /// print `child pid N` to stderr.
+    #[arg(long)]
+    spawn_child: bool,
+
+    /// Also serve N numbered tools `tool_0`..`tool_{N-1}` (tools/list pages hold 50 tools).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    tools: usize,
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("{PROGRAM}: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Everything but the mapping of an error to the exit code.
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    for name in &cli.stderr_env {
+        match std::env::var(name) {
+            Ok(value) => eprintln!("{name}={value}"),
+            Err(_) => eprintln!("{PROGRAM}: {name} is not set"),
+        }
+    }
+    if cli.spawn_child {
+        let child = std::process::Command::new("sleep")
+            .arg("300")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("spawning the grandchild `sleep 300`")?;
+        // Deliberately not waited for: the launcher under test must kill it with the group. It
+        // holds none of our pipes, so a surviving grandchild cannot stall a reader's EOF.
+        eprintln!("child pid {}", child.id());
+    }
+    if let Some(code) = cli.exit_early {
+        eprintln!("{PROGRAM}: exiting early with code {code} as asked");
+        return Ok(ExitCode::from(code));
+    }
+
+    init_logging();
+    let initialize = if cli.hang {
+        InitializeBehaviour::Never
+    } else if let Some(ms) = cli.slow_start {
+        InitializeBehaviour::AnswerAfter(Duration::from_millis(ms))
+    } else {
+        InitializeBehaviour::Answer
+    };
+    let expected_bearer = cli
+        .require_bearer_env
+        .as_deref()
+        .map(|var| std::env::var(var).with_context(|| format!("--require-bearer-env {var}")))
+        .transpose()?;
+    let server = TestServer::new(cli.tools, initialize);
+    let hang = cli.hang;
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?;
+    runtime.block_on(async move {
+        let served = match cli.http {
+            Some(address) => http::serve(address, server, expected_bearer).await,
+            None => serve_stdio(server).await,
+        };
+        if hang {
+            // A hung server outlives its client: only a kill ends it.
+            tracing::info!(?served, "--hang: waiting to be killed");
+            std::future::pending::<()>().await;
+        }
+        served
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Serves MCP over stdin/stdout until the client closes stdin.
+async fn serve_stdio(server: TestServer) -> anyhow::Result<()> {
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("MCP handshake over stdio")?;
+    let reason = running.waiting().await.context("serving over stdio")?;
+    tracing::info!(?reason, "stdio session ended");
+    Ok(())
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_FILTER_ENV)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}

@@ -1,0 +1,245 @@
+//! The MCP handler: three fixed tools, optional numbered tools, paginated `tools/list`, and the
+//! `initialize` delays that `--slow-start` and `--hang` ask for.
+
+use std::time::Duration;
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    handler::server::{
+        router::tool::{ToolRoute, ToolRouter},
+        tool::ToolName,
+        wrapper::Parameters,
+    },
+    model::{
+        CacheScope, InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult,
+        PaginatedRequestParams, ProtocolVersion, Tool,
+    },
+    service::RequestContext,
+    tool, tool_handler, tool_router,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// How many tools one `tools/list` page holds; longer lists carry a `nextCursor`.
+pub const TOOLS_PAGE_SIZE: usize = 50;
+
+/// What the server does when a client sends `initialize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitializeBehaviour {
+    /// Answer at once.
+    Answer,
+    /// Wait this long, then answer (`--slow-start`).
+    AnswerAfter(Duration),
+    /// Never answer (`--hang`).
+    Never,
+}
+
+/// Arguments of the `echo` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EchoArguments {
+    /// The text to send back.
+    pub text: String,
+}
+
+/// Arguments of the `env_check` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EnvCheckArguments {
+    /// The name of the environment variable to look for.
+    pub name: String,
+}
+
+/// Arguments of the `add` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AddArguments {
+    /// The first addend.
+    pub a: i64,
+    /// The second addend.
+    pub b: i64,
+}
+
+/// The test server. Cheap to clone: the HTTP transport builds one per session.
+#[derive(Debug, Clone)]
+pub struct TestServer {
+    tool_router: ToolRouter<Self>,
+    initialize: InitializeBehaviour,
+}
+
+impl TestServer {
+    /// A server with the three fixed tools plus `numbered_tools` tools named `tool_0`, `tool_1`, ….
+    pub fn new(numbered_tools: usize, initialize: InitializeBehaviour) -> Self {
+        let mut tool_router = Self::tool_router();
+        for index in 0..numbered_tools {
+            let attr = Tool::new(
+                format!("tool_{index}"),
+                "A numbered filler tool (from --tools); answers with its own name.",
+                empty_object_schema(),
+            );
+            tool_router.add_route(ToolRoute::new(attr, numbered_tool));
+        }
+        Self {
+            tool_router,
+            initialize,
+        }
+    }
+}
+
+#[tool_router]
+impl TestServer {
+    /// Sends the text back unchanged.
+    #[tool(description = "Return the given text unchanged, as text content.")]
+    fn echo(&self, Parameters(EchoArguments { text }): Parameters<EchoArguments>) -> String {
+        text
+    }
+
+    /// Tells whether a variable is set in the server's environment, never its value.
+    #[tool(
+        description = "Tell whether an environment variable is set in the server's environment. \
+                       Returns {\"name\": NAME, \"set\": true|false} as JSON text; never the value."
+    )]
+    fn env_check(
+        &self,
+        Parameters(EnvCheckArguments { name }): Parameters<EnvCheckArguments>,
+    ) -> Result<String, String> {
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(format!("{name:?} is not a valid environment variable name"));
+        }
+        let set = std::env::var_os(&name).is_some();
+        Ok(serde_json::json!({ "name": name, "set": set }).to_string())
+    }
+
+    /// Adds two integers.
+    #[tool(description = "Add two integers a and b; returns the sum as text.")]
+    fn add(
+        &self,
+        Parameters(AddArguments { a, b }): Parameters<AddArguments>,
+    ) -> Result<String, String> {
+        a.checked_add(b)
+            .map(|sum| sum.to_string())
+            .ok_or_else(|| format!("{a} + {b} overflows a 64-bit integer"))
+    }
+}
+
+/// The handler behind every `tool_N`.
+fn numbered_tool(ToolName(name): ToolName) -> String {
+    format!("{name} answered")
+}
+
+fn empty_object_schema() -> JsonObject {
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), "object".into());
+    schema.insert("properties".into(), JsonObject::new().into());
+    schema
+}
+
+/// One page of `tools` starting at `cursor` (an index, as the previous page's `nextCursor` gave it).
+fn tools_page(tools: Vec<Tool>, cursor: Option<&str>) -> Result<ListToolsResult, ErrorData> {
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|start| *start <= tools.len())
+            .ok_or_else(|| ErrorData::invalid_params(format!("unknown cursor {cursor:?}"), None))?,
+    };
+    let end = tools.len().min(start.saturating_add(TOOLS_PAGE_SIZE));
+    let next_cursor = (end < tools.len()).then(|| end.to_string());
+    let page = tools.into_iter().skip(start).take(end - start).collect();
+    let mut result = ListToolsResult::with_all_items(page);
+    result.next_cursor = next_cursor;
+    Ok(result)
+}
+
+#[tool_handler(
+    router = self.tool_router,
+    name = "tether-test-mcp",
+    instructions = "A test server: echo, env_check and add, plus numbered filler tools."
+)]
+impl ServerHandler for TestServer {
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        match self.initialize {
+            InitializeBehaviour::Answer => {}
+            InitializeBehaviour::AnswerAfter(delay) => {
+                tracing::info!(?delay, "delaying the initialize answer (--slow-start)");
+                tokio::time::sleep(delay).await;
+            }
+            InitializeBehaviour::Never => {
+                tracing::info!("never answering initialize (--hang)");
+                std::future::pending::<()>().await;
+            }
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let cursor = request.as_ref().and_then(|params| params.cursor.as_deref());
+        let mut result = tools_page(self.tool_router.list_all(), cursor)?;
+        // Protocol 2026-07-28 wants cache hints; the list can change between runs, so none is fresh.
+        if context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28)
+        {
+            result = result.with_ttl_ms(0).with_cache_scope(CacheScope::Public);
+        }
+        Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(result: &ListToolsResult) -> Vec<&str> {
+        result.tools.iter().map(|tool| tool.name.as_ref()).collect()
+    }
+
+    #[test]
+    fn pages_follow_the_cursor_to_the_end() -> Result<(), ErrorData> {
+        let tools = TestServer::new(120, InitializeBehaviour::Answer)
+            .tool_router
+            .list_all();
+        assert_eq!(tools.len(), 123);
+
+        let first = tools_page(tools.clone(), None)?;
+        assert_eq!(first.tools.len(), TOOLS_PAGE_SIZE);
+        assert_eq!(names(&first)[..3], ["add", "echo", "env_check"]);
+        assert_eq!(first.next_cursor.as_deref(), Some("50"));
+
+        let second = tools_page(tools.clone(), Some("50"))?;
+        assert_eq!(second.next_cursor.as_deref(), Some("100"));
+
+        let last = tools_page(tools.clone(), Some("100"))?;
+        assert_eq!(last.tools.len(), 23);
+        assert_eq!(last.next_cursor, None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_short_list_is_one_page() -> Result<(), ErrorData> {
+        let tools = TestServer::new(0, InitializeBehaviour::Answer)
+            .tool_router
+            .list_all();
+        let page = tools_page(tools, None)?;
+        assert_eq!(names(&page), ["add", "echo", "env_check"]);
+        assert_eq!(page.next_cursor, None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_foreign_cursor_is_an_invalid_params_error() {
+        let tools = TestServer::new(0, InitializeBehaviour::Answer)
+            .tool_router
+            .list_all();
+        for cursor in ["x", "4", "-1"] {
+            assert!(tools_page(tools.clone(), Some(cursor)).is_err(), "{cursor}");
+        }
+    }
+}
