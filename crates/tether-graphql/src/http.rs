@@ -26,9 +26,12 @@ const ERROR_BODY_READ_BYTES: usize = 4 * 1024;
 
 /// Settings of an [`HttpManagedMcpClient`]. Start from [`HttpClientSettings::new`] (or
 /// [`HttpClientSettings::from_env`]) and change fields as needed.
-#[derive(Debug, Clone)]
+///
+/// `Debug` shows the endpoint without user info or query and masks the API key.
+#[derive(Clone)]
 pub struct HttpClientSettings {
-    /// The GraphQL endpoint, `http` or `https`.
+    /// The GraphQL endpoint, `http` or `https`, without user info (credentials belong in
+    /// `api_key`).
     pub endpoint: reqwest::Url,
     /// Sent as `Authorization: Bearer <key>` when set; no `Authorization` header otherwise.
     pub api_key: Option<SecretString>,
@@ -112,6 +115,11 @@ impl HttpManagedMcpClient {
         };
         if !matches!(endpoint.scheme(), "http" | "https") {
             return Err(config("the endpoint URL must use http or https"));
+        }
+        if !endpoint.username().is_empty() || endpoint.password().is_some() {
+            return Err(config(
+                "the endpoint URL must not carry credentials; set the API key instead",
+            ));
         }
         if retry.max_attempts == 0 {
             return Err(config("max attempts must be at least 1"));
@@ -243,12 +251,44 @@ impl ManagedMcpClient for HttpManagedMcpClient {
 impl fmt::Debug for HttpManagedMcpClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpManagedMcpClient")
-            .field("endpoint", &self.endpoint.origin().ascii_serialization())
+            .field("endpoint", &redacted_endpoint(&self.endpoint))
             .field("api_key", &self.api_key)
             .field("retry", &self.retry)
             .field("concurrency", &self.concurrency)
             .finish_non_exhaustive()
     }
+}
+
+impl fmt::Debug for HttpClientSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            endpoint,
+            api_key,
+            user_agent,
+            connect_timeout,
+            timeout,
+            retry,
+            concurrency,
+        } = self;
+        f.debug_struct("HttpClientSettings")
+            .field("endpoint", &redacted_endpoint(endpoint))
+            .field("api_key", api_key)
+            .field("user_agent", user_agent)
+            .field("connect_timeout", connect_timeout)
+            .field("timeout", timeout)
+            .field("retry", retry)
+            .field("concurrency", concurrency)
+            .finish()
+    }
+}
+
+/// The endpoint as scheme, host, port and path: user info and query may hold secrets.
+fn redacted_endpoint(endpoint: &reqwest::Url) -> String {
+    format!(
+        "{}{}",
+        endpoint.origin().ascii_serialization(),
+        endpoint.path()
+    )
 }
 
 /// What [`read_body`] does at the size limit.
@@ -316,16 +356,19 @@ fn classify(error: &reqwest::Error) -> TransportErrorKind {
     }
 }
 
-/// rustls failures reach us as `io::Error`s of kind `InvalidData` in the source chain.
+/// rustls failures reach us as an `io::Error` of kind `InvalidData`, possibly wrapped in
+/// another `io::Error` (whose `source()` skips the wrapped error, so `get_ref` is followed).
 fn is_tls(error: &reqwest::Error) -> bool {
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::InvalidData
-        {
-            return true;
-        }
-        source = cause.source();
+    let mut next = std::error::Error::source(error);
+    while let Some(cause) = next {
+        next = match cause.downcast_ref::<std::io::Error>() {
+            Some(io) if io.kind() == std::io::ErrorKind::InvalidData => return true,
+            Some(io) => match io.get_ref() {
+                Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+                None => cause.source(),
+            },
+            None => cause.source(),
+        };
     }
     false
 }
