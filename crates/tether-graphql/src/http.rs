@@ -1,0 +1,378 @@
+//! [`HttpManagedMcpClient`]: the managed MCP client over HTTPS (reqwest, rustls).
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use reqwest::header::{ACCEPT, HeaderValue};
+use tracing::{debug, info};
+use uuid::Uuid;
+use zeroize::Zeroizing;
+
+use crate::client::{DEFAULT_CONCURRENCY, ManagedMcpClient};
+use crate::config::ManagedMcpClientConfig;
+use crate::env::api_key_from_env;
+use crate::error::{DecodeReason, ManagedMcpError, TransportErrorKind};
+use crate::operation;
+use crate::redact;
+use crate::response::{self, Failure};
+use crate::retry::{self, RetryPolicy};
+use crate::secret::SecretString;
+
+/// The largest response body read; a larger one is a [`DecodeReason::TooLarge`] error.
+pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+/// How much of an error response's body is read for the excerpt.
+const ERROR_BODY_READ_BYTES: usize = 4 * 1024;
+
+/// Settings of an [`HttpManagedMcpClient`]. Start from [`HttpClientSettings::new`] (or
+/// [`HttpClientSettings::from_env`]) and change fields as needed.
+///
+/// `Debug` shows the endpoint without user info or query and masks the API key.
+#[derive(Clone)]
+pub struct HttpClientSettings {
+    /// The GraphQL endpoint, `http` or `https`, without user info (credentials belong in
+    /// `api_key`).
+    pub endpoint: reqwest::Url,
+    /// Sent as `Authorization: Bearer <key>` when set; no `Authorization` header otherwise.
+    pub api_key: Option<SecretString>,
+    /// The `User-Agent` header; defaults to [`HttpClientSettings::default_user_agent`].
+    pub user_agent: String,
+    /// Limit on establishing a connection (TCP and TLS).
+    pub connect_timeout: Duration,
+    /// Limit on one whole attempt: connect, send, and read the full response.
+    pub timeout: Duration,
+    /// Attempts and backoff for transient failures.
+    pub retry: RetryPolicy,
+    /// How many uids [`ManagedMcpClient::resolve_many`] resolves at once (at least 1).
+    pub concurrency: usize,
+}
+
+impl HttpClientSettings {
+    /// Default [`HttpClientSettings::connect_timeout`].
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+    /// Default [`HttpClientSettings::timeout`].
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// Defaults for `endpoint`, without an API key.
+    #[must_use]
+    pub fn new(endpoint: reqwest::Url) -> Self {
+        Self {
+            endpoint,
+            api_key: None,
+            user_agent: Self::default_user_agent(),
+            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            timeout: Self::DEFAULT_TIMEOUT,
+            retry: RetryPolicy::default(),
+            concurrency: DEFAULT_CONCURRENCY,
+        }
+    }
+
+    /// Defaults for `endpoint`, with the API key read by [`crate::api_key_from_env`]
+    /// ([`crate::EnvVars::TETHER_API_KEY`] or [`crate::EnvVars::TETHER_API_KEY_FILE`]).
+    pub fn from_env(endpoint: reqwest::Url) -> Result<Self, ManagedMcpError> {
+        Ok(Self {
+            api_key: api_key_from_env()?,
+            ..Self::new(endpoint)
+        })
+    }
+
+    /// `tether/<version of this crate>`.
+    #[must_use]
+    pub fn default_user_agent() -> String {
+        format!("tether/{}", env!("CARGO_PKG_VERSION"))
+    }
+}
+
+/// The managed MCP client over HTTP. One `reqwest::Client` (and its connection pool) serves
+/// every call; cheap to share behind an `Arc`.
+pub struct HttpManagedMcpClient {
+    http: reqwest::Client,
+    endpoint: reqwest::Url,
+    /// Kept to mask it in server text; sent via `authorization`.
+    api_key: Option<SecretString>,
+    /// `Bearer <key>`, built once and marked sensitive.
+    authorization: Option<HeaderValue>,
+    retry: RetryPolicy,
+    concurrency: usize,
+}
+
+impl HttpManagedMcpClient {
+    /// Validates `settings` and builds the client. Fails with [`ManagedMcpError::Config`] when
+    /// the endpoint is not `http(s)`, a limit is zero, the API key is not a valid header value,
+    /// or the TLS stack cannot be set up.
+    pub fn new(settings: HttpClientSettings) -> Result<Self, ManagedMcpError> {
+        let HttpClientSettings {
+            endpoint,
+            api_key,
+            user_agent,
+            connect_timeout,
+            timeout,
+            retry,
+            concurrency,
+        } = settings;
+        let config = |reason: &str| ManagedMcpError::Config {
+            reason: reason.to_owned(),
+        };
+        if !matches!(endpoint.scheme(), "http" | "https") {
+            return Err(config("the endpoint URL must use http or https"));
+        }
+        if !endpoint.username().is_empty() || endpoint.password().is_some() {
+            return Err(config(
+                "the endpoint URL must not carry credentials; set the API key instead",
+            ));
+        }
+        if retry.max_attempts == 0 {
+            return Err(config("max attempts must be at least 1"));
+        }
+        if concurrency == 0 {
+            return Err(config("concurrency must be at least 1"));
+        }
+        if connect_timeout.is_zero() || timeout.is_zero() {
+            return Err(config("timeouts must be greater than zero"));
+        }
+        let authorization = match &api_key {
+            Some(key) => {
+                let bearer = Zeroizing::new(format!("Bearer {}", key.expose()));
+                let mut value = HeaderValue::from_str(&bearer).map_err(|_| {
+                    config("the API key contains characters not allowed in an HTTP header")
+                })?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
+        let http = reqwest::Client::builder()
+            .user_agent(user_agent)
+            .connect_timeout(connect_timeout)
+            .timeout(timeout)
+            // A redirect would carry the request (and its bearer token) elsewhere: surface
+            // it as an HTTP error instead.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|error| ManagedMcpError::Config {
+                reason: format!("cannot build the HTTP client: {error}"),
+            })?;
+        Ok(Self {
+            http,
+            endpoint,
+            api_key,
+            authorization,
+            retry,
+            concurrency,
+        })
+    }
+
+    /// Known secrets to mask in server text.
+    fn secrets(&self) -> Vec<&SecretString> {
+        self.api_key.iter().collect()
+    }
+
+    /// One HTTP exchange: send the operation, classify the answer.
+    async fn attempt(
+        &self,
+        uid: Uuid,
+        attempt: u32,
+        operation: &impl serde::Serialize,
+    ) -> Result<ManagedMcpClientConfig, Failure> {
+        let started = Instant::now();
+        let mut request = self
+            .http
+            .post(self.endpoint.clone())
+            .header(ACCEPT, "application/json")
+            .json(operation);
+        if let Some(authorization) = &self.authorization {
+            request = request.header(reqwest::header::AUTHORIZATION, authorization.clone());
+        }
+        let mut response = request.send().await.map_err(|error| {
+            let kind = classify(&error);
+            debug!(%uid, attempt, elapsed_ms = elapsed_ms(started), ?kind, "managed MCP request failed");
+            Failure::Transport(kind)
+        })?;
+        let status = response.status();
+        debug!(%uid, attempt, status = status.as_u16(), elapsed_ms = elapsed_ms(started), "managed MCP endpoint answered");
+
+        if !status.is_success() {
+            let retry_after = retry::retry_after(response.headers());
+            let head = read_body(&mut response, ERROR_BODY_READ_BYTES, Overflow::Truncate)
+                .await
+                .unwrap_or_default();
+            return Err(Failure::Status {
+                status: status.as_u16(),
+                retry_after,
+                body_excerpt: redact::excerpt(&String::from_utf8_lossy(&head), &self.secrets()),
+            });
+        }
+        let body = read_body(&mut response, MAX_RESPONSE_BYTES, Overflow::Fail).await?;
+        response::decode(uid, &body, &self.secrets())
+    }
+}
+
+#[async_trait::async_trait]
+impl ManagedMcpClient for HttpManagedMcpClient {
+    async fn create_managed_mcp_client_config(
+        &self,
+        uid: Uuid,
+    ) -> Result<ManagedMcpClientConfig, ManagedMcpError> {
+        let operation = operation::build(uid);
+        let started = Instant::now();
+        let mut attempt = 1;
+        loop {
+            match self.attempt(uid, attempt, &operation).await {
+                Ok(config) => {
+                    debug!(%uid, attempt, elapsed_ms = elapsed_ms(started), "managed MCP client config resolved");
+                    return Ok(config);
+                }
+                Err(failure) if failure.is_transient() && attempt < self.retry.max_attempts => {
+                    let delay = self.retry.delay_before(attempt, failure.retry_after());
+                    info!(
+                        %uid,
+                        attempt,
+                        status = failure.status(),
+                        elapsed_ms = elapsed_ms(started),
+                        delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        "transient failure; retrying managed MCP request"
+                    );
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                Err(failure) => {
+                    debug!(%uid, attempt, status = failure.status(), elapsed_ms = elapsed_ms(started), "managed MCP resolution failed");
+                    return Err(failure.into_error(uid, attempt));
+                }
+            }
+        }
+    }
+
+    fn max_concurrency(&self) -> usize {
+        self.concurrency
+    }
+}
+
+impl fmt::Debug for HttpManagedMcpClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpManagedMcpClient")
+            .field("endpoint", &redacted_endpoint(&self.endpoint))
+            .field("api_key", &self.api_key)
+            .field("retry", &self.retry)
+            .field("concurrency", &self.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for HttpClientSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            endpoint,
+            api_key,
+            user_agent,
+            connect_timeout,
+            timeout,
+            retry,
+            concurrency,
+        } = self;
+        f.debug_struct("HttpClientSettings")
+            .field("endpoint", &redacted_endpoint(endpoint))
+            .field("api_key", api_key)
+            .field("user_agent", user_agent)
+            .field("connect_timeout", connect_timeout)
+            .field("timeout", timeout)
+            .field("retry", retry)
+            .field("concurrency", concurrency)
+            .finish()
+    }
+}
+
+/// The endpoint as scheme, host, port and path: user info and query may hold secrets.
+fn redacted_endpoint(endpoint: &reqwest::Url) -> String {
+    format!(
+        "{}{}",
+        endpoint.origin().ascii_serialization(),
+        endpoint.path()
+    )
+}
+
+/// What [`read_body`] does at the size limit.
+#[derive(Clone, Copy)]
+enum Overflow {
+    /// Stop reading and keep what was read (error excerpts).
+    Truncate,
+    /// Fail with [`DecodeReason::TooLarge`].
+    Fail,
+}
+
+/// Reads the body into a buffer that is zeroized on drop, including the buffers it outgrows.
+async fn read_body(
+    response: &mut reqwest::Response,
+    limit: usize,
+    overflow: Overflow,
+) -> Result<Zeroizing<Vec<u8>>, Failure> {
+    let expected = response
+        .content_length()
+        .and_then(|length| usize::try_from(length).ok())
+        .unwrap_or(0);
+    let mut body = Zeroizing::new(Vec::with_capacity(expected.min(limit)));
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| Failure::Transport(classify(&error)))?
+    {
+        let room = limit - body.len();
+        if chunk.len() > room {
+            if let Overflow::Fail = overflow {
+                return Err(Failure::Decode(DecodeReason::TooLarge {
+                    limit_bytes: limit,
+                }));
+            }
+            append(&mut body, &chunk[..room]);
+            break;
+        }
+        append(&mut body, &chunk);
+    }
+    Ok(body)
+}
+
+/// Appends without letting `Vec` reallocate: a grown buffer replaces the old one, which is
+/// zeroized as it drops.
+fn append(body: &mut Zeroizing<Vec<u8>>, bytes: &[u8]) {
+    let needed = body.len() + bytes.len();
+    if needed > body.capacity() {
+        let mut grown = Zeroizing::new(Vec::with_capacity(needed.max(body.capacity() * 2)));
+        grown.extend_from_slice(body);
+        *body = grown;
+    }
+    body.extend_from_slice(bytes);
+}
+
+/// Classifies a reqwest error without keeping its message (which names the URL).
+fn classify(error: &reqwest::Error) -> TransportErrorKind {
+    if error.is_timeout() {
+        TransportErrorKind::Timeout
+    } else if is_tls(error) {
+        TransportErrorKind::Tls
+    } else if error.is_connect() {
+        TransportErrorKind::Connect
+    } else {
+        TransportErrorKind::Other
+    }
+}
+
+/// rustls failures reach us as an `io::Error` of kind `InvalidData`, possibly wrapped in
+/// another `io::Error` (whose `source()` skips the wrapped error, so `get_ref` is followed).
+fn is_tls(error: &reqwest::Error) -> bool {
+    let mut next = std::error::Error::source(error);
+    while let Some(cause) = next {
+        next = match cause.downcast_ref::<std::io::Error>() {
+            Some(io) if io.kind() == std::io::ErrorKind::InvalidData => return true,
+            Some(io) => match io.get_ref() {
+                Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+                None => cause.source(),
+            },
+            None => cause.source(),
+        };
+    }
+    false
+}
+
+fn elapsed_ms(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
