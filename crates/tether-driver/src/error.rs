@@ -1,0 +1,105 @@
+//! The driver's errors: one enum for resolution, rendering and launch.
+//!
+//! **Invariant:** no message holds a secret, a rendered value or raw config text; they name
+//! servers, uids, fields and spec positions.
+
+use uuid::Uuid;
+
+/// Why resolving or launching the MCP servers of a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// A `--mcp` value is none of the accepted forms, or its JSON is invalid. Returned by
+    /// [`crate::McpSpec::parse`]; the user should fix the value.
+    #[error("invalid MCP spec: {reason}")]
+    InvalidSpec {
+        /// What was tried and what failed (never the value itself).
+        reason: String,
+    },
+
+    /// A spec's config (inline or file) is invalid. The user should fix the config.
+    #[error("MCP spec {spec}: {source}")]
+    Config {
+        /// Which spec (e.g. `inline spec #2`, `file ./mcp.json`).
+        spec: String,
+        /// The config error (names server and field).
+        source: tether_config::ConfigError,
+    },
+
+    /// The managed server could not resolve `uid`: a user-facing error (not found, inactive,
+    /// …), a transport or HTTP failure after retries, or a returned config that does not
+    /// parse. Fatal for the run: never downgraded to a degraded startup.
+    #[error("Failed to resolve managed MCP server {uid}: {message}")]
+    ManagedMcpResolutionFailed {
+        /// The managed installation.
+        uid: Uuid,
+        /// What went wrong, safe to show.
+        message: String,
+    },
+
+    /// `uid` is not installed locally and no managed server is configured to resolve it.
+    #[error(
+        "MCP server {0} is not installed locally and no managed server is configured: set TETHER_SERVER_URL (and TETHER_API_KEY or TETHER_API_KEY_FILE), or install it with `tether install`"
+    )]
+    ServerNotFound(Uuid),
+
+    /// Placeholders are still unresolved after applying secrets and the caller asked for
+    /// strictness. The user should pass the named secrets (`--secret NAME=SOURCE`).
+    #[error("MCP server '{server}' needs values for: {}; pass them with --secret NAME=SOURCE", names.join(", "))]
+    MissingVariables {
+        /// The server.
+        server: String,
+        /// The unresolved names.
+        names: Vec<String>,
+    },
+
+    /// Two resolved servers share a name. The user should rename one (the map form of a
+    /// spec sets the name).
+    #[error("Duplicate MCP server name '{name}' (from {}): rename one of them", sources.join(" and "))]
+    DuplicateServerName {
+        /// The name.
+        name: String,
+        /// Where each came from.
+        sources: Vec<String>,
+    },
+
+    /// A rendered value cannot be used as it is (a header with CR/LF, a URL that is not
+    /// http(s), an SSE server the launcher cannot speak to…).
+    #[error("MCP server '{server}': {problem}")]
+    InvalidServer {
+        /// The server.
+        server: String,
+        /// What is wrong, without the value.
+        problem: String,
+    },
+
+    /// Strict startup: at least one server failed to start; every failure is listed.
+    #[error("MCP startup failed: {}", details.join("; "))]
+    StartupFailed {
+        /// One line per failed server: `name: reason`.
+        details: Vec<String>,
+    },
+
+    /// A tool call named a server that is not running in this run.
+    #[error("no running MCP server named '{name}' (running: {})", running.join(", "))]
+    UnknownServer {
+        /// The name asked for.
+        name: String,
+        /// The servers that are running.
+        running: Vec<String>,
+    },
+
+    /// A tool call failed or timed out.
+    #[error("calling tool '{tool}' on MCP server '{server}' failed: {message}")]
+    ToolCallFailed {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// Why, with known secret values masked.
+        message: String,
+    },
+
+    /// The local store failed.
+    #[error(transparent)]
+    Store(#[from] tether_store::StoreError),
+}

@@ -1,0 +1,426 @@
+//! The built-in path: launch rendered servers with rmcp, hold them, call their tools.
+//!
+//! For each server: connect (spawn a stdio child, or open Streamable HTTP), `initialize`, then
+//! `tools/list` following pagination, all within a per-server startup timeout. A stdio child
+//! that exits before answering fails at once with its exit status and stderr tail. Servers
+//! start concurrently, at most `concurrency` at a time. Strict startup fails the run when any
+//! server fails; degraded startup (the default) reports failures and keeps the rest.
+//!
+//! **Invariant:** rmcp is used only in this module.
+
+mod process;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{RoleClient, RunningService, ServiceExt as _};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Map, Value};
+use tether_config::{
+    Exposure, RemoteTransport, RenderedServer, RenderedTransport, SecretValue, mask_known_values,
+};
+
+pub use process::{ENV_WHITELIST, STDERR_TAIL_BYTES, StderrTail, TERMINATE_GRACE};
+use process::{ChildProcess, StdioLaunch};
+
+use crate::error::DriverError;
+
+/// How servers are started.
+#[derive(Debug, Clone)]
+pub struct StartOptions {
+    /// Per-server limit for connect + `initialize` + `tools/list` (default 30 s).
+    pub startup_timeout: Duration,
+    /// How many servers start at once (default 8).
+    pub concurrency: usize,
+    /// Fail the run if any server fails (default: degraded startup).
+    pub strict: bool,
+}
+
+impl Default for StartOptions {
+    fn default() -> Self {
+        Self {
+            startup_timeout: Duration::from_secs(30),
+            concurrency: 8,
+            strict: false,
+        }
+    }
+}
+
+/// A tool a server offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolInfo {
+    /// The tool's name.
+    pub name: String,
+    /// Its description, if any.
+    pub description: Option<String>,
+}
+
+/// How a server's startup went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerStatus {
+    /// Initialized; these are its tools.
+    Ready {
+        /// The tools, all pages.
+        tools: Vec<ToolInfo>,
+    },
+    /// Did not start; the reason holds no secret.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One server's startup result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerReport {
+    /// The server's name.
+    pub name: String,
+    /// Ready or failed.
+    pub status: ServerStatus,
+}
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+struct RunningServer {
+    name: String,
+    client: Client,
+    child: Option<ChildProcess>,
+}
+
+/// The servers of a run, held until [`McpRuntime::shutdown`] (or drop, which kills children).
+pub struct McpRuntime {
+    running: Vec<RunningServer>,
+    reports: Vec<ServerReport>,
+    secrets: Arc<Vec<SecretValue>>,
+}
+
+impl std::fmt::Debug for McpRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpRuntime")
+            .field("reports", &self.reports)
+            .finish_non_exhaustive()
+    }
+}
+
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("tether", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+impl McpRuntime {
+    /// Starts every server. `extra_secrets` are masked in captured output along with every
+    /// sensitive value of the rendered servers.
+    pub async fn start(
+        servers: Vec<RenderedServer>,
+        options: &StartOptions,
+        extra_secrets: impl IntoIterator<Item = SecretValue>,
+    ) -> Result<Self, DriverError> {
+        let mut secrets: Vec<SecretValue> = extra_secrets.into_iter().collect();
+        for server in &servers {
+            secrets.extend(server.sensitive_values().into_iter().cloned());
+        }
+        secrets.retain(|s| !s.is_empty());
+        let secrets = Arc::new(secrets);
+        let outcomes: Vec<(String, Result<(Client, Option<ChildProcess>, Vec<ToolInfo>), String>)> =
+            futures_util::stream::iter(servers)
+                .map(|server| {
+                    let secrets = Arc::clone(&secrets);
+                    async move {
+                        let name = server.name.clone();
+                        let outcome = start_one(server, options.startup_timeout, &secrets).await;
+                        (name, outcome)
+                    }
+                })
+                .buffered(options.concurrency.max(1))
+                .collect()
+                .await;
+        let mut runtime = Self {
+            running: Vec::new(),
+            reports: Vec::new(),
+            secrets,
+        };
+        for (name, outcome) in outcomes {
+            match outcome {
+                Ok((client, child, tools)) => {
+                    tracing::info!(server = %name, tools = tools.len(), "MCP server ready");
+                    runtime.reports.push(ServerReport {
+                        name: name.clone(),
+                        status: ServerStatus::Ready { tools },
+                    });
+                    runtime.running.push(RunningServer { name, client, child });
+                }
+                Err(reason) => {
+                    tracing::warn!(server = %name, "MCP server failed to start: {reason}");
+                    runtime.reports.push(ServerReport {
+                        name,
+                        status: ServerStatus::Failed { reason },
+                    });
+                }
+            }
+        }
+        if options.strict {
+            let details: Vec<String> = runtime
+                .reports
+                .iter()
+                .filter_map(|r| match &r.status {
+                    ServerStatus::Failed { reason } => Some(format!("{}: {reason}", r.name)),
+                    ServerStatus::Ready { .. } => None,
+                })
+                .collect();
+            if !details.is_empty() {
+                runtime.shutdown().await;
+                return Err(DriverError::StartupFailed { details });
+            }
+        }
+        Ok(runtime)
+    }
+
+    /// Each server's startup result, in input order.
+    pub fn reports(&self) -> &[ServerReport] {
+        &self.reports
+    }
+
+    /// The names of the servers that are running.
+    pub fn running(&self) -> Vec<String> {
+        self.running.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// The process group ids of running stdio servers (for tests and diagnostics).
+    pub fn process_groups(&self) -> Vec<i32> {
+        self.running
+            .iter()
+            .filter_map(|s| s.child.as_ref().and_then(ChildProcess::pgid))
+            .collect()
+    }
+
+    /// Calls `tool` on `server` with `arguments`, within `timeout`. Returns the MCP
+    /// `CallToolResult` as JSON (a tool's own failure is `isError: true`, not an `Err`).
+    pub async fn call_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        timeout: Duration,
+    ) -> Result<Value, DriverError> {
+        let Some(running) = self.running.iter().find(|s| s.name == server) else {
+            return Err(DriverError::UnknownServer {
+                name: server.to_owned(),
+                running: self.running(),
+            });
+        };
+        let failed = |message: String| DriverError::ToolCallFailed {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            message: mask_known_values(&message, self.secrets.iter()),
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let result = tokio::time::timeout(timeout, running.client.call_tool(params))
+            .await
+            .map_err(|_| failed(format!("no answer within {} s", timeout.as_secs_f64())))?
+            .map_err(|e| failed(e.to_string()))?;
+        serde_json::to_value(result).map_err(|e| failed(format!("unreadable result: {e}")))
+    }
+
+    /// Replaces the server named like `server` with a fresh start of `server` (used when a
+    /// managed config is re-minted and its rendered form changed). Returns the new report.
+    pub async fn restart(
+        &mut self,
+        server: RenderedServer,
+        options: &StartOptions,
+    ) -> ServerReport {
+        let name = server.name.clone();
+        if let Some(index) = self.running.iter().position(|s| s.name == name) {
+            let old = self.running.remove(index);
+            stop(old).await;
+        }
+        let report = match start_one(server, options.startup_timeout, &self.secrets).await {
+            Ok((client, child, tools)) => {
+                self.running.push(RunningServer {
+                    name: name.clone(),
+                    client,
+                    child,
+                });
+                ServerReport {
+                    name: name.clone(),
+                    status: ServerStatus::Ready { tools },
+                }
+            }
+            Err(reason) => ServerReport {
+                name: name.clone(),
+                status: ServerStatus::Failed { reason },
+            },
+        };
+        match self.reports.iter_mut().find(|r| r.name == name) {
+            Some(slot) => *slot = report.clone(),
+            None => self.reports.push(report.clone()),
+        }
+        report
+    }
+
+    /// Closes every client and terminates every child's process group.
+    pub async fn shutdown(mut self) {
+        let running = std::mem::take(&mut self.running);
+        futures_util::future::join_all(running.into_iter().map(stop)).await;
+    }
+}
+
+/// Closes one server: the MCP session first (bounded), then the child's process group.
+async fn stop(server: RunningServer) {
+    let RunningServer { name, client, child } = server;
+    if tokio::time::timeout(Duration::from_secs(2), client.cancel())
+        .await
+        .is_err()
+    {
+        tracing::debug!(server = %name, "MCP client did not close in time");
+    }
+    if let Some(child) = child {
+        child.terminate().await;
+    }
+    tracing::debug!(server = %name, "MCP server stopped");
+}
+
+type Started = (Client, Option<ChildProcess>, Vec<ToolInfo>);
+
+async fn start_one(
+    server: RenderedServer,
+    timeout: Duration,
+    secrets: &Arc<Vec<SecretValue>>,
+) -> Result<Started, String> {
+    let mask = |text: String| mask_known_values(&text, secrets.iter());
+    let started = tokio::time::Instant::now();
+    match &server.transport {
+        RenderedTransport::Stdio { command, args, env, cwd } => {
+            let launch = StdioLaunch {
+                command: command.expose(),
+                args: args.iter().map(|a| a.expose()).collect(),
+                env: env.iter().map(|(k, v)| (k.clone(), v.expose())).collect(),
+                cwd: cwd.as_ref().map(|c| c.expose()),
+            };
+            let (mut child, stdout, stdin) =
+                ChildProcess::spawn(&server.name, &launch, secrets.to_vec()).map_err(|e| {
+                    mask(format!(
+                        "cannot start '{}': {e}",
+                        command.show(Exposure::Masked)
+                    ))
+                })?;
+            let handshake = tokio::time::timeout(timeout, async {
+                let client = client_config().serve((stdout, stdin)).await?;
+                let tools = client.list_all_tools().await?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
+            });
+            tokio::pin!(handshake);
+            let outcome = tokio::select! {
+                outcome = &mut handshake => outcome,
+                status = child.wait() => {
+                    let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                    child.stderr.wait_closed(Duration::from_millis(300)).await;
+                    return Err(exited_early(&status, &child.stderr));
+                }
+            };
+            match outcome {
+                Ok(Ok((client, tools))) => Ok((client, Some(child), tool_infos(tools))),
+                Ok(Err(err)) => {
+                    // The child may be exiting right now: its status explains more than the
+                    // closed pipe does.
+                    let status = tokio::time::timeout(Duration::from_millis(500), child.wait()).await;
+                    let reason = match status {
+                        Ok(Ok(status)) => {
+                            child.stderr.wait_closed(Duration::from_millis(300)).await;
+                            exited_early(&status.to_string(), &child.stderr)
+                        }
+                        _ => mask(format!("MCP handshake failed: {err}{}", stderr_suffix(&child.stderr))),
+                    };
+                    child.terminate().await;
+                    Err(reason)
+                }
+                Err(_) => {
+                    let reason = format!(
+                        "no answer to initialize/tools/list within {} s{}",
+                        started.elapsed().as_secs(),
+                        stderr_suffix(&child.stderr)
+                    );
+                    child.terminate().await;
+                    Err(reason)
+                }
+            }
+        }
+        RenderedTransport::Remote { url, headers, transport } => {
+            if *transport == RemoteTransport::Sse {
+                return Err("the SSE transport is not supported by the built-in launcher (rmcp 3.11 has no SSE client); use Streamable HTTP, or export the config to a harness that speaks SSE".to_owned());
+            }
+            let url = url.expose();
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err("the url must start with http:// or https://".to_owned());
+            }
+            let mut custom = HashMap::new();
+            for (name, value) in headers {
+                let value = value.expose();
+                if value.contains(['\r', '\n']) {
+                    return Err(format!("header '{name}' holds a line break (CR or LF), which HTTP forbids; fix the value"));
+                }
+                let header_name = HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| format!("header name '{name}' is not a valid HTTP header name"))?;
+                let header_value = HeaderValue::from_str(&value)
+                    .map_err(|_| format!("header '{name}' holds characters HTTP does not allow"))?;
+                custom.insert(header_name, header_value);
+            }
+            let http = reqwest::Client::builder()
+                .connect_timeout(timeout.min(Duration::from_secs(10)))
+                .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| mask(format!("cannot build the HTTP client: {e}")))?;
+            let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+            let transport = StreamableHttpClientTransport::with_client(http, config);
+            let handshake = tokio::time::timeout(timeout, async {
+                let client = client_config().serve(transport).await?;
+                let tools = client.list_all_tools().await?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
+            })
+            .await;
+            match handshake {
+                Ok(Ok((client, tools))) => Ok((client, None, tool_infos(tools))),
+                Ok(Err(err)) => Err(mask(format!("MCP handshake failed: {err}"))),
+                Err(_) => Err(format!(
+                    "no answer to initialize/tools/list within {} s",
+                    started.elapsed().as_secs()
+                )),
+            }
+        }
+    }
+}
+
+fn tool_infos(tools: Vec<rmcp::model::Tool>) -> Vec<ToolInfo> {
+    tools
+        .into_iter()
+        .map(|tool| ToolInfo {
+            name: tool.name.to_string(),
+            description: tool.description.map(|d| d.to_string()),
+        })
+        .collect()
+}
+
+fn exited_early(status: &str, stderr: &StderrTail) -> String {
+    format!(
+        "the server exited ({status}) before answering initialize{}",
+        stderr_suffix(stderr)
+    )
+}
+
+fn stderr_suffix(stderr: &StderrTail) -> String {
+    let tail = stderr.last_lines(5);
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; stderr:\n{tail}")
+    }
+}
