@@ -36,7 +36,9 @@ impl LocalInstallations for Mutex<Store> {
     fn get(&self, uid: Uuid) -> Result<Option<Installation>, StoreError> {
         // A poisoned lock only means another thread panicked mid-read; the store is
         // transactional, so reading on is safe.
-        let store = self.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let store = self
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         store.get(uid)
     }
 }
@@ -202,7 +204,10 @@ impl Resolver {
             let Some(client) = &self.managed else {
                 return Err(DriverError::ServerNotFound(managed_uids[0]));
             };
-            tracing::debug!(count = managed_uids.len(), "resolving managed MCP installations");
+            tracing::debug!(
+                count = managed_uids.len(),
+                "resolving managed MCP installations"
+            );
             let results = client.resolve_many(&managed_uids).await;
             let mut first_error = None;
             for (uid, result) in managed_uids.iter().zip(results) {
@@ -346,7 +351,12 @@ fn check_unique_names(resolved: &ResolvedMcpSpecs) -> Result<(), DriverError> {
     let named: Vec<(&str, String)> = resolved
         .local
         .iter()
-        .map(|l| (l.installation.name(), format!("local installation {}", l.uid)))
+        .map(|l| {
+            (
+                l.installation.name(),
+                format!("local installation {}", l.uid),
+            )
+        })
         .chain(
             resolved
                 .ephemeral

@@ -222,19 +222,39 @@ mod tests {
 
     #[test]
     fn parses_uuid_file_and_inline_json() {
-        assert_eq!(McpSpec::parse(&format!(" {A} ")).ok(), Some(McpSpec::Uuid(uid(A))));
+        assert_eq!(
+            McpSpec::parse(&format!(" {A} ")).ok(),
+            Some(McpSpec::Uuid(uid(A)))
+        );
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let file = dir.path().join("mcp.json");
-        std::fs::write(&file, r#"{"mcpServers":{"a":{"command":"x"}}}"#).unwrap_or_else(|e| panic!("{e}"));
-        let spec = McpSpec::parse(file.to_str().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"));
-        assert!(matches!(spec, McpSpec::Json { source: SpecSource::File(_), .. }));
+        std::fs::write(&file, r#"{"mcpServers":{"a":{"command":"x"}}}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let spec =
+            McpSpec::parse(file.to_str().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            spec,
+            McpSpec::Json {
+                source: SpecSource::File(_),
+                ..
+            }
+        ));
         let inline = McpSpec::parse(r#"{"a":{"command":"x"}}"#).unwrap_or_else(|e| panic!("{e}"));
-        assert!(matches!(inline, McpSpec::Json { source: SpecSource::Inline, .. }));
+        assert!(matches!(
+            inline,
+            McpSpec::Json {
+                source: SpecSource::Inline,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn errors_say_what_was_tried_without_echoing() {
-        let err = McpSpec::parse("sk-SENTINEL-not-a-spec").err().map(|e| e.to_string()).unwrap_or_default();
+        let err = McpSpec::parse("sk-SENTINEL-not-a-spec")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("not a UUID"), "{err}");
         assert!(err.contains("not an existing file"), "{err}");
         assert!(err.contains("not inline JSON"), "{err}");
@@ -243,9 +263,15 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(err.contains("inline spec") && err.contains("column"), "{err}");
+        assert!(
+            err.contains("inline spec") && err.contains("column"),
+            "{err}"
+        );
         assert!(!err.contains("SENTINEL"), "{err}");
-        assert!(!format!("{:?}", McpSpec::parse(r#"{"a":{"command":"sk-SENTINEL"}}"#)).contains("SENTINEL"));
+        assert!(
+            !format!("{:?}", McpSpec::parse(r#"{"a":{"command":"sk-SENTINEL"}}"#))
+                .contains("SENTINEL")
+        );
     }
 
     #[test]
@@ -272,7 +298,10 @@ mod tests {
         assert_eq!(back.len(), 3);
         // And once more: map → specs → map is stable.
         let again = specs_to_server_map(&back).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(server_map_to_specs(&again).unwrap_or_else(|e| panic!("{e}")), back);
+        assert_eq!(
+            server_map_to_specs(&again).unwrap_or_else(|e| panic!("{e}")),
+            back
+        );
         let mut sorted_keys: Vec<&String> = again.keys().collect();
         sorted_keys.sort();
         let mut original_keys: Vec<&String> = map.keys().collect();
@@ -286,7 +315,10 @@ mod tests {
             McpSpec::parse(r#"{"a":{"command":"x"}}"#).unwrap_or_else(|e| panic!("{e}")),
             McpSpec::parse(r#"{"a":{"command":"y"}}"#).unwrap_or_else(|e| panic!("{e}")),
         ];
-        let err = specs_to_server_map(&specs).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = specs_to_server_map(&specs)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert_eq!(
             err,
             "Duplicate MCP server name 'a' (from inline spec #1 and inline spec #2): rename one of them"

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::error::DecodeReason;
 use crate::operation::{CreateManagedMcpClientConfigOutput, ManagedMcpTransportKind};
-use crate::secret::SecretString;
+use tether_config::SecretValue;
 
 /// How the MCP server described by [`ManagedMcpClientConfig::mcp_config_json`] is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub struct AuthorizationHeader {
     /// Header name, e.g. `Authorization`.
     pub name: String,
     /// Header value; a secret.
-    pub value: SecretString,
+    pub value: SecretValue,
 }
 
 /// A managed MCP installation resolved for one run. Lives in memory only: tether never writes
@@ -35,11 +35,11 @@ pub struct ManagedMcpClientConfig {
     /// Whether the config describes a URL or a command server.
     pub transport_kind: TransportKind,
     /// The portable MCP config JSON (`{"mcpServers":{…}}`); may embed secrets.
-    pub mcp_config_json: SecretString,
+    pub mcp_config_json: SecretValue,
     /// The managed proxy's URL, for URL servers.
     pub proxy_url: Option<reqwest::Url>,
     /// The token the proxy expects; a secret.
-    pub proxy_token: Option<SecretString>,
+    pub proxy_token: Option<SecretValue>,
     /// A header to send to the MCP server, when the server issued one.
     pub authorization_header: Option<AuthorizationHeader>,
     /// When the proxy token stops being valid.
@@ -49,7 +49,7 @@ pub struct ManagedMcpClientConfig {
 impl ManagedMcpClientConfig {
     /// Converts the wire output into the domain type. Every field is destructured, so a field
     /// added to the fragment cannot slip past this conversion. Secrets are moved into
-    /// [`SecretString`]s before anything else can fail.
+    /// [`SecretValue`]s before anything else can fail.
     pub(crate) fn from_output(
         uid: Uuid,
         output: CreateManagedMcpClientConfigOutput,
@@ -63,9 +63,9 @@ impl ManagedMcpClientConfig {
             authorization_header_value,
             expires_at,
         } = output;
-        let mcp_config_json = SecretString::new(mcp_config_json);
-        let proxy_token = proxy_token.map(SecretString::new);
-        let authorization_header_value = authorization_header_value.map(SecretString::new);
+        let mcp_config_json = SecretValue::new(mcp_config_json);
+        let proxy_token = proxy_token.map(SecretValue::new);
+        let authorization_header_value = authorization_header_value.map(SecretValue::new);
 
         let authorization_header = match (authorization_header_name, authorization_header_value) {
             (Some(name), Some(value)) => Some(AuthorizationHeader { name, value }),

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use zeroize::Zeroizing;
 
 use crate::error::ManagedMcpError;
-use crate::secret::SecretString;
+use tether_config::SecretValue;
 
 /// The environment variables this crate reads.
 #[derive(Debug)]
@@ -30,14 +30,14 @@ impl EnvVars {
 ///
 /// `Ok(None)` when neither is set. Errors (naming the variable, never the value) when both are
 /// set, when the file cannot be read, or when the key is empty or not UTF-8.
-pub fn api_key_from_env() -> Result<Option<SecretString>, ManagedMcpError> {
+pub fn api_key_from_env() -> Result<Option<SecretValue>, ManagedMcpError> {
     api_key_from(|name| std::env::var_os(name))
 }
 
 /// [`api_key_from_env`] over any variable lookup, so tests need not touch the process env.
 pub(crate) fn api_key_from(
     lookup: impl Fn(&str) -> Option<OsString>,
-) -> Result<Option<SecretString>, ManagedMcpError> {
+) -> Result<Option<SecretValue>, ManagedMcpError> {
     let config = |reason: String| ManagedMcpError::Config { reason };
     let (raw, source) = match (
         lookup(EnvVars::TETHER_API_KEY),
@@ -81,7 +81,7 @@ pub(crate) fn api_key_from(
     if key.is_empty() {
         return Err(config(format!("the API key in {source} is empty")));
     }
-    Ok(Some(SecretString::new(key.to_owned())))
+    Ok(Some(SecretValue::new(key.to_owned())))
 }
 
 #[cfg(test)]
@@ -100,7 +100,7 @@ mod tests {
         move |name| vars.get(name).cloned()
     }
 
-    fn reason(result: Result<Option<crate::SecretString>, ManagedMcpError>) -> String {
+    fn reason(result: Result<Option<crate::SecretValue>, ManagedMcpError>) -> String {
         match result {
             Err(ManagedMcpError::Config { reason }) => reason,
             other => panic!("expected a config error, got {other:?}"),

@@ -16,7 +16,7 @@ use crate::operation;
 use crate::redact;
 use crate::response::{self, Failure};
 use crate::retry::{self, RetryPolicy};
-use crate::secret::SecretString;
+use tether_config::SecretValue;
 
 /// The largest response body read; a larger one is a [`DecodeReason::TooLarge`] error.
 pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
@@ -34,7 +34,7 @@ pub struct HttpClientSettings {
     /// `api_key`).
     pub endpoint: reqwest::Url,
     /// Sent as `Authorization: Bearer <key>` when set; no `Authorization` header otherwise.
-    pub api_key: Option<SecretString>,
+    pub api_key: Option<SecretValue>,
     /// The `User-Agent` header; defaults to [`HttpClientSettings::default_user_agent`].
     pub user_agent: String,
     /// Limit on establishing a connection (TCP and TLS).
@@ -89,7 +89,7 @@ pub struct HttpManagedMcpClient {
     http: reqwest::Client,
     endpoint: reqwest::Url,
     /// Kept to mask it in server text; sent via `authorization`.
-    api_key: Option<SecretString>,
+    api_key: Option<SecretValue>,
     /// `Bearer <key>`, built once and marked sensitive.
     authorization: Option<HeaderValue>,
     retry: RetryPolicy,
@@ -163,7 +163,7 @@ impl HttpManagedMcpClient {
     }
 
     /// Known secrets to mask in server text.
-    fn secrets(&self) -> Vec<&SecretString> {
+    fn secrets(&self) -> Vec<&SecretValue> {
         self.api_key.iter().collect()
     }
 

@@ -12,7 +12,7 @@
 //!   failures (connect errors, timeouts, 429, 502, 503, 504) with jittered backoff.
 //! - [`ManagedMcpError`] says what failed, for which uid, after how many attempts.
 //! - Secrets (`mcpConfigJson`, `proxyToken`, `authorizationHeaderValue`, the API key) are held
-//!   in [`SecretString`]: zeroized on drop, masked by `Debug`, never logged or put in an error.
+//!   in [`SecretValue`]: zeroized on drop, masked by `Debug`, never logged or put in an error.
 //!
 //! **Invariant:** cynic and the GraphQL wire types stay inside this crate; callers see domain
 //! types only.
@@ -54,7 +54,6 @@ mod operation;
 mod redact;
 mod response;
 mod retry;
-mod secret;
 
 pub use client::{DEFAULT_CONCURRENCY, ManagedMcpClient};
 pub use config::{AuthorizationHeader, ManagedMcpClientConfig, TransportKind};
@@ -62,4 +61,4 @@ pub use env::{EnvVars, api_key_from_env};
 pub use error::{DecodeReason, ManagedMcpError, TransportErrorKind, UserFacingErrorKind};
 pub use http::{HttpClientSettings, HttpManagedMcpClient, MAX_RESPONSE_BYTES};
 pub use retry::RetryPolicy;
-pub use secret::SecretString;
+pub use tether_config::SecretValue;

@@ -1,7 +1,7 @@
 //! Redaction by known value: text from the server is masked for every secret this client
 //! knows (the API key) before it may reach an error.
 
-use crate::secret::SecretString;
+use tether_config::SecretValue;
 
 /// How many characters of server text an error keeps.
 pub(crate) const EXCERPT_CHARS: usize = 200;
@@ -9,13 +9,8 @@ pub(crate) const EXCERPT_CHARS: usize = 200;
 /// `text` with every known secret masked, control characters flattened to spaces, cut to
 /// [`EXCERPT_CHARS`] characters (an ellipsis marks the cut). Masking happens before the cut,
 /// so no prefix of a secret survives at the edge.
-pub(crate) fn excerpt(text: &str, secrets: &[&SecretString]) -> String {
-    let mut masked = text.to_owned();
-    for secret in secrets {
-        if !secret.is_empty() {
-            masked = masked.replace(secret.expose(), SecretString::MASK);
-        }
-    }
+pub(crate) fn excerpt(text: &str, secrets: &[&SecretValue]) -> String {
+    let masked = tether_config::mask_known_values(text, secrets.iter().copied());
     let mut chars = masked
         .trim()
         .chars()
@@ -30,14 +25,17 @@ pub(crate) fn excerpt(text: &str, secrets: &[&SecretString]) -> String {
 #[cfg(test)]
 mod tests {
     use super::{EXCERPT_CHARS, excerpt};
-    use crate::secret::SecretString;
+    use tether_config::SecretValue;
 
     #[test]
     fn masks_known_secrets_and_truncates() {
-        let key = SecretString::new("k3y-sentinel".to_owned());
+        let key = SecretValue::new("k3y-sentinel".to_owned());
         let text = format!("denied for k3y-sentinel\n{}", "x".repeat(500));
         let out = excerpt(&text, &[&key]);
-        assert!(out.starts_with("denied for *** x"), "{out}");
+        assert!(
+            out.starts_with(&format!("denied for {} x", tether_config::MASK)),
+            "{out}"
+        );
         assert!(!out.contains("k3y"));
         assert_eq!(out.chars().count(), EXCERPT_CHARS + 1);
         assert!(out.ends_with('…'));
@@ -45,7 +43,7 @@ mod tests {
 
     #[test]
     fn secret_at_the_cut_is_masked_not_split() {
-        let key = SecretString::new("ABCDEFGHIJ".to_owned());
+        let key = SecretValue::new("ABCDEFGHIJ".to_owned());
         let text = format!("{}ABCDEFGHIJ", "y".repeat(EXCERPT_CHARS - 4));
         let out = excerpt(&text, &[&key]);
         assert!(!out.contains("ABCD"), "{out}");
@@ -53,7 +51,7 @@ mod tests {
 
     #[test]
     fn empty_secret_masks_nothing_and_short_text_is_kept() {
-        let empty = SecretString::default();
+        let empty = SecretValue::from("");
         assert_eq!(excerpt("  short body ", &[&empty]), "short body");
     }
 }

@@ -10,7 +10,7 @@ use crate::operation::{
     CreateManagedMcpClientConfig, CreateManagedMcpClientConfigResult as Result_,
 };
 use crate::redact;
-use crate::secret::SecretString;
+use tether_config::SecretValue;
 
 /// How many GraphQL error messages an error keeps.
 const MAX_GRAPHQL_MESSAGES: usize = 5;
@@ -136,7 +136,7 @@ struct DataOnly {
 pub(crate) fn decode(
     uid: Uuid,
     body: &[u8],
-    secrets: &[&SecretString],
+    secrets: &[&SecretValue],
 ) -> Result<ManagedMcpClientConfig, Failure> {
     let json_failure = |error: serde_json::Error| Failure::Decode(DecodeReason::from_json(&error));
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tether_graphql::{
     HttpClientSettings, HttpManagedMcpClient, ManagedMcpClient, ManagedMcpClientConfig,
-    ManagedMcpError, SecretString, TransportErrorKind, TransportKind, UserFacingErrorKind,
+    ManagedMcpError, SecretValue, TransportErrorKind, TransportKind, UserFacingErrorKind,
 };
 use uuid::Uuid;
 use wiremock::{MockServer, ResponseTemplate};
@@ -124,7 +124,7 @@ impl ManagedMcpClient for FakeClient {
         Ok(ManagedMcpClientConfig {
             uid,
             transport_kind: TransportKind::Command,
-            mcp_config_json: SecretString::new("{}".to_owned()),
+            mcp_config_json: SecretValue::new("{}".to_owned()),
             proxy_url: None,
             proxy_token: None,
             authorization_header: None,

@@ -25,8 +25,8 @@ use tether_config::{
     Exposure, RemoteTransport, RenderedServer, RenderedTransport, SecretValue, mask_known_values,
 };
 
-pub use process::{ENV_WHITELIST, STDERR_TAIL_BYTES, StderrTail, TERMINATE_GRACE};
 use process::{ChildProcess, StdioLaunch};
+pub use process::{ENV_WHITELIST, STDERR_TAIL_BYTES, StderrTail, TERMINATE_GRACE};
 
 use crate::error::DriverError;
 
@@ -128,19 +128,18 @@ impl McpRuntime {
         }
         secrets.retain(|s| !s.is_empty());
         let secrets = Arc::new(secrets);
-        let outcomes: Vec<(String, Result<(Client, Option<ChildProcess>, Vec<ToolInfo>), String>)> =
-            futures_util::stream::iter(servers)
-                .map(|server| {
-                    let secrets = Arc::clone(&secrets);
-                    async move {
-                        let name = server.name.clone();
-                        let outcome = start_one(server, options.startup_timeout, &secrets).await;
-                        (name, outcome)
-                    }
-                })
-                .buffered(options.concurrency.max(1))
-                .collect()
-                .await;
+        let outcomes: Vec<(String, Result<Started, String>)> = futures_util::stream::iter(servers)
+            .map(|server| {
+                let secrets = Arc::clone(&secrets);
+                async move {
+                    let name = server.name.clone();
+                    let outcome = start_one(server, options.startup_timeout, &secrets).await;
+                    (name, outcome)
+                }
+            })
+            .buffered(options.concurrency.max(1))
+            .collect()
+            .await;
         let mut runtime = Self {
             running: Vec::new(),
             reports: Vec::new(),
@@ -154,7 +153,11 @@ impl McpRuntime {
                         name: name.clone(),
                         status: ServerStatus::Ready { tools },
                     });
-                    runtime.running.push(RunningServer { name, client, child });
+                    runtime.running.push(RunningServer {
+                        name,
+                        client,
+                        child,
+                    });
                 }
                 Err(reason) => {
                     tracing::warn!(server = %name, "MCP server failed to start: {reason}");
@@ -276,7 +279,11 @@ impl McpRuntime {
 
 /// Closes one server: the MCP session first (bounded), then the child's process group.
 async fn stop(server: RunningServer) {
-    let RunningServer { name, client, child } = server;
+    let RunningServer {
+        name,
+        client,
+        child,
+    } = server;
     if tokio::time::timeout(Duration::from_secs(2), client.cancel())
         .await
         .is_err()
@@ -299,7 +306,12 @@ async fn start_one(
     let mask = |text: String| mask_known_values(&text, secrets.iter());
     let started = tokio::time::Instant::now();
     match &server.transport {
-        RenderedTransport::Stdio { command, args, env, cwd } => {
+        RenderedTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
             let launch = StdioLaunch {
                 command: command.expose(),
                 args: args.iter().map(|a| a.expose()).collect(),
@@ -332,13 +344,17 @@ async fn start_one(
                 Ok(Err(err)) => {
                     // The child may be exiting right now: its status explains more than the
                     // closed pipe does.
-                    let status = tokio::time::timeout(Duration::from_millis(500), child.wait()).await;
+                    let status =
+                        tokio::time::timeout(Duration::from_millis(500), child.wait()).await;
                     let reason = match status {
                         Ok(Ok(status)) => {
                             child.stderr.wait_closed(Duration::from_millis(300)).await;
                             exited_early(&status.to_string(), &child.stderr)
                         }
-                        _ => mask(format!("MCP handshake failed: {err}{}", stderr_suffix(&child.stderr))),
+                        _ => mask(format!(
+                            "MCP handshake failed: {err}{}",
+                            stderr_suffix(&child.stderr)
+                        )),
                     };
                     child.terminate().await;
                     Err(reason)
@@ -354,7 +370,11 @@ async fn start_one(
                 }
             }
         }
-        RenderedTransport::Remote { url, headers, transport } => {
+        RenderedTransport::Remote {
+            url,
+            headers,
+            transport,
+        } => {
             if *transport == RemoteTransport::Sse {
                 return Err("the SSE transport is not supported by the built-in launcher (rmcp 3.11 has no SSE client); use Streamable HTTP, or export the config to a harness that speaks SSE".to_owned());
             }
@@ -366,7 +386,9 @@ async fn start_one(
             for (name, value) in headers {
                 let value = value.expose();
                 if value.contains(['\r', '\n']) {
-                    return Err(format!("header '{name}' holds a line break (CR or LF), which HTTP forbids; fix the value"));
+                    return Err(format!(
+                        "header '{name}' holds a line break (CR or LF), which HTTP forbids; fix the value"
+                    ));
                 }
                 let header_name = HeaderName::from_bytes(name.as_bytes())
                     .map_err(|_| format!("header name '{name}' is not a valid HTTP header name"))?;

@@ -60,7 +60,10 @@ impl StderrTail {
     }
 
     fn push(&self, chunk: &[u8]) {
-        let mut bytes = self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut bytes = self
+            .bytes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         bytes.extend_from_slice(chunk);
         let keep = STDERR_TAIL_BYTES + self.margin;
         if bytes.len() > keep {
@@ -82,7 +85,10 @@ impl StderrTail {
 
     /// The captured text (at most [`STDERR_TAIL_BYTES`]), every known secret masked.
     pub fn text(&self) -> String {
-        let bytes = self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let bytes = self
+            .bytes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let masked = mask_known_values(&String::from_utf8_lossy(&bytes), &self.secrets);
         let start = masked.len().saturating_sub(STDERR_TAIL_BYTES);
         let start = (start..=masked.len())
@@ -123,9 +129,11 @@ impl ChildProcess {
         command
             .args(&launch.args)
             .env_clear()
-            .envs(ENV_WHITELIST.iter().filter_map(|key| {
-                std::env::var_os(key).map(|value| (key.to_string(), value))
-            }))
+            .envs(
+                ENV_WHITELIST
+                    .iter()
+                    .filter_map(|key| std::env::var_os(key).map(|value| (key.to_string(), value))),
+            )
             .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -178,7 +186,10 @@ impl ChildProcess {
                 .await
                 .is_err()
             {
-                tracing::debug!(pgid = pgid.as_raw(), "MCP server ignored SIGTERM; killing its group");
+                tracing::debug!(
+                    pgid = pgid.as_raw(),
+                    "MCP server ignored SIGTERM; killing its group"
+                );
             }
             let _ = killpg(pgid, Signal::SIGKILL);
             let _ = self.child.wait().await;
@@ -199,7 +210,10 @@ impl Drop for ChildProcess {
 fn tie_to_parent(command: &mut Command) {
     // SAFETY: the closure runs in the forked child before exec and only makes the
     // async-signal-safe prctl(2) call; it touches no memory shared with the parent.
-    #[expect(unsafe_code, reason = "pre_exec is the only way to set PR_SET_PDEATHSIG for the child")]
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec is the only way to set PR_SET_PDEATHSIG for the child"
+    )]
     unsafe {
         command.pre_exec(|| {
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
@@ -218,7 +232,8 @@ async fn capture_stderr(name: String, pipe: impl AsyncRead + Unpin, tail: Arc<St
         line.clear();
         match reader.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => {
-                tail.closed.store(true, std::sync::atomic::Ordering::Release);
+                tail.closed
+                    .store(true, std::sync::atomic::Ordering::Release);
                 break;
             }
             Ok(_) => {
