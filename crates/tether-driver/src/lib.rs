@@ -26,6 +26,7 @@
 
 mod error;
 mod launch;
+mod refresh;
 mod resolve;
 mod spec;
 
@@ -34,6 +35,7 @@ pub use launch::{
     ENV_WHITELIST, McpRuntime, STDERR_TAIL_BYTES, ServerReport, ServerStatus, StartOptions,
     TERMINATE_GRACE, ToolInfo,
 };
+pub use refresh::{RefreshOutcome, RefreshPolicy, Refresher};
 pub use resolve::{
     EPHEMERAL_ID_NAMESPACE, EphemeralInstallation, LocalInstallation, LocalInstallations,
     ManagedLease, NoLocalInstallations, ResolvedMcpSpecs, Resolver, require_resolved,

@@ -251,6 +251,17 @@ impl Resolver {
         Ok(resolved)
     }
 
+    /// Asks the managed server for a fresh config for `uid` (a re-mint before expiry) and
+    /// returns its servers as ephemeral installations, with the same ids as before when a
+    /// task id is set.
+    pub async fn remint(&self, uid: Uuid) -> Result<Vec<EphemeralInstallation>, DriverError> {
+        let Some(client) = &self.managed else {
+            return Err(DriverError::ServerNotFound(uid));
+        };
+        let result = client.create_managed_mcp_client_config(uid).await;
+        self.managed_installations(uid, result)
+    }
+
     fn uuid_slot(&self, uid: Uuid) -> Result<Slot, DriverError> {
         match self.local.get(uid)? {
             Some(installation) => {

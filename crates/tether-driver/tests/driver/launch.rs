@@ -36,11 +36,18 @@ fn stdio_server(name: &str, args: &[&str]) -> String {
     )
 }
 
-async fn start(config: String, options: StartOptions, secrets: &Secrets) -> Result<McpRuntime, DriverError> {
+async fn start(
+    config: String,
+    options: StartOptions,
+    secrets: &Secrets,
+) -> Result<McpRuntime, DriverError> {
     let servers = render(&config, secrets).await;
-    tokio::time::timeout(STEP, McpRuntime::start(servers, &options, secrets.values().cloned()))
-        .await
-        .unwrap_or_else(|_| panic!("startup did not finish within {STEP:?}"))
+    tokio::time::timeout(
+        STEP,
+        McpRuntime::start(servers, &options, secrets.values().cloned()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("startup did not finish within {STEP:?}"))
 }
 
 fn tools(status: &ServerStatus) -> Vec<String> {
@@ -59,41 +66,82 @@ fn failure(status: &ServerStatus) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_server_starts_lists_tools_and_gets_its_secret() {
-    let secrets: Secrets = [("TOKEN", "sk-SENTINEL-\"quoted\\{{x}}")].into_iter().collect();
+    let secrets: Secrets = [("TOKEN", "sk-SENTINEL-\"quoted\\{{x}}")]
+        .into_iter()
+        .collect();
     let config = format!(
         r#"{{"echo": {{"command": {}, "env": {{"API_TOKEN": "{{{{TOKEN}}}}"}}}}}}"#,
         json_str(&test_server_bin().to_string_lossy())
     );
-    let runtime = start(config, StartOptions::default(), &secrets).await.unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(tools(&runtime.reports()[0].status), ["add", "echo", "env_check"]);
+    let runtime = start(config, StartOptions::default(), &secrets)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        tools(&runtime.reports()[0].status),
+        ["add", "echo", "env_check"]
+    );
 
     let echoed = runtime
-        .call_tool("echo", "echo", json!({"text": "hello"}).as_object().cloned(), STEP)
+        .call_tool(
+            "echo",
+            "echo",
+            json!({"text": "hello"}).as_object().cloned(),
+            STEP,
+        )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(echoed["content"][0]["text"], "hello");
 
     let check = runtime
-        .call_tool("echo", "env_check", json!({"name": "API_TOKEN"}).as_object().cloned(), STEP)
+        .call_tool(
+            "echo",
+            "env_check",
+            json!({"name": "API_TOKEN"}).as_object().cloned(),
+            STEP,
+        )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let text = check["content"][0]["text"].as_str().unwrap_or_default();
-    assert_eq!(serde_json::from_str::<serde_json::Value>(text).ok(), Some(json!({"name": "API_TOKEN", "set": true})));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(text).ok(),
+        Some(json!({"name": "API_TOKEN", "set": true}))
+    );
     assert!(!check.to_string().contains("SENTINEL"));
 
     // The environment is cleared: a variable of ours does not reach the server.
     let home = runtime
-        .call_tool("echo", "env_check", json!({"name": "CARGO_MANIFEST_DIR"}).as_object().cloned(), STEP)
+        .call_tool(
+            "echo",
+            "env_check",
+            json!({"name": "CARGO_MANIFEST_DIR"}).as_object().cloned(),
+            STEP,
+        )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(home["content"][0]["text"].as_str().unwrap_or_default().contains("\"set\":false"));
+    assert!(
+        home["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"set\":false")
+    );
 
-    let unknown = runtime.call_tool("nope", "echo", None, STEP).await.err().map(|e| e.to_string()).unwrap_or_default();
-    assert_eq!(unknown, "no running MCP server named 'nope' (running: echo)");
+    let unknown = runtime
+        .call_tool("nope", "echo", None, STEP)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        unknown,
+        "no running MCP server named 'nope' (running: echo)"
+    );
     let pgids = runtime.process_groups();
     runtime.shutdown().await;
     for pgid in pgids {
-        assert_eq!(wait_group_gone(pgid, Duration::from_secs(5)).await, Vec::<i32>::new());
+        assert_eq!(
+            wait_group_gone(pgid, Duration::from_secs(5)).await,
+            Vec::<i32>::new()
+        );
     }
 }
 
@@ -107,13 +155,21 @@ async fn degraded_startup_keeps_the_good_servers_and_reports_the_failure() {
         stdio_server("good", &[]),
         json_str(&test_server_bin().to_string_lossy()),
     );
-    let runtime = start(config, StartOptions::default(), &secrets).await.unwrap_or_else(|e| panic!("{e}"));
+    let runtime = start(config, StartOptions::default(), &secrets)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let reports = runtime.reports();
     assert_eq!(reports[0].name, "good");
     assert_eq!(tools(&reports[0].status).len(), 3);
     let reason = failure(&reports[1].status);
-    assert!(reason.contains("exited (exit status: 3) before answering initialize"), "{reason}");
-    assert!(reason.contains("tether-test-mcp: exiting early with code 3 as asked"), "{reason}");
+    assert!(
+        reason.contains("exited (exit status: 3) before answering initialize"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("tether-test-mcp: exiting early with code 3 as asked"),
+        "{reason}"
+    );
     assert!(reason.contains("API_TOKEN=********"), "{reason}");
     assert!(!reason.contains("SENTINEL"), "{reason}");
     assert_eq!(runtime.running(), ["good"]);
@@ -127,12 +183,18 @@ async fn strict_startup_fails_the_run_and_stops_the_good_servers() {
         stdio_server("good", &["--spawn-child"]),
         stdio_server("bad", &["--exit-early", "7"])
     );
-    let options = StartOptions { strict: true, ..StartOptions::default() };
+    let options = StartOptions {
+        strict: true,
+        ..StartOptions::default()
+    };
     let err = start(config, options, &Secrets::new()).await.err();
     match err {
         Some(DriverError::StartupFailed { details }) => {
             assert_eq!(details.len(), 1, "{details:?}");
-            assert!(details[0].starts_with("bad: the server exited (exit status: 7)"), "{details:?}");
+            assert!(
+                details[0].starts_with("bad: the server exited (exit status: 7)"),
+                "{details:?}"
+            );
         }
         other => panic!("expected StartupFailed, got {other:?}"),
     }
@@ -141,10 +203,18 @@ async fn strict_startup_fails_the_run_and_stops_the_good_servers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_server_times_out_and_is_killed() {
     let config = format!("{{{}}}", stdio_server("hang", &["--hang"]));
-    let options = StartOptions { startup_timeout: Duration::from_secs(1), ..StartOptions::default() };
-    let runtime = start(config, options, &Secrets::new()).await.unwrap_or_else(|e| panic!("{e}"));
+    let options = StartOptions {
+        startup_timeout: Duration::from_secs(1),
+        ..StartOptions::default()
+    };
+    let runtime = start(config, options, &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let reason = failure(&runtime.reports()[0].status);
-    assert!(reason.starts_with("no answer to initialize/tools/list within 1 s"), "{reason}");
+    assert!(
+        reason.starts_with("no answer to initialize/tools/list within 1 s"),
+        "{reason}"
+    );
     assert!(runtime.running().is_empty());
 }
 
@@ -152,16 +222,26 @@ async fn a_hanging_server_times_out_and_is_killed() {
 async fn an_early_exit_fails_fast_not_after_the_timeout() {
     let config = format!("{{{}}}", stdio_server("early", &["--exit-early", "1"]));
     // The startup timeout is far beyond the step bound: only failing fast can pass.
-    let options = StartOptions { startup_timeout: Duration::from_secs(3600), ..StartOptions::default() };
-    let runtime = start(config, options, &Secrets::new()).await.unwrap_or_else(|e| panic!("{e}"));
+    let options = StartOptions {
+        startup_timeout: Duration::from_secs(3600),
+        ..StartOptions::default()
+    };
+    let runtime = start(config, options, &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let reason = failure(&runtime.reports()[0].status);
     assert!(reason.contains("exit status: 1"), "{reason}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_server_within_the_timeout_is_ready() {
-    let config = format!("{{{}}}", stdio_server("slow", &["--slow-start", "300", "--tools", "120"]));
-    let runtime = start(config, StartOptions::default(), &Secrets::new()).await.unwrap_or_else(|e| panic!("{e}"));
+    let config = format!(
+        "{{{}}}",
+        stdio_server("slow", &["--slow-start", "300", "--tools", "120"])
+    );
+    let runtime = start(config, StartOptions::default(), &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     // 3 tools + 120 numbered ones, over three pages of 50.
     assert_eq!(tools(&runtime.reports()[0].status).len(), 123);
     runtime.shutdown().await;
@@ -170,22 +250,32 @@ async fn a_slow_server_within_the_timeout_is_ready() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_leaves_no_process_of_the_group_alive() {
     let config = format!("{{{}}}", stdio_server("parent", &["--spawn-child"]));
-    let runtime = start(config, StartOptions::default(), &Secrets::new()).await.unwrap_or_else(|e| panic!("{e}"));
+    let runtime = start(config, StartOptions::default(), &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let pgids = runtime.process_groups();
     assert_eq!(pgids.len(), 1);
     // The grandchild lives in the group before shutdown.
     assert!(crate::support::processes_in_group(pgids[0]).len() >= 2);
     runtime.shutdown().await;
-    assert_eq!(wait_group_gone(pgids[0], Duration::from_secs(5)).await, Vec::<i32>::new());
+    assert_eq!(
+        wait_group_gone(pgids[0], Duration::from_secs(5)).await,
+        Vec::<i32>::new()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_runtime_kills_the_group() {
     let config = format!("{{{}}}", stdio_server("parent", &["--spawn-child"]));
-    let runtime = start(config, StartOptions::default(), &Secrets::new()).await.unwrap_or_else(|e| panic!("{e}"));
+    let runtime = start(config, StartOptions::default(), &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let pgids = runtime.process_groups();
     drop(runtime);
-    assert_eq!(wait_group_gone(pgids[0], Duration::from_secs(5)).await, Vec::<i32>::new());
+    assert_eq!(
+        wait_group_gone(pgids[0], Duration::from_secs(5)).await,
+        Vec::<i32>::new()
+    );
 }
 
 /// Starts `tether-test-mcp --http 127.0.0.1:0` with `env`, returns the child and its URL.
@@ -214,13 +304,30 @@ async fn http_server(extra: &[&str], env: &[(&str, &str)]) -> (tokio::process::C
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamable_http_server_with_a_bearer_header_from_a_secret() {
     let token = "tok-SENTINEL-\\\"{{y}}";
-    let (mut child, url) = http_server(&["--require-bearer-env", "UPSTREAM_TOKEN"], &[("UPSTREAM_TOKEN", token)]).await;
+    let (mut child, url) = http_server(
+        &["--require-bearer-env", "UPSTREAM_TOKEN"],
+        &[("UPSTREAM_TOKEN", token)],
+    )
+    .await;
     let secrets: Secrets = [("TOKEN", token)].into_iter().collect();
-    let config = format!(r#"{{"remote": {{"url": {}, "headers": {{"Authorization": "Bearer {{{{TOKEN}}}}"}}}}}}"#, json_str(&url));
-    let runtime = start(config.clone(), StartOptions::default(), &secrets).await.unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(tools(&runtime.reports()[0].status), ["add", "echo", "env_check"]);
+    let config = format!(
+        r#"{{"remote": {{"url": {}, "headers": {{"Authorization": "Bearer {{{{TOKEN}}}}"}}}}}}"#,
+        json_str(&url)
+    );
+    let runtime = start(config.clone(), StartOptions::default(), &secrets)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        tools(&runtime.reports()[0].status),
+        ["add", "echo", "env_check"]
+    );
     let out = runtime
-        .call_tool("remote", "add", json!({"a": 2, "b": 40}).as_object().cloned(), STEP)
+        .call_tool(
+            "remote",
+            "add",
+            json!({"a": 2, "b": 40}).as_object().cloned(),
+            STEP,
+        )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out["content"][0]["text"], "42");
@@ -228,7 +335,9 @@ async fn streamable_http_server_with_a_bearer_header_from_a_secret() {
 
     // Without the right token the server answers 401: a failure that shows no token.
     let wrong: Secrets = [("TOKEN", "not-it-SENTINEL2")].into_iter().collect();
-    let runtime = start(config, StartOptions::default(), &wrong).await.unwrap_or_else(|e| panic!("{e}"));
+    let runtime = start(config, StartOptions::default(), &wrong)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let reason = failure(&runtime.reports()[0].status);
     assert!(!reason.contains("SENTINEL"), "{reason}");
     let _ = child.kill().await;
@@ -238,9 +347,14 @@ async fn streamable_http_server_with_a_bearer_header_from_a_secret() {
 async fn a_header_with_a_line_break_is_refused_clearly() {
     let secrets: Secrets = [("TOKEN", "a\r\nX-Injected: 1")].into_iter().collect();
     let config = r#"{"remote": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer {{TOKEN}}"}}}"#.to_owned();
-    let runtime = start(config, StartOptions::default(), &secrets).await.unwrap_or_else(|e| panic!("{e}"));
+    let runtime = start(config, StartOptions::default(), &secrets)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let reason = failure(&runtime.reports()[0].status);
-    assert_eq!(reason, "header 'Authorization' holds a line break (CR or LF), which HTTP forbids; fix the value");
+    assert_eq!(
+        reason,
+        "header 'Authorization' holds a line break (CR or LF), which HTTP forbids; fix the value"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,16 +362,29 @@ async fn server_everything_from_npm_over_stdio() {
     let Some(bin) = crate::support::server_everything() else {
         return;
     };
-    let config = format!(r#"{{"everything": {{"command": {}, "args": ["stdio"]}}}}"#, json_str(&bin.to_string_lossy()));
-    let runtime = start(config, StartOptions::default(), &Secrets::new()).await.unwrap_or_else(|e| panic!("{e}"));
+    let config = format!(
+        r#"{{"everything": {{"command": {}, "args": ["stdio"]}}}}"#,
+        json_str(&bin.to_string_lossy())
+    );
+    let runtime = start(config, StartOptions::default(), &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let names = tools(&runtime.reports()[0].status);
     assert!(names.iter().any(|n| n == "echo"), "{names:?}");
     let out = runtime
-        .call_tool("everything", "echo", json!({"message": "hi"}).as_object().cloned(), STEP)
+        .call_tool(
+            "everything",
+            "echo",
+            json!({"message": "hi"}).as_object().cloned(),
+            STEP,
+        )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(out.to_string().contains("hi"), "{out}");
     let pgids = runtime.process_groups();
     runtime.shutdown().await;
-    assert_eq!(wait_group_gone(pgids[0], Duration::from_secs(5)).await, Vec::<i32>::new());
+    assert_eq!(
+        wait_group_gone(pgids[0], Duration::from_secs(5)).await,
+        Vec::<i32>::new()
+    );
 }

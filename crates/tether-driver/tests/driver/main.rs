@@ -3,5 +3,7 @@
 //! from the npm registry).
 
 mod launch;
+mod lifetime;
+mod refresh;
 mod resolve;
 mod support;

@@ -15,7 +15,10 @@ use uuid::Uuid;
 use crate::support::{Answer, FakeManaged};
 
 fn config(json: &str) -> Answer {
-    Answer::Config { json: json.to_owned(), expires_at: None }
+    Answer::Config {
+        json: json.to_owned(),
+        expires_at: None,
+    }
 }
 
 fn local_store(dir: &std::path::Path, config: &str) -> (Arc<Mutex<Store>>, Uuid) {
@@ -49,11 +52,21 @@ async fn resolve_render(
 #[tokio::test]
 async fn a_local_uuid_makes_no_managed_call() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let (store, uid) = local_store(dir.path(), r#"{"local-srv":{"command":"srv","args":["{{K}}"]}}"#);
+    let (store, uid) = local_store(
+        dir.path(),
+        r#"{"local-srv":{"command":"srv","args":["{{K}}"]}}"#,
+    );
     let fake = Arc::new(FakeManaged::new(vec![]));
     let resolver = Resolver::new(store, Some(fake.clone()));
-    let resolved = resolver.resolve(&[McpSpec::Uuid(uid)]).await.unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(fake.calls(), 0, "a local UUID must not reach the managed server");
+    let resolved = resolver
+        .resolve(&[McpSpec::Uuid(uid)])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        fake.calls(),
+        0,
+        "a local UUID must not reach the managed server"
+    );
     assert_eq!(resolved.local.len(), 1);
     assert_eq!(resolved.local[0].uid, uid);
     assert!(resolved.ephemeral.is_empty());
@@ -62,7 +75,10 @@ async fn a_local_uuid_makes_no_managed_call() {
 #[tokio::test]
 async fn a_non_local_uuid_calls_the_managed_client_once() {
     let uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(uid, config(r#"{"mcpServers":{"m":{"command":"npx"}}}"#))]));
+    let fake = Arc::new(FakeManaged::new(vec![(
+        uid,
+        config(r#"{"mcpServers":{"m":{"command":"npx"}}}"#),
+    )]));
     let out = resolve_render(fake.clone(), &[McpSpec::Uuid(uid)], &Secrets::new())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -75,8 +91,18 @@ async fn managed_env_and_arg_placeholders_get_the_secrets() {
     let env_uid = Uuid::new_v4();
     let arg_uid = Uuid::new_v4();
     let fake = Arc::new(FakeManaged::new(vec![
-        (env_uid, config(r#"{"mcpServers":{"GitHub MCP":{"command":"npx","env":{"API_TOKEN":"{{API_TOKEN}}"}}}}"#)),
-        (arg_uid, config(r#"{"mcpServers":{"GitHub args":{"command":"npx","args":["--token={{API_TOKEN}}"]}}}"#)),
+        (
+            env_uid,
+            config(
+                r#"{"mcpServers":{"GitHub MCP":{"command":"npx","env":{"API_TOKEN":"{{API_TOKEN}}"}}}}"#,
+            ),
+        ),
+        (
+            arg_uid,
+            config(
+                r#"{"mcpServers":{"GitHub args":{"command":"npx","args":["--token={{API_TOKEN}}"]}}}"#,
+            ),
+        ),
     ]));
     let out = resolve_render(
         fake,
@@ -94,13 +120,22 @@ async fn managed_url_config_keeps_the_proxy_url_and_header() {
     let uid = Uuid::new_v4();
     let fake = Arc::new(FakeManaged::new(vec![(
         uid,
-        config(r#"{"mcpServers":{"Linear":{"url":"https://proxy.example/mcp-proxy/abc","headers":{"Authorization":"Bearer proxy-token"}}}}"#),
+        config(
+            r#"{"mcpServers":{"Linear":{"url":"https://proxy.example/mcp-proxy/abc","headers":{"Authorization":"Bearer proxy-token"}}}}"#,
+        ),
     )]));
-    let out = resolve_render(fake, &[McpSpec::Uuid(uid)], &secrets(&[("Authorization", "Bearer local")]))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = resolve_render(
+        fake,
+        &[McpSpec::Uuid(uid)],
+        &secrets(&[("Authorization", "Bearer local")]),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out["Linear"]["url"], "https://proxy.example/mcp-proxy/abc");
-    assert_eq!(out["Linear"]["headers"]["Authorization"], "Bearer proxy-token");
+    assert_eq!(
+        out["Linear"]["headers"]["Authorization"],
+        "Bearer proxy-token"
+    );
 }
 
 #[tokio::test]
@@ -111,41 +146,75 @@ async fn a_missing_managed_secret_leaves_the_placeholder_and_strict_callers_refu
         config(r#"{"mcpServers":{"gh":{"command":"npx","args":["--token={{API_TOKEN}}"]}}}"#),
     )]));
     let resolver = Resolver::new(Arc::new(NoLocalInstallations), Some(fake));
-    let resolved = resolver.resolve(&[McpSpec::Uuid(uid)]).await.unwrap_or_else(|e| panic!("{e}"));
+    let resolved = resolver
+        .resolve(&[McpSpec::Uuid(uid)])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let rendered = resolved.render(&Secrets::new(), &EmptyEnv);
-    assert_eq!(rendered[0].to_json(Exposure::Real)["args"][0], "--token={{API_TOKEN}}");
-    let err = require_resolved(&rendered).err().map(|e| e.to_string()).unwrap_or_default();
-    assert_eq!(err, "MCP server 'gh' needs values for: API_TOKEN; pass them with --secret NAME=SOURCE");
+    assert_eq!(
+        rendered[0].to_json(Exposure::Real)["args"][0],
+        "--token={{API_TOKEN}}"
+    );
+    let err = require_resolved(&rendered)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        err,
+        "MCP server 'gh' needs values for: API_TOKEN; pass them with --secret NAME=SOURCE"
+    );
 }
 
 #[tokio::test]
 async fn user_facing_error_becomes_managed_resolution_failed() {
     let uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(uid, Answer::UserFacing("This MCP server is inactive".to_owned()))]));
-    let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new()).await.err();
+    let fake = Arc::new(FakeManaged::new(vec![(
+        uid,
+        Answer::UserFacing("This MCP server is inactive".to_owned()),
+    )]));
+    let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
+        .await
+        .err();
     match err {
-        Some(DriverError::ManagedMcpResolutionFailed { uid: failed, message }) => {
+        Some(DriverError::ManagedMcpResolutionFailed {
+            uid: failed,
+            message,
+        }) => {
             assert_eq!(failed, uid);
             assert_eq!(message, "This MCP server is inactive");
         }
         other => panic!("expected ManagedMcpResolutionFailed, got {other:?}"),
     }
-    let fake = Arc::new(FakeManaged::new(vec![(uid, Answer::UserFacing("gone".to_owned()))]));
+    let fake = Arc::new(FakeManaged::new(vec![(
+        uid,
+        Answer::UserFacing("gone".to_owned()),
+    )]));
     let text = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
         .await
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-    assert_eq!(text, format!("Failed to resolve managed MCP server {uid}: gone"));
+    assert_eq!(
+        text,
+        format!("Failed to resolve managed MCP server {uid}: gone")
+    );
 }
 
 #[tokio::test]
 async fn unknown_result_is_a_managed_error_not_server_not_found() {
     let uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(uid, Answer::Unknown("SomethingNew".to_owned()))]));
-    let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new()).await.err();
+    let fake = Arc::new(FakeManaged::new(vec![(
+        uid,
+        Answer::Unknown("SomethingNew".to_owned()),
+    )]));
+    let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
+        .await
+        .err();
     match err {
-        Some(DriverError::ManagedMcpResolutionFailed { uid: failed, message }) => {
+        Some(DriverError::ManagedMcpResolutionFailed {
+            uid: failed,
+            message,
+        }) => {
             assert_eq!(failed, uid);
             assert!(message.contains("SomethingNew"), "{message}");
         }
@@ -156,11 +225,24 @@ async fn unknown_result_is_a_managed_error_not_server_not_found() {
 #[tokio::test]
 async fn an_unparsable_managed_config_is_a_resolution_failure_without_its_text() {
     let uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(uid, config(r#"{"mcpServers":{"a":{"command":"sk-SENTINEL",}}}"#))]));
-    let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new()).await.err();
+    let fake = Arc::new(FakeManaged::new(vec![(
+        uid,
+        config(r#"{"mcpServers":{"a":{"command":"sk-SENTINEL",}}}"#),
+    )]));
+    let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
+        .await
+        .err();
     let text = err.as_ref().map(ToString::to_string).unwrap_or_default();
-    assert!(matches!(err, Some(DriverError::ManagedMcpResolutionFailed { .. })), "{text}");
-    assert!(text.starts_with(&format!("Failed to resolve managed MCP server {uid}: the returned MCP config is invalid")), "{text}");
+    assert!(
+        matches!(err, Some(DriverError::ManagedMcpResolutionFailed { .. })),
+        "{text}"
+    );
+    assert!(
+        text.starts_with(&format!(
+            "Failed to resolve managed MCP server {uid}: the returned MCP config is invalid"
+        )),
+        "{text}"
+    );
     assert!(!text.contains("SENTINEL"), "{text}");
 }
 
@@ -168,8 +250,16 @@ async fn an_unparsable_managed_config_is_a_resolution_failure_without_its_text()
 async fn no_managed_server_configured_says_how_to_configure_one() {
     let uid = Uuid::new_v4();
     let resolver = Resolver::new(Arc::new(NoLocalInstallations), None);
-    let text = resolver.resolve(&[McpSpec::Uuid(uid)]).await.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(text.contains(&uid.to_string()) && text.contains("TETHER_SERVER_URL"), "{text}");
+    let text = resolver
+        .resolve(&[McpSpec::Uuid(uid)])
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        text.contains(&uid.to_string()) && text.contains("TETHER_SERVER_URL"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -177,7 +267,10 @@ async fn duplicate_names_across_local_and_ephemeral_are_errors() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (store, uid) = local_store(dir.path(), r#"{"github":{"command":"srv"}}"#);
     let managed_uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(managed_uid, config(r#"{"mcpServers":{"github":{"command":"other"}}}"#))]));
+    let fake = Arc::new(FakeManaged::new(vec![(
+        managed_uid,
+        config(r#"{"mcpServers":{"github":{"command":"other"}}}"#),
+    )]));
     let resolver = Resolver::new(store, Some(fake));
     let err = resolver
         .resolve(&[McpSpec::Uuid(uid), McpSpec::Uuid(managed_uid)])
@@ -187,18 +280,27 @@ async fn duplicate_names_across_local_and_ephemeral_are_errors() {
         .unwrap_or_default();
     assert_eq!(
         err,
-        format!("Duplicate MCP server name 'github' (from local installation {uid} and managed installation {managed_uid}): rename one of them")
+        format!(
+            "Duplicate MCP server name 'github' (from local installation {uid} and managed installation {managed_uid}): rename one of them"
+        )
     );
 }
 
 #[tokio::test]
 async fn local_and_ephemeral_installations_get_the_same_secrets() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let (store, uid) = local_store(dir.path(), r#"{"local":{"command":"srv","args":["--t={{T}}"],"env":{"K":"{{T}}"}}}"#);
-    let inline = McpSpec::parse(r#"{"inline":{"command":"srv","args":["--t={{T}}"],"env":{"K":"{{T}}"}}}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (store, uid) = local_store(
+        dir.path(),
+        r#"{"local":{"command":"srv","args":["--t={{T}}"],"env":{"K":"{{T}}"}}}"#,
+    );
+    let inline =
+        McpSpec::parse(r#"{"inline":{"command":"srv","args":["--t={{T}}"],"env":{"K":"{{T}}"}}}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
     let resolver = Resolver::new(store, None);
-    let resolved = resolver.resolve(&[McpSpec::Uuid(uid), inline]).await.unwrap_or_else(|e| panic!("{e}"));
+    let resolved = resolver
+        .resolve(&[McpSpec::Uuid(uid), inline])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let rendered = resolved.render(&secrets(&[("T", "s3cret")]), &EmptyEnv);
     assert_eq!(rendered.len(), 2);
     for server in &rendered {
@@ -214,15 +316,27 @@ async fn managed_results_keep_input_order_and_calls_overlap() {
     let answers = uids
         .iter()
         .enumerate()
-        .map(|(i, uid)| (*uid, config(&format!(r#"{{"mcpServers":{{"s{i}":{{"command":"x"}}}}}}"#))))
+        .map(|(i, uid)| {
+            (
+                *uid,
+                config(&format!(r#"{{"mcpServers":{{"s{i}":{{"command":"x"}}}}}}"#)),
+            )
+        })
         .collect();
     let mut fake = FakeManaged::new(answers);
     fake.delay = std::time::Duration::from_millis(50);
     let fake = Arc::new(fake);
     let specs: Vec<McpSpec> = uids.iter().map(|u| McpSpec::Uuid(*u)).collect();
     let resolver = Resolver::new(Arc::new(NoLocalInstallations), Some(fake.clone()));
-    let resolved = resolver.resolve(&specs).await.unwrap_or_else(|e| panic!("{e}"));
-    let names: Vec<&str> = resolved.ephemeral.iter().map(|e| e.installation.name()).collect();
+    let resolved = resolver
+        .resolve(&specs)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = resolved
+        .ephemeral
+        .iter()
+        .map(|e| e.installation.name())
+        .collect();
     assert_eq!(names, ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"]);
     assert_eq!(fake.calls(), 8);
 }
@@ -238,7 +352,12 @@ async fn ephemeral_ids_are_stable_for_a_task_and_random_without() {
             if let Some(task) = task {
                 resolver = resolver.with_task_id(task);
             }
-            resolver.resolve(&[spec]).await.unwrap_or_else(|e| panic!("{e}")).ephemeral[0].id
+            resolver
+                .resolve(&[spec])
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .ephemeral[0]
+                .id
         }
     };
     assert_eq!(ids(Some("task-1")).await, ids(Some("task-1")).await);
@@ -250,17 +369,27 @@ async fn ephemeral_ids_are_stable_for_a_task_and_random_without() {
 #[tokio::test]
 async fn a_task_config_with_warp_ids_resolves_like_direct_specs() {
     let uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(uid, config(r#"{"mcpServers":{"m":{"command":"npx"}}}"#))]));
+    let fake = Arc::new(FakeManaged::new(vec![(
+        uid,
+        config(r#"{"mcpServers":{"m":{"command":"npx"}}}"#),
+    )]));
     let direct = vec![
         McpSpec::Uuid(uid),
         McpSpec::parse(r#"{"inline":{"command":"srv"}}"#).unwrap_or_else(|e| panic!("{e}")),
     ];
     let task_map = specs_to_server_map(&direct).unwrap_or_else(|e| panic!("{e}"));
     // The task config keeps the reference, never the resolved config.
-    assert_eq!(task_map[&uid.to_string()], json!({"warp_id": uid.to_string()}));
+    assert_eq!(
+        task_map[&uid.to_string()],
+        json!({"warp_id": uid.to_string()})
+    );
     let from_task = server_map_to_specs(&task_map).unwrap_or_else(|e| panic!("{e}"));
-    let a = resolve_render(fake.clone(), &direct, &Secrets::new()).await.unwrap_or_else(|e| panic!("{e}"));
-    let b = resolve_render(fake.clone(), &from_task, &Secrets::new()).await.unwrap_or_else(|e| panic!("{e}"));
+    let a = resolve_render(fake.clone(), &direct, &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let b = resolve_render(fake.clone(), &from_task, &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(a, b);
     assert_eq!(fake.calls(), 2);
 }

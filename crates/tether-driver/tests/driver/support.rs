@@ -15,19 +15,49 @@ use uuid::Uuid;
 pub fn test_server_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let target = target_dir();
-        let bin = target.join("debug").join("tether-test-mcp");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "tether-test-server", "--bin", "tether-test-mcp"])
-            .env("CARGO_TARGET_DIR", &target)
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run cargo build for tether-test-mcp: {e}"));
-        assert!(status.success(), "building tether-test-mcp failed");
-        assert!(bin.is_file(), "tether-test-mcp not found at {}", bin.display());
-        bin
+        built(
+            &["-p", "tether-test-server", "--bin", "tether-test-mcp"],
+            Path::new("tether-test-mcp"),
+        )
     })
     .clone()
+}
+
+/// The driver's `hold` example (`examples/hold.rs`).
+pub fn hold_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        built(
+            &["-p", "tether-driver", "--example", "hold"],
+            Path::new("examples/hold"),
+        )
+    })
+    .clone()
+}
+
+/// `target/debug/<path>`, built with `cargo build ARGS` only when it is missing.
+///
+/// `cargo test --workspace` builds every binary and example first, so this normally finds the
+/// file; building it again from inside a test would re-resolve features for one package and
+/// could rebuild shared dependencies.
+fn built(args: &[&str], path: &Path) -> PathBuf {
+    let target = target_dir();
+    let existing = target.join("debug").join(path);
+    if existing.is_file() {
+        return existing;
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .arg("build")
+        .arg("--quiet")
+        .args(args)
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cargo build {args:?}: {e}"));
+    assert!(status.success(), "cargo build {args:?} failed");
+    let bin = target.join("debug").join(path);
+    assert!(bin.is_file(), "{} was not built", bin.display());
+    bin
 }
 
 /// The target directory this test binary was built in (…/target/debug/deps/driver-… → …/target).
@@ -37,7 +67,10 @@ fn target_dir() -> PathBuf {
     }
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
     exe.ancestors()
-        .find(|p| p.file_name().is_some_and(|n| n == "debug" || n == "release"))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n == "debug" || n == "release")
+        })
         .and_then(Path::parent)
         .map(Path::to_owned)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
@@ -51,7 +84,10 @@ pub fn json_str(text: &str) -> String {
 /// What the fake managed client answers for one uid.
 #[derive(Clone)]
 pub enum Answer {
-    Config { json: String, expires_at: Option<time::OffsetDateTime> },
+    Config {
+        json: String,
+        expires_at: Option<time::OffsetDateTime>,
+    },
     UserFacing(String),
     Unknown(String),
 }
@@ -70,6 +106,16 @@ impl FakeManaged {
             calls: AtomicUsize::new(0),
             delay: Duration::ZERO,
         }
+    }
+
+    /// Replaces what the fake answers for `uid` (e.g. a re-minted config).
+    pub fn set_answer(&self, uid: Uuid, answer: Answer) {
+        let mut answers = self
+            .answers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        answers.retain(|(u, _)| *u != uid);
+        answers.push((uid, answer));
     }
 
     pub fn calls(&self) -> usize {
@@ -132,7 +178,11 @@ pub fn processes_in_group(pgid: i32) -> Vec<i32> {
         return pids;
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {

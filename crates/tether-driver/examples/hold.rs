@@ -1,0 +1,33 @@
+//! Starts the MCP servers of one inline spec, prints their process groups, and holds them
+//! until SIGTERM or SIGINT, then shuts them down: the signal handling `tether run` does, in
+//! miniature. Used by the driver's process-lifetime tests.
+//!
+//! `cargo run -p tether-driver --example hold -- '{"s":{"command":"tether-test-mcp"}}'`
+
+use std::sync::Arc;
+
+use tether_config::{ProcessEnv, Secrets};
+use tether_driver::{McpRuntime, McpSpec, NoLocalInstallations, Resolver, StartOptions};
+use tokio::signal::unix::{SignalKind, signal};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let spec = std::env::args().nth(1).ok_or("usage: hold SPEC")?;
+    let resolved = Resolver::new(Arc::new(NoLocalInstallations), None)
+        .resolve(&[McpSpec::parse(&spec)?])
+        .await?;
+    let servers = resolved.render(&Secrets::new(), &ProcessEnv);
+    let runtime = McpRuntime::start(servers, &StartOptions::default(), []).await?;
+    for pgid in runtime.process_groups() {
+        println!("pgid {pgid}");
+    }
+    println!("ready");
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    runtime.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,197 @@
+//! Re-minting managed configs before expiry, restarting only what changed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use tether_config::{EmptyEnv, Secrets};
+use tether_driver::{
+    McpRuntime, McpSpec, NoLocalInstallations, RefreshOutcome, RefreshPolicy, Refresher, Resolver,
+    ServerStatus, StartOptions,
+};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::support::{Answer, FakeManaged, json_str, test_server_bin};
+
+fn managed(arg: &str, expires_in: Duration) -> Answer {
+    let json = format!(
+        r#"{{"mcpServers":{{"managed":{{"command":{},"args":["--tools",{}]}}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy()),
+        json_str(arg)
+    );
+    Answer::Config {
+        json,
+        expires_at: Some(OffsetDateTime::now_utc() + expires_in),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_near_expiry_is_reminted_and_restarted_only_when_changed() {
+    let uid = Uuid::new_v4();
+    let fake = Arc::new(FakeManaged::new(vec![(
+        uid,
+        managed("1", Duration::from_secs(120)),
+    )]));
+    let resolver = Resolver::new(Arc::new(NoLocalInstallations), Some(fake.clone()));
+    let mut resolved = resolver
+        .resolve(&[McpSpec::Uuid(uid)])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let options = StartOptions::default();
+    let mut runtime = McpRuntime::start(resolved.render(&Secrets::new(), &EmptyEnv), &options, [])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let first_group = runtime.process_groups();
+    assert_eq!(fake.calls(), 1);
+
+    // A lease 2 minutes from expiry is inside the 5-minute window: due now.
+    let mut refresher = Refresher::new(RefreshPolicy {
+        ahead: Duration::from_secs(300),
+        min_interval: Duration::ZERO,
+    });
+    let now = tokio::time::Instant::now();
+    assert_eq!(
+        refresher.due(&resolved, OffsetDateTime::now_utc(), now),
+        vec![uid]
+    );
+
+    // Same config again: re-minted, nothing restarted.
+    fake.set_answer(uid, managed("1", Duration::from_secs(120)));
+    let outcomes = refresher
+        .refresh_due(
+            &resolver,
+            &mut resolved,
+            &Secrets::new(),
+            &EmptyEnv,
+            &mut runtime,
+            &options,
+        )
+        .await;
+    assert_eq!(outcomes, vec![RefreshOutcome::Unchanged { uid }]);
+    assert_eq!(runtime.process_groups(), first_group);
+
+    // A changed config: the server restarts with it (4 tools now) in a new process group.
+    fake.set_answer(uid, managed("2", Duration::from_secs(3600)));
+    let outcomes = refresher
+        .refresh_due(
+            &resolver,
+            &mut resolved,
+            &Secrets::new(),
+            &EmptyEnv,
+            &mut runtime,
+            &options,
+        )
+        .await;
+    match &outcomes[..] {
+        [
+            RefreshOutcome::Restarted {
+                uid: restarted,
+                reports,
+            },
+        ] => {
+            assert_eq!(*restarted, uid);
+            match &reports[0].status {
+                ServerStatus::Ready { tools } => assert_eq!(tools.len(), 5),
+                ServerStatus::Failed { reason } => panic!("restart failed: {reason}"),
+            }
+        }
+        other => panic!("expected one restart, got {other:?}"),
+    }
+    assert_ne!(runtime.process_groups(), first_group);
+    assert_eq!(fake.calls(), 3);
+    // The new lease is an hour out: not due any more.
+    assert!(
+        refresher
+            .due(
+                &resolved,
+                OffsetDateTime::now_utc(),
+                tokio::time::Instant::now()
+            )
+            .is_empty()
+    );
+    runtime.shutdown().await;
+    assert!(
+        crate::support::wait_group_gone(first_group[0], Duration::from_secs(5))
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn attempts_are_at_most_once_a_minute_and_far_leases_wait() {
+    let near = Uuid::new_v4();
+    let far = Uuid::new_v4();
+    let fake = Arc::new(FakeManaged::new(vec![
+        (
+            near,
+            Answer::Config {
+                json: r#"{"mcpServers":{"n":{"url":"http://127.0.0.1:9/mcp"}}}"#.to_owned(),
+                expires_at: Some(OffsetDateTime::now_utc() + Duration::from_secs(60)),
+            },
+        ),
+        (
+            far,
+            Answer::Config {
+                json: r#"{"mcpServers":{"f":{"url":"http://127.0.0.1:9/mcp"}}}"#.to_owned(),
+                expires_at: Some(OffsetDateTime::now_utc() + Duration::from_secs(3600)),
+            },
+        ),
+    ]));
+    let resolver = Resolver::new(Arc::new(NoLocalInstallations), Some(fake.clone()));
+    let mut resolved = resolver
+        .resolve(&[McpSpec::Uuid(near), McpSpec::Uuid(far)])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut refresher = Refresher::new(RefreshPolicy::default());
+    assert_eq!(
+        refresher.due(
+            &resolved,
+            OffsetDateTime::now_utc(),
+            tokio::time::Instant::now()
+        ),
+        vec![near]
+    );
+    let mut runtime = McpRuntime::start(Vec::new(), &StartOptions::default(), [])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let options = StartOptions {
+        startup_timeout: Duration::from_secs(2),
+        ..StartOptions::default()
+    };
+    refresher
+        .refresh_due(
+            &resolver,
+            &mut resolved,
+            &Secrets::new(),
+            &EmptyEnv,
+            &mut runtime,
+            &options,
+        )
+        .await;
+    // Just attempted: not due again within the minute, even though still near expiry.
+    assert!(
+        refresher
+            .due(
+                &resolved,
+                OffsetDateTime::now_utc(),
+                tokio::time::Instant::now()
+            )
+            .is_empty()
+    );
+    assert!(
+        refresher
+            .due(
+                &resolved,
+                OffsetDateTime::now_utc(),
+                tokio::time::Instant::now() + Duration::from_secs(61)
+            )
+            .contains(&near)
+    );
+    // The next check is no later than a minute away.
+    let wait = refresher
+        .next_check(&resolved, OffsetDateTime::now_utc())
+        .unwrap_or(Duration::MAX);
+    assert!(wait <= Duration::from_secs(60), "{wait:?}");
+    runtime.shutdown().await;
+}

@@ -1,0 +1,125 @@
+//! A run with sentinel secrets, logged at TRACE into a buffer: the secrets reach the servers
+//! and the managed config, and appear in no log line and no error.
+
+#[path = "driver/support.rs"]
+#[allow(
+    dead_code,
+    reason = "shared with the driver tests; this binary uses part of it"
+)]
+mod support;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tether_config::{EmptyEnv, Secrets};
+use tether_driver::{McpRuntime, McpSpec, NoLocalInstallations, Resolver, StartOptions};
+use uuid::Uuid;
+
+use support::{Answer, FakeManaged, json_str, test_server_bin};
+
+const SENTINEL: &str = "sk-LOG-SENTINEL-7f3a";
+const MANAGED_SENTINEL: &str = "mg-LOG-SENTINEL-91c2";
+
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_in_any_log_line_at_trace() {
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .init();
+
+    let server = json_str(&test_server_bin().to_string_lossy());
+    let inline = McpSpec::parse(&format!(
+        r#"{{"talker":{{"command":{server},"args":["--stderr-env","API_TOKEN"],"env":{{"API_TOKEN":"{{{{TOKEN}}}}"}}}},
+            "quitter":{{"command":{server},"args":["--stderr-env","API_TOKEN","--exit-early","2"],"env":{{"API_TOKEN":"{{{{TOKEN}}}}"}}}}}}"#
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let uid = Uuid::new_v4();
+    let managed_json = format!(
+        r#"{{"mcpServers":{{"managed":{{"command":{server},"args":["--stderr-env","PROXY"],"env":{{"PROXY":{}}}}}}}}}"#,
+        json_str(MANAGED_SENTINEL)
+    );
+    let fake = Arc::new(FakeManaged::new(vec![(
+        uid,
+        Answer::Config {
+            json: managed_json,
+            expires_at: None,
+        },
+    )]));
+    let resolved = Resolver::new(Arc::new(NoLocalInstallations), Some(fake))
+        .resolve(&[inline, McpSpec::Uuid(uid)])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let secrets: Secrets = [("TOKEN", SENTINEL)].into_iter().collect();
+    let servers = resolved.render(&secrets, &EmptyEnv);
+    tracing::debug!(?servers, ?resolved, "rendered");
+    let runtime = McpRuntime::start(servers, &StartOptions::default(), secrets.values().cloned())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let check = runtime
+        .call_tool(
+            "talker",
+            "env_check",
+            json!({"name": "API_TOKEN"}).as_object().cloned(),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        check.to_string().contains("\\\"set\\\":true"),
+        "the secret did not reach the server: {check}"
+    );
+    let failed = runtime
+        .call_tool("talker", "no_such_tool", None, Duration::from_secs(30))
+        .await
+        .err()
+        .map(|e| format!("{e} {e:?}"))
+        .unwrap_or_default();
+    let reports = format!("{:?}", runtime.reports());
+    // Give the stderr readers a moment to log what the servers wrote.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    runtime.shutdown().await;
+
+    let logs = String::from_utf8_lossy(
+        &buffer
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+    .into_owned();
+    assert!(
+        logs.contains("talker"),
+        "the log captured nothing useful:\n{logs}"
+    );
+    assert!(
+        logs.contains("API_TOKEN=********"),
+        "stderr lines were not logged masked:\n{logs}"
+    );
+    for text in [&logs, &failed, &reports] {
+        assert!(!text.contains(SENTINEL), "a run secret leaked:\n{text}");
+        assert!(
+            !text.contains(MANAGED_SENTINEL),
+            "a managed value leaked:\n{text}"
+        );
+    }
+}
