@@ -232,7 +232,7 @@ pub fn server_everything() -> Option<PathBuf> {
         let status = Command::new("npm")
             .args(["install", "--no-audit", "--no-fund", "--prefix"])
             .arg(&prefix)
-            .arg("@modelcontextprotocol/server-everything")
+            .arg("@modelcontextprotocol/server-everything@2026.8.31")
             .status()
             .unwrap_or_else(|e| panic!("npm install failed to start: {e}"));
         assert!(status.success(), "npm install @modelcontextprotocol/server-everything failed");
