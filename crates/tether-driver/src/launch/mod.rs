@@ -9,24 +9,28 @@
 //! **Invariant:** rmcp is used only in this module.
 
 mod process;
+mod sse;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use reqwest::header::{HeaderName, HeaderValue};
+use indexmap::IndexMap;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{RoleClient, RunningService, ServiceExt as _};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Map, Value};
 use tether_config::{
-    Exposure, RemoteTransport, RenderedServer, RenderedTransport, SecretValue, mask_known_values,
+    Exposure, RemoteTransport, RenderedServer, RenderedText, RenderedTransport, SecretValue,
+    mask_known_values,
 };
 
 use process::{ChildProcess, StdioLaunch};
 pub use process::{ENV_WHITELIST, STDERR_TAIL_BYTES, StderrTail, TERMINATE_GRACE};
+use sse::SseClientTransport;
 
 use crate::error::DriverError;
 
@@ -375,36 +379,35 @@ async fn start_one(
             headers,
             transport,
         } => {
-            if *transport == RemoteTransport::Sse {
-                return Err("the SSE transport is not supported by the built-in launcher (rmcp 3.11 has no SSE client); use Streamable HTTP, or export the config to a harness that speaks SSE".to_owned());
-            }
             let url = url.expose();
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err("the url must start with http:// or https://".to_owned());
             }
-            let mut custom = HashMap::new();
-            for (name, value) in headers {
-                let value = value.expose();
-                if value.contains(['\r', '\n']) {
-                    return Err(format!(
-                        "header '{name}' holds a line break (CR or LF), which HTTP forbids; fix the value"
-                    ));
-                }
-                let header_name = HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|_| format!("header name '{name}' is not a valid HTTP header name"))?;
-                let header_value = HeaderValue::from_str(&value)
-                    .map_err(|_| format!("header '{name}' holds characters HTTP does not allow"))?;
-                custom.insert(header_name, header_value);
-            }
+            let headers = header_map(headers)?;
             let http = reqwest::Client::builder()
                 .connect_timeout(timeout.min(Duration::from_secs(10)))
                 .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .map_err(|e| mask(format!("cannot build the HTTP client: {e}")))?;
-            let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-            let transport = StreamableHttpClientTransport::with_client(http, config);
+            let kind = *transport;
             let handshake = tokio::time::timeout(timeout, async {
-                let client = client_config().serve(transport).await?;
+                let client = match kind {
+                    RemoteTransport::Sse => {
+                        let sse = SseClientTransport::connect(http, &url, headers, timeout).await?;
+                        client_config().serve(sse).await?
+                    }
+                    RemoteTransport::StreamableHttp => {
+                        let custom: HashMap<HeaderName, HeaderValue> = headers
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        let config = StreamableHttpClientTransportConfig::with_uri(url)
+                            .custom_headers(custom);
+                        client_config()
+                            .serve(StreamableHttpClientTransport::with_client(http, config))
+                            .await?
+                    }
+                };
                 let tools = client.list_all_tools().await?;
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
             })
@@ -419,6 +422,27 @@ async fn start_one(
             }
         }
     }
+}
+
+/// The config's headers as HTTP headers; a name or value HTTP forbids is an error naming the
+/// header (never its value).
+fn header_map(headers: &IndexMap<String, RenderedText>) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let value = value.expose();
+        if value.contains(['\r', '\n']) {
+            return Err(format!(
+                "header '{name}' holds a line break (CR or LF), which HTTP forbids; fix the value"
+            ));
+        }
+        let header_name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("header name '{name}' is not a valid HTTP header name"))?;
+        let mut header_value = HeaderValue::from_str(&value)
+            .map_err(|_| format!("header '{name}' holds characters HTTP does not allow"))?;
+        header_value.set_sensitive(true);
+        map.insert(header_name, header_value);
+    }
+    Ok(map)
 }
 
 fn tool_infos(tools: Vec<rmcp::model::Tool>) -> Vec<ToolInfo> {

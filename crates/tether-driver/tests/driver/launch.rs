@@ -388,3 +388,72 @@ async fn server_everything_from_npm_over_stdio() {
         Vec::<i32>::new()
     );
 }
+
+/// Starts `mcp-server-everything MODE` on a free loopback port; returns it and the port.
+async fn everything_http(bin: &std::path::Path, mode: &str) -> (tokio::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let child = tokio::process::Command::new(bin)
+        .arg(mode)
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deadline = tokio::time::Instant::now() + STEP;
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "server-everything {mode} did not listen"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (child, port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_over_sse_and_streamable_http() {
+    let Some(bin) = crate::support::server_everything() else {
+        return;
+    };
+    let (mut sse, sse_port) = everything_http(&bin, "sse").await;
+    let (mut http, http_port) = everything_http(&bin, "streamableHttp").await;
+    let config = format!(
+        r#"{{"legacy": {{"type": "sse", "url": "http://127.0.0.1:{sse_port}/sse", "headers": {{"X-Trace": "{{{{TRACE}}}}"}}}},
+            "modern": {{"url": "http://127.0.0.1:{http_port}/mcp"}}}}"#
+    );
+    let secrets: Secrets = [("TRACE", "t-1")].into_iter().collect();
+    let runtime = start(config, StartOptions::default(), &secrets)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for report in runtime.reports() {
+        assert!(
+            tools(&report.status).iter().any(|n| n == "echo"),
+            "{}",
+            report.name
+        );
+    }
+    for server in ["legacy", "modern"] {
+        let out = runtime
+            .call_tool(
+                server,
+                "echo",
+                json!({"message": format!("via {server}")})
+                    .as_object()
+                    .cloned(),
+                STEP,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{server}: {e}"));
+        assert!(out.to_string().contains(&format!("via {server}")), "{out}");
+    }
+    runtime.shutdown().await;
+    let _ = sse.kill().await;
+    let _ = http.kill().await;
+}

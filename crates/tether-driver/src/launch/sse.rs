@@ -1,0 +1,162 @@
+//! The legacy MCP HTTP+SSE client transport, which rmcp 3.11 does not have.
+//!
+//! The protocol (MCP 2024-11-05): the client opens `GET <url>` with `Accept:
+//! text/event-stream`; the server's first event is `endpoint`, whose data is the URL (absolute or
+//! relative to the SSE URL) to which the client POSTs each JSON-RPC message; the server sends
+//! its messages as `message` events on the open stream. Written here because no maintained crate
+//! offers it for rmcp; the SSE framing itself comes from `sse-stream` (which rmcp also uses).
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use sse_stream::SseStream;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Why the SSE transport failed. Messages hold no header value.
+#[derive(Debug, thiserror::Error)]
+pub enum SseError {
+    /// The HTTP request failed.
+    #[error("HTTP request failed: {0}")]
+    Http(String),
+    /// The server answered with a non-success status.
+    #[error("the server answered HTTP {0}")]
+    Status(u16),
+    /// The event stream ended or broke before the `endpoint` event.
+    #[error("the SSE stream gave no endpoint event")]
+    NoEndpoint,
+    /// The endpoint is not a valid URL.
+    #[error("the SSE endpoint event holds an invalid URL")]
+    BadEndpoint,
+    /// A message could not be serialized.
+    #[error("cannot serialize a message: {0}")]
+    Serialize(String),
+}
+
+/// A connected SSE session.
+pub struct SseClientTransport {
+    http: reqwest::Client,
+    headers: HeaderMap,
+    post_url: reqwest::Url,
+    incoming: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
+    reader: JoinHandle<()>,
+}
+
+impl SseClientTransport {
+    /// Opens the event stream at `url` and waits (at most `timeout`) for the `endpoint` event.
+    pub async fn connect(
+        http: reqwest::Client,
+        url: &str,
+        headers: HeaderMap,
+        timeout: Duration,
+    ) -> Result<Self, SseError> {
+        let base = reqwest::Url::parse(url).map_err(|_| SseError::BadEndpoint)?;
+        let response = http
+            .get(base.clone())
+            .headers(headers.clone())
+            .header(ACCEPT, HeaderValue::from_static("text/event-stream"))
+            .send()
+            .await
+            .map_err(|e| SseError::Http(e.without_url().to_string()))?;
+        if !response.status().is_success() {
+            return Err(SseError::Status(response.status().as_u16()));
+        }
+        let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+        let endpoint = tokio::time::timeout(timeout, async {
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(event) if event.event.as_deref() == Some("endpoint") => {
+                        return event.data;
+                    }
+                    Ok(_) => continue,
+                    Err(_) => return None,
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten()
+        .ok_or(SseError::NoEndpoint)?;
+        let post_url = base
+            .join(endpoint.trim())
+            .map_err(|_| SseError::BadEndpoint)?;
+        let (sender, incoming) = mpsc::channel(64);
+        let reader = tokio::spawn(async move {
+            while let Some(event) = events.next().await {
+                let Ok(event) = event else { break };
+                let is_message = event.event.as_deref().is_none_or(|e| e == "message");
+                let Some(data) = event.data.filter(|_| is_message) else {
+                    continue;
+                };
+                match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&data) {
+                    Ok(message) => {
+                        if sender.send(message).await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => tracing::debug!("ignoring an SSE message that is not JSON-RPC"),
+                }
+            }
+        });
+        Ok(Self {
+            http,
+            headers,
+            post_url,
+            incoming,
+            reader,
+        })
+    }
+}
+
+impl Transport<RoleClient> for SseClientTransport {
+    type Error = SseError;
+
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("sse")
+    }
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let http = self.http.clone();
+        let headers = self.headers.clone();
+        let url = self.post_url.clone();
+        let body = serde_json::to_vec(&item).map_err(|e| SseError::Serialize(e.to_string()));
+        async move {
+            let response = http
+                .post(url)
+                .headers(headers)
+                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                .body(body?)
+                .send()
+                .await
+                .map_err(|e| SseError::Http(e.without_url().to_string()))?;
+            if response.status().is_success() {
+                Ok(())
+            } else {
+                Err(SseError::Status(response.status().as_u16()))
+            }
+        }
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.incoming.recv()
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.reader.abort();
+        Ok(())
+    }
+}
+
+impl Drop for SseClientTransport {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
