@@ -293,8 +293,9 @@ mod tests {
             })
         );
         let back = server_map_to_specs(&map).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(back[0], McpSpec::Uuid(uid(A)));
-        assert_eq!(back[1], McpSpec::Uuid(uid(B)));
+        // Sorted: B (0a1b…) before A (8d3c…), the duplicate B gone.
+        assert_eq!(back[0], McpSpec::Uuid(uid(B)));
+        assert_eq!(back[1], McpSpec::Uuid(uid(A)));
         assert_eq!(back.len(), 3);
         // And once more: map → specs → map is stable.
         let again = specs_to_server_map(&back).unwrap_or_else(|e| panic!("{e}"));

@@ -1,0 +1,115 @@
+//! The JSON formats: tether's own, Claude Code, Gemini CLI, opencode, VS Code, Cursor.
+
+use serde_json::{Map, Value, json};
+use tether_config::{RemoteTransport, RenderedServer, RenderedText, RenderedTransport};
+
+use crate::{Format, HarnessError, Values};
+
+/// Builds the whole config text for a JSON format.
+pub(crate) fn config(
+    servers: &[RenderedServer],
+    format: Format,
+    values: &mut Values<'_>,
+) -> Result<String, HarnessError> {
+    let mut map = Map::new();
+    for server in servers {
+        map.insert(server.name.clone(), server_json(server, format, values)?);
+    }
+    let root = match format {
+        Format::Opencode => json!({ "$schema": "https://opencode.ai/config.json", "mcp": map }),
+        Format::Vscode => json!({ "servers": map }),
+        _ => json!({ "mcpServers": map }),
+    };
+    // A pretty-printed serde_json value is always valid JSON, whatever the values hold.
+    Ok(serde_json::to_string_pretty(&root).unwrap_or_default() + "\n")
+}
+
+fn string_map(
+    map: &indexmap::IndexMap<String, RenderedText>,
+    values: &mut Values<'_>,
+) -> Map<String, Value> {
+    map.iter()
+        .map(|(k, v)| (k.clone(), Value::String(values.write(v))))
+        .collect()
+}
+
+fn server_json(
+    server: &RenderedServer,
+    format: Format,
+    values: &mut Values<'_>,
+) -> Result<Value, HarnessError> {
+    let unsupported = |what: &str| HarnessError::Unsupported {
+        server: server.name.clone(),
+        harness: format,
+        what: what.to_owned(),
+    };
+    match &server.transport {
+        RenderedTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let command = values.write(command);
+            let args: Vec<String> = args.iter().map(|a| values.write(a)).collect();
+            let env = string_map(env, values);
+            let cwd = cwd.as_ref().map(|c| values.write(c));
+            let mut out = match format {
+                Format::Opencode => {
+                    let mut argv = vec![command];
+                    argv.extend(args);
+                    json!({"type": "local", "command": argv, "environment": env, "enabled": true})
+                }
+                Format::Claude | Format::Vscode => {
+                    json!({"type": "stdio", "command": command, "args": args, "env": env})
+                }
+                Format::Json | Format::Gemini | Format::Cursor | Format::Codex => {
+                    json!({"command": command, "args": args, "env": env})
+                }
+            };
+            if let Some(cwd) = cwd {
+                match format {
+                    Format::Json
+                    | Format::Gemini
+                    | Format::Vscode
+                    | Format::Cursor
+                    | Format::Claude => {
+                        out["cwd"] = Value::String(cwd);
+                    }
+                    Format::Opencode | Format::Codex => {
+                        return Err(unsupported(
+                            "set a working directory (cwd) for a local server",
+                        ));
+                    }
+                }
+            }
+            Ok(out)
+        }
+        RenderedTransport::Remote {
+            url,
+            headers,
+            transport,
+        } => {
+            let url = values.write(url);
+            let headers = string_map(headers, values);
+            let kind = transport.type_name();
+            Ok(match format {
+                Format::Opencode => {
+                    if *transport == RemoteTransport::Sse {
+                        // opencode's remote type speaks Streamable HTTP and falls back to SSE.
+                        tracing::debug!(server = %server.name, "opencode remote server uses SSE");
+                    }
+                    json!({"type": "remote", "url": url, "headers": headers, "enabled": true})
+                }
+                Format::Gemini => match transport {
+                    RemoteTransport::StreamableHttp => json!({"httpUrl": url, "headers": headers}),
+                    RemoteTransport::Sse => json!({"url": url, "headers": headers}),
+                },
+                Format::Cursor => json!({"url": url, "headers": headers}),
+                Format::Json | Format::Claude | Format::Vscode | Format::Codex => {
+                    json!({"type": kind, "url": url, "headers": headers})
+                }
+            })
+        }
+    }
+}

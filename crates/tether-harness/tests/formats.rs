@@ -1,0 +1,131 @@
+//! Snapshots of every export format, and the reference mode used for runs.
+
+use tether_config::{EmptyEnv, Exposure, Origin, RenderedServer, Secrets, parse_config};
+use tether_harness::{Format, HarnessError, export, export_with_references};
+
+const CONFIG: &str = r#"{"mcpServers": {
+  "github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github", "--token={{GH_TOKEN}}"],
+             "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "{{GH_TOKEN}}", "LOG_LEVEL": "info"}},
+  "linear": {"url": "https://mcp.linear.example/mcp", "headers": {"Authorization": "Bearer {{LINEAR_KEY}}"}}
+}}"#;
+
+fn servers(config: &str) -> Vec<RenderedServer> {
+    let secrets: Secrets = [
+        ("GH_TOKEN", "ghp_\"quoted\\{{x}}"),
+        ("LINEAR_KEY", "lin_api_123"),
+    ]
+    .into_iter()
+    .collect();
+    parse_config(config, Origin::User)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .servers
+        .into_iter()
+        .map(|s| s.into_installation().render(&secrets, &EmptyEnv))
+        .collect()
+}
+
+#[test]
+fn masked_exports() {
+    let servers = servers(CONFIG);
+    for format in Format::ALL {
+        let text =
+            export(&servers, format, Exposure::Masked).unwrap_or_else(|e| panic!("{format}: {e}"));
+        assert!(
+            !text.contains("ghp_") && !text.contains("lin_api"),
+            "{format} leaks:\n{text}"
+        );
+        insta::assert_snapshot!(format!("masked_{format}"), text);
+    }
+}
+
+#[test]
+fn real_exports_hold_exact_values_and_parse() {
+    let servers = servers(CONFIG);
+    for format in Format::ALL {
+        let text =
+            export(&servers, format, Exposure::Real).unwrap_or_else(|e| panic!("{format}: {e}"));
+        if format == Format::Codex {
+            let value: toml::Table =
+                toml::from_str(&text).unwrap_or_else(|e| panic!("codex TOML: {e}\n{text}"));
+            let env = &value["mcp_servers"]["github"]["env"]["GITHUB_PERSONAL_ACCESS_TOKEN"];
+            assert_eq!(env.as_str(), Some("ghp_\"quoted\\{{x}}"));
+        } else {
+            let value: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{format}: {e}"));
+            assert!(
+                value.to_string().contains(r#"ghp_\"quoted\\{{x}}"#),
+                "{format}: {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn reference_mode_keeps_secrets_out_of_the_file() {
+    let servers = servers(CONFIG);
+    for format in [Format::Claude, Format::Gemini, Format::Opencode] {
+        let out = export_with_references(&servers, format, true)
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        assert!(
+            !out.text.contains("ghp_") && !out.text.contains("lin_api"),
+            "{format}:\n{}",
+            out.text
+        );
+        assert!(out.inlined.is_empty());
+        let values: Vec<&str> = out.env.iter().map(|(_, v)| v.expose()).collect();
+        assert!(
+            values.contains(&"ghp_\"quoted\\{{x}}") && values.contains(&"Bearer lin_api_123"),
+            "{format}"
+        );
+        insta::assert_snapshot!(format!("references_{format}"), out.text);
+    }
+}
+
+#[test]
+fn codex_forwards_env_and_headers_and_inlines_args() {
+    let servers = servers(CONFIG);
+    let out =
+        export_with_references(&servers, Format::Codex, false).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!("references_codex", out.text);
+    assert_eq!(out.inlined, ["github: args[2]"]);
+    let names: Vec<&str> = out.env.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "GITHUB_PERSONAL_ACCESS_TOKEN",
+            "LOG_LEVEL",
+            "TETHER_SECRET_3"
+        ]
+    );
+    let err = export_with_references(&servers, Format::Codex, true).err();
+    assert_eq!(
+        err,
+        Some(HarnessError::SecretWouldBeOnDisk {
+            server: "github".to_owned(),
+            harness: Format::Codex,
+            field: "args[2]".to_owned()
+        })
+    );
+}
+
+#[test]
+fn unsupported_shapes_are_clear_errors() {
+    let sse = servers(r#"{"old": {"url": "https://h/sse", "type": "sse"}}"#);
+    let err = export(&sse, Format::Codex, Exposure::Masked)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        err,
+        "MCP server 'old': codex cannot connect to an SSE server (it speaks Streamable HTTP only)"
+    );
+    let cwd = servers(r#"{"local": {"command": "srv", "cwd": "/srv"}}"#);
+    let err = export(&cwd, Format::Opencode, Exposure::Masked)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        err,
+        "MCP server 'local': opencode cannot set a working directory (cwd) for a local server"
+    );
+}
