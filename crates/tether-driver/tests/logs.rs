@@ -4,6 +4,7 @@
 #[path = "driver/support.rs"]
 #[allow(
     dead_code,
+    unused_imports,
     reason = "shared with the driver tests; this binary uses part of it"
 )]
 mod support;

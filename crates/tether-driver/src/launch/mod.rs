@@ -164,7 +164,7 @@ impl McpRuntime {
                     });
                 }
                 Err(reason) => {
-                    tracing::warn!(server = %name, "MCP server failed to start: {reason}");
+                    tracing::info!(server = %name, "MCP server failed to start: {reason}");
                     runtime.reports.push(ServerReport {
                         name,
                         status: ServerStatus::Failed { reason },

@@ -1,84 +1,27 @@
-//! Shared helpers: the test server binary, a fake managed client, and process checks.
+//! Shared helpers: a fake managed client, the `hold` example, and the testkit's helpers.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
+
+pub use tether_testkit::{
+    json_str, processes_in_group, server_everything, test_server_bin, wait_group_gone,
+    workspace_artifact,
+};
 
 use tether_graphql::{
     ManagedMcpClient, ManagedMcpClientConfig, ManagedMcpError, SecretValue, TransportKind,
 };
 use uuid::Uuid;
 
-/// The `tether-test-mcp` binary, built on first use if `cargo test -p tether-driver` ran alone.
-pub fn test_server_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        built(
-            &["-p", "tether-test-server", "--bin", "tether-test-mcp"],
-            Path::new("tether-test-mcp"),
-        )
-    })
-    .clone()
-}
-
 /// The driver's `hold` example (`examples/hold.rs`).
 pub fn hold_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        built(
-            &["-p", "tether-driver", "--example", "hold"],
-            Path::new("examples/hold"),
-        )
+        workspace_artifact(&["-p", "tether-driver", "--example", "hold"], Path::new("examples/hold"))
     })
     .clone()
-}
-
-/// `target/debug/<path>`, built with `cargo build ARGS` only when it is missing.
-///
-/// `cargo test --workspace` builds every binary and example first, so this normally finds the
-/// file; building it again from inside a test would re-resolve features for one package and
-/// could rebuild shared dependencies.
-fn built(args: &[&str], path: &Path) -> PathBuf {
-    let target = target_dir();
-    let existing = target.join("debug").join(path);
-    if existing.is_file() {
-        return existing;
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
-        .arg("build")
-        .arg("--quiet")
-        .args(args)
-        .env("CARGO_TARGET_DIR", &target)
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run cargo build {args:?}: {e}"));
-    assert!(status.success(), "cargo build {args:?} failed");
-    let bin = target.join("debug").join(path);
-    assert!(bin.is_file(), "{} was not built", bin.display());
-    bin
-}
-
-/// The target directory this test binary was built in (…/target/debug/deps/driver-… → …/target).
-fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        return PathBuf::from(dir);
-    }
-    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
-    exe.ancestors()
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n == "debug" || n == "release")
-        })
-        .and_then(Path::parent)
-        .map(Path::to_owned)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
-}
-
-/// A JSON string literal for `text` (for building configs by hand).
-pub fn json_str(text: &str) -> String {
-    serde_json::Value::String(text.to_owned()).to_string()
 }
 
 /// What the fake managed client answers for one uid.
@@ -171,73 +114,3 @@ impl ManagedMcpClient for FakeManaged {
     }
 }
 
-/// Pids of live (not zombie) processes whose process group is `pgid`, from /proc.
-pub fn processes_in_group(pgid: i32) -> Vec<i32> {
-    let mut pids = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return pids;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // Fields after the parenthesized command: state ppid pgrp …
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.len() > 2 && fields[0] != "Z" && fields[2].parse::<i32>().ok() == Some(pgid) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
-/// Waits (bounded) until no live process is left in `pgid`.
-pub async fn wait_group_gone(pgid: i32, limit: Duration) -> Vec<i32> {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        let left = processes_in_group(pgid);
-        if left.is_empty() || tokio::time::Instant::now() >= deadline {
-            return left;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The `mcp-server-everything` launcher from the npm registry, installed into the repository's
-/// `.cache/npm` (by `.ci/run`, or here on first use). `None` with a printed notice only when
-/// npm itself is absent.
-pub fn server_everything() -> Option<PathBuf> {
-    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let prefix = std::env::var_os("TETHER_NPM_PREFIX")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/npm"));
-        let bin = prefix.join("node_modules/.bin/mcp-server-everything");
-        if bin.exists() {
-            return Some(bin);
-        }
-        if Command::new("npm").arg("--version").stdout(std::process::Stdio::null()).status().is_err() {
-            eprintln!("NOTICE: npm is not installed; skipping the @modelcontextprotocol/server-everything tests");
-            return None;
-        }
-        let status = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&prefix)
-            .arg("@modelcontextprotocol/server-everything@2026.8.31")
-            .status()
-            .unwrap_or_else(|e| panic!("npm install failed to start: {e}"));
-        assert!(status.success(), "npm install @modelcontextprotocol/server-everything failed");
-        assert!(bin.exists(), "npm installed server-everything but {} is missing", bin.display());
-        Some(bin)
-    })
-    .clone()
-}

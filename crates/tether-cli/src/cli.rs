@@ -1,0 +1,288 @@
+//! The command line: flags only. Validation and object building happen in `commands/`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  a server or the harness failed
+  2  bad input or usage
+  3  managed resolution failed";
+
+/// Resolve MCP servers for agent runs: local installations, JSON specs and managed UUIDs,
+/// with secrets applied in memory only.
+#[derive(Debug, Parser)]
+#[command(name = "tether", version, about, after_help = EXIT_CODES, propagate_version = true)]
+pub struct Cli {
+    /// More logging on stderr: -v info, -vv debug, -vvv trace (RUST_LOG overrides).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    /// The managed server's GraphQL endpoint (overrides TETHER_SERVER_URL and config.toml).
+    #[arg(long, global = true, value_name = "URL")]
+    pub server_url: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Resolve the specs and run: with no command, start every server and report it; with a
+    /// command after `--`, hand the servers to that harness and run it.
+    #[command(after_help = "Examples:
+  tether run --mcp 2f0c…-uuid --secret API_TOKEN=env:API_TOKEN
+  tether run --mcp ./mcp.json --strict-mcp -- claude -p 'list my issues'
+  tether run --task task.json --harness codex -- codex exec 'fix the bug'
+
+Exit codes: 0 success (with a command: the command's own code), 1 a server or the harness
+failed, 2 bad input or usage, 3 managed resolution failed.")]
+    Run(RunArgs),
+
+    /// Print (or write) the rendered config in a harness's own format.
+    #[command(after_help = "Examples:
+  tether export --mcp ./mcp.json --format claude
+  tether export --mcp 2f0c…-uuid --secret TOKEN=prompt --format codex -o codex.toml
+
+On stdout, values that came from secrets (and captured env/header values) are masked unless
+--show-secrets; a file written with -o holds real values and is created with mode 0600.")]
+    Export(ExportArgs),
+
+    /// Start the servers, run initialize and tools/list, report, and shut them down.
+    #[command(after_help = "Examples:
+  tether test --mcp ./mcp.json
+  tether test --mcp 2f0c…-uuid --secret TOKEN=env:TOKEN --timeout 10 --json
+
+Exit code 0 only if every server is ready.")]
+    Test(TestArgs),
+
+    /// Call one tool on one server and print its result.
+    #[command(after_help = "Examples:
+  tether call --mcp ./mcp.json everything echo --args '{\"message\":\"hi\"}'
+  tether call --mcp 2f0c…-uuid github list_issues --json")]
+    Call(CallArgs),
+
+    /// Store a templatable server locally and print its UUID.
+    #[command(after_help = "Examples:
+  tether install github --from ./github.json
+  tether install github --from '{\"command\":\"npx\",\"args\":[\"--token={{GH_TOKEN}}\"]}'
+
+Placeholders without a --secret value stay variables, filled from each run's secrets.")]
+    Install(InstallArgs),
+
+    /// List local installations: names, UUIDs and variable names (never values).
+    List(ListArgs),
+
+    /// Remove a local installation.
+    Remove(RemoveArgs),
+
+    /// Print shell completions.
+    #[command(
+        after_help = "Example:\n  tether completions bash > ~/.local/share/bash-completion/completions/tether"
+    )]
+    Completions(CompletionsArgs),
+}
+
+/// Where MCP specs come from.
+#[derive(Debug, Args)]
+pub struct SpecArgs {
+    /// An MCP spec: a UUID (local or managed installation), a path to a JSON file, or inline
+    /// JSON. Repeatable.
+    #[arg(long = "mcp", value_name = "SPEC")]
+    pub mcp: Vec<String>,
+
+    /// A task config (JSON with `mcp_servers`, and optionally `task_id`); its `warp_id`
+    /// entries resolve like UUID specs.
+    #[arg(long, value_name = "FILE")]
+    pub task: Option<PathBuf>,
+}
+
+/// Where secrets come from. Never from a literal on the command line.
+#[derive(Debug, Args)]
+pub struct SecretArgs {
+    /// A secret: NAME=env:VAR, NAME=file:PATH, NAME=- (one line of stdin) or NAME=prompt
+    /// (hidden input). Repeatable. A literal value is refused: argv is visible through `ps`.
+    #[arg(long = "secret", value_name = "NAME=SOURCE")]
+    pub secret: Vec<String>,
+
+    /// A dotenv file of NAME=value lines.
+    #[arg(long, value_name = "FILE")]
+    pub secrets_file: Vec<PathBuf>,
+}
+
+/// Harnesses `run` can hand servers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HarnessArg {
+    /// tether starts the servers itself.
+    Builtin,
+    /// Claude Code.
+    Claude,
+    /// Codex CLI.
+    Codex,
+    /// Gemini CLI.
+    Gemini,
+    /// opencode.
+    Opencode,
+}
+
+/// `tether run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub specs: SpecArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+
+    /// Fail if any server fails to start (built-in) or ask the harness to be strict.
+    #[arg(long)]
+    pub strict_mcp: bool,
+
+    /// The harness (default: from the command's name; builtin without a command).
+    #[arg(long, value_enum)]
+    pub harness: Option<HarnessArg>,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Per-server startup timeout in seconds (built-in harness).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+
+    /// Built-in harness: keep the servers running (re-minting managed configs before they
+    /// expire) until SIGINT or SIGTERM.
+    #[arg(long)]
+    pub hold: bool,
+
+    /// Refuse to write any secret to a file, even a private temporary one.
+    #[arg(long)]
+    pub no_secrets_on_disk: bool,
+
+    /// The harness command and its arguments.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `tether export` formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// `{"mcpServers": …}` in tether's portable form.
+    Json,
+    /// Claude Code.
+    Claude,
+    /// Codex CLI (TOML).
+    Codex,
+    /// Gemini CLI.
+    Gemini,
+    /// opencode.
+    Opencode,
+    /// VS Code.
+    Vscode,
+    /// Cursor.
+    Cursor,
+}
+
+/// `tether export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub specs: SpecArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+
+    /// The output format.
+    #[arg(long, value_enum)]
+    pub format: FormatArg,
+
+    /// Write to FILE (mode 0600, real values) instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Show real secret values on stdout.
+    #[arg(long)]
+    pub show_secrets: bool,
+}
+
+/// `tether test`.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub specs: SpecArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+
+    /// Per-server startup timeout in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tether call`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    #[command(flatten)]
+    pub specs: SpecArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+
+    /// The server's name.
+    pub server: String,
+
+    /// The tool's name.
+    pub tool: String,
+
+    /// The tool's arguments as a JSON object.
+    #[arg(long, value_name = "JSON")]
+    pub args: Option<String>,
+
+    /// Per-server startup timeout and tool-call timeout, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub timeout: u64,
+
+    /// Print the whole MCP result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tether install`.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The installation's name.
+    pub name: String,
+
+    /// The server's config: a path to a JSON file or inline JSON (one server).
+    #[arg(long, value_name = "SPEC")]
+    pub from: String,
+
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+}
+
+/// `tether list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tether remove`.
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// The installation's UUID.
+    pub uid: String,
+}
+
+/// `tether completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}

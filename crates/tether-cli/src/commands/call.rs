@@ -1,0 +1,105 @@
+//! `tether call`: call one tool on one server.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tether_driver::ServerStatus;
+
+use crate::cli::CallArgs;
+use crate::exit::{FAILED, OK, Reported, UsageError};
+use crate::output::{Progress, print, print_json};
+
+pub async fn call(args: &CallArgs, server_url: Option<&str>) -> anyhow::Result<u8> {
+    let arguments: Option<Map<String, Value>> = match &args.args {
+        None => None,
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => Some(map),
+            Ok(_) => {
+                return Err(UsageError::new(
+                    "--args must be a JSON object, e.g. '{\"text\":\"hi\"}'",
+                )
+                .into());
+            }
+            Err(e) => {
+                return Err(UsageError::new(format!(
+                    "--args is not JSON (line {}, column {})",
+                    e.line(),
+                    e.column()
+                ))
+                .into());
+            }
+        },
+    };
+    let progress = Progress::new();
+    let resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
+    let servers: Vec<_> = resolved
+        .render()
+        .into_iter()
+        .filter(|s| s.name == args.server)
+        .collect();
+    if servers.is_empty() {
+        let names: Vec<String> = resolved.render().into_iter().map(|s| s.name).collect();
+        return Err(UsageError::new(format!(
+            "no MCP server named '{}' in the given specs (they hold: {})",
+            args.server,
+            names.join(", ")
+        ))
+        .into());
+    }
+    let options = super::start_options(args.timeout, false);
+    let runtime = super::start(servers, &options, &resolved.secrets, &progress).await?;
+    if let Some(report) = runtime.reports().first()
+        && let ServerStatus::Failed { reason } = &report.status
+    {
+        let reason = reason.clone();
+        runtime.shutdown().await;
+        progress.finish();
+        eprintln!(
+            "error: MCP server '{}' failed to start: {reason}",
+            args.server
+        );
+        return Err(Reported(FAILED).into());
+    }
+    progress.step(&format!("calling {} on {}…", args.tool, args.server));
+    let result = runtime
+        .call_tool(
+            &args.server,
+            &args.tool,
+            arguments,
+            Duration::from_secs(args.timeout.max(1)),
+        )
+        .await;
+    runtime.shutdown().await;
+    progress.finish();
+    let result = result?;
+    let is_error = result
+        .get("isError")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if args.json {
+        print_json(&result);
+    } else {
+        let mut text = String::new();
+        for item in result
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            match item.get("text").and_then(Value::as_str) {
+                Some(t) => text.push_str(t),
+                None => text.push_str(&item.to_string()),
+            }
+            text.push('\n');
+        }
+        if let Some(structured) = result.get("structuredContent").filter(|_| text.is_empty()) {
+            text = serde_json::to_string_pretty(structured).unwrap_or_default() + "\n";
+        }
+        print(&text);
+    }
+    if is_error {
+        eprintln!("error: the tool '{}' reported an error", args.tool);
+        return Err(Reported(FAILED).into());
+    }
+    Ok(OK)
+}

@@ -1,0 +1,67 @@
+//! `tether export`: the rendered config in a harness's own format.
+
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+
+use anyhow::Context;
+use tether_config::Exposure;
+
+use crate::cli::{ExportArgs, FormatArg};
+use crate::exit::OK;
+use crate::output::{Progress, print};
+
+pub fn format(arg: FormatArg) -> tether_harness::Format {
+    match arg {
+        FormatArg::Json => tether_harness::Format::Json,
+        FormatArg::Claude => tether_harness::Format::Claude,
+        FormatArg::Codex => tether_harness::Format::Codex,
+        FormatArg::Gemini => tether_harness::Format::Gemini,
+        FormatArg::Opencode => tether_harness::Format::Opencode,
+        FormatArg::Vscode => tether_harness::Format::Vscode,
+        FormatArg::Cursor => tether_harness::Format::Cursor,
+    }
+}
+
+pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Result<u8> {
+    let progress = Progress::new();
+    let resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
+    progress.finish();
+    let servers = resolved.render();
+    match &args.output {
+        Some(path) => {
+            let text = tether_harness::export(&servers, format(args.format), Exposure::Real)?;
+            // Created 0600; an existing file is narrowed to 0600 before it is rewritten.
+            if path.exists() {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                    .with_context(|| format!("cannot set mode 0600 on {}", path.display()))?;
+            }
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            file.write_all(text.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!(
+                "wrote {} ({} servers, mode 0600, real values)",
+                path.display(),
+                servers.len()
+            );
+        }
+        None => {
+            let exposure = if args.show_secrets {
+                Exposure::Real
+            } else {
+                Exposure::Masked
+            };
+            print(&tether_harness::export(
+                &servers,
+                format(args.format),
+                exposure,
+            )?);
+        }
+    }
+    Ok(OK)
+}

@@ -1,0 +1,176 @@
+//! The subcommands, and what they share: reading specs and secrets, resolving, starting.
+
+mod call;
+mod export;
+mod install;
+mod run;
+mod test;
+
+pub use call::call;
+pub use export::export;
+pub use install::{install, list, remove};
+pub use run::run;
+pub use test::test;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::Value;
+use tether_config::{Origin, ProcessEnv, RenderedServer, Secrets, parse_config};
+use tether_driver::{
+    LocalInstallations, McpRuntime, McpSpec, NoLocalInstallations, ResolvedMcpSpecs, Resolver,
+    StartOptions, server_map_to_specs,
+};
+use tether_store::Store;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::cli::{SecretArgs, SpecArgs};
+use crate::exit::{Reported, UsageError};
+use crate::output::Progress;
+use crate::secrets;
+use crate::settings;
+
+/// A run's resolved specs and secrets.
+pub struct Resolved {
+    pub resolver: Resolver,
+    pub resolved: ResolvedMcpSpecs,
+    pub secrets: Secrets,
+}
+
+impl Resolved {
+    /// Secrets applied, in memory: the rendered servers.
+    pub fn render(&self) -> Vec<RenderedServer> {
+        self.resolved.render(&self.secrets, &ProcessEnv)
+    }
+}
+
+/// A task config: `{"task_id": "…", "mcp_servers": {…}}` (`mcpServers` also accepted).
+fn read_task(path: &Path) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        UsageError::new(format!(
+            "cannot read the task config {}: {e}",
+            path.display()
+        ))
+    })?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| {
+        UsageError::new(format!(
+            "the task config {} is not JSON (line {}, column {})",
+            path.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let servers = value
+        .get("mcp_servers")
+        .or_else(|| value.get("mcpServers"))
+        .and_then(Value::as_object)
+        .ok_or_else(|| {
+            UsageError::new(format!(
+                "the task config {} has no `mcp_servers` object",
+                path.display()
+            ))
+        })?;
+    let task_id = value
+        .get("task_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok((server_map_to_specs(servers)?, task_id))
+}
+
+/// Reads specs and secrets, and resolves local-first.
+pub async fn resolve(
+    specs: &SpecArgs,
+    secret_args: &SecretArgs,
+    server_url: Option<&str>,
+    progress: &Progress,
+) -> anyhow::Result<Resolved> {
+    let mut parsed = Vec::with_capacity(specs.mcp.len());
+    for value in &specs.mcp {
+        parsed.push(McpSpec::parse(value)?);
+    }
+    let mut task_id = None;
+    if let Some(path) = &specs.task {
+        let (task_specs, id) = read_task(path)?;
+        parsed.extend(task_specs);
+        task_id = id;
+    }
+    if parsed.is_empty() {
+        return Err(UsageError::new("no MCP spec given: pass --mcp SPEC (a UUID, a JSON file or inline JSON) or --task FILE").into());
+    }
+    let secrets = secrets::read(secret_args)?;
+
+    let needs_uuid = parsed.iter().any(|spec| match spec {
+        McpSpec::Uuid(_) => true,
+        McpSpec::Json { text, .. } => parse_config(text, Origin::User)
+            .map(|p| !p.references.is_empty())
+            .unwrap_or(false),
+    });
+    let (local, managed): (Arc<dyn LocalInstallations>, _) = if needs_uuid {
+        let dir = settings::data_dir()?;
+        let store = Store::open(&dir)
+            .with_context(|| format!("opening the local store in {}", dir.display()))?;
+        (
+            Arc::new(Mutex::new(store)),
+            settings::managed_client(server_url)?,
+        )
+    } else {
+        (Arc::new(NoLocalInstallations), None)
+    };
+    let mut resolver = Resolver::new(local, managed);
+    if let Some(task_id) = task_id {
+        resolver = resolver.with_task_id(task_id);
+    }
+    progress.step(&match parsed.len() {
+        1 => "resolving 1 MCP spec…".to_owned(),
+        n => format!("resolving {n} MCP specs…"),
+    });
+    let resolved = resolver.resolve(&parsed).await?;
+    for server in resolved.render(&secrets, &ProcessEnv) {
+        for name in server.unset_env_vars() {
+            tracing::warn!(server = %server.name, "environment variable {name} is not set; ${{{name}}} stays as written");
+        }
+    }
+    Ok(Resolved {
+        resolver,
+        resolved,
+        secrets,
+    })
+}
+
+/// Exit code for a run stopped by a signal.
+fn signal_exit(kind: SignalKind) -> u8 {
+    u8::try_from(128 + kind.as_raw_value()).unwrap_or(1)
+}
+
+/// Starts the servers; SIGINT or SIGTERM during startup stops them and exits 130/143.
+pub async fn start(
+    servers: Vec<RenderedServer>,
+    options: &StartOptions,
+    secrets: &Secrets,
+    progress: &Progress,
+) -> anyhow::Result<McpRuntime> {
+    progress.step(&match servers.len() {
+        1 => "starting 1 MCP server…".to_owned(),
+        n => format!("starting {n} MCP servers…"),
+    });
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let start = McpRuntime::start(servers, options, secrets.values().cloned());
+    tokio::select! {
+        runtime = start => Ok(runtime?),
+        // Dropping the startup future kills every child's process group.
+        _ = term.recv() => Err(Reported(signal_exit(SignalKind::terminate())).into()),
+        _ = int.recv() => Err(Reported(signal_exit(SignalKind::interrupt())).into()),
+    }
+}
+
+/// Start options from a timeout in seconds.
+pub fn start_options(timeout_secs: u64, strict: bool) -> StartOptions {
+    StartOptions {
+        startup_timeout: Duration::from_secs(timeout_secs.max(1)),
+        strict,
+        ..StartOptions::default()
+    }
+}

@@ -1,0 +1,31 @@
+//! `tether test`: start, initialize, list tools, report, shut down.
+
+use tether_driver::ServerStatus;
+
+use crate::cli::TestArgs;
+use crate::exit::{FAILED, OK, Reported};
+use crate::output::{Progress, print, print_json, reports_json, reports_table};
+
+pub async fn test(args: &TestArgs, server_url: Option<&str>) -> anyhow::Result<u8> {
+    let progress = Progress::new();
+    let resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
+    let options = super::start_options(args.timeout, false);
+    let runtime = super::start(resolved.render(), &options, &resolved.secrets, &progress).await?;
+    progress.step("shutting down…");
+    let reports = runtime.reports().to_vec();
+    runtime.shutdown().await;
+    progress.finish();
+    if args.json {
+        print_json(&reports_json(&reports));
+    } else {
+        print(&reports_table(&reports));
+    }
+    if reports
+        .iter()
+        .all(|r| matches!(r.status, ServerStatus::Ready { .. }))
+    {
+        Ok(OK)
+    } else {
+        Err(Reported(FAILED).into())
+    }
+}

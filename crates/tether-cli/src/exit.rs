@@ -1,0 +1,89 @@
+//! Exit codes, decided in one place.
+//!
+//! 0 success · 1 a server or the harness failed · 2 bad input or usage · 3 managed resolution
+//! failed. A harness run passes the harness's own exit code through.
+
+use std::fmt;
+
+use tether_driver::DriverError;
+
+/// Success.
+pub const OK: u8 = 0;
+/// A server or the harness failed.
+pub const FAILED: u8 = 1;
+/// Bad input or usage.
+pub const USAGE: u8 = 2;
+/// Managed resolution failed.
+pub const MANAGED: u8 = 3;
+
+/// Bad input detected by the CLI itself (exit 2).
+#[derive(Debug)]
+pub struct UsageError(String);
+
+impl UsageError {
+    /// A usage error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A failure already reported to the user (e.g. servers listed as failed): exit with `code`.
+#[derive(Debug)]
+pub struct Reported(pub u8);
+
+impl fmt::Display for Reported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "exit {}", self.0)
+    }
+}
+
+impl std::error::Error for Reported {}
+
+/// The exit code for an error.
+pub fn code(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if let Some(reported) = cause.downcast_ref::<Reported>() {
+            return reported.0;
+        }
+        if cause.downcast_ref::<UsageError>().is_some() {
+            return USAGE;
+        }
+        if cause
+            .downcast_ref::<tether_harness::HarnessError>()
+            .is_some()
+        {
+            return USAGE;
+        }
+        if cause
+            .downcast_ref::<tether_graphql::ManagedMcpError>()
+            .is_some()
+        {
+            return MANAGED;
+        }
+        if let Some(driver) = cause.downcast_ref::<DriverError>() {
+            return match driver {
+                DriverError::ManagedMcpResolutionFailed { .. } | DriverError::ServerNotFound(_) => {
+                    MANAGED
+                }
+                DriverError::InvalidSpec { .. }
+                | DriverError::Config { .. }
+                | DriverError::MissingVariables { .. }
+                | DriverError::DuplicateServerName { .. }
+                | DriverError::InvalidServer { .. }
+                | DriverError::UnknownServer { .. } => USAGE,
+                DriverError::StartupFailed { .. }
+                | DriverError::ToolCallFailed { .. }
+                | DriverError::Store(_) => FAILED,
+            };
+        }
+    }
+    FAILED
+}

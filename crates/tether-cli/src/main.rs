@@ -1,0 +1,99 @@
+//! `tether`: resolve MCP servers for agent runs. This binary holds only the command line and
+//! glue; the work is in the library crates (`tether-driver` and below).
+
+mod cli;
+mod commands;
+mod exit;
+mod handoff;
+mod output;
+mod secrets;
+mod settings;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let code = match run(&cli) {
+        Ok(code) => code,
+        Err(err) => {
+            if err.downcast_ref::<exit::Reported>().is_none() {
+                eprintln!("error: {err}");
+                for cause in err.chain().skip(1) {
+                    eprintln!("  caused by: {cause}");
+                }
+                if err.chain().any(|c| {
+                    matches!(
+                        c.downcast_ref(),
+                        Some(tether_driver::DriverError::ServerNotFound(_))
+                    )
+                }) {
+                    eprintln!("hint: {}", settings::configure_hint());
+                }
+            }
+            exit::code(&err)
+        }
+    };
+    ExitCode::from(code)
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter =
+        EnvFilter::try_from_env(settings::RUST_LOG).unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(
+            std::env::var_os(settings::NO_COLOR).is_none()
+                && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        )
+        .with_target(false)
+        .init();
+}
+
+fn run(cli: &Cli) -> anyhow::Result<u8> {
+    let server_url = cli.server_url.as_deref();
+    match &cli.command {
+        Command::Install(args) => commands::install(args),
+        Command::List(args) => commands::list(args),
+        Command::Remove(args) => commands::remove(args),
+        Command::Completions(args) => {
+            clap_complete::generate(
+                args.shell,
+                &mut Cli::command(),
+                "tether",
+                &mut std::io::stdout(),
+            );
+            Ok(exit::OK)
+        }
+        command => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                match command {
+                    Command::Run(args) => commands::run(args, server_url).await,
+                    Command::Export(args) => commands::export(args, server_url).await,
+                    Command::Test(args) => commands::test(args, server_url).await,
+                    Command::Call(args) => commands::call(args, server_url).await,
+                    Command::Install(_)
+                    | Command::List(_)
+                    | Command::Remove(_)
+                    | Command::Completions(_) => Ok(exit::OK),
+                }
+            })
+        }
+    }
+}

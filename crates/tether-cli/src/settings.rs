@@ -1,0 +1,106 @@
+//! Every environment variable tether reads, and the managed-server settings.
+//!
+//! Precedence for the managed server: `--server-url` > `TETHER_SERVER_URL` > `server_url` in
+//! `$TETHER_HOME/config.toml`; the API key: `TETHER_API_KEY` / `TETHER_API_KEY_FILE` >
+//! `api_key` / `api_key_file` in config.toml. Never from argv.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde::Deserialize;
+use tether_config::SecretValue;
+use tether_graphql::{HttpClientSettings, HttpManagedMcpClient, ManagedMcpClient};
+
+use crate::exit::UsageError;
+
+/// tether's data directory (local store, config.toml, run directories); read in `tether-store`.
+pub const TETHER_HOME: &str = tether_store::TETHER_HOME;
+/// The managed server's GraphQL endpoint.
+pub const TETHER_SERVER_URL: &str = "TETHER_SERVER_URL";
+/// The bearer API key for the managed server; read in `tether-graphql`.
+pub const TETHER_API_KEY: &str = tether_graphql::EnvVars::TETHER_API_KEY;
+/// A file holding the API key; read in `tether-graphql`.
+pub const TETHER_API_KEY_FILE: &str = tether_graphql::EnvVars::TETHER_API_KEY_FILE;
+
+/// The hint shown when a managed UUID needs a server and none is configured.
+pub fn configure_hint() -> String {
+    format!(
+        "set {TETHER_SERVER_URL} (and {TETHER_API_KEY} or {TETHER_API_KEY_FILE}), pass --server-url, or put server_url in {TETHER_HOME}/config.toml"
+    )
+}
+/// Disables colour when set (https://no-color.org).
+pub const NO_COLOR: &str = "NO_COLOR";
+/// Log filter (tracing-subscriber's EnvFilter syntax).
+pub const RUST_LOG: &str = "RUST_LOG";
+
+/// `$TETHER_HOME/config.toml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    server_url: Option<String>,
+    api_key: Option<String>,
+    api_key_file: Option<PathBuf>,
+}
+
+/// The data directory.
+pub fn data_dir() -> anyhow::Result<PathBuf> {
+    Ok(tether_store::default_data_dir()?)
+}
+
+fn config_file(dir: &Path) -> anyhow::Result<ConfigFile> {
+    let path = dir.join("config.toml");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => toml::from_str(&text).map_err(|e| {
+            UsageError::new(format!("{} is invalid: {}", path.display(), e.message())).into()
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ConfigFile::default()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// The managed client, when a server is configured.
+pub fn managed_client(
+    server_url: Option<&str>,
+) -> anyhow::Result<Option<Arc<dyn ManagedMcpClient>>> {
+    let file = config_file(&data_dir()?)?;
+    let url = server_url
+        .map(str::to_owned)
+        .or_else(|| {
+            std::env::var(TETHER_SERVER_URL)
+                .ok()
+                .filter(|v| !v.is_empty())
+        })
+        .or(file.server_url.clone());
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    let endpoint = url.parse().map_err(|_| {
+        UsageError::new(format!(
+            "the managed server URL is not a valid URL; set {TETHER_SERVER_URL} or --server-url to e.g. https://mcp.example.com/graphql"
+        ))
+    })?;
+    let mut settings = HttpClientSettings::new(endpoint);
+    settings.api_key =
+        match tether_graphql::api_key_from_env().map_err(|e| UsageError::new(e.to_string()))? {
+            Some(key) => Some(key),
+            None => match (&file.api_key, &file.api_key_file) {
+                (Some(_), Some(_)) => {
+                    return Err(UsageError::new(
+                        "config.toml sets both api_key and api_key_file; keep one",
+                    )
+                    .into());
+                }
+                (Some(key), None) => Some(SecretValue::new(key.clone())),
+                (None, Some(path)) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| {
+                        UsageError::new(format!("cannot read api_key_file {}: {e}", path.display()))
+                    })?;
+                    Some(SecretValue::new(text.trim().to_owned()))
+                }
+                (None, None) => None,
+            },
+        };
+    let client = HttpManagedMcpClient::new(settings).map_err(|e| UsageError::new(e.to_string()))?;
+    Ok(Some(Arc::new(client)))
+}

@@ -1,0 +1,143 @@
+//! Test helpers shared by tether's crates (a dev-dependency only).
+//!
+//! - [`test_server_bin`] / [`workspace_artifact`]: binaries of this workspace, found in the
+//!   target directory the tests were built into (built on demand when missing);
+//! - [`server_everything`]: `@modelcontextprotocol/server-everything` from the npm registry;
+//! - [`processes_in_group`] / [`wait_group_gone`]: process checks through `/proc`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The pinned `server-everything` package the tests use (`.ci/run` installs the same).
+pub const SERVER_EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+
+/// The `tether-test-mcp` binary (built on first use when a test runs without the workspace).
+pub fn test_server_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        workspace_artifact(
+            &["-p", "tether-test-server", "--bin", "tether-test-mcp"],
+            Path::new("tether-test-mcp"),
+        )
+    })
+    .clone()
+}
+
+/// `target/debug/<path>` of this workspace, built with `cargo build ARGS` only when it is missing.
+///
+/// `cargo test --workspace` builds every binary and example first, so this normally finds the
+/// file; building it again from inside a test would re-resolve features for one package and
+/// could rebuild shared dependencies.
+pub fn workspace_artifact(args: &[&str], path: &Path) -> PathBuf {
+    let target = target_dir();
+    let existing = target.join("debug").join(path);
+    if existing.is_file() {
+        return existing;
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .arg("build")
+        .arg("--quiet")
+        .args(args)
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cargo build {args:?}: {e}"));
+    assert!(status.success(), "cargo build {args:?} failed");
+    let bin = target.join("debug").join(path);
+    assert!(bin.is_file(), "{} was not built", bin.display());
+    bin
+}
+
+/// The target directory this test binary was built in (…/target/debug/deps/driver-… → …/target).
+pub fn target_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir);
+    }
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+    exe.ancestors()
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n == "debug" || n == "release")
+        })
+        .and_then(Path::parent)
+        .map(Path::to_owned)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+}
+
+/// A JSON string literal for `text` (for building configs by hand).
+pub fn json_str(text: &str) -> String {
+    serde_json::Value::String(text.to_owned()).to_string()
+}
+
+/// Pids of live (not zombie) processes whose process group is `pgid`, from /proc.
+pub fn processes_in_group(pgid: i32) -> Vec<i32> {
+    let mut pids = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return pids;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the parenthesized command: state ppid pgrp …
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 2 && fields[0] != "Z" && fields[2].parse::<i32>().ok() == Some(pgid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits (bounded) until no live process is left in `pgid`.
+pub async fn wait_group_gone(pgid: i32, limit: Duration) -> Vec<i32> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let left = processes_in_group(pgid);
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The `mcp-server-everything` launcher from the npm registry, installed into the repository's
+/// `.cache/npm` (by `.ci/run`, or here on first use). `None` with a printed notice only when
+/// npm itself is absent.
+pub fn server_everything() -> Option<PathBuf> {
+    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let prefix = std::env::var_os("TETHER_NPM_PREFIX")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/npm"));
+        let bin = prefix.join("node_modules/.bin/mcp-server-everything");
+        if bin.exists() {
+            return Some(bin);
+        }
+        if Command::new("npm").arg("--version").stdout(std::process::Stdio::null()).status().is_err() {
+            eprintln!("NOTICE: npm is not installed; skipping the @modelcontextprotocol/server-everything tests");
+            return None;
+        }
+        let status = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&prefix)
+            .arg(SERVER_EVERYTHING)
+            .status()
+            .unwrap_or_else(|e| panic!("npm install failed to start: {e}"));
+        assert!(status.success(), "npm install @modelcontextprotocol/server-everything failed");
+        assert!(bin.exists(), "npm installed server-everything but {} is missing", bin.display());
+        Some(bin)
+    })
+    .clone()
+}
