@@ -248,6 +248,11 @@ impl Resolver {
             }
         }
         check_unique_names(&resolved)?;
+        tracing::debug!(
+            local = resolved.local.len(),
+            ephemeral = resolved.ephemeral.len(),
+            "resolved MCP specs"
+        );
         Ok(resolved)
     }
 

@@ -19,7 +19,10 @@ use uuid::Uuid;
 pub fn hold_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        workspace_artifact(&["-p", "tether-driver", "--example", "hold"], Path::new("examples/hold"))
+        workspace_artifact(
+            &["-p", "tether-driver", "--example", "hold"],
+            Path::new("examples/hold"),
+        )
     })
     .clone()
 }
@@ -113,4 +116,3 @@ impl ManagedMcpClient for FakeManaged {
         }
     }
 }
-

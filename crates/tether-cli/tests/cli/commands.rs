@@ -1,0 +1,415 @@
+//! test, run (built-in), call, export, install/list/remove, completions, version, exit codes.
+
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+
+use crate::support::{Sandbox, config, scrub, server_json, text};
+
+#[test]
+fn version_and_help_document_exit_codes() {
+    let sandbox = Sandbox::new();
+    let out = sandbox
+        .tether(&["--version"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        text(&out.stdout),
+        format!("tether {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    let help = sandbox
+        .tether(&["--help"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let help = text(&help.stdout);
+    for line in [
+        "0  success",
+        "1  a server or the harness failed",
+        "2  bad input or usage",
+        "3  managed resolution failed",
+    ] {
+        assert!(help.contains(line), "--help lacks {line:?}:\n{help}");
+    }
+    for command in [
+        "run",
+        "export",
+        "test",
+        "call",
+        "install",
+        "list",
+        "remove",
+        "completions",
+    ] {
+        let out = sandbox
+            .tether(&[command, "--help"])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success(), "{command} --help failed");
+    }
+}
+
+#[test]
+fn test_reports_each_server_and_fails_when_one_fails() {
+    let sandbox = Sandbox::new();
+    let spec = config(&[
+        server_json("good", &[], &[]),
+        server_json("bad", &["--exit-early", "3"], &[]),
+    ]);
+    let out = sandbox
+        .tether(&["test", "--mcp", &spec])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("test_table", scrub(&text(&out.stdout)));
+
+    let out = sandbox
+        .tether(&["test", "--mcp", &spec, "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report["servers"][0]["name"], "good");
+    assert_eq!(report["servers"][0]["status"], "ready");
+    assert_eq!(
+        report["servers"][0]["tools"].as_array().map(Vec::len),
+        Some(3)
+    );
+    assert_eq!(report["servers"][0]["tools"][0]["name"], "add");
+    assert!(report["servers"][0]["tools"][0]["description"].is_string());
+    assert_eq!(report["servers"][0]["error"], Value::Null);
+    assert_eq!(report["servers"][1]["status"], "failed");
+    assert!(
+        report["servers"][1]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exit status: 3")
+    );
+
+    let good = config(&[server_json("good", &[], &[])]);
+    sandbox
+        .tether(&["test", "--mcp", &good, "--timeout", "20"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn run_builtin_is_degraded_by_default_and_strict_on_request() {
+    let sandbox = Sandbox::new();
+    let spec = config(&[
+        server_json("good", &[], &[]),
+        server_json("bad", &["--exit-early", "4"], &[]),
+    ]);
+    let out = sandbox
+        .tether(&["run", "--mcp", &spec])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("failed  bad"));
+    let out = sandbox
+        .tether(&["run", "--mcp", &spec, "--strict-mcp"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("error: MCP startup failed: bad: the server exited (exit status: 4)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn call_prints_the_tool_result() {
+    let sandbox = Sandbox::new();
+    let spec = config(&[server_json("srv", &[], &[])]);
+    let out = sandbox
+        .tether(&[
+            "call",
+            "--mcp",
+            &spec,
+            "srv",
+            "echo",
+            "--args",
+            r#"{"text":"hello there"}"#,
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "hello there\n");
+    let out = sandbox
+        .tether(&[
+            "call",
+            "--mcp",
+            &spec,
+            "srv",
+            "add",
+            "--args",
+            r#"{"a":1,"b":2}"#,
+            "--json",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(result["content"][0]["text"], "3");
+    // Unknown server: bad input.
+    let out = sandbox
+        .tether(&["call", "--mcp", &spec, "nope", "echo"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr)
+            .contains("no MCP server named 'nope' in the given specs (they hold: srv)")
+    );
+    // Bad --args: bad input.
+    let out = sandbox
+        .tether(&["call", "--mcp", &spec, "srv", "echo", "--args", "[1]"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    // A tool's own error: exit 1.
+    let out = sandbox
+        .tether(&[
+            "call",
+            "--mcp",
+            &spec,
+            "srv",
+            "add",
+            "--args",
+            r#"{"a":9223372036854775807,"b":1}"#,
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+}
+
+#[test]
+fn export_masks_on_stdout_and_writes_real_values_to_a_0600_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let spec = config(&[server_json(
+        "srv",
+        &["--token={{TOKEN}}"],
+        &[("API_KEY", "{{TOKEN}}"), ("LEVEL", "info")],
+    )]);
+    let secret = "sk-EXPORT-SENTINEL";
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "export",
+            "--mcp",
+            spec.as_str(),
+            "--secret",
+            "TOKEN=env:MY_TOKEN",
+        ];
+        args.extend_from_slice(extra);
+        sandbox
+            .tether(&args)
+            .env("MY_TOKEN", secret)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let masked = run(&["--format", "json"]);
+    assert_eq!(masked.status.code(), Some(0), "{}", text(&masked.stderr));
+    assert!(!text(&masked.stdout).contains(secret));
+    insta::assert_snapshot!("export_json_masked", scrub(&text(&masked.stdout)));
+
+    let shown = run(&["--format", "json", "--show-secrets"]);
+    let value: Value = serde_json::from_slice(&shown.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        value["mcpServers"]["srv"]["args"][0],
+        format!("--token={secret}")
+    );
+    assert_eq!(value["mcpServers"]["srv"]["env"]["API_KEY"], secret);
+
+    let file = sandbox.path("out.toml");
+    let written = run(&["--format", "codex", "-o", &file.to_string_lossy()]);
+    assert_eq!(written.status.code(), Some(0), "{}", text(&written.stderr));
+    assert!(written.stdout.is_empty());
+    let mode = std::fs::metadata(&file)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    let content = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert!(content.contains(secret), "{content}");
+    assert!(!text(&written.stderr).contains(secret));
+
+    for format in ["claude", "codex", "gemini", "opencode", "vscode", "cursor"] {
+        let out = run(&["--format", format]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{format}: {}",
+            text(&out.stderr)
+        );
+        assert!(!text(&out.stdout).contains(secret), "{format} leaks");
+        insta::assert_snapshot!(format!("export_{format}_masked"), scrub(&text(&out.stdout)));
+    }
+}
+
+#[test]
+fn install_list_remove() {
+    let sandbox = Sandbox::new();
+    let file = sandbox.write(
+        "github.json",
+        &config(&[server_json(
+            "ignored-name",
+            &["--token={{GH_TOKEN}}"],
+            &[("LEVEL", "debug")],
+        )]),
+    );
+    let out = sandbox
+        .tether(&["install", "github", "--from", &file])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let uid = text(&out.stdout).trim().to_owned();
+    assert!(uuid::Uuid::parse_str(&uid).is_ok(), "{uid}");
+    assert!(text(&out.stderr).contains("pass these at run time with --secret: GH_TOKEN"));
+
+    let out = sandbox
+        .tether(&["list"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let listing = text(&out.stdout);
+    assert!(
+        listing.contains(&uid) && listing.contains("github") && listing.contains("LEVEL, GH_TOKEN"),
+        "{listing}"
+    );
+    assert!(!listing.contains("debug"), "a value was listed: {listing}");
+    let out = sandbox
+        .tether(&["list", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        json["installations"][0]["variables"],
+        serde_json::json!(["LEVEL", "GH_TOKEN"])
+    );
+
+    // The installed UUID resolves locally, with the run's secret applied.
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            &uid,
+            "--secret",
+            "GH_TOKEN=env:GH",
+            "--format",
+            "json",
+            "--show-secrets",
+        ])
+        .env("GH", "ghp_local")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let value: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{}: {e}", text(&out.stderr)));
+    assert_eq!(
+        value["mcpServers"]["github"]["args"][0],
+        "--token=ghp_local"
+    );
+
+    sandbox.tether(&["remove", &uid]).assert().success();
+    let out = sandbox
+        .tether(&["remove", &uid])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    let out = sandbox
+        .tether(&[
+            "install",
+            "two",
+            "--from",
+            &config(&[server_json("a", &[], &[]), server_json("b", &[], &[])]),
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("holds 2 servers"));
+}
+
+#[test]
+fn error_classes_map_to_exit_codes() {
+    let sandbox = Sandbox::new();
+    // Bad spec: 2, and the value is not echoed.
+    let out = sandbox
+        .tether(&["test", "--mcp", "sk-NOT-A-SPEC-SENTINEL"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!text(&out.stderr).contains("SENTINEL"));
+    // Invalid JSON: 2, with a position.
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--format",
+            "json",
+            "--mcp",
+            r#"{"a":{"command":"x",}}"#,
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("column"));
+    // No spec: 2.
+    let out = sandbox
+        .tether(&["test"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    // Clap usage error: 2.
+    let out = sandbox
+        .tether(&["export", "--mcp", "{}"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    // A managed UUID with no server configured: 3, with how to configure one.
+    let uid = "7a0c5f9e-4b1d-4e2a-9c3b-5d6e7f8a9b0c";
+    let out = sandbox
+        .tether(&["export", "--format", "json", "--mcp", uid])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(uid) && stderr.contains("TETHER_SERVER_URL"),
+        "{stderr}"
+    );
+    // Duplicate names across specs: 2.
+    let a = config(&[server_json("same", &[], &[])]);
+    let out = sandbox
+        .tether(&["export", "--format", "json", "--mcp", &a, "--mcp", &a])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("Duplicate MCP server name 'same'"));
+}
+
+#[test]
+fn a_task_config_resolves_its_servers() {
+    let sandbox = Sandbox::new();
+    let task = sandbox.write(
+        "task.json",
+        &format!(
+            r#"{{"task_id": "t-1", "mcp_servers": {}}}"#,
+            config(&[server_json("from-task", &[], &[])])
+        ),
+    );
+    let out = sandbox
+        .tether(&["test", "--task", &task, "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report["servers"][0]["name"], "from-task");
+}
+
+#[test]
+fn completions_for_bash() {
+    let sandbox = Sandbox::new();
+    let out = sandbox
+        .tether(&["completions", "bash"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("_tether()"));
+}

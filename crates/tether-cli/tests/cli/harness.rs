@@ -1,0 +1,258 @@
+//! Handing servers to a harness command: fake harness programs (shell scripts named like the
+//! real ones) record what they were given. The real CLIs are exercised in `tests/harnesses.rs`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::support::{Sandbox, config, server_json, text};
+
+const SECRET: &str = "sk-HANDOFF-SENTINEL";
+
+/// Writes a fake harness `name` into `bin/` that records argv, the environment, and the
+/// config it was handed (by flag or variable) into `record/`, then exits with `code`
+/// (or sleeps when `code` is "sleep").
+fn fake_harness(sandbox: &Sandbox, name: &str, code: &str) -> PathBuf {
+    let bin = sandbox.path("bin");
+    std::fs::create_dir_all(&bin).unwrap_or_else(|e| panic!("{e}"));
+    let record = sandbox.path("record");
+    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
+    let script = format!(
+        r#"#!/bin/sh
+printf '%s\n' "$@" > '{r}/argv'
+env > '{r}/env'
+prev=""
+for a in "$@"; do
+  if [ "$prev" = "--mcp-config" ]; then cp "$a" '{r}/config'; echo "$a" > '{r}/config-path'; fi
+  prev="$a"
+done
+if [ -n "$GEMINI_CLI_SYSTEM_SETTINGS_PATH" ]; then cp "$GEMINI_CLI_SYSTEM_SETTINGS_PATH" '{r}/config'; echo "$GEMINI_CLI_SYSTEM_SETTINGS_PATH" > '{r}/config-path'; fi
+if [ -n "$OPENCODE_CONFIG_CONTENT" ]; then printf '%s' "$OPENCODE_CONFIG_CONTENT" > '{r}/config'; fi
+if [ -n "$CODEX_HOME" ]; then cp "$CODEX_HOME/config.toml" '{r}/config'; echo "$CODEX_HOME" > '{r}/config-path'; fi
+if [ "{code}" = "sleep" ]; then trap 'echo got-term > "{r}/term"; exit 143' TERM; while true; do sleep 0.1; done; fi
+exit {code}
+"#,
+        r = record.display()
+    );
+    let path = bin.join(name);
+    std::fs::write(&path, script).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn run_dirs(sandbox: &Sandbox) -> Vec<PathBuf> {
+    std::fs::read_dir(sandbox.home().join("run"))
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+fn spec() -> String {
+    config(&[
+        server_json("local", &[], &[("API_KEY", "{{TOKEN}}")]),
+        r#""remote": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer {{TOKEN}}"}}"#.to_owned(),
+    ])
+}
+
+#[test]
+fn each_harness_gets_references_in_its_config_and_values_in_its_environment() {
+    for harness in ["claude", "gemini", "opencode", "codex"] {
+        let sandbox = Sandbox::new();
+        let program = fake_harness(&sandbox, harness, "7");
+        let spec = spec();
+        let out = sandbox
+            .tether(&[
+                "run",
+                "--mcp",
+                &spec,
+                "--secret",
+                "TOKEN=env:SRC",
+                "--",
+                &program.to_string_lossy(),
+                "--user-flag",
+            ])
+            .env("SRC", SECRET)
+            .env("HOME", sandbox.path("home"))
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let record = sandbox.path("record");
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{harness}: exit code not passed through: {}",
+            text(&out.stderr)
+        );
+        let argv = read(&record.join("argv"));
+        assert!(
+            !argv.contains(SECRET),
+            "{harness}: secret on the command line: {argv}"
+        );
+        assert!(argv.contains("--user-flag"), "{harness}: {argv}");
+        let config = read(&record.join("config"));
+        assert!(!config.is_empty(), "{harness}: no config handed over");
+        assert!(
+            config.contains("local") && config.contains("remote"),
+            "{harness}: {config}"
+        );
+        assert!(
+            !config.contains(SECRET),
+            "{harness}: secret in the config: {config}"
+        );
+        let env = read(&record.join("env"));
+        assert!(
+            env.contains(SECRET),
+            "{harness}: the secret is not in the harness environment"
+        );
+        // Everything tether wrote is gone after the run.
+        let config_path = read(&record.join("config-path"));
+        if !config_path.trim().is_empty() {
+            assert!(
+                !Path::new(config_path.trim()).exists(),
+                "{harness}: {config_path} left behind"
+            );
+        }
+        assert_eq!(
+            run_dirs(&sandbox),
+            Vec::<PathBuf>::new(),
+            "{harness}: run directory left behind"
+        );
+    }
+}
+
+#[test]
+fn strict_mcp_asks_claude_to_be_strict() {
+    let sandbox = Sandbox::new();
+    let program = fake_harness(&sandbox, "claude", "0");
+    let spec = config(&[server_json("local", &[], &[])]);
+    sandbox
+        .tether(&[
+            "run",
+            "--strict-mcp",
+            "--mcp",
+            &spec,
+            "--",
+            &program.to_string_lossy(),
+        ])
+        .assert()
+        .success();
+    let argv = read(&sandbox.path("record").join("argv"));
+    assert!(argv.lines().any(|l| l == "--strict-mcp-config"), "{argv}");
+}
+
+#[test]
+fn codex_args_secret_falls_back_to_a_private_file_or_refuses() {
+    let sandbox = Sandbox::new();
+    let program = fake_harness(&sandbox, "codex", "0");
+    let spec = config(&[server_json("local", &["--token={{TOKEN}}"], &[])]);
+    let out = sandbox
+        .tether(&[
+            "run",
+            "--mcp",
+            &spec,
+            "--secret",
+            "TOKEN=env:SRC",
+            "--no-secrets-on-disk",
+            "--",
+            &program.to_string_lossy(),
+        ])
+        .env("SRC", SECRET)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("MCP server 'local': codex cannot read 'args[0]' from the environment"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(SECRET));
+    let out = sandbox
+        .tether(&[
+            "run",
+            "--mcp",
+            &spec,
+            "--secret",
+            "TOKEN=env:SRC",
+            "--",
+            &program.to_string_lossy(),
+        ])
+        .env("SRC", SECRET)
+        .env("HOME", sandbox.path("home"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(run_dirs(&sandbox), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn an_unknown_command_needs_harness() {
+    let sandbox = Sandbox::new();
+    let spec = config(&[server_json("local", &[], &[])]);
+    let out = sandbox
+        .tether(&["run", "--mcp", &spec, "--", "my-agent"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("cannot tell which harness `my-agent` is; pass --harness"));
+}
+
+#[test]
+fn sigterm_is_forwarded_and_the_run_directory_removed() {
+    let sandbox = Sandbox::new();
+    let program = fake_harness(&sandbox, "claude", "sleep");
+    let spec = spec();
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("tether"));
+    command
+        .args([
+            "run",
+            "--mcp",
+            &spec,
+            "--secret",
+            "TOKEN=env:SRC",
+            "--",
+            &program.to_string_lossy(),
+        ])
+        .current_dir(sandbox.dir.path())
+        .env("TETHER_HOME", sandbox.home())
+        .env("SRC", SECRET)
+        .env_remove("TETHER_SERVER_URL");
+    let mut child = command.spawn().unwrap_or_else(|e| panic!("{e}"));
+    // Wait (bounded) until the harness is running.
+    let argv = sandbox.path("record").join("argv");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !argv.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fake harness never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(run_dirs(&sandbox).len(), 1);
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or_default());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tether did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(143));
+    assert_eq!(
+        read(&sandbox.path("record").join("term")).trim(),
+        "got-term"
+    );
+    assert_eq!(
+        run_dirs(&sandbox),
+        Vec::<PathBuf>::new(),
+        "run directory left after SIGTERM"
+    );
+}

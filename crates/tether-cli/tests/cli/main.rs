@@ -1,0 +1,7 @@
+//! The `tether` binary end to end: every command and error class, with real MCP server
+//! processes. Each test gets its own TETHER_HOME and a clean managed-server environment.
+
+mod commands;
+mod harness;
+mod secrets;
+mod support;

@@ -1,0 +1,198 @@
+//! Secret sources, and no secret in any output at -vv.
+
+use crate::support::{Sandbox, config, server_json, text};
+
+const SENTINEL: &str = "sk-CLI-SENTINEL-\"q\\{{x}}";
+
+#[test]
+fn literal_secrets_are_refused_with_the_reason() {
+    let sandbox = Sandbox::new();
+    let spec = config(&[server_json("s", &[], &[])]);
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--format",
+            "json",
+            "--mcp",
+            &spec,
+            "--secret",
+            "TOKEN=hunter2-SENTINEL",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("`ps`") && stderr.contains("TOKEN=env:VAR"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--format",
+            "json",
+            "--mcp",
+            &spec,
+            "--secret",
+            "TOKEN=prompt",
+        ])
+        .write_stdin("")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("`prompt` needs a terminal"));
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--format",
+            "json",
+            "--mcp",
+            &spec,
+            "--secret",
+            "TOKEN=env:TETHER_TEST_UNSET_VAR",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("TETHER_TEST_UNSET_VAR is not set"));
+}
+
+#[test]
+fn every_source_delivers_its_value_exactly() {
+    let sandbox = Sandbox::new();
+    let spec = config(&[server_json(
+        "s",
+        &["--a={{A}}", "--b={{B}}", "--c={{C}}", "--d={{D}}"],
+        &[],
+    )]);
+    let file = sandbox.write("b.secret", "from-file \"x\"\n");
+    let dotenv = sandbox.write(".env", "D=\"dot\\\\env\"\n");
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--format",
+            "json",
+            "--show-secrets",
+            "--mcp",
+            &spec,
+            "--secret",
+            "A=env:SRC_A",
+            "--secret",
+            &format!("B=file:{file}"),
+            "--secret",
+            "C=-",
+            "--secrets-file",
+            &dotenv,
+        ])
+        .env("SRC_A", "from env {{A}}")
+        .write_stdin("from stdin\n")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let value: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        value["mcpServers"]["s"]["args"],
+        serde_json::json!([
+            "--a=from env {{A}}",
+            "--b=from-file \"x\"",
+            "--c=from stdin",
+            "--d=dot\\env"
+        ])
+    );
+}
+
+#[test]
+fn no_secret_on_stdout_or_stderr_at_debug_level() {
+    let sandbox = Sandbox::new();
+    let spec = config(&[
+        server_json(
+            "talker",
+            &["--stderr-env", "API_KEY"],
+            &[("API_KEY", "{{TOKEN}}")],
+        ),
+        server_json(
+            "quitter",
+            &["--stderr-env", "API_KEY", "--exit-early", "2"],
+            &[("API_KEY", "{{TOKEN}}")],
+        ),
+    ]);
+    for args in [
+        vec![
+            "-vv",
+            "test",
+            "--mcp",
+            spec.as_str(),
+            "--secret",
+            "TOKEN=env:SENTINEL_SRC",
+        ],
+        vec![
+            "-vvv",
+            "run",
+            "--mcp",
+            spec.as_str(),
+            "--secret",
+            "TOKEN=env:SENTINEL_SRC",
+            "--json",
+        ],
+        vec![
+            "-vv",
+            "export",
+            "--format",
+            "claude",
+            "--mcp",
+            spec.as_str(),
+            "--secret",
+            "TOKEN=env:SENTINEL_SRC",
+        ],
+        vec![
+            "-vv",
+            "call",
+            "--mcp",
+            spec.as_str(),
+            "--secret",
+            "TOKEN=env:SENTINEL_SRC",
+            "talker",
+            "env_check",
+            "--args",
+            r#"{"name":"API_KEY"}"#,
+        ],
+    ] {
+        let out = sandbox
+            .tether(&args)
+            .env("SENTINEL_SRC", SENTINEL)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(
+            !stdout.contains("sk-CLI-SENTINEL") && !stderr.contains("sk-CLI-SENTINEL"),
+            "{args:?} leaked:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            stderr.contains("DEBUG") || stderr.contains("TRACE"),
+            "{args:?}: no debug logging:\n{stderr}"
+        );
+    }
+    // The secret did reach the server.
+    let out = sandbox
+        .tether(&[
+            "call",
+            "--mcp",
+            &spec,
+            "--secret",
+            "TOKEN=env:SENTINEL_SRC",
+            "talker",
+            "env_check",
+            "--args",
+            r#"{"name":"API_KEY"}"#,
+        ])
+        .env("SENTINEL_SRC", SENTINEL)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        text(&out.stdout).contains("\"set\":true"),
+        "{}",
+        text(&out.stdout)
+    );
+}

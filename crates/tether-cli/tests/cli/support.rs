@@ -1,0 +1,82 @@
+//! Running `tether` in a sandboxed environment.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+pub use tether_testkit::{json_str, test_server_bin};
+
+/// A temporary TETHER_HOME and working directory for one test.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")),
+        }
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("tether-home")
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `tether ARGS` with TETHER_HOME here, no managed server configured, colour off.
+    pub fn tether(&self, args: &[&str]) -> Command {
+        let mut command = Command::cargo_bin("tether").unwrap_or_else(|e| panic!("{e}"));
+        command
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("TETHER_HOME", self.home())
+            .env("NO_COLOR", "1")
+            .env_remove("TETHER_SERVER_URL")
+            .env_remove("TETHER_API_KEY")
+            .env_remove("TETHER_API_KEY_FILE")
+            .env_remove("RUST_LOG");
+        command
+    }
+
+    /// Writes `text` to `name` and returns its path as a string.
+    pub fn write(&self, name: &str, text: &str) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        path.to_string_lossy().into_owned()
+    }
+}
+
+/// A config with one server of ours named `name` with `args`, plus `env`.
+pub fn server_json(name: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    let args: Vec<String> = args.iter().map(|a| json_str(a)).collect();
+    let env: Vec<String> = env
+        .iter()
+        .map(|(k, v)| format!("{}: {}", json_str(k), json_str(v)))
+        .collect();
+    format!(
+        "{}: {{\"command\": {}, \"args\": [{}], \"env\": {{{}}}}}",
+        json_str(name),
+        json_str(&test_server_bin().to_string_lossy()),
+        args.join(", "),
+        env.join(", ")
+    )
+}
+
+/// `{...}` around server entries.
+pub fn config(entries: &[String]) -> String {
+    format!("{{{}}}", entries.join(", "))
+}
+
+/// Output as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The test server's path with its directory replaced, for stable snapshots.
+pub fn scrub(text: &str) -> String {
+    let bin = test_server_bin();
+    let dir = bin.parent().map(Path::to_path_buf).unwrap_or_default();
+    text.replace(&dir.to_string_lossy().into_owned(), "[BIN]")
+}
