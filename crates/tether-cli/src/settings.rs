@@ -23,10 +23,11 @@ pub const TETHER_API_KEY: &str = tether_graphql::EnvVars::TETHER_API_KEY;
 /// A file holding the API key; read in `tether-graphql`.
 pub const TETHER_API_KEY_FILE: &str = tether_graphql::EnvVars::TETHER_API_KEY_FILE;
 
-/// The hint shown when a managed UUID needs a server and none is configured.
+/// The hint shown when a managed UUID needs a server and none is configured (the error
+/// itself names the environment variables).
 pub fn configure_hint() -> String {
     format!(
-        "set {TETHER_SERVER_URL} (and {TETHER_API_KEY} or {TETHER_API_KEY_FILE}), pass --server-url, or put server_url in {TETHER_HOME}/config.toml"
+        "the server can also be given with --server-url URL, or as server_url (with api_key_file) in ${TETHER_HOME}/config.toml; the key can be {TETHER_API_KEY} or {TETHER_API_KEY_FILE}"
     )
 }
 /// Disables colour when set (https://no-color.org).
