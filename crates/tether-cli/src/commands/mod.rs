@@ -131,6 +131,18 @@ pub async fn resolve(
         for name in server.unset_env_vars() {
             tracing::warn!(server = %server.name, "environment variable {name} is not set; ${{{name}}} stays as written");
         }
+        if let tether_config::RenderedTransport::Stdio { args, .. } = &server.transport {
+            for (index, _) in args
+                .iter()
+                .enumerate()
+                .filter(|(_, arg)| arg.is_sensitive())
+            {
+                tracing::warn!(
+                    server = %server.name,
+                    "args[{index}] holds a secret (or an environment value): a process's arguments are visible to other users through `ps`; pass it through the server's env instead if the server allows"
+                );
+            }
+        }
     }
     Ok(Resolved {
         resolver,
