@@ -136,7 +136,17 @@ fn prepare(
     let mut plain_env = Vec::new();
     match harness {
         HarnessArg::Claude => {
-            let file = dir.write("mcp.json", &export.text)?;
+            // Claude writes each server's expanded headers to `$XDG_CACHE_HOME/claude-cli-nodejs/
+            // …/mcp-logs-*`: point its cache at the run directory (removed afterwards), and give
+            // the servers it starts the user's own cache directory back.
+            let user_cache = std::env::var_os("XDG_CACHE_HOME").or_else(|| {
+                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").into_os_string())
+            });
+            let text = with_stdio_env(&export.text, "XDG_CACHE_HOME", user_cache.as_ref())?;
+            let file = dir.write("mcp.json", &text)?;
+            let cache = dir.path().join("claude-cache");
+            std::fs::DirBuilder::new().mode(0o700).create(&cache)?;
+            plain_env.push(("XDG_CACHE_HOME".to_owned(), cache.into_os_string()));
             args.push("--mcp-config".into());
             args.push(file.into_os_string());
             if strict {
@@ -144,11 +154,40 @@ fn prepare(
             }
         }
         HarnessArg::Gemini => {
-            let file = dir.write("settings.json", &export.text)?;
+            // A private Gemini home: the user's own settings with tether's mcpServers, and the rest
+            // of their ~/.gemini (credentials, trusted folders) linked in.
+            let user_home = std::env::var_os("GEMINI_CLI_HOME")
+                .or_else(|| std::env::var_os("HOME"))
+                .map(|h| PathBuf::from(h).join(".gemini"));
+            let ours: serde_json::Value = serde_json::from_str(&export.text)
+                .context("tether built invalid Gemini settings")?;
+            private_home(
+                &dir,
+                user_home.as_deref(),
+                Path::new("gemini-home/.gemini"),
+                "settings.json",
+                |user_text| {
+                    let mut settings: serde_json::Value = match user_text {
+                        Some(text) => serde_json::from_str(text).map_err(|e| {
+                            UsageError::new(format!("cannot read your Gemini settings.json: {e}"))
+                        })?,
+                        None => serde_json::json!({}),
+                    };
+                    if !settings.is_object() {
+                        settings = serde_json::json!({});
+                    }
+                    settings["mcpServers"] = ours["mcpServers"].clone();
+                    Ok(serde_json::to_string_pretty(&settings).unwrap_or_default())
+                },
+            )?;
             plain_env.push((
-                "GEMINI_CLI_SYSTEM_SETTINGS_PATH".to_owned(),
-                file.into_os_string(),
+                "GEMINI_CLI_HOME".to_owned(),
+                dir.path().join("gemini-home").into_os_string(),
             ));
+            if strict {
+                args.push("--allowed-mcp-server-names".into());
+                args.extend(servers.iter().map(|s| OsString::from(&s.name)));
+            }
         }
         HarnessArg::Opencode => {
             // The whole config through the environment: no file at all.
@@ -158,7 +197,34 @@ fn prepare(
             ));
         }
         HarnessArg::Codex => {
-            let home = codex_home(&dir, &export.text)?;
+            // A private CODEX_HOME: the user's config.toml with tether's mcp_servers in place of
+            // theirs, the rest of their Codex home (auth, sessions, history) linked in.
+            let user_home = std::env::var_os("CODEX_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")));
+            let ours: toml::Table =
+                toml::from_str(&export.text).context("tether built an invalid Codex config")?;
+            let home = private_home(
+                &dir,
+                user_home.as_deref(),
+                Path::new("codex-home"),
+                "config.toml",
+                |user_text| {
+                    let mut config: toml::Table = match user_text {
+                        Some(text) => toml::from_str(text).map_err(|e| {
+                            UsageError::new(format!(
+                                "cannot read your Codex config.toml: {}",
+                                e.message()
+                            ))
+                        })?,
+                        None => toml::Table::new(),
+                    };
+                    if let Some(servers) = ours.get("mcp_servers") {
+                        config.insert("mcp_servers".to_owned(), servers.clone());
+                    }
+                    Ok(toml::to_string(&config).unwrap_or_default())
+                },
+            )?;
             plain_env.push(("CODEX_HOME".to_owned(), home.into_os_string()));
         }
         HarnessArg::Builtin => {
@@ -173,44 +239,55 @@ fn prepare(
     })
 }
 
-/// A private `CODEX_HOME`: the user's own `config.toml` with tether's `mcp_servers` in place of
-/// theirs, and every other entry of their Codex home (auth, sessions, history) linked in, so
-/// their login and history carry over and their own file is never edited.
-fn codex_home(dir: &RunDir, servers_toml: &str) -> anyhow::Result<PathBuf> {
-    let home = dir.path().join("codex-home");
-    std::fs::DirBuilder::new().mode(0o700).create(&home)?;
-    let user_home = std::env::var_os("CODEX_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")));
-    let mut config = toml::Table::new();
-    if let Some(user_home) = &user_home {
-        let user_config = user_home.join("config.toml");
-        if let Ok(text) = std::fs::read_to_string(&user_config) {
-            config = toml::from_str(&text).map_err(|e| {
-                UsageError::new(format!(
-                    "cannot read {}: {}",
-                    user_config.display(),
-                    e.message()
-                ))
-            })?;
-        }
+/// Builds a private copy of a harness's home directory at `relative` inside the run directory:
+/// every entry of the user's `user_home` is symlinked in except `config_name`, which is written
+/// (0600) by `merge` from the user's own text. The user's files are never written.
+fn private_home(
+    dir: &RunDir,
+    user_home: Option<&Path>,
+    relative: &Path,
+    config_name: &str,
+    merge: impl FnOnce(Option<&str>) -> anyhow::Result<String>,
+) -> anyhow::Result<PathBuf> {
+    let home = dir.path().join(relative);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&home)
+        .with_context(|| format!("cannot create {}", home.display()))?;
+    let mut user_text = None;
+    if let Some(user_home) = user_home {
+        user_text = std::fs::read_to_string(user_home.join(config_name)).ok();
         if let Ok(entries) = std::fs::read_dir(user_home) {
             for entry in entries.flatten() {
-                if entry.file_name() != "config.toml" {
+                if entry.file_name() != config_name {
                     let _ = std::os::unix::fs::symlink(entry.path(), home.join(entry.file_name()));
                 }
             }
         }
     }
-    let ours: toml::Table =
-        toml::from_str(servers_toml).context("tether built an invalid Codex config")?;
-    if let Some(servers) = ours.get("mcp_servers") {
-        config.insert("mcp_servers".to_owned(), servers.clone());
-    }
-    let text = toml::to_string(&config).context("cannot write the Codex config")?;
-    let relative = Path::new("codex-home").join("config.toml");
-    dir.write(relative.to_str().unwrap_or("codex-home/config.toml"), &text)?;
+    let text = merge(user_text.as_deref())?;
+    let relative_file = relative.join(config_name);
+    dir.write(&relative_file.to_string_lossy(), &text)?;
     Ok(home)
+}
+
+/// Adds `name = value` to the `env` of every stdio server of a Claude config that does not set
+/// it already.
+fn with_stdio_env(text: &str, name: &str, value: Option<&OsString>) -> anyhow::Result<String> {
+    let Some(value) = value.and_then(|v| v.to_str()) else {
+        return Ok(text.to_owned());
+    };
+    let mut config: serde_json::Value =
+        serde_json::from_str(text).context("tether built an invalid Claude config")?;
+    if let Some(servers) = config["mcpServers"].as_object_mut() {
+        for server in servers.values_mut() {
+            if server.get("command").is_some() && server["env"].get(name).is_none() {
+                server["env"][name] = serde_json::Value::String(value.to_owned());
+            }
+        }
+    }
+    Ok(serde_json::to_string_pretty(&config).unwrap_or_default() + "\n")
 }
 
 /// Runs the harness command with the servers handed over; returns its exit code.

@@ -157,11 +157,20 @@ impl Values<'_> {
         match self {
             Values::Show(exposure) => text.show(*exposure),
             Values::Refer { syntax, env } => {
-                if !text.is_sensitive() {
-                    return text.expose();
+                let exposed = text.expose();
+                if !text.is_sensitive() && !syntax.would_expand(&exposed) {
+                    return exposed;
                 }
+                // Sensitive values, and plain ones the harness would otherwise expand, go
+                // through the environment.
                 let name = format!("TETHER_SECRET_{}", env.len() + 1);
-                env.push((name.clone(), SecretValue::new(text.expose())));
+                let value = match syntax {
+                    ReferenceSyntax::Dollar => exposed,
+                    // opencode pastes `{env:…}` text into the JSON before parsing it: the
+                    // variable holds the JSON-escaped form so the parsed value is exact.
+                    ReferenceSyntax::OpencodeEnv => json_escaped(&exposed),
+                };
+                env.push((name.clone(), SecretValue::new(value)));
                 match syntax {
                     ReferenceSyntax::Dollar => format!("${{{name}}}"),
                     ReferenceSyntax::OpencodeEnv => format!("{{env:{name}}}"),
@@ -169,6 +178,23 @@ impl Values<'_> {
             }
         }
     }
+}
+
+impl ReferenceSyntax {
+    /// Whether the harness would rewrite `text` on its own: `$NAME`/`${NAME}` for Claude Code and
+    /// Gemini CLI, `{env:…}`/`{file:…}` for opencode.
+    fn would_expand(self, text: &str) -> bool {
+        match self {
+            ReferenceSyntax::Dollar => text.contains('$'),
+            ReferenceSyntax::OpencodeEnv => text.contains("{env:") || text.contains("{file:"),
+        }
+    }
+}
+
+/// `text` as the inside of a JSON string literal (no surrounding quotes).
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::Value::String(text.to_owned()).to_string();
+    quoted[1..quoted.len() - 1].to_owned()
 }
 
 /// The config for `servers` in `format`, with real or masked values.

@@ -72,13 +72,48 @@ fn reference_mode_keeps_secrets_out_of_the_file() {
             out.text
         );
         assert!(out.inlined.is_empty());
-        let values: Vec<&str> = out.env.iter().map(|(_, v)| v.expose()).collect();
+        // opencode pastes the variable into JSON text, so it holds the escaped form; reading it
+        // back as a JSON string literal gives the exact value for every harness.
+        let values: Vec<String> = out
+            .env
+            .iter()
+            .map(|(_, v)| match format {
+                Format::Opencode => {
+                    serde_json::from_str(&format!("\"{}\"", v.expose())).unwrap_or_default()
+                }
+                _ => v.expose().to_owned(),
+            })
+            .collect();
         assert!(
-            values.contains(&"ghp_\"quoted\\{{x}}") && values.contains(&"Bearer lin_api_123"),
+            values.iter().any(|v| v == "ghp_\"quoted\\{{x}}")
+                && values.iter().any(|v| v == "Bearer lin_api_123"),
             "{format}"
         );
         insta::assert_snapshot!(format!("references_{format}"), out.text);
     }
+}
+
+#[test]
+fn plain_values_a_harness_would_expand_go_through_the_environment() {
+    let servers =
+        servers(r#"{"s": {"command": "srv", "args": ["--price=$5", "{env:HOME}", "plain"]}}"#);
+    let claude =
+        export_with_references(&servers, Format::Claude, true).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        claude.text.contains("${TETHER_SECRET_1}") && claude.text.contains("\"{env:HOME}\""),
+        "{}",
+        claude.text
+    );
+    assert_eq!(claude.env.len(), 1);
+    assert_eq!(claude.env[0].1.expose(), "--price=$5");
+    let opencode =
+        export_with_references(&servers, Format::Opencode, true).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        opencode.text.contains("--price=$5") && opencode.text.contains("{env:TETHER_SECRET_1}"),
+        "{}",
+        opencode.text
+    );
+    assert_eq!(opencode.env[0].1.expose(), "{env:HOME}");
 }
 
 #[test]

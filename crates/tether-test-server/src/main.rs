@@ -3,7 +3,7 @@
 //! It serves three tools (`echo`, `env_check`, `add`, plus `--tools N` numbered ones) over stdio
 //! (the default) or Streamable HTTP (`--http ADDRESS`), and misbehaves on request so a launcher's
 //! failure handling can be tested: `--slow-start`, `--exit-early`, `--hang`, `--stderr-env`,
-//! `--spawn-child`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
+//! `--spawn-child`, and checks a delivered secret with `--expect-env-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
 
 mod http;
 mod server;
@@ -56,6 +56,12 @@ struct Cli {
     #[arg(long)]
     spawn_child: bool,
 
+    /// Refuse to start (exit 3, before answering anything) unless the environment variable NAME
+    /// holds exactly the contents of the file PATH: proves a launcher delivered a secret
+    /// byte for byte without the secret appearing on this command line. Repeatable.
+    #[arg(long, value_name = "NAME=PATH")]
+    expect_env_file: Vec<String>,
+
     /// Also serve N numbered tools `tool_0`..`tool_{N-1}` (tools/list pages hold 50 tools).
     #[arg(long, value_name = "N", default_value_t = 0)]
     tools: usize,
@@ -90,6 +96,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // Deliberately not waited for: the launcher under test must kill it with the group. It
         // holds none of our pipes, so a surviving grandchild cannot stall a reader's EOF.
         eprintln!("child pid {}", child.id());
+    }
+    for expectation in &cli.expect_env_file {
+        let (name, path) = expectation
+            .split_once('=')
+            .context("--expect-env-file takes NAME=PATH")?;
+        let expected = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+        if std::env::var(name).ok().as_deref() != Some(expected.as_str()) {
+            eprintln!("{PROGRAM}: {name} does not hold the expected value; exiting");
+            return Ok(ExitCode::from(3));
+        }
     }
     if let Some(code) = cli.exit_early {
         eprintln!("{PROGRAM}: exiting early with code {code} as asked");

@@ -26,7 +26,7 @@ for a in "$@"; do
   if [ "$prev" = "--mcp-config" ]; then cp "$a" '{r}/config'; echo "$a" > '{r}/config-path'; fi
   prev="$a"
 done
-if [ -n "$GEMINI_CLI_SYSTEM_SETTINGS_PATH" ]; then cp "$GEMINI_CLI_SYSTEM_SETTINGS_PATH" '{r}/config'; echo "$GEMINI_CLI_SYSTEM_SETTINGS_PATH" > '{r}/config-path'; fi
+if [ -n "$GEMINI_CLI_HOME" ]; then cp "$GEMINI_CLI_HOME/.gemini/settings.json" '{r}/config'; echo "$GEMINI_CLI_HOME" > '{r}/config-path'; fi
 if [ -n "$OPENCODE_CONFIG_CONTENT" ]; then printf '%s' "$OPENCODE_CONFIG_CONTENT" > '{r}/config'; fi
 if [ -n "$CODEX_HOME" ]; then cp "$CODEX_HOME/config.toml" '{r}/config'; echo "$CODEX_HOME" > '{r}/config-path'; fi
 if [ "{code}" = "sleep" ]; then trap 'echo got-term > "{r}/term"; exit 143' TERM; while true; do sleep 0.1; done; fi

@@ -1,0 +1,287 @@
+//! The managed stack as real processes on loopback: a `tether-server` with its store in a temp
+//! directory, its admin CLI, and the `tether` CLI pointed at it. Used by the end-to-end tests
+//! and by the quick start.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub use tether_testkit::{json_str, test_server_bin, workspace_artifact};
+
+/// The `tether` binary.
+pub fn tether_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        workspace_artifact(
+            &["-p", "tether-cli", "--bin", "tether"],
+            Path::new("tether"),
+        )
+    })
+    .clone()
+}
+
+/// The `tether-server` binary.
+pub fn server_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        workspace_artifact(
+            &["-p", "tether-server", "--bin", "tether-server"],
+            Path::new("tether-server"),
+        )
+    })
+    .clone()
+}
+
+/// A running reference server with a client API key, and a sandbox for the CLI.
+pub struct Stack {
+    /// Temp directory holding the server's data and the CLI's TETHER_HOME.
+    pub dir: tempfile::TempDir,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// A client API key for team `default`.
+    pub api_key: String,
+    server: Child,
+    extra_serve_args: Vec<String>,
+}
+
+/// Why the stack could not be set up (a message for a person).
+pub type StackError = String;
+
+impl Stack {
+    /// Starts `tether-server serve` on an ephemeral loopback port with `extra` serve flags.
+    pub fn start(extra: &[&str]) -> Result<Self, StackError> {
+        let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+        let extra_serve_args: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        let (server, base) = serve(dir.path(), &extra_serve_args)?;
+        let mut stack = Self {
+            dir,
+            base,
+            api_key: String::new(),
+            server,
+            extra_serve_args,
+        };
+        let key = stack.admin(&["api-key", "create", "--team", "default"])?;
+        stack.api_key = key.trim().to_owned();
+        Ok(stack)
+    }
+
+    /// The server's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("server-data")
+    }
+
+    /// The CLI's TETHER_HOME.
+    pub fn tether_home(&self) -> PathBuf {
+        self.dir.path().join("tether-home")
+    }
+
+    /// The GraphQL endpoint.
+    pub fn graphql_url(&self) -> String {
+        format!("{}/graphql", self.base)
+    }
+
+    /// Runs `tether-server admin --data-dir … --insecure-dev-key ARGS`; returns stdout.
+    pub fn admin(&self, args: &[&str]) -> Result<String, StackError> {
+        self.admin_with_env(args, &[])
+    }
+
+    /// Like [`Stack::admin`] with extra environment (for `--secret NAME=env:VAR`).
+    pub fn admin_with_env(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<String, StackError> {
+        let out = Command::new(server_bin())
+            .arg("admin")
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--insecure-dev-key")
+            .args(args)
+            .envs(env.iter().copied())
+            .env_remove("TETHER_SERVER_KEY")
+            .output()
+            .map_err(|e| format!("cannot run tether-server admin: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "tether-server admin {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Adds an installation from inline JSON; returns its uid.
+    pub fn add(
+        &self,
+        name: &str,
+        spec: &str,
+        secrets: &[(&str, &str)],
+        team: &str,
+    ) -> Result<String, StackError> {
+        let mut args = vec!["add", name, "--from", spec, "--team", team];
+        let vars: Vec<(String, String)> = secrets
+            .iter()
+            .enumerate()
+            .map(|(i, (secret, value))| (format!("E2E_SECRET_{i}"), format!("{secret}={value}")))
+            .collect();
+        let sources: Vec<String> = secrets
+            .iter()
+            .enumerate()
+            .map(|(i, (secret, _))| format!("{secret}=env:E2E_SECRET_{i}"))
+            .collect();
+        for source in &sources {
+            args.push("--secret");
+            args.push(source);
+        }
+        let env: Vec<(String, String)> = vars
+            .iter()
+            .zip(secrets)
+            .map(|((var, _), (_, value))| (var.clone(), (*value).to_owned()))
+            .collect();
+        let env_refs: Vec<(&str, &str)> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Ok(self.admin_with_env(&args, &env_refs)?.trim().to_owned())
+    }
+
+    /// A `tether ARGS` command pointed at this server, with TETHER_HOME in the temp dir.
+    pub fn tether(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(tether_bin());
+        command
+            .args(args)
+            .env("TETHER_HOME", self.tether_home())
+            .env("TETHER_SERVER_URL", self.graphql_url())
+            .env("TETHER_API_KEY", &self.api_key)
+            .env_remove("TETHER_API_KEY_FILE")
+            .env("NO_COLOR", "1");
+        command
+    }
+
+    /// Runs `tether ARGS` and returns its output.
+    pub fn run_tether(&self, args: &[&str], env: &[(&str, &str)]) -> Result<Output, StackError> {
+        self.tether(args)
+            .envs(env.iter().copied())
+            .output()
+            .map_err(|e| format!("cannot run tether: {e}"))
+    }
+
+    /// How many `createManagedMcpClientConfig` calls the server has answered.
+    pub fn mint_count(&self) -> Result<u64, StackError> {
+        let body = http_get(&self.base, "/metrics")?;
+        let value: serde_json::Value =
+            serde_json::from_str(&body).map_err(|e| format!("metrics are not JSON: {e}"))?;
+        value["create_managed_mcp_client_config"]
+            .as_u64()
+            .ok_or_else(|| "no create_managed_mcp_client_config in metrics".to_owned())
+    }
+
+    /// Stops the server (SIGTERM via kill, then wait).
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.server.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.server.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+
+    /// The serve flags this stack was started with.
+    pub fn serve_args(&self) -> &[String] {
+        &self.extra_serve_args
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts `tether-server serve` and waits for its `listening on` line.
+fn serve(dir: &Path, extra: &[String]) -> Result<(Child, String), StackError> {
+    let mut child = Command::new(server_bin())
+        .arg("serve")
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(dir.join("server-data"))
+        .arg("--insecure-dev-key")
+        .args(extra)
+        .env_remove("TETHER_SERVER_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start tether-server: {e}"))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        if let Some(Ok(line)) = lines.next() {
+            let _ = sender.send(line);
+        }
+        // Keep draining so the server never blocks on a full pipe.
+        for _ in lines {}
+    });
+    let line = receiver
+        .recv_timeout(Duration::from_secs(60))
+        .map_err(|_| "tether-server printed no listening address within 60 s".to_owned())?;
+    let base = line
+        .strip_prefix("listening on ")
+        .ok_or_else(|| format!("unexpected first line from tether-server: {line}"))?
+        .trim_end_matches('/')
+        .to_owned();
+    Ok((child, base))
+}
+
+/// `GET base+path`, expecting 200; returns the body.
+pub fn http_get(base: &str, path: &str) -> Result<String, StackError> {
+    let response = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| e.to_string())?
+        .get(format!("{base}{path}"))
+        .send()
+        .map_err(|e| format!("GET {path}: {e}"))?;
+    if !response.status().is_success() {
+        return Err(format!("GET {path}: HTTP {}", response.status()));
+    }
+    response.text().map_err(|e| format!("GET {path}: {e}"))
+}
+
+/// Pids of live processes whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return pids;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        if !zombie
+            && String::from_utf8_lossy(&cmdline).contains(marker)
+            && pid != i32::try_from(std::process::id()).unwrap_or(-1)
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}

@@ -1,0 +1,414 @@
+//! The `tether` CLI against the reference server, as real processes on loopback.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tether_e2e::{Stack, json_str, processes_with, test_server_bin};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn stack(extra: &[&str]) -> Stack {
+    Stack::start(extra).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A COMMAND installation of our test server; `marker` tags its processes for /proc checks.
+fn command_spec(marker: &str) -> String {
+    format!(
+        r#"{{"command": {}, "args": ["--stderr-env", {}], "env": {{"REGION": "{{{{REGION}}}}", "API_KEY": "{{{{CLIENT_TOKEN}}}}"}}}}"#,
+        json_str(&test_server_bin().to_string_lossy()),
+        json_str(marker)
+    )
+}
+
+fn assert_no_leftover(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = processes_with(marker);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "processes left behind: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_command_installation_resolves_by_uuid_gets_the_client_secret_and_lists_tools() {
+    let stack = stack(&[]);
+    let marker = format!("E2E_MARK_{}", uuid::Uuid::new_v4().simple());
+    let uid = stack
+        .add(
+            "managed-echo",
+            &command_spec(&marker),
+            &[("REGION", "server-held-eu")],
+            "default",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let env = [("CLIENT", "client-SENTINEL")];
+    let out = stack
+        .run_tether(
+            &[
+                "test",
+                "--mcp",
+                &uid,
+                "--secret",
+                "CLIENT_TOKEN=env:CLIENT",
+                "--json",
+            ],
+            &env,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report["servers"][0]["name"], "managed-echo");
+    assert_eq!(
+        report["servers"][0]["tools"].as_array().map(Vec::len),
+        Some(3)
+    );
+
+    let out = stack
+        .run_tether(
+            &[
+                "call",
+                "--mcp",
+                &uid,
+                "--secret",
+                "CLIENT_TOKEN=env:CLIENT",
+                "managed-echo",
+                "env_check",
+                "--args",
+                r#"{"name":"API_KEY"}"#,
+            ],
+            &env,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        text(&out.stdout).contains("\"set\":true"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The server-held value was rendered in by the server; the client secret by the client.
+    let out = stack
+        .run_tether(
+            &[
+                "export",
+                "--mcp",
+                &uid,
+                "--secret",
+                "CLIENT_TOKEN=env:CLIENT",
+                "--format",
+                "json",
+                "--show-secrets",
+            ],
+            &env,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let config: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{}: {e}", text(&out.stderr)));
+    assert_eq!(
+        config["mcpServers"]["managed-echo"]["env"]["REGION"],
+        "server-held-eu"
+    );
+    assert_eq!(
+        config["mcpServers"]["managed-echo"]["env"]["API_KEY"],
+        "client-SENTINEL"
+    );
+    assert_no_leftover(&marker);
+}
+
+#[test]
+fn a_url_installation_goes_through_the_proxy_and_never_shows_the_upstream_credential() {
+    let upstream_token = "upstream-SENTINEL-9f2e";
+    let mut upstream = std::process::Command::new(test_server_bin())
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--require-bearer-env",
+            "UPSTREAM_TOKEN",
+        ])
+        .env("UPSTREAM_TOKEN", upstream_token)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut line = String::new();
+    let stdout = upstream
+        .stdout
+        .take()
+        .unwrap_or_else(|| panic!("no stdout"));
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let upstream_url = line.trim().trim_start_matches("listening on ").to_owned();
+
+    let stack = stack(&[]);
+    let spec = format!(
+        r#"{{"url": {}, "headers": {{"Authorization": "Bearer {{{{UPSTREAM}}}}"}}}}"#,
+        json_str(&upstream_url)
+    );
+    let uid = stack
+        .add("proxied", &spec, &[("UPSTREAM", upstream_token)], "default")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = stack
+        .run_tether(&["test", "--mcp", &uid, "--json"], &[])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let tools: Vec<&str> = report["servers"][0]["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(tools, ["add", "echo", "env_check"]);
+
+    // Everything the client received, shown in full: the proxy URL and token, never upstream's.
+    let out = stack
+        .run_tether(
+            &[
+                "-vvv",
+                "export",
+                "--mcp",
+                &uid,
+                "--format",
+                "json",
+                "--show-secrets",
+            ],
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(
+        stdout.contains(&format!("{}/mcp-proxy/{uid}", stack.base)),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Bearer "), "{stdout}");
+    for shown in [&stdout, &stderr] {
+        assert!(
+            !shown.contains(upstream_token),
+            "the upstream credential reached the client:\n{shown}"
+        );
+        assert!(
+            !shown.contains(&upstream_url),
+            "the upstream URL reached the client:\n{shown}"
+        );
+    }
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+}
+
+#[test]
+fn a_local_installation_is_resolved_with_zero_graphql_requests() {
+    let stack = stack(&[]);
+    let marker = format!("E2E_MARK_{}", uuid::Uuid::new_v4().simple());
+    let out = stack
+        .run_tether(
+            &["install", "local-echo", "--from", &command_spec(&marker)],
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let uid = text(&out.stdout).trim().to_owned();
+    let before = stack.mint_count().unwrap_or_else(|e| panic!("{e}"));
+    let out = stack
+        .run_tether(
+            &[
+                "test",
+                "--mcp",
+                &uid,
+                "--secret",
+                "REGION=env:R",
+                "--secret",
+                "CLIENT_TOKEN=env:R",
+            ],
+            &[("R", "x")],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        stack.mint_count().unwrap_or_else(|e| panic!("{e}")),
+        before,
+        "a local UUID reached the server"
+    );
+    assert_no_leftover(&marker);
+}
+
+#[test]
+fn inactive_unknown_and_foreign_uids_fail_with_exit_code_3() {
+    let stack = stack(&[]);
+    let uid = stack
+        .add(
+            "to-deactivate",
+            &command_spec("E2E_MARK_inactive"),
+            &[("REGION", "x")],
+            "default",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    stack
+        .admin(&["deactivate", &uid])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = stack
+        .run_tether(&["test", "--mcp", &uid], &[])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("Failed to resolve managed MCP server {uid}:")),
+        "{stderr}"
+    );
+
+    let unknown = uuid::Uuid::new_v4().to_string();
+    let out = stack
+        .run_tether(&["test", "--mcp", &unknown], &[])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(3));
+    let not_found = text(&out.stderr);
+    assert!(
+        not_found.contains(&format!("Failed to resolve managed MCP server {unknown}:")),
+        "{not_found}"
+    );
+
+    // Another team's uid answers exactly like an unknown one.
+    let foreign = stack
+        .add(
+            "other-team",
+            &command_spec("E2E_MARK_foreign"),
+            &[("REGION", "x")],
+            "team-b",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = stack
+        .run_tether(&["test", "--mcp", &foreign], &[])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        text(&out.stderr).replace(&foreign, "UID"),
+        not_found.replace(&unknown, "UID"),
+        "a foreign uid must look exactly like an unknown one"
+    );
+    // A wrong API key is an HTTP 401: also a managed resolution failure.
+    let out = stack
+        .tether(&["test", "--mcp", &uid])
+        .env("TETHER_API_KEY", "wrong-key")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stderr).contains("401"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_task_config_with_warp_ids_resolves_the_same_way() {
+    let stack = stack(&[]);
+    let marker = format!("E2E_MARK_{}", uuid::Uuid::new_v4().simple());
+    let uid = stack
+        .add(
+            "task-echo",
+            &command_spec(&marker),
+            &[("REGION", "r")],
+            "default",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let task = stack.dir.path().join("task.json");
+    std::fs::write(
+        &task,
+        format!(r#"{{"task_id": "task-42", "mcp_servers": {{"{uid}": {{"warp_id": "{uid}"}}}}}}"#),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = stack
+        .run_tether(
+            &[
+                "test",
+                "--task",
+                &task.to_string_lossy(),
+                "--secret",
+                "CLIENT_TOKEN=env:C",
+                "--json",
+            ],
+            &[("C", "c")],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report["servers"][0]["name"], "task-echo");
+    // The task config itself was not rewritten with anything resolved.
+    let after = std::fs::read_to_string(&task).unwrap_or_default();
+    assert_eq!(
+        after,
+        format!(r#"{{"task_id": "task-42", "mcp_servers": {{"{uid}": {{"warp_id": "{uid}"}}}}}}"#)
+    );
+    assert_no_leftover(&marker);
+}
+
+#[test]
+fn a_long_running_run_re_mints_an_expiring_proxy_token() {
+    let mut upstream = std::process::Command::new(test_server_bin())
+        .args(["--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut line = String::new();
+    let stdout = upstream
+        .stdout
+        .take()
+        .unwrap_or_else(|| panic!("no stdout"));
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let upstream_url = line.trim().trim_start_matches("listening on ").to_owned();
+
+    // Tokens live 120 s: inside the 5-minute window from the start, so the first check re-mints.
+    let stack = stack(&["--proxy-token-ttl", "120"]);
+    let uid = stack
+        .add(
+            "expiring",
+            &format!(r#"{{"url": {}}}"#, json_str(&upstream_url)),
+            &[],
+            "default",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut run = stack
+        .tether(&["run", "--hold", "--mcp", &uid])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = run.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    let reminted = loop {
+        match receiver.recv_timeout(Duration::from_millis(200)) {
+            Ok(line)
+                if line.contains(&format!(
+                    "re-minted managed config {uid}: restarted expiring (ready)"
+                )) =>
+            {
+                break true;
+            }
+            Ok(line) => seen.push(line),
+            Err(_) if Instant::now() > deadline => break false,
+            Err(_) => {}
+        }
+    };
+    assert!(
+        reminted,
+        "no re-mint seen; stderr so far:\n{}",
+        seen.join("\n")
+    );
+    assert!(stack.mint_count().unwrap_or_else(|e| panic!("{e}")) >= 2);
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap_or_default());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let status = run.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status.code(), Some(0));
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+}
