@@ -112,32 +112,60 @@ pub async fn wait_group_gone(pgid: i32, limit: Duration) -> Vec<i32> {
     }
 }
 
-/// The `mcp-server-everything` launcher from the npm registry, installed into the repository's
-/// `.cache/npm` (by `.ci/run`, or here on first use). `None` with a printed notice only when
-/// npm itself is absent.
+/// The npm prefix the tests install packages into: `$TETHER_NPM_PREFIX`, else the repository's
+/// `.cache/npm` (where `.ci/run` installs them).
+pub fn npm_prefix() -> PathBuf {
+    std::env::var_os("TETHER_NPM_PREFIX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/npm"))
+}
+
+/// `node_modules/.bin/<bin>` of the npm package `package` (pinned, `name@version`), installed
+/// into [`npm_prefix`] when missing. `None`, with a printed notice, only when npm itself is
+/// absent; an install that fails is a test failure, never a silent skip.
+pub fn npm_bin(package: &str, bin: &str) -> Option<PathBuf> {
+    let prefix = npm_prefix();
+    let path = prefix.join("node_modules/.bin").join(bin);
+    if path.exists() {
+        return Some(path);
+    }
+    if Command::new("npm")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_err()
+    {
+        eprintln!("NOTICE: npm is not installed; skipping the tests that need {package}");
+        return None;
+    }
+    // A temp HOME: some packages' install scripts write into HOME.
+    let home = std::env::temp_dir().join(format!("tether-npm-home-{}", std::process::id()));
+    let status = Command::new("npm")
+        .args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            "--prefix",
+        ])
+        .arg(&prefix)
+        .arg(package)
+        .env("HOME", &home)
+        .status()
+        .unwrap_or_else(|e| panic!("npm install failed to start: {e}"));
+    let _ = std::fs::remove_dir_all(&home);
+    assert!(status.success(), "npm install {package} failed");
+    assert!(
+        path.exists(),
+        "npm installed {package} but {} is missing",
+        path.display()
+    );
+    Some(path)
+}
+
+/// The `mcp-server-everything` launcher from the npm registry ([`SERVER_EVERYTHING`]).
 pub fn server_everything() -> Option<PathBuf> {
     static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let prefix = std::env::var_os("TETHER_NPM_PREFIX")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/npm"));
-        let bin = prefix.join("node_modules/.bin/mcp-server-everything");
-        if bin.exists() {
-            return Some(bin);
-        }
-        if Command::new("npm").arg("--version").stdout(std::process::Stdio::null()).status().is_err() {
-            eprintln!("NOTICE: npm is not installed; skipping the @modelcontextprotocol/server-everything tests");
-            return None;
-        }
-        let status = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&prefix)
-            .arg(SERVER_EVERYTHING)
-            .status()
-            .unwrap_or_else(|e| panic!("npm install failed to start: {e}"));
-        assert!(status.success(), "npm install @modelcontextprotocol/server-everything failed");
-        assert!(bin.exists(), "npm installed server-everything but {} is missing", bin.display());
-        Some(bin)
-    })
-    .clone()
+    BIN.get_or_init(|| npm_bin(SERVER_EVERYTHING, "mcp-server-everything"))
+        .clone()
 }

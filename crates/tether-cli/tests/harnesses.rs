@@ -1,0 +1,425 @@
+//! The real harness CLIs from the npm registry (Claude Code, Codex, Gemini CLI, opencode),
+//! given their servers by `tether run -- <harness> …` or by a config `tether export` wrote, each
+//! with a temp HOME so the machine's own configs are never touched.
+//!
+//! Two servers of ours: a stdio one that refuses to start unless its `PROBE` variable holds the
+//! secret byte for byte (`--expect-env-file`), and a Streamable HTTP one that answers 401 unless
+//! it gets `Authorization: Bearer <secret>`. The secret holds a quote, a backslash and `{{`. A
+//! harness that reports both servers connected has received both secrets exactly.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tether_testkit::{json_str, npm_bin, test_server_bin};
+
+const SECRET: &str = "a\"b\\c {{d}} e";
+
+/// Pinned harness packages (`.ci/run` installs the same versions).
+const CLAUDE: (&str, &str) = ("@anthropic-ai/claude-code@2.1.197", "claude");
+const CODEX: (&str, &str) = ("@openai/codex@0.171.0", "codex");
+const GEMINI: (&str, &str) = ("@google/gemini-cli@0.61.0", "gemini");
+const OPENCODE: (&str, &str) = ("opencode-ai@1.18.33", "opencode");
+
+/// A temp HOME, the two servers, and the spec naming them.
+struct Setup {
+    dir: tempfile::TempDir,
+    http: Child,
+    http_base: String,
+    spec: String,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for sub in [
+            "home",
+            "home/.config",
+            "home/.cache",
+            "home/.local/share",
+            "home/.local/state",
+            "work",
+        ] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let secret_file = dir.path().join("secret");
+        std::fs::write(&secret_file, SECRET).unwrap_or_else(|e| panic!("{e}"));
+        let mut http = Command::new(test_server_bin())
+            .args([
+                "--http",
+                "127.0.0.1:0",
+                "--require-bearer-env",
+                "UPSTREAM_TOKEN",
+            ])
+            .env("UPSTREAM_TOKEN", SECRET)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut line = String::new();
+        let stdout = http.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let url = line.trim().trim_start_matches("listening on ").to_owned();
+        let http_base = url.trim_end_matches("/mcp").to_owned();
+        let spec = format!(
+            r#"{{"probe-stdio": {{"command": {}, "args": ["--expect-env-file", {}], "env": {{"PROBE": "{{{{TOKEN}}}}"}}}},
+                "probe-http": {{"url": {}, "headers": {{"Authorization": "Bearer {{{{TOKEN}}}}"}}}}}}"#,
+            json_str(&test_server_bin().to_string_lossy()),
+            json_str(&format!("PROBE={}", secret_file.display())),
+            json_str(&url),
+        );
+        Self {
+            dir,
+            http,
+            http_base,
+            spec,
+        }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn secret_file(&self) -> String {
+        self.dir
+            .path()
+            .join("secret")
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// `tether ARGS` with a sandboxed HOME, XDG dirs and TETHER_HOME; cwd in the temp dir.
+    fn tether(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("tether"));
+        let home = self.home();
+        command
+            .args(args)
+            .current_dir(self.dir.path().join("work"))
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("XDG_DATA_HOME", home.join(".local/share"))
+            .env("XDG_STATE_HOME", home.join(".local/state"))
+            .env("TETHER_HOME", self.dir.path().join("tether-home"))
+            .env("NO_COLOR", "1")
+            .env_remove("CODEX_HOME")
+            .env_remove("GEMINI_CLI_HOME")
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env_remove("OPENCODE_CONFIG")
+            .env_remove("OPENCODE_CONFIG_CONTENT")
+            .env_remove("TETHER_SERVER_URL")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// `tether run --mcp SPEC --secret TOKEN=file:… -- HARNESS ARGS`.
+    fn run_harness(&self, harness: &Path, args: &[&str]) -> Command {
+        let secret = format!("TOKEN=file:{}", self.secret_file());
+        let harness = harness.to_string_lossy().into_owned();
+        let mut all = vec![
+            "run",
+            "--mcp",
+            self.spec.as_str(),
+            "--secret",
+            secret.as_str(),
+            "--",
+            harness.as_str(),
+        ];
+        all.extend_from_slice(args);
+        self.tether(&all)
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = self.http.kill();
+        let _ = self.http.wait();
+    }
+}
+
+/// Runs `command` to completion within `limit`, killing it if it takes longer.
+fn output_within(mut command: Command, limit: Duration) -> Output {
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let pid = child.id();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if receiver.recv_timeout(limit).is_err() {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    });
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let _ = sender.send(());
+    out
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Removes ANSI escape sequences.
+fn plain(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for next in chars.by_ref() {
+                if next.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn assert_no_secret(what: &str, output: &Output) {
+    for stream in [text(&output.stdout), text(&output.stderr)] {
+        assert!(
+            !stream.contains("b\\c {{d}}"),
+            "{what}: the secret was shown:\n{stream}"
+        );
+    }
+}
+
+#[test]
+fn claude_code_run_connects_both_servers() {
+    let Some(claude) = npm_bin(CLAUDE.0, CLAUDE.1) else {
+        return;
+    };
+    let setup = Setup::new();
+    // A dummy key and a local base URL that answers 404: Claude starts its MCP servers, reports
+    // them in its first stream-json line, then gives up on the model without any network.
+    let mut command = setup.run_harness(
+        &claude,
+        &["-p", "hi", "--output-format", "stream-json", "--verbose"],
+    );
+    command
+        .env("ANTHROPIC_API_KEY", "dummy-key")
+        .env("ANTHROPIC_BASE_URL", &setup.http_base)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    // Read until the init line, then stop the run with SIGTERM (tether forwards it to Claude and
+    // removes its run directory): the model call that follows would only fail slowly.
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains("\"subtype\":\"init\"") {
+                let _ = sender.send(line);
+                return;
+            }
+        }
+    });
+    let init = receiver.recv_timeout(Duration::from_secs(120));
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let init = init.unwrap_or_else(|_| panic!("no init line from claude: {}", text(&out.stderr)));
+    let init: serde_json::Value = serde_json::from_str(&init).unwrap_or_else(|e| panic!("{e}"));
+    let statuses: Vec<(String, String)> = init["mcp_servers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap_or_default().to_owned(),
+                s["status"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    for name in ["probe-stdio", "probe-http"] {
+        assert!(
+            statuses.iter().any(|(n, s)| n == name && s == "connected"),
+            "claude did not connect {name}: {statuses:?}"
+        );
+    }
+    let run_dirs = std::fs::read_dir(setup.dir.path().join("tether-home/run"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(run_dirs, 0, "the run directory outlived the run");
+    // Claude's mcp-logs (which hold expanded headers) went to the run directory, not HOME.
+    let cache_logs = setup.home().join(".cache/claude-cli-nodejs");
+    let leaked = walk(&cache_logs).into_iter().any(|f| {
+        std::fs::read_to_string(f)
+            .unwrap_or_default()
+            .contains("b\\\\c {{d}}")
+    });
+    assert!(!leaked, "claude wrote the secret into the user's cache");
+    assert_no_secret("claude run", &out);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files.extend(walk(&path));
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn claude_code_mcp_list_accepts_an_exported_user_config() {
+    let Some(claude) = npm_bin(CLAUDE.0, CLAUDE.1) else {
+        return;
+    };
+    let setup = Setup::new();
+    let user_config = setup.home().join(".claude.json");
+    let secret = format!("TOKEN=file:{}", setup.secret_file());
+    let out = setup
+        .tether(&[
+            "export",
+            "--mcp",
+            &setup.spec,
+            "--secret",
+            &secret,
+            "--format",
+            "claude",
+            "-o",
+            &user_config.to_string_lossy(),
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut command = Command::new(&claude);
+    command
+        .arg("mcp")
+        .arg("list")
+        .current_dir(setup.dir.path().join("work"))
+        .env("HOME", setup.home())
+        .env("XDG_CACHE_HOME", setup.home().join(".cache"))
+        .env("XDG_CONFIG_HOME", setup.home().join(".config"))
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .stdin(Stdio::null());
+    let out = output_within(command, Duration::from_secs(120));
+    let listing = text(&out.stdout);
+    for name in ["probe-stdio", "probe-http"] {
+        assert!(
+            listing.lines().any(|l| l.starts_with(&format!("{name}:"))
+                && l.contains("Connected")
+                && !l.contains("Failed")),
+            "claude mcp list did not connect {name}:\n{listing}\n{}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn gemini_cli_run_connects_both_servers() {
+    let Some(gemini) = npm_bin(GEMINI.0, GEMINI.1) else {
+        return;
+    };
+    let setup = Setup::new();
+    let mut command = setup.run_harness(&gemini, &["mcp", "list"]);
+    command.env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+    let out = output_within(command, Duration::from_secs(120));
+    let listing = plain(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
+    for name in ["probe-stdio", "probe-http"] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.contains(&format!("✓ {name}")) && l.contains("Connected")),
+            "gemini did not connect {name}:\n{listing}"
+        );
+    }
+    assert!(
+        !setup.home().join(".gemini/settings.json").exists(),
+        "tether wrote the user's Gemini settings"
+    );
+    assert_no_secret("gemini mcp list", &out);
+}
+
+#[test]
+fn opencode_run_connects_both_servers() {
+    let Some(opencode) = npm_bin(OPENCODE.0, OPENCODE.1) else {
+        return;
+    };
+    let setup = Setup::new();
+    let out = output_within(
+        setup.run_harness(&opencode, &["mcp", "list"]),
+        Duration::from_secs(180),
+    );
+    let listing = plain(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
+    for name in ["probe-stdio", "probe-http"] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.contains(&format!("✓ {name} connected"))),
+            "opencode did not connect {name}:\n{listing}"
+        );
+    }
+    assert_no_secret("opencode mcp list", &out);
+}
+
+#[test]
+fn codex_run_lists_both_servers_with_secrets_by_reference() {
+    let Some(codex) = npm_bin(CODEX.0, CODEX.1) else {
+        return;
+    };
+    let setup = Setup::new();
+    let started = Instant::now();
+    let out = output_within(
+        setup.run_harness(&codex, &["mcp", "list", "--json"]),
+        Duration::from_secs(120),
+    );
+    assert!(
+        out.status.success(),
+        "codex mcp list failed after {:?}: {}",
+        started.elapsed(),
+        text(&out.stderr)
+    );
+    let listing: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "codex mcp list --json is not JSON ({e}):\n{}",
+            text(&out.stdout)
+        )
+    });
+    let servers = listing.as_array().cloned().unwrap_or_default();
+    let find = |name: &str| {
+        servers
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("codex does not list {name}: {listing}"))
+    };
+    let stdio = find("probe-stdio");
+    assert_eq!(
+        stdio["transport"]["env_vars"],
+        serde_json::json!(["PROBE"]),
+        "{stdio}"
+    );
+    let http = find("probe-http");
+    assert_eq!(
+        http["transport"]["url"].as_str(),
+        Some(format!("{}/mcp", setup.http_base).as_str()),
+        "{http}"
+    );
+    assert!(
+        http["transport"]["env_http_headers"]["Authorization"].is_string(),
+        "{http}"
+    );
+    assert_no_secret("codex mcp list", &out);
+    // The user's own Codex home was not created or written.
+    assert!(!setup.home().join(".codex/config.toml").exists());
+}
