@@ -71,33 +71,56 @@ pub fn json_str(text: &str) -> String {
     serde_json::Value::String(text.to_owned()).to_string()
 }
 
-/// Pids of live (not zombie) processes whose process group is `pgid`, from /proc.
-pub fn processes_in_group(pgid: i32) -> Vec<i32> {
-    let mut pids = Vec::new();
+/// A live (not zombie) process, read from /proc.
+struct Process {
+    pid: i32,
+    pgrp: Option<i32>,
+    cmdline: String,
+}
+
+/// Every live process this user can see.
+fn live_processes() -> Vec<Process> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return pids;
+        return Vec::new();
     };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // Fields after the parenthesized command: state ppid pgrp …
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.len() > 2 && fields[0] != "Z" && fields[2].parse::<i32>().ok() == Some(pgid) {
-            pids.push(pid);
-        }
-    }
-    pids
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // Fields after the parenthesized command: state ppid pgrp …
+            let (_, rest) = stat.rsplit_once(')')?;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            if fields.first() == Some(&"Z") {
+                return None;
+            }
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            Some(Process {
+                pid,
+                pgrp: fields.get(2).and_then(|f| f.parse().ok()),
+                cmdline: String::from_utf8_lossy(&cmdline).replace('\0', " "),
+            })
+        })
+        .collect()
+}
+
+/// Pids of live processes whose process group is `pgid`.
+pub fn processes_in_group(pgid: i32) -> Vec<i32> {
+    live_processes()
+        .into_iter()
+        .filter(|p| p.pgrp == Some(pgid))
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// Pids of live processes (other than this one) whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<i32> {
+    let me = i32::try_from(std::process::id()).unwrap_or(-1);
+    live_processes()
+        .into_iter()
+        .filter(|p| p.pid != me && p.cmdline.contains(marker))
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Waits (bounded) until no live process is left in `pgid`.

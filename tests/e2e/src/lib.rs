@@ -8,7 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use tether_testkit::{json_str, test_server_bin, workspace_artifact};
+pub use tether_testkit::{json_str, processes_with, test_server_bin, workspace_artifact};
 
 /// The `tether` binary.
 pub fn tether_bin() -> PathBuf {
@@ -255,33 +255,27 @@ pub fn http_get(base: &str, path: &str) -> Result<String, StackError> {
     response.text().map_err(|e| format!("GET {path}: {e}"))
 }
 
-/// Pids of live processes whose command line contains `marker`.
-pub fn processes_with(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return pids;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let zombie = stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        if !zombie
-            && String::from_utf8_lossy(&cmdline).contains(marker)
-            && pid != i32::try_from(std::process::id()).unwrap_or(-1)
-        {
-            pids.push(pid);
-        }
+/// Starts `tether-test-mcp --http 127.0.0.1:0 EXTRA` with `env`; returns it and its `/mcp` URL.
+pub fn http_test_server(
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Result<(Child, String), StackError> {
+    let mut child = Command::new(test_server_bin())
+        .args(["--http", "127.0.0.1:0"])
+        .args(extra)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start tether-test-mcp: {e}"))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .map_err(|e| format!("reading tether-test-mcp's address: {e}"))?;
+    let url = line.trim().trim_start_matches("listening on ").to_owned();
+    if !url.starts_with("http://127.0.0.1:") {
+        return Err(format!("unexpected line from tether-test-mcp: {line}"));
     }
-    pids
+    Ok((child, url))
 }

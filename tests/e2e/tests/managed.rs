@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tether_e2e::{Stack, json_str, processes_with, test_server_bin};
+use tether_e2e::{Stack, http_test_server, json_str, processes_with, test_server_bin};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -123,27 +123,11 @@ fn a_command_installation_resolves_by_uuid_gets_the_client_secret_and_lists_tool
 #[test]
 fn a_url_installation_goes_through_the_proxy_and_never_shows_the_upstream_credential() {
     let upstream_token = "upstream-SENTINEL-9f2e";
-    let mut upstream = std::process::Command::new(test_server_bin())
-        .args([
-            "--http",
-            "127.0.0.1:0",
-            "--require-bearer-env",
-            "UPSTREAM_TOKEN",
-        ])
-        .env("UPSTREAM_TOKEN", upstream_token)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut line = String::new();
-    let stdout = upstream
-        .stdout
-        .take()
-        .unwrap_or_else(|| panic!("no stdout"));
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let upstream_url = line.trim().trim_start_matches("listening on ").to_owned();
+    let (mut upstream, upstream_url) = http_test_server(
+        &["--require-bearer-env", "UPSTREAM_TOKEN"],
+        &[("UPSTREAM_TOKEN", upstream_token)],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 
     let stack = stack(&[]);
     let spec = format!(
@@ -343,21 +327,7 @@ fn a_task_config_with_warp_ids_resolves_the_same_way() {
 
 #[test]
 fn a_long_running_run_re_mints_an_expiring_proxy_token() {
-    let mut upstream = std::process::Command::new(test_server_bin())
-        .args(["--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut line = String::new();
-    let stdout = upstream
-        .stdout
-        .take()
-        .unwrap_or_else(|| panic!("no stdout"));
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let upstream_url = line.trim().trim_start_matches("listening on ").to_owned();
+    let (mut upstream, upstream_url) = http_test_server(&[], &[]).unwrap_or_else(|e| panic!("{e}"));
 
     // Tokens live 120 s: inside the 5-minute window from the start, so the first check re-mints.
     let stack = stack(&["--proxy-token-ttl", "120"]);
