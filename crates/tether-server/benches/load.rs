@@ -1,0 +1,3 @@
+//! Load and failure bench for tether-server (written next).
+
+fn main() {}
