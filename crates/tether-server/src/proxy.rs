@@ -153,10 +153,18 @@ async fn forward(
     );
     if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
         tracing::warn!(%uid, status = status.as_u16(), "proxy: upstream refused the installation's credentials");
-        return refuse(
+        // Passed through, a 401 would read as a bad proxy token and its challenge could name
+        // the upstream's authorization server: the client cannot fix it anyway.
+        let mut response = refuse(
             StatusCode::BAD_GATEWAY,
-            "the upstream MCP server refused the managed credentials; ask your administrator",
+            "the upstream MCP server refused the proxied request; ask your administrator to check the installation's credentials",
         );
+        if let Ok(value) = HeaderValue::from_str(status.as_str()) {
+            response
+                .headers_mut()
+                .insert(HeaderName::from_static("x-upstream-status"), value);
+        }
+        return response;
     }
     let mut returned = Response::builder().status(status);
     for name in &RETURNED_RESPONSE_HEADERS {
