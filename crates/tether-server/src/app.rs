@@ -20,6 +20,7 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{any, get, post};
+use axum::serve::ListenerExt as _;
 use serde_json::json;
 
 use crate::crypto::MasterKey;
@@ -155,8 +156,15 @@ impl BoundServer {
         let purge = tokio::spawn(purge_loop(Arc::clone(&self.state.service)));
         let router = router(Arc::clone(&self.state));
         let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+        // Without TCP_NODELAY a streamed response's small writes wait for delayed ACKs
+        // (~40 ms each on Linux).
+        let listener = self.listener.tap_io(|stream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY");
+            }
+        });
         let server = axum::serve(
-            self.listener,
+            listener,
             router.into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(async move {

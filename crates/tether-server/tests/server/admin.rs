@@ -131,8 +131,7 @@ async fn serve_refuses_to_start_without_the_right_key() {
 
     // The data directory remembers its key: another key is refused.
     let _ = api_key(&data, "default").await;
-    let server = ServerProcess::start(&data, &[]).await;
-    drop(server);
+    ServerProcess::start(&data, &[]).await.kill().await;
     let other_key = "ab".repeat(32);
     let output = run(&serve, &[("TETHER_SERVER_KEY", &other_key)], "").await;
     assert_eq!(output.status.code(), Some(1));

@@ -105,12 +105,17 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// `serve --listen 127.0.0.1:0 --data-dir DIR ARGS…` with [`TEST_KEY`] and debug logs.
     pub async fn start(data_dir: &Path, args: &[&str]) -> Self {
+        Self::spawn("127.0.0.1:0", data_dir, args, "debug").await
+    }
+
+    /// `serve --listen LISTEN --data-dir DIR ARGS…` with [`TEST_KEY`] and the log filter `log`.
+    pub async fn spawn(listen: &str, data_dir: &Path, args: &[&str], log: &str) -> Self {
         let mut child = Command::new(server_bin())
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)
             .args(args)
             .env("TETHER_SERVER_KEY", TEST_KEY)
-            .env("TETHER_SERVER_LOG", "debug")
+            .env("TETHER_SERVER_LOG", log)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -175,6 +180,14 @@ impl ServerProcess {
         body["create_managed_mcp_client_config"]
             .as_u64()
             .unwrap_or_else(|| panic!("metrics: {body}"))
+    }
+
+    /// SIGKILL, and wait for it.
+    pub async fn kill(mut self) {
+        self.child
+            .kill()
+            .await
+            .unwrap_or_else(|e| panic!("kill: {e}"));
     }
 
     /// Sends SIGTERM and waits (within [`STEP`]) for the exit status.
