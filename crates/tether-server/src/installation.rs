@@ -250,11 +250,6 @@ impl OpenedInstallation {
         })
     }
 
-    /// The server's name.
-    pub fn name(&self) -> &str {
-        self.installation.name()
-    }
-
     /// Renders with the server-held secrets; no environment is read.
     pub fn render(&self) -> RenderedServer {
         self.installation.render(&self.secrets, &EmptyEnv)

@@ -165,12 +165,12 @@ impl Service {
         if !stored.active {
             return Ok(ClientConfig::Inactive);
         }
-        let opened = OpenedInstallation::open(&stored, &self.key)?;
         match stored.kind {
             TransportKind::Command => Ok(ClientConfig::Command {
-                mcp_config_json: opened.client_config_json(),
+                mcp_config_json: OpenedInstallation::open(&stored, &self.key)?.client_config_json(),
             }),
-            TransportKind::Url => self.mint_proxy_config(uid, opened.name()).await,
+            // The upstream's values stay sealed: minting a token does not need them.
+            TransportKind::Url => self.mint_proxy_config(uid, &stored.name).await,
         }
     }
 

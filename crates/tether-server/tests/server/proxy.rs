@@ -384,3 +384,37 @@ async fn proxy_forwards_allowlisted_headers_and_streams_without_buffering() {
     }
     upstream.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_with_an_open_event_stream_is_bounded() {
+    let fixture = Fixture::start(&[]).await;
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (url, _seen, upstream) = recording_upstream(Arc::clone(&release)).await;
+    let uid = add_url(&fixture, "stream", &url, "secret").await;
+    let token = token_of(&fixture.mint(uid).await);
+    let mut stream = proxy_request(
+        &fixture.server.base,
+        &uid.to_string(),
+        Method::GET,
+        Some(&token),
+    )
+    .await;
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.chunk())
+        .await
+        .unwrap_or_else(|_| panic!("no first event"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(first.is_some());
+    // The upstream never ends the stream; SIGTERM still stops the server after the grace.
+    let Fixture { server, dir, .. } = fixture;
+    let started = std::time::Instant::now();
+    let status = server.terminate().await;
+    let took = started.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(9),
+        "{took:?}"
+    );
+    drop(stream);
+    drop(dir);
+    upstream.abort();
+}
