@@ -3,8 +3,8 @@
 //!
 //! An installation is one server of tether's config format. Parsing (with user origin) moves
 //! every `env` and header value out of the template into a captured value; the template keeps
-//! `{{KEY}}`. The server stores the template as JSON and seals every captured value and every
-//! server-held secret (AES-256-GCM, bound to uid, kind and name). Rendering is always
+//! `{{KEY}}`. The server seals the template (as JSON: a URL or command line may be sensitive
+//! too), every captured value and every server-held secret (AES-256-GCM, each bound to its row). Rendering is always
 //! `Installation::render(&secrets, &EmptyEnv)`: the server's own environment never leaks into a
 //! config, and a placeholder with no server-held value stays for the client to fill.
 
@@ -14,7 +14,7 @@ use indexmap::IndexMap;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tether_config::{
     EmptyEnv, Installation, Origin, RemoteTransport, RenderedServer, RenderedTransport, Secrets,
-    ServerTemplate, VariableValue, parse_config, placeholder,
+    ServerTemplate, TemplatableServer, VariableValue, parse_config, placeholder,
 };
 use uuid::Uuid;
 use zeroize::Zeroizing;
@@ -168,12 +168,14 @@ impl NewInstallation {
                 })
             })
             .collect::<Result<_, ServerError>>()?;
+        let template =
+            serde_json::to_vec(&self.installation.server).map_err(|_| ServerError::Seal)?;
         Ok(StoredInstallation {
             uid: self.uid,
             name: self.name.clone(),
             team: self.team.clone(),
             kind: self.kind,
-            server: self.installation.server.clone(),
+            template: key.seal(&template, &template_aad(self.uid))?,
             active: true,
             values,
         })
@@ -200,6 +202,11 @@ fn used_names(installation: &Installation) -> BTreeSet<String> {
 /// another installation, kind or name does not open.
 fn value_aad(uid: Uuid, kind: ValueKind, name: &str) -> Vec<u8> {
     format!("tether-server value\0{uid}\0{}\0{name}", kind.as_str()).into_bytes()
+}
+
+/// The associated data the template is sealed with.
+fn template_aad(uid: Uuid) -> Vec<u8> {
+    format!("tether-server template\0{uid}").into_bytes()
 }
 
 /// An installation opened with the key: template, values and secrets in memory.
@@ -239,10 +246,16 @@ impl OpenedInstallation {
                 ValueKind::Secret => secrets.insert(sealed.name.clone(), text.as_str()),
             }
         }
+        let template = key.open(&stored.template, &template_aad(stored.uid))?;
+        let server: TemplatableServer =
+            serde_json::from_slice(&template).map_err(|e| ServerError::Corrupt {
+                uid: stored.uid,
+                reason: format!("the template does not decode ({:?})", e.classify()),
+            })?;
         Ok(Self {
             kind: stored.kind,
             installation: Installation {
-                server: stored.server.clone(),
+                server,
                 values,
                 origin: Origin::User,
             },

@@ -7,8 +7,9 @@
 //! a running server can write at once, migrations versioned with `PRAGMA user_version`. Every
 //! write is one transaction.
 //!
-//! This module stores bytes: values arrive sealed (see [`crate::crypto`]) and tokens arrive
-//! hashed; it never sees a plaintext secret.
+//! This module stores bytes: templates and values arrive sealed (see [`crate::crypto`]) and
+//! tokens arrive hashed; it never sees a plaintext secret. In clear: uids, names, teams, kinds,
+//! the active flag, value *names*, expiry times.
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -17,7 +18,6 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
-use tether_config::TemplatableServer;
 use uuid::Uuid;
 
 use crate::crypto::MasterKey;
@@ -46,7 +46,7 @@ const MIGRATIONS: &[&str] = &[
          name          TEXT NOT NULL,
          team          TEXT NOT NULL,
          kind          TEXT NOT NULL CHECK (kind IN ('URL', 'COMMAND')),
-         template_json TEXT NOT NULL,
+         template      BLOB NOT NULL,
          active        INTEGER NOT NULL DEFAULT 1,
          created_at    INTEGER NOT NULL
      );
@@ -132,8 +132,9 @@ pub struct StoredInstallation {
     pub team: String,
     /// URL (proxied) or COMMAND (config handed out).
     pub kind: TransportKind,
-    /// The template: never holds a value.
-    pub server: TemplatableServer,
+    /// The template (JSON of a `tether_config::TemplatableServer`: placeholders, no values),
+    /// sealed too: a URL or a command line may itself be sensitive.
+    pub template: Vec<u8>,
     /// Whether clients may use it.
     pub active: bool,
     /// Captured values and secrets, sealed, in their original order.
@@ -330,22 +331,17 @@ impl Store {
         &self,
         installation: &StoredInstallation,
     ) -> Result<(), ServerError> {
-        let template_json =
-            serde_json::to_string(&installation.server).map_err(|e| ServerError::Corrupt {
-                uid: installation.uid,
-                reason: format!("the template does not serialize: {e}"),
-            })?;
         let uid = installation.uid.to_string();
         self.write(|tx| {
             tx.execute(
-                "INSERT INTO installations (uid, name, team, kind, template_json, active, created_at)
+                "INSERT INTO installations (uid, name, team, kind, template, active, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     uid,
                     installation.name,
                     installation.team,
                     installation.kind.as_str(),
-                    template_json,
+                    installation.template,
                     installation.active,
                     now_ms() / 1000,
                 ],
@@ -365,13 +361,15 @@ impl Store {
     pub fn list_installations(&self) -> Result<Vec<InstallationSummary>, ServerError> {
         self.read(|conn| {
             let mut statement = conn.prepare_cached(
-                "SELECT uid, name, kind, team, active FROM installations
+                "SELECT name, team, kind, active, uid FROM installations
                  ORDER BY created_at, rowid",
             )?;
-            let rows = statement.query_map([], texts_and_flag)?;
+            let rows = statement.query_map([], |row| {
+                Ok((texts_and_flag(row)?, row.get::<_, String>(4)?))
+            })?;
             let mut summaries = Vec::new();
             for row in rows {
-                let (uid, name, kind, team, active) = row?;
+                let ((name, team, kind, active), uid) = row?;
                 let uid = parse_uid(&uid)?;
                 summaries.push(InstallationSummary {
                     uid,
@@ -532,39 +530,24 @@ impl Failure {
     }
 }
 
-/// Four text columns and a flag: the shape both installation queries read.
-fn texts_and_flag(
-    row: &rusqlite::Row<'_>,
-) -> rusqlite::Result<(String, String, String, String, bool)> {
-    Ok((
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-    ))
+/// Name, team, kind and the active flag: the columns both installation queries start with.
+fn texts_and_flag(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, String, bool)> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
 }
 
 fn installation_in(conn: &Connection, uid: Uuid) -> Result<Option<StoredInstallation>, Failure> {
     let uid_text = uid.to_string();
     let row = conn
         .prepare_cached(
-            "SELECT name, team, kind, template_json, active FROM installations WHERE uid = ?1",
+            "SELECT name, team, kind, active, template FROM installations WHERE uid = ?1",
         )?
-        .query_row([&uid_text], texts_and_flag)
+        .query_row([&uid_text], |row| {
+            Ok((texts_and_flag(row)?, row.get::<_, Vec<u8>>(4)?))
+        })
         .optional()?;
-    let Some((name, team, kind, template_json, active)) = row else {
+    let Some(((name, team, kind, active), template)) = row else {
         return Ok(None);
     };
-    let server: TemplatableServer =
-        serde_json::from_str(&template_json).map_err(|e| ServerError::Corrupt {
-            uid,
-            reason: format!(
-                "the template does not decode at line {}, column {}",
-                e.line(),
-                e.column()
-            ),
-        })?;
     let mut statement = conn.prepare_cached(
         "SELECT kind, name, sealed FROM installation_values
          WHERE installation_uid = ?1 ORDER BY position",
@@ -590,7 +573,7 @@ fn installation_in(conn: &Connection, uid: Uuid) -> Result<Option<StoredInstalla
         name,
         team,
         kind: parse_kind(uid, &kind)?,
-        server,
+        template,
         active,
         values,
     }))

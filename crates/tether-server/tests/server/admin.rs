@@ -31,8 +31,9 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
     let secret_file = fixture.dir.path().join("secret.txt");
     std::fs::write(&secret_file, format!("{stdin_secret}-file\n"))
         .unwrap_or_else(|e| panic!("{e}"));
+    let host = sentinel("upstream-host");
     let spec = format!(
-        r#"{{"url": "https://mcp.example.com/mcp", "headers": {{"Authorization": "Bearer {{{{UPSTREAM}}}}", "X-Literal": "{captured_literal}", "X-File": "{{{{FROM_FILE}}}}"}}}}"#
+        r#"{{"url": "https://{host}.example/mcp", "headers": {{"Authorization": "Bearer {{{{UPSTREAM}}}}", "X-Literal": "{captured_literal}", "X-File": "{{{{FROM_FILE}}}}"}}}}"#
     );
     let file_source = format!("FROM_FILE=file:{}", secret_file.display());
     let uid = add(
@@ -46,7 +47,8 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
     .await;
 
     // A secret from stdin ('-').
-    let stdin_spec = r#"{"command": "x", "env": {"TOKEN": "{{TOKEN}}"}}"#;
+    let command = sentinel("command");
+    let stdin_spec = format!(r#"{{"command": "{command}", "env": {{"TOKEN": "{{{{TOKEN}}}}"}}}}"#);
     let args = [
         "admin",
         "--data-dir",
@@ -54,7 +56,7 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
         "add",
         "stdin",
         "--from",
-        stdin_spec,
+        &stdin_spec,
         "--secret",
         "TOKEN=-",
     ];
@@ -75,10 +77,13 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
 
     let stored = all_bytes(&data);
     assert!(contains(&stored, "remote"), "the store was read");
+    // Templates (URL, command) and values are sealed; keys and tokens are hashed.
     for secret in [
         &upstream_secret,
         &captured_literal,
         &stdin_secret,
+        &host,
+        &command,
         &fixture.api_key,
         &proxy_token,
     ] {
