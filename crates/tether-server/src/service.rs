@@ -157,9 +157,13 @@ impl Service {
         let Ok(uid) = Uuid::parse_str(uid) else {
             return Ok(ClientConfig::NotFound);
         };
-        let stored = self.blocking(move |store| store.installation(uid)).await?;
-        // Another team's installation answers exactly like a missing one.
-        let Some(stored) = stored.filter(|s| s.team == caller.team) else {
+        let team = caller.team.clone();
+        // Another team's installation answers exactly like a missing one: the query finds no
+        // row either way.
+        let stored = self
+            .blocking(move |store| store.team_installation(uid, &team))
+            .await?;
+        let Some(stored) = stored else {
             return Ok(ClientConfig::NotFound);
         };
         if !stored.active {

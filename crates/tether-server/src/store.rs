@@ -400,9 +400,14 @@ impl Store {
         })
     }
 
-    /// One installation with its sealed values, if it exists.
-    pub fn installation(&self, uid: Uuid) -> Result<Option<StoredInstallation>, ServerError> {
-        self.read(|conn| installation_in(conn, uid))
+    /// One installation with its sealed values, if it exists and belongs to `team`. Another
+    /// team's installation reads exactly like a missing one: no row.
+    pub fn team_installation(
+        &self,
+        uid: Uuid,
+        team: &str,
+    ) -> Result<Option<StoredInstallation>, ServerError> {
+        self.read(|conn| installation_in(conn, uid, Some(team)))
     }
 
     /// Sets an installation's active flag; an unknown uid is
@@ -479,7 +484,7 @@ impl Store {
                 return Ok(None);
             };
             let uid = parse_uid(&uid)?;
-            Ok(installation_in(conn, uid)?
+            Ok(installation_in(conn, uid, None)?
                 .map(|installation| (ProxyTokenRecord { uid, expires_at_ms }, installation)))
         })
     }
@@ -535,13 +540,19 @@ fn texts_and_flag(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, 
     Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
 }
 
-fn installation_in(conn: &Connection, uid: Uuid) -> Result<Option<StoredInstallation>, Failure> {
+/// The installation `uid` (of `team`, when given) with its sealed values.
+fn installation_in(
+    conn: &Connection,
+    uid: Uuid,
+    team: Option<&str>,
+) -> Result<Option<StoredInstallation>, Failure> {
     let uid_text = uid.to_string();
     let row = conn
         .prepare_cached(
-            "SELECT name, team, kind, active, template FROM installations WHERE uid = ?1",
+            "SELECT name, team, kind, active, template FROM installations
+             WHERE uid = ?1 AND (?2 IS NULL OR team = ?2)",
         )?
-        .query_row([&uid_text], |row| {
+        .query_row(params![uid_text, team], |row| {
             Ok((texts_and_flag(row)?, row.get::<_, Vec<u8>>(4)?))
         })
         .optional()?;
