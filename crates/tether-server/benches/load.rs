@@ -17,7 +17,7 @@
 //! Everything runs on loopback, every wait is bounded.
 
 #[path = "../tests/server/support.rs"]
-#[allow(dead_code, reason = "the bench uses part of the test helpers")]
+#[expect(dead_code, reason = "the bench uses part of the test helpers")]
 mod support;
 
 use std::path::Path;
