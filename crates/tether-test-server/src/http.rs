@@ -9,6 +9,7 @@ use axum::{
     http::{HeaderValue, StatusCode, header},
     middleware::{self, Next},
     response::{IntoResponse, Response},
+    serve::ListenerExt as _,
 };
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
@@ -61,6 +62,13 @@ pub async fn serve(
     stdout.flush().await.context("flushing stdout")?;
     tracing::info!(%bound, "serving streamable HTTP");
 
+    // Without TCP_NODELAY the small writes of a streamed response wait for the peer's delayed
+    // ACK (~40 ms on Linux) on a reused connection, which a proxy in front of it always hits.
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

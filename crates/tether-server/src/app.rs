@@ -1,0 +1,337 @@
+//! The HTTP server: routes, API key authentication, health and metrics, graceful shutdown.
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /graphql` | the managed MCP schema; `Authorization: Bearer <api key>` or 401 |
+//! | `GET, POST, DELETE /mcp-proxy/{uid}` | the Streamable HTTP proxy ([`crate::proxy`]) |
+//! | `GET /healthz` | `ok` when the store answers, else 503 |
+//! | `GET /metrics` | `{"create_managed_mcp_client_config": N}`, to loopback peers only (404 otherwise) |
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::{any, get, post};
+use axum::serve::ListenerExt as _;
+use serde_json::json;
+
+use crate::crypto::MasterKey;
+use crate::error::ServerError;
+use crate::graphql::{ManagedMcpSchema, build_schema};
+use crate::service::{Service, ServiceSettings};
+use crate::store::Store;
+
+/// How long open connections (event streams above all) may run on after a shutdown signal.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How often expired proxy tokens are purged, and how long an expired one is kept (so that a
+/// request with it is told "expired" rather than "invalid").
+const PURGE_INTERVAL: Duration = Duration::from_secs(600);
+const KEEP_EXPIRED: Duration = Duration::from_secs(24 * 3600);
+
+/// Limit on establishing a connection to an upstream server.
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What `serve` needs.
+#[derive(Debug)]
+pub struct ServeOptions {
+    /// Where to listen (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// The base URL clients reach this server at; default `http://<bound address>`.
+    pub public_url: Option<String>,
+    /// Lifetime of minted proxy tokens.
+    pub proxy_token_ttl: Duration,
+    /// The master key.
+    pub key: MasterKey,
+}
+
+pub(crate) struct AppState {
+    pub(crate) service: Arc<Service>,
+    pub(crate) schema: ManagedMcpSchema,
+    pub(crate) http: reqwest::Client,
+}
+
+/// A server bound to its address, not yet serving.
+pub struct BoundServer {
+    listener: tokio::net::TcpListener,
+    local_addr: SocketAddr,
+    public_base: String,
+    state: Arc<AppState>,
+}
+
+impl std::fmt::Debug for BoundServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundServer")
+            .field("local_addr", &self.local_addr)
+            .field("public_base", &self.public_base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BoundServer {
+    /// Opens the store (verifying the key against it) and binds the listen address.
+    pub async fn bind(options: ServeOptions) -> Result<Self, ServerError> {
+        let ServeOptions {
+            listen,
+            data_dir,
+            public_url,
+            proxy_token_ttl,
+            key,
+        } = options;
+        let public_url = public_url.map(|url| public_base(&url)).transpose()?;
+        let store = Store::open(&data_dir)?;
+        store.verify_key(&key)?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|source| ServerError::Bind {
+                address: listen,
+                source,
+            })?;
+        let local_addr = listener.local_addr().map_err(|source| ServerError::Bind {
+            address: listen,
+            source,
+        })?;
+        let public_base = public_url.unwrap_or_else(|| format!("http://{local_addr}"));
+        if public_base.contains("://0.0.0.0") || public_base.contains("://[::]") {
+            tracing::warn!(
+                %public_base,
+                "proxy URLs will name an unspecified address; set --public-url to what clients reach"
+            );
+        }
+        let service = Arc::new(Service::new(
+            Arc::new(store),
+            Arc::new(key),
+            ServiceSettings {
+                public_base: public_base.clone(),
+                proxy_token_ttl,
+            },
+        ));
+        let http = reqwest::Client::builder()
+            .connect_timeout(UPSTREAM_CONNECT_TIMEOUT)
+            // A redirect would carry the upstream credentials elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ServerError::HttpClient {
+                reason: e.to_string(),
+            })?;
+        let state = Arc::new(AppState {
+            schema: build_schema(Arc::clone(&service)),
+            service,
+            http,
+        });
+        Ok(Self {
+            listener,
+            local_addr,
+            public_base,
+            state,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The base of proxy URLs.
+    pub fn public_base(&self) -> &str {
+        &self.public_base
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, lets open requests finish for
+    /// up to [`SHUTDOWN_GRACE`], and returns.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let purge = tokio::spawn(purge_loop(Arc::clone(&self.state.service)));
+        let router = router(Arc::clone(&self.state));
+        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+        // Without TCP_NODELAY a streamed response's small writes wait for delayed ACKs
+        // (~40 ms each on Linux).
+        let listener = self.listener.tap_io(|stream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY");
+            }
+        });
+        let server = axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = stop_rx.wait_for(|stop| *stop).await;
+        });
+        let outcome = tokio::select! {
+            served = server => served.map_err(ServerError::Serve),
+            () = async {
+                shutdown.await;
+                tracing::info!("shutting down: no new connections; open requests get {} s", SHUTDOWN_GRACE.as_secs());
+                let _ = stop_tx.send(true);
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => {
+                tracing::warn!("connections still open after the grace period; closing them");
+                Ok(())
+            }
+        };
+        purge.abort();
+        tracing::info!("stopped");
+        outcome
+    }
+}
+
+/// `--public-url` without a trailing slash, checked.
+fn public_base(url: &str) -> Result<String, ServerError> {
+    let invalid = |reason: &str| ServerError::InvalidPublicUrl {
+        reason: reason.to_owned(),
+    };
+    let parsed = reqwest::Url::parse(url).map_err(|e| invalid(&e.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(invalid("the scheme must be http or https"));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(invalid("it must not have a query or fragment"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(invalid("it must not carry credentials"));
+    }
+    Ok(parsed.as_str().trim_end_matches('/').to_owned())
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/graphql", post(graphql))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/mcp-proxy/{uid}", any(crate::proxy::handle))
+        .with_state(state)
+}
+
+async fn purge_loop(service: Arc<Service>) {
+    let mut interval = tokio::time::interval(PURGE_INTERVAL);
+    loop {
+        interval.tick().await;
+        match service.purge_expired_tokens(KEEP_EXPIRED).await {
+            Ok(0) => {}
+            Ok(purged) => tracing::info!(purged, "purged expired proxy tokens"),
+            Err(error) => tracing::warn!("purging expired proxy tokens failed: {error}"),
+        }
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).
+pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+fn unauthorized(message: &'static str) -> Response {
+    let mut response = (StatusCode::UNAUTHORIZED, format!("{message}\n")).into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"tether-server\""),
+    );
+    response
+}
+
+async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let Some(api_key) = bearer_token(&headers) else {
+        return unauthorized("missing API key: send Authorization: Bearer <api key>");
+    };
+    let caller = match app.service.authenticate(api_key).await {
+        Ok(Some(caller)) => caller,
+        Ok(None) => {
+            tracing::info!("GraphQL request with an unknown API key");
+            return unauthorized("unknown API key");
+        }
+        Err(error) => {
+            tracing::error!("authenticating an API key failed: {error}");
+            return (StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n").into_response();
+        }
+    };
+    let request: async_graphql::Request = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(_) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                "the body is not a GraphQL request (JSON with \"query\")\n",
+            )
+                .into_response();
+        }
+    };
+    let response = app.schema.execute(request.data(caller)).await;
+    Json(response).into_response()
+}
+
+async fn healthz(State(app): State<Arc<AppState>>) -> Response {
+    if app.service.healthy().await {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the store does not answer\n",
+        )
+            .into_response()
+    }
+}
+
+async fn metrics(
+    State(app): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+) -> Response {
+    if !peer.ip().is_loopback() {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let calls = app
+        .service
+        .metrics
+        .create_managed_mcp_client_config
+        .load(Ordering::Relaxed);
+    Json(json!({ "create_managed_mcp_client_config": calls })).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(bearer_token(&headers), None);
+        for (value, expected) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer  abc ", Some("abc")),
+            ("Basic abc", None),
+            ("Bearer", None),
+            ("Bearer ", None),
+        ] {
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+            assert_eq!(bearer_token(&headers), expected, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn public_urls() {
+        assert_eq!(
+            public_base("https://mcp.example.com/").unwrap(),
+            "https://mcp.example.com"
+        );
+        assert_eq!(
+            public_base("http://h:8080/base/").unwrap(),
+            "http://h:8080/base"
+        );
+        for bad in ["ftp://h", "h:80", "https://h/?q=1", "https://u:p@h"] {
+            assert!(public_base(bad).is_err(), "{bad}");
+        }
+    }
+}

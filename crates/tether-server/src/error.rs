@@ -1,0 +1,230 @@
+//! [`ServerError`]: every way the server's library can fail.
+//!
+//! **Invariant:** no variant holds a secret value, a stored config value, a token or the key;
+//! they name paths, uids, fields and secret *names*.
+
+use std::path::PathBuf;
+
+use uuid::Uuid;
+
+use crate::env::EnvVars;
+
+/// Why an operation of the managed server failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// Neither `TETHER_SERVER_KEY` nor `--insecure-dev-key` was given. Returned before anything
+    /// is opened; the operator sets the key.
+    #[error(
+        "no encryption key: set {} to 32 random bytes as 64 hex digits (`openssl rand -hex 32`) \
+         or base64 (`openssl rand -base64 32`), or pass --insecure-dev-key for a throwaway setup",
+        EnvVars::TETHER_SERVER_KEY
+    )]
+    MissingKey,
+
+    /// Both `TETHER_SERVER_KEY` and `--insecure-dev-key` were given; the operator picks one.
+    #[error(
+        "both {} and --insecure-dev-key are given; use one",
+        EnvVars::TETHER_SERVER_KEY
+    )]
+    ConflictingKeys,
+
+    /// `TETHER_SERVER_KEY` does not decode to 32 bytes. The operator fixes the variable.
+    #[error(
+        "{} is not a valid key: {reason}; give 32 bytes as 64 hex digits or base64",
+        EnvVars::TETHER_SERVER_KEY
+    )]
+    InvalidKey {
+        /// What is wrong with it (never the value).
+        reason: String,
+    },
+
+    /// The data directory was set up with another key (its key check does not open). Returned
+    /// when opening the store; the operator starts with the original key.
+    #[error(
+        "the key does not match the one the data in {path} was encrypted with; start with the \
+         original {} (or --insecure-dev-key if it was created with that)",
+        EnvVars::TETHER_SERVER_KEY
+    )]
+    KeyMismatch {
+        /// The database file.
+        path: PathBuf,
+    },
+
+    /// Encrypting a value failed (it is larger than AES-GCM allows). The caller gives up.
+    #[error("a value could not be encrypted")]
+    Seal,
+
+    /// A stored value did not decrypt: the database was altered, or a row was copied elsewhere.
+    #[error("a stored value could not be decrypted: the database may have been altered")]
+    Unseal,
+
+    /// The operating system's random number generator failed. Nothing can be minted.
+    #[error("the system random number generator failed: {reason}")]
+    Random {
+        /// The generator's error.
+        reason: String,
+    },
+
+    /// The data directory could not be created or a file in it could not be opened. The
+    /// operator fixes the path or its permissions.
+    #[error("cannot use the data directory {path}: {source}")]
+    DataDir {
+        /// The directory or file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+
+    /// SQLite failed (locked past the busy timeout, disk full, damaged file…). Statements
+    /// bind values as parameters, so the error holds no stored value.
+    #[error("the server's database at {path} failed: {source}")]
+    Database {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+
+    /// The database was written by a newer tether-server. The operator upgrades.
+    #[error(
+        "the database at {path} has schema version {found}, newer than this tether-server \
+         knows ({known}); upgrade tether-server"
+    )]
+    TooNew {
+        /// The database file.
+        path: PathBuf,
+        /// Version found.
+        found: i64,
+        /// Newest version this build knows.
+        known: i64,
+    },
+
+    /// A stored installation does not decode (written by an incompatible version, or edited).
+    #[error("the stored installation {uid} cannot be read: {reason}")]
+    Corrupt {
+        /// The installation.
+        uid: Uuid,
+        /// What did not decode (never a value).
+        reason: String,
+    },
+
+    /// The config given to `admin add` is invalid. The message names servers and fields only.
+    #[error("the installation's config is invalid: {0}")]
+    Config(#[from] tether_config::ConfigError),
+
+    /// The config given to `admin add` holds no server or several: an installation is one
+    /// server.
+    #[error("an installation holds exactly one MCP server; the config has {found}")]
+    NotOneServer {
+        /// How many servers the config holds.
+        found: usize,
+    },
+
+    /// The config given to `admin add` refers to another installation by `warp_id`.
+    #[error(
+        "an installation must describe its server ('command' or 'url'), not refer to another ('warp_id')"
+    )]
+    Reference,
+
+    /// A `--secret` names nothing the config uses. The operator fixes the name (typo?).
+    #[error(
+        "secret '{name}' is not used by the config; it uses: {}",
+        if used.is_empty() { "no variables".to_owned() } else { used.join(", ") }
+    )]
+    UnusedSecret {
+        /// The secret's name.
+        name: String,
+        /// The variable and placeholder names the config uses.
+        used: Vec<String>,
+    },
+
+    /// A URL installation would leave placeholders for the client, but a proxied server's
+    /// values must all be held by the server. The operator adds `--secret NAME=SOURCE`.
+    #[error(
+        "a URL installation needs a server-held value for every placeholder; missing: {} \
+         (give each with --secret NAME=SOURCE)",
+        names.join(", ")
+    )]
+    UnresolvedUpstream {
+        /// The placeholder names.
+        names: Vec<String>,
+    },
+
+    /// A URL installation uses `${VAR}`, which the server does not expand.
+    #[error(
+        "a URL installation cannot use ${{VAR}} expansion (found: {}); hold the value as a \
+         --secret and write {{{{NAME}}}} instead",
+        names.join(", ")
+    )]
+    UpstreamEnvExpansion {
+        /// The variable names.
+        names: Vec<String>,
+    },
+
+    /// A URL installation's rendered URL is not an absolute `http(s)` URL.
+    #[error("a URL installation's url must be an absolute http or https URL: {reason}")]
+    InvalidUpstreamUrl {
+        /// What is wrong (never the URL, which may embed a credential).
+        reason: String,
+    },
+
+    /// A URL installation asks for the legacy SSE transport; the proxy forwards Streamable
+    /// HTTP only.
+    #[error(
+        "a URL installation must use Streamable HTTP; the proxy does not forward the legacy SSE transport"
+    )]
+    SseUpstream,
+
+    /// A URL installation's header has a name or value HTTP does not allow.
+    #[error("header '{name}' of the URL installation is not a valid HTTP header (name or value)")]
+    InvalidUpstreamHeader {
+        /// The header's name.
+        name: String,
+    },
+
+    /// A name given to the admin CLI (installation or team) is not acceptable.
+    #[error("invalid {what} '{value}': {reason}")]
+    InvalidName {
+        /// `installation name` or `team`.
+        what: &'static str,
+        /// The name given (names are not secret).
+        value: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+
+    /// The listen address could not be bound (in use, not local, no permission).
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address asked for.
+        address: std::net::SocketAddr,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+
+    /// `--public-url` is not an absolute `http(s)` URL without query or fragment.
+    #[error("invalid public URL: {reason}")]
+    InvalidPublicUrl {
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// The HTTP client for upstream servers could not be built (TLS setup failed).
+    #[error("cannot set up the upstream HTTP client: {reason}")]
+    HttpClient {
+        /// reqwest's error.
+        reason: String,
+    },
+
+    /// Serving HTTP failed (the listener broke).
+    #[error("serving HTTP failed: {0}")]
+    Serve(std::io::Error),
+
+    /// `admin deactivate` named a uid the store does not hold.
+    #[error("no installation {uid}")]
+    UnknownInstallation {
+        /// The uid given.
+        uid: Uuid,
+    },
+}

@@ -1,0 +1,253 @@
+//! What the server does for a request, apart from the wire: authenticate an API key, mint a
+//! client config, authorize a proxy token.
+//!
+//! Store calls run on tokio's blocking pool (SQLite is synchronous).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use uuid::Uuid;
+use zeroize::Zeroizing;
+
+use crate::crypto::{self, MasterKey};
+use crate::error::ServerError;
+use crate::installation::{OpenedInstallation, TransportKind, Upstream};
+use crate::store::{Store, now_ms};
+
+/// Default lifetime of a proxy token.
+pub const DEFAULT_PROXY_TOKEN_TTL: Duration = Duration::from_secs(3600);
+
+/// The header a client sends its proxy token in.
+pub const PROXY_AUTHORIZATION_HEADER: &str = "Authorization";
+
+/// The path proxied installations are served under: `<public base>/mcp-proxy/<uid>`.
+pub const PROXY_PATH_PREFIX: &str = "/mcp-proxy/";
+
+/// Settings of a running server.
+#[derive(Debug, Clone)]
+pub struct ServiceSettings {
+    /// The base URL clients reach this server at (no trailing slash), for proxy URLs.
+    pub public_base: String,
+    /// How long a minted proxy token is accepted.
+    pub proxy_token_ttl: Duration,
+}
+
+/// Counters exposed at `GET /metrics` (loopback only).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// `createManagedMcpClientConfig` requests received (every outcome).
+    pub create_managed_mcp_client_config: AtomicU64,
+}
+
+/// Who is calling, from a valid API key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The API key's team: the only team whose installations the caller sees.
+    pub team: String,
+}
+
+/// A minted client config.
+pub enum ClientConfig {
+    /// A COMMAND installation: the rendered config.
+    Command {
+        /// `{"mcpServers": {NAME: {...}}}` with server-held values in place.
+        mcp_config_json: Zeroizing<String>,
+    },
+    /// A URL installation: a proxy URL and a fresh run-scoped token.
+    Url {
+        /// `{"mcpServers": {NAME: {"url": <proxy url>, "headers": {"Authorization": ...}}}}`.
+        mcp_config_json: Zeroizing<String>,
+        /// `<public base>/mcp-proxy/<uid>`.
+        proxy_url: String,
+        /// The token (256 random bits, base64url).
+        proxy_token: Zeroizing<String>,
+        /// When the token stops being accepted.
+        expires_at: OffsetDateTime,
+    },
+    /// No installation with this uid in the caller's team (whether or not another team has it).
+    NotFound,
+    /// The installation exists in the caller's team but is deactivated.
+    Inactive,
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ClientConfig::Command { .. } => "ClientConfig::Command(..)",
+            ClientConfig::Url { .. } => "ClientConfig::Url(..)",
+            ClientConfig::NotFound => "ClientConfig::NotFound",
+            ClientConfig::Inactive => "ClientConfig::Inactive",
+        })
+    }
+}
+
+/// What the proxy may do with a request.
+pub enum ProxyDecision {
+    /// Forward to this upstream.
+    Forward(Upstream),
+    /// No such token, or it was minted for another uid: 401.
+    InvalidToken,
+    /// The token expired: 401 saying so.
+    Expired,
+    /// The installation was deactivated: 403.
+    Inactive,
+}
+
+/// The server's shared state.
+#[derive(Debug)]
+pub struct Service {
+    store: Arc<Store>,
+    key: Arc<MasterKey>,
+    settings: ServiceSettings,
+    /// Request counters.
+    pub metrics: Metrics,
+}
+
+impl Service {
+    /// A service over an opened store whose key has been verified.
+    pub fn new(store: Arc<Store>, key: Arc<MasterKey>, settings: ServiceSettings) -> Self {
+        Self {
+            store,
+            key,
+            settings,
+            metrics: Metrics::default(),
+        }
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Store) -> Result<T, ServerError> + Send + 'static,
+    ) -> Result<T, ServerError> {
+        let store = Arc::clone(&self.store);
+        match tokio::task::spawn_blocking(move || work(&store)).await {
+            Ok(result) => result,
+            Err(join) => std::panic::resume_unwind(join.into_panic()),
+        }
+    }
+
+    /// The caller an API key belongs to, or `None` for an unknown key.
+    pub async fn authenticate(&self, api_key: &str) -> Result<Option<Caller>, ServerError> {
+        let hash = crypto::token_hash(api_key);
+        let team = self
+            .blocking(move |store| store.api_key_team(&hash))
+            .await?;
+        Ok(team.map(|team| Caller { team }))
+    }
+
+    /// The active installations' uids of the caller's team.
+    pub async fn visible_uids(&self, caller: &Caller) -> Result<Vec<Uuid>, ServerError> {
+        let team = caller.team.clone();
+        self.blocking(move |store| store.team_uids(&team)).await
+    }
+
+    /// `createManagedMcpClientConfig`: counts the request, then mints a config for `uid` if the
+    /// caller's team has it and it is active.
+    pub async fn create_client_config(
+        &self,
+        caller: &Caller,
+        uid: &str,
+    ) -> Result<ClientConfig, ServerError> {
+        self.metrics
+            .create_managed_mcp_client_config
+            .fetch_add(1, Ordering::Relaxed);
+        let Ok(uid) = Uuid::parse_str(uid) else {
+            return Ok(ClientConfig::NotFound);
+        };
+        let team = caller.team.clone();
+        // Another team's installation answers exactly like a missing one: the query finds no
+        // row either way.
+        let stored = self
+            .blocking(move |store| store.team_installation(uid, &team))
+            .await?;
+        let Some(stored) = stored else {
+            return Ok(ClientConfig::NotFound);
+        };
+        if !stored.active {
+            return Ok(ClientConfig::Inactive);
+        }
+        match stored.kind {
+            TransportKind::Command => Ok(ClientConfig::Command {
+                mcp_config_json: OpenedInstallation::open(&stored, &self.key)?.client_config_json(),
+            }),
+            // The upstream's values stay sealed: minting a token does not need them.
+            TransportKind::Url => self.mint_proxy_config(uid, &stored.name).await,
+        }
+    }
+
+    async fn mint_proxy_config(&self, uid: Uuid, name: &str) -> Result<ClientConfig, ServerError> {
+        let token = crypto::random_token()?;
+        let hash = crypto::token_hash(&token);
+        let ttl_ms = i64::try_from(self.settings.proxy_token_ttl.as_millis()).unwrap_or(i64::MAX);
+        let expires_at_ms = now_ms().saturating_add(ttl_ms);
+        self.blocking(move |store| store.insert_proxy_token(&hash, uid, expires_at_ms))
+            .await?;
+        let proxy_url = format!("{}{PROXY_PATH_PREFIX}{uid}", self.settings.public_base);
+        let bearer = Zeroizing::new(format!("Bearer {}", token.as_str()));
+        let mcp_config_json = Zeroizing::new(
+            json!({"mcpServers": {name: {
+                "url": proxy_url,
+                "headers": {PROXY_AUTHORIZATION_HEADER: bearer.as_str()},
+                "type": "http",
+            }}})
+            .to_string(),
+        );
+        Ok(ClientConfig::Url {
+            mcp_config_json,
+            proxy_url,
+            proxy_token: token,
+            expires_at: time_from_ms(expires_at_ms),
+        })
+    }
+
+    /// Decides what the proxy does with a request for `uid` carrying `token`.
+    pub async fn authorize_proxy(
+        &self,
+        uid: &str,
+        token: &str,
+    ) -> Result<ProxyDecision, ServerError> {
+        let Ok(uid) = Uuid::parse_str(uid) else {
+            return Ok(ProxyDecision::InvalidToken);
+        };
+        let hash = crypto::token_hash(token);
+        let found = self.blocking(move |store| store.proxy_token(&hash)).await?;
+        let Some((record, stored)) = found.filter(|(record, _)| record.uid == uid) else {
+            return Ok(ProxyDecision::InvalidToken);
+        };
+        if record.expires_at_ms <= now_ms() {
+            return Ok(ProxyDecision::Expired);
+        }
+        if !stored.active {
+            return Ok(ProxyDecision::Inactive);
+        }
+        let upstream = OpenedInstallation::open(&stored, &self.key)?.upstream()?;
+        Ok(ProxyDecision::Forward(upstream))
+    }
+
+    /// Deletes proxy tokens that expired more than `keep_expired` ago (until then a request
+    /// with one is told the token expired, rather than that it is unknown).
+    pub async fn purge_expired_tokens(&self, keep_expired: Duration) -> Result<usize, ServerError> {
+        let keep_ms = i64::try_from(keep_expired.as_millis()).unwrap_or(i64::MAX);
+        let before = now_ms().saturating_sub(keep_ms);
+        self.blocking(move |store| store.purge_proxy_tokens(before))
+            .await
+    }
+
+    /// Whether the store answers.
+    pub async fn healthy(&self) -> bool {
+        self.blocking(Store::ping).await.is_ok()
+    }
+}
+
+/// RFC 3339 text of a time (what the schema's `Time` carries).
+pub fn rfc3339(time: OffsetDateTime) -> String {
+    time.format(&Rfc3339).unwrap_or_default()
+}
+
+fn time_from_ms(ms: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}

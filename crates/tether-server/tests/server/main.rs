@@ -1,0 +1,9 @@
+//! tether-server as real processes on loopback: the admin CLI, GraphQL through the workspace's
+//! own client, the proxy through the driver's MCP runtime, the store on disk, and the schema.
+
+mod admin;
+mod config;
+mod everything;
+mod proxy;
+mod schema;
+mod support;

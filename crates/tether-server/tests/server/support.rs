@@ -1,0 +1,398 @@
+//! Running `tether-server` (serve and admin) and `tether-test-mcp` as real processes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+use tether_config::{EmptyEnv, Origin, Secrets, parse_config};
+use tether_driver::{McpRuntime, ServerStatus, StartOptions};
+use tether_graphql::{
+    HttpClientSettings, HttpManagedMcpClient, ManagedMcpClient as _, ManagedMcpClientConfig,
+    RetryPolicy, SecretValue,
+};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::process::{Child, ChildStdout, Command};
+
+/// A bound on every step that waits for a process: nothing here may hang.
+pub const STEP: Duration = Duration::from_secs(60);
+
+/// The master key the tests run with (64 hex digits).
+pub const TEST_KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
+/// The server binary Cargo built for these tests.
+pub fn server_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tether-server"))
+}
+
+/// `tether-test-mcp`, next to the server binary; built with cargo only if it is missing
+/// (`cargo test --workspace` builds it first).
+pub fn test_mcp_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let bin = server_bin().with_file_name("tether-test-mcp");
+        if !bin.is_file() {
+            let profile_dir = server_bin()
+                .parent()
+                .unwrap_or_else(|| panic!("the server binary has no directory"));
+            let mut build = std::process::Command::new(env!("CARGO"));
+            build.args([
+                "build",
+                "--quiet",
+                "-p",
+                "tether-test-server",
+                "--bin",
+                "tether-test-mcp",
+            ]);
+            if profile_dir.ends_with("release") {
+                build.arg("--release");
+            }
+            if let Some(target) = profile_dir.parent() {
+                build.env("CARGO_TARGET_DIR", target);
+            }
+            let status = build
+                .status()
+                .unwrap_or_else(|e| panic!("cannot run cargo build: {e}"));
+            assert!(
+                status.success() && bin.is_file(),
+                "building tether-test-mcp failed"
+            );
+        }
+        bin
+    })
+    .clone()
+}
+
+/// Reads the first stdout line of a child within [`STEP`].
+async fn first_line(stdout: ChildStdout, what: &str) -> (String, BufReader<ChildStdout>) {
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    tokio::time::timeout(STEP, reader.read_line(&mut line))
+        .await
+        .unwrap_or_else(|_| panic!("{what} printed nothing within {STEP:?}"))
+        .unwrap_or_else(|e| panic!("reading {what}'s stdout: {e}"));
+    (line.trim_end().to_owned(), reader)
+}
+
+/// Collects a child's stderr in the background.
+fn collect(mut stderr: tokio::process::ChildStderr) -> Arc<Mutex<Vec<u8>>> {
+    let buffer = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&buffer);
+    tokio::spawn(async move {
+        let mut chunk = [0_u8; 4096];
+        while let Ok(n) = stderr.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(&chunk[..n]);
+        }
+    });
+    buffer
+}
+
+/// A running `tether-server serve`, killed on drop.
+pub struct ServerProcess {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    _stdout: BufReader<ChildStdout>,
+}
+
+impl ServerProcess {
+    /// `serve --listen 127.0.0.1:0 --data-dir DIR ARGS…` with [`TEST_KEY`] and debug logs.
+    pub async fn start(data_dir: &Path, args: &[&str]) -> Self {
+        Self::spawn("127.0.0.1:0", data_dir, args, "debug").await
+    }
+
+    /// `serve --listen LISTEN --data-dir DIR ARGS…` with [`TEST_KEY`] and the log filter `log`.
+    pub async fn spawn(listen: &str, data_dir: &Path, args: &[&str], log: &str) -> Self {
+        let mut child = Command::new(server_bin())
+            .args(["serve", "--listen", listen, "--data-dir"])
+            .arg(data_dir)
+            .args(args)
+            .env("TETHER_SERVER_KEY", TEST_KEY)
+            .env("TETHER_SERVER_LOG", log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start tether-server: {e}"));
+        let stderr = collect(child.stderr.take().unwrap_or_else(|| panic!("no stderr")));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let (line, reader) = first_line(stdout, "tether-server").await;
+        let Some(base) = line.strip_prefix("listening on ") else {
+            let logs =
+                String::from_utf8_lossy(&stderr.lock().unwrap_or_else(PoisonError::into_inner))
+                    .into_owned();
+            panic!("unexpected first line {line:?}; stderr:\n{logs}");
+        };
+        assert!(base.starts_with("http://127.0.0.1:"), "{line}");
+        Self {
+            child,
+            base: base.to_owned(),
+            stderr,
+            _stdout: reader,
+        }
+    }
+
+    /// The GraphQL endpoint.
+    pub fn graphql_url(&self) -> String {
+        format!("{}/graphql", self.base)
+    }
+
+    /// Everything the server wrote to stderr so far.
+    pub fn logs(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap_or_else(PoisonError::into_inner))
+            .into_owned()
+    }
+
+    /// The managed client of the workspace, with `api_key` and no retries.
+    pub fn client(&self, api_key: &str) -> HttpManagedMcpClient {
+        let settings = HttpClientSettings {
+            api_key: Some(SecretValue::from(api_key)),
+            retry: RetryPolicy {
+                max_attempts: 1,
+                ..RetryPolicy::default()
+            },
+            ..HttpClientSettings::new(
+                self.graphql_url()
+                    .parse()
+                    .unwrap_or_else(|e| panic!("graphql url: {e}")),
+            )
+        };
+        HttpManagedMcpClient::new(settings).unwrap_or_else(|e| panic!("client: {e}"))
+    }
+
+    /// `GET /metrics`: the createManagedMcpClientConfig counter.
+    pub async fn config_requests(&self) -> u64 {
+        let body: serde_json::Value = reqwest::get(format!("{}/metrics", self.base))
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .unwrap_or_else(|e| panic!("metrics: {e}"))
+            .json()
+            .await
+            .unwrap_or_else(|e| panic!("metrics body: {e}"));
+        body["create_managed_mcp_client_config"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("metrics: {body}"))
+    }
+
+    /// SIGKILL, and wait for it.
+    pub async fn kill(mut self) {
+        self.child
+            .kill()
+            .await
+            .unwrap_or_else(|e| panic!("kill: {e}"));
+    }
+
+    /// Sends SIGTERM and waits (within [`STEP`]) for the exit status.
+    pub async fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().unwrap_or_else(|| panic!("already exited"));
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or_else(|e| panic!("{e}")));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
+            .unwrap_or_else(|e| panic!("kill: {e}"));
+        tokio::time::timeout(STEP, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("tether-server did not exit after SIGTERM"))
+            .unwrap_or_else(|e| panic!("wait: {e}"))
+    }
+}
+
+/// Runs `tether-server ARGS` to completion (within [`STEP`]) with the given environment and
+/// stdin; [`TEST_KEY`] is set unless `envs` sets `TETHER_SERVER_KEY` (an empty value unsets it).
+pub async fn run(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
+    let mut command = Command::new(server_bin());
+    command.args(args).env("TETHER_SERVER_KEY", TEST_KEY);
+    for (name, value) in envs {
+        if value.is_empty() {
+            command.env_remove(name);
+        } else {
+            command.env(name, value);
+        }
+    }
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start tether-server: {e}"));
+    let mut input = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+    input
+        .write_all(stdin.as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("writing stdin: {e}"));
+    drop(input);
+    tokio::time::timeout(STEP, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("tether-server {args:?} did not finish"))
+        .unwrap_or_else(|e| panic!("tether-server {args:?}: {e}"))
+}
+
+/// `tether-server admin --data-dir DIR ARGS…`, which must succeed; returns stdout, trimmed.
+pub async fn admin(data_dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> String {
+    let dir = data_dir.to_string_lossy();
+    let mut full = vec!["admin", "--data-dir", dir.as_ref()];
+    full.extend_from_slice(args);
+    let output = run(&full, envs, "").await;
+    assert!(
+        output.status.success(),
+        "admin {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// A new API key for `team`.
+pub async fn api_key(data_dir: &Path, team: &str) -> String {
+    admin(data_dir, &["api-key", "create", "--team", team], &[]).await
+}
+
+/// `admin add NAME --from SPEC [--secret …] [--team T]`; returns the uid.
+pub async fn add(
+    data_dir: &Path,
+    name: &str,
+    spec: &str,
+    secrets: &[&str],
+    team: &str,
+    envs: &[(&str, &str)],
+) -> uuid::Uuid {
+    let mut args = vec!["add", name, "--from", spec, "--team", team];
+    for secret in secrets {
+        args.extend(["--secret", secret]);
+    }
+    let uid = admin(data_dir, &args, envs).await;
+    uid.parse()
+        .unwrap_or_else(|e| panic!("add printed {uid:?}, not a uid: {e}"))
+}
+
+/// A running `tether-test-mcp --http 127.0.0.1:0 --require-bearer-env UPSTREAM_TOKEN`.
+pub struct Upstream {
+    _child: Child,
+    _stdout: BufReader<ChildStdout>,
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+}
+
+impl Upstream {
+    /// Starts the test MCP server requiring `Authorization: Bearer <token>`.
+    pub async fn start(token: &str) -> Self {
+        let mut child = Command::new(test_mcp_bin())
+            .args([
+                "--http",
+                "127.0.0.1:0",
+                "--require-bearer-env",
+                "UPSTREAM_TOKEN",
+            ])
+            .env("UPSTREAM_TOKEN", token)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start tether-test-mcp: {e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let (line, reader) = first_line(stdout, "tether-test-mcp").await;
+        let url = line
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+            .to_owned();
+        Self {
+            _child: child,
+            _stdout: reader,
+            url,
+        }
+    }
+}
+
+/// A data directory with a running server and an API key of the default team.
+pub struct Fixture {
+    /// Holds the data directory.
+    pub dir: tempfile::TempDir,
+    /// The running server.
+    pub server: ServerProcess,
+    /// An API key of team `default`.
+    pub api_key: String,
+}
+
+impl Fixture {
+    /// Starts a server with `args` on a fresh data directory.
+    pub async fn start(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let api_key = api_key(&dir.path().join("data"), "default").await;
+        let server = ServerProcess::start(&dir.path().join("data"), args).await;
+        Self {
+            dir,
+            server,
+            api_key,
+        }
+    }
+
+    /// The data directory.
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// `createManagedMcpClientConfig(uid)` with the default team's key, which must succeed.
+    pub async fn mint(&self, uid: uuid::Uuid) -> ManagedMcpClientConfig {
+        self.server
+            .client(&self.api_key)
+            .create_managed_mcp_client_config(uid)
+            .await
+            .unwrap_or_else(|e| panic!("createManagedMcpClientConfig {uid}: {e}"))
+    }
+}
+
+/// Does with a returned config what a client does: parse it (managed origin), fill the
+/// client's own secrets, and start its one server strictly with the driver's runtime.
+pub async fn launch(mcp_config_json: &str, client_secrets: &Secrets) -> McpRuntime {
+    let parsed = parse_config(mcp_config_json, Origin::Managed).unwrap_or_else(|e| panic!("{e}"));
+    let servers = parsed
+        .servers
+        .into_iter()
+        .map(|server| server.into_installation().render(client_secrets, &EmptyEnv))
+        .collect();
+    let options = StartOptions {
+        strict: true,
+        ..StartOptions::default()
+    };
+    McpRuntime::start(servers, &options, [])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Calls `tool` on `server` and returns the result as JSON text.
+pub async fn call(runtime: &McpRuntime, server: &str, tool: &str, arguments: Value) -> String {
+    runtime
+        .call_tool(server, tool, arguments.as_object().cloned(), STEP)
+        .await
+        .unwrap_or_else(|e| panic!("{server}.{tool}: {e}"))
+        .to_string()
+}
+
+/// The sorted tool names of the runtime's first server, which must be ready.
+pub fn ready_tools(runtime: &McpRuntime) -> Vec<String> {
+    match &runtime.reports()[0].status {
+        ServerStatus::Ready { tools } => {
+            let mut names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+            names.sort();
+            names
+        }
+        ServerStatus::Failed { reason } => panic!("not ready: {reason}"),
+    }
+}
+
+/// A JSON string literal for `text`.
+pub fn json_str(text: &str) -> String {
+    serde_json::Value::String(text.to_owned()).to_string()
+}
+
+/// A random-looking sentinel that cannot occur by accident.
+pub fn sentinel(label: &str) -> String {
+    format!("{label}-{}", uuid::Uuid::new_v4().simple())
+}
