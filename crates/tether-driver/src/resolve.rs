@@ -214,7 +214,7 @@ impl Resolver {
                 match self.managed_installations(*uid, result) {
                     Ok(installations) => managed_results.push((*uid, installations)),
                     Err(err) => {
-                        tracing::warn!(%uid, "managed MCP resolution failed");
+                        tracing::debug!(%uid, "managed MCP resolution failed");
                         first_error.get_or_insert(err);
                     }
                 }

@@ -8,7 +8,9 @@
 
 use std::process::ExitCode;
 
-use tether_e2e::{Stack, json_str, test_server_bin};
+use std::path::Path;
+
+use tether_e2e::{Stack, json_str, test_server_bin, workspace_artifact};
 
 fn main() -> ExitCode {
     match run() {
@@ -28,7 +30,20 @@ fn step(text: &str) {
 }
 
 fn run() -> Result<(), String> {
-    step("building tether, tether-server and the test MCP server (first run only)");
+    step("building tether, tether-server and the test MCP server (when missing)");
+    // One cargo invocation for all three, so shared dependencies build once.
+    workspace_artifact(
+        &[
+            "-p",
+            "tether-cli",
+            "-p",
+            "tether-server",
+            "-p",
+            "tether-test-server",
+            "--bins",
+        ],
+        Path::new("tether-server"),
+    );
     let server = test_server_bin();
     let stack = Stack::start(&[])?;
     println!(
