@@ -61,15 +61,12 @@ pub fn install(args: &InstallArgs) -> anyhow::Result<u8> {
     }
     let uid = open_store()?.install(&installation)?;
     print(&format!("{uid}\n"));
-    let open: Vec<&str> = installation
-        .server
-        .variable_names()
-        .filter(|v| {
-            given.get(v).is_none()
-                && installation.values.get(*v).is_some_and(|val| {
-                    val.value.expose() == tether_config::placeholder::placeholder(v)
-                })
-        })
+    // What a run must still supply: the placeholders left after applying what was given now.
+    let open: Vec<String> = installation
+        .render(&given, &tether_config::EmptyEnv)
+        .unresolved_placeholders()
+        .iter()
+        .cloned()
         .collect();
     if !open.is_empty() {
         eprintln!(
