@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Re-verifies the claims in HARNESSES.md. Offline, non-interactive, every CLI in
 # a fresh temp HOME, every command bounded by `timeout`, servers on 127.0.0.1.
-#   harness-notes/check.sh [--install]     (--install: npm-install what is missing)
+#   specs/harnesses/check.sh [--install]     (--install: npm-install what is missing)
 # Env: NPM_PREFIX (default <repo>/.cache/npm), T (per-command timeout, default 60),
 #      KEEP=1 keeps the work dir, ONLY="claude codex gemini opencode" picks harnesses.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-PREFIX=${NPM_PREFIX:-$(cd "$HERE/.." && pwd)/.cache/npm}
+PREFIX=${NPM_PREFIX:-$(cd "$HERE/../.." && pwd)/.cache/npm}
 BIN=$PREFIX/node_modules/.bin
 T=${T:-60}
 ONLY=${ONLY:-claude codex gemini opencode}
@@ -29,7 +29,7 @@ if [[ "${1:-}" == --install ]]; then
   [[ -x $BIN/claude && -x $BIN/codex && -x $BIN/gemini && -x $BIN/opencode ]] || npmi $PINS
 fi
 EV_JS=${EVERYTHING_JS:-}
-for c in /work/main/.cache/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js \
+for c in \
          "$PREFIX/node_modules/@modelcontextprotocol/server-everything/dist/index.js"; do
   [[ -z $EV_JS && -f $c ]] && EV_JS=$c
 done
