@@ -110,12 +110,14 @@ fn sweep_stale(root: &Path) {
     }
 }
 
-fn format_of(harness: HarnessArg) -> Format {
+/// The format a third-party harness reads; `None` for the built-in one.
+fn format_of(harness: HarnessArg) -> Option<Format> {
     match harness {
-        HarnessArg::Claude => Format::Claude,
-        HarnessArg::Codex => Format::Codex,
-        HarnessArg::Gemini => Format::Gemini,
-        HarnessArg::Opencode | HarnessArg::Builtin => Format::Opencode,
+        HarnessArg::Claude => Some(Format::Claude),
+        HarnessArg::Codex => Some(Format::Codex),
+        HarnessArg::Gemini => Some(Format::Gemini),
+        HarnessArg::Opencode => Some(Format::Opencode),
+        HarnessArg::Builtin => None,
     }
 }
 
@@ -125,8 +127,10 @@ fn prepare(
     strict: bool,
     no_secrets_on_disk: bool,
 ) -> anyhow::Result<Prepared> {
+    let format = format_of(harness)
+        .ok_or_else(|| UsageError::new("the built-in harness takes no command"))?;
     let dir = RunDir::create()?;
-    let export = export_with_references(servers, format_of(harness), no_secrets_on_disk)?;
+    let export = export_with_references(servers, format, no_secrets_on_disk)?;
     for field in &export.inlined {
         tracing::info!(
             "{field}: the harness cannot read this value from its environment; it is in a private 0600 file removed after the run"
@@ -227,6 +231,7 @@ fn prepare(
             )?;
             plain_env.push(("CODEX_HOME".to_owned(), home.into_os_string()));
         }
+        // Refused by `format_of` above; kept as an error rather than a panic.
         HarnessArg::Builtin => {
             return Err(UsageError::new("the built-in harness takes no command").into());
         }

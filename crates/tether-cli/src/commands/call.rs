@@ -33,12 +33,13 @@ pub async fn call(args: &CallArgs, server_url: Option<&str>) -> anyhow::Result<u
     let progress = Progress::new();
     let resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
     let servers: Vec<_> = resolved
-        .render()
-        .into_iter()
+        .servers
+        .iter()
         .filter(|s| s.name == args.server)
+        .cloned()
         .collect();
     if servers.is_empty() {
-        let names: Vec<String> = resolved.render().into_iter().map(|s| s.name).collect();
+        let names: Vec<&str> = resolved.servers.iter().map(|s| s.name.as_str()).collect();
         return Err(UsageError::new(format!(
             "no MCP server named '{}' in the given specs (they hold: {})",
             args.server,

@@ -26,10 +26,10 @@ pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Resu
     let progress = Progress::new();
     let resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
     progress.finish();
-    let servers = resolved.render();
+    let servers = &resolved.servers;
     match &args.output {
         Some(path) => {
-            let text = tether_harness::export(&servers, format(args.format), Exposure::Real)?;
+            let text = tether_harness::export(servers, format(args.format), Exposure::Real)?;
             // Created 0600; an existing file is narrowed to 0600 before it is rewritten.
             if path.exists() {
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
@@ -57,7 +57,7 @@ pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Resu
                 Exposure::Masked
             };
             print(&tether_harness::export(
-                &servers,
+                servers,
                 format(args.format),
                 exposure,
             )?);

@@ -32,18 +32,13 @@ use crate::output::Progress;
 use crate::secrets;
 use crate::settings;
 
-/// A run's resolved specs and secrets.
+/// A run's resolved specs and secrets, and the servers rendered from them (once).
 pub struct Resolved {
     pub resolver: Resolver,
     pub resolved: ResolvedMcpSpecs,
     pub secrets: Secrets,
-}
-
-impl Resolved {
-    /// Secrets applied, in memory: the rendered servers.
-    pub fn render(&self) -> Vec<RenderedServer> {
-        self.resolved.render(&self.secrets, &ProcessEnv)
-    }
+    /// Secrets applied, in memory.
+    pub servers: Vec<RenderedServer>,
 }
 
 /// A task config: `{"task_id": "…", "mcp_servers": {…}}` (`mcpServers` also accepted).
@@ -127,7 +122,8 @@ pub async fn resolve(
         n => format!("resolving {n} MCP specs…"),
     });
     let resolved = resolver.resolve(&parsed).await?;
-    for server in resolved.render(&secrets, &ProcessEnv) {
+    let servers = resolved.render(&secrets, &ProcessEnv);
+    for server in &servers {
         for name in server.unset_env_vars() {
             tracing::warn!(server = %server.name, "environment variable {name} is not set; ${{{name}}} stays as written");
         }
@@ -148,6 +144,7 @@ pub async fn resolve(
         resolver,
         resolved,
         secrets,
+        servers,
     })
 }
 

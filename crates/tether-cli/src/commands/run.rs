@@ -62,11 +62,11 @@ pub async fn run(args: &RunArgs, server_url: Option<&str>) -> anyhow::Result<u8>
     let mut resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
     if harness != HarnessArg::Builtin {
         progress.finish();
-        let servers = resolved.render();
+        let servers = &resolved.servers;
         return handoff::run_harness(
             harness,
             &args.command,
-            &servers,
+            servers,
             args.strict_mcp,
             args.no_secrets_on_disk,
         )
@@ -74,8 +74,13 @@ pub async fn run(args: &RunArgs, server_url: Option<&str>) -> anyhow::Result<u8>
     }
 
     let options = super::start_options(args.timeout, args.strict_mcp);
-    let mut runtime =
-        super::start(resolved.render(), &options, &resolved.secrets, &progress).await?;
+    let mut runtime = super::start(
+        resolved.servers.clone(),
+        &options,
+        &resolved.secrets,
+        &progress,
+    )
+    .await?;
     progress.finish();
     let reports = runtime.reports().to_vec();
     if args.json {

@@ -10,7 +10,13 @@ pub async fn test(args: &TestArgs, server_url: Option<&str>) -> anyhow::Result<u
     let progress = Progress::new();
     let resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
     let options = super::start_options(args.timeout, false);
-    let runtime = super::start(resolved.render(), &options, &resolved.secrets, &progress).await?;
+    let runtime = super::start(
+        resolved.servers.clone(),
+        &options,
+        &resolved.secrets,
+        &progress,
+    )
+    .await?;
     progress.step("shutting down…");
     let reports = runtime.reports().to_vec();
     runtime.shutdown().await;
