@@ -148,6 +148,14 @@ pub fn default_data_dir() -> Result<PathBuf, StoreError> {
     }
 }
 
+/// Maps a SQLite error to [`StoreError::Database`] naming the file at `path`.
+fn database_error(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + Copy + '_ {
+    move |source| StoreError::Database {
+        path: path.to_owned(),
+        source,
+    }
+}
+
 fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -177,10 +185,7 @@ impl Store {
             .mode(0o600)
             .open(&path)
             .map_err(data_dir_error)?;
-        let db_error = |source| StoreError::Database {
-            path: path.clone(),
-            source,
-        };
+        let db_error = database_error(&path);
         let conn = Connection::open(&path).map_err(db_error)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -200,19 +205,12 @@ impl Store {
     }
 
     fn db_error(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-        |source| StoreError::Database {
-            path: self.path.clone(),
-            source,
-        }
+        database_error(&self.path)
     }
 
     fn migrate(&mut self) -> Result<(), StoreError> {
         let known = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
-        let path = self.path.clone();
-        let db_error = |source| StoreError::Database {
-            path: path.clone(),
-            source,
-        };
+        let db_error = database_error(&self.path);
         // An immediate transaction: two processes opening a new store at once migrate once.
         let tx = self
             .conn
@@ -223,7 +221,7 @@ impl Store {
             .map_err(db_error)?;
         if version > known {
             return Err(StoreError::TooNew {
-                path: path.clone(),
+                path: self.path.clone(),
                 found: version,
                 known,
             });
@@ -256,11 +254,7 @@ impl Store {
                 uid,
                 reason: format!("template does not serialize: {}", e.classify_name()),
             })?;
-        let path = self.path.clone();
-        let db_error = |source| StoreError::Database {
-            path: path.clone(),
-            source,
-        };
+        let db_error = database_error(&self.path);
         let created_at = now();
         let server_id = Uuid::new_v4().to_string();
         let tx = self
@@ -398,11 +392,7 @@ impl Store {
 
     /// Removes `uid` with its template and values. Returns whether it existed.
     pub fn remove(&mut self, uid: Uuid) -> Result<bool, StoreError> {
-        let path = self.path.clone();
-        let db_error = |source| StoreError::Database {
-            path: path.clone(),
-            source,
-        };
+        let db_error = database_error(&self.path);
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
