@@ -17,6 +17,7 @@ use anyhow::Context;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tether_config::{RenderedServer, SecretValue};
+use tether_env::EnvVars;
 use tether_harness::{Format, export_with_references};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -143,14 +144,15 @@ fn prepare(
             // Claude writes each server's expanded headers to `$XDG_CACHE_HOME/claude-cli-nodejs/
             // …/mcp-logs-*`: point its cache at the run directory (removed afterwards), and give
             // the servers it starts the user's own cache directory back.
-            let user_cache = std::env::var_os("XDG_CACHE_HOME").or_else(|| {
-                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").into_os_string())
+            let user_cache = std::env::var_os(EnvVars::XDG_CACHE_HOME).or_else(|| {
+                std::env::var_os(EnvVars::HOME)
+                    .map(|h| PathBuf::from(h).join(".cache").into_os_string())
             });
-            let text = with_stdio_env(&export.text, "XDG_CACHE_HOME", user_cache.as_ref())?;
+            let text = with_stdio_env(&export.text, EnvVars::XDG_CACHE_HOME, user_cache.as_ref())?;
             let file = dir.write("mcp.json", &text)?;
             let cache = dir.path().join("claude-cache");
             std::fs::DirBuilder::new().mode(0o700).create(&cache)?;
-            plain_env.push(("XDG_CACHE_HOME".to_owned(), cache.into_os_string()));
+            plain_env.push((EnvVars::XDG_CACHE_HOME.to_owned(), cache.into_os_string()));
             args.push("--mcp-config".into());
             args.push(file.into_os_string());
             if strict {
@@ -160,8 +162,8 @@ fn prepare(
         HarnessArg::Gemini => {
             // A private Gemini home: the user's own settings with tether's mcpServers, and the rest
             // of their ~/.gemini (credentials, trusted folders) linked in.
-            let user_home = std::env::var_os("GEMINI_CLI_HOME")
-                .or_else(|| std::env::var_os("HOME"))
+            let user_home = std::env::var_os(EnvVars::GEMINI_CLI_HOME)
+                .or_else(|| std::env::var_os(EnvVars::HOME))
                 .map(|h| PathBuf::from(h).join(".gemini"));
             let ours: serde_json::Value = serde_json::from_str(&export.text)
                 .context("tether built invalid Gemini settings")?;
@@ -185,7 +187,7 @@ fn prepare(
                 },
             )?;
             plain_env.push((
-                "GEMINI_CLI_HOME".to_owned(),
+                EnvVars::GEMINI_CLI_HOME.to_owned(),
                 dir.path().join("gemini-home").into_os_string(),
             ));
             if strict {
@@ -196,16 +198,18 @@ fn prepare(
         HarnessArg::Opencode => {
             // The whole config through the environment: no file at all.
             plain_env.push((
-                "OPENCODE_CONFIG_CONTENT".to_owned(),
+                EnvVars::OPENCODE_CONFIG_CONTENT.to_owned(),
                 export.text.clone().into(),
             ));
         }
         HarnessArg::Codex => {
             // A private CODEX_HOME: the user's config.toml with tether's mcp_servers in place of
             // theirs, the rest of their Codex home (auth, sessions, history) linked in.
-            let user_home = std::env::var_os("CODEX_HOME")
+            let user_home = std::env::var_os(EnvVars::CODEX_HOME)
                 .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")));
+                .or_else(|| {
+                    std::env::var_os(EnvVars::HOME).map(|h| PathBuf::from(h).join(".codex"))
+                });
             let ours: toml::Table =
                 toml::from_str(&export.text).context("tether built an invalid Codex config")?;
             let home = private_home(
@@ -229,7 +233,7 @@ fn prepare(
                     Ok(toml::to_string(&config).unwrap_or_default())
                 },
             )?;
-            plain_env.push(("CODEX_HOME".to_owned(), home.into_os_string()));
+            plain_env.push((EnvVars::CODEX_HOME.to_owned(), home.into_os_string()));
         }
         // Refused by `format_of` above; kept as an error rather than a panic.
         HarnessArg::Builtin => {

@@ -49,13 +49,13 @@ fn init_logging(verbose: u8) {
         2 => "debug",
         _ => "trace",
     };
-    let filter =
-        EnvFilter::try_from_env(settings::RUST_LOG).unwrap_or_else(|_| EnvFilter::new(default));
+    let filter = EnvFilter::try_from_env(tether_env::EnvVars::RUST_LOG)
+        .unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(
-            std::env::var_os(settings::NO_COLOR).is_none()
+            std::env::var_os(tether_env::EnvVars::NO_COLOR).is_none()
                 && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         )
         .with_target(false)

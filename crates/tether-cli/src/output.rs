@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 use tether_driver::{ServerReport, ServerStatus};
 
-use crate::settings::NO_COLOR;
+use tether_env::EnvVars;
 
 /// Progress messages on stderr.
 pub struct Progress {
@@ -55,7 +55,8 @@ impl Drop for Progress {
 
 /// Whether stdout may be coloured.
 fn colour() -> bool {
-    std::env::var_os(NO_COLOR).is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+    std::env::var_os(EnvVars::NO_COLOR).is_none_or(|v| v.is_empty())
+        && std::io::stdout().is_terminal()
 }
 
 fn paint(text: &str, code: &str) -> String {

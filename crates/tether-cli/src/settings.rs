@@ -1,4 +1,4 @@
-//! Every environment variable tether reads, and the managed-server settings.
+//! The managed-server settings (the environment variables are declared in `tether-env`).
 //!
 //! Precedence for the managed server: `--server-url` > `TETHER_SERVER_URL` > `server_url` in
 //! `$TETHER_HOME/config.toml`; the API key: `TETHER_API_KEY` / `TETHER_API_KEY_FILE` >
@@ -10,18 +10,15 @@ use std::sync::Arc;
 use anyhow::Context;
 use serde::Deserialize;
 use tether_config::SecretValue;
+use tether_env::EnvVars;
 use tether_graphql::{HttpClientSettings, HttpManagedMcpClient, ManagedMcpClient};
 
 use crate::exit::UsageError;
 
-/// tether's data directory (local store, config.toml, run directories); read in `tether-store`.
-pub const TETHER_HOME: &str = tether_store::TETHER_HOME;
-/// The managed server's GraphQL endpoint.
-pub const TETHER_SERVER_URL: &str = "TETHER_SERVER_URL";
-/// The bearer API key for the managed server; read in `tether-graphql`.
-pub const TETHER_API_KEY: &str = tether_graphql::EnvVars::TETHER_API_KEY;
-/// A file holding the API key; read in `tether-graphql`.
-pub const TETHER_API_KEY_FILE: &str = tether_graphql::EnvVars::TETHER_API_KEY_FILE;
+const TETHER_HOME: &str = EnvVars::TETHER_HOME;
+const TETHER_API_KEY: &str = EnvVars::TETHER_API_KEY;
+const TETHER_API_KEY_FILE: &str = EnvVars::TETHER_API_KEY_FILE;
+const TETHER_SERVER_URL: &str = EnvVars::TETHER_SERVER_URL;
 
 /// The hint shown when a managed UUID needs a server and none is configured (the error
 /// itself names the environment variables).
@@ -30,10 +27,6 @@ pub fn configure_hint() -> String {
         "the server can also be given with --server-url URL, or as server_url (with api_key_file) in ${TETHER_HOME}/config.toml; the key can be {TETHER_API_KEY} or {TETHER_API_KEY_FILE}"
     )
 }
-/// Disables colour when set (https://no-color.org).
-pub const NO_COLOR: &str = "NO_COLOR";
-/// Log filter (tracing-subscriber's EnvFilter syntax).
-pub const RUST_LOG: &str = "RUST_LOG";
 
 /// `$TETHER_HOME/config.toml`.
 #[derive(Debug, Default, Deserialize)]

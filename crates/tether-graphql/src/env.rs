@@ -1,4 +1,4 @@
-//! Environment variables this crate reads, declared in one place, and the API key lookup.
+//! The API key lookup (the variables themselves are declared in `tether-env`).
 //!
 //! The API key is read from the environment or a file, never from the command line (where
 //! `ps` would show it).
@@ -10,21 +10,7 @@ use zeroize::Zeroizing;
 
 use crate::error::ManagedMcpError;
 use tether_config::SecretValue;
-
-/// The environment variables this crate reads.
-#[derive(Debug)]
-pub struct EnvVars;
-
-impl EnvVars {
-    /// The API key sent as `Authorization: Bearer <key>` to the managed MCP endpoint.
-    /// Surrounding whitespace is trimmed. Mutually exclusive with
-    /// [`EnvVars::TETHER_API_KEY_FILE`].
-    pub const TETHER_API_KEY: &'static str = "TETHER_API_KEY";
-
-    /// A path to a file holding the API key (its contents trimmed), for secret managers that
-    /// mount files. Mutually exclusive with [`EnvVars::TETHER_API_KEY`].
-    pub const TETHER_API_KEY_FILE: &'static str = "TETHER_API_KEY_FILE";
-}
+use tether_env::EnvVars;
 
 /// Reads the API key from [`EnvVars::TETHER_API_KEY`] or [`EnvVars::TETHER_API_KEY_FILE`].
 ///

@@ -68,7 +68,7 @@ impl HttpClientSettings {
     }
 
     /// Defaults for `endpoint`, with the API key read by [`crate::api_key_from_env`]
-    /// ([`crate::EnvVars::TETHER_API_KEY`] or [`crate::EnvVars::TETHER_API_KEY_FILE`]).
+    /// (`TETHER_API_KEY` or `TETHER_API_KEY_FILE`).
     pub fn from_env(endpoint: reqwest::Url) -> Result<Self, ManagedMcpError> {
         Ok(Self {
             api_key: api_key_from_env()?,

@@ -57,7 +57,7 @@ mod retry;
 
 pub use client::{DEFAULT_CONCURRENCY, ManagedMcpClient};
 pub use config::{AuthorizationHeader, ManagedMcpClientConfig, TransportKind};
-pub use env::{EnvVars, api_key_from_env};
+pub use env::api_key_from_env;
 pub use error::{DecodeReason, ManagedMcpError, TransportErrorKind, UserFacingErrorKind};
 pub use http::{HttpClientSettings, HttpManagedMcpClient, MAX_RESPONSE_BYTES};
 pub use retry::RetryPolicy;

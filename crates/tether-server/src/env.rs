@@ -1,21 +1,9 @@
-//! Environment variables tether-server reads, declared in one place, and the key lookup.
+//! The master key lookup (the variables themselves are declared in `tether-env`).
+
+use tether_env::EnvVars;
 
 use crate::crypto::MasterKey;
 use crate::error::ServerError;
-
-/// The environment variables tether-server reads.
-#[derive(Debug)]
-pub struct EnvVars;
-
-impl EnvVars {
-    /// The master key that seals installation values at rest: 32 bytes as 64 hex digits or as
-    /// standard base64. Required unless `--insecure-dev-key` is given. Never on the command line.
-    pub const TETHER_SERVER_KEY: &'static str = "TETHER_SERVER_KEY";
-
-    /// The log filter (`tracing_subscriber::EnvFilter` syntax, e.g. `info`,
-    /// `tether_server=debug`). Default `info`. Logs go to stderr.
-    pub const TETHER_SERVER_LOG: &'static str = "TETHER_SERVER_LOG";
-}
 
 /// The master key: from [`EnvVars::TETHER_SERVER_KEY`], or the insecure development key when
 /// `insecure_dev_key` is set (with a loud warning). Neither, or both, is an error.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use uuid::Uuid;
 
-use crate::env::EnvVars;
+use tether_env::EnvVars;
 
 /// Why an operation of the managed server failed.
 #[derive(Debug, thiserror::Error)]

@@ -42,7 +42,7 @@ pub mod store;
 
 pub use app::{BoundServer, SHUTDOWN_GRACE, ServeOptions};
 pub use crypto::MasterKey;
-pub use env::{EnvVars, master_key_from, master_key_from_env};
+pub use env::{master_key_from, master_key_from_env};
 pub use error::ServerError;
 pub use graphql::sdl;
 pub use installation::{DEFAULT_TEAM, NewInstallation, TransportKind, validate_team};

@@ -7,13 +7,14 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
+use tether_env::EnvVars;
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use tether_config::{SecretValue, Secrets};
 use tether_server::{
-    BoundServer, DEFAULT_TEAM, EnvVars, NewInstallation, ServeOptions, Store, crypto,
-    master_key_from_env, validate_team,
+    BoundServer, DEFAULT_TEAM, NewInstallation, ServeOptions, Store, crypto, master_key_from_env,
+    validate_team,
 };
 use uuid::Uuid;
 use zeroize::Zeroizing;

@@ -32,7 +32,7 @@ use uuid::Uuid;
 
 /// Environment variable naming tether's data directory (default: the platform data dir +
 /// `tether`, e.g. `~/.local/share/tether`).
-pub const TETHER_HOME: &str = "TETHER_HOME";
+pub const TETHER_HOME: &str = tether_env::EnvVars::TETHER_HOME;
 
 /// The database file's name inside the data directory.
 pub const DATABASE_FILE: &str = "tether.db";

@@ -138,7 +138,7 @@ pub async fn wait_group_gone(pgid: i32, limit: Duration) -> Vec<i32> {
 /// The npm prefix the tests install packages into: `$TETHER_NPM_PREFIX`, else the repository's
 /// `.cache/npm` (where `.ci/run` installs them).
 pub fn npm_prefix() -> PathBuf {
-    std::env::var_os("TETHER_NPM_PREFIX")
+    std::env::var_os(tether_env::EnvVars::TETHER_NPM_PREFIX)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/npm"))
 }

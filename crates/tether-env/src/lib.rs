@@ -1,0 +1,201 @@
+//! Every environment variable that tether's programs read, or set for a program they start,
+//! declared once as a documented constant.
+//!
+//! Code names a variable only through [`EnvVars`]; README's configuration tables are checked
+//! against [`EnvVars::ALL`] by a test (`tests/readme.rs`), so a variable cannot be added or
+//! renamed without the documentation following.
+//!
+//! ```
+//! use tether_env::EnvVars;
+//! assert_eq!(EnvVars::TETHER_HOME, "TETHER_HOME");
+//! assert!(EnvVars::ALL.iter().any(|v| v.name == EnvVars::TETHER_API_KEY));
+//! ```
+
+#![deny(missing_docs)]
+
+/// Which program reads (or sets) a variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    /// The `tether` CLI (and the library crates it drives).
+    Tether,
+    /// The reference server, `tether-server`.
+    Server,
+    /// Set by `tether run -- <harness>` for the harness it starts; read from the user's
+    /// environment to find the harness's own files.
+    Harness,
+    /// Read by the test suite only.
+    Tests,
+}
+
+/// One variable, for documentation and the README check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvVarDoc {
+    /// The variable's name.
+    pub name: &'static str,
+    /// Who reads or sets it.
+    pub reader: Reader,
+    /// One line on what it does.
+    pub summary: &'static str,
+}
+
+/// The environment variables, as constants.
+#[derive(Debug)]
+pub struct EnvVars;
+
+impl EnvVars {
+    /// tether's data directory: the local store (`tether.db`), `config.toml`, run directories.
+    /// Default: the platform data directory (`~/.local/share/tether` on Linux).
+    pub const TETHER_HOME: &'static str = "TETHER_HOME";
+
+    /// The managed server's GraphQL endpoint (overridden by `--server-url`; falls back to
+    /// `server_url` in `$TETHER_HOME/config.toml`).
+    pub const TETHER_SERVER_URL: &'static str = "TETHER_SERVER_URL";
+
+    /// The API key sent as `Authorization: Bearer <key>` to the managed server. Surrounding
+    /// whitespace is trimmed. Mutually exclusive with [`EnvVars::TETHER_API_KEY_FILE`].
+    pub const TETHER_API_KEY: &'static str = "TETHER_API_KEY";
+
+    /// A file holding the API key (contents trimmed), for secret managers that mount files.
+    /// Mutually exclusive with [`EnvVars::TETHER_API_KEY`].
+    pub const TETHER_API_KEY_FILE: &'static str = "TETHER_API_KEY_FILE";
+
+    /// Disables colour in tether's output when set to anything (<https://no-color.org>).
+    pub const NO_COLOR: &'static str = "NO_COLOR";
+
+    /// tether's log filter (tracing-subscriber's `EnvFilter` syntax); `-v`/`-vv`/`-vvv` win.
+    pub const RUST_LOG: &'static str = "RUST_LOG";
+
+    /// The reference server's master key: 32 bytes as 64 hex digits or standard base64.
+    /// Required unless `--insecure-dev-key` is given. Never on the command line.
+    pub const TETHER_SERVER_KEY: &'static str = "TETHER_SERVER_KEY";
+
+    /// The reference server's log filter (`EnvFilter` syntax); default `info`.
+    pub const TETHER_SERVER_LOG: &'static str = "TETHER_SERVER_LOG";
+
+    /// The user's home directory: where harness files are found by default.
+    pub const HOME: &'static str = "HOME";
+
+    /// Claude Code's cache root: `tether run -- claude` points it into the run directory
+    /// (Claude logs expanded server headers there), read to keep the user's own cache.
+    pub const XDG_CACHE_HOME: &'static str = "XDG_CACHE_HOME";
+
+    /// Codex's home: `tether run -- codex` points it at a private copy in the run directory.
+    pub const CODEX_HOME: &'static str = "CODEX_HOME";
+
+    /// Gemini CLI's home: `tether run -- gemini` points it at a private one in the run
+    /// directory.
+    pub const GEMINI_CLI_HOME: &'static str = "GEMINI_CLI_HOME";
+
+    /// opencode's inline config: `tether run -- opencode` hands the servers over in it.
+    pub const OPENCODE_CONFIG_CONTENT: &'static str = "OPENCODE_CONFIG_CONTENT";
+
+    /// Tests: where npm packages the tests need are installed (default `.cache/npm` in the
+    /// workspace).
+    pub const TETHER_NPM_PREFIX: &'static str = "TETHER_NPM_PREFIX";
+
+    /// Tests: the shared config vectors to check against (default: the copy vendored in
+    /// `crates/tether-config/tests/`).
+    pub const TETHER_VECTORS: &'static str = "TETHER_VECTORS";
+
+    /// Every variable above, with who reads it and a one-line summary.
+    pub const ALL: &'static [EnvVarDoc] = &[
+        doc(
+            Self::TETHER_HOME,
+            Reader::Tether,
+            "data directory: local store, config.toml, run directories",
+        ),
+        doc(
+            Self::TETHER_SERVER_URL,
+            Reader::Tether,
+            "the managed server's GraphQL endpoint",
+        ),
+        doc(
+            Self::TETHER_API_KEY,
+            Reader::Tether,
+            "API key for the managed server",
+        ),
+        doc(
+            Self::TETHER_API_KEY_FILE,
+            Reader::Tether,
+            "file holding the API key",
+        ),
+        doc(Self::NO_COLOR, Reader::Tether, "no colour in output"),
+        doc(
+            Self::RUST_LOG,
+            Reader::Tether,
+            "log filter when no -v is given",
+        ),
+        doc(
+            Self::TETHER_SERVER_KEY,
+            Reader::Server,
+            "master key sealing values at rest",
+        ),
+        doc(Self::TETHER_SERVER_LOG, Reader::Server, "log filter"),
+        doc(
+            Self::HOME,
+            Reader::Harness,
+            "where harness files are found by default",
+        ),
+        doc(
+            Self::XDG_CACHE_HOME,
+            Reader::Harness,
+            "Claude Code's cache, moved into the run directory",
+        ),
+        doc(
+            Self::CODEX_HOME,
+            Reader::Harness,
+            "Codex's home, a private copy for the run",
+        ),
+        doc(
+            Self::GEMINI_CLI_HOME,
+            Reader::Harness,
+            "Gemini CLI's home, a private one for the run",
+        ),
+        doc(
+            Self::OPENCODE_CONFIG_CONTENT,
+            Reader::Harness,
+            "opencode's servers, handed over inline",
+        ),
+        doc(
+            Self::TETHER_NPM_PREFIX,
+            Reader::Tests,
+            "where the tests' npm packages are installed",
+        ),
+        doc(
+            Self::TETHER_VECTORS,
+            Reader::Tests,
+            "the config vectors file the tests check",
+        ),
+    ];
+}
+
+const fn doc(name: &'static str, reader: Reader, summary: &'static str) -> EnvVarDoc {
+    EnvVarDoc {
+        name,
+        reader,
+        summary,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_upper_case() {
+        for (i, var) in EnvVars::ALL.iter().enumerate() {
+            assert!(
+                var.name
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'),
+                "{} is not an upper-case variable name",
+                var.name
+            );
+            assert!(
+                !EnvVars::ALL[..i].iter().any(|v| v.name == var.name),
+                "{} is listed twice",
+                var.name
+            );
+        }
+    }
+}
