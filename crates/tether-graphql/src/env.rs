@@ -25,9 +25,11 @@ pub(crate) fn api_key_from(
     lookup: impl Fn(&str) -> Option<OsString>,
 ) -> Result<Option<SecretValue>, ManagedMcpError> {
     let config = |reason: String| ManagedMcpError::Config { reason };
+    // `export TETHER_API_KEY_FILE=` is how many people unset a variable: empty counts as unset.
+    let set = |name: &str| lookup(name).filter(|value| !value.is_empty());
     let (raw, source) = match (
-        lookup(EnvVars::TETHER_API_KEY),
-        lookup(EnvVars::TETHER_API_KEY_FILE),
+        set(EnvVars::TETHER_API_KEY),
+        set(EnvVars::TETHER_API_KEY_FILE),
     ) {
         (None, None) => return Ok(None),
         (Some(_), Some(_)) => {
@@ -96,6 +98,25 @@ mod tests {
     #[test]
     fn neither_variable_means_no_key() {
         assert!(matches!(api_key_from(lookup(&[])), Ok(None)));
+    }
+
+    #[test]
+    fn an_empty_variable_counts_as_unset() {
+        assert!(matches!(
+            api_key_from(lookup(&[
+                (EnvVars::TETHER_API_KEY, ""),
+                (EnvVars::TETHER_API_KEY_FILE, "")
+            ])),
+            Ok(None)
+        ));
+        let key = api_key_from(lookup(&[
+            (EnvVars::TETHER_API_KEY, "k-789"),
+            (EnvVars::TETHER_API_KEY_FILE, ""),
+        ]))
+        .ok()
+        .flatten()
+        .map(|key| key.expose().to_owned());
+        assert_eq!(key.as_deref(), Some("k-789"));
     }
 
     #[test]

@@ -55,10 +55,14 @@ pub enum ManagedMcpError {
     /// 429, 502, 503 and 504 are retried up to the attempt budget and reach the caller only
     /// once it is spent; any other status (403 above all: check the API key) is returned at
     /// once. `body_excerpt` is the start of the body with the API key masked.
+    ///
+    /// A 401 while no API key is configured says which variables set one
+    /// (`missing_api_key`).
     #[error(
-        "managed MCP server {uid}: the managed MCP endpoint answered HTTP {status}{}{}",
+        "managed MCP server {uid}: the managed MCP endpoint answered HTTP {status}{}{}{}",
         after(*attempts),
-        excerpt(body_excerpt)
+        excerpt(body_excerpt),
+        if *missing_api_key { MISSING_API_KEY_HINT } else { "" }
     )]
     Http {
         /// The managed MCP installation asked for.
@@ -69,6 +73,8 @@ pub enum ManagedMcpError {
         body_excerpt: String,
         /// HTTP attempts made.
         attempts: u32,
+        /// The status was 401 and the client has no API key to send.
+        missing_api_key: bool,
     },
 
     /// The response carried a top-level GraphQL `errors` array (the operation was rejected or
@@ -101,6 +107,25 @@ pub enum ManagedMcpError {
         /// What went wrong.
         kind: TransportErrorKind,
         /// HTTP attempts made.
+        attempts: u32,
+    },
+
+    /// The resolution deadline ran out (retries and backoff included) before an answer
+    /// arrived.
+    ///
+    /// Not retried: the deadline is the caller's whole budget. Check that the endpoint is up,
+    /// or give resolution more time (`tether --managed-timeout SECS`).
+    #[error(
+        "managed MCP server {uid}: no answer from the managed MCP endpoint within the resolution deadline of {}{}",
+        seconds(*deadline),
+        after(*attempts)
+    )]
+    Deadline {
+        /// The managed MCP installation asked for.
+        uid: Uuid,
+        /// The deadline that ran out.
+        deadline: std::time::Duration,
+        /// HTTP attempts started.
         attempts: u32,
     },
 
@@ -140,6 +165,7 @@ impl ManagedMcpError {
             | Self::Http { uid, .. }
             | Self::GraphQl { uid, .. }
             | Self::Transport { uid, .. }
+            | Self::Deadline { uid, .. }
             | Self::Decode { uid, .. } => Some(*uid),
             Self::Config { .. } => None,
         }
@@ -294,5 +320,19 @@ fn excerpt(body_excerpt: &str) -> String {
         String::new()
     } else {
         format!(": {body_excerpt}")
+    }
+}
+
+/// Appended to an HTTP 401 when the client sent no API key.
+const MISSING_API_KEY_HINT: &str =
+    "; no API key is configured: set TETHER_API_KEY or TETHER_API_KEY_FILE";
+
+/// `30 s`, `1.5 s`: a deadline for a message.
+fn seconds(duration: std::time::Duration) -> String {
+    let millis = duration.as_millis();
+    if millis.is_multiple_of(1000) {
+        format!("{} s", millis / 1000)
+    } else {
+        format!("{:.1} s", duration.as_secs_f64())
     }
 }

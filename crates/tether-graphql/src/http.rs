@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt as _;
+
 use reqwest::header::{ACCEPT, HeaderValue};
 use tracing::{debug, info};
 use uuid::Uuid;
@@ -45,6 +47,10 @@ pub struct HttpClientSettings {
     pub retry: RetryPolicy,
     /// How many uids [`ManagedMcpClient::resolve_many`] resolves at once (at least 1).
     pub concurrency: usize,
+    /// Limit on a whole resolution, retries and backoff included: one uid for
+    /// [`ManagedMcpClient::create_managed_mcp_client_config`], every uid together for
+    /// [`ManagedMcpClient::resolve_many`]. No retry starts that could not finish in time.
+    pub deadline: Duration,
 }
 
 impl HttpClientSettings {
@@ -52,6 +58,8 @@ impl HttpClientSettings {
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
     /// Default [`HttpClientSettings::timeout`].
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Default [`HttpClientSettings::deadline`].
+    pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
 
     /// Defaults for `endpoint`, without an API key.
     #[must_use]
@@ -64,6 +72,7 @@ impl HttpClientSettings {
             timeout: Self::DEFAULT_TIMEOUT,
             retry: RetryPolicy::default(),
             concurrency: DEFAULT_CONCURRENCY,
+            deadline: Self::DEFAULT_DEADLINE,
         }
     }
 
@@ -94,6 +103,7 @@ pub struct HttpManagedMcpClient {
     authorization: Option<HeaderValue>,
     retry: RetryPolicy,
     concurrency: usize,
+    deadline: Duration,
 }
 
 impl HttpManagedMcpClient {
@@ -109,6 +119,7 @@ impl HttpManagedMcpClient {
             timeout,
             retry,
             concurrency,
+            deadline,
         } = settings;
         let config = |reason: &str| ManagedMcpError::Config {
             reason: reason.to_owned(),
@@ -127,7 +138,7 @@ impl HttpManagedMcpClient {
         if concurrency == 0 {
             return Err(config("concurrency must be at least 1"));
         }
-        if connect_timeout.is_zero() || timeout.is_zero() {
+        if connect_timeout.is_zero() || timeout.is_zero() || deadline.is_zero() {
             return Err(config("timeouts must be greater than zero"));
         }
         let authorization = match &api_key {
@@ -159,6 +170,7 @@ impl HttpManagedMcpClient {
             authorization,
             retry,
             concurrency,
+            deadline,
         })
     }
 
@@ -205,25 +217,51 @@ impl HttpManagedMcpClient {
         let body = read_body(&mut response, MAX_RESPONSE_BYTES, Overflow::Fail).await?;
         response::decode(uid, &body, &self.secrets())
     }
-}
 
-#[async_trait::async_trait]
-impl ManagedMcpClient for HttpManagedMcpClient {
-    async fn create_managed_mcp_client_config(
+    /// Resolves `uid` with retries, giving up at `deadline` (shared by a whole
+    /// `resolve_many`): an attempt still running then is dropped, and no retry starts whose
+    /// backoff would end after it.
+    async fn resolve_until(
         &self,
         uid: Uuid,
+        deadline: Instant,
     ) -> Result<ManagedMcpClientConfig, ManagedMcpError> {
         let operation = operation::build(uid);
         let started = Instant::now();
         let mut attempt = 1;
         loop {
-            match self.attempt(uid, attempt, &operation).await {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let outcome = match tokio::time::timeout(
+                remaining,
+                self.attempt(uid, attempt, &operation),
+            )
+            .await
+            {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    debug!(%uid, attempt, elapsed_ms = elapsed_ms(started), "managed MCP resolution deadline reached");
+                    return Err(ManagedMcpError::Deadline {
+                        uid,
+                        deadline: self.deadline,
+                        attempts: attempt,
+                    });
+                }
+            };
+            match outcome {
                 Ok(config) => {
                     debug!(%uid, attempt, elapsed_ms = elapsed_ms(started), "managed MCP client config resolved");
                     return Ok(config);
                 }
-                Err(failure) if failure.is_transient() && attempt < self.retry.max_attempts => {
+                Err(failure)
+                    if failure.is_transient()
+                        && attempt < self.retry.max_attempts
+                        && Instant::now() < deadline =>
+                {
                     let delay = self.retry.delay_before(attempt, failure.retry_after());
+                    if Instant::now() + delay >= deadline {
+                        debug!(%uid, attempt, status = failure.status(), elapsed_ms = elapsed_ms(started), "no time left for another attempt before the deadline");
+                        return Err(failure.into_error(uid, attempt));
+                    }
                     info!(
                         %uid,
                         attempt,
@@ -237,14 +275,47 @@ impl ManagedMcpClient for HttpManagedMcpClient {
                 }
                 Err(failure) => {
                     debug!(%uid, attempt, status = failure.status(), elapsed_ms = elapsed_ms(started), "managed MCP resolution failed");
-                    return Err(failure.into_error(uid, attempt));
+                    let mut error = failure.into_error(uid, attempt);
+                    if let ManagedMcpError::Http {
+                        status: 401,
+                        missing_api_key,
+                        ..
+                    } = &mut error
+                    {
+                        *missing_api_key = self.api_key.is_none();
+                    }
+                    return Err(error);
                 }
             }
         }
     }
+}
+
+#[async_trait::async_trait]
+impl ManagedMcpClient for HttpManagedMcpClient {
+    async fn create_managed_mcp_client_config(
+        &self,
+        uid: Uuid,
+    ) -> Result<ManagedMcpClientConfig, ManagedMcpError> {
+        self.resolve_until(uid, Instant::now() + self.deadline)
+            .await
+    }
 
     fn max_concurrency(&self) -> usize {
         self.concurrency
+    }
+
+    /// Like the trait's default, with one deadline for every uid together.
+    async fn resolve_many(
+        &self,
+        uids: &[Uuid],
+    ) -> Vec<Result<ManagedMcpClientConfig, ManagedMcpError>> {
+        let deadline = Instant::now() + self.deadline;
+        futures_util::stream::iter(uids.iter().copied())
+            .map(|uid| self.resolve_until(uid, deadline))
+            .buffered(self.concurrency.max(1))
+            .collect()
+            .await
     }
 }
 
@@ -255,6 +326,7 @@ impl fmt::Debug for HttpManagedMcpClient {
             .field("api_key", &self.api_key)
             .field("retry", &self.retry)
             .field("concurrency", &self.concurrency)
+            .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
 }
@@ -269,6 +341,7 @@ impl fmt::Debug for HttpClientSettings {
             timeout,
             retry,
             concurrency,
+            deadline,
         } = self;
         f.debug_struct("HttpClientSettings")
             .field("endpoint", &redacted_endpoint(endpoint))
@@ -278,6 +351,7 @@ impl fmt::Debug for HttpClientSettings {
             .field("timeout", timeout)
             .field("retry", retry)
             .field("concurrency", concurrency)
+            .field("deadline", deadline)
             .finish()
     }
 }

@@ -79,6 +79,7 @@ impl Failure {
                 status,
                 body_excerpt,
                 attempts,
+                missing_api_key: false,
             },
             Self::Transport(kind) => ManagedMcpError::Transport {
                 uid,
