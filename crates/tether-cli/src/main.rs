@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod exit;
 mod handoff;
+mod log_mask;
 mod output;
 mod secrets;
 mod settings;
@@ -23,9 +24,9 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             if err.downcast_ref::<exit::Reported>().is_none() {
-                eprintln!("error: {err}");
+                log_mask::eprintln_masked!("error: {err}");
                 for cause in err.chain().skip(1) {
-                    eprintln!("  caused by: {cause}");
+                    log_mask::eprintln_masked!("  caused by: {cause}");
                 }
                 if err.chain().any(|c| {
                     matches!(
@@ -53,7 +54,7 @@ fn init_logging(verbose: u8) {
         .unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(log_mask::MaskedStderr)
         .with_ansi(
             std::env::var_os(tether_env::EnvVars::NO_COLOR).is_none()
                 && std::io::IsTerminal::is_terminal(&std::io::stderr()),

@@ -23,6 +23,7 @@
 
 #![deny(missing_docs)]
 
+mod encodings;
 mod env_expand;
 mod error;
 mod json;
@@ -32,6 +33,7 @@ pub mod placeholder;
 mod render;
 mod secret;
 
+pub use encodings::printed_forms;
 pub use env_expand::{EmptyEnv, EnvLookup, ProcessEnv};
 pub use error::ConfigError;
 pub use json::MAX_CONFIG_BYTES;

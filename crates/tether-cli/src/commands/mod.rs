@@ -123,6 +123,10 @@ pub async fn resolve(
     });
     let resolved = resolver.resolve(&parsed).await?;
     let servers = resolved.render(&secrets, &ProcessEnv);
+    crate::log_mask::register(secrets.values());
+    for server in &servers {
+        crate::log_mask::register(server.sensitive_values());
+    }
     for server in &servers {
         for name in server.unset_env_vars() {
             tracing::warn!(server = %server.name, "environment variable {name} is not set; ${{{name}}} stays as written");

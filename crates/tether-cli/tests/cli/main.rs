@@ -3,5 +3,6 @@
 
 mod commands;
 mod harness;
+mod log_mask;
 mod secrets;
 mod support;

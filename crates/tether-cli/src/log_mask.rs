@@ -1,0 +1,132 @@
+//! One masking layer for everything tether prints on stderr: every log event of every crate
+//! (tether's and its dependencies': rmcp and reqwest print URLs with `Debug`) and every error
+//! message passes through [`mask`] before it is written.
+//!
+//! The run registers its secret values once they are known ([`register`]); each value is
+//! expanded into the forms libraries print it in (`tether_config::printed_forms`: percent-
+//! encoded, lower-cased, JSON- and `Debug`-escaped), and masking replaces any of them.
+//!
+//! A process-wide registry is right here: this is the binary, there is one stderr, and log
+//! events come from threads tether does not control.
+
+use std::io::Write;
+use std::sync::{PoisonError, RwLock};
+
+use tether_config::{SecretValue, mask_known_values, printed_forms};
+use tracing_subscriber::fmt::MakeWriter;
+use zeroize::Zeroize as _;
+
+/// The forms of every registered secret value.
+static MASKED: RwLock<Vec<SecretValue>> = RwLock::new(Vec::new());
+
+/// Adds secret values to mask from now on (each in all its printed forms).
+pub fn register<'a>(values: impl IntoIterator<Item = &'a SecretValue>) {
+    let mut added: Vec<SecretValue> = values
+        .into_iter()
+        .filter(|value| !value.is_empty())
+        .flat_map(printed_forms)
+        .collect();
+    if added.is_empty() {
+        return;
+    }
+    let mut masked = MASKED.write().unwrap_or_else(PoisonError::into_inner);
+    added.retain(|form| !masked.contains(form));
+    masked.extend(added);
+}
+
+/// `text` with every registered value, in each of its forms, replaced by the mask.
+pub fn mask(text: &str) -> String {
+    let masked = MASKED.read().unwrap_or_else(PoisonError::into_inner);
+    if masked.is_empty() {
+        return text.to_owned();
+    }
+    mask_known_values(text, masked.iter())
+}
+
+/// The tracing writer: each event is formatted into a buffer, masked as a whole, and written
+/// to stderr in one call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MaskedStderr;
+
+impl<'a> MakeWriter<'a> for MaskedStderr {
+    type Writer = EventBuffer;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        EventBuffer(Vec::new())
+    }
+}
+
+/// One event's text, written to stderr (masked) when dropped.
+#[derive(Debug)]
+pub struct EventBuffer(Vec<u8>);
+
+impl Write for EventBuffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for EventBuffer {
+    fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let text = String::from_utf8_lossy(&self.0);
+        let masked = mask(&text);
+        // Logging must never fail the run; a closed stderr loses the line.
+        let _ = std::io::stderr().lock().write_all(masked.as_bytes());
+        // It held the unmasked event text.
+        self.0.zeroize();
+    }
+}
+
+/// `eprintln!` through the mask: for error messages built from library errors.
+macro_rules! eprintln_masked {
+    ($($arg:tt)*) => {
+        eprintln!("{}", $crate::log_mask::mask(&format!($($arg)*)))
+    };
+}
+pub(crate) use eprintln_masked;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registered_values_are_masked_in_every_printed_form() {
+        let secret = SecretValue::from("Mask Me\"<x>");
+        register([&secret]);
+        let url = reqwest::Url::parse("http://127.0.0.1:9/mcp").map(|mut url| {
+            url.query_pairs_mut().append_pair("key", secret.expose());
+            url
+        });
+        let url = url.expect("parsing a loopback URL");
+        let raw_query = format!("http://127.0.0.1:9/mcp?key={}", secret.expose());
+        let by_url_crate = reqwest::Url::parse(&raw_query).expect("parsing the raw query");
+        for printed in [
+            format!("url: {url:?}"),
+            format!("url: {by_url_crate:?}"),
+            by_url_crate.to_string(),
+            format!("{:?}", secret.expose()),
+            serde_json::to_string(secret.expose()).expect("JSON-encoding a string"),
+            format!("host {}", secret.expose().to_lowercase()),
+        ] {
+            let masked = mask(&printed);
+            assert!(masked.contains(tether_config::MASK), "{printed} → {masked}");
+            for needle in ["Mask", "mask me", "Me%22", "Me\\\"", "%3Cx"] {
+                assert!(!masked.contains(needle), "{needle} left in {masked}");
+            }
+        }
+    }
+
+    #[test]
+    fn text_without_secrets_is_unchanged() {
+        register([&SecretValue::from("unrelated-sentinel-value")]);
+        assert_eq!(mask("ready  echo  3 tools"), "ready  echo  3 tools");
+    }
+}
