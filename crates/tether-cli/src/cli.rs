@@ -1,8 +1,11 @@
 //! The command line: flags only. Validation and object building happen in `commands/`.
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
+use tether_harness::{Format, HARNESSES, Harness};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -113,19 +116,92 @@ pub struct SecretArgs {
     pub secrets_file: Vec<PathBuf>,
 }
 
-/// Harnesses `run` can hand servers to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// The harness `run` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HarnessArg {
     /// tether starts the servers itself.
     Builtin,
-    /// Claude Code.
-    Claude,
-    /// Codex CLI.
-    Codex,
-    /// Gemini CLI.
-    Gemini,
-    /// opencode.
-    Opencode,
+    /// A third-party harness tether hands the servers to: a row of
+    /// `tether_harness::HARNESSES` that has a `run`.
+    Handoff(&'static Harness),
+}
+
+impl HarnessArg {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            HarnessArg::Builtin => "builtin",
+            HarnessArg::Handoff(harness) => harness.name,
+        }
+    }
+}
+
+/// A value parser over names from the harness table: clap lists, completes and checks the
+/// names from `values`, and `lookup` turns the chosen one into the value.
+#[derive(Clone)]
+pub struct TableParser<T> {
+    values: fn() -> Vec<PossibleValue>,
+    lookup: fn(&str) -> Option<T>,
+}
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for TableParser<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        let name = PossibleValuesParser::new((self.values)()).parse_ref(cmd, arg, value)?;
+        (self.lookup)(&name).ok_or_else(|| {
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("no harness named '{name}'\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new((self.values)().into_iter()))
+    }
+}
+
+/// `--format`: every row of the harness table.
+fn format_parser() -> TableParser<Format> {
+    TableParser {
+        values: || {
+            HARNESSES
+                .iter()
+                .map(|h| PossibleValue::new(h.name).help(h.title))
+                .collect()
+        },
+        lookup: Format::from_name,
+    }
+}
+
+/// `--harness`: `builtin` and every row of the harness table that `run` can hand servers to.
+fn harness_parser() -> TableParser<HarnessArg> {
+    TableParser {
+        values: || {
+            std::iter::once(PossibleValue::new("builtin").help("tether starts the servers itself"))
+                .chain(
+                    HARNESSES
+                        .iter()
+                        .filter(|h| h.run.is_some())
+                        .map(|h| PossibleValue::new(h.name).help(h.title)),
+                )
+                .collect()
+        },
+        lookup: |name| match name {
+            "builtin" => Some(HarnessArg::Builtin),
+            _ => HARNESSES
+                .iter()
+                .find(|h| h.name == name && h.run.is_some())
+                .map(HarnessArg::Handoff),
+        },
+    }
 }
 
 /// `tether run`.
@@ -141,7 +217,7 @@ pub struct RunArgs {
     pub strict_mcp: bool,
 
     /// The harness (default: from the command's name; builtin without a command).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = harness_parser())]
     pub harness: Option<HarnessArg>,
 
     /// Print the report as JSON.
@@ -166,25 +242,6 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// `tether export` formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FormatArg {
-    /// `{"mcpServers": …}` in tether's portable form.
-    Json,
-    /// Claude Code.
-    Claude,
-    /// Codex CLI (TOML).
-    Codex,
-    /// Gemini CLI.
-    Gemini,
-    /// opencode.
-    Opencode,
-    /// VS Code.
-    Vscode,
-    /// Cursor.
-    Cursor,
-}
-
 /// `tether export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -194,8 +251,8 @@ pub struct ExportArgs {
     pub secrets: SecretArgs,
 
     /// The output format.
-    #[arg(long, value_enum)]
-    pub format: FormatArg,
+    #[arg(long, value_parser = format_parser())]
+    pub format: Format,
 
     /// Write to FILE (mode 0600, real values) instead of stdout.
     #[arg(short, long, value_name = "FILE")]

@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tether_config::{RenderedServer, SecretValue};
 use tether_env::EnvVars;
-use tether_harness::{Format, export_with_references};
+use tether_harness::{Delivery, Strict, export_with_references};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::HarnessArg;
@@ -111,133 +111,97 @@ fn sweep_stale(root: &Path) {
     }
 }
 
-/// The format a third-party harness reads; `None` for the built-in one.
-fn format_of(harness: HarnessArg) -> Option<Format> {
-    match harness {
-        HarnessArg::Claude => Some(Format::Claude),
-        HarnessArg::Codex => Some(Format::Codex),
-        HarnessArg::Gemini => Some(Format::Gemini),
-        HarnessArg::Opencode => Some(Format::Opencode),
-        HarnessArg::Builtin => None,
-    }
-}
-
 fn prepare(
     harness: HarnessArg,
     servers: &[RenderedServer],
     strict: bool,
     no_secrets_on_disk: bool,
 ) -> anyhow::Result<Prepared> {
-    let format = format_of(harness)
-        .ok_or_else(|| UsageError::new("the built-in harness takes no command"))?;
+    let HarnessArg::Handoff(harness) = harness else {
+        return Err(UsageError::new("the built-in harness takes no command").into());
+    };
+    let Some(run) = harness.run else {
+        return Err(UsageError::new(format!(
+            "{} is an export format, not a harness tether can run",
+            harness.name
+        ))
+        .into());
+    };
     let dir = RunDir::create()?;
-    let export = export_with_references(servers, format, no_secrets_on_disk)?;
+    let export = export_with_references(servers, harness.format, no_secrets_on_disk)?;
     for field in &export.inlined {
         tracing::info!(
             "{field}: the harness cannot read this value from its environment; it is in a private 0600 file removed after the run"
         );
     }
+    let mut config = export.config;
     let mut args = Vec::new();
     let mut plain_env = Vec::new();
-    match harness {
-        HarnessArg::Claude => {
-            // Claude writes each server's expanded headers to `$XDG_CACHE_HOME/claude-cli-nodejs/
-            // …/mcp-logs-*`: point its cache at the run directory (removed afterwards), and give
-            // the servers it starts the user's own cache directory back.
-            let user_cache = std::env::var_os(EnvVars::XDG_CACHE_HOME).or_else(|| {
-                std::env::var_os(EnvVars::HOME)
-                    .map(|h| PathBuf::from(h).join(".cache").into_os_string())
-            });
-            let text = with_stdio_env(&export.text, EnvVars::XDG_CACHE_HOME, user_cache.as_ref())?;
-            let file = dir.write("mcp.json", &text)?;
-            let cache = dir.path().join("claude-cache");
-            std::fs::DirBuilder::new().mode(0o700).create(&cache)?;
-            plain_env.push((EnvVars::XDG_CACHE_HOME.to_owned(), cache.into_os_string()));
-            args.push("--mcp-config".into());
-            args.push(file.into_os_string());
-            if strict {
-                args.push("--strict-mcp-config".into());
-            }
+    if let Some(cache_env) = run.private_cache_env {
+        // Claude writes each server's expanded headers to `$XDG_CACHE_HOME/claude-cli-nodejs/
+        // …/mcp-logs-*`: point its cache at the run directory (removed afterwards), and give
+        // the servers it starts the user's own cache directory back.
+        let user_cache = std::env::var_os(cache_env).or_else(|| {
+            std::env::var_os(EnvVars::HOME)
+                .map(|h| PathBuf::from(h).join(".cache").into_os_string())
+        });
+        if let Some(user_cache) = user_cache.as_ref().and_then(|v| v.to_str()) {
+            config.set_default_stdio_env(cache_env, user_cache);
         }
-        HarnessArg::Gemini => {
-            // A private Gemini home: the user's own settings with tether's mcpServers, and the rest
-            // of their ~/.gemini (credentials, trusted folders) linked in.
-            let user_home = std::env::var_os(EnvVars::GEMINI_CLI_HOME)
-                .or_else(|| std::env::var_os(EnvVars::HOME))
-                .map(|h| PathBuf::from(h).join(".gemini"));
-            let ours: serde_json::Value = serde_json::from_str(&export.text)
-                .context("tether built invalid Gemini settings")?;
+        let cache = dir.path().join(format!("{}-cache", harness.name));
+        std::fs::DirBuilder::new().mode(0o700).create(&cache)?;
+        plain_env.push((cache_env.to_owned(), cache.into_os_string()));
+    }
+    match run.delivery {
+        Delivery::FileFlag { flag } => {
+            // One argument, `FLAG=FILE`, before the user's: Claude's `--mcp-config` takes
+            // several values and would swallow a subcommand such as `mcp list` otherwise.
+            let file = dir.write(harness.config_file, &config.to_text())?;
+            let mut arg = OsString::from(flag);
+            arg.push("=");
+            arg.push(file.as_os_str());
+            args.push(arg);
+        }
+        Delivery::PrivateHome {
+            env,
+            default_home,
+            config_dir,
+        } => {
+            // A private home: the user's own config file with tether's servers in place of
+            // theirs, every other entry of their home (credentials, sessions, trusted folders)
+            // linked in.
+            let user_home = std::env::var_os(env).map(PathBuf::from).or_else(|| {
+                std::env::var_os(EnvVars::HOME).map(|h| PathBuf::from(h).join(default_home))
+            });
+            let user_dir = user_home.map(|h| join_nonempty(h, config_dir));
+            let home = PathBuf::from(format!("{}-home", harness.name));
             private_home(
                 &dir,
-                user_home.as_deref(),
-                Path::new("gemini-home/.gemini"),
-                "settings.json",
-                |user_text| {
-                    let mut settings: serde_json::Value = match user_text {
-                        Some(text) => serde_json::from_str(text).map_err(|e| {
-                            UsageError::new(format!("cannot read your Gemini settings.json: {e}"))
-                        })?,
-                        None => serde_json::json!({}),
-                    };
-                    if !settings.is_object() {
-                        settings = serde_json::json!({});
-                    }
-                    settings["mcpServers"] = ours["mcpServers"].clone();
-                    Ok(serde_json::to_string_pretty(&settings).unwrap_or_default())
-                },
+                user_dir.as_deref(),
+                &join_nonempty(home.clone(), config_dir),
+                harness.config_file,
+                |user_text| Ok(config.merged_into(user_text)?),
             )?;
-            plain_env.push((
-                EnvVars::GEMINI_CLI_HOME.to_owned(),
-                dir.path().join("gemini-home").into_os_string(),
-            ));
-            if strict {
-                args.push("--allowed-mcp-server-names".into());
-                args.extend(servers.iter().map(|s| OsString::from(&s.name)));
-            }
+            plain_env.push((env.to_owned(), dir.path().join(home).into_os_string()));
         }
-        HarnessArg::Opencode => {
+        Delivery::InlineEnv { env } => {
             // The whole config through the environment: no file at all.
-            plain_env.push((
-                EnvVars::OPENCODE_CONFIG_CONTENT.to_owned(),
-                export.text.clone().into(),
-            ));
+            plain_env.push((env.to_owned(), config.to_text().into()));
         }
-        HarnessArg::Codex => {
-            // A private CODEX_HOME: the user's config.toml with tether's mcp_servers in place of
-            // theirs, the rest of their Codex home (auth, sessions, history) linked in.
-            let user_home = std::env::var_os(EnvVars::CODEX_HOME)
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os(EnvVars::HOME).map(|h| PathBuf::from(h).join(".codex"))
-                });
-            let ours: toml::Table =
-                toml::from_str(&export.text).context("tether built an invalid Codex config")?;
-            let home = private_home(
-                &dir,
-                user_home.as_deref(),
-                Path::new("codex-home"),
-                "config.toml",
-                |user_text| {
-                    let mut config: toml::Table = match user_text {
-                        Some(text) => toml::from_str(text).map_err(|e| {
-                            UsageError::new(format!(
-                                "cannot read your Codex config.toml: {}",
-                                e.message()
-                            ))
-                        })?,
-                        None => toml::Table::new(),
-                    };
-                    if let Some(servers) = ours.get("mcp_servers") {
-                        config.insert("mcp_servers".to_owned(), servers.clone());
-                    }
-                    Ok(toml::to_string(&config).unwrap_or_default())
-                },
-            )?;
-            plain_env.push((EnvVars::CODEX_HOME.to_owned(), home.into_os_string()));
-        }
-        // Refused by `format_of` above; kept as an error rather than a panic.
-        HarnessArg::Builtin => {
-            return Err(UsageError::new("the built-in harness takes no command").into());
+    }
+    if strict {
+        match run.strict {
+            Strict::Unavailable => {}
+            Strict::Flag(flag) => args.push(flag.into()),
+            // `FLAG=NAME` once per server: Gemini's flag takes one value per occurrence, so
+            // `FLAG a b` would make `b` the prompt.
+            Strict::AllowedNames(flag) => {
+                args.extend(
+                    servers
+                        .iter()
+                        .map(|s| OsString::from(format!("{flag}={}", s.name))),
+                );
+            }
         }
     }
     Ok(Prepared {
@@ -246,6 +210,15 @@ fn prepare(
         plain_env,
         _dir: dir,
     })
+}
+
+/// `path/part`, or `path` itself when `part` is empty.
+fn join_nonempty(path: PathBuf, part: &str) -> PathBuf {
+    if part.is_empty() {
+        path
+    } else {
+        path.join(part)
+    }
 }
 
 /// Builds a private copy of a harness's home directory at `relative` inside the run directory:
@@ -279,24 +252,6 @@ fn private_home(
     let relative_file = relative.join(config_name);
     dir.write(&relative_file.to_string_lossy(), &text)?;
     Ok(home)
-}
-
-/// Adds `name = value` to the `env` of every stdio server of a Claude config that does not set
-/// it already.
-fn with_stdio_env(text: &str, name: &str, value: Option<&OsString>) -> anyhow::Result<String> {
-    let Some(value) = value.and_then(|v| v.to_str()) else {
-        return Ok(text.to_owned());
-    };
-    let mut config: serde_json::Value =
-        serde_json::from_str(text).context("tether built an invalid Claude config")?;
-    if let Some(servers) = config["mcpServers"].as_object_mut() {
-        for server in servers.values_mut() {
-            if server.get("command").is_some() && server["env"].get(name).is_none() {
-                server["env"][name] = serde_json::Value::String(value.to_owned());
-            }
-        }
-    }
-    Ok(serde_json::to_string_pretty(&config).unwrap_or_default() + "\n")
 }
 
 /// Runs the harness command with the servers handed over; returns its exit code.

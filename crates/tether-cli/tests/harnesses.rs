@@ -325,6 +325,61 @@ fn claude_code_mcp_list_accepts_an_exported_user_config() {
     }
 }
 
+/// Issue 10 item 13: `tether run … -- claude mcp list` failed with `MCP config file not found:
+/// …/mcp`, because `--mcp-config` takes several values and swallowed the subcommand. tether now
+/// passes `--mcp-config=FILE`. `claude mcp list` itself reads user scope (not `--mcp-config`),
+/// so the servers it connects here come from an exported `~/.claude.json`: the subcommand and
+/// its arguments reached Claude intact.
+#[test]
+fn claude_code_subcommand_arguments_survive_the_run() {
+    let Some(claude) = npm_bin(CLAUDE.0, CLAUDE.1) else {
+        return;
+    };
+    let setup = Setup::new();
+    let user_config = setup.home().join(".claude.json");
+    let secret = format!("TOKEN=file:{}", setup.secret_file());
+    let out = setup
+        .tether(&[
+            "export",
+            "--mcp",
+            &setup.spec,
+            "--secret",
+            &secret,
+            "--format",
+            "claude",
+            "-o",
+            &user_config.to_string_lossy(),
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let claude = claude.to_string_lossy().into_owned();
+    for strict in [false, true] {
+        let mut args = vec!["run", "--mcp", &setup.spec, "--secret", &secret];
+        if strict {
+            args.push("--strict-mcp");
+        }
+        args.extend(["--", &claude, "mcp", "list"]);
+        let mut command = setup.tether(&args);
+        command.env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+        let out = output_within(command, Duration::from_secs(120));
+        let listing = text(&out.stdout);
+        let stderr = text(&out.stderr);
+        assert!(
+            out.status.success() && !stderr.contains("MCP config file not found"),
+            "claude {args:?} through tether failed:\n{listing}\n{stderr}"
+        );
+        for name in ["probe-stdio", "probe-http"] {
+            assert!(
+                listing
+                    .lines()
+                    .any(|l| l.starts_with(&format!("{name}:")) && l.contains("Connected")),
+                "claude {args:?} did not list {name}:\n{listing}\n{stderr}"
+            );
+        }
+    }
+}
+
 #[test]
 fn gemini_cli_run_connects_both_servers() {
     let Some(gemini) = npm_bin(GEMINI.0, GEMINI.1) else {

@@ -25,7 +25,7 @@ pub(crate) enum CodexValues<'a> {
 
 /// A built Codex config.
 pub(crate) struct CodexConfig {
-    pub(crate) text: String,
+    pub(crate) table: Table,
     pub(crate) inlined: Vec<String>,
 }
 
@@ -143,9 +143,12 @@ pub(crate) fn config(
         all.insert(server.name.clone(), Value::Table(table));
     }
     let mut root = Table::new();
-    root.insert("mcp_servers".into(), Value::Table(all));
+    root.insert(
+        Format::Codex.harness().servers_key.into(),
+        Value::Table(all),
+    );
     Ok(CodexConfig {
-        text: toml::to_string(&root).unwrap_or_default(),
+        table: root,
         inlined,
     })
 }

@@ -5,23 +5,35 @@ use tether_config::{RemoteTransport, RenderedServer, RenderedText, RenderedTrans
 
 use crate::{Format, HarnessError, Values};
 
-/// Builds the whole config text for a JSON format.
+/// Builds the whole config for a JSON format.
 pub(crate) fn config(
     servers: &[RenderedServer],
     format: Format,
     values: &mut Values<'_>,
-) -> Result<String, HarnessError> {
+) -> Result<Value, HarnessError> {
     let mut map = Map::new();
     for server in servers {
         map.insert(server.name.clone(), server_json(server, format, values)?);
     }
-    let root = match format {
-        Format::Opencode => json!({ "$schema": "https://opencode.ai/config.json", "mcp": map }),
-        Format::Vscode => json!({ "servers": map }),
-        _ => json!({ "mcpServers": map }),
-    };
-    // A pretty-printed serde_json value is always valid JSON, whatever the values hold.
-    Ok(serde_json::to_string_pretty(&root).unwrap_or_default() + "\n")
+    let mut root = Map::new();
+    if format == Format::Opencode {
+        root.insert("$schema".into(), json!("https://opencode.ai/config.json"));
+    }
+    root.insert(format.harness().servers_key.into(), Value::Object(map));
+    Ok(Value::Object(root))
+}
+
+/// The key of a stdio server's environment in a JSON format.
+pub(crate) fn stdio_env_key(format: Format) -> &'static str {
+    match format {
+        Format::Opencode => "environment",
+        Format::Json
+        | Format::Claude
+        | Format::Codex
+        | Format::Gemini
+        | Format::Vscode
+        | Format::Cursor => "env",
+    }
 }
 
 fn string_map(

@@ -1,11 +1,15 @@
 //! Third-party harness formats: rendered MCP servers written the way Claude Code, Codex,
 //! Gemini CLI, opencode, VS Code and Cursor read them.
 //!
+//! Every harness and format is one row of [`HARNESSES`] (name, program names, config file,
+//! secret references, how a run hands it the servers) plus its layout in a format module.
+//!
 //! Two uses:
 //! - [`export`]: the whole config as text, with real or masked values (`tether export`);
 //! - [`export_with_references`]: the config with every sensitive value replaced by a reference
 //!   to an environment variable the harness expands, plus the variables to set — so a run can
-//!   hand the harness its servers with no secret in the file (`tether run -- claude …`).
+//!   hand the harness its servers with no secret in the file (`tether run -- claude …`). It
+//!   returns the config as a structure ([`ServersConfig`]); the caller renders it to text once.
 //!
 //! ```
 //! use tether_config::{parse_config, EmptyEnv, Exposure, Origin, Secrets};
@@ -20,19 +24,22 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! **Invariant:** this crate does no I/O: it turns rendered servers into text and variables;
+//! **Invariant:** this crate does no I/O: it turns rendered servers into configs and variables;
 //! the CLI decides where they go.
 
 #![deny(missing_docs)]
 
 mod codex;
 mod json_formats;
+mod table;
 
 use std::fmt;
 
 use tether_config::{Exposure, RenderedServer, RenderedText, SecretValue};
 
-/// An output format.
+pub use table::{Delivery, HARNESSES, Harness, References, Run, Strict, Syntax, detect};
+
+/// An output format: a key into [`HARNESSES`], whose row describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
     /// tether's portable JSON: `{"mcpServers": {name: {command,args,env[,cwd]} | {url,headers,type}}}`.
@@ -52,28 +59,28 @@ pub enum Format {
 }
 
 impl Format {
+    /// How many formats there are (checked against [`HARNESSES`] when the crate compiles).
+    pub const COUNT: usize = 7;
+
     /// Every format, in the order help text lists them.
-    pub const ALL: [Format; 7] = [
-        Format::Json,
-        Format::Claude,
-        Format::Codex,
-        Format::Gemini,
-        Format::Opencode,
-        Format::Vscode,
-        Format::Cursor,
-    ];
+    pub fn all() -> impl Iterator<Item = Format> {
+        HARNESSES.iter().map(|h| h.format)
+    }
+
+    /// The format's row in [`HARNESSES`].
+    pub const fn harness(self) -> &'static Harness {
+        // In range and in order: checked at compile time in `table.rs`.
+        &HARNESSES[self as usize]
+    }
 
     /// The format's name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Json => "json",
-            Format::Claude => "claude",
-            Format::Codex => "codex",
-            Format::Gemini => "gemini",
-            Format::Opencode => "opencode",
-            Format::Vscode => "vscode",
-            Format::Cursor => "cursor",
-        }
+    pub const fn name(self) -> &'static str {
+        self.harness().name
+    }
+
+    /// The format named `name` on the command line.
+    pub fn from_name(name: &str) -> Option<Format> {
+        HARNESSES.iter().find(|h| h.name == name).map(|h| h.format)
     }
 }
 
@@ -109,38 +116,160 @@ pub enum HarnessError {
         /// The field (e.g. `args[1]`).
         field: String,
     },
+    /// The user's own config file (read by the caller for [`ServersConfig::merged_into`])
+    /// does not parse. The user should fix or move that file.
+    #[error("cannot read your {title} {file}: {message}")]
+    UserConfig {
+        /// The harness's title ("Gemini CLI").
+        title: &'static str,
+        /// The file's name.
+        file: &'static str,
+        /// The parser's message.
+        message: String,
+    },
 }
 
-/// How references to environment variables are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReferenceSyntax {
-    /// `${NAME}` (Claude Code, Gemini CLI, VS Code's `${env:NAME}` is not used here).
-    Dollar,
-    /// `{env:NAME}` (opencode).
-    OpencodeEnv,
+/// A config built for one format, not yet written as text: render it once with
+/// [`ServersConfig::to_text`] or [`ServersConfig::merged_into`].
+#[derive(Clone, PartialEq)]
+pub struct ServersConfig {
+    format: Format,
+    document: Document,
+}
+
+/// The config's document.
+#[derive(Clone, PartialEq)]
+enum Document {
+    Json(serde_json::Value),
+    Toml(toml::Table),
+}
+
+impl fmt::Debug for ServersConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The document may hold real values: never printed.
+        f.debug_struct("ServersConfig")
+            .field("format", &self.format)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServersConfig {
+    /// The format it was built for.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// The whole config as the harness reads it.
+    pub fn to_text(&self) -> String {
+        match &self.document {
+            // A pretty-printed serde_json value is always valid JSON, whatever the values hold.
+            Document::Json(value) => serde_json::to_string_pretty(value).unwrap_or_default() + "\n",
+            Document::Toml(table) => toml::to_string(table).unwrap_or_default(),
+        }
+    }
+
+    /// `user_text` (the user's own config file for this format, if any) with this config's
+    /// servers in place of theirs and everything else kept.
+    pub fn merged_into(&self, user_text: Option<&str>) -> Result<String, HarnessError> {
+        let harness = self.format.harness();
+        let key = harness.servers_key;
+        let unreadable = |message: String| HarnessError::UserConfig {
+            title: harness.title,
+            file: harness.config_file,
+            message,
+        };
+        match &self.document {
+            Document::Json(ours) => {
+                let mut user: serde_json::Value = match user_text {
+                    Some(text) => {
+                        serde_json::from_str(text).map_err(|e| unreadable(e.to_string()))?
+                    }
+                    None => serde_json::json!({}),
+                };
+                if !user.is_object() {
+                    user = serde_json::json!({});
+                }
+                user[key] = ours[key].clone();
+                Ok(serde_json::to_string_pretty(&user).unwrap_or_default())
+            }
+            Document::Toml(ours) => {
+                let mut user: toml::Table = match user_text {
+                    Some(text) => {
+                        toml::from_str(text).map_err(|e| unreadable(e.message().to_owned()))?
+                    }
+                    None => toml::Table::new(),
+                };
+                if let Some(servers) = ours.get(key) {
+                    user.insert(key.to_owned(), servers.clone());
+                }
+                Ok(toml::to_string(&user).unwrap_or_default())
+            }
+        }
+    }
+
+    /// Sets `name = value` in the environment of every stdio server that does not set `name`
+    /// already.
+    pub fn set_default_stdio_env(&mut self, name: &str, value: &str) {
+        let key = self.format.harness().servers_key;
+        match &mut self.document {
+            Document::Json(root) => {
+                let env_key = json_formats::stdio_env_key(self.format);
+                if let Some(servers) = root[key].as_object_mut() {
+                    for server in servers.values_mut() {
+                        if server.get("command").is_some() && server[env_key].get(name).is_none() {
+                            server[env_key][name] = serde_json::Value::String(value.to_owned());
+                        }
+                    }
+                }
+            }
+            Document::Toml(root) => {
+                let servers = root.get_mut(key).and_then(toml::Value::as_table_mut);
+                for server in servers
+                    .into_iter()
+                    .flat_map(|s| s.iter_mut().map(|(_, v)| v))
+                {
+                    let Some(server) = server.as_table_mut() else {
+                        continue;
+                    };
+                    if !server.contains_key("command") {
+                        continue;
+                    }
+                    let env = server
+                        .entry("env")
+                        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                    if let Some(env) = env.as_table_mut()
+                        && !env.contains_key(name)
+                    {
+                        env.insert(name.to_owned(), toml::Value::String(value.to_owned()));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The result of [`export_with_references`].
 pub struct ReferencedExport {
-    /// The config text. Holds no sensitive value unless `inlined` is not empty.
-    pub text: String,
+    /// The config. Holds no sensitive value unless `inlined` is not empty.
+    pub config: ServersConfig,
     /// Environment variables the harness process must get: name → value.
     pub env: Vec<(String, SecretValue)>,
-    /// Fields whose secret had to be written into `text` (the harness cannot reference them):
-    /// `server: field`. Empty unless the harness lacks references for some field.
+    /// Fields whose secret had to be written into `config` (the harness cannot reference
+    /// them): `server: field`. Empty unless the harness lacks references for some field.
     pub inlined: Vec<String>,
 }
 
 impl fmt::Debug for ReferencedExport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReferencedExport")
+            .field("config", &self.config)
             .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
             .field("inlined", &self.inlined)
-            .finish_non_exhaustive()
+            .finish()
     }
 }
 
-/// How field values are written while building a config.
+/// How field values are written while building a JSON config.
 pub(crate) enum Values<'a> {
     /// Real or masked values.
     Show(Exposure),
@@ -149,6 +278,15 @@ pub(crate) enum Values<'a> {
         syntax: ReferenceSyntax,
         env: &'a mut Vec<(String, SecretValue)>,
     },
+}
+
+/// How references are written in a JSON config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReferenceSyntax {
+    /// `${NAME}`.
+    Dollar,
+    /// `{env:NAME}`.
+    OpencodeEnv,
 }
 
 impl Values<'_> {
@@ -197,19 +335,32 @@ fn json_escaped(text: &str) -> String {
     quoted[1..quoted.len() - 1].to_owned()
 }
 
-/// The config for `servers` in `format`, with real or masked values.
+/// The config for `servers` in `format`, with real or masked values, as a structure.
+pub fn export_config(
+    servers: &[RenderedServer],
+    format: Format,
+    exposure: Exposure,
+) -> Result<ServersConfig, HarnessError> {
+    let document = match format.harness().syntax {
+        Syntax::Toml => {
+            Document::Toml(codex::config(servers, &mut codex::CodexValues::Show(exposure))?.table)
+        }
+        Syntax::Json => Document::Json(json_formats::config(
+            servers,
+            format,
+            &mut Values::Show(exposure),
+        )?),
+    };
+    Ok(ServersConfig { format, document })
+}
+
+/// The config text for `servers` in `format`, with real or masked values.
 pub fn export(
     servers: &[RenderedServer],
     format: Format,
     exposure: Exposure,
 ) -> Result<String, HarnessError> {
-    let mut values = Values::Show(exposure);
-    match format {
-        Format::Codex => {
-            codex::config(servers, &mut codex::CodexValues::Show(exposure)).map(|c| c.text)
-        }
-        _ => json_formats::config(servers, format, &mut values),
-    }
+    export_config(servers, format, exposure).map(|config| config.to_text())
 }
 
 /// The config for `servers` in `format` with every sensitive value replaced by a reference to
@@ -222,40 +373,33 @@ pub fn export_with_references(
     forbid_inline: bool,
 ) -> Result<ReferencedExport, HarnessError> {
     let mut env = Vec::new();
-    match format {
-        Format::Codex => {
+    let syntax = match format.harness().references {
+        References::CodexEnvNames => {
             let mut values = codex::CodexValues::Refer {
                 env: &mut env,
                 forbid_inline,
             };
             let built = codex::config(servers, &mut values)?;
-            Ok(ReferencedExport {
-                text: built.text,
+            return Ok(ReferencedExport {
+                config: ServersConfig {
+                    format,
+                    document: Document::Toml(built.table),
+                },
                 env,
                 inlined: built.inlined,
-            })
+            });
         }
-        Format::Opencode
-        | Format::Claude
-        | Format::Gemini
-        | Format::Json
-        | Format::Vscode
-        | Format::Cursor => {
-            let syntax = if format == Format::Opencode {
-                ReferenceSyntax::OpencodeEnv
-            } else {
-                ReferenceSyntax::Dollar
-            };
-            let mut values = Values::Refer {
-                syntax,
-                env: &mut env,
-            };
-            let text = json_formats::config(servers, format, &mut values)?;
-            Ok(ReferencedExport {
-                text,
-                env,
-                inlined: Vec::new(),
-            })
-        }
-    }
+        References::Dollar => ReferenceSyntax::Dollar,
+        References::OpencodeEnv => ReferenceSyntax::OpencodeEnv,
+    };
+    let mut values = Values::Refer {
+        syntax,
+        env: &mut env,
+    };
+    let document = Document::Json(json_formats::config(servers, format, &mut values)?);
+    Ok(ReferencedExport {
+        config: ServersConfig { format, document },
+        env,
+        inlined: Vec::new(),
+    })
 }

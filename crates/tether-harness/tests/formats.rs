@@ -27,7 +27,7 @@ fn servers(config: &str) -> Vec<RenderedServer> {
 #[test]
 fn masked_exports() {
     let servers = servers(CONFIG);
-    for format in Format::ALL {
+    for format in Format::all() {
         let text =
             export(&servers, format, Exposure::Masked).unwrap_or_else(|e| panic!("{format}: {e}"));
         assert!(
@@ -41,7 +41,7 @@ fn masked_exports() {
 #[test]
 fn real_exports_hold_exact_values_and_parse() {
     let servers = servers(CONFIG);
-    for format in Format::ALL {
+    for format in Format::all() {
         let text =
             export(&servers, format, Exposure::Real).unwrap_or_else(|e| panic!("{format}: {e}"));
         if format == Format::Codex {
@@ -67,9 +67,9 @@ fn reference_mode_keeps_secrets_out_of_the_file() {
         let out = export_with_references(&servers, format, true)
             .unwrap_or_else(|e| panic!("{format}: {e}"));
         assert!(
-            !out.text.contains("ghp_") && !out.text.contains("lin_api"),
+            !out.config.to_text().contains("ghp_") && !out.config.to_text().contains("lin_api"),
             "{format}:\n{}",
-            out.text
+            out.config.to_text()
         );
         assert!(out.inlined.is_empty());
         // opencode pastes the variable into JSON text, so it holds the escaped form; reading it
@@ -89,7 +89,7 @@ fn reference_mode_keeps_secrets_out_of_the_file() {
                 && values.iter().any(|v| v == "Bearer lin_api_123"),
             "{format}"
         );
-        insta::assert_snapshot!(format!("references_{format}"), out.text);
+        insta::assert_snapshot!(format!("references_{format}"), out.config.to_text());
     }
 }
 
@@ -100,18 +100,20 @@ fn plain_values_a_harness_would_expand_go_through_the_environment() {
     let claude =
         export_with_references(&servers, Format::Claude, true).unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        claude.text.contains("${TETHER_SECRET_1}") && claude.text.contains("\"{env:HOME}\""),
+        claude.config.to_text().contains("${TETHER_SECRET_1}")
+            && claude.config.to_text().contains("\"{env:HOME}\""),
         "{}",
-        claude.text
+        claude.config.to_text()
     );
     assert_eq!(claude.env.len(), 1);
     assert_eq!(claude.env[0].1.expose(), "--price=$5");
     let opencode =
         export_with_references(&servers, Format::Opencode, true).unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        opencode.text.contains("--price=$5") && opencode.text.contains("{env:TETHER_SECRET_1}"),
+        opencode.config.to_text().contains("--price=$5")
+            && opencode.config.to_text().contains("{env:TETHER_SECRET_1}"),
         "{}",
-        opencode.text
+        opencode.config.to_text()
     );
     assert_eq!(opencode.env[0].1.expose(), "{env:HOME}");
 }
@@ -121,7 +123,7 @@ fn codex_forwards_env_and_headers_and_inlines_args() {
     let servers = servers(CONFIG);
     let out =
         export_with_references(&servers, Format::Codex, false).unwrap_or_else(|e| panic!("{e}"));
-    insta::assert_snapshot!("references_codex", out.text);
+    insta::assert_snapshot!("references_codex", out.config.to_text());
     assert_eq!(out.inlined, ["github: args[2]"]);
     let names: Vec<&str> = out.env.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(

@@ -6,21 +6,9 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use anyhow::Context;
 use tether_config::Exposure;
 
-use crate::cli::{ExportArgs, FormatArg};
+use crate::cli::ExportArgs;
 use crate::exit::OK;
 use crate::output::{Progress, print};
-
-pub fn format(arg: FormatArg) -> tether_harness::Format {
-    match arg {
-        FormatArg::Json => tether_harness::Format::Json,
-        FormatArg::Claude => tether_harness::Format::Claude,
-        FormatArg::Codex => tether_harness::Format::Codex,
-        FormatArg::Gemini => tether_harness::Format::Gemini,
-        FormatArg::Opencode => tether_harness::Format::Opencode,
-        FormatArg::Vscode => tether_harness::Format::Vscode,
-        FormatArg::Cursor => tether_harness::Format::Cursor,
-    }
-}
 
 pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Result<u8> {
     let progress = Progress::new();
@@ -29,7 +17,7 @@ pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Resu
     let servers = &resolved.servers;
     match &args.output {
         Some(path) => {
-            let text = tether_harness::export(servers, format(args.format), Exposure::Real)?;
+            let text = tether_harness::export(servers, args.format, Exposure::Real)?;
             // Created 0600; an existing file is narrowed to 0600 before it is rewritten.
             if path.exists() {
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
@@ -56,11 +44,7 @@ pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Resu
             } else {
                 Exposure::Masked
             };
-            print(&tether_harness::export(
-                servers,
-                format(args.format),
-                exposure,
-            )?);
+            print(&tether_harness::export(servers, args.format, exposure)?);
         }
     }
     Ok(OK)

@@ -21,7 +21,7 @@ fn pick_harness(args: &RunArgs) -> anyhow::Result<HarnessArg> {
         if harness != HarnessArg::Builtin && args.command.is_empty() {
             return Err(UsageError::new(format!(
                 "--harness {} needs the command to run after `--`, e.g. `tether run --mcp SPEC -- claude`",
-                harness_name(harness)
+                harness.name()
             ))
             .into());
         }
@@ -30,30 +30,23 @@ fn pick_harness(args: &RunArgs) -> anyhow::Result<HarnessArg> {
     let Some(program) = args.command.first() else {
         return Ok(HarnessArg::Builtin);
     };
+    if let Some(harness) = tether_harness::detect(program) {
+        return Ok(HarnessArg::Handoff(harness));
+    }
     let stem = std::path::Path::new(program)
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    match stem {
-        "claude" => Ok(HarnessArg::Claude),
-        "codex" => Ok(HarnessArg::Codex),
-        "gemini" => Ok(HarnessArg::Gemini),
-        "opencode" => Ok(HarnessArg::Opencode),
-        _ => Err(UsageError::new(format!(
-            "cannot tell which harness `{stem}` is; pass --harness claude|codex|gemini|opencode"
-        ))
-        .into()),
-    }
-}
-
-fn harness_name(harness: HarnessArg) -> &'static str {
-    match harness {
-        HarnessArg::Builtin => "builtin",
-        HarnessArg::Claude => "claude",
-        HarnessArg::Codex => "codex",
-        HarnessArg::Gemini => "gemini",
-        HarnessArg::Opencode => "opencode",
-    }
+    let names: Vec<&str> = tether_harness::HARNESSES
+        .iter()
+        .filter(|h| h.run.is_some())
+        .map(|h| h.name)
+        .collect();
+    Err(UsageError::new(format!(
+        "cannot tell which harness `{stem}` is; pass --harness {}",
+        names.join("|")
+    ))
+    .into())
 }
 
 pub async fn run(args: &RunArgs, server_url: Option<&str>) -> anyhow::Result<u8> {

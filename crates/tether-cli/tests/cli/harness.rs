@@ -21,10 +21,8 @@ fn fake_harness(sandbox: &Sandbox, name: &str, code: &str) -> PathBuf {
         r#"#!/bin/sh
 printf '%s\n' "$@" > '{r}/argv'
 env > '{r}/env'
-prev=""
 for a in "$@"; do
-  if [ "$prev" = "--mcp-config" ]; then cp "$a" '{r}/config'; echo "$a" > '{r}/config-path'; fi
-  prev="$a"
+  case "$a" in --mcp-config=*) f="${{a#--mcp-config=}}"; cp "$f" '{r}/config'; echo "$f" > '{r}/config-path';; esac
 done
 if [ -n "$GEMINI_CLI_HOME" ]; then cp "$GEMINI_CLI_HOME/.gemini/settings.json" '{r}/config'; echo "$GEMINI_CLI_HOME" > '{r}/config-path'; fi
 if [ -n "$OPENCODE_CONFIG_CONTENT" ]; then printf '%s' "$OPENCODE_CONFIG_CONTENT" > '{r}/config'; fi
@@ -254,5 +252,122 @@ fn sigterm_is_forwarded_and_the_run_directory_removed() {
         run_dirs(&sandbox),
         Vec::<PathBuf>::new(),
         "run directory left after SIGTERM"
+    );
+}
+
+/// Issue 10 item 13: `--mcp-config` takes several values, so `--mcp-config FILE mcp list` made
+/// Claude read `mcp` and `list` as config files. tether passes `--mcp-config=FILE`, one
+/// argument, before the user's.
+#[test]
+fn claude_config_flag_is_one_argument_before_the_users() {
+    let sandbox = Sandbox::new();
+    let program = fake_harness(&sandbox, "claude", "0");
+    let spec = config(&[server_json("local", &[], &[])]);
+    sandbox
+        .tether(&[
+            "run",
+            "--strict-mcp",
+            "--mcp",
+            &spec,
+            "--",
+            &program.to_string_lossy(),
+            "mcp",
+            "list",
+        ])
+        .assert()
+        .success();
+    let record = sandbox.path("record");
+    let argv = read(&record.join("argv"));
+    let lines: Vec<&str> = argv.lines().collect();
+    let config_path = read(&record.join("config-path"));
+    assert_eq!(
+        lines,
+        [
+            format!("--mcp-config={}", config_path.trim()).as_str(),
+            "--strict-mcp-config",
+            "mcp",
+            "list"
+        ],
+        "{argv}"
+    );
+}
+
+#[test]
+fn strict_mcp_names_each_gemini_server_in_its_own_argument() {
+    let sandbox = Sandbox::new();
+    let program = fake_harness(&sandbox, "gemini", "0");
+    let spec = spec();
+    sandbox
+        .tether(&[
+            "run",
+            "--strict-mcp",
+            "--mcp",
+            &spec,
+            "--secret",
+            "TOKEN=env:SRC",
+            "--",
+            &program.to_string_lossy(),
+            "a prompt",
+        ])
+        .env("SRC", SECRET)
+        .env("HOME", sandbox.path("home"))
+        .assert()
+        .success();
+    let argv = read(&sandbox.path("record").join("argv"));
+    assert_eq!(
+        argv.lines().collect::<Vec<_>>(),
+        [
+            "--allowed-mcp-server-names=local",
+            "--allowed-mcp-server-names=remote",
+            "a prompt"
+        ],
+        "{argv}"
+    );
+}
+
+#[test]
+fn harness_and_format_values_come_from_the_harness_table() {
+    let sandbox = Sandbox::new();
+    let spec = config(&[server_json("local", &[], &[])]);
+    // An export-only format is not a harness `run` can hand servers to.
+    let out = sandbox
+        .tether(&["run", "--mcp", &spec, "--harness", "vscode", "--", "code"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("invalid value 'vscode' for '--harness <HARNESS>'")
+            && stderr.contains("[possible values: builtin, claude, codex, gemini, opencode]"),
+        "{stderr}"
+    );
+    let out = sandbox
+        .tether(&["export", "--mcp", &spec, "--format", "emacs"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("[possible values: json, claude, codex, gemini, opencode, vscode, cursor]"),
+        "{stderr}"
+    );
+    // A harness named explicitly overrides the program's name.
+    let program = fake_harness(&sandbox, "my-agent", "0");
+    sandbox
+        .tether(&[
+            "run",
+            "--mcp",
+            &spec,
+            "--harness",
+            "opencode",
+            "--",
+            &program.to_string_lossy(),
+        ])
+        .assert()
+        .success();
+    let config = read(&sandbox.path("record").join("config"));
+    assert!(
+        config.contains("\"mcp\"") && config.contains("local"),
+        "{config}"
     );
 }

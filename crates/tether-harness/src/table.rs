@@ -1,0 +1,239 @@
+//! The descriptor table: one row per harness or export format, in the order help text lists
+//! them. Everything tether knows about a harness except its file layout (the format modules,
+//! `json_formats.rs` and `codex.rs`) lives in its row: its name on the command line, the
+//! program names that identify it, how it reads secrets, and how `tether run` hands it the
+//! servers.
+
+use tether_env::EnvVars;
+
+use crate::Format;
+
+/// One harness or export format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Harness {
+    /// The format this row describes (its index in [`HARNESSES`] is the variant's).
+    pub format: Format,
+    /// The name on the command line (`--format NAME`, `--harness NAME`).
+    pub name: &'static str,
+    /// What the user knows it as ("Claude Code"), for help text and messages.
+    pub title: &'static str,
+    /// How the config file is written.
+    pub syntax: Syntax,
+    /// The config file's name: what tether writes in the run directory or private home for
+    /// `tether run`, and the usual name for an exported file.
+    pub config_file: &'static str,
+    /// The top-level key that holds the servers (`mcpServers`, `mcp_servers`, `mcp`, `servers`).
+    pub servers_key: &'static str,
+    /// How a value is read from the harness's environment instead of being written inline.
+    pub references: References,
+    /// How `tether run -- CMD` hands the servers over; `None` for export-only formats
+    /// (editors, tether's own JSON).
+    pub run: Option<Run>,
+}
+
+/// The syntax of a config file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Syntax {
+    /// JSON.
+    Json,
+    /// TOML.
+    Toml,
+}
+
+/// How a harness reads a value from its environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum References {
+    /// `${NAME}` in any string of the file (Claude Code, Gemini CLI; also used for the
+    /// export-only JSON formats).
+    Dollar,
+    /// `{env:NAME}` pasted as text into the JSON before it is parsed (opencode): the variable
+    /// holds the JSON-escaped value.
+    OpencodeEnv,
+    /// By name only: `env_vars` (a stdio server's variable forwarded under its own name) and
+    /// `env_http_headers` (header → variable) (Codex). Any other field is written inline.
+    CodexEnvNames,
+}
+
+/// How `tether run` hands a harness its servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// Program file names that identify the harness in `tether run -- PROGRAM …`.
+    pub programs: &'static [&'static str],
+    /// Where the config goes.
+    pub delivery: Delivery,
+    /// How the harness is asked to use only tether's servers (`--strict-mcp`).
+    pub strict: Strict,
+    /// A variable naming a cache directory the harness logs expanded secrets into: tether
+    /// points it into the run directory and gives the stdio servers the user's own value back.
+    pub private_cache_env: Option<&'static str>,
+}
+
+/// Where the config goes for a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// A file in the run directory named by a flag, passed as one argument `FLAG=FILE` before
+    /// the user's arguments: a flag taking several values cannot swallow them.
+    FileFlag {
+        /// The flag.
+        flag: &'static str,
+    },
+    /// A private home directory in the run directory, named by `env`. The user's own home
+    /// (`$env`, else `$HOME/default_home`) has its entries linked in, except the config file,
+    /// which becomes the user's own with tether's servers in place of theirs.
+    PrivateHome {
+        /// The variable naming the home.
+        env: &'static str,
+        /// The home's path under `$HOME` when `env` is unset.
+        default_home: &'static str,
+        /// The directory inside the home that holds the config file (`""`: the home itself).
+        config_dir: &'static str,
+    },
+    /// The whole config text in a variable: no file at all.
+    InlineEnv {
+        /// The variable.
+        env: &'static str,
+    },
+}
+
+/// How a harness is asked to use only tether's servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strict {
+    /// It cannot be asked (or needs no asking: a private home holds only tether's servers).
+    Unavailable,
+    /// A flag on its own.
+    Flag(&'static str),
+    /// A flag followed by the names of the servers to allow.
+    AllowedNames(&'static str),
+}
+
+/// Every harness and export format, one row each, in [`Format`]'s order.
+pub const HARNESSES: &[Harness] = &[
+    Harness {
+        format: Format::Json,
+        name: "json",
+        title: "tether's portable JSON",
+        syntax: Syntax::Json,
+        config_file: "mcp.json",
+        servers_key: "mcpServers",
+        references: References::Dollar,
+        run: None,
+    },
+    Harness {
+        format: Format::Claude,
+        name: "claude",
+        title: "Claude Code",
+        syntax: Syntax::Json,
+        config_file: "mcp.json",
+        servers_key: "mcpServers",
+        references: References::Dollar,
+        run: Some(Run {
+            programs: &["claude"],
+            delivery: Delivery::FileFlag {
+                flag: "--mcp-config",
+            },
+            strict: Strict::Flag("--strict-mcp-config"),
+            private_cache_env: Some(EnvVars::XDG_CACHE_HOME),
+        }),
+    },
+    Harness {
+        format: Format::Codex,
+        name: "codex",
+        title: "Codex CLI",
+        syntax: Syntax::Toml,
+        config_file: "config.toml",
+        servers_key: "mcp_servers",
+        references: References::CodexEnvNames,
+        run: Some(Run {
+            programs: &["codex"],
+            delivery: Delivery::PrivateHome {
+                env: EnvVars::CODEX_HOME,
+                default_home: ".codex",
+                config_dir: "",
+            },
+            strict: Strict::Unavailable,
+            private_cache_env: None,
+        }),
+    },
+    Harness {
+        format: Format::Gemini,
+        name: "gemini",
+        title: "Gemini CLI",
+        syntax: Syntax::Json,
+        config_file: "settings.json",
+        servers_key: "mcpServers",
+        references: References::Dollar,
+        run: Some(Run {
+            programs: &["gemini"],
+            delivery: Delivery::PrivateHome {
+                env: EnvVars::GEMINI_CLI_HOME,
+                default_home: "",
+                config_dir: ".gemini",
+            },
+            strict: Strict::AllowedNames("--allowed-mcp-server-names"),
+            private_cache_env: None,
+        }),
+    },
+    Harness {
+        format: Format::Opencode,
+        name: "opencode",
+        title: "opencode",
+        syntax: Syntax::Json,
+        config_file: "opencode.json",
+        servers_key: "mcp",
+        references: References::OpencodeEnv,
+        run: Some(Run {
+            programs: &["opencode"],
+            delivery: Delivery::InlineEnv {
+                env: EnvVars::OPENCODE_CONFIG_CONTENT,
+            },
+            strict: Strict::Unavailable,
+            private_cache_env: None,
+        }),
+    },
+    Harness {
+        format: Format::Vscode,
+        name: "vscode",
+        title: "VS Code",
+        syntax: Syntax::Json,
+        config_file: ".vscode/mcp.json",
+        servers_key: "servers",
+        references: References::Dollar,
+        run: None,
+    },
+    Harness {
+        format: Format::Cursor,
+        name: "cursor",
+        title: "Cursor",
+        syntax: Syntax::Json,
+        config_file: ".cursor/mcp.json",
+        servers_key: "mcpServers",
+        references: References::Dollar,
+        run: None,
+    },
+];
+
+// The table is indexed by `Format as usize`: checked when the crate compiles, so the lookup in
+// `Format::harness` cannot miss.
+const _: () = {
+    let mut i = 0;
+    while i < HARNESSES.len() {
+        assert!(
+            HARNESSES[i].format as usize == i,
+            "HARNESSES is out of Format's order"
+        );
+        i += 1;
+    }
+    assert!(
+        HARNESSES.len() == Format::COUNT,
+        "a Format has no row in HARNESSES"
+    );
+};
+
+/// The harness a program is, from its file name (`/usr/local/bin/claude` → Claude Code);
+/// `None` when no row claims it.
+pub fn detect(program: &str) -> Option<&'static Harness> {
+    let name = std::path::Path::new(program).file_name()?.to_str()?;
+    HARNESSES
+        .iter()
+        .find(|h| h.run.is_some_and(|run| run.programs.contains(&name)))
+}
