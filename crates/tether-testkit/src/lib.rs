@@ -20,7 +20,7 @@ pub fn test_server_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         workspace_artifact(
-            &["-p", "tether-test-server", "--bin", "tether-test-mcp"],
+            &["-p", "tether-test-mcp", "--bin", "tether-test-mcp"],
             Path::new("tether-test-mcp"),
         )
     })

@@ -39,7 +39,7 @@ fn run() -> Result<(), String> {
             "-p",
             "tether-server",
             "-p",
-            "tether-test-server",
+            "tether-test-mcp",
             "--bins",
         ],
         Path::new("tether-server"),
