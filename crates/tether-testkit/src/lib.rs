@@ -31,17 +31,31 @@ pub fn test_server_bin() -> PathBuf {
 ///
 /// `cargo test --workspace` builds every binary and example first, so this normally finds the
 /// file; building it again from inside a test would re-resolve features for one package and
-/// could rebuild shared dependencies.
+/// could rebuild shared dependencies. The build is quiet: see
+/// [`workspace_artifact_with_progress`] for one that shows what it compiles.
 pub fn workspace_artifact(args: &[&str], path: &Path) -> PathBuf {
+    build_artifact(args, path, false)
+}
+
+/// [`workspace_artifact`], with cargo's own progress (each crate it compiles) on stderr: for
+/// programs a person watches, such as the quick start, where a first build takes minutes.
+pub fn workspace_artifact_with_progress(args: &[&str], path: &Path) -> PathBuf {
+    build_artifact(args, path, true)
+}
+
+fn build_artifact(args: &[&str], path: &Path, progress: bool) -> PathBuf {
     let target = target_dir();
     let existing = target.join("debug").join(path);
     if existing.is_file() {
         return existing;
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
-        .arg("build")
-        .arg("--quiet")
+    let mut command = Command::new(cargo);
+    command.arg("build");
+    if !progress {
+        command.arg("--quiet");
+    }
+    let status = command
         .args(args)
         .env("CARGO_TARGET_DIR", &target)
         .status()
