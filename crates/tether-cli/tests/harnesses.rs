@@ -16,11 +16,11 @@ use tether_testkit::{json_str, npm_bin, test_server_bin};
 
 const SECRET: &str = "a\"b\\c {{d}} e";
 
-/// Pinned harness packages (`.ci/run` installs the same versions).
-const CLAUDE: (&str, &str) = ("@anthropic-ai/claude-code@2.1.197", "claude");
-const CODEX: (&str, &str) = ("@openai/codex@0.171.0", "codex");
-const GEMINI: (&str, &str) = ("@google/gemini-cli@0.61.0", "gemini");
-const OPENCODE: (&str, &str) = ("opencode-ai@1.18.33", "opencode");
+/// The harness executables; their packages are pinned in `tether-testkit/npm-packages.txt`.
+const CLAUDE: &str = "claude";
+const CODEX: &str = "codex";
+const GEMINI: &str = "gemini";
+const OPENCODE: &str = "opencode";
 
 /// A temp HOME, the two servers, and the spec naming them.
 struct Setup {
@@ -192,7 +192,7 @@ fn assert_no_secret(what: &str, output: &Output) {
 
 #[test]
 fn claude_code_run_connects_both_servers() {
-    let Some(claude) = npm_bin(CLAUDE.0, CLAUDE.1) else {
+    let Some(claude) = npm_bin(CLAUDE) else {
         return;
     };
     let setup = Setup::new();
@@ -280,7 +280,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn claude_code_mcp_list_accepts_an_exported_user_config() {
-    let Some(claude) = npm_bin(CLAUDE.0, CLAUDE.1) else {
+    let Some(claude) = npm_bin(CLAUDE) else {
         return;
     };
     let setup = Setup::new();
@@ -382,7 +382,7 @@ fn claude_code_subcommand_arguments_survive_the_run() {
 
 #[test]
 fn gemini_cli_run_connects_both_servers() {
-    let Some(gemini) = npm_bin(GEMINI.0, GEMINI.1) else {
+    let Some(gemini) = npm_bin(GEMINI) else {
         return;
     };
     let setup = Setup::new();
@@ -407,7 +407,7 @@ fn gemini_cli_run_connects_both_servers() {
 
 #[test]
 fn opencode_run_connects_both_servers() {
-    let Some(opencode) = npm_bin(OPENCODE.0, OPENCODE.1) else {
+    let Some(opencode) = npm_bin(OPENCODE) else {
         return;
     };
     let setup = Setup::new();
@@ -429,7 +429,7 @@ fn opencode_run_connects_both_servers() {
 
 #[test]
 fn codex_run_lists_both_servers_with_secrets_by_reference() {
-    let Some(codex) = npm_bin(CODEX.0, CODEX.1) else {
+    let Some(codex) = npm_bin(CODEX) else {
         return;
     };
     let setup = Setup::new();

@@ -1,12 +1,16 @@
-//! Runs every case in `../shared/vectors/config_cases.json` (the shared test vectors every
-//! implementation must pass). A missing vectors file fails the test: it is never skipped.
+//! Runs every case of the config vectors every implementation must pass: the copy vendored in
+//! `tests/vectors/config_cases.json`, or the file `TETHER_VECTORS` names. A missing vectors
+//! file fails the test: it is never skipped. The vendored copy is also checked, byte for byte,
+//! against the shared original `../shared/vectors/config_cases.json` (next to the repository)
+//! when that file exists.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use pretty_assertions::assert_eq;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tether_config::{EmptyEnv, Exposure, Origin, Secrets, parse_config};
+use tether_env::EnvVars;
 
 #[derive(Deserialize)]
 struct Vectors {
@@ -24,14 +28,42 @@ struct Case {
     error_contains: Option<String>,
 }
 
+/// The copy of the shared vectors kept in this crate (what a fresh clone tests).
+const VENDORED: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/vectors/config_cases.json"
+);
+
+/// The shared original, next to the repository (`<repo>/../shared/vectors/`): absent in a
+/// fresh clone.
+const SHARED: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/vectors/config_cases.json"
+);
+
+/// The vectors to run: `$TETHER_VECTORS`, else the vendored copy.
 fn vectors_path() -> PathBuf {
-    std::env::var_os("TETHER_VECTORS").map_or_else(
-        || {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/vectors/config_cases.json")
-        },
-        PathBuf::from,
-    )
+    std::env::var_os(EnvVars::TETHER_VECTORS).map_or_else(|| PathBuf::from(VENDORED), PathBuf::from)
+}
+
+#[test]
+fn vendored_vectors_equal_the_shared_original() {
+    let shared = Path::new(SHARED);
+    if !shared.is_file() {
+        eprintln!(
+            "skipped: no shared original at {} to compare the vendored vectors with",
+            shared.display()
+        );
+        return;
+    }
+    let vendored = std::fs::read(VENDORED).expect("reading the vendored vectors");
+    let original = std::fs::read(shared).expect("reading the shared original vectors");
+    assert!(
+        vendored == original,
+        "{VENDORED} differs from {}: copy the shared file over the vendored one",
+        shared.display()
+    );
+    eprintln!("the vendored vectors equal {}", shared.display());
 }
 
 /// Parses, applies secrets and renders `case`, returning the rendered map or the error text.
@@ -80,7 +112,7 @@ fn restrict(actual: &Map<String, Value>, expect: &Map<String, Value>) -> Map<Str
 fn every_shared_vector_passes() {
     let path = vectors_path();
     let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read the shared vectors at {}: {e}", path.display()));
+        .unwrap_or_else(|e| panic!("cannot read the vectors at {}: {e}", path.display()));
     let vectors: Vectors = serde_json::from_str(&text).expect("vectors file is JSON");
     assert!(!vectors.cases.is_empty(), "the vectors file holds no case");
     let mut failures = Vec::new();
@@ -127,5 +159,5 @@ fn every_shared_vector_passes() {
         failures.len(),
         vectors.cases.len()
     );
-    eprintln!("{} shared vectors passed", vectors.cases.len());
+    eprintln!("{} config vectors passed", vectors.cases.len());
 }

@@ -38,7 +38,7 @@ fn test_server() -> PathBuf {
             "--quiet",
             "--release",
             "-p",
-            "tether-test-server",
+            "tether-test-mcp",
             "--bin",
             "tether-test-mcp",
         ])

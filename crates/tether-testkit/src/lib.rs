@@ -2,7 +2,8 @@
 //!
 //! - [`test_server_bin`] / [`workspace_artifact`]: binaries of this workspace, found in the
 //!   target directory the tests were built into (built on demand when missing);
-//! - [`server_everything`]: `@modelcontextprotocol/server-everything` from the npm registry;
+//! - [`npm_bin`] / [`server_everything`]: the pinned npm packages of `npm-packages.txt`
+//!   (server-everything and the harness CLIs), installed once under a file lock;
 //! - [`processes_in_group`] / [`wait_group_gone`]: process checks through `/proc`.
 
 use std::path::{Path, PathBuf};
@@ -10,15 +11,16 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The pinned `server-everything` package the tests use (`.ci/run` installs the same).
-pub const SERVER_EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+mod npm;
+
+pub use npm::{NPM_PACKAGES_FILE, NpmPackage, npm_bin, npm_packages, npm_prefix};
 
 /// The `tether-test-mcp` binary (built on first use when a test runs without the workspace).
 pub fn test_server_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         workspace_artifact(
-            &["-p", "tether-test-server", "--bin", "tether-test-mcp"],
+            &["-p", "tether-test-mcp", "--bin", "tether-test-mcp"],
             Path::new("tether-test-mcp"),
         )
     })
@@ -29,17 +31,31 @@ pub fn test_server_bin() -> PathBuf {
 ///
 /// `cargo test --workspace` builds every binary and example first, so this normally finds the
 /// file; building it again from inside a test would re-resolve features for one package and
-/// could rebuild shared dependencies.
+/// could rebuild shared dependencies. The build is quiet: see
+/// [`workspace_artifact_with_progress`] for one that shows what it compiles.
 pub fn workspace_artifact(args: &[&str], path: &Path) -> PathBuf {
+    build_artifact(args, path, false)
+}
+
+/// [`workspace_artifact`], with cargo's own progress (each crate it compiles) on stderr: for
+/// programs a person watches, such as the quick start, where a first build takes minutes.
+pub fn workspace_artifact_with_progress(args: &[&str], path: &Path) -> PathBuf {
+    build_artifact(args, path, true)
+}
+
+fn build_artifact(args: &[&str], path: &Path, progress: bool) -> PathBuf {
     let target = target_dir();
     let existing = target.join("debug").join(path);
     if existing.is_file() {
         return existing;
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
-        .arg("build")
-        .arg("--quiet")
+    let mut command = Command::new(cargo);
+    command.arg("build");
+    if !progress {
+        command.arg("--quiet");
+    }
+    let status = command
         .args(args)
         .env("CARGO_TARGET_DIR", &target)
         .status()
@@ -135,60 +151,8 @@ pub async fn wait_group_gone(pgid: i32, limit: Duration) -> Vec<i32> {
     }
 }
 
-/// The npm prefix the tests install packages into: `$TETHER_NPM_PREFIX`, else the repository's
-/// `.cache/npm` (where `.ci/run` installs them).
-pub fn npm_prefix() -> PathBuf {
-    std::env::var_os(tether_env::EnvVars::TETHER_NPM_PREFIX)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/npm"))
-}
-
-/// `node_modules/.bin/<bin>` of the npm package `package` (pinned, `name@version`), installed
-/// into [`npm_prefix`] when missing. `None`, with a printed notice, only when npm itself is
-/// absent; an install that fails is a test failure, never a silent skip.
-pub fn npm_bin(package: &str, bin: &str) -> Option<PathBuf> {
-    let prefix = npm_prefix();
-    let path = prefix.join("node_modules/.bin").join(bin);
-    if path.exists() {
-        return Some(path);
-    }
-    if Command::new("npm")
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .is_err()
-    {
-        eprintln!("NOTICE: npm is not installed; skipping the tests that need {package}");
-        return None;
-    }
-    // A temp HOME: some packages' install scripts write into HOME.
-    let home = std::env::temp_dir().join(format!("tether-npm-home-{}", std::process::id()));
-    let status = Command::new("npm")
-        .args([
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            "--prefix",
-        ])
-        .arg(&prefix)
-        .arg(package)
-        .env("HOME", &home)
-        .status()
-        .unwrap_or_else(|e| panic!("npm install failed to start: {e}"));
-    let _ = std::fs::remove_dir_all(&home);
-    assert!(status.success(), "npm install {package} failed");
-    assert!(
-        path.exists(),
-        "npm installed {package} but {} is missing",
-        path.display()
-    );
-    Some(path)
-}
-
-/// The `mcp-server-everything` launcher from the npm registry ([`SERVER_EVERYTHING`]).
+/// The `mcp-server-everything` launcher of `@modelcontextprotocol/server-everything`, pinned
+/// in `npm-packages.txt` (see [`npm_bin`]).
 pub fn server_everything() -> Option<PathBuf> {
-    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BIN.get_or_init(|| npm_bin(SERVER_EVERYTHING, "mcp-server-everything"))
-        .clone()
+    npm_bin("mcp-server-everything")
 }

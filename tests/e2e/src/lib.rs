@@ -8,7 +8,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use tether_testkit::{json_str, processes_with, test_server_bin, workspace_artifact};
+pub use tether_testkit::{
+    json_str, processes_with, test_server_bin, workspace_artifact, workspace_artifact_with_progress,
+};
 
 /// The `tether` binary.
 pub fn tether_bin() -> PathBuf {

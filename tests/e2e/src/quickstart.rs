@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use std::path::Path;
 
-use tether_e2e::{Stack, json_str, test_server_bin, workspace_artifact};
+use tether_e2e::{Stack, json_str, test_server_bin, workspace_artifact_with_progress};
 
 fn main() -> ExitCode {
     match run() {
@@ -30,16 +30,18 @@ fn step(text: &str) {
 }
 
 fn run() -> Result<(), String> {
-    step("building tether, tether-server and the test MCP server (when missing)");
+    step(
+        "building tether, tether-server and the test MCP server when missing (a few minutes the first time; cargo shows its progress on stderr)",
+    );
     // One cargo invocation for all three, so shared dependencies build once.
-    workspace_artifact(
+    workspace_artifact_with_progress(
         &[
             "-p",
             "tether-cli",
             "-p",
             "tether-server",
             "-p",
-            "tether-test-server",
+            "tether-test-mcp",
             "--bins",
         ],
         Path::new("tether-server"),

@@ -2,7 +2,8 @@
 //!
 //! The child runs without a shell, with a cleared environment plus [`ENV_WHITELIST`] plus the
 //! server's own `env`; on Linux it is tied to the spawning thread's death with
-//! `PR_SET_PDEATHSIG`. Ending it terminates the whole group (TERM, then KILL after a grace
+//! `PR_SET_PDEATHSIG`, and kills itself before exec when tether died before that signal was
+//! armed. Ending it terminates the whole group (TERM, then KILL after a grace
 //! period), so launchers such as `npx` leave no grandchildren behind.
 
 use std::process::{ExitStatus, Stdio};
@@ -208,15 +209,26 @@ impl Drop for ChildProcess {
 
 #[cfg(target_os = "linux")]
 fn tie_to_parent(command: &mut Command) {
-    // SAFETY: the closure runs in the forked child before exec and only makes the
-    // async-signal-safe prctl(2) call; it touches no memory shared with the parent.
+    // Captured before the fork: the pid the child must still have as its parent once the
+    // death signal is set.
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec and makes only the
+    // async-signal-safe prctl(2), getppid(2) and kill(2) calls (no allocation: the errors are
+    // raw errno values); it touches no memory shared with the parent.
     #[expect(
         unsafe_code,
         reason = "pre_exec is the only way to set PR_SET_PDEATHSIG for the child"
     )]
     unsafe {
-        command.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            // The parent may have died between fork and prctl: the signal was then never
+            // armed and the child was re-parented. End it as the signal would have.
+            if nix::unistd::getppid() != parent {
+                nix::sys::signal::raise(Signal::SIGKILL).map_err(std::io::Error::from)?;
+                return Err(nix::errno::Errno::ESRCH.into());
+            }
+            Ok(())
         });
     }
 }

@@ -1,50 +1,14 @@
 //! `@modelcontextprotocol/server-everything` (npm) in `streamableHttp` mode as the upstream of
 //! a URL installation, reached through the proxy by the driver's runtime.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
 use tether_config::Secrets;
+use tether_testkit::server_everything;
 
 use crate::support::{Fixture, STEP, add, call, launch, ready_tools};
-
-/// The npm package, pinned as in `.ci/run`.
-const PACKAGE: &str = "@modelcontextprotocol/server-everything@2026.8.31";
-
-/// `<repo>/.cache/npm/node_modules/.bin/mcp-server-everything`, installed with npm when
-/// missing. `None` (with a notice) only when npm itself is absent.
-fn server_everything() -> Option<PathBuf> {
-    let prefix = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.cache/npm"));
-    let bin = prefix.join("node_modules/.bin/mcp-server-everything");
-    if !bin.exists() {
-        let npm = std::process::Command::new("npm")
-            .args([
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                "--prefix",
-            ])
-            .arg(&prefix)
-            .arg(PACKAGE)
-            .status();
-        match npm {
-            Err(_) => {
-                eprintln!(
-                    "NOTICE: npm is not installed; skipping the server-everything proxy test"
-                );
-                return None;
-            }
-            Ok(status) => assert!(
-                status.success() && bin.exists(),
-                "npm install {PACKAGE} failed"
-            ),
-        }
-    }
-    Some(bin)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_through_the_proxy() {

@@ -41,7 +41,7 @@ pub fn test_mcp_bin() -> PathBuf {
                 "build",
                 "--quiet",
                 "-p",
-                "tether-test-server",
+                "tether-test-mcp",
                 "--bin",
                 "tether-test-mcp",
             ]);
