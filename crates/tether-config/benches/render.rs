@@ -1,13 +1,19 @@
 //! Rendering throughput: N servers holding 10 placeholders each, secrets applied in memory,
 //! serialized to the portable JSON map. Target (issue 2): 1,000 servers / 10,000 placeholders
 //! in ≤ 20 ms on a 2-core machine, and doubling the input at most ×2.3 the time.
+//!
+//! Scaling in the number of distinct placeholders of one server (issue 10, item 9): parse and
+//! render 10,000 vs 40,000 distinct placeholders, spread over args and env values or all in one
+//! string, and mask text holding 10,000 vs 40,000 distinct secret values. Target: 40k/10k at
+//! most ×4.5 the time (the code was quadratic: ×13 to ×20).
 
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Map, Value, json};
 use tether_config::{
-    EmptyEnv, Exposure, Installation, Origin, Secrets, parse_config, render_server_map,
+    EmptyEnv, Exposure, Installation, Origin, SecretValue, Secrets, mask_known_values,
+    parse_config, render_server_map,
 };
 
 /// A config of `servers` stdio servers, each with 6 arg placeholders and 4 captured env values
@@ -86,5 +92,81 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// One stdio server with `count` distinct placeholders: half in args (`--a{i}={{P{i}}}`), half
+/// in env values (`v-{{S{i}}}`).
+fn spread_config(count: usize) -> String {
+    let half = count / 2;
+    let server = json!({
+        "command": "/opt/mcp/wide",
+        "args": (0..half).map(|i| format!("--a{i}={{{{P{i}}}}}")).collect::<Vec<_>>(),
+        "env": (0..count - half)
+            .map(|i| (format!("E{i}"), Value::from(format!("v-{{{{S{i}}}}}"))))
+            .collect::<Map<_, _>>(),
+    });
+    json!({ "mcpServers": { "wide": server } }).to_string()
+}
+
+/// One stdio server whose single arg holds `count` distinct placeholders.
+fn one_string_config(count: usize) -> String {
+    let arg: String = (0..count).map(|i| format!("{{{{P{i}}}}} ")).collect();
+    json!({ "mcpServers": { "wide": { "command": "/opt/mcp/wide", "args": [arg] } } }).to_string()
+}
+
+/// A secret for every `P{i}` and `S{i}` below `count`.
+fn wide_secrets(count: usize) -> Secrets {
+    (0..count)
+        .flat_map(|i| {
+            [
+                (format!("P{i}"), format!("p-value-{i}")),
+                (format!("S{i}"), format!("s-value-{i}")),
+            ]
+        })
+        .collect()
+}
+
+fn parse_and_render(text: &str, secrets: &Secrets) -> Option<String> {
+    let parsed = parse_config(text, Origin::Managed).ok()?;
+    let installations: Vec<Installation> = parsed
+        .servers
+        .into_iter()
+        .map(|s| s.into_installation())
+        .collect();
+    Some(render_all(&installations, secrets))
+}
+
+fn bench_wide(c: &mut Criterion) {
+    let mut group = c.benchmark_group("placeholders");
+    group.sample_size(10);
+    for count in [10_000, 40_000] {
+        let secrets = wide_secrets(count);
+        group.throughput(Throughput::Elements(count as u64));
+        for (shape, text) in [
+            ("spread", spread_config(count)),
+            ("one_string", one_string_config(count)),
+        ] {
+            group.bench_with_input(BenchmarkId::new(shape, count), &text, |b, text| {
+                b.iter(|| black_box(parse_and_render(text, &secrets)));
+            });
+        }
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("mask");
+    group.sample_size(10);
+    for count in [10_000, 40_000] {
+        let values: Vec<SecretValue> = (0..count)
+            .map(|i| SecretValue::new(format!("secret-value-{i:06}")))
+            .collect();
+        let text: String = (0..count)
+            .map(|i| format!("line {i} token=secret-value-{i:06} done\n"))
+            .collect();
+        group.throughput(Throughput::Elements(count as u64));
+        group.bench_with_input(BenchmarkId::new("values", count), &text, |b, text| {
+            b.iter(|| black_box(mask_known_values(text, &values)));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_wide);
 criterion_main!(benches);

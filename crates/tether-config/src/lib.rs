@@ -27,6 +27,7 @@ mod encodings;
 mod env_expand;
 mod error;
 mod json;
+mod mask;
 mod model;
 mod parse;
 pub mod placeholder;
@@ -37,10 +38,11 @@ pub use encodings::printed_forms;
 pub use env_expand::{EmptyEnv, EnvLookup, ProcessEnv};
 pub use error::ConfigError;
 pub use json::MAX_CONFIG_BYTES;
+pub use mask::{MIN_SECRET_LINE_BYTES, Masker, mask_known_values};
 pub use model::{
     Installation, Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerTemplate,
     StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
 };
 pub use parse::{ConfigWarning, ParsedConfig, ServerReference, parse_config, raw_server_entries};
 pub use render::{Exposure, RenderedServer, RenderedText, RenderedTransport, render_server_map};
-pub use secret::{MASK, SecretValue, Secrets, mask_known_values};
+pub use secret::{MASK, SecretValue, Secrets};

@@ -570,10 +570,12 @@ fn parse_server(
     Ok(())
 }
 
-/// Collects variables and captured values while a template is built.
+/// Collects variables and captured values while a template is built. `known` holds the
+/// variable names so that adding one is a set lookup, not a scan of the list.
 struct TemplateBuilder {
     origin: Origin,
     variables: Vec<Variable>,
+    known: HashSet<String>,
     captured: IndexMap<String, VariableValue>,
 }
 
@@ -582,7 +584,19 @@ impl TemplateBuilder {
         Self {
             origin,
             variables: Vec::new(),
+            known: HashSet::new(),
             captured: IndexMap::new(),
+        }
+    }
+
+    /// Adds the variable `name` unless it already is one.
+    fn add(&mut self, name: &str, source: VariableSource) {
+        if !self.known.contains(name) {
+            self.known.insert(name.to_owned());
+            self.variables.push(Variable {
+                name: name.to_owned(),
+                source,
+            });
         }
     }
 
@@ -598,10 +612,7 @@ impl TemplateBuilder {
         for (key, value) in values {
             let locked = self.origin == Origin::Managed && !has_placeholders(&value);
             template.insert(key.clone(), placeholder(&key));
-            self.variables.push(Variable {
-                name: key.clone(),
-                source,
-            });
+            self.add(&key, source);
             self.captured.insert(
                 key,
                 VariableValue {
@@ -616,12 +627,7 @@ impl TemplateBuilder {
     /// Adds each placeholder in `text` as a variable, unless it already is one.
     fn scan(&mut self, text: &str) {
         for name in placeholder_names(text) {
-            if !self.variables.iter().any(|v| v.name == name) {
-                self.variables.push(Variable {
-                    name: name.to_owned(),
-                    source: VariableSource::Placeholder,
-                });
-            }
+            self.add(name, VariableSource::Placeholder);
         }
     }
 }

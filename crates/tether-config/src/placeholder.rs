@@ -8,6 +8,8 @@
 //! treat many of these forms as syntax and escape HTML by default; see
 //! `specs/config-and-templating/TECH.md`.
 
+use std::collections::HashSet;
+
 /// One piece of a scanned string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Segment<'a> {
@@ -94,12 +96,14 @@ pub fn has_placeholders(text: &str) -> bool {
         .any(|s| matches!(s, Segment::Placeholder(_)))
 }
 
-/// The placeholder names in `text`, in order of first appearance, without repeats.
+/// The placeholder names in `text`, in order of first appearance, without repeats. Linear in
+/// the length of `text` (a set of the names seen, no rescans).
 pub fn placeholder_names(text: &str) -> Vec<&str> {
+    let mut seen: HashSet<&str> = HashSet::new();
     let mut names: Vec<&str> = Vec::new();
     for segment in segments(text) {
         if let Segment::Placeholder(name) = segment
-            && !names.contains(&name)
+            && seen.insert(name)
         {
             names.push(name);
         }

@@ -12,7 +12,7 @@
 //! **Invariant:** this is the only way from an [`Installation`] to launchable or exportable
 //! config, so local, inline and managed installations all get the same secret handling.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 use indexmap::IndexMap;
@@ -241,6 +241,7 @@ impl Installation {
     pub fn render(&self, secrets: &Secrets, env: &dyn EnvLookup) -> RenderedServer {
         let mut renderer = Renderer {
             installation: self,
+            variables: self.server.variable_names().collect(),
             secrets,
             env: (self.origin == Origin::User).then_some(env),
             resolved: HashMap::new(),
@@ -271,6 +272,8 @@ impl Installation {
 
 struct Renderer<'a> {
     installation: &'a Installation,
+    /// The server's variable names, as a set: a lookup per placeholder, not a scan.
+    variables: HashSet<&'a str>,
     secrets: &'a Secrets,
     env: Option<&'a dyn EnvLookup>,
     resolved: HashMap<String, RenderedText>,
@@ -286,7 +289,7 @@ impl Renderer<'_> {
             match segment {
                 Segment::Literal(literal) => self.literal(literal, &mut out),
                 Segment::Placeholder(name) => {
-                    if self.installation.server.has_variable(name) {
+                    if self.variables.contains(name) {
                         let value = self.variable(name);
                         out.extend(&value);
                     } else {
@@ -303,13 +306,12 @@ impl Renderer<'_> {
     fn captured_map(&mut self, map: &IndexMap<String, String>) -> IndexMap<String, RenderedText> {
         map.iter()
             .map(|(key, template)| {
-                let value = if *template == placeholder(key)
-                    && self.installation.server.has_variable(key)
-                {
-                    self.variable(key)
-                } else {
-                    self.text(template)
-                };
+                let value =
+                    if *template == placeholder(key) && self.variables.contains(key.as_str()) {
+                        self.variable(key)
+                    } else {
+                        self.text(template)
+                    };
                 (key.clone(), value)
             })
             .collect()

@@ -118,30 +118,6 @@ impl fmt::Debug for Secrets {
     }
 }
 
-/// Replaces every occurrence of each known secret value in `text` with [`MASK`].
-///
-/// Redaction is by known value, never by key-name pattern. Longer values are masked first so
-/// that a value containing another is masked whole; empty values are ignored.
-pub fn mask_known_values<'a>(
-    text: &str,
-    values: impl IntoIterator<Item = &'a SecretValue>,
-) -> String {
-    let mut values: Vec<&str> = values
-        .into_iter()
-        .map(SecretValue::expose)
-        .filter(|v| !v.is_empty())
-        .collect();
-    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-    values.dedup();
-    let mut masked = text.to_owned();
-    for value in values {
-        if masked.contains(value) {
-            masked = masked.replace(value, MASK);
-        }
-    }
-    masked
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,16 +131,5 @@ mod tests {
         let shown = format!("{secrets:?}");
         assert!(shown.contains("TOKEN"), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
-    }
-
-    #[test]
-    fn masks_longest_value_first() {
-        let a = SecretValue::from("abc");
-        let b = SecretValue::from("abcdef");
-        let empty = SecretValue::from("");
-        assert_eq!(
-            mask_known_values("x abcdef y abc", [&a, &b, &empty]),
-            "x ******** y ********"
-        );
     }
 }

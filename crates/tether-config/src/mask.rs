@@ -1,0 +1,255 @@
+//! Masking known secret values in text (a child's stderr, an error message, a log line).
+//!
+//! Redaction is by known value, never by key-name pattern. A [`Masker`] is built once from the
+//! values and then masks any text in one pass (Aho-Corasick), so masking costs the length of the
+//! text whatever the number of values. Every occurrence of every value is covered, overlapping
+//! ones included; a run of overlapping occurrences becomes one [`MASK`].
+//!
+//! A value that spans lines (a PEM key, a JSON credential file) is also masked line by line, for
+//! output that is cut into lines before it is masked (a log line per stderr line): each of its
+//! lines is a value of its own once trimmed of surrounding whitespace, if it has at least
+//! [`MIN_SECRET_LINE_BYTES`] bytes. Shorter lines (`{`, `}`, an empty line, a short base64 tail)
+//! would mask ordinary text everywhere; they are still masked wherever the whole value appears.
+//!
+//! **Invariant:** a masker never shows its values (`Debug` prints how many there are). Its
+//! search tables hold copies of the values' bytes that are not zeroed on drop; it lives as long
+//! as the run it masks for, in memory only.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::ops::Range;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+
+use crate::secret::{MASK, SecretValue};
+
+/// The shortest line of a multi-line secret that is masked on its own (in bytes, after trimming
+/// surrounding whitespace). A shorter line is masked only where the whole secret appears.
+pub const MIN_SECRET_LINE_BYTES: usize = 8;
+
+/// How a masker finds what to mask.
+#[derive(Clone)]
+enum Search {
+    /// No non-empty value: nothing to mask.
+    Nothing,
+    /// One automaton over every value.
+    Values(AhoCorasick),
+    /// The automaton could not be built (a value set beyond its size limits): every non-empty
+    /// text is masked whole rather than shown unmasked.
+    Everything,
+}
+
+/// A set of known secret values, ready to mask text in one pass.
+#[derive(Clone)]
+pub struct Masker {
+    search: Search,
+    count: usize,
+    longest: usize,
+}
+
+impl Masker {
+    /// The masker for `values`. Empty values are ignored; a multi-line value adds each of its
+    /// lines of at least [`MIN_SECRET_LINE_BYTES`] bytes (trimmed) as a value of its own.
+    pub fn new<'a>(values: impl IntoIterator<Item = &'a SecretValue>) -> Self {
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut patterns: Vec<&str> = Vec::new();
+        let mut add = |pattern: &'a str| {
+            if !pattern.is_empty() && seen.insert(pattern) {
+                patterns.push(pattern);
+            }
+        };
+        for value in values {
+            let value = value.expose();
+            add(value);
+            if value.contains(['\n', '\r']) {
+                value
+                    .split(['\n', '\r'])
+                    .map(str::trim)
+                    .filter(|line| line.len() >= MIN_SECRET_LINE_BYTES)
+                    .for_each(&mut add);
+            }
+        }
+        let longest = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
+        let search = if patterns.is_empty() {
+            Search::Nothing
+        } else {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
+                .build(&patterns)
+                .map_or(Search::Everything, Search::Values)
+        };
+        Self {
+            search,
+            count: patterns.len(),
+            longest,
+        }
+    }
+
+    /// Whether there is nothing to mask.
+    pub fn is_empty(&self) -> bool {
+        matches!(self.search, Search::Nothing)
+    }
+
+    /// The length in bytes of the longest value: a window of text that may cut a value must
+    /// reach this far past the cut for the value to be found whole.
+    pub fn longest(&self) -> usize {
+        self.longest
+    }
+
+    /// `text` with every occurrence of every value replaced by [`MASK`].
+    pub fn mask(&self, text: &str) -> String {
+        self.mask_range(text, 0..text.len())
+    }
+
+    /// The masked form of the part of `text` in `keep` (byte offsets, moved inwards to character
+    /// boundaries). Values are searched in the whole `text`, so a value that lies partly inside
+    /// `keep` is found and shown as one [`MASK`]: give `text` at least [`Masker::longest`] bytes
+    /// of context on each side of a cut.
+    pub fn mask_range(&self, text: &str, keep: Range<usize>) -> String {
+        let end = floor_char_boundary(text, keep.end.min(text.len()));
+        let start = ceil_char_boundary(text, keep.start.min(end));
+        let automaton = match &self.search {
+            Search::Nothing => return text[start..end].to_owned(),
+            Search::Everything if start < end => return MASK.to_owned(),
+            Search::Everything => return String::new(),
+            Search::Values(automaton) => automaton,
+        };
+        let Ok(matches) = automaton.try_find_overlapping_iter(text) else {
+            return MASK.to_owned();
+        };
+        // Matches come in order of their end: merge each with the covered spans it overlaps.
+        let mut covered: Vec<Range<usize>> = Vec::new();
+        for found in matches {
+            let mut span = found.range();
+            while let Some(last) = covered.last() {
+                if last.end > span.start {
+                    span.start = span.start.min(last.start);
+                    covered.pop();
+                } else {
+                    break;
+                }
+            }
+            covered.push(span);
+        }
+        let mut out = String::with_capacity(end - start);
+        let mut at = start;
+        for span in covered {
+            if span.end <= start || span.start >= end {
+                continue;
+            }
+            if at < span.start {
+                out.push_str(&text[at..span.start]);
+            }
+            out.push_str(MASK);
+            at = span.end;
+        }
+        if at < end {
+            out.push_str(&text[at..end]);
+        }
+        out
+    }
+}
+
+impl Default for Masker {
+    /// A masker with no values: it masks nothing.
+    fn default() -> Self {
+        Self {
+            search: Search::Nothing,
+            count: 0,
+            longest: 0,
+        }
+    }
+}
+
+impl fmt::Debug for Masker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Masker")
+            .field("values", &self.count)
+            .finish_non_exhaustive()
+    }
+}
+
+fn floor_char_boundary(text: &str, index: usize) -> usize {
+    (0..=index)
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0)
+}
+
+fn ceil_char_boundary(text: &str, index: usize) -> usize {
+    (index..=text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len())
+}
+
+/// Replaces every occurrence of each known secret value in `text` with [`MASK`].
+///
+/// Builds a [`Masker`] for this one call; a caller that masks many texts with the same values
+/// builds the masker once.
+pub fn mask_known_values<'a>(
+    text: &str,
+    values: impl IntoIterator<Item = &'a SecretValue>,
+) -> String {
+    Masker::new(values).mask(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn check(text: &str, values: &[&str], expect: &str) {
+        let values: Vec<SecretValue> = values.iter().copied().map(SecretValue::from).collect();
+        assert_eq!(mask_known_values(text, &values), expect, "masking {text:?}");
+    }
+
+    #[test]
+    fn masks_longest_value_first() {
+        let a = SecretValue::from("abc");
+        let b = SecretValue::from("abcdef");
+        let empty = SecretValue::from("");
+        assert_eq!(
+            mask_known_values("x abcdef y abc", [&a, &b, &empty]),
+            "x ******** y ********"
+        );
+    }
+
+    #[test]
+    fn overlapping_and_adjacent_values() {
+        // Overlapping occurrences are covered whole, whichever starts first.
+        check("abcdef", &["bcdef", "abc"], "********");
+        check("xabcdefx", &["abcd", "cdef"], "x********x");
+        // Adjacent occurrences stay two masks; the mask itself is never masked again.
+        check("abcabc", &["abc"], "****************");
+        check("a*b", &["*"], "a********b");
+        check("no secret here", &["zzz"], "no secret here");
+        check("", &["zzz"], "");
+        check("é-clé-é", &["clé"], "é-********-é");
+    }
+
+    #[test]
+    fn multi_line_values_mask_each_long_line() {
+        let pem =
+            "-----BEGIN KEY-----\r\nMIIEvQIBADANBgkq\n  hkiG9w0BAQEF  \n}\nAg==\n-----END KEY-----";
+        let masker = Masker::new([&SecretValue::from(pem)]);
+        assert_eq!(masker.mask(&format!("k={pem}!")), "k=********!");
+        assert_eq!(masker.mask("line MIIEvQIBADANBgkq"), "line ********");
+        assert_eq!(masker.mask("    hkiG9w0BAQEF"), "    ********");
+        assert_eq!(masker.mask("-----END KEY-----"), "********");
+        // Lines shorter than the minimum are not values of their own.
+        assert_eq!(masker.mask("} Ag=="), "} Ag==");
+        assert_eq!(format!("{masker:?}"), "Masker { values: 5, .. }");
+    }
+
+    #[test]
+    fn a_range_masks_values_that_straddle_its_bounds() {
+        let masker = Masker::new([&SecretValue::from("SECRET")]);
+        let text = "aaSECRETbbSECRETcc";
+        assert_eq!(masker.mask_range(text, 4..14), "********bb********");
+        assert_eq!(masker.mask_range(text, 0..2), "aa");
+        assert_eq!(masker.mask_range(text, 9..10), "b");
+        assert_eq!(masker.mask_range("é", 1..2), "");
+        assert!(Masker::new([&SecretValue::from("")]).is_empty());
+        assert_eq!(masker.longest(), 6);
+    }
+}
