@@ -332,7 +332,7 @@ fn claude_code_mcp_list_accepts_an_exported_user_config() {
 /// its arguments reached Claude intact.
 #[test]
 fn claude_code_subcommand_arguments_survive_the_run() {
-    let Some(claude) = npm_bin(CLAUDE.0, CLAUDE.1) else {
+    let Some(claude) = npm_bin(CLAUDE) else {
         return;
     };
     let setup = Setup::new();
