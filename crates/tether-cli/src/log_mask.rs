@@ -2,9 +2,10 @@
 //! (tether's and its dependencies': rmcp and reqwest print URLs with `Debug`) and every error
 //! message passes through [`mask`] before it is written.
 //!
-//! The run registers its secret values once they are known ([`register`]); each value is
-//! expanded into the forms libraries print it in (`tether_config::printed_forms`: percent-
-//! encoded, lower-cased, JSON- and `Debug`-escaped), and masking replaces any of them.
+//! The run registers its secret values once they are known ([`register`]); the masker built
+//! from them (`tether_config::Masker`) finds each value in every form libraries print it in
+//! (percent-encoded, lower-cased, JSON- and `Debug`-escaped) and each long line of a
+//! multi-line value.
 //!
 //! A process-wide registry is right here: this is the binary, there is one stderr, and log
 //! events come from threads tether does not control.
@@ -12,35 +13,43 @@
 use std::io::Write;
 use std::sync::{PoisonError, RwLock};
 
-use tether_config::{SecretValue, mask_known_values, printed_forms};
+use tether_config::{Masker, SecretValue};
 use tracing_subscriber::fmt::MakeWriter;
 use zeroize::Zeroize as _;
 
-/// The forms of every registered secret value.
-static MASKED: RwLock<Vec<SecretValue>> = RwLock::new(Vec::new());
+/// The registered values, and the masker built from them (rebuilt when values are added,
+/// which happens a few times per run; masking happens on every log event).
+struct Registry {
+    values: Vec<SecretValue>,
+    masker: Masker,
+}
 
-/// Adds secret values to mask from now on (each in all its printed forms).
+static REGISTRY: RwLock<Registry> = RwLock::new(Registry {
+    values: Vec::new(),
+    masker: Masker::EMPTY,
+});
+
+/// Adds secret values to mask from now on.
 pub fn register<'a>(values: impl IntoIterator<Item = &'a SecretValue>) {
-    let mut added: Vec<SecretValue> = values
-        .into_iter()
-        .filter(|value| !value.is_empty())
-        .flat_map(printed_forms)
-        .collect();
-    if added.is_empty() {
-        return;
+    let mut registry = REGISTRY.write().unwrap_or_else(PoisonError::into_inner);
+    let before = registry.values.len();
+    for value in values {
+        if !value.is_empty() && !registry.values.contains(value) {
+            registry.values.push(value.clone());
+        }
     }
-    let mut masked = MASKED.write().unwrap_or_else(PoisonError::into_inner);
-    added.retain(|form| !masked.contains(form));
-    masked.extend(added);
+    if registry.values.len() != before {
+        registry.masker = Masker::new(&registry.values);
+    }
 }
 
 /// `text` with every registered value, in each of its forms, replaced by the mask.
 pub fn mask(text: &str) -> String {
-    let masked = MASKED.read().unwrap_or_else(PoisonError::into_inner);
-    if masked.is_empty() {
-        return text.to_owned();
-    }
-    mask_known_values(text, masked.iter())
+    REGISTRY
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .masker
+        .mask(text)
 }
 
 /// The tracing writer: each event is formatted into a buffer, masked as a whole, and written

@@ -21,6 +21,7 @@ use std::ops::Range;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
+use crate::encodings::printed_forms;
 use crate::secret::{MASK, SecretValue};
 
 /// The shortest line of a multi-line secret that is masked on its own (in bytes, after trimming
@@ -48,25 +49,36 @@ pub struct Masker {
 }
 
 impl Masker {
-    /// The masker for `values`. Empty values are ignored; a multi-line value adds each of its
-    /// lines of at least [`MIN_SECRET_LINE_BYTES`] bytes (trimmed) as a value of its own.
+    /// The masker for `values`. Empty values are ignored; each value is searched in every form
+    /// libraries print it in ([`printed_forms`]: percent-encoded, lower-cased, JSON- and
+    /// `Debug`-escaped), and a multi-line value adds each of its lines of at least
+    /// [`MIN_SECRET_LINE_BYTES`] bytes (trimmed) as a value of its own.
     pub fn new<'a>(values: impl IntoIterator<Item = &'a SecretValue>) -> Self {
+        // Each value's forms, the value itself first: `count` (what `Debug` shows) counts the
+        // values and their lines as given, not the encoded forms searched besides.
+        let forms: Vec<Vec<SecretValue>> = values
+            .into_iter()
+            .filter(|value| !value.is_empty())
+            .map(printed_forms)
+            .collect();
         let mut seen: HashSet<&str> = HashSet::new();
         let mut patterns: Vec<&str> = Vec::new();
-        let mut add = |pattern: &'a str| {
-            if !pattern.is_empty() && seen.insert(pattern) {
-                patterns.push(pattern);
-            }
-        };
-        for value in values {
+        let mut count = 0;
+        for (index, value) in forms.iter().flat_map(|forms| forms.iter().enumerate()) {
             let value = value.expose();
-            add(value);
-            if value.contains(['\n', '\r']) {
-                value
-                    .split(['\n', '\r'])
-                    .map(str::trim)
-                    .filter(|line| line.len() >= MIN_SECRET_LINE_BYTES)
-                    .for_each(&mut add);
+            let lines = value
+                .contains(['\n', '\r'])
+                .then(|| value.split(['\n', '\r']).map(str::trim))
+                .into_iter()
+                .flatten()
+                .filter(|line| line.len() >= MIN_SECRET_LINE_BYTES);
+            for pattern in std::iter::once(value).chain(lines) {
+                if !pattern.is_empty() && seen.insert(pattern) {
+                    patterns.push(pattern);
+                    if index == 0 {
+                        count += 1;
+                    }
+                }
             }
         }
         let longest = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
@@ -80,7 +92,7 @@ impl Masker {
         };
         Self {
             search,
-            count: patterns.len(),
+            count,
             longest,
         }
     }
@@ -150,14 +162,19 @@ impl Masker {
     }
 }
 
+impl Masker {
+    /// A masker with no values: it masks nothing (usable in a `static`).
+    pub const EMPTY: Self = Self {
+        search: Search::Nothing,
+        count: 0,
+        longest: 0,
+    };
+}
+
 impl Default for Masker {
     /// A masker with no values: it masks nothing.
     fn default() -> Self {
-        Self {
-            search: Search::Nothing,
-            count: 0,
-            longest: 0,
-        }
+        Self::EMPTY
     }
 }
 
@@ -239,6 +256,25 @@ mod tests {
         // Lines shorter than the minimum are not values of their own.
         assert_eq!(masker.mask("} Ag=="), "} Ag==");
         assert_eq!(format!("{masker:?}"), "Masker { values: 5, .. }");
+    }
+
+    #[test]
+    fn printed_forms_of_a_value_are_masked_too() {
+        let masker = Masker::new([&SecretValue::from("Tok en\"<1>")]);
+        for printed in [
+            "url: http://h/p?key=Tok%20en%22%3C1%3E",
+            "form: Tok+en%22%3C1%3E",
+            "host: tok en\"<1>",
+            "json: \"Tok en\\\"<1>\"",
+        ] {
+            let masked = masker.mask(printed);
+            assert!(masked.contains(MASK), "{printed} → {masked}");
+            assert!(
+                !masked.to_lowercase().contains("tok"),
+                "{printed} → {masked}"
+            );
+        }
+        assert_eq!(format!("{masker:?}"), "Masker { values: 1, .. }");
     }
 
     #[test]
