@@ -91,6 +91,28 @@ impl Setup {
             .into_owned()
     }
 
+    /// `tether export --format claude -o ~/.claude.json`: Claude Code's user scope, which
+    /// `claude mcp list` reads.
+    fn export_claude_user_config(&self) {
+        let user_config = self.home().join(".claude.json");
+        let secret = format!("TOKEN=file:{}", self.secret_file());
+        let out = self
+            .tether(&[
+                "export",
+                "--mcp",
+                &self.spec,
+                "--secret",
+                &secret,
+                "--format",
+                "claude",
+                "-o",
+                &user_config.to_string_lossy(),
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+
     /// `tether ARGS` with a sandboxed HOME, XDG dirs and TETHER_HOME; cwd in the temp dir.
     fn tether(&self, args: &[&str]) -> Command {
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("tether"));
@@ -284,23 +306,7 @@ fn claude_code_mcp_list_accepts_an_exported_user_config() {
         return;
     };
     let setup = Setup::new();
-    let user_config = setup.home().join(".claude.json");
-    let secret = format!("TOKEN=file:{}", setup.secret_file());
-    let out = setup
-        .tether(&[
-            "export",
-            "--mcp",
-            &setup.spec,
-            "--secret",
-            &secret,
-            "--format",
-            "claude",
-            "-o",
-            &user_config.to_string_lossy(),
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    setup.export_claude_user_config();
     let mut command = Command::new(&claude);
     command
         .arg("mcp")
@@ -336,24 +342,9 @@ fn claude_code_subcommand_arguments_survive_the_run() {
         return;
     };
     let setup = Setup::new();
-    let user_config = setup.home().join(".claude.json");
-    let secret = format!("TOKEN=file:{}", setup.secret_file());
-    let out = setup
-        .tether(&[
-            "export",
-            "--mcp",
-            &setup.spec,
-            "--secret",
-            &secret,
-            "--format",
-            "claude",
-            "-o",
-            &user_config.to_string_lossy(),
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    setup.export_claude_user_config();
     let claude = claude.to_string_lossy().into_owned();
+    let secret = format!("TOKEN=file:{}", setup.secret_file());
     for strict in [false, true] {
         let mut args = vec!["run", "--mcp", &setup.spec, "--secret", &secret];
         if strict {

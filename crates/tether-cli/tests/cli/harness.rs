@@ -121,6 +121,9 @@ fn each_harness_gets_references_in_its_config_and_values_in_its_environment() {
     }
 }
 
+/// Also issue 10 item 13: `--mcp-config` takes several values, so `--mcp-config FILE mcp list`
+/// made Claude read `mcp` and `list` as config files. tether passes `--mcp-config=FILE`, one
+/// argument, before the user's.
 #[test]
 fn strict_mcp_asks_claude_to_be_strict() {
     let sandbox = Sandbox::new();
@@ -134,11 +137,25 @@ fn strict_mcp_asks_claude_to_be_strict() {
             &spec,
             "--",
             &program.to_string_lossy(),
+            "mcp",
+            "list",
         ])
         .assert()
         .success();
-    let argv = read(&sandbox.path("record").join("argv"));
+    let record = sandbox.path("record");
+    let argv = read(&record.join("argv"));
     assert!(argv.lines().any(|l| l == "--strict-mcp-config"), "{argv}");
+    let config_path = read(&record.join("config-path"));
+    assert_eq!(
+        argv.lines().collect::<Vec<_>>(),
+        [
+            format!("--mcp-config={}", config_path.trim()).as_str(),
+            "--strict-mcp-config",
+            "mcp",
+            "list"
+        ],
+        "{argv}"
+    );
 }
 
 #[test]
@@ -252,43 +269,6 @@ fn sigterm_is_forwarded_and_the_run_directory_removed() {
         run_dirs(&sandbox),
         Vec::<PathBuf>::new(),
         "run directory left after SIGTERM"
-    );
-}
-
-/// Issue 10 item 13: `--mcp-config` takes several values, so `--mcp-config FILE mcp list` made
-/// Claude read `mcp` and `list` as config files. tether passes `--mcp-config=FILE`, one
-/// argument, before the user's.
-#[test]
-fn claude_config_flag_is_one_argument_before_the_users() {
-    let sandbox = Sandbox::new();
-    let program = fake_harness(&sandbox, "claude", "0");
-    let spec = config(&[server_json("local", &[], &[])]);
-    sandbox
-        .tether(&[
-            "run",
-            "--strict-mcp",
-            "--mcp",
-            &spec,
-            "--",
-            &program.to_string_lossy(),
-            "mcp",
-            "list",
-        ])
-        .assert()
-        .success();
-    let record = sandbox.path("record");
-    let argv = read(&record.join("argv"));
-    let lines: Vec<&str> = argv.lines().collect();
-    let config_path = read(&record.join("config-path"));
-    assert_eq!(
-        lines,
-        [
-            format!("--mcp-config={}", config_path.trim()).as_str(),
-            "--strict-mcp-config",
-            "mcp",
-            "list"
-        ],
-        "{argv}"
     );
 }
 
