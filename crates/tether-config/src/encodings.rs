@@ -6,6 +6,8 @@
 //! Written by hand: each form is a few lines, and the percent-encode sets must match what the
 //! `url` crate does for each URL component (its sets are listed in the WHATWG URL standard).
 
+use zeroize::Zeroizing;
+
 use crate::secret::SecretValue;
 
 /// Bytes the `url` crate leaves alone in a component, besides ASCII alphanumerics.
@@ -50,23 +52,35 @@ const SETS: [EncodeSet; 6] = [
 pub fn printed_forms(value: &SecretValue) -> Vec<SecretValue> {
     let raw = value.expose();
     let mut forms: Vec<String> = vec![raw.to_owned()];
-    let mut push = |form: String| {
-        if !form.is_empty() && !forms.contains(&form) {
-            forms.push(form);
-        }
-    };
     for set in &SETS {
         let upper = percent_encode(raw, set.encoded, false);
-        push(upper.to_ascii_lowercase_hex());
-        push(upper.0);
+        push_new(&mut forms, upper.to_ascii_lowercase_hex());
+        push_new(&mut forms, upper.0);
     }
-    push(percent_encode(raw, FORM, true).0);
-    push(raw.to_lowercase());
-    if let Ok(json) = serde_json::to_string(raw) {
-        push(strip_quotes(&json));
+    push_new(&mut forms, percent_encode(raw, FORM, true).0);
+    push_new(&mut forms, raw.to_lowercase());
+    // Escaped forms of every form so far: a URL printed with `{:?}` is a percent-encoded
+    // form with its backslashes doubled.
+    for index in 0..forms.len() {
+        // Temporaries hold the value too: zeroed when dropped.
+        let form = Zeroizing::new(forms[index].clone());
+        if let Ok(json) = serde_json::to_string(form.as_str()) {
+            push_new(&mut forms, strip_quotes(&Zeroizing::new(json)));
+        }
+        push_new(
+            &mut forms,
+            strip_quotes(&Zeroizing::new(format!("{:?}", form.as_str()))),
+        );
     }
-    push(strip_quotes(&format!("{raw:?}")));
     forms.into_iter().map(SecretValue::new).collect()
+}
+
+fn push_new(forms: &mut Vec<String>, form: String) {
+    if form.is_empty() || forms.contains(&form) {
+        drop(Zeroizing::new(form));
+    } else {
+        forms.push(form);
+    }
 }
 
 fn strip_quotes(text: &str) -> String {
