@@ -6,14 +6,15 @@
 //! armed. Ending it terminates the whole group (TERM, then KILL after a grace
 //! period), so launchers such as `npx` leave no grandchildren behind.
 
+use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tether_config::{SecretValue, mask_known_values};
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tether_config::{Masker, SecretValue};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// Variables a stdio server inherits from tether's environment (the rest is cleared).
@@ -23,6 +24,11 @@ pub const ENV_WHITELIST: [&str; 10] = [
 
 /// How much of a child's stderr is kept: the last 64 KiB.
 pub const STDERR_TAIL_BYTES: usize = 64 * 1024;
+
+/// The longest stderr line forwarded to the log as one event: a longer run of bytes without a
+/// line end (`\n` or `\r`) is forwarded in pieces of this size, so a child that never ends a
+/// line cannot grow tether's memory.
+pub const STDERR_LINE_BYTES: usize = 8 * 1024;
 
 /// How long a child group gets between SIGTERM and SIGKILL.
 pub const TERMINATE_GRACE: Duration = Duration::from_secs(2);
@@ -42,21 +48,23 @@ pub struct StdioLaunch {
 /// The last bytes a child wrote to stderr, with secrets masked when read.
 #[derive(Default)]
 pub struct StderrTail {
-    bytes: Mutex<Vec<u8>>,
+    /// A ring: dropping the oldest bytes costs what is dropped, not what is kept.
+    bytes: Mutex<VecDeque<u8>>,
     closed: std::sync::atomic::AtomicBool,
-    secrets: Vec<SecretValue>,
+    /// Built once per child: every captured line is masked with it.
+    masker: Masker,
     /// Extra bytes kept beyond the limit so a secret straddling the cut is still masked whole.
     margin: usize,
 }
 
 impl StderrTail {
     fn new(secrets: Vec<SecretValue>) -> Self {
-        let margin = secrets.iter().map(|s| s.expose().len()).max().unwrap_or(0);
+        let masker = Masker::new(&secrets);
         Self {
-            bytes: Mutex::new(Vec::new()),
+            bytes: Mutex::new(VecDeque::new()),
             closed: std::sync::atomic::AtomicBool::new(false),
-            secrets,
-            margin,
+            margin: masker.longest(),
+            masker,
         }
     }
 
@@ -65,7 +73,7 @@ impl StderrTail {
             .bytes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        bytes.extend_from_slice(chunk);
+        bytes.extend(chunk);
         let keep = STDERR_TAIL_BYTES + self.margin;
         if bytes.len() > keep {
             let cut = bytes.len() - keep;
@@ -86,11 +94,13 @@ impl StderrTail {
 
     /// The captured text (at most [`STDERR_TAIL_BYTES`]), every known secret masked.
     pub fn text(&self) -> String {
-        let bytes = self
+        let mut bytes = self
             .bytes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let masked = mask_known_values(&String::from_utf8_lossy(&bytes), &self.secrets);
+        let masked = self
+            .masker
+            .mask(&String::from_utf8_lossy(bytes.make_contiguous()));
         let start = masked.len().saturating_sub(STDERR_TAIL_BYTES);
         let start = (start..=masked.len())
             .find(|i| masked.is_char_boundary(*i))
@@ -103,10 +113,6 @@ impl StderrTail {
         let text = self.text();
         let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    fn mask(&self, line: &str) -> String {
-        mask_known_values(line, &self.secrets)
     }
 }
 
@@ -237,23 +243,122 @@ fn tie_to_parent(command: &mut Command) {
 fn tie_to_parent(_command: &mut Command) {}
 
 /// Reads the child's stderr into the tail and forwards each line (masked) to tracing.
-async fn capture_stderr(name: String, pipe: impl AsyncRead + Unpin, tail: Arc<StderrTail>) {
-    let mut reader = BufReader::new(pipe);
-    let mut line = Vec::new();
+///
+/// Memory stays bounded whatever the child writes: bytes go into the tail as they arrive, and a
+/// line is cut at `\n`, at `\r` (progress bars redraw one line with it) or after
+/// [`STDERR_LINE_BYTES`] bytes without either.
+async fn capture_stderr(name: String, mut pipe: impl AsyncRead + Unpin, tail: Arc<StderrTail>) {
+    let mut lines = LineSplitter::new(tail.masker.longest());
+    let mut chunk = vec![0_u8; STDERR_LINE_BYTES];
+    let forward = |piece: Piece<'_>| {
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
+        let text = piece.masked(&tail.masker);
+        let text = text.trim_end();
+        if !text.is_empty() {
+            tracing::debug!(server = %name, "stderr: {text}");
+        }
+    };
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line).await {
+        match pipe.read(&mut chunk).await {
             Ok(0) | Err(_) => {
+                lines.finish(forward);
                 tail.closed
                     .store(true, std::sync::atomic::Ordering::Release);
                 break;
             }
-            Ok(_) => {
-                tail.push(&line);
-                let text = String::from_utf8_lossy(&line);
-                tracing::debug!(server = %name, "stderr: {}", tail.mask(text.trim_end()));
+            Ok(read) => {
+                let bytes = chunk.get(..read).unwrap_or_default();
+                tail.push(bytes);
+                lines.feed(bytes, forward);
             }
         }
+    }
+}
+
+/// One line (or one piece of an over-long line) with the bytes around it that a secret cut by
+/// the piece's edges may lie in.
+struct Piece<'a> {
+    bytes: &'a [u8],
+    keep: std::ops::Range<usize>,
+}
+
+impl Piece<'_> {
+    /// The piece's text with every value of `masker` masked, also one that crosses its edges.
+    fn masked(&self, masker: &Masker) -> String {
+        let part = |range: std::ops::Range<usize>| {
+            String::from_utf8_lossy(self.bytes.get(range).unwrap_or_default()).into_owned()
+        };
+        let before = part(0..self.keep.start);
+        let kept = part(self.keep.clone());
+        let text = before.clone() + &kept + &part(self.keep.end..self.bytes.len());
+        masker.mask_range(&text, before.len()..before.len() + kept.len())
+    }
+}
+
+/// Cuts a byte stream into lines at `\n` or `\r`, and a line without an end into pieces of
+/// [`STDERR_LINE_BYTES`] bytes. A piece is handed over with up to `context` bytes on each side
+/// (the longest masked value), so masking finds a value the cut went through; memory stays below
+/// [`STDERR_LINE_BYTES`] plus twice `context`.
+struct LineSplitter {
+    pending: Vec<u8>,
+    /// How many bytes at the start of `pending` were handed over already (left context).
+    shown: usize,
+    context: usize,
+}
+
+impl LineSplitter {
+    fn new(context: usize) -> Self {
+        Self {
+            pending: Vec::new(),
+            shown: 0,
+            context,
+        }
+    }
+
+    /// Adds `bytes`, handing each completed line or piece to `emit`.
+    fn feed(&mut self, mut bytes: &[u8], mut emit: impl FnMut(Piece<'_>)) {
+        while !bytes.is_empty() {
+            let room = STDERR_LINE_BYTES + self.context - (self.pending.len() - self.shown);
+            let window = bytes.get(..room.min(bytes.len())).unwrap_or(bytes);
+            if let Some(end) = window.iter().position(|b| *b == b'\n' || *b == b'\r') {
+                self.pending
+                    .extend_from_slice(window.get(..end).unwrap_or_default());
+                emit(Piece {
+                    bytes: &self.pending,
+                    keep: self.shown..self.pending.len(),
+                });
+                self.pending.clear();
+                self.shown = 0;
+                bytes = bytes.get(end + 1..).unwrap_or_default();
+                continue;
+            }
+            self.pending.extend_from_slice(window);
+            bytes = bytes.get(window.len()..).unwrap_or_default();
+            if self.pending.len() - self.shown == STDERR_LINE_BYTES + self.context {
+                let end = self.shown + STDERR_LINE_BYTES;
+                emit(Piece {
+                    bytes: &self.pending,
+                    keep: self.shown..end,
+                });
+                let drop = end.saturating_sub(self.context);
+                self.pending.drain(..drop);
+                self.shown = end - drop;
+            }
+        }
+    }
+
+    /// Hands over what is left after the last line end, once the stream ended.
+    fn finish(&mut self, mut emit: impl FnMut(Piece<'_>)) {
+        if self.pending.len() > self.shown {
+            emit(Piece {
+                bytes: &self.pending,
+                keep: self.shown..self.pending.len(),
+            });
+        }
+        self.pending.clear();
+        self.shown = 0;
     }
 }
 
@@ -271,5 +376,49 @@ mod tests {
         assert!(text.ends_with("token=********\n"));
         assert!(!text.contains("SENTINEL"));
         assert_eq!(tail.last_lines(1), "token=********");
+    }
+
+    fn split(input: &[&[u8]], values: &[&str]) -> Vec<String> {
+        let values: Vec<SecretValue> = values.iter().copied().map(SecretValue::from).collect();
+        let masker = Masker::new(&values);
+        let mut splitter = LineSplitter::new(masker.longest());
+        let mut lines = Vec::new();
+        for bytes in input {
+            splitter.feed(bytes, |piece| lines.push(piece.masked(&masker)));
+        }
+        splitter.finish(|piece| lines.push(piece.masked(&masker)));
+        lines
+    }
+
+    #[test]
+    fn lines_end_at_newline_and_carriage_return_across_chunks() {
+        let lines = split(&[b"one\ntw", b"o\r50%\r", b"100%\r\nlast"], &[]);
+        assert_eq!(lines, ["one", "two", "50%", "100%", "", "last"]);
+    }
+
+    #[test]
+    fn a_line_without_an_end_is_cut_at_the_bound() {
+        let long = vec![b'x'; STDERR_LINE_BYTES * 2 + 5];
+        let lines = split(&[&long, b"\n"], &[]);
+        let lengths: Vec<usize> = lines.iter().map(String::len).collect();
+        assert_eq!(lengths, vec![STDERR_LINE_BYTES, STDERR_LINE_BYTES, 5]);
+    }
+
+    #[test]
+    fn a_value_the_cut_goes_through_is_masked_on_both_sides() {
+        let secret = "SENTINEL-across-the-cut";
+        let mut long = vec![b'x'; STDERR_LINE_BYTES - 10];
+        long.extend_from_slice(secret.as_bytes());
+        long.extend_from_slice(&vec![b'y'; STDERR_LINE_BYTES]);
+        let lines = split(&[&long], &[secret]);
+        assert_eq!(lines.len(), 2, "a full piece and the rest");
+        for line in &lines {
+            assert!(!line.contains("SENTINEL"), "{line}");
+            assert!(!line.contains("across"), "{line}");
+        }
+        let first = lines.first().expect("a first piece");
+        assert!(first.ends_with("x********"), "{first}");
+        let second = lines.get(1).expect("a second piece");
+        assert!(second.starts_with("********y"), "{second}");
     }
 }
