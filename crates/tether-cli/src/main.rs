@@ -7,6 +7,7 @@ mod exit;
 mod handoff;
 mod log_mask;
 mod output;
+mod private_file;
 mod secrets;
 mod settings;
 

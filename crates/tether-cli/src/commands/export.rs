@@ -1,16 +1,17 @@
 //! `tether export`: the rendered config in a harness's own format.
 
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-
-use anyhow::Context;
 use tether_config::Exposure;
 
 use crate::cli::ExportArgs;
 use crate::exit::OK;
 use crate::output::{Progress, print};
+use crate::private_file::{check_target, write_private};
 
 pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Result<u8> {
+    if let Some(path) = &args.output {
+        // Before anything is resolved (a managed config may be minted for nothing otherwise).
+        check_target(path)?;
+    }
     let progress = Progress::new();
     let resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
     progress.finish();
@@ -18,20 +19,7 @@ pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Resu
     match &args.output {
         Some(path) => {
             let text = tether_harness::export(servers, args.format, Exposure::Real)?;
-            // Created 0600; an existing file is narrowed to 0600 before it is rewritten.
-            if path.exists() {
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-                    .with_context(|| format!("cannot set mode 0600 on {}", path.display()))?;
-            }
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(path)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            file.write_all(text.as_bytes())
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            write_private(path, text.as_bytes())?;
             eprintln!(
                 "wrote {} ({} servers, mode 0600, real values)",
                 path.display(),

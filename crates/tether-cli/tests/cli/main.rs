@@ -1,7 +1,13 @@
 //! The `tether` binary end to end: every command and error class, with real MCP server
 //! processes. Each test gets its own TETHER_HOME and a clean managed-server environment.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers outside #[test] fns say what they were doing when they fail"
+)]
+
 mod commands;
+mod export_file;
 mod harness;
 mod log_mask;
 mod secrets;
