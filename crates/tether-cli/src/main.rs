@@ -46,7 +46,9 @@ fn main() -> ExitCode {
 
 fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
+        // rmcp logs each transport failure itself (`worker quit with fatal: …`, with Rust type
+        // names); tether reports the same failure in one line, so rmcp speaks from -v on.
+        0 => "warn,rmcp=off",
         1 => "info",
         2 => "debug",
         _ => "trace",

@@ -10,5 +10,6 @@ mod commands;
 mod export_file;
 mod harness;
 mod log_mask;
+mod remote_failures;
 mod secrets;
 mod support;

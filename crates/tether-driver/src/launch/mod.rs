@@ -8,6 +8,7 @@
 //!
 //! **Invariant:** rmcp is used only in this module.
 
+mod failure;
 mod process;
 mod sse;
 
@@ -401,7 +402,7 @@ async fn start_one(
                             .iter()
                             .map(|(k, v)| (k.clone(), v.clone()))
                             .collect();
-                        let config = StreamableHttpClientTransportConfig::with_uri(url)
+                        let config = StreamableHttpClientTransportConfig::with_uri(url.clone())
                             .custom_headers(custom);
                         client_config()
                             .serve(StreamableHttpClientTransport::with_client(http, config))
@@ -414,11 +415,11 @@ async fn start_one(
             .await;
             match handshake {
                 Ok(Ok((client, tools))) => Ok((client, None, tool_infos(tools))),
-                Ok(Err(err)) => Err(mask(format!("MCP handshake failed: {err}"))),
-                Err(_) => Err(format!(
-                    "no answer to initialize/tools/list within {} s",
+                Ok(Err(err)) => Err(mask(failure::describe(&url, kind, &*err))),
+                Err(_) => Err(mask(format!(
+                    "no answer from {url} to initialize/tools/list within {} s",
                     started.elapsed().as_secs()
-                )),
+                ))),
             }
         }
     }

@@ -21,8 +21,8 @@ use tokio::task::JoinHandle;
 #[derive(Debug, thiserror::Error)]
 pub enum SseError {
     /// The HTTP request failed.
-    #[error("HTTP request failed: {0}")]
-    Http(String),
+    #[error("HTTP request failed")]
+    Http(#[source] reqwest::Error),
     /// The server answered with a non-success status.
     #[error("the server answered HTTP {0}")]
     Status(u16),
@@ -61,7 +61,7 @@ impl SseClientTransport {
             .header(ACCEPT, HeaderValue::from_static("text/event-stream"))
             .send()
             .await
-            .map_err(|e| SseError::Http(e.without_url().to_string()))?;
+            .map_err(|e| SseError::Http(e.without_url()))?;
         if !response.status().is_success() {
             return Err(SseError::Status(response.status().as_u16()));
         }
@@ -136,7 +136,7 @@ impl Transport<RoleClient> for SseClientTransport {
                 .body(body?)
                 .send()
                 .await
-                .map_err(|e| SseError::Http(e.without_url().to_string()))?;
+                .map_err(|e| SseError::Http(e.without_url()))?;
             if response.status().is_success() {
                 Ok(())
             } else {
