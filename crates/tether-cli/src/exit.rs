@@ -78,8 +78,10 @@ pub fn code(err: &anyhow::Error) -> u8 {
                 | DriverError::MissingVariables { .. }
                 | DriverError::DuplicateServerName { .. }
                 | DriverError::InvalidServer { .. }
-                | DriverError::UnknownServer { .. } => USAGE,
+                | DriverError::UnknownServer { .. }
+                | DriverError::NotInSession { .. } => USAGE,
                 DriverError::StartupFailed { .. }
+                | DriverError::ServerFailedToStart { .. }
                 | DriverError::ToolCallFailed { .. }
                 | DriverError::Store(_) => FAILED,
             };

@@ -14,9 +14,7 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use serde_json::{Value, json};
 use tether_config::{EmptyEnv, Secrets};
-use tether_driver::{
-    McpRuntime, McpSpec, NoLocalInstallations, Resolver, ServerStatus, StartOptions,
-};
+use tether_driver::{McpSpec, NoLocalInstallations, Resolver, ServerStatus, Session, StartOptions};
 use tether_graphql::{HttpClientSettings, HttpManagedMcpClient};
 use uuid::Uuid;
 use wiremock::matchers::method;
@@ -142,13 +140,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     let spec = McpSpec::parse(&Value::Object(config).to_string())?;
-    let servers = runtime.block_on(async {
-        Resolver::new(Arc::new(NoLocalInstallations), None)
-            .resolve(&[spec])
-            .await
-    })?;
+    let session = runtime.block_on(Session::resolve(
+        Resolver::new(Arc::new(NoLocalInstallations), None),
+        vec![spec],
+        Secrets::new(),
+        EmptyEnv,
+    ))?;
     let start = |concurrency: usize| {
-        let rendered = servers.render(&Secrets::new(), &EmptyEnv);
+        let session = &session;
         let runtime = &runtime;
         move || {
             runtime.block_on(async {
@@ -157,7 +156,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     ..StartOptions::default()
                 };
                 let started = Instant::now();
-                let held = McpRuntime::start(rendered.clone(), &options, [])
+                let held = session
+                    .start(&options)
                     .await
                     .unwrap_or_else(|e| panic!("startup: {e}"));
                 let elapsed = started.elapsed();

@@ -7,17 +7,20 @@
 use std::sync::Arc;
 
 use tether_config::{ProcessEnv, Secrets};
-use tether_driver::{McpRuntime, McpSpec, NoLocalInstallations, Resolver, StartOptions};
+use tether_driver::{McpSpec, NoLocalInstallations, Resolver, Session, StartOptions};
 use tokio::signal::unix::{SignalKind, signal};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let spec = std::env::args().nth(1).ok_or("usage: hold SPEC")?;
-    let resolved = Resolver::new(Arc::new(NoLocalInstallations), None)
-        .resolve(&[McpSpec::parse(&spec)?])
-        .await?;
-    let servers = resolved.render(&Secrets::new(), &ProcessEnv);
-    let runtime = McpRuntime::start(servers, &StartOptions::default(), []).await?;
+    let session = Session::resolve(
+        Resolver::new(Arc::new(NoLocalInstallations), None),
+        vec![McpSpec::parse(&spec)?],
+        Secrets::new(),
+        ProcessEnv,
+    )
+    .await?;
+    let runtime = session.start(&StartOptions::default()).await?;
     for pgid in runtime.process_groups() {
         println!("pgid {pgid}");
     }

@@ -79,6 +79,26 @@ pub enum DriverError {
         details: Vec<String>,
     },
 
+    /// A name given to a [`crate::Session`] (to start or call one server) is none of the
+    /// servers its specs resolved to. The user should pick one of `held`.
+    #[error("no MCP server named '{name}' in the given specs (they hold: {})", held.join(", "))]
+    NotInSession {
+        /// The name asked for.
+        name: String,
+        /// The servers the session holds, in spec order.
+        held: Vec<String>,
+    },
+
+    /// [`crate::Session::start_server`]: the one server asked for did not start (its
+    /// process exited, the handshake failed or timed out). Nothing is left running.
+    #[error("MCP server '{server}' failed to start: {reason}")]
+    ServerFailedToStart {
+        /// The server.
+        server: String,
+        /// Why, with the stderr tail; known secret values masked.
+        reason: String,
+    },
+
     /// A tool call named a server that is not running in this run.
     #[error("no running MCP server named '{name}' (running: {})", running.join(", "))]
     UnknownServer {

@@ -3,21 +3,29 @@
 //!
 //! 1. [`McpSpec::parse`] reads each `--mcp VALUE` (UUID, file, inline JSON);
 //!    [`specs_to_server_map`] / [`server_map_to_specs`] convert to and from a task config.
-//! 2. [`Resolver::resolve`] resolves local-first: local store, else the managed client.
-//! 3. [`ResolvedMcpSpecs::render`] applies secrets in memory (the same way for every server).
-//! 4. Either hand the rendered servers to a harness, or [`McpRuntime::start`] them.
+//! 2. [`Session::resolve`] resolves local-first through a [`Resolver`] (local store, else
+//!    the managed client) and applies the run's secrets in memory, the same way for every
+//!    server. The session owns the run from then on.
+//! 3. Either hand [`Session::servers`] to a harness, or [`Session::start`] them and
+//!    [`Session::call`] their tools; a holder re-mints managed configs with
+//!    [`Session::refresh_due`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), tether_driver::DriverError> {
 //! use std::sync::Arc;
+//! use std::time::Duration;
 //! use tether_config::{ProcessEnv, Secrets};
-//! use tether_driver::{McpRuntime, McpSpec, NoLocalInstallations, Resolver, StartOptions};
+//! use tether_driver::{McpSpec, NoLocalInstallations, Resolver, Session, StartOptions};
 //!
 //! let specs = vec![McpSpec::parse(r#"{"echo":{"command":"tether-test-mcp"}}"#)?];
-//! let resolved = Resolver::new(Arc::new(NoLocalInstallations), None).resolve(&specs).await?;
-//! let servers = resolved.render(&Secrets::new(), &ProcessEnv);
-//! let runtime = McpRuntime::start(servers, &StartOptions::default(), []).await?;
-//! println!("{:?}", runtime.reports());
+//! let resolver = Resolver::new(Arc::new(NoLocalInstallations), None);
+//! let session = Session::resolve(resolver, specs, Secrets::new(), ProcessEnv).await?;
+//! let runtime = session.start(&StartOptions::default()).await?;
+//! let arguments = serde_json::json!({"text": "hi"}).as_object().cloned();
+//! let result = session
+//!     .call(&runtime, "echo", "echo", arguments, Duration::from_secs(30))
+//!     .await?;
+//! println!("{result}");
 //! runtime.shutdown().await;
 //! # Ok(()) }
 //! ```
@@ -28,6 +36,7 @@ mod error;
 mod launch;
 mod refresh;
 mod resolve;
+mod session;
 mod spec;
 
 pub use error::DriverError;
@@ -35,9 +44,10 @@ pub use launch::{
     ENV_WHITELIST, McpRuntime, STDERR_TAIL_BYTES, ServerReport, ServerStatus, StartOptions,
     TERMINATE_GRACE, ToolInfo,
 };
-pub use refresh::{RefreshOutcome, RefreshPolicy, Refresher};
+pub use refresh::{RefreshOutcome, RefreshPolicy};
 pub use resolve::{
     EPHEMERAL_ID_NAMESPACE, EphemeralInstallation, LocalInstallation, LocalInstallations,
     ManagedLease, NoLocalInstallations, ResolvedMcpSpecs, Resolver, require_resolved,
 };
+pub use session::Session;
 pub use spec::{McpSpec, SpecSource, server_map_to_specs, specs_to_server_map};

@@ -8,14 +8,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use tether_config::{EnvLookup, Exposure, Secrets};
+use tether_config::{EnvLookup, Exposure, RenderedServer, Secrets};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::error::DriverError;
-use crate::launch::{McpRuntime, ServerReport, StartOptions};
-use crate::resolve::{ResolvedMcpSpecs, Resolver};
+use crate::launch::ServerReport;
+use crate::resolve::{EphemeralInstallation, ResolvedMcpSpecs};
 
 /// When to re-mint.
 #[derive(Debug, Clone, Copy)]
@@ -59,24 +58,25 @@ pub enum RefreshOutcome {
     },
 }
 
-/// Tracks re-mint attempts for a session.
+/// When each managed installation of a session was last re-minted. Crate-private: a
+/// [`crate::Session`] holds one and passes it its resolved specs.
 #[derive(Debug, Default)]
-pub struct Refresher {
+pub(crate) struct Refresher {
     policy: RefreshPolicy,
     last_attempt: HashMap<Uuid, Instant>,
 }
 
 impl Refresher {
-    /// A refresher with `policy`.
-    pub fn new(policy: RefreshPolicy) -> Self {
+    pub(crate) fn new(policy: RefreshPolicy) -> Self {
         Self {
             policy,
             last_attempt: HashMap::new(),
         }
     }
 
-    /// The managed installations due for a re-mint at `now` (wall clock `now_utc`).
-    pub fn due(
+    /// The managed installations of `resolved` due for a re-mint at `now` (wall clock
+    /// `now_utc`): inside the window before expiry, and rested since the last attempt.
+    pub(crate) fn due(
         &self,
         resolved: &ResolvedMcpSpecs,
         now_utc: OffsetDateTime,
@@ -103,9 +103,9 @@ impl Refresher {
     }
 
     /// How long to sleep before the next check: until the earliest lease enters its re-mint
-    /// window, but at least `min_interval` after an attempt, capped at `min_interval` so a
-    /// clock jump is noticed; `None` when no lease expires.
-    pub fn next_check(
+    /// window, but at least a second, capped at `min_interval` so a clock jump is noticed;
+    /// `None` when no lease expires.
+    pub(crate) fn next_check(
         &self,
         resolved: &ResolvedMcpSpecs,
         now_utc: OffsetDateTime,
@@ -124,92 +124,46 @@ impl Refresher {
             .map(|wait| wait.clamp(Duration::from_secs(1), self.policy.min_interval))
     }
 
-    /// Re-mints every due installation, swaps its servers in `resolved`, and restarts those
-    /// whose rendered config changed.
-    pub async fn refresh_due(
-        &mut self,
-        resolver: &Resolver,
-        resolved: &mut ResolvedMcpSpecs,
-        secrets: &Secrets,
-        env: &dyn EnvLookup,
-        runtime: &mut McpRuntime,
-        options: &StartOptions,
-    ) -> Vec<RefreshOutcome> {
-        let due = self.due(resolved, OffsetDateTime::now_utc(), Instant::now());
-        let mut outcomes = Vec::new();
-        for uid in due {
-            self.last_attempt.insert(uid, Instant::now());
-            outcomes.push(
-                match refresh_one(resolver, resolved, uid, secrets, env, runtime, options).await {
-                    Ok(outcome) => outcome,
-                    Err(err) => {
-                        tracing::warn!(%uid, "re-minting the managed MCP config failed");
-                        RefreshOutcome::Failed {
-                            uid,
-                            message: err.to_string(),
-                        }
-                    }
-                },
-            );
-        }
-        outcomes
+    /// Notes an attempt for `uid` now, successful or not.
+    pub(crate) fn attempted(&mut self, uid: Uuid) {
+        self.last_attempt.insert(uid, Instant::now());
     }
 }
 
-async fn refresh_one(
-    resolver: &Resolver,
+/// Swaps the installations of the managed `uid` in `resolved` for `fresh` (a re-mint),
+/// keeping their position, and returns the fresh servers whose rendering differs from before
+/// (or that are new): the ones to restart.
+pub(crate) fn swap_reminted(
     resolved: &mut ResolvedMcpSpecs,
     uid: Uuid,
+    fresh: Vec<EphemeralInstallation>,
     secrets: &Secrets,
     env: &dyn EnvLookup,
-    runtime: &mut McpRuntime,
-    options: &StartOptions,
-) -> Result<RefreshOutcome, DriverError> {
-    let fresh = resolver.remint(uid).await?;
-    let rendered_of = |installations: &mut dyn Iterator<Item = &tether_config::Installation>| {
-        installations
-            .map(|i| i.render(secrets, env))
-            .collect::<Vec<_>>()
-    };
-    let old: Vec<_> = rendered_of(
-        &mut resolved
-            .ephemeral
-            .iter()
-            .filter(|e| e.lease.is_some_and(|l| l.uid == uid))
-            .map(|e| &e.installation),
-    );
-    let new: Vec<_> = rendered_of(&mut fresh.iter().map(|e| &e.installation));
-    // Only servers whose rendered config differs (or that are new) are restarted.
-    let changed: Vec<_> = new
-        .into_iter()
-        .filter(|server| {
-            !old.iter().any(|before| {
-                before.name == server.name
-                    && before.to_json(Exposure::Real) == server.to_json(Exposure::Real)
-            })
-        })
+) -> Vec<RenderedServer> {
+    let of_uid = |e: &EphemeralInstallation| e.lease.is_some_and(|l| l.uid == uid);
+    let old: Vec<RenderedServer> = resolved
+        .ephemeral
+        .iter()
+        .filter(|e| of_uid(e))
+        .map(|e| e.installation.render(secrets, env))
         .collect();
-
-    // Swap the installations in place, keeping their position.
+    let changed: Vec<RenderedServer> = fresh
+        .iter()
+        .map(|e| e.installation.render(secrets, env))
+        .filter(|server| !old.iter().any(|before| renders_alike(before, server)))
+        .collect();
     let position = resolved
         .ephemeral
         .iter()
-        .position(|e| e.lease.is_some_and(|l| l.uid == uid))
+        .position(of_uid)
         .unwrap_or(resolved.ephemeral.len());
-    resolved
-        .ephemeral
-        .retain(|e| e.lease.is_none_or(|l| l.uid != uid));
+    resolved.ephemeral.retain(|e| !of_uid(e));
     let at = position.min(resolved.ephemeral.len());
     resolved.ephemeral.splice(at..at, fresh);
+    changed
+}
 
-    if changed.is_empty() {
-        tracing::debug!(%uid, "re-minted managed MCP config renders the same; nothing restarted");
-        return Ok(RefreshOutcome::Unchanged { uid });
-    }
-    let mut reports = Vec::new();
-    for server in changed {
-        tracing::info!(%uid, server = %server.name, "managed MCP config changed; restarting the server");
-        reports.push(runtime.restart(server, options).await);
-    }
-    Ok(RefreshOutcome::Restarted { uid, reports })
+/// Two renderings of one server name that would launch the same way.
+pub(crate) fn renders_alike(a: &RenderedServer, b: &RenderedServer) -> bool {
+    a.name == b.name && a.to_json(Exposure::Real) == b.to_json(Exposure::Real)
 }

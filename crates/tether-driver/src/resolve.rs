@@ -103,8 +103,9 @@ impl ResolvedMcpSpecs {
     }
 
     /// Applies `secrets` and renders every server: the one function the harness and launch
-    /// paths share. Local and ephemeral installations get exactly the same treatment.
-    pub fn render(&self, secrets: &Secrets, env: &dyn EnvLookup) -> Vec<RenderedServer> {
+    /// paths share. Local and ephemeral installations get exactly the same treatment. Only a
+    /// [`crate::Session`] calls it: callers get rendered servers from their session.
+    pub(crate) fn render(&self, secrets: &Secrets, env: &dyn EnvLookup) -> Vec<RenderedServer> {
         self.installations()
             .map(|installation| installation.render(secrets, env))
             .collect()

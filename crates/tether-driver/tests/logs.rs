@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use tether_config::{EmptyEnv, Secrets};
-use tether_driver::{McpRuntime, McpSpec, NoLocalInstallations, Resolver, StartOptions};
+use tether_config::Secrets;
+use tether_driver::{McpSpec, StartOptions};
 use uuid::Uuid;
 
 use support::{Answer, FakeManaged, json_str, test_server_bin};
@@ -52,7 +52,8 @@ async fn no_secret_in_any_log_line_at_trace() {
     let server = json_str(&test_server_bin().to_string_lossy());
     let inline = McpSpec::parse(&format!(
         r#"{{"talker":{{"command":{server},"args":["--stderr-env","API_TOKEN"],"env":{{"API_TOKEN":"{{{{TOKEN}}}}"}}}},
-            "quitter":{{"command":{server},"args":["--stderr-env","API_TOKEN","--exit-early","2"],"env":{{"API_TOKEN":"{{{{TOKEN}}}}"}}}}}}"#
+            "quitter":{{"command":{server},"args":["--stderr-env","API_TOKEN","--exit-early","2"],"env":{{"API_TOKEN":"{{{{TOKEN}}}}"}}}},
+            "argv":{{"command":{server},"args":["--stderr-env","{{{{TOKEN}}}}"]}}}}"#
     ))
     .unwrap_or_else(|e| panic!("{e}"));
     let uid = Uuid::new_v4();
@@ -67,18 +68,18 @@ async fn no_secret_in_any_log_line_at_trace() {
             expires_at: None,
         },
     )]));
-    let resolved = Resolver::new(Arc::new(NoLocalInstallations), Some(fake))
-        .resolve(&[inline, McpSpec::Uuid(uid)])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
     let secrets: Secrets = [("TOKEN", SENTINEL)].into_iter().collect();
-    let servers = resolved.render(&secrets, &EmptyEnv);
-    tracing::debug!(?servers, ?resolved, "rendered");
-    let runtime = McpRuntime::start(servers, &StartOptions::default(), secrets.values().cloned())
+    let session = support::session(vec![inline, McpSpec::Uuid(uid)], secrets, Some(fake))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let check = runtime
-        .call_tool(
+        .expect("resolving the inline and managed specs");
+    tracing::debug!(servers = ?session.servers(), resolved = ?session.resolved(), ?session, "rendered");
+    let runtime = session
+        .start(&StartOptions::default())
+        .await
+        .expect("starting the servers");
+    let check = session
+        .call(
+            &runtime,
             "talker",
             "env_check",
             json!({"name": "API_TOKEN"}).as_object().cloned(),
@@ -90,8 +91,14 @@ async fn no_secret_in_any_log_line_at_trace() {
         check.to_string().contains("\\\"set\\\":true"),
         "the secret did not reach the server: {check}"
     );
-    let failed = runtime
-        .call_tool("talker", "no_such_tool", None, Duration::from_secs(30))
+    let failed = session
+        .call(
+            &runtime,
+            "talker",
+            "no_such_tool",
+            None,
+            Duration::from_secs(30),
+        )
         .await
         .err()
         .map(|e| format!("{e} {e:?}"))
@@ -115,6 +122,11 @@ async fn no_secret_in_any_log_line_at_trace() {
     assert!(
         logs.contains("API_TOKEN=********"),
         "stderr lines were not logged masked:\n{logs}"
+    );
+    // The session warns (naming the position, not the value) about a secret in argv.
+    assert!(
+        logs.contains("server=argv") && logs.contains("args[1] holds a secret"),
+        "no warning about the secret in argv:\n{logs}"
     );
     for text in [&logs, &failed, &reports] {
         assert!(!text.contains(SENTINEL), "a run secret leaked:\n{text}");

@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tether_driver::ServerStatus;
 
 use crate::cli::CallArgs;
 use crate::exit::{FAILED, OK, Reported, UsageError};
@@ -31,39 +30,15 @@ pub async fn call(args: &CallArgs, server_url: Option<&str>) -> anyhow::Result<u
         },
     };
     let progress = Progress::new();
-    let resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
-    let servers: Vec<_> = resolved
-        .servers
-        .iter()
-        .filter(|s| s.name == args.server)
-        .cloned()
-        .collect();
-    if servers.is_empty() {
-        let names: Vec<&str> = resolved.servers.iter().map(|s| s.name.as_str()).collect();
-        return Err(UsageError::new(format!(
-            "no MCP server named '{}' in the given specs (they hold: {})",
-            args.server,
-            names.join(", ")
-        ))
-        .into());
-    }
+    let session = super::session(&args.specs, &args.secrets, server_url, &progress).await?;
     let options = super::start_options(args.timeout, false);
-    let runtime = super::start(servers, &options, &resolved.secrets, &progress).await?;
-    if let Some(report) = runtime.reports().first()
-        && let ServerStatus::Failed { reason } = &report.status
-    {
-        let reason = reason.clone();
-        runtime.shutdown().await;
-        progress.finish();
-        eprintln!(
-            "error: MCP server '{}' failed to start: {reason}",
-            args.server
-        );
-        return Err(Reported(FAILED).into());
-    }
+    progress.step("starting 1 MCP server…");
+    let started = super::until_signal(session.start_server(&args.server, &options)).await??;
+    let runtime = started.inspect_err(|_| progress.finish())?;
     progress.step(&format!("calling {} on {}…", args.tool, args.server));
-    let result = runtime
-        .call_tool(
+    let result = session
+        .call(
+            &runtime,
             &args.server,
             &args.tool,
             arguments,

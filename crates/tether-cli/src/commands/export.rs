@@ -13,9 +13,9 @@ pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Resu
         check_target(path)?;
     }
     let progress = Progress::new();
-    let resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
+    let session = super::session(&args.specs, &args.secrets, server_url, &progress).await?;
     progress.finish();
-    let servers = &resolved.servers;
+    let servers = session.servers();
     match &args.output {
         Some(path) => {
             let text = tether_harness::export(servers, args.format, Exposure::Real)?;

@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::Value;
-use tether_config::{Origin, ProcessEnv, RenderedServer, Secrets, parse_config};
+use tether_config::{Origin, ProcessEnv, parse_config};
 use tether_driver::{
-    LocalInstallations, McpRuntime, McpSpec, NoLocalInstallations, ResolvedMcpSpecs, Resolver,
-    StartOptions, server_map_to_specs,
+    LocalInstallations, McpRuntime, McpSpec, NoLocalInstallations, Resolver, Session, StartOptions,
+    server_map_to_specs,
 };
 use tether_store::Store;
 use tokio::signal::unix::{SignalKind, signal};
@@ -31,15 +31,6 @@ use crate::exit::{Reported, UsageError};
 use crate::output::Progress;
 use crate::secrets;
 use crate::settings;
-
-/// A run's resolved specs and secrets, and the servers rendered from them (once).
-pub struct Resolved {
-    pub resolver: Resolver,
-    pub resolved: ResolvedMcpSpecs,
-    pub secrets: Secrets,
-    /// Secrets applied, in memory.
-    pub servers: Vec<RenderedServer>,
-}
 
 /// A task config: `{"task_id": "…", "mcp_servers": {…}}` (`mcpServers` also accepted).
 fn read_task(path: &Path) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
@@ -74,13 +65,15 @@ fn read_task(path: &Path) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
     Ok((server_map_to_specs(servers)?, task_id))
 }
 
-/// Reads specs and secrets, and resolves local-first.
-pub async fn resolve(
+/// Reads specs and secrets, resolves local-first and renders: the run's [`Session`]. Its
+/// masking set (the secrets' values and every sensitive value of every rendered server) is
+/// registered with the log layer before anything else can print.
+pub async fn session(
     specs: &SpecArgs,
     secret_args: &SecretArgs,
     server_url: Option<&str>,
     progress: &Progress,
-) -> anyhow::Result<Resolved> {
+) -> anyhow::Result<Session> {
     let mut parsed = Vec::with_capacity(specs.mcp.len());
     for value in &specs.mcp {
         parsed.push(McpSpec::parse(value)?);
@@ -121,35 +114,9 @@ pub async fn resolve(
         1 => "resolving 1 MCP spec…".to_owned(),
         n => format!("resolving {n} MCP specs…"),
     });
-    let resolved = resolver.resolve(&parsed).await?;
-    let servers = resolved.render(&secrets, &ProcessEnv);
-    crate::log_mask::register(secrets.values());
-    for server in &servers {
-        crate::log_mask::register(server.sensitive_values());
-    }
-    for server in &servers {
-        for name in server.unset_env_vars() {
-            tracing::warn!(server = %server.name, "environment variable {name} is not set; ${{{name}}} stays as written");
-        }
-        if let tether_config::RenderedTransport::Stdio { args, .. } = &server.transport {
-            for (index, _) in args
-                .iter()
-                .enumerate()
-                .filter(|(_, arg)| arg.is_sensitive())
-            {
-                tracing::warn!(
-                    server = %server.name,
-                    "args[{index}] holds a secret (or an environment value): a process's arguments are visible to other users through `ps`; pass it through the server's env instead if the server allows"
-                );
-            }
-        }
-    }
-    Ok(Resolved {
-        resolver,
-        resolved,
-        secrets,
-        servers,
-    })
+    let session = Session::resolve(resolver, parsed, secrets, ProcessEnv).await?;
+    crate::log_mask::register(session.sensitive_values());
+    Ok(session)
 }
 
 /// Exit code for a run stopped by a signal.
@@ -157,26 +124,32 @@ fn signal_exit(kind: SignalKind) -> u8 {
     u8::try_from(128 + kind.as_raw_value()).unwrap_or(1)
 }
 
-/// Starts the servers; SIGINT or SIGTERM during startup stops them and exits 130/143.
+/// Runs `work` until it completes or SIGINT/SIGTERM arrives. A signal drops `work` (for a
+/// startup that kills every child's process group) and gives the exit code it calls for
+/// (130/143) as `Err`.
+pub async fn until_signal<T>(work: impl Future<Output = T>) -> anyhow::Result<Result<T, Reported>> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(tokio::select! {
+        done = work => Ok(done),
+        _ = term.recv() => Err(Reported(signal_exit(SignalKind::terminate()))),
+        _ = int.recv() => Err(Reported(signal_exit(SignalKind::interrupt()))),
+    })
+}
+
+/// Starts every server of `session`; SIGINT or SIGTERM during startup stops them and exits
+/// 130/143.
 pub async fn start(
-    servers: Vec<RenderedServer>,
+    session: &Session,
     options: &StartOptions,
-    secrets: &Secrets,
     progress: &Progress,
 ) -> anyhow::Result<McpRuntime> {
-    progress.step(&match servers.len() {
+    progress.step(&match session.servers().len() {
         1 => "starting 1 MCP server…".to_owned(),
         n => format!("starting {n} MCP servers…"),
     });
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let start = McpRuntime::start(servers, options, secrets.values().cloned());
-    tokio::select! {
-        runtime = start => Ok(runtime?),
-        // Dropping the startup future kills every child's process group.
-        _ = term.recv() => Err(Reported(signal_exit(SignalKind::terminate())).into()),
-        _ = int.recv() => Err(Reported(signal_exit(SignalKind::interrupt())).into()),
-    }
+    let runtime = until_signal(session.start(options)).await??;
+    Ok(runtime?)
 }
 
 /// Start options from a timeout in seconds.

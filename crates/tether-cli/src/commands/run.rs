@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use tether_config::ProcessEnv;
-use tether_driver::{RefreshOutcome, Refresher, ServerStatus};
-use tokio::signal::unix::{SignalKind, signal};
+use tether_driver::{RefreshOutcome, ServerStatus};
 
 use crate::cli::{HarnessArg, RunArgs};
 use crate::exit::{OK, UsageError};
@@ -52,14 +50,13 @@ fn pick_harness(args: &RunArgs) -> anyhow::Result<HarnessArg> {
 pub async fn run(args: &RunArgs, server_url: Option<&str>) -> anyhow::Result<u8> {
     let harness = pick_harness(args)?;
     let progress = Progress::new();
-    let mut resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
+    let mut session = super::session(&args.specs, &args.secrets, server_url, &progress).await?;
     if harness != HarnessArg::Builtin {
         progress.finish();
-        let servers = &resolved.servers;
         return handoff::run_harness(
             harness,
             &args.command,
-            servers,
+            session.servers(),
             args.strict_mcp,
             args.no_secrets_on_disk,
         )
@@ -67,13 +64,7 @@ pub async fn run(args: &RunArgs, server_url: Option<&str>) -> anyhow::Result<u8>
     }
 
     let options = super::start_options(args.timeout, args.strict_mcp);
-    let mut runtime = super::start(
-        resolved.servers.clone(),
-        &options,
-        &resolved.secrets,
-        &progress,
-    )
-    .await?;
+    let mut runtime = super::start(&session, &options, &progress).await?;
     progress.finish();
     let reports = runtime.reports().to_vec();
     if args.json {
@@ -91,43 +82,45 @@ pub async fn run(args: &RunArgs, server_url: Option<&str>) -> anyhow::Result<u8>
         "holding {} MCP server(s); press Ctrl-C to stop",
         runtime.running().len()
     );
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut refresher = Refresher::default();
-    loop {
-        let wait = refresher
-            .next_check(&resolved.resolved, time_now())
-            .unwrap_or(Duration::from_secs(3600));
-        tokio::select! {
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            () = tokio::time::sleep(wait) => {
-                let outcomes = refresher
-                    .refresh_due(&resolved.resolver, &mut resolved.resolved, &resolved.secrets, &ProcessEnv, &mut runtime, &options)
-                    .await;
-                for outcome in outcomes {
-                    match outcome {
-                        RefreshOutcome::Unchanged { uid } => eprintln!("re-minted managed config {uid}: unchanged"),
-                        RefreshOutcome::Restarted { uid, reports } => {
-                            for report in reports {
-                                let state = match report.status {
-                                    ServerStatus::Ready { .. } => "ready".to_owned(),
-                                    ServerStatus::Failed { reason } => format!("failed: {reason}"),
-                                };
-                                eprintln!("re-minted managed config {uid}: restarted {} ({state})", report.name);
-                            }
-                        }
-                        RefreshOutcome::Failed { uid, message } => eprintln!("re-minting managed config {uid} failed: {message}"),
-                    }
-                }
+    let hold = async {
+        loop {
+            let wait = session
+                .next_check(time::OffsetDateTime::now_utc())
+                .unwrap_or(Duration::from_secs(3600));
+            tokio::time::sleep(wait).await;
+            let outcomes = session.refresh_due(&mut runtime).await;
+            // A re-mint may bring values (a new proxy token) the log layer has not seen.
+            crate::log_mask::register(session.sensitive_values());
+            for outcome in outcomes {
+                report_refresh(outcome);
             }
         }
-    }
+    };
+    // The hold ends only by a signal, which is a normal end here: exit 0 after shutdown.
+    let _signal: Result<(), _> = super::until_signal(hold).await?;
     eprintln!("stopping the MCP servers…");
     runtime.shutdown().await;
     Ok(OK)
 }
 
-fn time_now() -> time::OffsetDateTime {
-    time::OffsetDateTime::now_utc()
+/// One line on stderr about what a re-mint did.
+fn report_refresh(outcome: RefreshOutcome) {
+    match outcome {
+        RefreshOutcome::Unchanged { uid } => eprintln!("re-minted managed config {uid}: unchanged"),
+        RefreshOutcome::Restarted { uid, reports } => {
+            for report in reports {
+                let state = match report.status {
+                    ServerStatus::Ready { .. } => "ready".to_owned(),
+                    ServerStatus::Failed { reason } => format!("failed: {reason}"),
+                };
+                eprintln!(
+                    "re-minted managed config {uid}: restarted {} ({state})",
+                    report.name
+                );
+            }
+        }
+        RefreshOutcome::Failed { uid, message } => {
+            eprintln!("re-minting managed config {uid} failed: {message}");
+        }
+    }
 }

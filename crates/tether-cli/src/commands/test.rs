@@ -8,15 +8,9 @@ use crate::output::{Progress, print, print_json, reports_json, reports_table};
 
 pub async fn test(args: &TestArgs, server_url: Option<&str>) -> anyhow::Result<u8> {
     let progress = Progress::new();
-    let resolved = super::resolve(&args.specs, &args.secrets, server_url, &progress).await?;
+    let session = super::session(&args.specs, &args.secrets, server_url, &progress).await?;
     let options = super::start_options(args.timeout, false);
-    let runtime = super::start(
-        resolved.servers.clone(),
-        &options,
-        &resolved.secrets,
-        &progress,
-    )
-    .await?;
+    let runtime = super::start(&session, &options, &progress).await?;
     progress.step("shutting down…");
     let reports = runtime.reports().to_vec();
     runtime.shutdown().await;

@@ -35,7 +35,8 @@ use sse::SseClientTransport;
 
 use crate::error::DriverError;
 
-/// How servers are started.
+/// How servers are started. A runtime keeps its options: a server it restarts later (a
+/// re-minted managed config) starts under the same limits.
 #[derive(Debug, Clone)]
 pub struct StartOptions {
     /// Per-server limit for connect + `initialize` + `tools/list` (default 30 s).
@@ -59,23 +60,24 @@ impl Default for StartOptions {
 /// A tool a server offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolInfo {
-    /// The tool's name.
+    /// The name `tools/call` takes.
     pub name: String,
-    /// Its description, if any.
+    /// As the server describes it (`None` when it gives none).
     pub description: Option<String>,
 }
 
 /// How a server's startup went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerStatus {
-    /// Initialized; these are its tools.
+    /// Initialized and listed its tools.
     Ready {
-        /// The tools, all pages.
+        /// Every page of `tools/list`, in the server's order.
         tools: Vec<ToolInfo>,
     },
-    /// Did not start; the reason holds no secret.
+    /// Did not start.
     Failed {
-        /// Why.
+        /// Exit status, handshake error or timeout, with the stderr tail; known secret
+        /// values masked.
         reason: String,
     },
 }
@@ -83,9 +85,9 @@ pub enum ServerStatus {
 /// One server's startup result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerReport {
-    /// The server's name.
+    /// The server's name in the run.
     pub name: String,
-    /// Ready or failed.
+    /// How its startup went.
     pub status: ServerStatus,
 }
 
@@ -97,11 +99,22 @@ struct RunningServer {
     child: Option<ChildProcess>,
 }
 
+/// A server that answered `initialize` and `tools/list`, before it joins the runtime.
+struct Started {
+    client: Client,
+    /// `None` for a remote server.
+    child: Option<ChildProcess>,
+    tools: Vec<ToolInfo>,
+}
+
 /// The servers of a run, held until [`McpRuntime::shutdown`] (or drop, which kills children).
 pub struct McpRuntime {
     running: Vec<RunningServer>,
     reports: Vec<ServerReport>,
-    secrets: Arc<Vec<SecretValue>>,
+    /// Values masked in stderr tails and error messages: every sensitive value of the servers
+    /// started so far, plus what the caller added (a session's secrets).
+    masking: Arc<Vec<SecretValue>>,
+    options: StartOptions,
 }
 
 impl std::fmt::Debug for McpRuntime {
@@ -120,25 +133,32 @@ fn client_config() -> ClientConfig {
 }
 
 impl McpRuntime {
-    /// Starts every server. `extra_secrets` are masked in captured output along with every
-    /// sensitive value of the rendered servers.
+    /// Starts every server. What the servers print, and every error about them, is masked
+    /// with the servers' own sensitive values (what secrets and the environment put into
+    /// them); a [`crate::Session`] adds its secrets to that set.
     pub async fn start(
         servers: Vec<RenderedServer>,
         options: &StartOptions,
-        extra_secrets: impl IntoIterator<Item = SecretValue>,
     ) -> Result<Self, DriverError> {
-        let mut secrets: Vec<SecretValue> = extra_secrets.into_iter().collect();
+        Self::start_masking(servers, options, Vec::new()).await
+    }
+
+    /// [`McpRuntime::start`], masking `masking` as well.
+    pub(crate) async fn start_masking(
+        servers: Vec<RenderedServer>,
+        options: &StartOptions,
+        mut masking: Vec<SecretValue>,
+    ) -> Result<Self, DriverError> {
         for server in &servers {
-            secrets.extend(server.sensitive_values().into_iter().cloned());
+            add_masking(&mut masking, server);
         }
-        secrets.retain(|s| !s.is_empty());
-        let secrets = Arc::new(secrets);
+        let masking = Arc::new(masking);
         let outcomes: Vec<(String, Result<Started, String>)> = futures_util::stream::iter(servers)
             .map(|server| {
-                let secrets = Arc::clone(&secrets);
+                let masking = Arc::clone(&masking);
                 async move {
                     let name = server.name.clone();
-                    let outcome = start_one(server, options.startup_timeout, &secrets).await;
+                    let outcome = start_one(server, options.startup_timeout, &masking).await;
                     (name, outcome)
                 }
             })
@@ -148,11 +168,16 @@ impl McpRuntime {
         let mut runtime = Self {
             running: Vec::new(),
             reports: Vec::new(),
-            secrets,
+            masking,
+            options: options.clone(),
         };
         for (name, outcome) in outcomes {
             match outcome {
-                Ok((client, child, tools)) => {
+                Ok(Started {
+                    client,
+                    child,
+                    tools,
+                }) => {
                     tracing::info!(server = %name, tools = tools.len(), "MCP server ready");
                     runtime.reports.push(ServerReport {
                         name: name.clone(),
@@ -226,7 +251,7 @@ impl McpRuntime {
         let failed = |message: String| DriverError::ToolCallFailed {
             server: server.to_owned(),
             tool: tool.to_owned(),
-            message: mask_known_values(&message, self.secrets.iter()),
+            message: mask_known_values(&message, self.masking.iter()),
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {
@@ -239,20 +264,24 @@ impl McpRuntime {
         serde_json::to_value(result).map_err(|e| failed(format!("unreadable result: {e}")))
     }
 
-    /// Replaces the server named like `server` with a fresh start of `server` (used when a
-    /// managed config is re-minted and its rendered form changed). Returns the new report.
-    pub async fn restart(
-        &mut self,
-        server: RenderedServer,
-        options: &StartOptions,
-    ) -> ServerReport {
+    /// Replaces the server named like `server` with a fresh start of `server`, under the
+    /// runtime's own options (a session does this when a re-minted managed config renders
+    /// differently). Its new sensitive values join the masking set. Returns the new report.
+    pub(crate) async fn restart(&mut self, server: RenderedServer) -> ServerReport {
         let name = server.name.clone();
         if let Some(index) = self.running.iter().position(|s| s.name == name) {
             let old = self.running.remove(index);
             stop(old).await;
         }
-        let report = match start_one(server, options.startup_timeout, &self.secrets).await {
-            Ok((client, child, tools)) => {
+        let mut masking = self.masking.as_ref().clone();
+        add_masking(&mut masking, &server);
+        self.masking = Arc::new(masking);
+        let report = match start_one(server, self.options.startup_timeout, &self.masking).await {
+            Ok(Started {
+                client,
+                child,
+                tools,
+            }) => {
                 self.running.push(RunningServer {
                     name: name.clone(),
                     client,
@@ -301,14 +330,21 @@ async fn stop(server: RunningServer) {
     tracing::debug!(server = %name, "MCP server stopped");
 }
 
-type Started = (Client, Option<ChildProcess>, Vec<ToolInfo>);
+/// Adds `server`'s sensitive values to `masking`, once each, leaving out empty ones.
+fn add_masking(masking: &mut Vec<SecretValue>, server: &RenderedServer) {
+    for value in server.sensitive_values() {
+        if !value.is_empty() && !masking.contains(value) {
+            masking.push(value.clone());
+        }
+    }
+}
 
 async fn start_one(
     server: RenderedServer,
     timeout: Duration,
-    secrets: &Arc<Vec<SecretValue>>,
+    masking: &Arc<Vec<SecretValue>>,
 ) -> Result<Started, String> {
-    let mask = |text: String| mask_known_values(&text, secrets.iter());
+    let mask = |text: String| mask_known_values(&text, masking.iter());
     let started = tokio::time::Instant::now();
     match &server.transport {
         RenderedTransport::Stdio {
@@ -318,13 +354,16 @@ async fn start_one(
             cwd,
         } => {
             let launch = StdioLaunch {
-                command: command.expose(),
-                args: args.iter().map(|a| a.expose()).collect(),
-                env: env.iter().map(|(k, v)| (k.clone(), v.expose())).collect(),
-                cwd: cwd.as_ref().map(|c| c.expose()),
+                command: SecretValue::new(command.expose()),
+                args: args.iter().map(|a| SecretValue::new(a.expose())).collect(),
+                env: env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), SecretValue::new(v.expose())))
+                    .collect(),
+                cwd: cwd.as_ref().map(|c| SecretValue::new(c.expose())),
             };
             let (mut child, stdout, stdin) =
-                ChildProcess::spawn(&server.name, &launch, secrets.to_vec()).map_err(|e| {
+                ChildProcess::spawn(&server.name, &launch, masking.to_vec()).map_err(|e| {
                     mask(format!(
                         "cannot start '{}': {e}",
                         command.show(Exposure::Masked)
@@ -345,7 +384,11 @@ async fn start_one(
                 }
             };
             match outcome {
-                Ok(Ok((client, tools))) => Ok((client, Some(child), tool_infos(tools))),
+                Ok(Ok((client, tools))) => Ok(Started {
+                    client,
+                    child: Some(child),
+                    tools: tool_infos(tools),
+                }),
                 Ok(Err(err)) => {
                     // The child may be exiting right now: its status explains more than the
                     // closed pipe does.
@@ -414,7 +457,11 @@ async fn start_one(
             })
             .await;
             match handshake {
-                Ok(Ok((client, tools))) => Ok((client, None, tool_infos(tools))),
+                Ok(Ok((client, tools))) => Ok(Started {
+                    client,
+                    child: None,
+                    tools: tool_infos(tools),
+                }),
                 Ok(Err(err)) => Err(mask(failure::describe(&url, kind, &*err))),
                 Err(_) => Err(mask(format!(
                     "no answer from {url} to initialize/tools/list within {} s",

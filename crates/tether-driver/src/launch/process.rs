@@ -33,16 +33,15 @@ pub const STDERR_LINE_BYTES: usize = 8 * 1024;
 /// How long a child group gets between SIGTERM and SIGKILL.
 pub const TERMINATE_GRACE: Duration = Duration::from_secs(2);
 
-/// What a stdio server is launched with (already rendered: values are real).
+/// What a stdio server is launched with, rendered: the values are real. Any of them may
+/// have come from a secret or the environment, so each stays a [`SecretValue`] (zeroized
+/// when the launch is dropped) until it is handed to [`Command`].
 pub struct StdioLaunch {
-    /// The program.
-    pub command: String,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// The server's own environment, added after the whitelist.
-    pub env: Vec<(String, String)>,
-    /// Working directory.
-    pub cwd: Option<String>,
+    pub command: SecretValue,
+    pub args: Vec<SecretValue>,
+    /// Added after [`ENV_WHITELIST`]; a name here overrides the inherited value.
+    pub env: Vec<(String, SecretValue)>,
+    pub cwd: Option<SecretValue>,
 }
 
 /// The last bytes a child wrote to stderr, with secrets masked when read.
@@ -132,23 +131,23 @@ impl ChildProcess {
         launch: &StdioLaunch,
         secrets: Vec<SecretValue>,
     ) -> std::io::Result<(Self, ChildStdout, ChildStdin)> {
-        let mut command = Command::new(&launch.command);
+        let mut command = Command::new(launch.command.expose());
         command
-            .args(&launch.args)
+            .args(launch.args.iter().map(SecretValue::expose))
             .env_clear()
             .envs(
                 ENV_WHITELIST
                     .iter()
                     .filter_map(|key| std::env::var_os(key).map(|value| (key.to_string(), value))),
             )
-            .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.expose())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
         if let Some(cwd) = &launch.cwd {
-            command.current_dir(cwd);
+            command.current_dir(cwd.expose());
         }
         tie_to_parent(&mut command);
         let mut child = command.spawn()?;

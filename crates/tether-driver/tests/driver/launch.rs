@@ -2,29 +2,17 @@
 //! `@modelcontextprotocol/server-everything` from the npm registry.
 
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use tether_config::{EmptyEnv, RenderedServer, Secrets};
-use tether_driver::{
-    DriverError, McpRuntime, McpSpec, NoLocalInstallations, Resolver, ServerStatus, StartOptions,
-};
+use tether_config::Secrets;
+use tether_driver::{DriverError, McpRuntime, ServerStatus, StartOptions};
 use tokio::io::AsyncBufReadExt;
 
-use crate::support::{json_str, test_server_bin, wait_group_gone};
+use crate::support::{inline_session, json_str, test_server_bin, wait_group_gone};
 
 /// A bound on every test step: nothing here may hang.
 const STEP: Duration = Duration::from_secs(60);
-
-async fn render(config: &str, secrets: &Secrets) -> Vec<RenderedServer> {
-    let spec = McpSpec::parse(config).unwrap_or_else(|e| panic!("{e}"));
-    let resolved = Resolver::new(Arc::new(NoLocalInstallations), None)
-        .resolve(&[spec])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    resolved.render(secrets, &EmptyEnv)
-}
 
 fn stdio_server(name: &str, args: &[&str]) -> String {
     let args: Vec<String> = args.iter().map(|a| json_str(a)).collect();
@@ -41,13 +29,10 @@ async fn start(
     options: StartOptions,
     secrets: &Secrets,
 ) -> Result<McpRuntime, DriverError> {
-    let servers = render(&config, secrets).await;
-    tokio::time::timeout(
-        STEP,
-        McpRuntime::start(servers, &options, secrets.values().cloned()),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("startup did not finish within {STEP:?}"))
+    let session = inline_session(&config, secrets).await;
+    tokio::time::timeout(STEP, session.start(&options))
+        .await
+        .unwrap_or_else(|_| panic!("startup did not finish within {STEP:?}"))
 }
 
 fn tools(status: &ServerStatus) -> Vec<String> {

@@ -6,4 +6,5 @@ mod launch;
 mod lifetime;
 mod refresh;
 mod resolve;
+mod session;
 mod support;

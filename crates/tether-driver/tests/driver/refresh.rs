@@ -4,15 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
-use tether_config::{EmptyEnv, Secrets};
+use tether_config::Secrets;
 use tether_driver::{
-    McpRuntime, McpSpec, NoLocalInstallations, RefreshOutcome, RefreshPolicy, Refresher, Resolver,
-    ServerStatus, StartOptions,
+    McpRuntime, McpSpec, RefreshOutcome, RefreshPolicy, ServerStatus, StartOptions,
 };
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::support::{Answer, FakeManaged, json_str, test_server_bin};
+use crate::support::{Answer, FakeManaged, json_str, session, test_server_bin};
 
 fn managed(arg: &str, expires_in: Duration) -> Answer {
     let json = format!(
@@ -33,56 +32,33 @@ async fn a_lease_near_expiry_is_reminted_and_restarted_only_when_changed() {
         uid,
         managed("1", Duration::from_secs(120)),
     )]));
-    let resolver = Resolver::new(Arc::new(NoLocalInstallations), Some(fake.clone()));
-    let mut resolved = resolver
-        .resolve(&[McpSpec::Uuid(uid)])
+    let mut session = session(vec![McpSpec::Uuid(uid)], Secrets::new(), Some(fake.clone()))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let options = StartOptions::default();
-    let mut runtime = McpRuntime::start(resolved.render(&Secrets::new(), &EmptyEnv), &options, [])
+        .expect("resolving the managed spec")
+        .with_refresh_policy(RefreshPolicy {
+            ahead: Duration::from_secs(300),
+            min_interval: Duration::ZERO,
+        });
+    let mut runtime = session
+        .start(&StartOptions::default())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the managed server");
     let first_group = runtime.process_groups();
     assert_eq!(fake.calls(), 1);
 
     // A lease 2 minutes from expiry is inside the 5-minute window: due now.
-    let mut refresher = Refresher::new(RefreshPolicy {
-        ahead: Duration::from_secs(300),
-        min_interval: Duration::ZERO,
-    });
     let now = tokio::time::Instant::now();
-    assert_eq!(
-        refresher.due(&resolved, OffsetDateTime::now_utc(), now),
-        vec![uid]
-    );
+    assert_eq!(session.due(OffsetDateTime::now_utc(), now), vec![uid]);
 
     // Same config again: re-minted, nothing restarted.
     fake.set_answer(uid, managed("1", Duration::from_secs(120)));
-    let outcomes = refresher
-        .refresh_due(
-            &resolver,
-            &mut resolved,
-            &Secrets::new(),
-            &EmptyEnv,
-            &mut runtime,
-            &options,
-        )
-        .await;
+    let outcomes = session.refresh_due(&mut runtime).await;
     assert_eq!(outcomes, vec![RefreshOutcome::Unchanged { uid }]);
     assert_eq!(runtime.process_groups(), first_group);
 
     // A changed config: the server restarts with it (4 tools now) in a new process group.
     fake.set_answer(uid, managed("2", Duration::from_secs(3600)));
-    let outcomes = refresher
-        .refresh_due(
-            &resolver,
-            &mut resolved,
-            &Secrets::new(),
-            &EmptyEnv,
-            &mut runtime,
-            &options,
-        )
-        .await;
+    let outcomes = session.refresh_due(&mut runtime).await;
     match &outcomes[..] {
         [
             RefreshOutcome::Restarted {
@@ -102,12 +78,8 @@ async fn a_lease_near_expiry_is_reminted_and_restarted_only_when_changed() {
     assert_eq!(fake.calls(), 3);
     // The new lease is an hour out: not due any more.
     assert!(
-        refresher
-            .due(
-                &resolved,
-                OffsetDateTime::now_utc(),
-                tokio::time::Instant::now()
-            )
+        session
+            .due(OffsetDateTime::now_utc(), tokio::time::Instant::now())
             .is_empty()
     );
     runtime.shutdown().await;
@@ -138,59 +110,42 @@ async fn attempts_are_at_most_once_a_minute_and_far_leases_wait() {
             },
         ),
     ]));
-    let resolver = Resolver::new(Arc::new(NoLocalInstallations), Some(fake.clone()));
-    let mut resolved = resolver
-        .resolve(&[McpSpec::Uuid(near), McpSpec::Uuid(far)])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut refresher = Refresher::new(RefreshPolicy::default());
+    let mut session = session(
+        vec![McpSpec::Uuid(near), McpSpec::Uuid(far)],
+        Secrets::new(),
+        Some(fake.clone()),
+    )
+    .await
+    .expect("resolving two managed specs");
     assert_eq!(
-        refresher.due(
-            &resolved,
-            OffsetDateTime::now_utc(),
-            tokio::time::Instant::now()
-        ),
+        session.due(OffsetDateTime::now_utc(), tokio::time::Instant::now()),
         vec![near]
     );
-    let mut runtime = McpRuntime::start(Vec::new(), &StartOptions::default(), [])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
     let options = StartOptions {
         startup_timeout: Duration::from_secs(2),
         ..StartOptions::default()
     };
-    refresher
-        .refresh_due(
-            &resolver,
-            &mut resolved,
-            &Secrets::new(),
-            &EmptyEnv,
-            &mut runtime,
-            &options,
-        )
-        .await;
+    let mut runtime = McpRuntime::start(Vec::new(), &options)
+        .await
+        .expect("starting no server");
+    session.refresh_due(&mut runtime).await;
     // Just attempted: not due again within the minute, even though still near expiry.
     assert!(
-        refresher
-            .due(
-                &resolved,
-                OffsetDateTime::now_utc(),
-                tokio::time::Instant::now()
-            )
+        session
+            .due(OffsetDateTime::now_utc(), tokio::time::Instant::now())
             .is_empty()
     );
     assert!(
-        refresher
+        session
             .due(
-                &resolved,
                 OffsetDateTime::now_utc(),
                 tokio::time::Instant::now() + Duration::from_secs(61)
             )
             .contains(&near)
     );
     // The next check is no later than a minute away.
-    let wait = refresher
-        .next_check(&resolved, OffsetDateTime::now_utc())
+    let wait = session
+        .next_check(OffsetDateTime::now_utc())
         .unwrap_or(Duration::MAX);
     assert!(wait <= Duration::from_secs(60), "{wait:?}");
     runtime.shutdown().await;

@@ -6,13 +6,13 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use tether_config::{EmptyEnv, Exposure, Origin, Secrets, parse_config};
 use tether_driver::{
-    DriverError, McpSpec, NoLocalInstallations, Resolver, require_resolved, server_map_to_specs,
-    specs_to_server_map,
+    DriverError, McpSpec, NoLocalInstallations, Resolver, Session, require_resolved,
+    server_map_to_specs, specs_to_server_map,
 };
 use tether_store::Store;
 use uuid::Uuid;
 
-use crate::support::{Answer, FakeManaged};
+use crate::support::{Answer, FakeManaged, session};
 
 fn config(json: &str) -> Answer {
     Answer::Config {
@@ -40,11 +40,10 @@ async fn resolve_render(
     specs: &[McpSpec],
     secrets: &Secrets,
 ) -> Result<serde_json::Map<String, serde_json::Value>, DriverError> {
-    let resolver = Resolver::new(Arc::new(NoLocalInstallations), Some(fake));
-    let resolved = resolver.resolve(specs).await?;
-    Ok(resolved
-        .render(secrets, &EmptyEnv)
-        .into_iter()
+    let session = session(specs.to_vec(), secrets.clone(), Some(fake)).await?;
+    Ok(session
+        .servers()
+        .iter()
         .map(|s| (s.name.clone(), s.to_json(Exposure::Real)))
         .collect())
 }
@@ -145,17 +144,15 @@ async fn a_missing_managed_secret_leaves_the_placeholder_and_strict_callers_refu
         uid,
         config(r#"{"mcpServers":{"gh":{"command":"npx","args":["--token={{API_TOKEN}}"]}}}"#),
     )]));
-    let resolver = Resolver::new(Arc::new(NoLocalInstallations), Some(fake));
-    let resolved = resolver
-        .resolve(&[McpSpec::Uuid(uid)])
+    let session = session(vec![McpSpec::Uuid(uid)], Secrets::new(), Some(fake))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let rendered = resolved.render(&Secrets::new(), &EmptyEnv);
+        .expect("resolving the managed spec");
+    let rendered = session.servers();
     assert_eq!(
         rendered[0].to_json(Exposure::Real)["args"][0],
         "--token={{API_TOKEN}}"
     );
-    let err = require_resolved(&rendered)
+    let err = require_resolved(rendered)
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
@@ -296,14 +293,17 @@ async fn local_and_ephemeral_installations_get_the_same_secrets() {
     let inline =
         McpSpec::parse(r#"{"inline":{"command":"srv","args":["--t={{T}}"],"env":{"K":"{{T}}"}}}"#)
             .unwrap_or_else(|e| panic!("{e}"));
-    let resolver = Resolver::new(store, None);
-    let resolved = resolver
-        .resolve(&[McpSpec::Uuid(uid), inline])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let rendered = resolved.render(&secrets(&[("T", "s3cret")]), &EmptyEnv);
+    let session = Session::resolve(
+        Resolver::new(store, None),
+        vec![McpSpec::Uuid(uid), inline],
+        secrets(&[("T", "s3cret")]),
+        EmptyEnv,
+    )
+    .await
+    .expect("resolving a local and an inline spec");
+    let rendered = session.servers();
     assert_eq!(rendered.len(), 2);
-    for server in &rendered {
+    for server in rendered {
         let json = server.to_json(Exposure::Real);
         assert_eq!(json["args"][0], "--t=s3cret", "{}", server.name);
         assert_eq!(json["env"]["K"], "s3cret", "{}", server.name);

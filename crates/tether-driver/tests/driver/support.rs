@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 pub use tether_testkit::{
@@ -10,10 +10,32 @@ pub use tether_testkit::{
     workspace_artifact,
 };
 
+use tether_config::{EmptyEnv, Secrets};
+use tether_driver::{DriverError, McpSpec, NoLocalInstallations, Resolver, Session};
 use tether_graphql::{
     ManagedMcpClient, ManagedMcpClientConfig, ManagedMcpError, SecretValue, TransportKind,
 };
 use uuid::Uuid;
+
+/// A session over `specs` with no local installations, `managed` as the managed client (if
+/// any), `secrets`, and an empty environment.
+pub async fn session(
+    specs: Vec<McpSpec>,
+    secrets: Secrets,
+    managed: Option<Arc<FakeManaged>>,
+) -> Result<Session, DriverError> {
+    let managed = managed.map(|fake| fake as Arc<dyn ManagedMcpClient>);
+    let resolver = Resolver::new(Arc::new(NoLocalInstallations), managed);
+    Session::resolve(resolver, specs, secrets, EmptyEnv).await
+}
+
+/// A session over one inline or file spec, with `secrets`; panics on a bad spec.
+pub async fn inline_session(config: &str, secrets: &Secrets) -> Session {
+    let spec = McpSpec::parse(config).expect("parsing the test spec");
+    session(vec![spec], secrets.clone(), None)
+        .await
+        .expect("resolving the test spec")
+}
 
 /// The driver's `hold` example (`examples/hold.rs`).
 pub fn hold_bin() -> PathBuf {

@@ -361,7 +361,7 @@ pub async fn launch(mcp_config_json: &str, client_secrets: &Secrets) -> McpRunti
         strict: true,
         ..StartOptions::default()
     };
-    McpRuntime::start(servers, &options, [])
+    McpRuntime::start(servers, &options)
         .await
         .unwrap_or_else(|e| panic!("{e}"))
 }

@@ -1,0 +1,300 @@
+//! [`Session`]: the one owner of a run's MCP servers, from specs to running servers.
+//!
+//! A session holds what a run needs from resolution until it ends: the specs, the
+//! [`Resolver`] (local installations, the managed client, the task id), the run's
+//! [`Secrets`] and the environment `${VAR}` expands from, the resolved installations
+//! (ephemeral ids and managed leases included), the servers rendered from them, the masking
+//! set and the re-mint bookkeeping. Callers hand secrets in once, at
+//! [`Session::resolve`]; from then on they pass names (a server, a tool), never values.
+//!
+//! **Invariant:** secrets travel one way: caller → session (once) → `tether-config`'s
+//! `Installation::render` → rendered servers → launch. Nothing rendered goes back to the
+//! caller except through [`Session::servers`] (for a hand-off or an export, which is the
+//! caller's job) and the masking set ([`Session::sensitive_values`], for its log layer).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tether_config::{EnvLookup, RenderedServer, RenderedTransport, SecretValue, Secrets};
+use time::OffsetDateTime;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::error::DriverError;
+use crate::launch::{McpRuntime, ServerStatus, StartOptions};
+use crate::refresh::{RefreshOutcome, RefreshPolicy, Refresher, renders_alike, swap_reminted};
+use crate::resolve::{ResolvedMcpSpecs, Resolver};
+use crate::spec::McpSpec;
+
+/// A run's MCP servers: resolved once, rendered once, then started, called, re-minted or
+/// re-resolved by name. `Send + Sync`, and independent of any other session: a long-lived
+/// process (a gateway, a setup server) can hold several and re-resolve one without touching
+/// the others.
+pub struct Session {
+    resolver: Resolver,
+    specs: Vec<McpSpec>,
+    secrets: Secrets,
+    env: Arc<dyn EnvLookup + Send + Sync>,
+    resolved: ResolvedMcpSpecs,
+    servers: Vec<RenderedServer>,
+    /// The run's secret values and every sensitive value of every rendering so far. It only
+    /// grows: a value a re-mint retired may still sit in a log line or a child's stderr.
+    masking: Vec<SecretValue>,
+    refresher: Refresher,
+}
+
+// A session is shared between tasks of a long-lived process.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Session>();
+};
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("servers", &self.names())
+            .field("secrets", &self.secrets.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Resolves `specs` with `resolver` (local-first; managed calls go out together), applies
+    /// `secrets` and `env` and renders every server, once. Warns (through `tracing`) about a
+    /// `${VAR}` left unset and about a secret placed in a stdio server's arguments, where
+    /// other users can read it with `ps`.
+    ///
+    /// Fails as [`Resolver::resolve`] does: a spec that cannot be materialized fails the run.
+    pub async fn resolve(
+        resolver: Resolver,
+        specs: Vec<McpSpec>,
+        secrets: Secrets,
+        env: impl EnvLookup + Send + Sync + 'static,
+    ) -> Result<Self, DriverError> {
+        let resolved = resolver.resolve(&specs).await?;
+        let env: Arc<dyn EnvLookup + Send + Sync> = Arc::new(env);
+        let servers = resolved.render(&secrets, env.as_ref());
+        warn_about(&servers);
+        let mut session = Self {
+            resolver,
+            specs,
+            secrets,
+            env,
+            resolved,
+            servers,
+            masking: Vec::new(),
+            refresher: Refresher::default(),
+        };
+        session.extend_masking();
+        Ok(session)
+    }
+
+    /// Re-mints under `policy` instead of [`RefreshPolicy::default`].
+    #[must_use]
+    pub fn with_refresh_policy(mut self, policy: RefreshPolicy) -> Self {
+        self.refresher = Refresher::new(policy);
+        self
+    }
+
+    /// The rendered servers, real values in memory, in spec order: what a harness hand-off
+    /// or an export writes out. Print them only through `tether_config::Exposure::Masked`.
+    pub fn servers(&self) -> &[RenderedServer] {
+        &self.servers
+    }
+
+    /// The server called `name`, or [`DriverError::NotInSession`].
+    pub fn server(&self, name: &str) -> Result<&RenderedServer, DriverError> {
+        self.servers
+            .iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| DriverError::NotInSession {
+                name: name.to_owned(),
+                held: self.names(),
+            })
+    }
+
+    /// The servers' names, in spec order.
+    pub fn names(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// The specs the session resolves (and re-resolves).
+    pub fn specs(&self) -> &[McpSpec] {
+        &self.specs
+    }
+
+    /// What resolution produced: local installations and ephemeral ones, with their ids and
+    /// managed leases.
+    pub fn resolved(&self) -> &ResolvedMcpSpecs {
+        &self.resolved
+    }
+
+    /// Every value to mask wherever the caller prints: the run's secrets and each sensitive
+    /// part of each rendering so far (values from secrets, the environment, managed configs).
+    /// It grows after a re-mint or a re-resolve; register it again then.
+    pub fn sensitive_values(&self) -> &[SecretValue] {
+        &self.masking
+    }
+
+    /// Starts every server (see [`McpRuntime::start`]); the session's whole masking set is
+    /// masked in what they print and in every error about them.
+    pub async fn start(&self, options: &StartOptions) -> Result<McpRuntime, DriverError> {
+        McpRuntime::start_masking(self.servers.clone(), options, self.masking.clone()).await
+    }
+
+    /// Starts only the server called `name`: [`DriverError::NotInSession`] when the session
+    /// holds none, [`DriverError::ServerFailedToStart`] (nothing left running) when it does
+    /// not start.
+    pub async fn start_server(
+        &self,
+        name: &str,
+        options: &StartOptions,
+    ) -> Result<McpRuntime, DriverError> {
+        let server = self.server(name)?.clone();
+        let runtime =
+            McpRuntime::start_masking(vec![server], options, self.masking.clone()).await?;
+        let failure = runtime.reports().iter().find_map(|r| match &r.status {
+            ServerStatus::Failed { reason } => Some(reason.clone()),
+            ServerStatus::Ready { .. } => None,
+        });
+        if let Some(reason) = failure {
+            runtime.shutdown().await;
+            return Err(DriverError::ServerFailedToStart {
+                server: name.to_owned(),
+                reason,
+            });
+        }
+        Ok(runtime)
+    }
+
+    /// Calls `tool` on the server called `server` in `runtime`, within `timeout`: the MCP
+    /// `CallToolResult` as JSON (a tool's own failure is `isError: true`, not an `Err`).
+    /// [`DriverError::NotInSession`] for a name the session does not hold,
+    /// [`DriverError::UnknownServer`] for one it holds that is not running.
+    pub async fn call(
+        &self,
+        runtime: &McpRuntime,
+        server: &str,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        timeout: Duration,
+    ) -> Result<Value, DriverError> {
+        self.server(server)?;
+        runtime.call_tool(server, tool, arguments, timeout).await
+    }
+
+    /// The managed installations due for a re-mint at `now` (wall clock `now_utc`).
+    pub fn due(&self, now_utc: OffsetDateTime, now: Instant) -> Vec<Uuid> {
+        self.refresher.due(&self.resolved, now_utc, now)
+    }
+
+    /// How long a holder may sleep before calling [`Session::refresh_due`]; `None` when no
+    /// lease expires.
+    pub fn next_check(&self, now_utc: OffsetDateTime) -> Option<Duration> {
+        self.refresher.next_check(&self.resolved, now_utc)
+    }
+
+    /// Re-mints every due managed installation, swaps its servers in the session, and
+    /// restarts in `runtime` those whose rendered config changed. A failed re-mint keeps the
+    /// running servers (their tokens are still valid for a while) and is reported, not
+    /// returned as an error.
+    pub async fn refresh_due(&mut self, runtime: &mut McpRuntime) -> Vec<RefreshOutcome> {
+        let due = self.due(OffsetDateTime::now_utc(), Instant::now());
+        let mut outcomes = Vec::new();
+        for uid in due {
+            self.refresher.attempted(uid);
+            let fresh = match self.resolver.remint(uid).await {
+                Ok(fresh) => fresh,
+                Err(err) => {
+                    tracing::warn!(%uid, "re-minting the managed MCP config failed");
+                    outcomes.push(RefreshOutcome::Failed {
+                        uid,
+                        message: err.to_string(),
+                    });
+                    continue;
+                }
+            };
+            let changed = swap_reminted(
+                &mut self.resolved,
+                uid,
+                fresh,
+                &self.secrets,
+                self.env.as_ref(),
+            );
+            self.servers = self.resolved.render(&self.secrets, self.env.as_ref());
+            self.extend_masking();
+            if changed.is_empty() {
+                tracing::debug!(%uid, "re-minted managed MCP config renders the same; nothing restarted");
+                outcomes.push(RefreshOutcome::Unchanged { uid });
+                continue;
+            }
+            let mut reports = Vec::new();
+            for server in changed {
+                tracing::info!(%uid, server = %server.name, "managed MCP config changed; restarting the server");
+                reports.push(runtime.restart(server).await);
+            }
+            outcomes.push(RefreshOutcome::Restarted { uid, reports });
+        }
+        outcomes
+    }
+
+    /// Resolves the session's specs again (a managed installation edited, a local one
+    /// reinstalled) and renders them with the same secrets and environment. On success the
+    /// session holds the new servers and returns the names of those that are new or render
+    /// differently (the ones a holder restarts); a server that is gone is simply absent
+    /// from [`Session::servers`]. On failure the session is unchanged. Ephemeral ids stay
+    /// the same when the resolver has a task id, and are new otherwise.
+    pub async fn re_resolve(&mut self) -> Result<Vec<String>, DriverError> {
+        let resolved = self.resolver.resolve(&self.specs).await?;
+        let servers = resolved.render(&self.secrets, self.env.as_ref());
+        warn_about(&servers);
+        let changed = servers
+            .iter()
+            .filter(|server| !self.servers.iter().any(|old| renders_alike(old, server)))
+            .map(|server| server.name.clone())
+            .collect();
+        self.resolved = resolved;
+        self.servers = servers;
+        self.extend_masking();
+        Ok(changed)
+    }
+
+    /// Adds the secrets' values and the current servers' sensitive values to the masking
+    /// set, once each.
+    fn extend_masking(&mut self) {
+        let values = self.secrets.values().chain(
+            self.servers
+                .iter()
+                .flat_map(RenderedServer::sensitive_values),
+        );
+        for value in values {
+            if !value.is_empty() && !self.masking.contains(value) {
+                self.masking.push(value.clone());
+            }
+        }
+    }
+}
+
+/// What a user should know about rendered servers before they start: a `${VAR}` left as
+/// written, and a secret in a stdio server's arguments.
+fn warn_about(servers: &[RenderedServer]) {
+    for server in servers {
+        for name in server.unset_env_vars() {
+            tracing::warn!(server = %server.name, "environment variable {name} is not set; ${{{name}}} stays as written");
+        }
+        if let RenderedTransport::Stdio { args, .. } = &server.transport {
+            for (index, _) in args
+                .iter()
+                .enumerate()
+                .filter(|(_, arg)| arg.is_sensitive())
+            {
+                tracing::warn!(
+                    server = %server.name,
+                    "args[{index}] holds a secret (or an environment value): a process's arguments are visible to other users through `ps`; pass it through the server's env instead if the server allows"
+                );
+            }
+        }
+    }
+}
