@@ -160,6 +160,50 @@ impl RenderedServer {
         &self.unresolved
     }
 
+    /// Where each unresolved placeholder sits: `(field, name)` pairs in field order, a field
+    /// named as in the config (`command`, `args[1]`, `env.API_KEY`, `cwd`, `url`,
+    /// `headers.Authorization`). Only text from the template is searched, never a value, so a
+    /// secret that itself reads `{{X}}` is not taken for a placeholder.
+    pub fn unresolved_fields(&self) -> Vec<(String, String)> {
+        if self.unresolved.is_empty() {
+            return Vec::new();
+        }
+        let mut fields: Vec<(String, &RenderedText)> = Vec::new();
+        match &self.transport {
+            RenderedTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                fields.push(("command".to_owned(), command));
+                fields.extend(
+                    args.iter()
+                        .enumerate()
+                        .map(|(i, a)| (format!("args[{i}]"), a)),
+                );
+                fields.extend(env.iter().map(|(k, v)| (format!("env.{k}"), v)));
+                fields.extend(cwd.iter().map(|c| ("cwd".to_owned(), c)));
+            }
+            RenderedTransport::Remote { url, headers, .. } => {
+                fields.push(("url".to_owned(), url));
+                fields.extend(headers.iter().map(|(k, v)| (format!("headers.{k}"), v)));
+            }
+        }
+        let mut found = Vec::new();
+        for (field, text) in fields {
+            for piece in &text.pieces {
+                let Piece::Plain(plain) = piece else { continue };
+                for name in crate::placeholder::placeholder_names(plain) {
+                    if self.unresolved.contains(name) {
+                        found.push((field.clone(), name.to_owned()));
+                    }
+                }
+            }
+        }
+        found
+    }
+
     /// `${VAR}` names left literal because the variable is unset and has no default.
     pub fn unset_env_vars(&self) -> &BTreeSet<String> {
         &self.unset_env
@@ -434,6 +478,23 @@ mod tests {
             .map(|v| v.expose())
             .collect();
         assert_eq!(values, ["t0k-SENTINEL", "lit"]);
+    }
+
+    #[test]
+    fn names_the_field_of_each_unresolved_placeholder() {
+        let server = render_one(
+            r#"{"s":{"command":"srv","args":["--x","--token={{A}}"],"env":{"K":"{{B}}","L":"{{C}}"}}}"#,
+            Origin::User,
+            &secrets(&[("C", "{{A}} is a value, not a placeholder")]),
+            &EmptyEnv,
+        );
+        assert_eq!(
+            server.unresolved_fields(),
+            [
+                ("args[1]".to_owned(), "A".to_owned()),
+                ("env.K".to_owned(), "B".to_owned())
+            ]
+        );
     }
 
     #[test]

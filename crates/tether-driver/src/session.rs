@@ -277,10 +277,16 @@ impl Session {
     }
 }
 
-/// What a user should know about rendered servers before they start: a `${VAR}` left as
-/// written, and a secret in a stdio server's arguments.
+/// What a user should know about rendered servers before they start: a `{{NAME}}` no secret
+/// filled, a `${VAR}` left as written, and a secret in a stdio server's arguments.
 fn warn_about(servers: &[RenderedServer]) {
     for server in servers {
+        for (field, name) in server.unresolved_fields() {
+            tracing::warn!(
+                server = %server.name,
+                "{field} holds {{{{{name}}}}}, which no secret fills, so it is passed as written; give it with --secret {name}=SOURCE (--strict-mcp refuses to start instead)"
+            );
+        }
         for name in server.unset_env_vars() {
             tracing::warn!(server = %server.name, "environment variable {name} is not set; ${{{name}}} stays as written");
         }

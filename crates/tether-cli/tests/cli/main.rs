@@ -10,6 +10,7 @@ mod commands;
 mod export_file;
 mod harness;
 mod log_mask;
+mod placeholders;
 mod remote_failures;
 mod secrets;
 mod support;
