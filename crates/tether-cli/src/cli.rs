@@ -23,10 +23,6 @@ pub struct Cli {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
 
-    /// The managed server's GraphQL endpoint (overrides TETHER_SERVER_URL and config.toml).
-    #[arg(long, global = true, value_name = "URL")]
-    pub server_url: Option<String>,
-
     #[command(subcommand)]
     pub command: Command,
 }
@@ -101,6 +97,15 @@ pub struct SpecArgs {
     /// entries resolve like UUID specs.
     #[arg(long, value_name = "FILE")]
     pub task: Option<PathBuf>,
+
+    /// The managed server's GraphQL endpoint (overrides TETHER_SERVER_URL and config.toml).
+    #[arg(long, value_name = "URL")]
+    pub server_url: Option<String>,
+
+    /// The most time managed resolution may take, retries included, in seconds (overrides
+    /// TETHER_MANAGED_TIMEOUT and config.toml; default 30).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub managed_timeout: Option<u64>,
 }
 
 /// Where secrets come from. Never from a literal on the command line.

@@ -67,7 +67,6 @@ fn init_logging(verbose: u8) {
 }
 
 fn run(cli: &Cli) -> anyhow::Result<u8> {
-    let server_url = cli.server_url.as_deref();
     match &cli.command {
         Command::Install(args) => commands::install(args),
         Command::List(args) => commands::list(args),
@@ -88,10 +87,10 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                 .build()?;
             runtime.block_on(async {
                 match command {
-                    Command::Run(args) => commands::run(args, server_url).await,
-                    Command::Export(args) => commands::export(args, server_url).await,
-                    Command::Test(args) => commands::test(args, server_url).await,
-                    Command::Call(args) => commands::call(args, server_url).await,
+                    Command::Run(args) => commands::run(args).await,
+                    Command::Export(args) => commands::export(args).await,
+                    Command::Test(args) => commands::test(args).await,
+                    Command::Call(args) => commands::call(args).await,
                     Command::Install(_)
                     | Command::List(_)
                     | Command::Remove(_)

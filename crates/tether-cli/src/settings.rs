@@ -2,7 +2,8 @@
 //!
 //! Precedence for the managed server: `--server-url` > `TETHER_SERVER_URL` > `server_url` in
 //! `$TETHER_HOME/config.toml`; the API key: `TETHER_API_KEY` / `TETHER_API_KEY_FILE` >
-//! `api_key` / `api_key_file` in config.toml. Never from argv.
+//! `api_key` / `api_key_file` in config.toml. Never from argv. The resolution deadline:
+//! `--managed-timeout` > `TETHER_MANAGED_TIMEOUT` > `managed_timeout` in config.toml > 30 s.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,6 +20,10 @@ const TETHER_HOME: &str = EnvVars::TETHER_HOME;
 const TETHER_API_KEY: &str = EnvVars::TETHER_API_KEY;
 const TETHER_API_KEY_FILE: &str = EnvVars::TETHER_API_KEY_FILE;
 const TETHER_SERVER_URL: &str = EnvVars::TETHER_SERVER_URL;
+const TETHER_MANAGED_TIMEOUT: &str = EnvVars::TETHER_MANAGED_TIMEOUT;
+
+/// The longest resolution deadline accepted, in seconds (an hour).
+const MAX_MANAGED_TIMEOUT: u64 = 3600;
 
 /// The hint shown when a managed UUID needs a server and none is configured (the error
 /// itself names the environment variables).
@@ -35,6 +40,7 @@ struct ConfigFile {
     server_url: Option<String>,
     api_key: Option<String>,
     api_key_file: Option<PathBuf>,
+    managed_timeout: Option<u64>,
 }
 
 /// The data directory.
@@ -53,9 +59,37 @@ fn config_file(dir: &Path) -> anyhow::Result<ConfigFile> {
     }
 }
 
-/// The managed client, when a server is configured.
+/// The resolution deadline in seconds: the flag, else the environment, else config.toml.
+fn managed_timeout(flag: Option<u64>, file: Option<u64>) -> anyhow::Result<Option<u64>> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    let from_env = match std::env::var(TETHER_MANAGED_TIMEOUT) {
+        Ok(text) if !text.trim().is_empty() => Some(text.trim().parse::<u64>().map_err(|_| {
+            UsageError::new(format!(
+                "{TETHER_MANAGED_TIMEOUT} must be a whole number of seconds from 1 to {MAX_MANAGED_TIMEOUT}"
+            ))
+        })?),
+        _ => None,
+    };
+    let (seconds, source) = match (from_env, file) {
+        (Some(seconds), _) => (seconds, TETHER_MANAGED_TIMEOUT),
+        (None, Some(seconds)) => (seconds, "managed_timeout in config.toml"),
+        (None, None) => return Ok(None),
+    };
+    if !(1..=MAX_MANAGED_TIMEOUT).contains(&seconds) {
+        return Err(UsageError::new(format!(
+            "{source} must be from 1 to {MAX_MANAGED_TIMEOUT} seconds (it is {seconds})"
+        ))
+        .into());
+    }
+    Ok(Some(seconds))
+}
+
+/// The managed client, when a server is configured. `timeout_secs` is `--managed-timeout`.
 pub fn managed_client(
     server_url: Option<&str>,
+    timeout_secs: Option<u64>,
 ) -> anyhow::Result<Option<Arc<dyn ManagedMcpClient>>> {
     let file = config_file(&data_dir()?)?;
     let url = server_url
@@ -75,6 +109,9 @@ pub fn managed_client(
         ))
     })?;
     let mut settings = HttpClientSettings::new(endpoint);
+    if let Some(seconds) = managed_timeout(timeout_secs, file.managed_timeout)? {
+        settings.deadline = std::time::Duration::from_secs(seconds);
+    }
     settings.api_key =
         match tether_graphql::api_key_from_env().map_err(|e| UsageError::new(e.to_string()))? {
             Some(key) => Some(key),

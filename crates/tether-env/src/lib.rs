@@ -51,6 +51,11 @@ impl EnvVars {
     /// `server_url` in `$TETHER_HOME/config.toml`).
     pub const TETHER_SERVER_URL: &'static str = "TETHER_SERVER_URL";
 
+    /// The most time managed resolution may take, retries and backoff included, in whole
+    /// seconds (1 to 3600; default 30). `--managed-timeout` overrides it; falls back to
+    /// `managed_timeout` in `$TETHER_HOME/config.toml`.
+    pub const TETHER_MANAGED_TIMEOUT: &'static str = "TETHER_MANAGED_TIMEOUT";
+
     /// The API key sent as `Authorization: Bearer <key>` to the managed server. Surrounding
     /// whitespace is trimmed. Mutually exclusive with [`EnvVars::TETHER_API_KEY_FILE`].
     pub const TETHER_API_KEY: &'static str = "TETHER_API_KEY";
@@ -108,6 +113,11 @@ impl EnvVars {
             Self::TETHER_SERVER_URL,
             Reader::Tether,
             "the managed server's GraphQL endpoint",
+        ),
+        doc(
+            Self::TETHER_MANAGED_TIMEOUT,
+            Reader::Tether,
+            "deadline for managed resolution, in seconds",
         ),
         doc(
             Self::TETHER_API_KEY,

@@ -8,7 +8,7 @@ use crate::cli::CallArgs;
 use crate::exit::{FAILED, OK, Reported, UsageError};
 use crate::output::{Progress, print, print_json};
 
-pub async fn call(args: &CallArgs, server_url: Option<&str>) -> anyhow::Result<u8> {
+pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
     let arguments: Option<Map<String, Value>> = match &args.args {
         None => None,
         Some(text) => match serde_json::from_str::<Value>(text) {
@@ -30,7 +30,7 @@ pub async fn call(args: &CallArgs, server_url: Option<&str>) -> anyhow::Result<u
         },
     };
     let progress = Progress::new();
-    let session = super::session(&args.specs, &args.secrets, server_url, &progress).await?;
+    let session = super::session(&args.specs, &args.secrets, &progress).await?;
     let options = super::start_options(args.timeout, false);
     progress.step("starting 1 MCP server…");
     let started = super::until_signal(session.start_server(&args.server, &options)).await??;

@@ -7,13 +7,13 @@ use crate::exit::OK;
 use crate::output::{Progress, print};
 use crate::private_file::{check_target, write_private};
 
-pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Result<u8> {
+pub async fn export(args: &ExportArgs) -> anyhow::Result<u8> {
     if let Some(path) = &args.output {
         // Before anything is resolved (a managed config may be minted for nothing otherwise).
         check_target(path)?;
     }
     let progress = Progress::new();
-    let session = super::session(&args.specs, &args.secrets, server_url, &progress).await?;
+    let session = super::session(&args.specs, &args.secrets, &progress).await?;
     progress.finish();
     let servers = session.servers();
     match &args.output {

@@ -71,7 +71,6 @@ fn read_task(path: &Path) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
 pub async fn session(
     specs: &SpecArgs,
     secret_args: &SecretArgs,
-    server_url: Option<&str>,
     progress: &Progress,
 ) -> anyhow::Result<Session> {
     let mut parsed = Vec::with_capacity(specs.mcp.len());
@@ -101,7 +100,7 @@ pub async fn session(
             .with_context(|| format!("opening the local store in {}", dir.display()))?;
         (
             Arc::new(Mutex::new(store)),
-            settings::managed_client(server_url)?,
+            settings::managed_client(specs.server_url.as_deref(), specs.managed_timeout)?,
         )
     } else {
         (Arc::new(NoLocalInstallations), None)

@@ -47,10 +47,10 @@ fn pick_harness(args: &RunArgs) -> anyhow::Result<HarnessArg> {
     .into())
 }
 
-pub async fn run(args: &RunArgs, server_url: Option<&str>) -> anyhow::Result<u8> {
+pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let harness = pick_harness(args)?;
     let progress = Progress::new();
-    let mut session = super::session(&args.specs, &args.secrets, server_url, &progress).await?;
+    let mut session = super::session(&args.specs, &args.secrets, &progress).await?;
     if args.strict_mcp {
         // Strict: a placeholder no secret filled stops the run before anything starts.
         tether_driver::require_resolved(session.servers())?;

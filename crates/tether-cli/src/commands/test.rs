@@ -6,9 +6,9 @@ use crate::cli::TestArgs;
 use crate::exit::{FAILED, OK, Reported};
 use crate::output::{Progress, print, print_json, reports_json, reports_table};
 
-pub async fn test(args: &TestArgs, server_url: Option<&str>) -> anyhow::Result<u8> {
+pub async fn test(args: &TestArgs) -> anyhow::Result<u8> {
     let progress = Progress::new();
-    let session = super::session(&args.specs, &args.secrets, server_url, &progress).await?;
+    let session = super::session(&args.specs, &args.secrets, &progress).await?;
     let options = super::start_options(args.timeout, false);
     let runtime = super::start(&session, &options, &progress).await?;
     progress.step("shutting down…");

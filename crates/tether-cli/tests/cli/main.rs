@@ -10,6 +10,7 @@ mod commands;
 mod export_file;
 mod harness;
 mod log_mask;
+mod managed_timeout;
 mod placeholders;
 mod remote_failures;
 mod secrets;
