@@ -31,7 +31,6 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Resolve the specs and run: with no command, start every server and report it; with a

@@ -14,9 +14,9 @@ const SECRET: &str = "sk-HANDOFF-SENTINEL";
 /// (or sleeps when `code` is "sleep").
 fn fake_harness(sandbox: &Sandbox, name: &str, code: &str) -> PathBuf {
     let bin = sandbox.path("bin");
-    std::fs::create_dir_all(&bin).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&bin).expect("creating the directory");
     let record = sandbox.path("record");
-    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&record).expect("creating the directory");
     let script = format!(
         r#"#!/bin/sh
 printf '%s\n' "$@" > '{r}/argv'
@@ -33,9 +33,9 @@ exit {code}
         r = record.display()
     );
     let path = bin.join(name);
-    std::fs::write(&path, script).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, script).expect("writing the file");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("setting the file mode");
     path
 }
 
@@ -76,7 +76,7 @@ fn each_harness_gets_references_in_its_config_and_values_in_its_environment() {
             .env("SRC", SECRET)
             .env("HOME", sandbox.path("home"))
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running tether");
         let record = sandbox.path("record");
         assert_eq!(
             out.status.code(),
@@ -176,7 +176,7 @@ fn codex_args_secret_falls_back_to_a_private_file_or_refuses() {
         ])
         .env("SRC", SECRET)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
@@ -197,7 +197,7 @@ fn codex_args_secret_falls_back_to_a_private_file_or_refuses() {
         .env("SRC", SECRET)
         .env("HOME", sandbox.path("home"))
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(run_dirs(&sandbox), Vec::<PathBuf>::new());
 }
@@ -209,7 +209,7 @@ fn an_unknown_command_needs_harness() {
     let out = sandbox
         .tether(&["run", "--mcp", &spec, "--", "my-agent"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("cannot tell which harness `my-agent` is; pass --harness"));
 }
@@ -234,7 +234,7 @@ fn sigterm_is_forwarded_and_the_run_directory_removed() {
         .env("TETHER_HOME", sandbox.home())
         .env("SRC", SECRET)
         .env_remove("TETHER_SERVER_URL");
-    let mut child = command.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = command.spawn().expect("spawning the process");
     // Wait (bounded) until the harness is running.
     let argv = sandbox.path("record").join("argv");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -247,11 +247,10 @@ fn sigterm_is_forwarded_and_the_run_directory_removed() {
     }
     assert_eq!(run_dirs(&sandbox).len(), 1);
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or_default());
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
-        .unwrap_or_else(|e| panic!("{e}"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("sending the signal");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let status = loop {
-        if let Some(status) = child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+        if let Some(status) = child.try_wait().expect("polling the tether process") {
             break status;
         }
         assert!(
@@ -313,7 +312,7 @@ fn harness_and_format_values_come_from_the_harness_table() {
     let out = sandbox
         .tether(&["run", "--mcp", &spec, "--harness", "vscode", "--", "code"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
@@ -324,7 +323,7 @@ fn harness_and_format_values_come_from_the_harness_table() {
     let out = sandbox
         .tether(&["export", "--mcp", &spec, "--format", "emacs"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(

@@ -19,7 +19,7 @@ fn literal_secrets_are_refused_with_the_reason() {
             "TOKEN=hunter2-SENTINEL",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
@@ -39,7 +39,7 @@ fn literal_secrets_are_refused_with_the_reason() {
         ])
         .write_stdin("")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("`prompt` needs a terminal"));
     let out = sandbox
@@ -53,7 +53,7 @@ fn literal_secrets_are_refused_with_the_reason() {
             "TOKEN=env:TETHER_TEST_UNSET_VAR",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("TETHER_TEST_UNSET_VAR is not set"));
 }
@@ -88,10 +88,10 @@ fn every_source_delivers_its_value_exactly() {
         .env("SRC_A", "from env {{A}}")
         .write_stdin("from stdin\n")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let value: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_slice(&out.stdout).expect("parsing the JSON output");
     assert_eq!(
         value["mcpServers"]["s"]["args"],
         serde_json::json!([
@@ -163,7 +163,7 @@ fn no_secret_on_stdout_or_stderr_at_debug_level() {
             .tether(&args)
             .env("SENTINEL_SRC", SENTINEL)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running tether");
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
         assert!(
             !stdout.contains("sk-CLI-SENTINEL") && !stderr.contains("sk-CLI-SENTINEL"),
@@ -189,7 +189,7 @@ fn no_secret_on_stdout_or_stderr_at_debug_level() {
         ])
         .env("SENTINEL_SRC", SENTINEL)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert!(
         text(&out.stdout).contains("\"set\":true"),
         "{}",

@@ -13,7 +13,7 @@ pub struct Sandbox {
 impl Sandbox {
     pub fn new() -> Self {
         Self {
-            dir: tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")),
+            dir: tempfile::tempdir().expect("creating a temporary directory"),
         }
     }
 
@@ -27,7 +27,7 @@ impl Sandbox {
 
     /// `tether ARGS` with TETHER_HOME here, no managed server configured, colour off.
     pub fn tether(&self, args: &[&str]) -> Command {
-        let mut command = Command::cargo_bin("tether").unwrap_or_else(|e| panic!("{e}"));
+        let mut command = Command::cargo_bin("tether").expect("locating the tether binary");
         command
             .args(args)
             .current_dir(self.dir.path())
@@ -43,7 +43,7 @@ impl Sandbox {
     /// Writes `text` to `name` and returns its path as a string.
     pub fn write(&self, name: &str, text: &str) -> String {
         let path = self.path(name);
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).expect("writing the file");
         path.to_string_lossy().into_owned()
     }
 }

@@ -60,7 +60,7 @@ async fn stdio_server_starts_lists_tools_and_gets_its_secret() {
     );
     let runtime = start(config, StartOptions::default(), &secrets)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     assert_eq!(
         tools(&runtime.reports()[0].status),
         ["add", "echo", "env_check"]
@@ -74,7 +74,7 @@ async fn stdio_server_starts_lists_tools_and_gets_its_secret() {
             STEP,
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("calling the tool");
     assert_eq!(echoed["content"][0]["text"], "hello");
 
     let check = runtime
@@ -85,7 +85,7 @@ async fn stdio_server_starts_lists_tools_and_gets_its_secret() {
             STEP,
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("calling the tool");
     let text = check["content"][0]["text"].as_str().unwrap_or_default();
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(text).ok(),
@@ -102,7 +102,7 @@ async fn stdio_server_starts_lists_tools_and_gets_its_secret() {
             STEP,
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("calling the tool");
     assert!(
         home["content"][0]["text"]
             .as_str()
@@ -142,7 +142,7 @@ async fn degraded_startup_keeps_the_good_servers_and_reports_the_failure() {
     );
     let runtime = start(config, StartOptions::default(), &secrets)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reports = runtime.reports();
     assert_eq!(reports[0].name, "good");
     assert_eq!(tools(&reports[0].status).len(), 3);
@@ -194,7 +194,7 @@ async fn a_hanging_server_times_out_and_is_killed() {
     };
     let runtime = start(config, options, &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reason = failure(&runtime.reports()[0].status);
     assert!(
         reason.starts_with("no answer to initialize/tools/list within 1 s"),
@@ -213,7 +213,7 @@ async fn an_early_exit_fails_fast_not_after_the_timeout() {
     };
     let runtime = start(config, options, &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reason = failure(&runtime.reports()[0].status);
     assert!(reason.contains("exit status: 1"), "{reason}");
 }
@@ -226,7 +226,7 @@ async fn a_slow_server_within_the_timeout_is_ready() {
     );
     let runtime = start(config, StartOptions::default(), &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     // 3 tools + 120 numbered ones, over three pages of 50.
     assert_eq!(tools(&runtime.reports()[0].status).len(), 123);
     runtime.shutdown().await;
@@ -237,7 +237,7 @@ async fn shutdown_leaves_no_process_of_the_group_alive() {
     let config = format!("{{{}}}", stdio_server("parent", &["--spawn-child"]));
     let runtime = start(config, StartOptions::default(), &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let pgids = runtime.process_groups();
     assert_eq!(pgids.len(), 1);
     // The grandchild lives in the group before shutdown.
@@ -254,7 +254,7 @@ async fn dropping_the_runtime_kills_the_group() {
     let config = format!("{{{}}}", stdio_server("parent", &["--spawn-child"]));
     let runtime = start(config, StartOptions::default(), &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let pgids = runtime.process_groups();
     drop(runtime);
     assert_eq!(
@@ -273,13 +273,13 @@ async fn http_server(extra: &[&str], env: &[(&str, &str)]) -> (tokio::process::C
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
-    let mut child = command.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = command.spawn().expect("spawning the process");
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut lines = tokio::io::BufReader::new(stdout).lines();
     let line = tokio::time::timeout(STEP, lines.next_line())
         .await
         .unwrap_or_else(|_| panic!("no address printed"))
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("reading a line of its output")
         .unwrap_or_default();
     let url = line.trim_start_matches("listening on ").to_owned();
     assert!(url.starts_with("http://127.0.0.1:"), "{line}");
@@ -301,7 +301,7 @@ async fn streamable_http_server_with_a_bearer_header_from_a_secret() {
     );
     let runtime = start(config.clone(), StartOptions::default(), &secrets)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     assert_eq!(
         tools(&runtime.reports()[0].status),
         ["add", "echo", "env_check"]
@@ -314,7 +314,7 @@ async fn streamable_http_server_with_a_bearer_header_from_a_secret() {
             STEP,
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("calling the tool");
     assert_eq!(out["content"][0]["text"], "42");
     runtime.shutdown().await;
 
@@ -322,7 +322,7 @@ async fn streamable_http_server_with_a_bearer_header_from_a_secret() {
     let wrong: Secrets = [("TOKEN", "not-it-SENTINEL2")].into_iter().collect();
     let runtime = start(config, StartOptions::default(), &wrong)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reason = failure(&runtime.reports()[0].status);
     assert!(!reason.contains("SENTINEL"), "{reason}");
     let _ = child.kill().await;
@@ -334,7 +334,7 @@ async fn a_header_with_a_line_break_is_refused_clearly() {
     let config = r#"{"remote": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer {{TOKEN}}"}}}"#.to_owned();
     let runtime = start(config, StartOptions::default(), &secrets)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reason = failure(&runtime.reports()[0].status);
     assert_eq!(
         reason,
@@ -353,7 +353,7 @@ async fn server_everything_from_npm_over_stdio() {
     );
     let runtime = start(config, StartOptions::default(), &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let names = tools(&runtime.reports()[0].status);
     assert!(names.iter().any(|n| n == "echo"), "{names:?}");
     let out = runtime
@@ -364,7 +364,7 @@ async fn server_everything_from_npm_over_stdio() {
             STEP,
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("calling the tool");
     assert!(out.to_string().contains("hi"), "{out}");
     let pgids = runtime.process_groups();
     runtime.shutdown().await;
@@ -379,7 +379,7 @@ async fn everything_http(bin: &std::path::Path, mode: &str) -> (tokio::process::
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("binding a loopback port");
     let child = tokio::process::Command::new(bin)
         .arg(mode)
         .env("PORT", port.to_string())
@@ -387,7 +387,7 @@ async fn everything_http(bin: &std::path::Path, mode: &str) -> (tokio::process::
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("spawning the process");
     let deadline = tokio::time::Instant::now() + STEP;
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -416,7 +416,7 @@ async fn server_everything_over_sse_and_streamable_http() {
     let secrets: Secrets = [("TRACE", "t-1")].into_iter().collect();
     let runtime = start(config, StartOptions::default(), &secrets)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     for report in runtime.reports() {
         assert!(
             tools(&report.status).iter().any(|n| n == "echo"),
