@@ -82,16 +82,14 @@ async fn no_secret_in_any_log_line_at_trace() {
         .start(&StartOptions::default())
         .await
         .expect("starting the servers");
-    let check = session
-        .call(
-            &runtime,
-            "talker",
-            "env_check",
-            json!({"name": "API_TOKEN"}).as_object().cloned(),
-            Duration::from_secs(30),
-        )
-        .await
-        .expect("calling env_check on talker");
+    let check = support::session_call(
+        &session,
+        &runtime,
+        "talker",
+        "env_check",
+        json!({"name": "API_TOKEN"}),
+    )
+    .await;
     assert!(
         check.to_string().contains("\\\"set\\\":true"),
         "the secret did not reach the server: {check}"

@@ -9,7 +9,7 @@ use tether_config::Secrets;
 use tether_driver::{DriverError, McpRuntime, ServerStatus, StartOptions};
 use tokio::io::AsyncBufReadExt;
 
-use crate::support::{inline_session, json_str, test_server_bin, wait_group_gone};
+use crate::support::{call, inline_session, json_str, test_server_bin, wait_group_gone};
 
 /// A bound on every test step: nothing here may hang.
 const STEP: Duration = Duration::from_secs(60);
@@ -66,26 +66,10 @@ async fn stdio_server_starts_lists_tools_and_gets_its_secret() {
         ["add", "echo", "env_check"]
     );
 
-    let echoed = runtime
-        .call_tool(
-            "echo",
-            "echo",
-            json!({"text": "hello"}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .expect("calling the tool");
+    let echoed = call(&runtime, "echo", "echo", json!({"text": "hello"})).await;
     assert_eq!(echoed["content"][0]["text"], "hello");
 
-    let check = runtime
-        .call_tool(
-            "echo",
-            "env_check",
-            json!({"name": "API_TOKEN"}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .expect("calling the tool");
+    let check = call(&runtime, "echo", "env_check", json!({"name": "API_TOKEN"})).await;
     let text = check["content"][0]["text"].as_str().unwrap_or_default();
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(text).ok(),
@@ -94,15 +78,13 @@ async fn stdio_server_starts_lists_tools_and_gets_its_secret() {
     assert!(!check.to_string().contains("SENTINEL"));
 
     // The environment is cleared: a variable of ours does not reach the server.
-    let home = runtime
-        .call_tool(
-            "echo",
-            "env_check",
-            json!({"name": "CARGO_MANIFEST_DIR"}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .expect("calling the tool");
+    let home = call(
+        &runtime,
+        "echo",
+        "env_check",
+        json!({"name": "CARGO_MANIFEST_DIR"}),
+    )
+    .await;
     assert!(
         home["content"][0]["text"]
             .as_str()
@@ -306,15 +288,7 @@ async fn streamable_http_server_with_a_bearer_header_from_a_secret() {
         tools(&runtime.reports()[0].status),
         ["add", "echo", "env_check"]
     );
-    let out = runtime
-        .call_tool(
-            "remote",
-            "add",
-            json!({"a": 2, "b": 40}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .expect("calling the tool");
+    let out = call(&runtime, "remote", "add", json!({"a": 2, "b": 40})).await;
     assert_eq!(out["content"][0]["text"], "42");
     runtime.shutdown().await;
 
@@ -356,15 +330,7 @@ async fn server_everything_from_npm_over_stdio() {
         .expect("starting the servers");
     let names = tools(&runtime.reports()[0].status);
     assert!(names.iter().any(|n| n == "echo"), "{names:?}");
-    let out = runtime
-        .call_tool(
-            "everything",
-            "echo",
-            json!({"message": "hi"}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .expect("calling the tool");
+    let out = call(&runtime, "everything", "echo", json!({"message": "hi"})).await;
     assert!(out.to_string().contains("hi"), "{out}");
     let pgids = runtime.process_groups();
     runtime.shutdown().await;
@@ -425,17 +391,13 @@ async fn server_everything_over_sse_and_streamable_http() {
         );
     }
     for server in ["legacy", "modern"] {
-        let out = runtime
-            .call_tool(
-                server,
-                "echo",
-                json!({"message": format!("via {server}")})
-                    .as_object()
-                    .cloned(),
-                STEP,
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{server}: {e}"));
+        let out = call(
+            &runtime,
+            server,
+            "echo",
+            json!({"message": format!("via {server}")}),
+        )
+        .await;
         assert!(out.to_string().contains(&format!("via {server}")), "{out}");
     }
     runtime.shutdown().await;

@@ -162,78 +162,55 @@ async fn a_missing_managed_secret_leaves_the_placeholder_and_strict_callers_refu
     );
 }
 
-#[tokio::test]
-async fn user_facing_error_becomes_managed_resolution_failed() {
+/// Resolves one managed uid the fake answers with `answer`; the resolution must fail with
+/// `ManagedMcpResolutionFailed` for that uid. Returns the uid and the error.
+async fn managed_failure(answer: Answer) -> (Uuid, DriverError) {
     let uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(
-        uid,
-        Answer::UserFacing("This MCP server is inactive".to_owned()),
-    )]));
+    let fake = Arc::new(FakeManaged::new(vec![(uid, answer)]));
     let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
         .await
         .err();
     match err {
-        Some(DriverError::ManagedMcpResolutionFailed {
-            uid: failed,
-            message,
-        }) => {
+        Some(err @ DriverError::ManagedMcpResolutionFailed { uid: failed, .. }) => {
             assert_eq!(failed, uid);
-            assert_eq!(message, "This MCP server is inactive");
+            (uid, err)
         }
         other => panic!("expected ManagedMcpResolutionFailed, got {other:?}"),
     }
-    let fake = Arc::new(FakeManaged::new(vec![(
-        uid,
-        Answer::UserFacing("gone".to_owned()),
-    )]));
-    let text = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+}
+
+/// The message of a `ManagedMcpResolutionFailed`.
+fn failure_message(err: &DriverError) -> &str {
+    match err {
+        DriverError::ManagedMcpResolutionFailed { message, .. } => message,
+        other => panic!("expected ManagedMcpResolutionFailed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn user_facing_error_becomes_managed_resolution_failed() {
+    let (_, err) =
+        managed_failure(Answer::UserFacing("This MCP server is inactive".to_owned())).await;
+    assert_eq!(failure_message(&err), "This MCP server is inactive");
+    let (uid, err) = managed_failure(Answer::UserFacing("gone".to_owned())).await;
     assert_eq!(
-        text,
+        err.to_string(),
         format!("Failed to resolve managed MCP server {uid}: gone")
     );
 }
 
 #[tokio::test]
 async fn unknown_result_is_a_managed_error_not_server_not_found() {
-    let uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(
-        uid,
-        Answer::Unknown("SomethingNew".to_owned()),
-    )]));
-    let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
-        .await
-        .err();
-    match err {
-        Some(DriverError::ManagedMcpResolutionFailed {
-            uid: failed,
-            message,
-        }) => {
-            assert_eq!(failed, uid);
-            assert!(message.contains("SomethingNew"), "{message}");
-        }
-        other => panic!("expected ManagedMcpResolutionFailed, got {other:?}"),
-    }
+    let (_, err) = managed_failure(Answer::Unknown("SomethingNew".to_owned())).await;
+    let message = failure_message(&err);
+    assert!(message.contains("SomethingNew"), "{message}");
 }
 
 #[tokio::test]
 async fn an_unparsable_managed_config_is_a_resolution_failure_without_its_text() {
-    let uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(
-        uid,
-        config(r#"{"mcpServers":{"a":{"command":"sk-SENTINEL",}}}"#),
-    )]));
-    let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
-        .await
-        .err();
-    let text = err.as_ref().map(ToString::to_string).unwrap_or_default();
-    assert!(
-        matches!(err, Some(DriverError::ManagedMcpResolutionFailed { .. })),
-        "{text}"
-    );
+    let (uid, err) =
+        managed_failure(config(r#"{"mcpServers":{"a":{"command":"sk-SENTINEL",}}}"#)).await;
+    let text = err.to_string();
     assert!(
         text.starts_with(&format!(
             "Failed to resolve managed MCP server {uid}: the returned MCP config is invalid"
