@@ -5,21 +5,23 @@ use serde_json::Value;
 
 use crate::support::{Sandbox, config, scrub, server_json, text};
 
+/// Two servers: `good`, and `bad`, which exits with `code` before answering.
+fn good_and_bad(code: &str) -> String {
+    config(&[
+        server_json("good", &[], &[]),
+        server_json("bad", &["--exit-early", code], &[]),
+    ])
+}
+
 #[test]
 fn version_and_help_document_exit_codes() {
     let sandbox = Sandbox::new();
-    let out = sandbox
-        .tether(&["--version"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["--version"]);
     assert_eq!(
         text(&out.stdout),
         format!("tether {}\n", env!("CARGO_PKG_VERSION"))
     );
-    let help = sandbox
-        .tether(&["--help"])
-        .output()
-        .expect("running tether");
+    let help = sandbox.run(&["--help"]);
     let help = text(&help.stdout);
     for line in [
         "0  success",
@@ -39,10 +41,7 @@ fn version_and_help_document_exit_codes() {
         "remove",
         "completions",
     ] {
-        let out = sandbox
-            .tether(&[command, "--help"])
-            .output()
-            .expect("running tether");
+        let out = sandbox.run(&[command, "--help"]);
         assert!(out.status.success(), "{command} --help failed");
     }
 }
@@ -50,21 +49,12 @@ fn version_and_help_document_exit_codes() {
 #[test]
 fn test_reports_each_server_and_fails_when_one_fails() {
     let sandbox = Sandbox::new();
-    let spec = config(&[
-        server_json("good", &[], &[]),
-        server_json("bad", &["--exit-early", "3"], &[]),
-    ]);
-    let out = sandbox
-        .tether(&["test", "--mcp", &spec])
-        .output()
-        .expect("running tether");
+    let spec = good_and_bad("3");
+    let out = sandbox.run(&["test", "--mcp", &spec]);
     assert_eq!(out.status.code(), Some(1));
     insta::assert_snapshot!("test_table", scrub(&text(&out.stdout)));
 
-    let out = sandbox
-        .tether(&["test", "--mcp", &spec, "--json"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["test", "--mcp", &spec, "--json"]);
     assert_eq!(out.status.code(), Some(1));
     let report: Value = serde_json::from_slice(&out.stdout).expect("parsing the JSON output");
     assert_eq!(report["servers"][0]["name"], "good");
@@ -94,20 +84,11 @@ fn test_reports_each_server_and_fails_when_one_fails() {
 #[test]
 fn run_builtin_is_degraded_by_default_and_strict_on_request() {
     let sandbox = Sandbox::new();
-    let spec = config(&[
-        server_json("good", &[], &[]),
-        server_json("bad", &["--exit-early", "4"], &[]),
-    ]);
-    let out = sandbox
-        .tether(&["run", "--mcp", &spec])
-        .output()
-        .expect("running tether");
+    let spec = good_and_bad("4");
+    let out = sandbox.run(&["run", "--mcp", &spec]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("failed  bad"));
-    let out = sandbox
-        .tether(&["run", "--mcp", &spec, "--strict-mcp"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["run", "--mcp", &spec, "--strict-mcp"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(
@@ -120,64 +101,49 @@ fn run_builtin_is_degraded_by_default_and_strict_on_request() {
 fn call_prints_the_tool_result() {
     let sandbox = Sandbox::new();
     let spec = config(&[server_json("srv", &[], &[])]);
-    let out = sandbox
-        .tether(&[
-            "call",
-            "--mcp",
-            &spec,
-            "srv",
-            "echo",
-            "--args",
-            r#"{"text":"hello there"}"#,
-        ])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&[
+        "call",
+        "--mcp",
+        &spec,
+        "srv",
+        "echo",
+        "--args",
+        r#"{"text":"hello there"}"#,
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "hello there\n");
-    let out = sandbox
-        .tether(&[
-            "call",
-            "--mcp",
-            &spec,
-            "srv",
-            "add",
-            "--args",
-            r#"{"a":1,"b":2}"#,
-            "--json",
-        ])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&[
+        "call",
+        "--mcp",
+        &spec,
+        "srv",
+        "add",
+        "--args",
+        r#"{"a":1,"b":2}"#,
+        "--json",
+    ]);
     let result: Value = serde_json::from_slice(&out.stdout).expect("parsing the JSON output");
     assert_eq!(result["content"][0]["text"], "3");
     // Unknown server: bad input.
-    let out = sandbox
-        .tether(&["call", "--mcp", &spec, "nope", "echo"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["call", "--mcp", &spec, "nope", "echo"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr)
             .contains("no MCP server named 'nope' in the given specs (they hold: srv)")
     );
     // Bad --args: bad input.
-    let out = sandbox
-        .tether(&["call", "--mcp", &spec, "srv", "echo", "--args", "[1]"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["call", "--mcp", &spec, "srv", "echo", "--args", "[1]"]);
     assert_eq!(out.status.code(), Some(2));
     // A tool's own error: exit 1.
-    let out = sandbox
-        .tether(&[
-            "call",
-            "--mcp",
-            &spec,
-            "srv",
-            "add",
-            "--args",
-            r#"{"a":9223372036854775807,"b":1}"#,
-        ])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&[
+        "call",
+        "--mcp",
+        &spec,
+        "srv",
+        "add",
+        "--args",
+        r#"{"a":9223372036854775807,"b":1}"#,
+    ]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }
 
@@ -257,10 +223,7 @@ fn install_list_remove() {
             &[("LEVEL", "debug")],
         )]),
     );
-    let out = sandbox
-        .tether(&["install", "github", "--from", &file])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["install", "github", "--from", &file]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let uid = text(&out.stdout).trim().to_owned();
     assert!(uuid::Uuid::parse_str(&uid).is_ok(), "{uid}");
@@ -273,10 +236,7 @@ fn install_list_remove() {
         "{listing}"
     );
     assert!(!listing.contains("debug"), "a value was listed: {listing}");
-    let out = sandbox
-        .tether(&["list", "--json"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["list", "--json"]);
     let json: Value = serde_json::from_slice(&out.stdout).expect("parsing the JSON output");
     assert_eq!(
         json["installations"][0]["variables"],
@@ -306,10 +266,7 @@ fn install_list_remove() {
     );
 
     sandbox.tether(&["remove", &uid]).assert().success();
-    let out = sandbox
-        .tether(&["remove", &uid])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["remove", &uid]);
     assert_eq!(out.status.code(), Some(2));
     let out = sandbox
         .tether(&[
@@ -328,40 +285,28 @@ fn install_list_remove() {
 fn error_classes_map_to_exit_codes() {
     let sandbox = Sandbox::new();
     // Bad spec: 2, and the value is not echoed.
-    let out = sandbox
-        .tether(&["test", "--mcp", "sk-NOT-A-SPEC-SENTINEL"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["test", "--mcp", "sk-NOT-A-SPEC-SENTINEL"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(!text(&out.stderr).contains("SENTINEL"));
     // Invalid JSON: 2, with a position.
-    let out = sandbox
-        .tether(&[
-            "export",
-            "--format",
-            "json",
-            "--mcp",
-            r#"{"a":{"command":"x",}}"#,
-        ])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&[
+        "export",
+        "--format",
+        "json",
+        "--mcp",
+        r#"{"a":{"command":"x",}}"#,
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("column"));
     // No spec: 2.
     let out = sandbox.tether(&["test"]).output().expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     // Clap usage error: 2.
-    let out = sandbox
-        .tether(&["export", "--mcp", "{}"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["export", "--mcp", "{}"]);
     assert_eq!(out.status.code(), Some(2));
     // A managed UUID with no server configured: 3, with how to configure one.
     let uid = "7a0c5f9e-4b1d-4e2a-9c3b-5d6e7f8a9b0c";
-    let out = sandbox
-        .tether(&["export", "--format", "json", "--mcp", uid])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["export", "--format", "json", "--mcp", uid]);
     assert_eq!(out.status.code(), Some(3));
     let stderr = text(&out.stderr);
     assert!(
@@ -370,10 +315,7 @@ fn error_classes_map_to_exit_codes() {
     );
     // Duplicate names across specs: 2.
     let a = config(&[server_json("same", &[], &[])]);
-    let out = sandbox
-        .tether(&["export", "--format", "json", "--mcp", &a, "--mcp", &a])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["export", "--format", "json", "--mcp", &a, "--mcp", &a]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("Duplicate MCP server name 'same'"));
 }
@@ -388,10 +330,7 @@ fn a_task_config_resolves_its_servers() {
             config(&[server_json("from-task", &[], &[])])
         ),
     );
-    let out = sandbox
-        .tether(&["test", "--task", &task, "--json"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["test", "--task", &task, "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let report: Value = serde_json::from_slice(&out.stdout).expect("parsing the JSON output");
     assert_eq!(report["servers"][0]["name"], "from-task");
@@ -400,10 +339,7 @@ fn a_task_config_resolves_its_servers() {
 #[test]
 fn completions_for_bash() {
     let sandbox = Sandbox::new();
-    let out = sandbox
-        .tether(&["completions", "bash"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["completions", "bash"]);
     assert!(out.status.success());
     assert!(text(&out.stdout).contains("_tether()"));
 }

@@ -49,6 +49,25 @@ fn run_dirs(sandbox: &Sandbox) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// `tether run --mcp SPEC --secret TOKEN=env:SRC FLAGS -- PROGRAM ARGS` with `SRC` holding
+/// the secret and `HOME` inside the sandbox.
+fn hand_off(
+    sandbox: &Sandbox,
+    spec: &str,
+    flags: &[&str],
+    program: &Path,
+    args: &[&str],
+) -> assert_cmd::Command {
+    let program = program.to_string_lossy();
+    let mut argv = vec!["run", "--mcp", spec, "--secret", "TOKEN=env:SRC"];
+    argv.extend_from_slice(flags);
+    argv.extend(["--", program.as_ref()]);
+    argv.extend_from_slice(args);
+    let mut command = sandbox.tether(&argv);
+    command.env("SRC", SECRET).env("HOME", sandbox.path("home"));
+    command
+}
+
 fn spec() -> String {
     config(&[
         server_json("local", &[], &[("API_KEY", "{{TOKEN}}")]),
@@ -62,19 +81,7 @@ fn each_harness_gets_references_in_its_config_and_values_in_its_environment() {
         let sandbox = Sandbox::new();
         let program = fake_harness(&sandbox, harness, "7");
         let spec = spec();
-        let out = sandbox
-            .tether(&[
-                "run",
-                "--mcp",
-                &spec,
-                "--secret",
-                "TOKEN=env:SRC",
-                "--",
-                &program.to_string_lossy(),
-                "--user-flag",
-            ])
-            .env("SRC", SECRET)
-            .env("HOME", sandbox.path("home"))
+        let out = hand_off(&sandbox, &spec, &[], &program, &["--user-flag"])
             .output()
             .expect("running tether");
         let record = sandbox.path("record");
@@ -163,18 +170,7 @@ fn codex_args_secret_falls_back_to_a_private_file_or_refuses() {
     let sandbox = Sandbox::new();
     let program = fake_harness(&sandbox, "codex", "0");
     let spec = config(&[server_json("local", &["--token={{TOKEN}}"], &[])]);
-    let out = sandbox
-        .tether(&[
-            "run",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=env:SRC",
-            "--no-secrets-on-disk",
-            "--",
-            &program.to_string_lossy(),
-        ])
-        .env("SRC", SECRET)
+    let out = hand_off(&sandbox, &spec, &["--no-secrets-on-disk"], &program, &[])
         .output()
         .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
@@ -184,18 +180,7 @@ fn codex_args_secret_falls_back_to_a_private_file_or_refuses() {
         "{stderr}"
     );
     assert!(!stderr.contains(SECRET));
-    let out = sandbox
-        .tether(&[
-            "run",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=env:SRC",
-            "--",
-            &program.to_string_lossy(),
-        ])
-        .env("SRC", SECRET)
-        .env("HOME", sandbox.path("home"))
+    let out = hand_off(&sandbox, &spec, &[], &program, &[])
         .output()
         .expect("running tether");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -206,10 +191,7 @@ fn codex_args_secret_falls_back_to_a_private_file_or_refuses() {
 fn an_unknown_command_needs_harness() {
     let sandbox = Sandbox::new();
     let spec = config(&[server_json("local", &[], &[])]);
-    let out = sandbox
-        .tether(&["run", "--mcp", &spec, "--", "my-agent"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["run", "--mcp", &spec, "--", "my-agent"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("cannot tell which harness `my-agent` is; pass --harness"));
 }
@@ -276,20 +258,7 @@ fn strict_mcp_names_each_gemini_server_in_its_own_argument() {
     let sandbox = Sandbox::new();
     let program = fake_harness(&sandbox, "gemini", "0");
     let spec = spec();
-    sandbox
-        .tether(&[
-            "run",
-            "--strict-mcp",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=env:SRC",
-            "--",
-            &program.to_string_lossy(),
-            "a prompt",
-        ])
-        .env("SRC", SECRET)
-        .env("HOME", sandbox.path("home"))
+    hand_off(&sandbox, &spec, &["--strict-mcp"], &program, &["a prompt"])
         .assert()
         .success();
     let argv = read(&sandbox.path("record").join("argv"));
@@ -309,10 +278,7 @@ fn harness_and_format_values_come_from_the_harness_table() {
     let sandbox = Sandbox::new();
     let spec = config(&[server_json("local", &[], &[])]);
     // An export-only format is not a harness `run` can hand servers to.
-    let out = sandbox
-        .tether(&["run", "--mcp", &spec, "--harness", "vscode", "--", "code"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["run", "--mcp", &spec, "--harness", "vscode", "--", "code"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
@@ -320,10 +286,7 @@ fn harness_and_format_values_come_from_the_harness_table() {
             && stderr.contains("[possible values: builtin, claude, codex, gemini, opencode]"),
         "{stderr}"
     );
-    let out = sandbox
-        .tether(&["export", "--mcp", &spec, "--format", "emacs"])
-        .output()
-        .expect("running tether");
+    let out = sandbox.run(&["export", "--mcp", &spec, "--format", "emacs"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(

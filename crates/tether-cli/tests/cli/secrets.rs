@@ -4,20 +4,18 @@ use crate::support::{Sandbox, config, server_json, text};
 
 const SENTINEL: &str = "sk-CLI-SENTINEL-\"q\\{{x}}";
 
+/// `tether export --format json --mcp SPEC --secret SECRET`.
+fn export_with(sandbox: &Sandbox, spec: &str, secret: &str) -> assert_cmd::Command {
+    sandbox.tether(&[
+        "export", "--format", "json", "--mcp", spec, "--secret", secret,
+    ])
+}
+
 #[test]
 fn literal_secrets_are_refused_with_the_reason() {
     let sandbox = Sandbox::new();
     let spec = config(&[server_json("s", &[], &[])]);
-    let out = sandbox
-        .tether(&[
-            "export",
-            "--format",
-            "json",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=hunter2-SENTINEL",
-        ])
+    let out = export_with(&sandbox, &spec, "TOKEN=hunter2-SENTINEL")
         .output()
         .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
@@ -27,31 +25,13 @@ fn literal_secrets_are_refused_with_the_reason() {
         "{stderr}"
     );
     assert!(!stderr.contains("hunter2"), "{stderr}");
-    let out = sandbox
-        .tether(&[
-            "export",
-            "--format",
-            "json",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=prompt",
-        ])
+    let out = export_with(&sandbox, &spec, "TOKEN=prompt")
         .write_stdin("")
         .output()
         .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("`prompt` needs a terminal"));
-    let out = sandbox
-        .tether(&[
-            "export",
-            "--format",
-            "json",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=env:TETHER_TEST_UNSET_VAR",
-        ])
+    let out = export_with(&sandbox, &spec, "TOKEN=env:TETHER_TEST_UNSET_VAR")
         .output()
         .expect("running tether");
     assert_eq!(out.status.code(), Some(2));

@@ -1,6 +1,7 @@
 //! Running `tether` in a sandboxed environment.
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 use assert_cmd::Command;
 pub use tether_testkit::{json_str, test_server_bin};
@@ -38,6 +39,11 @@ impl Sandbox {
             .env_remove("TETHER_API_KEY_FILE")
             .env_remove("RUST_LOG");
         command
+    }
+
+    /// Runs `tether ARGS` (as [`Sandbox::tether`]) to the end: its exit status and output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.tether(args).output().expect("running tether")
     }
 
     /// Writes `text` to `name` and returns its path as a string.
