@@ -27,7 +27,6 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Resolve the specs and run: with no command, start every server and report it; with a

@@ -7,7 +7,6 @@ use std::fmt;
 
 use tether_driver::DriverError;
 
-/// Success.
 pub const OK: u8 = 0;
 /// A server or the harness failed.
 pub const FAILED: u8 = 1;

@@ -58,7 +58,6 @@ impl RunDir {
         Ok(Self { path })
     }
 
-    /// The directory.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -7,6 +7,11 @@
 //! it gets `Authorization: Bearer <secret>`. The secret holds a quote, a backslash and `{{`. A
 //! harness that reports both servers connected has received both secrets exactly.
 
+#![allow(
+    clippy::expect_used,
+    reason = "a test binary: helpers outside #[test] functions panic on setup failure too"
+)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -32,7 +37,7 @@ struct Setup {
 
 impl Setup {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().expect("creating a temporary directory");
         for sub in [
             "home",
             "home/.config",
@@ -41,10 +46,10 @@ impl Setup {
             "home/.local/state",
             "work",
         ] {
-            std::fs::create_dir_all(dir.path().join(sub)).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(dir.path().join(sub)).expect("creating the directory");
         }
         let secret_file = dir.path().join("secret");
-        std::fs::write(&secret_file, SECRET).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&secret_file, SECRET).expect("writing the file");
         let mut http = Command::new(test_server_bin())
             .args([
                 "--http",
@@ -56,12 +61,12 @@ impl Setup {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("spawning the process");
         let mut line = String::new();
         let stdout = http.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         BufReader::new(stdout)
             .read_line(&mut line)
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("reading the test server's address");
         let url = line.trim().trim_start_matches("listening on ").to_owned();
         let http_base = url.trim_end_matches("/mcp").to_owned();
         let spec = format!(
@@ -109,7 +114,7 @@ impl Setup {
                 &user_config.to_string_lossy(),
             ])
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running tether");
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
 
@@ -168,7 +173,7 @@ fn output_within(mut command: Command, limit: Duration) -> Output {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("spawning the process");
     let pid = child.id();
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -176,7 +181,7 @@ fn output_within(mut command: Command, limit: Duration) -> Output {
             let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
         }
     });
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let out = child.wait_with_output().expect("waiting for the harness");
     let _ = sender.send(());
     out
 }
@@ -234,7 +239,7 @@ fn claude_code_run_connects_both_servers() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("spawning the process");
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -250,9 +255,9 @@ fn claude_code_run_connects_both_servers() {
         .arg("-TERM")
         .arg(child.id().to_string())
         .status();
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let out = child.wait_with_output().expect("waiting for the harness");
     let init = init.unwrap_or_else(|_| panic!("no init line from claude: {}", text(&out.stderr)));
-    let init: serde_json::Value = serde_json::from_str(&init).unwrap_or_else(|e| panic!("{e}"));
+    let init: serde_json::Value = serde_json::from_str(&init).expect("parsing the JSON output");
     let statuses: Vec<(String, String)> = init["mcp_servers"]
         .as_array()
         .into_iter()

@@ -30,9 +30,10 @@ pub enum DriverError {
     /// parse. Fatal for the run: never downgraded to a degraded startup.
     #[error("Failed to resolve managed MCP server {uid}: {message}")]
     ManagedMcpResolutionFailed {
-        /// The managed installation.
+        /// The uid as given in the spec (or a task config's `warp_id`).
         uid: Uuid,
-        /// What went wrong, safe to show.
+        /// The server's own message for a user-facing error, else the client's description;
+        /// never the returned config's text.
         message: String,
     },
 
@@ -46,9 +47,9 @@ pub enum DriverError {
     /// strictness. The user should pass the named secrets (`--secret NAME=SOURCE`).
     #[error("MCP server '{server}' needs values for: {}; pass them with --secret NAME=SOURCE", names.join(", "))]
     MissingVariables {
-        /// The server.
+        /// The first server (in spec order) with a placeholder left.
         server: String,
-        /// The unresolved names.
+        /// The placeholder names no secret supplied, sorted.
         names: Vec<String>,
     },
 
@@ -56,9 +57,10 @@ pub enum DriverError {
     /// spec sets the name).
     #[error("Duplicate MCP server name '{name}' (from {}): rename one of them", sources.join(" and "))]
     DuplicateServerName {
-        /// The name.
+        /// The name two servers share.
         name: String,
-        /// Where each came from.
+        /// Where each came from (`local installation <uid>`, `inline spec #2`, …), earlier
+        /// first.
         sources: Vec<String>,
     },
 
@@ -66,7 +68,7 @@ pub enum DriverError {
     /// http(s), an SSE server the launcher cannot speak to…).
     #[error("MCP server '{server}': {problem}")]
     InvalidServer {
-        /// The server.
+        /// The server whose rendered config is unusable.
         server: String,
         /// What is wrong, without the value.
         problem: String,
@@ -93,7 +95,7 @@ pub enum DriverError {
     /// process exited, the handshake failed or timed out). Nothing is left running.
     #[error("MCP server '{server}' failed to start: {reason}")]
     ServerFailedToStart {
-        /// The server.
+        /// The name that was asked for.
         server: String,
         /// Why, with the stderr tail; known secret values masked.
         reason: String,
@@ -111,9 +113,9 @@ pub enum DriverError {
     /// A tool call failed or timed out.
     #[error("calling tool '{tool}' on MCP server '{server}' failed: {message}")]
     ToolCallFailed {
-        /// The server.
+        /// The running server the call went to.
         server: String,
-        /// The tool.
+        /// The tool name as given (the server may not offer it).
         tool: String,
         /// Why, with known secret values masked.
         message: String,

@@ -39,19 +39,19 @@ impl Default for RefreshPolicy {
 pub enum RefreshOutcome {
     /// The new config renders the same: nothing restarted.
     Unchanged {
-        /// The managed installation.
+        /// The managed installation that was re-minted.
         uid: Uuid,
     },
     /// The rendered config changed and these servers were restarted.
     Restarted {
-        /// The managed installation.
+        /// The managed installation that was re-minted.
         uid: Uuid,
         /// The restarted servers' startup results.
         reports: Vec<ServerReport>,
     },
     /// The re-mint failed; the running servers are kept until their tokens expire.
     Failed {
-        /// The managed installation.
+        /// The managed installation whose re-mint failed (tried again after `min_interval`).
         uid: Uuid,
         /// Why (safe to show).
         message: String,

@@ -58,16 +58,16 @@ impl LocalInstallations for NoLocalInstallations {
 pub struct LocalInstallation {
     /// Its UUID in the store.
     pub uid: Uuid,
-    /// The installation (user origin).
+    /// As stored: user origin, values captured at install time included.
     pub installation: Installation,
 }
 
 /// What the managed server said about a managed installation's lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ManagedLease {
-    /// The managed installation.
+    /// The managed installation it is for (the uid `Resolver::remint` takes).
     pub uid: Uuid,
-    /// When its proxy token expires, if it does.
+    /// When its proxy token expires, if it does (`expiresAt`); `None` never needs a re-mint.
     pub expires_at: Option<OffsetDateTime>,
 }
 
@@ -76,7 +76,7 @@ pub struct ManagedLease {
 pub struct EphemeralInstallation {
     /// UUIDv5 of `task_id:spec:server_name` with a task id (stable across retries), else random.
     pub id: Uuid,
-    /// The installation.
+    /// Managed origin when a managed server returned it, user origin otherwise.
     pub installation: Installation,
     /// Where it came from, for messages (`inline spec #1`, `managed installation <uid>`).
     pub source: String,

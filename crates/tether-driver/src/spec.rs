@@ -13,7 +13,7 @@ use crate::error::DriverError;
 pub enum SpecSource {
     /// Inline JSON given on the command line or in a task config.
     Inline,
-    /// A file's contents.
+    /// The contents of the file at this path, read when the spec was parsed.
     File(PathBuf),
 }
 
@@ -26,7 +26,7 @@ pub enum McpSpec {
     Json {
         /// The config text. May hold credentials: never printed.
         text: String,
-        /// Where it came from.
+        /// Inline or a file: how messages name the spec (`inline spec #2`, `file ./mcp.json`).
         source: SpecSource,
     },
 }
@@ -217,7 +217,7 @@ mod tests {
     const B: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 
     fn uid(text: &str) -> Uuid {
-        Uuid::parse_str(text).unwrap_or_else(|e| panic!("{e}"))
+        Uuid::parse_str(text).expect("parsing a UUID constant")
     }
 
     #[test]
@@ -226,12 +226,11 @@ mod tests {
             McpSpec::parse(&format!(" {A} ")).ok(),
             Some(McpSpec::Uuid(uid(A)))
         );
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().expect("creating a temporary directory");
         let file = dir.path().join("mcp.json");
-        std::fs::write(&file, r#"{"mcpServers":{"a":{"command":"x"}}}"#)
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&file, r#"{"mcpServers":{"a":{"command":"x"}}}"#).expect("writing the file");
         let spec =
-            McpSpec::parse(file.to_str().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"));
+            McpSpec::parse(file.to_str().unwrap_or_default()).expect("parsing the test spec");
         assert!(matches!(
             spec,
             McpSpec::Json {
@@ -239,7 +238,7 @@ mod tests {
                 ..
             }
         ));
-        let inline = McpSpec::parse(r#"{"a":{"command":"x"}}"#).unwrap_or_else(|e| panic!("{e}"));
+        let inline = McpSpec::parse(r#"{"a":{"command":"x"}}"#).expect("parsing the test spec");
         assert!(matches!(
             inline,
             McpSpec::Json {
@@ -279,11 +278,11 @@ mod tests {
         let specs = vec![
             McpSpec::Uuid(uid(B)),
             McpSpec::parse(r#"{"mcpServers":{"gh":{"command":"npx","env":{"T":"${TOKEN}"}}}}"#)
-                .unwrap_or_else(|e| panic!("{e}")),
+                .expect("parsing the test spec"),
             McpSpec::Uuid(uid(A)),
             McpSpec::Uuid(uid(B)),
         ];
-        let map = specs_to_server_map(&specs).unwrap_or_else(|e| panic!("{e}"));
+        let map = specs_to_server_map(&specs).expect("turning specs into a task map");
         assert_eq!(
             Value::Object(map.clone()),
             json!({
@@ -292,15 +291,15 @@ mod tests {
                 A: {"warp_id": A},
             })
         );
-        let back = server_map_to_specs(&map).unwrap_or_else(|e| panic!("{e}"));
+        let back = server_map_to_specs(&map).expect("turning a task map into specs");
         // Sorted: B (0a1b…) before A (8d3c…), the duplicate B gone.
         assert_eq!(back[0], McpSpec::Uuid(uid(B)));
         assert_eq!(back[1], McpSpec::Uuid(uid(A)));
         assert_eq!(back.len(), 3);
         // And once more: map → specs → map is stable.
-        let again = specs_to_server_map(&back).unwrap_or_else(|e| panic!("{e}"));
+        let again = specs_to_server_map(&back).expect("turning specs into a task map");
         assert_eq!(
-            server_map_to_specs(&again).unwrap_or_else(|e| panic!("{e}")),
+            server_map_to_specs(&again).expect("turning a task map into specs"),
             back
         );
         let mut sorted_keys: Vec<&String> = again.keys().collect();
@@ -313,8 +312,8 @@ mod tests {
     #[test]
     fn duplicate_names_across_specs_are_errors() {
         let specs = vec![
-            McpSpec::parse(r#"{"a":{"command":"x"}}"#).unwrap_or_else(|e| panic!("{e}")),
-            McpSpec::parse(r#"{"a":{"command":"y"}}"#).unwrap_or_else(|e| panic!("{e}")),
+            McpSpec::parse(r#"{"a":{"command":"x"}}"#).expect("parsing the test spec"),
+            McpSpec::parse(r#"{"a":{"command":"y"}}"#).expect("parsing the test spec"),
         ];
         let err = specs_to_server_map(&specs)
             .err()

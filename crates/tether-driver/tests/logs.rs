@@ -1,6 +1,11 @@
 //! A run with sentinel secrets, logged at TRACE into a buffer: the secrets reach the servers
 //! and the managed config, and appear in no log line and no error.
 
+#![allow(
+    clippy::expect_used,
+    reason = "a test binary: helpers outside #[test] functions panic on setup failure too"
+)]
+
 #[path = "driver/support.rs"]
 #[allow(
     dead_code,
@@ -55,7 +60,7 @@ async fn no_secret_in_any_log_line_at_trace() {
             "quitter":{{"command":{server},"args":["--stderr-env","API_TOKEN","--exit-early","2"],"env":{{"API_TOKEN":"{{{{TOKEN}}}}"}}}},
             "argv":{{"command":{server},"args":["--stderr-env","{{{{TOKEN}}}}"]}}}}"#
     ))
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("parsing the test spec");
     let uid = Uuid::new_v4();
     let managed_json = format!(
         r#"{{"mcpServers":{{"managed":{{"command":{server},"args":["--stderr-env","PROXY"],"env":{{"PROXY":{}}}}}}}}}"#,
@@ -77,16 +82,14 @@ async fn no_secret_in_any_log_line_at_trace() {
         .start(&StartOptions::default())
         .await
         .expect("starting the servers");
-    let check = session
-        .call(
-            &runtime,
-            "talker",
-            "env_check",
-            json!({"name": "API_TOKEN"}).as_object().cloned(),
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let check = support::session_call(
+        &session,
+        &runtime,
+        "talker",
+        "env_check",
+        json!({"name": "API_TOKEN"}),
+    )
+    .await;
     assert!(
         check.to_string().contains("\\\"set\\\":true"),
         "the secret did not reach the server: {check}"

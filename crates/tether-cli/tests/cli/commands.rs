@@ -5,21 +5,23 @@ use serde_json::Value;
 
 use crate::support::{Sandbox, config, scrub, server_json, text};
 
+/// Two servers: `good`, and `bad`, which exits with `code` before answering.
+fn good_and_bad(code: &str) -> String {
+    config(&[
+        server_json("good", &[], &[]),
+        server_json("bad", &["--exit-early", code], &[]),
+    ])
+}
+
 #[test]
 fn version_and_help_document_exit_codes() {
     let sandbox = Sandbox::new();
-    let out = sandbox
-        .tether(&["--version"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["--version"]);
     assert_eq!(
         text(&out.stdout),
         format!("tether {}\n", env!("CARGO_PKG_VERSION"))
     );
-    let help = sandbox
-        .tether(&["--help"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let help = sandbox.run(&["--help"]);
     let help = text(&help.stdout);
     for line in [
         "0  success",
@@ -39,10 +41,7 @@ fn version_and_help_document_exit_codes() {
         "remove",
         "completions",
     ] {
-        let out = sandbox
-            .tether(&[command, "--help"])
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+        let out = sandbox.run(&[command, "--help"]);
         assert!(out.status.success(), "{command} --help failed");
     }
 }
@@ -50,23 +49,14 @@ fn version_and_help_document_exit_codes() {
 #[test]
 fn test_reports_each_server_and_fails_when_one_fails() {
     let sandbox = Sandbox::new();
-    let spec = config(&[
-        server_json("good", &[], &[]),
-        server_json("bad", &["--exit-early", "3"], &[]),
-    ]);
-    let out = sandbox
-        .tether(&["test", "--mcp", &spec])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let spec = good_and_bad("3");
+    let out = sandbox.run(&["test", "--mcp", &spec]);
     assert_eq!(out.status.code(), Some(1));
     insta::assert_snapshot!("test_table", scrub(&text(&out.stdout)));
 
-    let out = sandbox
-        .tether(&["test", "--mcp", &spec, "--json"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["test", "--mcp", &spec, "--json"]);
     assert_eq!(out.status.code(), Some(1));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("parsing the JSON output");
     assert_eq!(report["servers"][0]["name"], "good");
     assert_eq!(report["servers"][0]["status"], "ready");
     assert_eq!(
@@ -94,20 +84,11 @@ fn test_reports_each_server_and_fails_when_one_fails() {
 #[test]
 fn run_builtin_is_degraded_by_default_and_strict_on_request() {
     let sandbox = Sandbox::new();
-    let spec = config(&[
-        server_json("good", &[], &[]),
-        server_json("bad", &["--exit-early", "4"], &[]),
-    ]);
-    let out = sandbox
-        .tether(&["run", "--mcp", &spec])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let spec = good_and_bad("4");
+    let out = sandbox.run(&["run", "--mcp", &spec]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("failed  bad"));
-    let out = sandbox
-        .tether(&["run", "--mcp", &spec, "--strict-mcp"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["run", "--mcp", &spec, "--strict-mcp"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(
@@ -120,64 +101,49 @@ fn run_builtin_is_degraded_by_default_and_strict_on_request() {
 fn call_prints_the_tool_result() {
     let sandbox = Sandbox::new();
     let spec = config(&[server_json("srv", &[], &[])]);
-    let out = sandbox
-        .tether(&[
-            "call",
-            "--mcp",
-            &spec,
-            "srv",
-            "echo",
-            "--args",
-            r#"{"text":"hello there"}"#,
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&[
+        "call",
+        "--mcp",
+        &spec,
+        "srv",
+        "echo",
+        "--args",
+        r#"{"text":"hello there"}"#,
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "hello there\n");
-    let out = sandbox
-        .tether(&[
-            "call",
-            "--mcp",
-            &spec,
-            "srv",
-            "add",
-            "--args",
-            r#"{"a":1,"b":2}"#,
-            "--json",
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&[
+        "call",
+        "--mcp",
+        &spec,
+        "srv",
+        "add",
+        "--args",
+        r#"{"a":1,"b":2}"#,
+        "--json",
+    ]);
+    let result: Value = serde_json::from_slice(&out.stdout).expect("parsing the JSON output");
     assert_eq!(result["content"][0]["text"], "3");
     // Unknown server: bad input.
-    let out = sandbox
-        .tether(&["call", "--mcp", &spec, "nope", "echo"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["call", "--mcp", &spec, "nope", "echo"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr)
             .contains("no MCP server named 'nope' in the given specs (they hold: srv)")
     );
     // Bad --args: bad input.
-    let out = sandbox
-        .tether(&["call", "--mcp", &spec, "srv", "echo", "--args", "[1]"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["call", "--mcp", &spec, "srv", "echo", "--args", "[1]"]);
     assert_eq!(out.status.code(), Some(2));
     // A tool's own error: exit 1.
-    let out = sandbox
-        .tether(&[
-            "call",
-            "--mcp",
-            &spec,
-            "srv",
-            "add",
-            "--args",
-            r#"{"a":9223372036854775807,"b":1}"#,
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&[
+        "call",
+        "--mcp",
+        &spec,
+        "srv",
+        "add",
+        "--args",
+        r#"{"a":9223372036854775807,"b":1}"#,
+    ]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }
 
@@ -204,7 +170,7 @@ fn export_masks_on_stdout_and_writes_real_values_to_a_0600_file() {
             .tether(&args)
             .env("MY_TOKEN", secret)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("running tether")
     };
     let masked = run(&["--format", "json"]);
     assert_eq!(masked.status.code(), Some(0), "{}", text(&masked.stderr));
@@ -212,7 +178,7 @@ fn export_masks_on_stdout_and_writes_real_values_to_a_0600_file() {
     insta::assert_snapshot!("export_json_masked", scrub(&text(&masked.stdout)));
 
     let shown = run(&["--format", "json", "--show-secrets"]);
-    let value: Value = serde_json::from_slice(&shown.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let value: Value = serde_json::from_slice(&shown.stdout).expect("parsing the JSON output");
     assert_eq!(
         value["mcpServers"]["srv"]["args"][0],
         format!("--token={secret}")
@@ -224,12 +190,12 @@ fn export_masks_on_stdout_and_writes_real_values_to_a_0600_file() {
     assert_eq!(written.status.code(), Some(0), "{}", text(&written.stderr));
     assert!(written.stdout.is_empty());
     let mode = std::fs::metadata(&file)
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("reading the file metadata")
         .permissions()
         .mode()
         & 0o777;
     assert_eq!(mode, 0o600);
-    let content = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}"));
+    let content = std::fs::read_to_string(&file).expect("reading the written file");
     assert!(content.contains(secret), "{content}");
     assert!(!text(&written.stderr).contains(secret));
 
@@ -257,30 +223,21 @@ fn install_list_remove() {
             &[("LEVEL", "debug")],
         )]),
     );
-    let out = sandbox
-        .tether(&["install", "github", "--from", &file])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["install", "github", "--from", &file]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let uid = text(&out.stdout).trim().to_owned();
     assert!(uuid::Uuid::parse_str(&uid).is_ok(), "{uid}");
     assert!(text(&out.stderr).contains("pass these at run time with --secret: GH_TOKEN"));
 
-    let out = sandbox
-        .tether(&["list"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.tether(&["list"]).output().expect("running tether");
     let listing = text(&out.stdout);
     assert!(
         listing.contains(&uid) && listing.contains("github") && listing.contains("LEVEL, GH_TOKEN"),
         "{listing}"
     );
     assert!(!listing.contains("debug"), "a value was listed: {listing}");
-    let out = sandbox
-        .tether(&["list", "--json"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["list", "--json"]);
+    let json: Value = serde_json::from_slice(&out.stdout).expect("parsing the JSON output");
     assert_eq!(
         json["installations"][0]["variables"],
         serde_json::json!(["LEVEL", "GH_TOKEN"])
@@ -300,7 +257,7 @@ fn install_list_remove() {
         ])
         .env("GH", "ghp_local")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     let value: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{}: {e}", text(&out.stderr)));
     assert_eq!(
@@ -309,10 +266,7 @@ fn install_list_remove() {
     );
 
     sandbox.tether(&["remove", &uid]).assert().success();
-    let out = sandbox
-        .tether(&["remove", &uid])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["remove", &uid]);
     assert_eq!(out.status.code(), Some(2));
     let out = sandbox
         .tether(&[
@@ -322,7 +276,7 @@ fn install_list_remove() {
             &config(&[server_json("a", &[], &[]), server_json("b", &[], &[])]),
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("holds 2 servers"));
 }
@@ -331,43 +285,28 @@ fn install_list_remove() {
 fn error_classes_map_to_exit_codes() {
     let sandbox = Sandbox::new();
     // Bad spec: 2, and the value is not echoed.
-    let out = sandbox
-        .tether(&["test", "--mcp", "sk-NOT-A-SPEC-SENTINEL"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["test", "--mcp", "sk-NOT-A-SPEC-SENTINEL"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(!text(&out.stderr).contains("SENTINEL"));
     // Invalid JSON: 2, with a position.
-    let out = sandbox
-        .tether(&[
-            "export",
-            "--format",
-            "json",
-            "--mcp",
-            r#"{"a":{"command":"x",}}"#,
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&[
+        "export",
+        "--format",
+        "json",
+        "--mcp",
+        r#"{"a":{"command":"x",}}"#,
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("column"));
     // No spec: 2.
-    let out = sandbox
-        .tether(&["test"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.tether(&["test"]).output().expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     // Clap usage error: 2.
-    let out = sandbox
-        .tether(&["export", "--mcp", "{}"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["export", "--mcp", "{}"]);
     assert_eq!(out.status.code(), Some(2));
     // A managed UUID with no server configured: 3, with how to configure one.
     let uid = "7a0c5f9e-4b1d-4e2a-9c3b-5d6e7f8a9b0c";
-    let out = sandbox
-        .tether(&["export", "--format", "json", "--mcp", uid])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["export", "--format", "json", "--mcp", uid]);
     assert_eq!(out.status.code(), Some(3));
     let stderr = text(&out.stderr);
     assert!(
@@ -376,10 +315,7 @@ fn error_classes_map_to_exit_codes() {
     );
     // Duplicate names across specs: 2.
     let a = config(&[server_json("same", &[], &[])]);
-    let out = sandbox
-        .tether(&["export", "--format", "json", "--mcp", &a, "--mcp", &a])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["export", "--format", "json", "--mcp", &a, "--mcp", &a]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("Duplicate MCP server name 'same'"));
 }
@@ -394,22 +330,16 @@ fn a_task_config_resolves_its_servers() {
             config(&[server_json("from-task", &[], &[])])
         ),
     );
-    let out = sandbox
-        .tether(&["test", "--task", &task, "--json"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["test", "--task", &task, "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("parsing the JSON output");
     assert_eq!(report["servers"][0]["name"], "from-task");
 }
 
 #[test]
 fn completions_for_bash() {
     let sandbox = Sandbox::new();
-    let out = sandbox
-        .tether(&["completions", "bash"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["completions", "bash"]);
     assert!(out.status.success());
     assert!(text(&out.stdout).contains("_tether()"));
 }

@@ -14,9 +14,9 @@ const SECRET: &str = "sk-HANDOFF-SENTINEL";
 /// (or sleeps when `code` is "sleep").
 fn fake_harness(sandbox: &Sandbox, name: &str, code: &str) -> PathBuf {
     let bin = sandbox.path("bin");
-    std::fs::create_dir_all(&bin).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&bin).expect("creating the directory");
     let record = sandbox.path("record");
-    std::fs::create_dir_all(&record).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&record).expect("creating the directory");
     let script = format!(
         r#"#!/bin/sh
 printf '%s\n' "$@" > '{r}/argv'
@@ -33,9 +33,9 @@ exit {code}
         r = record.display()
     );
     let path = bin.join(name);
-    std::fs::write(&path, script).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, script).expect("writing the file");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("setting the file mode");
     path
 }
 
@@ -47,6 +47,25 @@ fn run_dirs(sandbox: &Sandbox) -> Vec<PathBuf> {
     std::fs::read_dir(sandbox.home().join("run"))
         .map(|entries| entries.flatten().map(|e| e.path()).collect())
         .unwrap_or_default()
+}
+
+/// `tether run --mcp SPEC --secret TOKEN=env:SRC FLAGS -- PROGRAM ARGS` with `SRC` holding
+/// the secret and `HOME` inside the sandbox.
+fn hand_off(
+    sandbox: &Sandbox,
+    spec: &str,
+    flags: &[&str],
+    program: &Path,
+    args: &[&str],
+) -> assert_cmd::Command {
+    let program = program.to_string_lossy();
+    let mut argv = vec!["run", "--mcp", spec, "--secret", "TOKEN=env:SRC"];
+    argv.extend_from_slice(flags);
+    argv.extend(["--", program.as_ref()]);
+    argv.extend_from_slice(args);
+    let mut command = sandbox.tether(&argv);
+    command.env("SRC", SECRET).env("HOME", sandbox.path("home"));
+    command
 }
 
 fn spec() -> String {
@@ -62,21 +81,9 @@ fn each_harness_gets_references_in_its_config_and_values_in_its_environment() {
         let sandbox = Sandbox::new();
         let program = fake_harness(&sandbox, harness, "7");
         let spec = spec();
-        let out = sandbox
-            .tether(&[
-                "run",
-                "--mcp",
-                &spec,
-                "--secret",
-                "TOKEN=env:SRC",
-                "--",
-                &program.to_string_lossy(),
-                "--user-flag",
-            ])
-            .env("SRC", SECRET)
-            .env("HOME", sandbox.path("home"))
+        let out = hand_off(&sandbox, &spec, &[], &program, &["--user-flag"])
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running tether");
         let record = sandbox.path("record");
         assert_eq!(
             out.status.code(),
@@ -163,20 +170,9 @@ fn codex_args_secret_falls_back_to_a_private_file_or_refuses() {
     let sandbox = Sandbox::new();
     let program = fake_harness(&sandbox, "codex", "0");
     let spec = config(&[server_json("local", &["--token={{TOKEN}}"], &[])]);
-    let out = sandbox
-        .tether(&[
-            "run",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=env:SRC",
-            "--no-secrets-on-disk",
-            "--",
-            &program.to_string_lossy(),
-        ])
-        .env("SRC", SECRET)
+    let out = hand_off(&sandbox, &spec, &["--no-secrets-on-disk"], &program, &[])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
@@ -184,20 +180,9 @@ fn codex_args_secret_falls_back_to_a_private_file_or_refuses() {
         "{stderr}"
     );
     assert!(!stderr.contains(SECRET));
-    let out = sandbox
-        .tether(&[
-            "run",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=env:SRC",
-            "--",
-            &program.to_string_lossy(),
-        ])
-        .env("SRC", SECRET)
-        .env("HOME", sandbox.path("home"))
+    let out = hand_off(&sandbox, &spec, &[], &program, &[])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(run_dirs(&sandbox), Vec::<PathBuf>::new());
 }
@@ -206,10 +191,7 @@ fn codex_args_secret_falls_back_to_a_private_file_or_refuses() {
 fn an_unknown_command_needs_harness() {
     let sandbox = Sandbox::new();
     let spec = config(&[server_json("local", &[], &[])]);
-    let out = sandbox
-        .tether(&["run", "--mcp", &spec, "--", "my-agent"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["run", "--mcp", &spec, "--", "my-agent"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("cannot tell which harness `my-agent` is; pass --harness"));
 }
@@ -234,7 +216,7 @@ fn sigterm_is_forwarded_and_the_run_directory_removed() {
         .env("TETHER_HOME", sandbox.home())
         .env("SRC", SECRET)
         .env_remove("TETHER_SERVER_URL");
-    let mut child = command.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = command.spawn().expect("spawning the process");
     // Wait (bounded) until the harness is running.
     let argv = sandbox.path("record").join("argv");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -247,11 +229,10 @@ fn sigterm_is_forwarded_and_the_run_directory_removed() {
     }
     assert_eq!(run_dirs(&sandbox).len(), 1);
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or_default());
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
-        .unwrap_or_else(|e| panic!("{e}"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("sending the signal");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let status = loop {
-        if let Some(status) = child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+        if let Some(status) = child.try_wait().expect("polling the tether process") {
             break status;
         }
         assert!(
@@ -277,20 +258,7 @@ fn strict_mcp_names_each_gemini_server_in_its_own_argument() {
     let sandbox = Sandbox::new();
     let program = fake_harness(&sandbox, "gemini", "0");
     let spec = spec();
-    sandbox
-        .tether(&[
-            "run",
-            "--strict-mcp",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=env:SRC",
-            "--",
-            &program.to_string_lossy(),
-            "a prompt",
-        ])
-        .env("SRC", SECRET)
-        .env("HOME", sandbox.path("home"))
+    hand_off(&sandbox, &spec, &["--strict-mcp"], &program, &["a prompt"])
         .assert()
         .success();
     let argv = read(&sandbox.path("record").join("argv"));
@@ -310,10 +278,7 @@ fn harness_and_format_values_come_from_the_harness_table() {
     let sandbox = Sandbox::new();
     let spec = config(&[server_json("local", &[], &[])]);
     // An export-only format is not a harness `run` can hand servers to.
-    let out = sandbox
-        .tether(&["run", "--mcp", &spec, "--harness", "vscode", "--", "code"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["run", "--mcp", &spec, "--harness", "vscode", "--", "code"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
@@ -321,10 +286,7 @@ fn harness_and_format_values_come_from_the_harness_table() {
             && stderr.contains("[possible values: builtin, claude, codex, gemini, opencode]"),
         "{stderr}"
     );
-    let out = sandbox
-        .tether(&["export", "--mcp", &spec, "--format", "emacs"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = sandbox.run(&["export", "--mcp", &spec, "--format", "emacs"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(

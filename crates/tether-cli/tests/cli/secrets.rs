@@ -4,22 +4,20 @@ use crate::support::{Sandbox, config, server_json, text};
 
 const SENTINEL: &str = "sk-CLI-SENTINEL-\"q\\{{x}}";
 
+/// `tether export --format json --mcp SPEC --secret SECRET`.
+fn export_with(sandbox: &Sandbox, spec: &str, secret: &str) -> assert_cmd::Command {
+    sandbox.tether(&[
+        "export", "--format", "json", "--mcp", spec, "--secret", secret,
+    ])
+}
+
 #[test]
 fn literal_secrets_are_refused_with_the_reason() {
     let sandbox = Sandbox::new();
     let spec = config(&[server_json("s", &[], &[])]);
-    let out = sandbox
-        .tether(&[
-            "export",
-            "--format",
-            "json",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=hunter2-SENTINEL",
-        ])
+    let out = export_with(&sandbox, &spec, "TOKEN=hunter2-SENTINEL")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
@@ -27,33 +25,15 @@ fn literal_secrets_are_refused_with_the_reason() {
         "{stderr}"
     );
     assert!(!stderr.contains("hunter2"), "{stderr}");
-    let out = sandbox
-        .tether(&[
-            "export",
-            "--format",
-            "json",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=prompt",
-        ])
+    let out = export_with(&sandbox, &spec, "TOKEN=prompt")
         .write_stdin("")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("`prompt` needs a terminal"));
-    let out = sandbox
-        .tether(&[
-            "export",
-            "--format",
-            "json",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=env:TETHER_TEST_UNSET_VAR",
-        ])
+    let out = export_with(&sandbox, &spec, "TOKEN=env:TETHER_TEST_UNSET_VAR")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("TETHER_TEST_UNSET_VAR is not set"));
 }
@@ -88,10 +68,10 @@ fn every_source_delivers_its_value_exactly() {
         .env("SRC_A", "from env {{A}}")
         .write_stdin("from stdin\n")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let value: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_slice(&out.stdout).expect("parsing the JSON output");
     assert_eq!(
         value["mcpServers"]["s"]["args"],
         serde_json::json!([
@@ -163,7 +143,7 @@ fn no_secret_on_stdout_or_stderr_at_debug_level() {
             .tether(&args)
             .env("SENTINEL_SRC", SENTINEL)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running tether");
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
         assert!(
             !stdout.contains("sk-CLI-SENTINEL") && !stderr.contains("sk-CLI-SENTINEL"),
@@ -189,7 +169,7 @@ fn no_secret_on_stdout_or_stderr_at_debug_level() {
         ])
         .env("SENTINEL_SRC", SENTINEL)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert!(
         text(&out.stdout).contains("\"set\":true"),
         "{}",

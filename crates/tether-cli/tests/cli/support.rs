@@ -1,6 +1,7 @@
 //! Running `tether` in a sandboxed environment.
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 use assert_cmd::Command;
 pub use tether_testkit::{json_str, test_server_bin};
@@ -13,7 +14,7 @@ pub struct Sandbox {
 impl Sandbox {
     pub fn new() -> Self {
         Self {
-            dir: tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")),
+            dir: tempfile::tempdir().expect("creating a temporary directory"),
         }
     }
 
@@ -27,7 +28,7 @@ impl Sandbox {
 
     /// `tether ARGS` with TETHER_HOME here, no managed server configured, colour off.
     pub fn tether(&self, args: &[&str]) -> Command {
-        let mut command = Command::cargo_bin("tether").unwrap_or_else(|e| panic!("{e}"));
+        let mut command = Command::cargo_bin("tether").expect("locating the tether binary");
         command
             .args(args)
             .current_dir(self.dir.path())
@@ -40,10 +41,15 @@ impl Sandbox {
         command
     }
 
+    /// Runs `tether ARGS` (as [`Sandbox::tether`]) to the end: its exit status and output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.tether(args).output().expect("running tether")
+    }
+
     /// Writes `text` to `name` and returns its path as a string.
     pub fn write(&self, name: &str, text: &str) -> String {
         let path = self.path(name);
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).expect("writing the file");
         path.to_string_lossy().into_owned()
     }
 }

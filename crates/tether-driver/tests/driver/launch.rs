@@ -9,7 +9,7 @@ use tether_config::Secrets;
 use tether_driver::{DriverError, McpRuntime, ServerStatus, StartOptions};
 use tokio::io::AsyncBufReadExt;
 
-use crate::support::{inline_session, json_str, test_server_bin, wait_group_gone};
+use crate::support::{call, inline_session, json_str, test_server_bin, wait_group_gone};
 
 /// A bound on every test step: nothing here may hang.
 const STEP: Duration = Duration::from_secs(60);
@@ -60,32 +60,16 @@ async fn stdio_server_starts_lists_tools_and_gets_its_secret() {
     );
     let runtime = start(config, StartOptions::default(), &secrets)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     assert_eq!(
         tools(&runtime.reports()[0].status),
         ["add", "echo", "env_check"]
     );
 
-    let echoed = runtime
-        .call_tool(
-            "echo",
-            "echo",
-            json!({"text": "hello"}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let echoed = call(&runtime, "echo", "echo", json!({"text": "hello"})).await;
     assert_eq!(echoed["content"][0]["text"], "hello");
 
-    let check = runtime
-        .call_tool(
-            "echo",
-            "env_check",
-            json!({"name": "API_TOKEN"}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let check = call(&runtime, "echo", "env_check", json!({"name": "API_TOKEN"})).await;
     let text = check["content"][0]["text"].as_str().unwrap_or_default();
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(text).ok(),
@@ -94,15 +78,13 @@ async fn stdio_server_starts_lists_tools_and_gets_its_secret() {
     assert!(!check.to_string().contains("SENTINEL"));
 
     // The environment is cleared: a variable of ours does not reach the server.
-    let home = runtime
-        .call_tool(
-            "echo",
-            "env_check",
-            json!({"name": "CARGO_MANIFEST_DIR"}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let home = call(
+        &runtime,
+        "echo",
+        "env_check",
+        json!({"name": "CARGO_MANIFEST_DIR"}),
+    )
+    .await;
     assert!(
         home["content"][0]["text"]
             .as_str()
@@ -142,7 +124,7 @@ async fn degraded_startup_keeps_the_good_servers_and_reports_the_failure() {
     );
     let runtime = start(config, StartOptions::default(), &secrets)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reports = runtime.reports();
     assert_eq!(reports[0].name, "good");
     assert_eq!(tools(&reports[0].status).len(), 3);
@@ -194,7 +176,7 @@ async fn a_hanging_server_times_out_and_is_killed() {
     };
     let runtime = start(config, options, &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reason = failure(&runtime.reports()[0].status);
     assert!(
         reason.starts_with("no answer to initialize/tools/list within 1 s"),
@@ -213,7 +195,7 @@ async fn an_early_exit_fails_fast_not_after_the_timeout() {
     };
     let runtime = start(config, options, &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reason = failure(&runtime.reports()[0].status);
     assert!(reason.contains("exit status: 1"), "{reason}");
 }
@@ -226,7 +208,7 @@ async fn a_slow_server_within_the_timeout_is_ready() {
     );
     let runtime = start(config, StartOptions::default(), &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     // 3 tools + 120 numbered ones, over three pages of 50.
     assert_eq!(tools(&runtime.reports()[0].status).len(), 123);
     runtime.shutdown().await;
@@ -237,7 +219,7 @@ async fn shutdown_leaves_no_process_of_the_group_alive() {
     let config = format!("{{{}}}", stdio_server("parent", &["--spawn-child"]));
     let runtime = start(config, StartOptions::default(), &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let pgids = runtime.process_groups();
     assert_eq!(pgids.len(), 1);
     // The grandchild lives in the group before shutdown.
@@ -254,7 +236,7 @@ async fn dropping_the_runtime_kills_the_group() {
     let config = format!("{{{}}}", stdio_server("parent", &["--spawn-child"]));
     let runtime = start(config, StartOptions::default(), &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let pgids = runtime.process_groups();
     drop(runtime);
     assert_eq!(
@@ -273,13 +255,13 @@ async fn http_server(extra: &[&str], env: &[(&str, &str)]) -> (tokio::process::C
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
-    let mut child = command.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = command.spawn().expect("spawning the process");
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut lines = tokio::io::BufReader::new(stdout).lines();
     let line = tokio::time::timeout(STEP, lines.next_line())
         .await
         .unwrap_or_else(|_| panic!("no address printed"))
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("reading a line of its output")
         .unwrap_or_default();
     let url = line.trim_start_matches("listening on ").to_owned();
     assert!(url.starts_with("http://127.0.0.1:"), "{line}");
@@ -301,20 +283,12 @@ async fn streamable_http_server_with_a_bearer_header_from_a_secret() {
     );
     let runtime = start(config.clone(), StartOptions::default(), &secrets)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     assert_eq!(
         tools(&runtime.reports()[0].status),
         ["add", "echo", "env_check"]
     );
-    let out = runtime
-        .call_tool(
-            "remote",
-            "add",
-            json!({"a": 2, "b": 40}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = call(&runtime, "remote", "add", json!({"a": 2, "b": 40})).await;
     assert_eq!(out["content"][0]["text"], "42");
     runtime.shutdown().await;
 
@@ -322,7 +296,7 @@ async fn streamable_http_server_with_a_bearer_header_from_a_secret() {
     let wrong: Secrets = [("TOKEN", "not-it-SENTINEL2")].into_iter().collect();
     let runtime = start(config, StartOptions::default(), &wrong)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reason = failure(&runtime.reports()[0].status);
     assert!(!reason.contains("SENTINEL"), "{reason}");
     let _ = child.kill().await;
@@ -334,7 +308,7 @@ async fn a_header_with_a_line_break_is_refused_clearly() {
     let config = r#"{"remote": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer {{TOKEN}}"}}}"#.to_owned();
     let runtime = start(config, StartOptions::default(), &secrets)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reason = failure(&runtime.reports()[0].status);
     assert_eq!(
         reason,
@@ -353,18 +327,10 @@ async fn server_everything_from_npm_over_stdio() {
     );
     let runtime = start(config, StartOptions::default(), &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let names = tools(&runtime.reports()[0].status);
     assert!(names.iter().any(|n| n == "echo"), "{names:?}");
-    let out = runtime
-        .call_tool(
-            "everything",
-            "echo",
-            json!({"message": "hi"}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = call(&runtime, "everything", "echo", json!({"message": "hi"})).await;
     assert!(out.to_string().contains("hi"), "{out}");
     let pgids = runtime.process_groups();
     runtime.shutdown().await;
@@ -379,7 +345,7 @@ async fn everything_http(bin: &std::path::Path, mode: &str) -> (tokio::process::
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("binding a loopback port");
     let child = tokio::process::Command::new(bin)
         .arg(mode)
         .env("PORT", port.to_string())
@@ -387,7 +353,7 @@ async fn everything_http(bin: &std::path::Path, mode: &str) -> (tokio::process::
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("spawning the process");
     let deadline = tokio::time::Instant::now() + STEP;
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -416,7 +382,7 @@ async fn server_everything_over_sse_and_streamable_http() {
     let secrets: Secrets = [("TRACE", "t-1")].into_iter().collect();
     let runtime = start(config, StartOptions::default(), &secrets)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     for report in runtime.reports() {
         assert!(
             tools(&report.status).iter().any(|n| n == "echo"),
@@ -425,17 +391,13 @@ async fn server_everything_over_sse_and_streamable_http() {
         );
     }
     for server in ["legacy", "modern"] {
-        let out = runtime
-            .call_tool(
-                server,
-                "echo",
-                json!({"message": format!("via {server}")})
-                    .as_object()
-                    .cloned(),
-                STEP,
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{server}: {e}"));
+        let out = call(
+            &runtime,
+            server,
+            "echo",
+            json!({"message": format!("via {server}")}),
+        )
+        .await;
         assert!(out.to_string().contains(&format!("via {server}")), "{out}");
     }
     runtime.shutdown().await;

@@ -22,7 +22,7 @@ async fn start_hold() -> (tokio::process::Child, Vec<i32>) {
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("spawning the process");
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut lines = tokio::io::BufReader::new(stdout).lines();
     let mut groups = Vec::new();
@@ -30,13 +30,13 @@ async fn start_hold() -> (tokio::process::Child, Vec<i32>) {
         let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
             .await
             .unwrap_or_else(|_| panic!("hold did not get ready"))
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("reading a line of its output")
             .unwrap_or_else(|| panic!("hold exited before ready"));
         if line == "ready" {
             break;
         }
         if let Some(pgid) = line.strip_prefix("pgid ") {
-            groups.push(pgid.parse().unwrap_or_else(|e| panic!("{e}")));
+            groups.push(pgid.parse().expect("parsing the printed number"));
         }
     }
     assert_eq!(groups.len(), 2);
@@ -50,11 +50,11 @@ async fn start_hold() -> (tokio::process::Child, Vec<i32>) {
 async fn sigterm_of_the_parent_leaves_no_process_of_any_group() {
     let (mut hold, groups) = start_hold().await;
     let pid = Pid::from_raw(i32::try_from(hold.id().unwrap_or_default()).unwrap_or_default());
-    kill(pid, Signal::SIGTERM).unwrap_or_else(|e| panic!("{e}"));
+    kill(pid, Signal::SIGTERM).expect("sending the signal");
     let status = tokio::time::timeout(Duration::from_secs(30), hold.wait())
         .await
         .unwrap_or_else(|_| panic!("hold did not exit after SIGTERM"))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("waiting for the process");
     assert!(status.success(), "{status}");
     for pgid in groups {
         assert_eq!(
@@ -69,7 +69,7 @@ async fn sigterm_of_the_parent_leaves_no_process_of_any_group() {
 async fn a_killed_parent_takes_its_servers_with_it() {
     let (mut hold, groups) = start_hold().await;
     let pid = Pid::from_raw(i32::try_from(hold.id().unwrap_or_default()).unwrap_or_default());
-    kill(pid, Signal::SIGKILL).unwrap_or_else(|e| panic!("{e}"));
+    kill(pid, Signal::SIGKILL).expect("sending the signal");
     let _ = hold.wait().await;
     // Each group's leader is the server tether spawned: PR_SET_PDEATHSIG kills it.
     for pgid in &groups {

@@ -2,6 +2,11 @@
 //! real MCP server processes (our `tether-test-mcp`, and `@modelcontextprotocol/server-everything`
 //! from the npm registry).
 
+#![allow(
+    clippy::expect_used,
+    reason = "a test binary: helpers outside #[test] functions panic on setup failure too"
+)]
+
 mod launch;
 mod lifetime;
 mod refresh;

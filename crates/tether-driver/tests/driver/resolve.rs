@@ -22,11 +22,11 @@ fn config(json: &str) -> Answer {
 }
 
 fn local_store(dir: &std::path::Path, config: &str) -> (Arc<Mutex<Store>>, Uuid) {
-    let mut store = Store::open(dir).unwrap_or_else(|e| panic!("{e}"));
-    let mut parsed = parse_config(config, Origin::User).unwrap_or_else(|e| panic!("{e}"));
+    let mut store = Store::open(dir).expect("opening the local store");
+    let mut parsed = parse_config(config, Origin::User).expect("parsing the test config");
     let uid = store
         .install(&parsed.servers.remove(0).into_installation())
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("installing into the local store");
     (Arc::new(Mutex::new(store)), uid)
 }
 
@@ -50,7 +50,7 @@ async fn resolve_render(
 
 #[tokio::test]
 async fn a_local_uuid_makes_no_managed_call() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
     let (store, uid) = local_store(
         dir.path(),
         r#"{"local-srv":{"command":"srv","args":["{{K}}"]}}"#,
@@ -60,7 +60,7 @@ async fn a_local_uuid_makes_no_managed_call() {
     let resolved = resolver
         .resolve(&[McpSpec::Uuid(uid)])
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("resolving the specs");
     assert_eq!(
         fake.calls(),
         0,
@@ -80,7 +80,7 @@ async fn a_non_local_uuid_calls_the_managed_client_once() {
     )]));
     let out = resolve_render(fake.clone(), &[McpSpec::Uuid(uid)], &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("resolving and rendering the specs");
     assert_eq!(fake.calls(), 1);
     assert_eq!(out["m"], json!({"command": "npx", "args": [], "env": {}}));
 }
@@ -109,7 +109,7 @@ async fn managed_env_and_arg_placeholders_get_the_secrets() {
         &secrets(&[("API_TOKEN", "real")]),
     )
     .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("resolving and rendering the specs");
     assert_eq!(out["GitHub MCP"]["env"]["API_TOKEN"], "real");
     assert_eq!(out["GitHub args"]["args"][0], "--token=real");
 }
@@ -129,7 +129,7 @@ async fn managed_url_config_keeps_the_proxy_url_and_header() {
         &secrets(&[("Authorization", "Bearer local")]),
     )
     .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("resolving and rendering the specs");
     assert_eq!(out["Linear"]["url"], "https://proxy.example/mcp-proxy/abc");
     assert_eq!(
         out["Linear"]["headers"]["Authorization"],
@@ -162,78 +162,55 @@ async fn a_missing_managed_secret_leaves_the_placeholder_and_strict_callers_refu
     );
 }
 
-#[tokio::test]
-async fn user_facing_error_becomes_managed_resolution_failed() {
+/// Resolves one managed uid the fake answers with `answer`; the resolution must fail with
+/// `ManagedMcpResolutionFailed` for that uid. Returns the uid and the error.
+async fn managed_failure(answer: Answer) -> (Uuid, DriverError) {
     let uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(
-        uid,
-        Answer::UserFacing("This MCP server is inactive".to_owned()),
-    )]));
+    let fake = Arc::new(FakeManaged::new(vec![(uid, answer)]));
     let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
         .await
         .err();
     match err {
-        Some(DriverError::ManagedMcpResolutionFailed {
-            uid: failed,
-            message,
-        }) => {
+        Some(err @ DriverError::ManagedMcpResolutionFailed { uid: failed, .. }) => {
             assert_eq!(failed, uid);
-            assert_eq!(message, "This MCP server is inactive");
+            (uid, err)
         }
         other => panic!("expected ManagedMcpResolutionFailed, got {other:?}"),
     }
-    let fake = Arc::new(FakeManaged::new(vec![(
-        uid,
-        Answer::UserFacing("gone".to_owned()),
-    )]));
-    let text = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+}
+
+/// The message of a `ManagedMcpResolutionFailed`.
+fn failure_message(err: &DriverError) -> &str {
+    match err {
+        DriverError::ManagedMcpResolutionFailed { message, .. } => message,
+        other => panic!("expected ManagedMcpResolutionFailed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn user_facing_error_becomes_managed_resolution_failed() {
+    let (_, err) =
+        managed_failure(Answer::UserFacing("This MCP server is inactive".to_owned())).await;
+    assert_eq!(failure_message(&err), "This MCP server is inactive");
+    let (uid, err) = managed_failure(Answer::UserFacing("gone".to_owned())).await;
     assert_eq!(
-        text,
+        err.to_string(),
         format!("Failed to resolve managed MCP server {uid}: gone")
     );
 }
 
 #[tokio::test]
 async fn unknown_result_is_a_managed_error_not_server_not_found() {
-    let uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(
-        uid,
-        Answer::Unknown("SomethingNew".to_owned()),
-    )]));
-    let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
-        .await
-        .err();
-    match err {
-        Some(DriverError::ManagedMcpResolutionFailed {
-            uid: failed,
-            message,
-        }) => {
-            assert_eq!(failed, uid);
-            assert!(message.contains("SomethingNew"), "{message}");
-        }
-        other => panic!("expected ManagedMcpResolutionFailed, got {other:?}"),
-    }
+    let (_, err) = managed_failure(Answer::Unknown("SomethingNew".to_owned())).await;
+    let message = failure_message(&err);
+    assert!(message.contains("SomethingNew"), "{message}");
 }
 
 #[tokio::test]
 async fn an_unparsable_managed_config_is_a_resolution_failure_without_its_text() {
-    let uid = Uuid::new_v4();
-    let fake = Arc::new(FakeManaged::new(vec![(
-        uid,
-        config(r#"{"mcpServers":{"a":{"command":"sk-SENTINEL",}}}"#),
-    )]));
-    let err = resolve_render(fake, &[McpSpec::Uuid(uid)], &Secrets::new())
-        .await
-        .err();
-    let text = err.as_ref().map(ToString::to_string).unwrap_or_default();
-    assert!(
-        matches!(err, Some(DriverError::ManagedMcpResolutionFailed { .. })),
-        "{text}"
-    );
+    let (uid, err) =
+        managed_failure(config(r#"{"mcpServers":{"a":{"command":"sk-SENTINEL",}}}"#)).await;
+    let text = err.to_string();
     assert!(
         text.starts_with(&format!(
             "Failed to resolve managed MCP server {uid}: the returned MCP config is invalid"
@@ -261,7 +238,7 @@ async fn no_managed_server_configured_says_how_to_configure_one() {
 
 #[tokio::test]
 async fn duplicate_names_across_local_and_ephemeral_are_errors() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
     let (store, uid) = local_store(dir.path(), r#"{"github":{"command":"srv"}}"#);
     let managed_uid = Uuid::new_v4();
     let fake = Arc::new(FakeManaged::new(vec![(
@@ -285,14 +262,14 @@ async fn duplicate_names_across_local_and_ephemeral_are_errors() {
 
 #[tokio::test]
 async fn local_and_ephemeral_installations_get_the_same_secrets() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
     let (store, uid) = local_store(
         dir.path(),
         r#"{"local":{"command":"srv","args":["--t={{T}}"],"env":{"K":"{{T}}"}}}"#,
     );
     let inline =
         McpSpec::parse(r#"{"inline":{"command":"srv","args":["--t={{T}}"],"env":{"K":"{{T}}"}}}"#)
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("parsing the test spec");
     let session = Session::resolve(
         Resolver::new(store, None),
         vec![McpSpec::Uuid(uid), inline],
@@ -328,10 +305,7 @@ async fn managed_results_keep_input_order_and_calls_overlap() {
     let fake = Arc::new(fake);
     let specs: Vec<McpSpec> = uids.iter().map(|u| McpSpec::Uuid(*u)).collect();
     let resolver = Resolver::new(Arc::new(NoLocalInstallations), Some(fake.clone()));
-    let resolved = resolver
-        .resolve(&specs)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let resolved = resolver.resolve(&specs).await.expect("resolving the specs");
     let names: Vec<&str> = resolved
         .ephemeral
         .iter()
@@ -343,7 +317,7 @@ async fn managed_results_keep_input_order_and_calls_overlap() {
 
 #[tokio::test]
 async fn ephemeral_ids_are_stable_for_a_task_and_random_without() {
-    let spec = McpSpec::parse(r#"{"a":{"command":"x"}}"#).unwrap_or_else(|e| panic!("{e}"));
+    let spec = McpSpec::parse(r#"{"a":{"command":"x"}}"#).expect("parsing the test spec");
     let ids = |task: Option<&str>| {
         let spec = spec.clone();
         let task = task.map(str::to_owned);
@@ -355,7 +329,7 @@ async fn ephemeral_ids_are_stable_for_a_task_and_random_without() {
             resolver
                 .resolve(&[spec])
                 .await
-                .unwrap_or_else(|e| panic!("{e}"))
+                .expect("resolving the specs")
                 .ephemeral[0]
                 .id
         }
@@ -375,21 +349,21 @@ async fn a_task_config_with_warp_ids_resolves_like_direct_specs() {
     )]));
     let direct = vec![
         McpSpec::Uuid(uid),
-        McpSpec::parse(r#"{"inline":{"command":"srv"}}"#).unwrap_or_else(|e| panic!("{e}")),
+        McpSpec::parse(r#"{"inline":{"command":"srv"}}"#).expect("parsing the test spec"),
     ];
-    let task_map = specs_to_server_map(&direct).unwrap_or_else(|e| panic!("{e}"));
+    let task_map = specs_to_server_map(&direct).expect("turning specs into a task map");
     // The task config keeps the reference, never the resolved config.
     assert_eq!(
         task_map[&uid.to_string()],
         json!({"warp_id": uid.to_string()})
     );
-    let from_task = server_map_to_specs(&task_map).unwrap_or_else(|e| panic!("{e}"));
+    let from_task = server_map_to_specs(&task_map).expect("turning a task map into specs");
     let a = resolve_render(fake.clone(), &direct, &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("resolving and rendering the specs");
     let b = resolve_render(fake.clone(), &from_task, &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("resolving and rendering the specs");
     assert_eq!(a, b);
     assert_eq!(fake.calls(), 2);
 }

@@ -10,7 +10,9 @@ use tether_config::{Exposure, Secrets};
 use tether_driver::{DriverError, McpSpec, ServerStatus, StartOptions};
 use uuid::Uuid;
 
-use crate::support::{Answer, FakeManaged, inline_session, json_str, session, test_server_bin};
+use crate::support::{
+    Answer, FakeManaged, inline_session, json_str, session, session_call, test_server_bin,
+};
 
 const STEP: Duration = Duration::from_secs(60);
 
@@ -64,27 +66,23 @@ async fn resolve_start_and_call_by_name_with_the_secret_applied_once() {
         .await
         .expect("startup within the step bound")
         .expect("starting the session's servers");
-    let echoed = session
-        .call(
-            &runtime,
-            "srv",
-            "echo",
-            json!({"text": "through the session"}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .expect("calling echo");
+    let echoed = session_call(
+        &session,
+        &runtime,
+        "srv",
+        "echo",
+        json!({"text": "through the session"}),
+    )
+    .await;
     assert_eq!(first_text(&echoed), "through the session");
-    let check = session
-        .call(
-            &runtime,
-            "srv",
-            "env_check",
-            json!({"name": "API_TOKEN"}).as_object().cloned(),
-            STEP,
-        )
-        .await
-        .expect("calling env_check");
+    let check = session_call(
+        &session,
+        &runtime,
+        "srv",
+        "env_check",
+        json!({"name": "API_TOKEN"}),
+    )
+    .await;
     assert_eq!(
         serde_json::from_str::<Value>(first_text(&check)).ok(),
         Some(json!({"name": "API_TOKEN", "set": true}))
@@ -208,16 +206,7 @@ async fn sessions_are_independent_and_can_be_shared_between_tasks() {
                 .await
                 .expect("starting a session's server");
             let name = session.names()[0].clone();
-            let out = session
-                .call(
-                    &runtime,
-                    &name,
-                    "echo",
-                    json!({"text": name}).as_object().cloned(),
-                    STEP,
-                )
-                .await
-                .expect("calling echo");
+            let out = session_call(&session, &runtime, &name, "echo", json!({"text": name})).await;
             runtime.shutdown().await;
             first_text(&out).to_owned()
         })

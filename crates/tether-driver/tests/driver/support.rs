@@ -10,8 +10,9 @@ pub use tether_testkit::{
     workspace_artifact,
 };
 
+use serde_json::Value;
 use tether_config::{EmptyEnv, Secrets};
-use tether_driver::{DriverError, McpSpec, NoLocalInstallations, Resolver, Session};
+use tether_driver::{DriverError, McpRuntime, McpSpec, NoLocalInstallations, Resolver, Session};
 use tether_graphql::{
     ManagedMcpClient, ManagedMcpClientConfig, ManagedMcpError, SecretValue, TransportKind,
 };
@@ -27,6 +28,38 @@ pub async fn session(
     let managed = managed.map(|fake| fake as Arc<dyn ManagedMcpClient>);
     let resolver = Resolver::new(Arc::new(NoLocalInstallations), managed);
     Session::resolve(resolver, specs, secrets, EmptyEnv).await
+}
+
+/// How long a test waits for one tool call.
+pub const CALL_LIMIT: Duration = Duration::from_secs(60);
+
+/// `tool` on `server` through `runtime` with JSON `arguments` (an object, or `null` for
+/// none): the `CallToolResult` as JSON; panics when the call fails.
+pub async fn call(runtime: &McpRuntime, server: &str, tool: &str, arguments: Value) -> Value {
+    runtime
+        .call_tool(server, tool, arguments.as_object().cloned(), CALL_LIMIT)
+        .await
+        .unwrap_or_else(|err| panic!("calling {tool} on {server}: {err}"))
+}
+
+/// [`call`] through `session` (which checks the name is one it holds).
+pub async fn session_call(
+    session: &Session,
+    runtime: &McpRuntime,
+    server: &str,
+    tool: &str,
+    arguments: Value,
+) -> Value {
+    session
+        .call(
+            runtime,
+            server,
+            tool,
+            arguments.as_object().cloned(),
+            CALL_LIMIT,
+        )
+        .await
+        .unwrap_or_else(|err| panic!("calling {tool} on {server} in the session: {err}"))
 }
 
 /// A session over one inline or file spec, with `secrets`; panics on a bad spec.
