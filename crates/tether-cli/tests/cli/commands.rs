@@ -148,6 +148,50 @@ fn call_prints_the_tool_result() {
 }
 
 #[test]
+fn call_to_a_server_that_does_not_start_fails_with_its_reason() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.run(&["call", "--mcp", &good_and_bad("5"), "bad", "echo"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "error: MCP server 'bad' failed to start: the server exited (exit status: 5)"
+        ),
+        "{stderr}"
+    );
+    // Only the named server was started: nothing about `good` is reported.
+    assert!(!stderr.contains("good"), "{stderr}");
+    assert_eq!(text(&out.stdout), "");
+}
+
+#[test]
+fn a_secret_in_a_stdio_servers_arguments_is_warned_about_by_position() {
+    let sandbox = Sandbox::new();
+    let spec = config(&[server_json("srv", &["--verbose", "--token={{TOKEN}}"], &[])]);
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--format",
+            "json",
+            "--mcp",
+            &spec,
+            "--secret",
+            "TOKEN=env:ARG_SECRET",
+        ])
+        .env("ARG_SECRET", "sk-ARG-SENTINEL")
+        .output()
+        .expect("running tether");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("args[1] holds a secret") && stderr.contains("srv"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sk-ARG-SENTINEL"), "{stderr}");
+    assert!(!text(&out.stdout).contains("sk-ARG-SENTINEL"));
+}
+
+#[test]
 fn export_masks_on_stdout_and_writes_real_values_to_a_0600_file() {
     use std::os::unix::fs::PermissionsExt;
     let sandbox = Sandbox::new();
