@@ -110,12 +110,21 @@ impl ServerProcess {
 
     /// `serve --listen LISTEN --data-dir DIR ARGS…` with [`TEST_KEY`] and the log filter `log`.
     pub async fn spawn(listen: &str, data_dir: &Path, args: &[&str], log: &str) -> Self {
-        let mut child = Command::new(server_bin())
-            .args(["serve", "--listen", listen, "--data-dir"])
-            .arg(data_dir)
-            .args(args)
-            .env("TETHER_SERVER_KEY", TEST_KEY)
-            .env("TETHER_SERVER_LOG", log)
+        Self::spawn_with_env(listen, data_dir, args, &[("TETHER_SERVER_LOG", log)]).await
+    }
+
+    /// `serve --listen LISTEN --data-dir DIR ARGS…` with [`TEST_KEY`] unless `envs` sets
+    /// `TETHER_SERVER_KEY` (an empty value unsets a variable).
+    pub async fn spawn_with_env(
+        listen: &str,
+        data_dir: &Path,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Self {
+        let data_dir = data_dir.to_string_lossy();
+        let mut full = vec!["serve", "--listen", listen, "--data-dir", data_dir.as_ref()];
+        full.extend_from_slice(args);
+        let mut child = server_command(&full, envs)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -203,9 +212,9 @@ impl ServerProcess {
     }
 }
 
-/// Runs `tether-server ARGS` to completion (within [`STEP`]) with the given environment and
-/// stdin; [`TEST_KEY`] is set unless `envs` sets `TETHER_SERVER_KEY` (an empty value unsets it).
-pub async fn run(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
+/// `tether-server ARGS` with [`TEST_KEY`] unless `envs` sets `TETHER_SERVER_KEY` (an empty
+/// value unsets a variable).
+fn server_command(args: &[&str], envs: &[(&str, &str)]) -> Command {
     let mut command = Command::new(server_bin());
     command.args(args).env("TETHER_SERVER_KEY", TEST_KEY);
     for (name, value) in envs {
@@ -215,7 +224,13 @@ pub async fn run(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
             command.env(name, value);
         }
     }
-    let mut child = command
+    command
+}
+
+/// Runs `tether-server ARGS` to completion (within [`STEP`]) with the given environment and
+/// stdin; [`TEST_KEY`] is set unless `envs` sets `TETHER_SERVER_KEY` (an empty value unsets it).
+pub async fn run(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
+    let mut child = server_command(args, envs)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
