@@ -1,7 +1,5 @@
 //! The admin CLI and the store on disk: encryption at rest, file modes, keys, secret sources.
 
-#![allow(clippy::expect_used, reason = "test helpers fail loudly")]
-
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
@@ -32,7 +30,7 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
     let stdin_secret = sentinel("stdin-secret");
     let secret_file = fixture.dir.path().join("secret.txt");
     std::fs::write(&secret_file, format!("{stdin_secret}-file\n"))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("writing the secret file");
     let host = sentinel("upstream-host");
     let spec = format!(
         r#"{{"url": "https://{host}.example/mcp", "headers": {{"Authorization": "Bearer {{{{UPSTREAM}}}}", "X-Literal": "{captured_literal}", "X-File": "{{{{FROM_FILE}}}}"}}}}"#
@@ -73,7 +71,7 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
     let config = fixture.mint(uid).await;
     let proxy_token = config
         .proxy_token
-        .unwrap_or_else(|| panic!("no token"))
+        .expect("the URL config has a proxy token")
         .expose()
         .to_owned();
 
@@ -93,16 +91,10 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
     }
 
     // Private files: the directory 0700, every file 0600.
-    let mode = |path: &Path| {
-        std::fs::metadata(path)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .permissions()
-            .mode()
-            & 0o777
-    };
+    let mode = |path: &Path| std::fs::metadata(path).expect("stat").permissions().mode() & 0o777;
     assert_eq!(mode(&data), 0o700);
-    for entry in std::fs::read_dir(&data).unwrap_or_else(|e| panic!("{e}")) {
-        let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+    for entry in std::fs::read_dir(&data).expect("listing the data directory") {
+        let path = entry.expect("reading the data directory").path();
         assert_eq!(mode(&path), 0o600, "{}", path.display());
     }
 
@@ -118,7 +110,7 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_refuses_to_start_without_the_right_key() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("creating a temp dir");
     let data = dir.path().join("data");
     let data_arg = data.to_string_lossy().into_owned();
     let serve = ["serve", "--listen", "127.0.0.1:0", "--data-dir", &data_arg];
@@ -158,7 +150,7 @@ async fn serve_refuses_to_start_without_the_right_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_refuses_literal_secrets_and_bad_specs() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("creating a temp dir");
     let data = dir.path().join("data").to_string_lossy().into_owned();
     let refused = |args: Vec<&'static str>| {
         let data = data.clone();
