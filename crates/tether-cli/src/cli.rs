@@ -68,13 +68,19 @@ Exit code 0 only if every server is ready.")]
   tether install github --from ./github.json
   tether install github --from '{\"command\":\"npx\",\"args\":[\"--token={{GH_TOKEN}}\"]}'
 
-Placeholders without a --secret value stay variables, filled from each run's secrets.")]
+Placeholders without a --secret value stay variables, filled from each run's secrets.
+
+Values are written to disk: what --secret gives here, and literal env/header values of the
+config, are stored as given (not encrypted) in $TETHER_HOME/tether.db (mode 0600; anyone who
+can read that file can read them). `tether remove` deletes them and leaves no copy in the
+file. To keep a secret off the disk, leave its placeholder and pass --secret at run time.")]
     Install(InstallArgs),
 
     /// List local installations: names, UUIDs and variable names (never values).
     List(ListArgs),
 
-    /// Remove a local installation.
+    /// Remove a local installation and its stored values (overwritten in the store's file, not
+    /// merely unlinked from it).
     Remove(RemoveArgs),
 
     /// Print shell completions.

@@ -4,80 +4,67 @@ use std::io::BufRead;
 use std::path::Path;
 
 use anyhow::Context;
-use tether_config::{SecretValue, Secrets};
+use tether_config::{SecretArg, SecretSource, SecretValue, Secrets, parse_secret_args};
 
 use crate::cli::SecretArgs;
 use crate::exit::UsageError;
 
-/// Reads every `--secrets-file` (in order) then every `--secret` (later ones win).
+/// Reads every `--secrets-file` (in order; a later file's value for a name replaces an earlier
+/// one's), then every `--secret`, which replaces a file's value for its name. `--secret`
+/// arguments themselves are checked by [`tether_config::parse_secret_args`], the parser
+/// `tether-server admin` uses too: a name given twice, an empty name or a literal value is a
+/// usage error before any source is read.
 pub fn read(args: &SecretArgs) -> anyhow::Result<Secrets> {
+    let parsed = parse_secret_args(&args.secret).map_err(|e| UsageError::new(e.to_string()))?;
     let mut secrets = Secrets::new();
     for file in &args.secrets_file {
         for (name, value) in read_dotenv(file)? {
             secrets.insert(name, value);
         }
     }
-    let mut stdin_used = false;
-    for spec in &args.secret {
-        let (name, value) = read_one(spec, &mut stdin_used)?;
-        secrets.insert(name, value);
+    for arg in &parsed {
+        let value = read_source(arg)?;
+        secrets.insert(arg.name.clone(), value);
     }
     Ok(secrets)
 }
 
-fn read_one(spec: &str, stdin_used: &mut bool) -> anyhow::Result<(String, SecretValue)> {
-    let Some((name, source)) = spec.split_once('=') else {
-        return Err(UsageError::new(
-            "--secret needs NAME=SOURCE (got a value without '='); SOURCE is env:VAR, file:PATH, - or prompt",
-        )
-        .into());
-    };
-    let name = name.trim();
-    if name.is_empty() {
-        return Err(UsageError::new("--secret needs a NAME before '='").into());
-    }
-    let value = if let Some(var) = source.strip_prefix("env:") {
-        std::env::var(var).map_err(|_| {
+/// Reads one secret's value from its source.
+fn read_source(arg: &SecretArg) -> anyhow::Result<SecretValue> {
+    let name = &arg.name;
+    let value = match &arg.source {
+        SecretSource::Env(var) => std::env::var(var).map_err(|_| {
             UsageError::new(format!(
                 "secret {name}: the environment variable {var} is not set (or not valid UTF-8)"
             ))
-        })?
-    } else if let Some(path) = source.strip_prefix("file:") {
-        let mut text = std::fs::read_to_string(path)
-            .map_err(|e| UsageError::new(format!("secret {name}: cannot read {path}: {e}")))?;
-        strip_one_newline(&mut text);
-        text
-    } else if source == "-" {
-        if *stdin_used {
-            return Err(UsageError::new(format!(
-                "secret {name}: only one --secret can read from stdin (-)"
-            ))
-            .into());
+        })?,
+        SecretSource::File(path) => {
+            let mut text = std::fs::read_to_string(path)
+                .map_err(|e| UsageError::new(format!("secret {name}: cannot read {path}: {e}")))?;
+            strip_one_newline(&mut text);
+            text
         }
-        *stdin_used = true;
-        let mut line = String::new();
-        std::io::stdin()
-            .lock()
-            .read_line(&mut line)
-            .with_context(|| format!("secret {name}: cannot read stdin"))?;
-        strip_one_newline(&mut line);
-        line
-    } else if source == "prompt" {
-        if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-            return Err(UsageError::new(format!(
-                "secret {name}: `prompt` needs a terminal; use env:VAR, file:PATH or - instead"
-            ))
-            .into());
+        SecretSource::Stdin => {
+            let mut line = String::new();
+            std::io::stdin()
+                .lock()
+                .read_line(&mut line)
+                .with_context(|| format!("secret {name}: cannot read stdin"))?;
+            strip_one_newline(&mut line);
+            line
         }
-        rpassword::prompt_password(format!("{name}: "))
-            .with_context(|| format!("secret {name}: cannot read the hidden input"))?
-    } else {
-        return Err(UsageError::new(format!(
-            "secret {name}: a literal value on the command line is refused, because every user on this machine can read it through `ps`; use {name}=env:VAR, {name}=file:PATH, {name}=- (stdin) or {name}=prompt"
-        ))
-        .into());
+        SecretSource::Prompt => {
+            if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                return Err(UsageError::new(format!(
+                    "secret {name}: `prompt` needs a terminal; use env:VAR, file:PATH or - instead"
+                ))
+                .into());
+            }
+            rpassword::prompt_password(format!("{name}: "))
+                .with_context(|| format!("secret {name}: cannot read the hidden input"))?
+        }
     };
-    Ok((name.to_owned(), SecretValue::new(value)))
+    Ok(SecretValue::new(value))
 }
 
 fn strip_one_newline(text: &mut String) {
@@ -152,27 +139,51 @@ fn unquote(raw: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn secret_args(secret: &[&str]) -> SecretArgs {
+        SecretArgs {
+            secret: secret.iter().map(|s| (*s).to_owned()).collect(),
+            secrets_file: Vec::new(),
+        }
+    }
+
+    fn refusal(secret: &[&str]) -> anyhow::Error {
+        read(&secret_args(secret)).expect_err("the arguments are refused")
+    }
+
     #[test]
     fn literal_values_are_refused_without_echo() {
-        let err = read_one("TOKEN=sk-SENTINEL", &mut false)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let error = refusal(&["TOKEN=sk-SENTINEL"]);
+        let err = error.to_string();
         assert!(err.contains("ps") && err.contains("TOKEN=env:VAR"), "{err}");
         assert!(!err.contains("SENTINEL"), "{err}");
+        assert_eq!(crate::exit::code(&error), crate::exit::USAGE);
+    }
+
+    /// A name given twice is refused (it used to be the later one winning), before any source
+    /// is read: the variable below is never looked up.
+    #[test]
+    fn duplicate_and_empty_names_are_usage_errors() {
+        for args in [
+            &["A=env:TETHER_TEST_UNSET_1", "A=env:TETHER_TEST_UNSET_2"][..],
+            &["=env:TETHER_TEST_UNSET_1"][..],
+        ] {
+            let error = refusal(args);
+            assert!(!error.to_string().contains("UNSET"), "{error}");
+            assert_eq!(crate::exit::code(&error), crate::exit::USAGE, "{error}");
+        }
     }
 
     #[test]
     fn dotenv_forms() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().expect("creating a temp dir");
         let path = dir.path().join(".env");
         std::fs::write(
             &path,
             "# comment\n\nA=plain # note\nexport B=\"q\\\"uo\\\\te\\n\"\nC='{{lit}} $x'\nD=\n",
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("writing the dotenv file");
         let pairs: Vec<(String, String)> = read_dotenv(&path)
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("reading the dotenv file")
             .into_iter()
             .map(|(k, v)| (k, v.expose().to_owned()))
             .collect();
@@ -185,7 +196,7 @@ mod tests {
                 ("D".to_owned(), String::new()),
             ]
         );
-        std::fs::write(&path, "OK=1\nBROKEN=\"sk-SENTINEL\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, "OK=1\nBROKEN=\"sk-SENTINEL\n").expect("writing the dotenv file");
         let err = read_dotenv(&path)
             .err()
             .map(|e| e.to_string())

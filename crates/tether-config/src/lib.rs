@@ -33,6 +33,7 @@ mod parse;
 pub mod placeholder;
 mod render;
 mod secret;
+mod secret_args;
 
 pub use encodings::printed_forms;
 pub use env_expand::{EmptyEnv, EnvLookup, ProcessEnv};
@@ -46,3 +47,4 @@ pub use model::{
 pub use parse::{ConfigWarning, ParsedConfig, ServerReference, parse_config, raw_server_entries};
 pub use render::{Exposure, RenderedServer, RenderedText, RenderedTransport, render_server_map};
 pub use secret::{MASK, SecretValue, Secrets};
+pub use secret_args::{SecretArg, SecretArgError, SecretSource, parse_secret_args};

@@ -16,6 +16,8 @@
 //!
 //! Everything runs on loopback, every wait is bounded.
 
+#![allow(clippy::expect_used, reason = "a bench fails loudly")]
+
 #[path = "../tests/server/support.rs"]
 #[expect(dead_code, reason = "the bench uses part of the test helpers")]
 mod support;
@@ -41,7 +43,7 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .unwrap_or_else(|e| panic!("runtime: {e}"));
+        .expect("runtime");
     runtime.block_on(bench());
 }
 
@@ -74,7 +76,7 @@ fn verdict(met: bool) -> &'static str {
 }
 
 async fn bench() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("creating a temp dir");
     let data = dir.path().join("data");
     let key = api_key(&data, "default").await;
     let upstream_token = sentinel("upstream");
@@ -138,7 +140,7 @@ async fn config_load(server: &ServerProcess, key: &str, command: Uuid, url: Uuid
         client
             .create_managed_mcp_client_config(command)
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("minting a COMMAND config");
     }
     let per_client = CALLS / CLIENTS;
     let started = Instant::now();
@@ -235,7 +237,7 @@ impl McpSession {
             )
             .send()
             .await
-            .unwrap_or_else(|e| panic!("initialize: {e}"));
+            .expect("initialize");
         assert!(
             response.status().is_success(),
             "initialize: {}",
@@ -243,9 +245,14 @@ impl McpSession {
         );
         let session = response.headers()["mcp-session-id"]
             .to_str()
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("the session id is ASCII")
             .to_owned();
-        let init = message(&response.text().await.unwrap_or_else(|e| panic!("{e}")));
+        let init = message(
+            &response
+                .text()
+                .await
+                .expect("reading the initialize answer"),
+        );
         let protocol = init["result"]["protocolVersion"]
             .as_str()
             .unwrap_or("2025-06-18")
@@ -287,7 +294,10 @@ impl McpSession {
         let response = self
             .post(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}))
             .await;
-        let body = response.text().await.unwrap_or_else(|e| panic!("{e}"));
+        let body = response
+            .text()
+            .await
+            .expect("reading the tools/list answer");
         let elapsed = started.elapsed();
         assert!(
             message(&body)["result"]["tools"]
@@ -313,7 +323,7 @@ async fn everything_upstream(data: &Path) -> Option<(tokio::process::Child, Stri
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("picking a free port");
     let child = tokio::process::Command::new(bin)
         .arg("streamableHttp")
         .env("PORT", port.to_string())
@@ -321,7 +331,7 @@ async fn everything_upstream(data: &Path) -> Option<(tokio::process::Child, Stri
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .unwrap_or_else(|e| panic!("server-everything: {e}"));
+        .expect("server-everything");
     let deadline = Instant::now() + support::STEP;
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -357,14 +367,14 @@ async fn proxy_overhead(
         .client(key)
         .create_managed_mcp_client_config(uid)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("minting a URL config");
     let proxy_url = config
         .proxy_url
-        .unwrap_or_else(|| panic!("no proxy url"))
+        .expect("the URL config has a proxy URL")
         .to_string();
     let proxy_token = config
         .proxy_token
-        .unwrap_or_else(|| panic!("no proxy token"));
+        .expect("the URL config has a proxy token");
     let direct = McpSession::open(upstream, &format!("Bearer {upstream_token}")).await;
     let proxied = McpSession::open(&proxy_url, &format!("Bearer {}", proxy_token.expose())).await;
     for id in 1..=50 {
@@ -396,19 +406,17 @@ async fn proxy_overhead(
 }
 
 fn integrity(data: &Path) -> String {
-    let conn = rusqlite::Connection::open(data.join(tether_server::DATABASE_FILE))
-        .unwrap_or_else(|e| panic!("open: {e}"));
-    conn.busy_timeout(Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let conn = tether_sqlite::open(data, tether_server::DATABASE_FILE)
+        .expect("opening the server's database");
     conn.query_row("PRAGMA integrity_check", [], |row| row.get(0))
-        .unwrap_or_else(|e| panic!("integrity_check: {e}"))
+        .expect("integrity_check")
 }
 
 fn proxy_token_rows(data: &Path) -> i64 {
-    let conn = rusqlite::Connection::open(data.join(tether_server::DATABASE_FILE))
-        .unwrap_or_else(|e| panic!("open: {e}"));
+    let conn = tether_sqlite::open(data, tether_server::DATABASE_FILE)
+        .expect("opening the server's database");
     conn.query_row("SELECT count(*) FROM proxy_tokens", [], |row| row.get(0))
-        .unwrap_or_else(|e| panic!("count: {e}"))
+        .expect("count")
 }
 
 async fn kill_and_restart(
@@ -476,7 +484,7 @@ async fn kill_and_restart(
     stop.store(true, Ordering::Relaxed);
     let (mut succeeded, mut url_succeeded, mut longest) = (0, 0, Duration::ZERO);
     for task in tasks {
-        let (s, u, l) = task.await.unwrap_or_else(|e| panic!("client task: {e}"));
+        let (s, u, l) = task.await.expect("client task");
         succeeded += s;
         url_succeeded += u;
         longest = longest.max(l);

@@ -24,9 +24,10 @@ use axum::serve::ListenerExt as _;
 use serde_json::json;
 
 use crate::crypto::MasterKey;
-use crate::error::ServerError;
-use crate::graphql::{ManagedMcpSchema, build_schema};
+use crate::error::{ServeError, ServerError};
+use crate::graphql::build_schema;
 use crate::service::{Service, ServiceSettings};
+use crate::state::{AppState, bearer_token};
 use crate::store::Store;
 
 /// How long open connections (event streams above all) may run on after a shutdown signal.
@@ -53,12 +54,6 @@ pub struct ServeOptions {
     pub proxy_token_ttl: Duration,
     /// The master key.
     pub key: MasterKey,
-}
-
-pub(crate) struct AppState {
-    pub(crate) service: Arc<Service>,
-    pub(crate) schema: ManagedMcpSchema,
-    pub(crate) http: reqwest::Client,
 }
 
 /// A server bound to its address, not yet serving.
@@ -93,11 +88,11 @@ impl BoundServer {
         store.verify_key(&key)?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
-            .map_err(|source| ServerError::Bind {
+            .map_err(|source| ServeError::Bind {
                 address: listen,
                 source,
             })?;
-        let local_addr = listener.local_addr().map_err(|source| ServerError::Bind {
+        let local_addr = listener.local_addr().map_err(|source| ServeError::Bind {
             address: listen,
             source,
         })?;
@@ -121,7 +116,7 @@ impl BoundServer {
             // A redirect would carry the upstream credentials elsewhere.
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| ServerError::HttpClient {
+            .map_err(|e| ServeError::HttpClient {
                 reason: e.to_string(),
             })?;
         let state = Arc::new(AppState {
@@ -171,7 +166,7 @@ impl BoundServer {
             let _ = stop_rx.wait_for(|stop| *stop).await;
         });
         let outcome = tokio::select! {
-            served = server => served.map_err(ServerError::Serve),
+            served = server => served.map_err(|e| ServeError::Serve(e).into()),
             () = async {
                 shutdown.await;
                 tracing::info!("shutting down: no new connections; open requests get {} s", SHUTDOWN_GRACE.as_secs());
@@ -189,8 +184,8 @@ impl BoundServer {
 }
 
 /// `--public-url` without a trailing slash, checked.
-fn public_base(url: &str) -> Result<String, ServerError> {
-    let invalid = |reason: &str| ServerError::InvalidPublicUrl {
+fn public_base(url: &str) -> Result<String, ServeError> {
+    let invalid = |reason: &str| ServeError::InvalidPublicUrl {
         reason: reason.to_owned(),
     };
     let parsed = reqwest::Url::parse(url).map_err(|e| invalid(&e.to_string()))?;
@@ -225,14 +220,6 @@ async fn purge_loop(service: Arc<Service>) {
             Err(error) => tracing::warn!("purging expired proxy tokens failed: {error}"),
         }
     }
-}
-
-/// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).
-pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 fn unauthorized(message: &'static str) -> Response {
@@ -303,22 +290,6 @@ async fn metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bearer_tokens() {
-        let mut headers = HeaderMap::new();
-        assert_eq!(bearer_token(&headers), None);
-        for (value, expected) in [
-            ("Bearer abc", Some("abc")),
-            ("bearer  abc ", Some("abc")),
-            ("Basic abc", None),
-            ("Bearer", None),
-            ("Bearer ", None),
-        ] {
-            headers.insert(header::AUTHORIZATION, HeaderValue::from_static(value));
-            assert_eq!(bearer_token(&headers), expected, "{value:?}");
-        }
-    }
 
     #[test]
     fn public_urls() {

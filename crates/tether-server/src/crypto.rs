@@ -11,7 +11,7 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
-use crate::error::ServerError;
+use crate::error::KeyError;
 
 /// Bytes in the master key (AES-256).
 pub const KEY_BYTES: usize = 32;
@@ -46,20 +46,21 @@ impl MasterKey {
     /// Reads a key given as 64 hex digits (`openssl rand -hex 32`) or as standard base64 of 32
     /// bytes (`openssl rand -base64 32`); surrounding whitespace is ignored. The two forms cannot
     /// be confused: 64 hex digits read as base64 would be 48 bytes.
-    pub fn from_text(text: &str) -> Result<Self, ServerError> {
+    pub fn from_text(text: &str) -> Result<Self, KeyError> {
         let text = text.trim();
         let bytes = if text.len() == 2 * KEY_BYTES && text.bytes().all(|b| b.is_ascii_hexdigit()) {
             decode_hex(text)
         } else {
-            Zeroizing::new(STANDARD.decode(text).map_err(|_| ServerError::InvalidKey {
+            Zeroizing::new(STANDARD.decode(text).map_err(|_| KeyError::InvalidKey {
                 reason: "it is neither 64 hex digits nor valid base64".to_owned(),
             })?)
         };
         if bytes.len() != KEY_BYTES {
-            return Err(ServerError::InvalidKey {
+            return Err(KeyError::InvalidKey {
                 reason: format!("it decodes to {} bytes, not {KEY_BYTES}", bytes.len()),
             });
         }
+        check_entropy(&bytes)?;
         Ok(Self::from_bytes(&bytes, false))
     }
 
@@ -87,7 +88,7 @@ impl MasterKey {
     }
 
     /// Encrypts `plaintext` bound to `aad` (which names the row the value belongs to).
-    pub fn seal(&self, plaintext: &[u8], aad: &[u8]) -> Result<Vec<u8>, ServerError> {
+    pub fn seal(&self, plaintext: &[u8], aad: &[u8]) -> Result<Vec<u8>, KeyError> {
         let mut nonce_bytes = [0_u8; NONCE_BYTES];
         fill_random(&mut nonce_bytes)?;
         let nonce = Nonce::from(nonce_bytes);
@@ -100,7 +101,7 @@ impl MasterKey {
                     aad,
                 },
             )
-            .map_err(|_| ServerError::Seal)?;
+            .map_err(|_| KeyError::Seal)?;
         let mut sealed = Vec::with_capacity(NONCE_BYTES + ciphertext.len());
         sealed.extend_from_slice(&nonce_bytes);
         sealed.extend_from_slice(&ciphertext);
@@ -109,10 +110,10 @@ impl MasterKey {
 
     /// Decrypts a value sealed by [`MasterKey::seal`] with the same `aad`. Fails when the key is
     /// another one, the value was altered, or it belongs to another row.
-    pub fn open(&self, sealed: &[u8], aad: &[u8]) -> Result<Zeroizing<Vec<u8>>, ServerError> {
+    pub fn open(&self, sealed: &[u8], aad: &[u8]) -> Result<Zeroizing<Vec<u8>>, KeyError> {
         let (nonce_bytes, ciphertext) = sealed
             .split_first_chunk::<NONCE_BYTES>()
-            .ok_or(ServerError::Unseal)?;
+            .ok_or(KeyError::Unseal)?;
         let nonce = Nonce::from(*nonce_bytes);
         self.cipher
             .decrypt(
@@ -123,8 +124,32 @@ impl MasterKey {
                 },
             )
             .map(Zeroizing::new)
-            .map_err(|_| ServerError::Unseal)
+            .map_err(|_| KeyError::Unseal)
     }
+}
+
+/// The fewest distinct byte values a key may hold. 32 random bytes hold about 30; fewer than 8
+/// happens by chance with a probability below 10^-35, so a key under it was not drawn at
+/// random (all zeros, one repeated byte, `abab…`, a placeholder).
+const MIN_DISTINCT_KEY_BYTES: usize = 8;
+
+/// Refuses a key that cannot have come from a random generator (issue 10 item 17).
+fn check_entropy(bytes: &[u8]) -> Result<(), KeyError> {
+    let mut seen = [false; 256];
+    for &byte in bytes {
+        seen[usize::from(byte)] = true;
+    }
+    let distinct = seen.iter().filter(|&&s| s).count();
+    if distinct < MIN_DISTINCT_KEY_BYTES {
+        return Err(KeyError::InvalidKey {
+            reason: format!(
+                "it has no entropy (only {distinct} distinct byte value{} in {KEY_BYTES}); generate \
+                 a random one with `openssl rand -hex 32`",
+                if distinct == 1 { "" } else { "s" }
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn decode_hex(text: &str) -> Zeroizing<Vec<u8>> {
@@ -144,21 +169,21 @@ fn decode_hex(text: &str) -> Zeroizing<Vec<u8>> {
 }
 
 /// Fills `buffer` from the operating system's random number generator.
-pub fn fill_random(buffer: &mut [u8]) -> Result<(), ServerError> {
-    getrandom::fill(buffer).map_err(|error| ServerError::Random {
+pub fn fill_random(buffer: &mut [u8]) -> Result<(), KeyError> {
+    getrandom::fill(buffer).map_err(|error| KeyError::Random {
         reason: error.to_string(),
     })
 }
 
 /// A new random token: 256 bits, base64url without padding (43 characters).
-pub fn random_token() -> Result<Zeroizing<String>, ServerError> {
+pub fn random_token() -> Result<Zeroizing<String>, KeyError> {
     let mut bytes = Zeroizing::new([0_u8; TOKEN_BYTES]);
     fill_random(bytes.as_mut_slice())?;
     Ok(Zeroizing::new(URL_SAFE_NO_PAD.encode(bytes.as_slice())))
 }
 
 /// A new client API key: [`API_KEY_PREFIX`] followed by a [`random_token`].
-pub fn new_api_key() -> Result<Zeroizing<String>, ServerError> {
+pub fn new_api_key() -> Result<Zeroizing<String>, KeyError> {
     let token = random_token()?;
     Ok(Zeroizing::new(format!(
         "{API_KEY_PREFIX}{}",
@@ -177,31 +202,31 @@ pub fn token_hash(token: &str) -> [u8; 32] {
 mod tests {
     use super::*;
 
+    /// A key with entropy (the old test key, `ab` × 32, is now refused as having none).
+    const OTHER_KEY: &str = "5f0c9e1ab27d4c83e6f1a09b3d5c7e21f4a8b6c0d2e4f6a8b0c2d4e6f8a0b2c4";
+
     #[test]
     fn seal_and_open_round_trip_and_bind_the_row() {
         let key = MasterKey::insecure_dev_key();
         let sealed = key.seal(b"s3cret", b"row-1").unwrap();
         assert!(!sealed.windows(6).any(|w| w == b"s3cret"));
         assert_eq!(key.open(&sealed, b"row-1").unwrap().as_slice(), b"s3cret");
-        assert!(matches!(
-            key.open(&sealed, b"row-2"),
-            Err(ServerError::Unseal)
-        ));
-        let other = MasterKey::from_text(&"ab".repeat(32)).unwrap();
+        assert!(matches!(key.open(&sealed, b"row-2"), Err(KeyError::Unseal)));
+        let other = MasterKey::from_text(OTHER_KEY).unwrap();
         assert!(matches!(
             other.open(&sealed, b"row-1"),
-            Err(ServerError::Unseal)
+            Err(KeyError::Unseal)
         ));
         let mut tampered = sealed.clone();
         let last = tampered.len() - 1;
         tampered[last] ^= 1;
         assert!(matches!(
             key.open(&tampered, b"row-1"),
-            Err(ServerError::Unseal)
+            Err(KeyError::Unseal)
         ));
         assert!(matches!(
             key.open(&sealed[..5], b"row-1"),
-            Err(ServerError::Unseal)
+            Err(KeyError::Unseal)
         ));
     }
 
@@ -226,10 +251,32 @@ mod tests {
             &"ab".repeat(31),
             &STANDARD.encode([1_u8; 16]),
             "not base64!",
+            &"00".repeat(32),
+            &"ab".repeat(32),
+            &"01020304".repeat(8),
+            &STANDARD.encode([7_u8; 32]),
         ] {
             let error = MasterKey::from_text(bad).unwrap_err();
-            assert!(matches!(error, ServerError::InvalidKey { .. }), "{bad:?}");
+            assert!(matches!(error, KeyError::InvalidKey { .. }), "{bad:?}");
             assert!(bad.len() < 4 || !error.to_string().contains(bad), "{error}");
+        }
+    }
+
+    #[test]
+    fn keys_without_entropy_are_refused_without_echo() {
+        let error = MasterKey::from_text(&"00".repeat(32)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "TETHER_SERVER_KEY is not a valid key: it has no entropy (only 1 distinct byte value \
+             in 32); generate a random one with `openssl rand -hex 32`; give 32 bytes as 64 hex \
+             digits or base64"
+        );
+        assert!(MasterKey::from_text(OTHER_KEY).is_ok());
+        // Every random key passes: 1,000 drawn from the system generator.
+        for _ in 0..1000 {
+            let mut bytes = [0_u8; KEY_BYTES];
+            fill_random(&mut bytes).unwrap();
+            assert!(MasterKey::from_text(&STANDARD.encode(bytes)).is_ok());
         }
     }
 

@@ -3,32 +3,30 @@
 use tether_env::EnvVars;
 
 use crate::crypto::MasterKey;
-use crate::error::ServerError;
+use crate::error::KeyError;
+
+/// What a program using the insecure development key must print on stderr, whatever its log
+/// level (`tether-server` does, for `serve` and `admin`).
+pub const INSECURE_DEV_KEY_WARNING: &str = "WARNING: USING THE INSECURE DEVELOPMENT KEY \
+     (--insecure-dev-key): anyone can decrypt the secrets stored in this data directory; never \
+     use it for real credentials";
 
 /// The master key: from [`EnvVars::TETHER_SERVER_KEY`], or the insecure development key when
-/// `insecure_dev_key` is set (with a loud warning). Neither, or both, is an error.
-pub fn master_key_from_env(insecure_dev_key: bool) -> Result<MasterKey, ServerError> {
+/// `insecure_dev_key` is set (the caller prints [`INSECURE_DEV_KEY_WARNING`]). Neither, or both,
+/// is an error.
+pub fn master_key_from_env(insecure_dev_key: bool) -> Result<MasterKey, KeyError> {
     let text = std::env::var(EnvVars::TETHER_SERVER_KEY).ok();
     master_key_from(text.as_deref(), insecure_dev_key)
 }
 
 /// [`master_key_from_env`] over a given value, so tests need not touch the process env.
-pub fn master_key_from(
-    text: Option<&str>,
-    insecure_dev_key: bool,
-) -> Result<MasterKey, ServerError> {
+pub fn master_key_from(text: Option<&str>, insecure_dev_key: bool) -> Result<MasterKey, KeyError> {
     let text = text.filter(|t| !t.trim().is_empty());
     match (text, insecure_dev_key) {
-        (Some(_), true) => Err(ServerError::ConflictingKeys),
+        (Some(_), true) => Err(KeyError::ConflictingKeys),
         (Some(text), false) => MasterKey::from_text(text),
-        (None, true) => {
-            tracing::warn!(
-                "USING THE INSECURE DEVELOPMENT KEY (--insecure-dev-key): anyone can decrypt the \
-                 secrets stored in this data directory; never use it for real credentials"
-            );
-            Ok(MasterKey::insecure_dev_key())
-        }
-        (None, false) => Err(ServerError::MissingKey),
+        (None, true) => Ok(MasterKey::insecure_dev_key()),
+        (None, false) => Err(KeyError::MissingKey),
     }
 }
 
@@ -38,21 +36,17 @@ mod tests {
 
     #[test]
     fn key_sources() {
-        let hex = "ab".repeat(32);
-        assert!(
-            !master_key_from(Some(&hex), false)
-                .unwrap()
-                .is_insecure_dev()
-        );
+        let hex = "5f0c9e1ab27d4c83e6f1a09b3d5c7e21f4a8b6c0d2e4f6a8b0c2d4e6f8a0b2c4";
+        assert!(!master_key_from(Some(hex), false).unwrap().is_insecure_dev());
         assert!(master_key_from(None, true).unwrap().is_insecure_dev());
         assert!(master_key_from(Some("  "), true).unwrap().is_insecure_dev());
         assert!(matches!(
             master_key_from(None, false),
-            Err(ServerError::MissingKey)
+            Err(KeyError::MissingKey)
         ));
         assert!(matches!(
-            master_key_from(Some(&hex), true),
-            Err(ServerError::ConflictingKeys)
+            master_key_from(Some(hex), true),
+            Err(KeyError::ConflictingKeys)
         ));
     }
 }

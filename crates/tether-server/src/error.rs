@@ -1,4 +1,9 @@
-//! [`ServerError`]: every way the server's library can fail.
+//! The server's errors, one enum per layer ([`KeyError`], [`StoreError`],
+//! [`InstallationError`], [`ServeError`]), joined by `#[from]` in [`ServerError`], which callers
+//! that cross layers (the service, the binary) return. Each message is the layer's own.
+//!
+//! This module imports nothing else of the crate, so every module can name its errors without
+//! an import cycle.
 //!
 //! **Invariant:** no variant holds a secret value, a stored config value, a token or the key;
 //! they name paths, uids, fields and secret *names*.
@@ -9,10 +14,11 @@ use uuid::Uuid;
 
 use tether_env::EnvVars;
 
-/// Why an operation of the managed server failed.
+/// The master key and what is sealed with it: reading the key, sealing, opening, random
+/// numbers. Returned by [`crate::crypto`] and the key lookup.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ServerError {
+pub enum KeyError {
     /// Neither `TETHER_SERVER_KEY` nor `--insecure-dev-key` was given. Returned before anything
     /// is opened; the operator sets the key.
     #[error(
@@ -39,18 +45,6 @@ pub enum ServerError {
         reason: String,
     },
 
-    /// The data directory was set up with another key (its key check does not open). Returned
-    /// when opening the store; the operator starts with the original key.
-    #[error(
-        "the key does not match the one the data in {path} was encrypted with; start with the \
-         original {} (or --insecure-dev-key if it was created with that)",
-        EnvVars::TETHER_SERVER_KEY
-    )]
-    KeyMismatch {
-        /// The database file.
-        path: PathBuf,
-    },
-
     /// Encrypting a value failed (it is larger than AES-GCM allows). The caller gives up.
     #[error("a value could not be encrypted")]
     Seal,
@@ -65,7 +59,13 @@ pub enum ServerError {
         /// The generator's error.
         reason: String,
     },
+}
 
+/// The server's store: the data directory, the database file, its schema and rows. Returned by
+/// [`crate::Store`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
     /// The data directory could not be created or a file in it could not be opened. The
     /// operator fixes the path or its permissions.
     #[error("cannot use the data directory {path}: {source}")]
@@ -84,6 +84,23 @@ pub enum ServerError {
         path: PathBuf,
         /// SQLite's error.
         source: rusqlite::Error,
+    },
+
+    /// Another user could write the data directory or the database file, or owns it: its rows
+    /// cannot be trusted. The message names the fix (`chmod`/`chown`).
+    #[error(transparent)]
+    Unsafe(tether_sqlite::OpenError),
+
+    /// The data directory was set up with another key (its key check does not open). Returned
+    /// when opening the store; the operator starts with the original key.
+    #[error(
+        "the key does not match the one the data in {path} was encrypted with; start with the \
+         original {} (or --insecure-dev-key if it was created with that)",
+        EnvVars::TETHER_SERVER_KEY
+    )]
+    KeyMismatch {
+        /// The database file.
+        path: PathBuf,
     },
 
     /// The database was written by a newer tether-server. The operator upgrades.
@@ -109,6 +126,23 @@ pub enum ServerError {
         reason: String,
     },
 
+    /// `admin deactivate` named a uid the store does not hold.
+    #[error("no installation {uid}")]
+    UnknownInstallation {
+        /// The uid given.
+        uid: Uuid,
+    },
+
+    /// Sealing or opening the key check value failed.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// An installation as an admin gives it (config, names, secrets), or as it is opened for a
+/// client. Returned by [`crate::NewInstallation`] and the installation checks.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InstallationError {
     /// The config given to `admin add` is invalid. The message names servers and fields only.
     #[error("the installation's config is invalid: {0}")]
     Config(#[from] tether_config::ConfigError),
@@ -194,6 +228,26 @@ pub enum ServerError {
         reason: &'static str,
     },
 
+    /// A stored installation's template does not decode (written by an incompatible version,
+    /// or edited). Same message as [`StoreError::Corrupt`].
+    #[error("the stored installation {uid} cannot be read: {reason}")]
+    Template {
+        /// The installation.
+        uid: Uuid,
+        /// What did not decode (never a value).
+        reason: String,
+    },
+
+    /// Sealing or opening a value of the installation failed.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// Serving HTTP: the listen address, the public URL, the upstream HTTP client, the listener.
+/// Returned by [`crate::BoundServer`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
     /// The listen address could not be bound (in use, not local, no permission).
     #[error("cannot listen on {address}: {source}")]
     Bind {
@@ -220,11 +274,22 @@ pub enum ServerError {
     /// Serving HTTP failed (the listener broke).
     #[error("serving HTTP failed: {0}")]
     Serve(std::io::Error),
+}
 
-    /// `admin deactivate` named a uid the store does not hold.
-    #[error("no installation {uid}")]
-    UnknownInstallation {
-        /// The uid given.
-        uid: Uuid,
-    },
+/// Any failure of the server's library: one layer's error, message unchanged (`transparent`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The key, sealing or opening.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The store.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An installation's config, names or values.
+    #[error(transparent)]
+    Installation(#[from] InstallationError),
+    /// Serving HTTP.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
 }

@@ -20,40 +20,11 @@ use uuid::Uuid;
 use zeroize::Zeroizing;
 
 use crate::crypto::MasterKey;
-use crate::error::ServerError;
-use crate::store::{SealedValue, StoredInstallation, ValueKind};
+use crate::error::{InstallationError, KeyError};
+use crate::model::{SealedValue, StoredInstallation, TransportKind, ValueKind};
 
 /// The team installations and API keys belong to when none is named.
 pub const DEFAULT_TEAM: &str = "default";
-
-/// How a client uses an installation (the schema's `ManagedMcpTransportKind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TransportKind {
-    /// A remote server: the client gets a proxy URL and a run-scoped token; upstream URL and
-    /// credentials stay on the server.
-    Url,
-    /// A stdio server: the client gets the rendered config and runs the command itself.
-    Command,
-}
-
-impl TransportKind {
-    /// `URL` or `COMMAND`, as stored and shown.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TransportKind::Url => "URL",
-            TransportKind::Command => "COMMAND",
-        }
-    }
-
-    /// The inverse of [`TransportKind::as_str`].
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "URL" => Some(TransportKind::Url),
-            "COMMAND" => Some(TransportKind::Command),
-            _ => None,
-        }
-    }
-}
 
 /// Headers never taken from an installation's config: the HTTP stack sets them.
 const RESERVED_UPSTREAM_HEADERS: [&str; 5] = [
@@ -102,17 +73,17 @@ impl NewInstallation {
         team: &str,
         spec: &str,
         secrets: Secrets,
-    ) -> Result<Self, ServerError> {
+    ) -> Result<Self, InstallationError> {
         validate_installation_name(name)?;
         validate_team(team)?;
         let parsed = parse_config(spec, Origin::User)?;
         if !parsed.references.is_empty() {
-            return Err(ServerError::Reference);
+            return Err(InstallationError::Reference);
         }
         let found = parsed.servers.len();
         let mut servers = parsed.servers.into_iter();
         let (Some(mut server), None) = (servers.next(), servers.next()) else {
-            return Err(ServerError::NotOneServer { found });
+            return Err(InstallationError::NotOneServer { found });
         };
         name.clone_into(&mut server.server.name);
         let kind = match server.server.template {
@@ -122,7 +93,7 @@ impl NewInstallation {
         let installation = server.into_installation();
         let used = used_names(&installation);
         if let Some(unused) = secrets.names().find(|name| !used.contains(*name)) {
-            return Err(ServerError::UnusedSecret {
+            return Err(InstallationError::UnusedSecret {
                 name: unused.to_owned(),
                 used: used.into_iter().collect(),
             });
@@ -146,7 +117,7 @@ impl NewInstallation {
     }
 
     /// Seals every captured value and secret with `key` for the store.
-    pub fn seal(&self, key: &MasterKey) -> Result<StoredInstallation, ServerError> {
+    pub fn seal(&self, key: &MasterKey) -> Result<StoredInstallation, InstallationError> {
         let captured = self
             .installation
             .values
@@ -167,9 +138,8 @@ impl NewInstallation {
                         .seal(value.expose().as_bytes(), &value_aad(self.uid, kind, name))?,
                 })
             })
-            .collect::<Result<_, ServerError>>()?;
-        let template =
-            serde_json::to_vec(&self.installation.server).map_err(|_| ServerError::Seal)?;
+            .collect::<Result<_, KeyError>>()?;
+        let template = serde_json::to_vec(&self.installation.server).map_err(|_| KeyError::Seal)?;
         Ok(StoredInstallation {
             uid: self.uid,
             name: self.name.clone(),
@@ -229,7 +199,7 @@ impl std::fmt::Debug for OpenedInstallation {
 
 impl OpenedInstallation {
     /// Opens every sealed value of `stored` with `key`.
-    pub fn open(stored: &StoredInstallation, key: &MasterKey) -> Result<Self, ServerError> {
+    pub fn open(stored: &StoredInstallation, key: &MasterKey) -> Result<Self, InstallationError> {
         let mut values = IndexMap::new();
         let mut secrets = Secrets::new();
         for sealed in &stored.values {
@@ -238,7 +208,7 @@ impl OpenedInstallation {
                 &value_aad(stored.uid, sealed.kind, &sealed.name),
             )?;
             let text =
-                Zeroizing::new(String::from_utf8(plain.to_vec()).map_err(|_| ServerError::Unseal)?);
+                Zeroizing::new(String::from_utf8(plain.to_vec()).map_err(|_| KeyError::Unseal)?);
             match sealed.kind {
                 ValueKind::Captured => {
                     values.insert(sealed.name.clone(), VariableValue::new(text.as_str()));
@@ -248,7 +218,7 @@ impl OpenedInstallation {
         }
         let template = key.open(&stored.template, &template_aad(stored.uid))?;
         let server: TemplatableServer =
-            serde_json::from_slice(&template).map_err(|e| ServerError::Corrupt {
+            serde_json::from_slice(&template).map_err(|e| InstallationError::Template {
                 uid: stored.uid,
                 reason: format!("the template does not decode ({:?})", e.classify()),
             })?;
@@ -276,7 +246,7 @@ impl OpenedInstallation {
     }
 
     /// Where and how the proxy reaches the upstream server (URL installations).
-    pub fn upstream(&self) -> Result<Upstream, ServerError> {
+    pub fn upstream(&self) -> Result<Upstream, InstallationError> {
         Upstream::from_rendered(&self.render())
     }
 }
@@ -299,42 +269,43 @@ impl std::fmt::Debug for Upstream {
 }
 
 impl Upstream {
-    fn from_rendered(rendered: &RenderedServer) -> Result<Self, ServerError> {
+    fn from_rendered(rendered: &RenderedServer) -> Result<Self, InstallationError> {
         let RenderedTransport::Remote {
             url,
             headers,
             transport,
         } = &rendered.transport
         else {
-            return Err(ServerError::InvalidUpstreamUrl {
+            return Err(InstallationError::InvalidUpstreamUrl {
                 reason: "the installation is not a URL installation".to_owned(),
             });
         };
         if *transport == RemoteTransport::Sse {
-            return Err(ServerError::SseUpstream);
+            return Err(InstallationError::SseUpstream);
         }
         if !rendered.unresolved_placeholders().is_empty() {
-            return Err(ServerError::UnresolvedUpstream {
+            return Err(InstallationError::UnresolvedUpstream {
                 names: rendered.unresolved_placeholders().iter().cloned().collect(),
             });
         }
         if !rendered.unset_env_vars().is_empty() {
-            return Err(ServerError::UpstreamEnvExpansion {
+            return Err(InstallationError::UpstreamEnvExpansion {
                 names: rendered.unset_env_vars().iter().cloned().collect(),
             });
         }
         let url_text = Zeroizing::new(url.expose());
-        let url = reqwest::Url::parse(&url_text).map_err(|e| ServerError::InvalidUpstreamUrl {
-            reason: e.to_string(),
-        })?;
+        let url =
+            reqwest::Url::parse(&url_text).map_err(|e| InstallationError::InvalidUpstreamUrl {
+                reason: e.to_string(),
+            })?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(ServerError::InvalidUpstreamUrl {
+            return Err(InstallationError::InvalidUpstreamUrl {
                 reason: "the scheme is not http or https".to_owned(),
             });
         }
         let mut header_map = HeaderMap::new();
         for (name, value) in headers {
-            let invalid = || ServerError::InvalidUpstreamHeader { name: name.clone() };
+            let invalid = || InstallationError::InvalidUpstreamHeader { name: name.clone() };
             let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
             if RESERVED_UPSTREAM_HEADERS.contains(&header_name.as_str()) {
                 return Err(invalid());
@@ -351,8 +322,8 @@ impl Upstream {
     }
 }
 
-fn validate_installation_name(name: &str) -> Result<(), ServerError> {
-    let invalid = |reason| ServerError::InvalidName {
+fn validate_installation_name(name: &str) -> Result<(), InstallationError> {
+    let invalid = |reason| InstallationError::InvalidName {
         what: "installation name",
         value: name.to_owned(),
         reason,
@@ -370,8 +341,8 @@ fn validate_installation_name(name: &str) -> Result<(), ServerError> {
 }
 
 /// Checks a team name: 1 to 64 ASCII letters, digits, `.`, `_` or `-`.
-pub fn validate_team(team: &str) -> Result<(), ServerError> {
-    let invalid = |reason| ServerError::InvalidName {
+pub fn validate_team(team: &str) -> Result<(), InstallationError> {
+    let invalid = |reason| InstallationError::InvalidName {
         what: "team",
         value: team.to_owned(),
         reason,
@@ -434,7 +405,7 @@ mod tests {
         let spec = r#"{"url":"https://mcp.example.com/mcp","headers":{"Authorization":"Bearer {{TOKEN}}"}}"#;
         let error = NewInstallation::from_spec("up", "t", spec, Secrets::new()).unwrap_err();
         assert!(
-            matches!(error, ServerError::UnresolvedUpstream { ref names } if names == &["TOKEN"])
+            matches!(error, InstallationError::UnresolvedUpstream { ref names } if names == &["TOKEN"])
         );
         let new =
             NewInstallation::from_spec("up", "t", spec, secrets(&[("TOKEN", "abc")])).unwrap();
@@ -454,62 +425,62 @@ mod tests {
             &'static str,
             &'static str,
             Secrets,
-            fn(&ServerError) -> bool,
+            fn(&InstallationError) -> bool,
         );
         let cases: Vec<Case> = vec![
             ("x", "{}", Secrets::new(), |e| {
-                matches!(e, ServerError::NotOneServer { found: 0 })
+                matches!(e, InstallationError::NotOneServer { found: 0 })
             }),
             (
                 "x",
                 r#"{"a":{"command":"a"},"b":{"command":"b"}}"#,
                 Secrets::new(),
-                |e| matches!(e, ServerError::NotOneServer { found: 2 }),
+                |e| matches!(e, InstallationError::NotOneServer { found: 2 }),
             ),
             (
                 "x",
                 r#"{"a":{"warp_id":"9b2f1a64-3c1e-4d4b-8a49-3e0c2d1f5a77"}}"#,
                 Secrets::new(),
-                |e| matches!(e, ServerError::Reference),
+                |e| matches!(e, InstallationError::Reference),
             ),
             ("x", "{", Secrets::new(), |e| {
-                matches!(e, ServerError::Config(_))
+                matches!(e, InstallationError::Config(_))
             }),
             (
                 "x",
                 r#"{"command":"a","env":{"K":"{{K}}"}}"#,
                 secrets(&[("TYPO", "v")]),
-                |e| matches!(e, ServerError::UnusedSecret { name, used } if name == "TYPO" && used == &["K"]),
+                |e| matches!(e, InstallationError::UnusedSecret { name, used } if name == "TYPO" && used == &["K"]),
             ),
             (
                 "x",
                 r#"{"url":"https://a/mcp","type":"sse"}"#,
                 Secrets::new(),
-                |e| matches!(e, ServerError::SseUpstream),
+                |e| matches!(e, InstallationError::SseUpstream),
             ),
             ("x", r#"{"url":"ftp://a/mcp"}"#, Secrets::new(), |e| {
-                matches!(e, ServerError::InvalidUpstreamUrl { .. })
+                matches!(e, InstallationError::InvalidUpstreamUrl { .. })
             }),
             (
                 "x",
                 r#"{"url":"https://${HOST}/mcp"}"#,
                 Secrets::new(),
-                |e| matches!(e, ServerError::UpstreamEnvExpansion { names } if names == &["HOST"]),
+                |e| matches!(e, InstallationError::UpstreamEnvExpansion { names } if names == &["HOST"]),
             ),
             (
                 "x",
                 r#"{"url":"https://a/mcp","headers":{"Host":"b"}}"#,
                 Secrets::new(),
-                |e| matches!(e, ServerError::InvalidUpstreamHeader { name } if name == "Host"),
+                |e| matches!(e, InstallationError::InvalidUpstreamHeader { name } if name == "Host"),
             ),
             (
                 "x",
                 r#"{"url":"https://a/mcp","headers":{"X":"a\nb"}}"#,
                 Secrets::new(),
-                |e| matches!(e, ServerError::InvalidUpstreamHeader { name } if name == "X"),
+                |e| matches!(e, InstallationError::InvalidUpstreamHeader { name } if name == "X"),
             ),
             ("", r#"{"command":"a"}"#, Secrets::new(), |e| {
-                matches!(e, ServerError::InvalidName { .. })
+                matches!(e, InstallationError::InvalidName { .. })
             }),
         ];
         for (name, spec, secrets, expected) in cases {
@@ -544,7 +515,7 @@ mod tests {
         stored.values[3].sealed = first;
         assert!(matches!(
             OpenedInstallation::open(&stored, &key),
-            Err(ServerError::Unseal)
+            Err(InstallationError::Key(KeyError::Unseal))
         ));
     }
 }

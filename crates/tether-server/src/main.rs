@@ -1,6 +1,8 @@
 //! `tether-server`: the reference managed MCP server (`serve`) and its admin CLI (`admin`).
 //!
-//! Exit codes: 0 success, 1 failure (the message is on stderr), 2 invalid usage.
+//! Exit codes, the same table as `tether`'s (README, "Exit codes"): 0 success, 1 failure (the
+//! message is on stderr), 2 bad input or usage (clap's own errors, `--secret` arguments, an
+//! invalid installation config, name, uid, key or public URL). Decided in one place: [`exit_code`].
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::net::SocketAddr;
@@ -9,12 +11,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tether_env::EnvVars;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use tether_config::{SecretValue, Secrets};
+use tether_config::{
+    SecretArg, SecretArgError, SecretSource, SecretValue, Secrets, parse_secret_args,
+};
 use tether_server::{
-    BoundServer, DEFAULT_TEAM, NewInstallation, ServeOptions, Store, crypto, master_key_from_env,
-    validate_team,
+    BoundServer, DEFAULT_TEAM, INSECURE_DEV_KEY_WARNING, InstallationError, KeyError, MasterKey,
+    NewInstallation, ServeError, ServeOptions, ServerError, Store, StoreError, crypto,
+    master_key_from_env, validate_team,
 };
 use uuid::Uuid;
 use zeroize::Zeroizing;
@@ -81,8 +86,9 @@ enum AdminCommand {
         /// One server in tether's config format: a path to a JSON file, or inline JSON.
         #[arg(long, value_name = "SPEC")]
         from: String,
-        /// A server-held secret: NAME=env:VAR, NAME=file:PATH or NAME=- (one line of stdin).
-        /// Literal values are refused: the command line is visible in `ps`.
+        /// A server-held secret: NAME=env:VAR, NAME=file:PATH, NAME=- (one line of stdin) or
+        /// NAME=prompt (hidden input). Literal values are refused: the command line is visible
+        /// in `ps`. Each name once.
         #[arg(long = "secret", value_name = "NAME=SOURCE")]
         secrets: Vec<String>,
         /// The team whose API keys may use it.
@@ -111,18 +117,85 @@ enum ApiKeyCommand {
     },
 }
 
+/// Success.
+const EXIT_OK: u8 = 0;
+/// A failure (store, network, serving…).
+const EXIT_FAILED: u8 = 1;
+/// Bad input or usage, as `tether`'s exit code 2 (clap exits 2 on its own errors too).
+const EXIT_USAGE: u8 = 2;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(code) => code,
+        Ok(()) => ExitCode::from(EXIT_OK),
         Err(error) => {
             eprintln!("tether-server: error: {error:#}");
-            ExitCode::FAILURE
+            ExitCode::from(exit_code(&error))
         }
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Bad input found by the binary itself (exit 2).
+#[derive(Debug)]
+struct UsageError(String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// The exit code for an error: 2 when what the operator typed or gave is wrong, else 1.
+fn exit_code(error: &anyhow::Error) -> u8 {
+    let usage = |cause: &(dyn std::error::Error + 'static)| {
+        if cause.is::<UsageError>() || cause.is::<SecretArgError>() {
+            return true;
+        }
+        if let Some(error) = cause.downcast_ref::<KeyError>() {
+            return matches!(
+                error,
+                KeyError::MissingKey | KeyError::ConflictingKeys | KeyError::InvalidKey { .. }
+            );
+        }
+        if let Some(error) = cause.downcast_ref::<InstallationError>() {
+            return !matches!(
+                error,
+                InstallationError::Key(_) | InstallationError::Template { .. }
+            );
+        }
+        if let Some(error) = cause.downcast_ref::<ServeError>() {
+            return matches!(error, ServeError::InvalidPublicUrl { .. });
+        }
+        if let Some(error) = cause.downcast_ref::<StoreError>() {
+            return matches!(error, StoreError::UnknownInstallation { .. });
+        }
+        false
+    };
+    let layer = |error: &ServerError| -> bool {
+        // Transparent: its `source()` skips the layer's error, so look inside.
+        match error {
+            ServerError::Key(error) => usage(error),
+            ServerError::Installation(error) => usage(error),
+            ServerError::Serve(error) => usage(error),
+            ServerError::Store(error) => usage(error),
+            _ => false,
+        }
+    };
+    let is_usage = |cause: &(dyn std::error::Error + 'static)| {
+        cause
+            .downcast_ref::<ServerError>()
+            .map_or_else(|| usage(cause), layer)
+    };
+    if error.chain().any(is_usage) {
+        EXIT_USAGE
+    } else {
+        EXIT_FAILED
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             init_logging("info");
@@ -134,7 +207,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Schema => {
             print!("{}", tether_server::sdl());
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
     }
 }
@@ -149,7 +222,7 @@ fn init_logging(default: &str) {
         .init();
 }
 
-fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let ServeArgs {
         listen,
         data_dir,
@@ -157,7 +230,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         proxy_token_ttl,
         insecure_dev_key,
     } = args;
-    let key = master_key_from_env(insecure_dev_key)?;
+    let key = master_key(insecure_dev_key)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -184,7 +257,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "serving"
         );
         server.run(shutdown_signal()).await?;
-        Ok(ExitCode::SUCCESS)
+        Ok(())
     })
 }
 
@@ -204,7 +277,7 @@ async fn shutdown_signal() {
     }
 }
 
-fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
+fn admin(args: AdminArgs) -> anyhow::Result<()> {
     let AdminArgs {
         data_dir,
         insecure_dev_key,
@@ -225,7 +298,7 @@ fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
             validate_team(&team)?;
             let spec = read_spec(&from)?;
             let secrets = read_secrets(&secrets)?;
-            let key = master_key_from_env(insecure_dev_key)?;
+            let key = master_key(insecure_dev_key)?;
             let new = NewInstallation::from_spec(&name, &team, &spec, secrets)
                 .with_context(|| format!("adding installation '{name}'"))?;
             let store = open()?;
@@ -269,7 +342,18 @@ fn admin(args: AdminArgs) -> anyhow::Result<ExitCode> {
             eprintln!("API key for team '{team}' created; it is shown only once");
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// The master key; with `--insecure-dev-key`, [`INSECURE_DEV_KEY_WARNING`] goes to stderr
+/// whatever `TETHER_SERVER_LOG` says (issue 10 item 17).
+fn master_key(insecure_dev_key: bool) -> anyhow::Result<MasterKey> {
+    let key = master_key_from_env(insecure_dev_key)?;
+    if key.is_insecure_dev() {
+        eprintln!("tether-server: {INSECURE_DEV_KEY_WARNING}");
+        tracing::warn!("{INSECURE_DEV_KEY_WARNING}");
+    }
+    Ok(key)
 }
 
 /// Aligned columns, header first, two spaces apart.
@@ -305,15 +389,17 @@ fn read_spec(from: &str) -> anyhow::Result<String> {
     }
     let path = Path::new(from);
     if !path.is_file() {
-        bail!(
+        return Err(UsageError(format!(
             "--from: not inline JSON (it does not start with '{{') and not a file ({} bytes given)",
             from.len()
-        );
+        ))
+        .into());
     }
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }
 
-/// `--secret NAME=SOURCE` values, read from their sources.
+/// `--secret NAME=SOURCE` values, checked by [`parse_secret_args`] (the parser `tether` uses
+/// too), then read from their sources.
 fn read_secrets(args: &[String]) -> anyhow::Result<Secrets> {
     read_secrets_from(
         args,
@@ -335,41 +421,31 @@ fn read_secrets_from(
     mut stdin_line: impl FnMut() -> anyhow::Result<String>,
 ) -> anyhow::Result<Secrets> {
     let mut secrets = Secrets::new();
-    let mut stdin_used = false;
-    for arg in args {
-        let Some((name, source)) = arg.split_once('=') else {
-            bail!("--secret needs NAME=SOURCE (SOURCE: env:VAR, file:PATH or -)");
-        };
-        if name.is_empty() {
-            bail!("--secret: the name before '=' is empty");
-        }
-        if secrets.get(name).is_some() {
-            bail!("--secret {name} is given twice");
-        }
-        let value = Zeroizing::new(if let Some(var) = source.strip_prefix("env:") {
-            env(var).with_context(|| {
-                format!("--secret {name}: environment variable {var} is not set (or not UTF-8)")
-            })?
-        } else if let Some(path) = source.strip_prefix("file:") {
-            std::fs::read_to_string(path)
-                .with_context(|| format!("--secret {name}: reading {path}"))?
-        } else if source == "-" {
-            if stdin_used {
-                bail!("--secret {name}: only one secret can come from stdin ('-')");
+    for SecretArg { name, source } in parse_secret_args(args)? {
+        let usage = |message: String| anyhow::Error::new(UsageError(message));
+        let value = Zeroizing::new(match source {
+            SecretSource::Env(var) => env(&var).ok_or_else(|| {
+                usage(format!(
+                    "secret {name}: the environment variable {var} is not set (or not valid UTF-8)"
+                ))
+            })?,
+            SecretSource::File(path) => std::fs::read_to_string(&path)
+                .map_err(|e| usage(format!("secret {name}: cannot read {path}: {e}")))?,
+            SecretSource::Stdin => stdin_line()?,
+            SecretSource::Prompt => {
+                if !std::io::stdin().is_terminal() {
+                    return Err(usage(format!(
+                        "secret {name}: `prompt` needs a terminal; use env:VAR, file:PATH or - instead"
+                    )));
+                }
+                rpassword::prompt_password(format!("{name}: "))
+                    .with_context(|| format!("secret {name}: cannot read the hidden input"))?
             }
-            stdin_used = true;
-            stdin_line()?
-        } else {
-            bail!(
-                "--secret {name}: a literal value is refused because the command line is visible \
-                 to other users (ps, /proc); use {name}=env:VAR, {name}=file:PATH or {name}=- \
-                 (one line of stdin)"
-            );
         });
         let value = value.strip_suffix('\n').unwrap_or(&value);
         let value = value.strip_suffix('\r').unwrap_or(value);
         if value.is_empty() {
-            bail!("--secret {name}: the value is empty");
+            return Err(usage(format!("secret {name}: the value is empty")));
         }
         secrets.insert(name, SecretValue::from(value));
     }
@@ -386,9 +462,9 @@ mod tests {
 
     #[test]
     fn secret_sources() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("creating a temp dir");
         let file = dir.path().join("s");
-        std::fs::write(&file, "from-file\n").unwrap();
+        std::fs::write(&file, "from-file\n").expect("writing the secret file");
         let args = vec![
             "A=env:VAR_A".to_owned(),
             format!("B=file:{}", file.display()),
@@ -416,6 +492,7 @@ mod tests {
         assert!(literal.contains("visible"), "{literal}");
         assert!(!literal.contains("hunter2"), "{literal}");
         assert!(refuse("TOKEN=env:UNSET").contains("UNSET"));
+        assert!(refuse("A=env:X").contains("not set"));
         assert!(refuse("TOKEN").contains("NAME=SOURCE"));
         assert!(refuse("=env:X").contains("empty"));
         let twice = read_secrets_from(
@@ -425,6 +502,45 @@ mod tests {
         )
         .unwrap_err();
         assert!(twice.to_string().contains("only one"), "{twice}");
+        assert_eq!(exit_code(&twice), EXIT_USAGE);
+        let duplicate = read_secrets_from(
+            &["A=env:X".to_owned(), "A=env:Y".to_owned()],
+            |_| panic!("no source is read before every argument is checked"),
+            no_stdin,
+        )
+        .unwrap_err();
+        assert_eq!(
+            duplicate.to_string(),
+            "--secret A is given twice; give each secret once"
+        );
+        assert_eq!(exit_code(&duplicate), EXIT_USAGE);
+        let empty = read_secrets_from(&["A=env:X".to_owned()], |_| Some("\n".to_owned()), no_stdin)
+            .unwrap_err();
+        assert!(empty.to_string().contains("empty"), "{empty}");
+        assert_eq!(exit_code(&empty), EXIT_USAGE);
+    }
+
+    #[test]
+    fn exit_codes() {
+        let usage = [
+            anyhow::Error::new(ServerError::from(KeyError::MissingKey)),
+            anyhow::Error::new(KeyError::InvalidKey {
+                reason: "x".to_owned(),
+            }),
+            anyhow::Error::new(InstallationError::Reference).context("adding installation 'x'"),
+            anyhow::Error::new(ServerError::from(InstallationError::SseUpstream)),
+        ];
+        for error in &usage {
+            assert_eq!(exit_code(error), EXIT_USAGE, "{error:#}");
+        }
+        let failed = [
+            anyhow::Error::new(ServerError::from(KeyError::Unseal)),
+            anyhow::Error::new(InstallationError::Key(KeyError::Seal)),
+            anyhow::anyhow!("reading a file"),
+        ];
+        for error in &failed {
+            assert_eq!(exit_code(error), EXIT_FAILED, "{error:#}");
+        }
     }
 
     #[test]

@@ -18,9 +18,9 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::app::{AppState, bearer_token};
 use crate::installation::Upstream;
 use crate::service::ProxyDecision;
+use crate::state::{AppState, bearer_token};
 
 /// The largest request body forwarded (JSON-RPC messages are small).
 pub const MAX_PROXY_REQUEST_BYTES: usize = 16 * 1024 * 1024;

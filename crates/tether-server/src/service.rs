@@ -14,8 +14,9 @@ use uuid::Uuid;
 use zeroize::Zeroizing;
 
 use crate::crypto::{self, MasterKey};
-use crate::error::ServerError;
-use crate::installation::{OpenedInstallation, TransportKind, Upstream};
+use crate::error::{ServerError, StoreError};
+use crate::installation::{OpenedInstallation, Upstream};
+use crate::model::TransportKind;
 use crate::store::{Store, now_ms};
 
 /// Default lifetime of a proxy token.
@@ -120,11 +121,11 @@ impl Service {
 
     async fn blocking<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&Store) -> Result<T, ServerError> + Send + 'static,
+        work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, ServerError> {
         let store = Arc::clone(&self.store);
         match tokio::task::spawn_blocking(move || work(&store)).await {
-            Ok(result) => result,
+            Ok(result) => Ok(result?),
             Err(join) => std::panic::resume_unwind(join.into_panic()),
         }
     }

@@ -1,34 +1,28 @@
 //! The server's store: managed installations, their sealed values, API keys and proxy tokens,
 //! in SQLite under the data directory.
 //!
-//! The directory is created 0700 and the database file 0600 before SQLite opens it (SQLite gives
-//! its `-wal`/`-shm` files the file's mode). WAL journaling with `synchronous = NORMAL` (a crash
-//! may lose the last transactions, never corrupt the file), a busy timeout so the admin CLI and
-//! a running server can write at once, migrations versioned with `PRAGMA user_version`. Every
-//! write is one transaction.
+//! `tether-sqlite` opens the file: the directory 0700 and the database 0600, refused when another
+//! user can write either; WAL journaling with `synchronous = NORMAL` (a crash may lose the last
+//! transactions, never corrupt the file), a busy timeout so the admin CLI and a running server
+//! can write at once, `secure_delete`. Migrations are versioned with `PRAGMA user_version`.
+//! Every write is one transaction.
 //!
 //! This module stores bytes: templates and values arrive sealed (see [`crate::crypto`]) and
 //! tokens arrive hashed; it never sees a plaintext secret. In clear: uids, names, teams, kinds,
 //! the active flag, value *names*, expiry times.
 
-use std::fs::{DirBuilder, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use uuid::Uuid;
 
 use crate::crypto::MasterKey;
-use crate::error::ServerError;
-use crate::installation::TransportKind;
+use crate::error::{KeyError, StoreError};
+use crate::model::{SealedValue, StoredInstallation, TransportKind, ValueKind};
 
 /// The database file's name inside the data directory.
 pub const DATABASE_FILE: &str = "tether-server.db";
-
-/// How long a writer waits for another connection's lock before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the key check row seals; opening it proves the key is the one the data was sealed with.
 const KEY_CHECK_PLAINTEXT: &[u8] = b"tether-server key check v1";
@@ -72,74 +66,6 @@ const MIGRATIONS: &[&str] = &[
      );
      CREATE INDEX proxy_tokens_expiry ON proxy_tokens(expires_at_ms);",
 ];
-
-/// Which kind of value a sealed row holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ValueKind {
-    /// A value captured from the config's `env` or `headers` (may itself be a credential).
-    Captured,
-    /// A server-held secret given with `--secret NAME=SOURCE`.
-    Secret,
-}
-
-impl ValueKind {
-    /// The stored spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ValueKind::Captured => "captured",
-            ValueKind::Secret => "secret",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "captured" => Some(ValueKind::Captured),
-            "secret" => Some(ValueKind::Secret),
-            _ => None,
-        }
-    }
-}
-
-/// One sealed value of an installation.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SealedValue {
-    /// Captured or secret.
-    pub kind: ValueKind,
-    /// The variable or secret name.
-    pub name: String,
-    /// `nonce || ciphertext || tag`, bound to (uid, kind, name).
-    pub sealed: Vec<u8>,
-}
-
-impl std::fmt::Debug for SealedValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SealedValue")
-            .field("kind", &self.kind)
-            .field("name", &self.name)
-            .field("sealed_bytes", &self.sealed.len())
-            .finish()
-    }
-}
-
-/// An installation as stored: the template (placeholders only) and its sealed values.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredInstallation {
-    /// Its uid.
-    pub uid: Uuid,
-    /// Its name (the server's name in returned configs).
-    pub name: String,
-    /// The team whose API keys may use it.
-    pub team: String,
-    /// URL (proxied) or COMMAND (config handed out).
-    pub kind: TransportKind,
-    /// The template (JSON of a `tether_config::TemplatableServer`: placeholders, no values),
-    /// sealed too: a URL or a command line may itself be sensitive.
-    pub template: Vec<u8>,
-    /// Whether clients may use it.
-    pub active: bool,
-    /// Captured values and secrets, sealed, in their original order.
-    pub values: Vec<SealedValue>,
-}
 
 /// What `admin list` shows of an installation: never a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,53 +112,19 @@ pub fn now_ms() -> i64 {
 }
 
 impl Store {
-    /// Opens (creating if needed) the store in `dir`.
-    pub fn open(dir: &Path) -> Result<Self, ServerError> {
-        let data_dir_error = |path: &Path| {
-            let path = path.to_owned();
-            move |source| ServerError::DataDir { path, source }
-        };
-        if !dir.exists() {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(data_dir_error(dir))?;
-        }
-        let mode = std::fs::metadata(dir)
-            .map_err(data_dir_error(dir))?
-            .permissions()
-            .mode();
-        if mode & 0o077 != 0 {
-            tracing::warn!(
-                dir = %dir.display(),
-                mode = format!("{:o}", mode & 0o777),
-                "the data directory is accessible to other users; expected 0700"
-            );
-        }
-        let path = dir.join(DATABASE_FILE);
-        // Create the file 0600 ourselves so SQLite never creates it with the umask's mode.
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(data_dir_error(&path))?;
-        let db_error = |source| ServerError::Database {
-            path: path.clone(),
-            source,
-        };
-        let conn = Connection::open(&path).map_err(db_error)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(db_error)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(db_error)?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(db_error)?;
+    /// Opens (creating if needed) the store in `dir` through [`tether_sqlite::open`], which
+    /// refuses a directory or database another user can write or owns.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let conn = tether_sqlite::open(dir, DATABASE_FILE).map_err(|error| match error {
+            tether_sqlite::OpenError::Io { path, source } => StoreError::DataDir { path, source },
+            tether_sqlite::OpenError::Sqlite { path, source } => {
+                StoreError::Database { path, source }
+            }
+            other => StoreError::Unsafe(other),
+        })?;
         let store = Self {
             conn: Mutex::new(conn),
-            path,
+            path: dir.join(DATABASE_FILE),
         };
         store.migrate()?;
         Ok(store)
@@ -253,7 +145,7 @@ impl Store {
     fn read<T>(
         &self,
         work: impl FnOnce(&Connection) -> Result<T, Failure>,
-    ) -> Result<T, ServerError> {
+    ) -> Result<T, StoreError> {
         let conn = self.lock();
         work(&conn).map_err(|failure| failure.into_error(&self.path))
     }
@@ -262,7 +154,7 @@ impl Store {
     fn write<T>(
         &self,
         work: impl FnOnce(&Transaction<'_>) -> Result<T, Failure>,
-    ) -> Result<T, ServerError> {
+    ) -> Result<T, StoreError> {
         let mut conn = self.lock();
         let run = |conn: &mut Connection| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -273,12 +165,12 @@ impl Store {
         run(&mut conn).map_err(|failure: Failure| failure.into_error(&self.path))
     }
 
-    fn migrate(&self) -> Result<(), ServerError> {
+    fn migrate(&self) -> Result<(), StoreError> {
         self.write(|tx| {
             let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
             let known = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
             if version > known {
-                return Err(Failure::Server(ServerError::TooNew {
+                return Err(Failure::Store(StoreError::TooNew {
                     path: self.path.clone(),
                     found: version,
                     known,
@@ -295,8 +187,8 @@ impl Store {
     }
 
     /// Checks that `key` is the key this store's values are sealed with; a new store records
-    /// a sealed check value first. A mismatch is [`ServerError::KeyMismatch`].
-    pub fn verify_key(&self, key: &MasterKey) -> Result<(), ServerError> {
+    /// a sealed check value first. A mismatch is [`StoreError::KeyMismatch`].
+    pub fn verify_key(&self, key: &MasterKey) -> Result<(), StoreError> {
         self.write(|tx| {
             let existing: Option<Vec<u8>> = tx
                 .query_row(
@@ -309,7 +201,7 @@ impl Store {
                 Some(sealed) => {
                     let opened = key.open(&sealed, KEY_CHECK_AAD);
                     if !opened.is_ok_and(|plain| plain.as_slice() == KEY_CHECK_PLAINTEXT) {
-                        return Err(Failure::Server(ServerError::KeyMismatch {
+                        return Err(Failure::Store(StoreError::KeyMismatch {
                             path: self.path.clone(),
                         }));
                     }
@@ -327,10 +219,7 @@ impl Store {
     }
 
     /// Stores a new installation and its sealed values, in one transaction.
-    pub fn insert_installation(
-        &self,
-        installation: &StoredInstallation,
-    ) -> Result<(), ServerError> {
+    pub fn insert_installation(&self, installation: &StoredInstallation) -> Result<(), StoreError> {
         let uid = installation.uid.to_string();
         self.write(|tx| {
             tx.execute(
@@ -358,7 +247,7 @@ impl Store {
     }
 
     /// Every installation, oldest first, without values.
-    pub fn list_installations(&self) -> Result<Vec<InstallationSummary>, ServerError> {
+    pub fn list_installations(&self) -> Result<Vec<InstallationSummary>, StoreError> {
         self.read(|conn| {
             let mut statement = conn.prepare_cached(
                 "SELECT name, team, kind, active, uid FROM installations
@@ -384,7 +273,7 @@ impl Store {
     }
 
     /// The active installations' uids of `team`, oldest first.
-    pub fn team_uids(&self, team: &str) -> Result<Vec<Uuid>, ServerError> {
+    pub fn team_uids(&self, team: &str) -> Result<Vec<Uuid>, StoreError> {
         self.read(|conn| {
             let uids: Vec<String> = conn
                 .prepare_cached(
@@ -406,27 +295,27 @@ impl Store {
         &self,
         uid: Uuid,
         team: &str,
-    ) -> Result<Option<StoredInstallation>, ServerError> {
+    ) -> Result<Option<StoredInstallation>, StoreError> {
         self.read(|conn| installation_in(conn, uid, Some(team)))
     }
 
     /// Sets an installation's active flag; an unknown uid is
-    /// [`ServerError::UnknownInstallation`].
-    pub fn set_active(&self, uid: Uuid, active: bool) -> Result<(), ServerError> {
+    /// [`StoreError::UnknownInstallation`].
+    pub fn set_active(&self, uid: Uuid, active: bool) -> Result<(), StoreError> {
         self.write(|tx| {
             let changed = tx.execute(
                 "UPDATE installations SET active = ?1 WHERE uid = ?2",
                 params![active, uid.to_string()],
             )?;
             if changed == 0 {
-                return Err(Failure::Server(ServerError::UnknownInstallation { uid }));
+                return Err(Failure::Store(StoreError::UnknownInstallation { uid }));
             }
             Ok(())
         })
     }
 
     /// Records an API key (by its hash) for `team`.
-    pub fn insert_api_key(&self, key_hash: &[u8; 32], team: &str) -> Result<(), ServerError> {
+    pub fn insert_api_key(&self, key_hash: &[u8; 32], team: &str) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO api_keys (key_hash, team, created_at) VALUES (?1, ?2, ?3)",
@@ -437,7 +326,7 @@ impl Store {
     }
 
     /// The team of the API key with this hash, if there is one.
-    pub fn api_key_team(&self, key_hash: &[u8; 32]) -> Result<Option<String>, ServerError> {
+    pub fn api_key_team(&self, key_hash: &[u8; 32]) -> Result<Option<String>, StoreError> {
         self.read(|conn| {
             Ok(conn
                 .prepare_cached("SELECT team FROM api_keys WHERE key_hash = ?1")?
@@ -452,7 +341,7 @@ impl Store {
         token_hash: &[u8; 32],
         uid: Uuid,
         expires_at_ms: i64,
-    ) -> Result<(), ServerError> {
+    ) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.prepare_cached(
                 "INSERT INTO proxy_tokens (token_hash, installation_uid, expires_at_ms, created_at_ms)
@@ -472,7 +361,7 @@ impl Store {
     pub fn proxy_token(
         &self,
         token_hash: &[u8; 32],
-    ) -> Result<Option<(ProxyTokenRecord, StoredInstallation)>, ServerError> {
+    ) -> Result<Option<(ProxyTokenRecord, StoredInstallation)>, StoreError> {
         self.read(|conn| {
             let record: Option<(String, i64)> = conn
                 .prepare_cached(
@@ -490,7 +379,7 @@ impl Store {
     }
 
     /// Deletes proxy tokens that expired before `before_ms`; returns how many.
-    pub fn purge_proxy_tokens(&self, before_ms: i64) -> Result<usize, ServerError> {
+    pub fn purge_proxy_tokens(&self, before_ms: i64) -> Result<usize, StoreError> {
         self.write(|tx| {
             Ok(tx.execute(
                 "DELETE FROM proxy_tokens WHERE expires_at_ms < ?1",
@@ -500,7 +389,7 @@ impl Store {
     }
 
     /// A cheap query, for health checks.
-    pub fn ping(&self) -> Result<(), ServerError> {
+    pub fn ping(&self) -> Result<(), StoreError> {
         self.read(|conn| Ok(conn.query_row("SELECT 1", [], |_| Ok(()))?))
     }
 }
@@ -508,7 +397,7 @@ impl Store {
 /// An error inside a store operation: SQLite's (given the path on the way out), or one of ours.
 enum Failure {
     Sql(rusqlite::Error),
-    Server(ServerError),
+    Store(StoreError),
 }
 
 impl From<rusqlite::Error> for Failure {
@@ -517,20 +406,26 @@ impl From<rusqlite::Error> for Failure {
     }
 }
 
-impl From<ServerError> for Failure {
-    fn from(error: ServerError) -> Self {
-        Failure::Server(error)
+impl From<StoreError> for Failure {
+    fn from(error: StoreError) -> Self {
+        Failure::Store(error)
+    }
+}
+
+impl From<KeyError> for Failure {
+    fn from(error: KeyError) -> Self {
+        Failure::Store(StoreError::Key(error))
     }
 }
 
 impl Failure {
-    fn into_error(self, path: &Path) -> ServerError {
+    fn into_error(self, path: &Path) -> StoreError {
         match self {
-            Failure::Sql(source) => ServerError::Database {
+            Failure::Sql(source) => StoreError::Database {
                 path: path.to_owned(),
                 source,
             },
-            Failure::Server(error) => error,
+            Failure::Store(error) => error,
         }
     }
 }
@@ -573,7 +468,7 @@ fn installation_in(
     let mut values = Vec::new();
     for row in rows {
         let (kind, name, sealed) = row?;
-        let kind = ValueKind::parse(&kind).ok_or_else(|| ServerError::Corrupt {
+        let kind = ValueKind::parse(&kind).ok_or_else(|| StoreError::Corrupt {
             uid,
             reason: format!("value '{name}' has an unknown kind"),
         })?;
@@ -590,15 +485,15 @@ fn installation_in(
     }))
 }
 
-fn parse_uid(text: &str) -> Result<Uuid, ServerError> {
-    Uuid::parse_str(text).map_err(|_| ServerError::Corrupt {
+fn parse_uid(text: &str) -> Result<Uuid, StoreError> {
+    Uuid::parse_str(text).map_err(|_| StoreError::Corrupt {
         uid: Uuid::nil(),
         reason: "a stored uid is not a UUID".to_owned(),
     })
 }
 
-fn parse_kind(uid: Uuid, text: &str) -> Result<TransportKind, ServerError> {
-    TransportKind::parse(text).ok_or_else(|| ServerError::Corrupt {
+fn parse_kind(uid: Uuid, text: &str) -> Result<TransportKind, StoreError> {
+    TransportKind::parse(text).ok_or_else(|| StoreError::Corrupt {
         uid,
         reason: "unknown transport kind".to_owned(),
     })

@@ -14,16 +14,18 @@
 //! # Ok(()) }
 //! ```
 //!
-//! **Invariant:** SQLite is used only here. The directory is created 0700 and the database
-//! file 0600 (SQLite gives its `-wal`/`-shm` files the same mode); every write is one
-//! transaction, so a failed install leaves no row behind.
+//! **Invariant:** SQLite is used only here (the file is opened by `tether-sqlite`, which
+//! creates the directory 0700 and the database 0600 and refuses ones other users can write);
+//! every write is one transaction, so a failed install leaves no row behind.
+//!
+//! Values given at install time are stored as given, in the database file (not encrypted:
+//! anyone who can read the file as the user can read them). [`Store::remove`] deletes them
+//! with `secure_delete` on and truncates the WAL, so no byte of a removed value stays in
+//! either file.
 
 #![deny(missing_docs)]
 
-use std::fs::{DirBuilder, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use indexmap::IndexMap;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -36,9 +38,6 @@ pub const TETHER_HOME: &str = tether_env::EnvVars::TETHER_HOME;
 
 /// The database file's name inside the data directory.
 pub const DATABASE_FILE: &str = "tether.db";
-
-/// How long a writer waits for another process's lock before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Versioned migrations; `PRAGMA user_version` records how many have run.
 const MIGRATIONS: &[&str] = &[
@@ -77,6 +76,11 @@ pub enum StoreError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Another user could write the data directory or the database (or owns it): its rows
+    /// cannot be trusted and stored values could be read. The message names the fix
+    /// (`chmod`/`chown`).
+    #[error(transparent)]
+    Unsafe(tether_sqlite::OpenError),
     /// No platform data directory is known and `TETHER_HOME` is unset.
     #[error("no data directory is known for this platform; set {TETHER_HOME}")]
     NoDataDir,
@@ -163,38 +167,22 @@ fn now() -> i64 {
 }
 
 impl Store {
-    /// Opens (creating if needed) the store in `dir`: the directory 0700, the file 0600,
-    /// WAL journaling, a busy timeout for concurrent processes, and pending migrations.
+    /// Opens (creating if needed) the store in `dir` through [`tether_sqlite::open`]: the
+    /// directory 0700, the file 0600, refused when another user can write either, WAL
+    /// journaling, a busy timeout for concurrent processes, `secure_delete`, and pending
+    /// migrations.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        let data_dir_error = |source| StoreError::DataDir {
-            path: dir.to_owned(),
-            source,
+        let conn = tether_sqlite::open(dir, DATABASE_FILE).map_err(|error| match error {
+            tether_sqlite::OpenError::Io { path, source } => StoreError::DataDir { path, source },
+            tether_sqlite::OpenError::Sqlite { path, source } => {
+                StoreError::Database { path, source }
+            }
+            other => StoreError::Unsafe(other),
+        })?;
+        let mut store = Self {
+            conn,
+            path: dir.join(DATABASE_FILE),
         };
-        if !dir.exists() {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(data_dir_error)?;
-        }
-        let path = dir.join(DATABASE_FILE);
-        // Create the file 0600 ourselves so SQLite never creates it with the umask's mode.
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(data_dir_error)?;
-        let db_error = database_error(&path);
-        let conn = Connection::open(&path).map_err(db_error)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(db_error)?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(db_error)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(db_error)?;
-        let mut store = Self { conn, path };
         store.migrate()?;
         Ok(store)
     }
@@ -425,6 +413,9 @@ impl Store {
         )
         .map_err(db_error)?;
         tx.commit().map_err(db_error)?;
+        // secure_delete zeroed the freed content in the pages written to the WAL; copying them
+        // into the database and truncating the WAL leaves no copy of the old pages anywhere.
+        tether_sqlite::checkpoint_truncate(&self.conn).map_err(db_error)?;
         Ok(true)
     }
 }

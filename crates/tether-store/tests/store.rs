@@ -1,5 +1,7 @@
 //! The local store against a real SQLite file in a temp directory.
 
+#![allow(clippy::expect_used, reason = "test helpers fail loudly")]
+
 use std::os::unix::fs::PermissionsExt;
 
 use pretty_assertions::assert_eq;
@@ -8,7 +10,7 @@ use tether_store::{DATABASE_FILE, Store};
 use uuid::Uuid;
 
 fn installation(text: &str) -> Installation {
-    let mut parsed = parse_config(text, Origin::User).unwrap_or_else(|e| panic!("config: {e}"));
+    let mut parsed = parse_config(text, Origin::User).expect("parsing the test config");
     parsed.servers.remove(0).into_installation()
 }
 
@@ -91,9 +93,10 @@ fn a_failed_install_leaves_no_row() {
 
 fn rusqlite_count(path: &std::path::Path) -> i64 {
     // A second connection, as another process would open it.
-    let conn = rusqlite::Connection::open(path).unwrap_or_else(|e| panic!("open: {e}"));
+    let dir = path.parent().expect("the database's directory");
+    let conn = tether_sqlite::open(dir, DATABASE_FILE).expect("opening a second connection");
     conn.query_row("SELECT count(*) FROM templatable_servers", [], |r| r.get(0))
-        .unwrap_or_else(|e| panic!("count: {e}"))
+        .expect("counting templatable servers")
 }
 
 #[test]
@@ -124,4 +127,112 @@ fn concurrent_writers_from_two_connections() {
             .len(),
         100
     );
+}
+
+/// Every byte of the database and its `-wal`/`-shm` files.
+fn all_bytes(dir: &std::path::Path) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("listing the data directory") {
+        let path = entry.expect("reading the data directory").path();
+        bytes.extend(std::fs::read(&path).expect("reading a store file"));
+    }
+    bytes
+}
+
+fn holds(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// Issue 10 item 5: a value given at install time leaves no byte in the store's files once
+/// the installation is removed (secure_delete + a truncating WAL checkpoint).
+#[test]
+fn r10_5_remove_leaves_no_byte_of_a_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sentinel = "SENTINEL-4d2a9c71-install-time-value";
+    let config = format!(
+        r#"{{"gh":{{"command":"npx","env":{{"TOKEN":"{sentinel}","OTHER":"kept-value"}}}}}}"#
+    );
+    let mut store = Store::open(dir.path()).expect("open");
+    let kept = store
+        .install(&installation(CONFIG))
+        .expect("install the kept one");
+    let uid = store.install(&installation(&config)).expect("install");
+    assert!(
+        holds(&all_bytes(dir.path()), sentinel),
+        "the value was stored"
+    );
+    assert!(store.remove(uid).expect("remove"));
+    let bytes = all_bytes(dir.path());
+    assert!(
+        !holds(&bytes, sentinel),
+        "a byte of the removed value is left"
+    );
+    assert!(
+        !holds(&bytes, "kept-value"),
+        "the removed installation's other value"
+    );
+    assert!(
+        holds(&bytes, "sk-SENTINEL"),
+        "the other installation is kept"
+    );
+    assert!(store.contains(kept).expect("contains"));
+    drop(store);
+    // A reopened store (another process) still reads the kept one.
+    assert!(
+        Store::open(dir.path())
+            .expect("reopen")
+            .contains(kept)
+            .expect("contains")
+    );
+}
+
+/// Issue 10 item 6: a store another user can write is refused, with the fix in the message.
+#[test]
+fn r10_6_a_store_others_can_write_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    Store::open(&home).expect("create");
+    let chmod = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+
+    chmod(&home, 0o777);
+    let error = Store::open(&home).expect_err("a world-writable TETHER_HOME is refused");
+    let text = error.to_string();
+    assert!(
+        text.contains(&format!("chmod 700 {}", home.display())),
+        "{text}"
+    );
+    chmod(&home, 0o700);
+
+    let db = home.join(DATABASE_FILE);
+    chmod(&db, 0o666);
+    let text = Store::open(&home)
+        .expect_err("a 0666 database is refused")
+        .to_string();
+    assert!(
+        text.contains(&format!("chmod 600 {}", db.display())),
+        "{text}"
+    );
+    chmod(&db, 0o600);
+
+    if running_as_root() {
+        std::os::unix::fs::chown(&db, Some(54_321), None).expect("chown");
+        let text = Store::open(&home)
+            .expect_err("a foreign database is refused")
+            .to_string();
+        assert!(text.contains("owned by uid 54321"), "{text}");
+        std::os::unix::fs::chown(&db, Some(0), None).expect("chown back");
+    }
+    Store::open(&home).expect("usable once fixed");
+}
+
+fn running_as_root() -> bool {
+    // The euid owns a file it creates.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let probe = dir.path().join("probe");
+    std::fs::write(&probe, b"").expect("probe");
+    std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&probe).expect("stat")) == 0
 }

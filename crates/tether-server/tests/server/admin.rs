@@ -8,9 +8,9 @@ use crate::support::{Fixture, ServerProcess, TEST_KEY, add, admin, api_key, run,
 /// Every byte of every file in `dir` (the database and its `-wal`/`-shm` files).
 fn all_bytes(dir: &Path) -> Vec<u8> {
     let mut bytes = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{e}")) {
-        let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
-        bytes.extend(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+    for entry in std::fs::read_dir(dir).expect("listing the data directory") {
+        let path = entry.expect("reading the data directory").path();
+        bytes.extend(std::fs::read(&path).expect("reading a store file"));
     }
     bytes
 }
@@ -30,7 +30,7 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
     let stdin_secret = sentinel("stdin-secret");
     let secret_file = fixture.dir.path().join("secret.txt");
     std::fs::write(&secret_file, format!("{stdin_secret}-file\n"))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("writing the secret file");
     let host = sentinel("upstream-host");
     let spec = format!(
         r#"{{"url": "https://{host}.example/mcp", "headers": {{"Authorization": "Bearer {{{{UPSTREAM}}}}", "X-Literal": "{captured_literal}", "X-File": "{{{{FROM_FILE}}}}"}}}}"#
@@ -71,7 +71,7 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
     let config = fixture.mint(uid).await;
     let proxy_token = config
         .proxy_token
-        .unwrap_or_else(|| panic!("no token"))
+        .expect("the URL config has a proxy token")
         .expose()
         .to_owned();
 
@@ -91,16 +91,10 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
     }
 
     // Private files: the directory 0700, every file 0600.
-    let mode = |path: &Path| {
-        std::fs::metadata(path)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .permissions()
-            .mode()
-            & 0o777
-    };
+    let mode = |path: &Path| std::fs::metadata(path).expect("stat").permissions().mode() & 0o777;
     assert_eq!(mode(&data), 0o700);
-    for entry in std::fs::read_dir(&data).unwrap_or_else(|e| panic!("{e}")) {
-        let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+    for entry in std::fs::read_dir(&data).expect("listing the data directory") {
+        let path = entry.expect("reading the data directory").path();
         assert_eq!(mode(&path), 0o600, "{}", path.display());
     }
 
@@ -116,13 +110,14 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_refuses_to_start_without_the_right_key() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("creating a temp dir");
     let data = dir.path().join("data");
     let data_arg = data.to_string_lossy().into_owned();
     let serve = ["serve", "--listen", "127.0.0.1:0", "--data-dir", &data_arg];
 
+    // A missing or invalid key is bad input: exit 2, as `tether` exits on bad input.
     let output = run(&serve, &[("TETHER_SERVER_KEY", "")], "").await;
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("TETHER_SERVER_KEY") && stderr.contains("--insecure-dev-key"),
@@ -131,13 +126,13 @@ async fn serve_refuses_to_start_without_the_right_key() {
     assert!(output.stdout.is_empty(), "nothing was served");
 
     let output = run(&serve, &[("TETHER_SERVER_KEY", "too-short")], "").await;
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a valid key"));
 
     // The data directory remembers its key: another key is refused.
     let _ = api_key(&data, "default").await;
     ServerProcess::start(&data, &[]).await.kill().await;
-    let other_key = "ab".repeat(32);
+    let other_key = "5f0c9e1ab27d4c83e6f1a09b3d5c7e21f4a8b6c0d2e4f6a8b0c2d4e6f8a0b2c4".to_owned();
     let output = run(&serve, &[("TETHER_SERVER_KEY", &other_key)], "").await;
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -155,7 +150,7 @@ async fn serve_refuses_to_start_without_the_right_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_refuses_literal_secrets_and_bad_specs() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("creating a temp dir");
     let data = dir.path().join("data").to_string_lossy().into_owned();
     let refused = |args: Vec<&'static str>| {
         let data = data.clone();
@@ -163,7 +158,8 @@ async fn admin_refuses_literal_secrets_and_bad_specs() {
             let mut full = vec!["admin", "--data-dir", &data];
             full.extend(args);
             let output = run(&full, &[], "").await;
-            assert_eq!(output.status.code(), Some(1), "{full:?}");
+            // Bad input: exit 2, the code `tether` uses (one table for both binaries).
+            assert_eq!(output.status.code(), Some(2), "{full:?}");
             assert!(output.stdout.is_empty());
             String::from_utf8_lossy(&output.stderr).into_owned()
         }
@@ -221,4 +217,153 @@ async fn admin_refuses_literal_secrets_and_bad_specs() {
         admin(data_path, &["list"], &[]).await,
         "UID  NAME  KIND  TEAM  ACTIVE"
     );
+}
+
+/// `admin … args` on a fresh data directory under `dir`, with extra environment.
+async fn admin_output(data: &Path, args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
+    let data_arg = data.to_string_lossy();
+    let mut full = vec!["admin", "--data-dir", data_arg.as_ref()];
+    full.extend_from_slice(args);
+    run(&full, envs, "").await
+}
+
+/// Issue 10 item 14a: `admin … --secret T=abc` exits 2 like `tether`, and a name given twice
+/// is refused by the same parser.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r10_14a_secret_usage_errors_exit_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let spec = r#"{"command":"x","env":{"T":"{{T}}"}}"#;
+    let output = admin_output(
+        &data,
+        &["add", "x", "--from", spec, "--secret", "T=abc"],
+        &[],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("secret T: a literal value on the command line is refused"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("abc"), "{stderr}");
+    let output = admin_output(
+        &data,
+        &[
+            "add", "x", "--from", spec, "--secret", "T=env:A", "--secret", "T=env:B",
+        ],
+        &[("A", "a-value"), ("B", "b-value")],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--secret T is given twice"), "{stderr}");
+    // A clap error is 2 as well.
+    let output = run(&["admin", "--no-such-flag"], &[], "").await;
+    assert_eq!(output.status.code(), Some(2));
+}
+
+/// Issue 10 item 17: the development key's warning reaches stderr even when the log filter
+/// drops warnings, and keys with no entropy are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r10_17_dev_key_warning_is_unconditional_and_weak_keys_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let spec = r#"{"command":"x"}"#;
+    let quiet = [("TETHER_SERVER_KEY", ""), ("TETHER_SERVER_LOG", "error")];
+    let output = admin_output(
+        &data,
+        &["--insecure-dev-key", "add", "x", "--from", spec],
+        &quiet,
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("INSECURE DEVELOPMENT KEY"), "{stderr}");
+
+    // `serve` prints it before anything else, also with TETHER_SERVER_LOG=error.
+    let data_arg = data.to_string_lossy().into_owned();
+    let server = crate::support::ServerProcess::spawn_with_env(
+        "127.0.0.1:0",
+        &data,
+        &["--insecure-dev-key"],
+        &quiet,
+    )
+    .await;
+    let stderr = server.logs();
+    server.kill().await;
+    assert!(stderr.contains("INSECURE DEVELOPMENT KEY"), "{stderr}");
+
+    let serve = ["serve", "--listen", "127.0.0.1:0", "--data-dir", &data_arg];
+    for weak in [
+        "00".repeat(32),
+        "ff".repeat(32),
+        "0123".repeat(16),
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_owned(),
+    ] {
+        let output = run(&serve, &[("TETHER_SERVER_KEY", &weak)], "").await;
+        assert_eq!(output.status.code(), Some(2), "{weak}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("no entropy"), "{stderr}");
+        assert!(!stderr.contains(&weak), "{stderr}");
+        assert!(output.stdout.is_empty(), "nothing was served");
+    }
+}
+
+/// Issue 10 item 6: a data directory or database another user can write (or owns) is refused
+/// by `serve` and `admin`, with the fix in the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r10_6_loose_or_foreign_data_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let _ = api_key(&data, "default").await;
+    let chmod = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    let data_arg = data.to_string_lossy().into_owned();
+    let serve = ["serve", "--listen", "127.0.0.1:0", "--data-dir", &data_arg];
+
+    chmod(&data, 0o777);
+    for output in [
+        admin_output(&data, &["list"], &[]).await,
+        run(&serve, &[], "").await,
+    ] {
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("chmod 700 {}", data.display())),
+            "{stderr}"
+        );
+        assert!(output.stdout.is_empty());
+    }
+    chmod(&data, 0o700);
+
+    // A planted 0666 database, owned by another user when the test can chown (root).
+    let db = data.join(tether_server::DATABASE_FILE);
+    chmod(&db, 0o666);
+    let output = admin_output(&data, &["list"], &[]).await;
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("chmod 600 {}", db.display())),
+        "{stderr}"
+    );
+    if std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&db).expect("stat")) == 0 {
+        std::os::unix::fs::chown(&db, Some(54_321), None).expect("chown");
+        let output = run(&serve, &[], "").await;
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("owned by uid 54321"), "{stderr}");
+        std::os::unix::fs::chown(&db, Some(0), None).expect("chown back");
+    } else {
+        eprintln!(
+            "not root: the foreign-owner case is covered by tether-sqlite's tests only when run as root"
+        );
+    }
+    chmod(&db, 0o600);
+    assert!(admin(&data, &["list"], &[]).await.starts_with("UID"));
 }

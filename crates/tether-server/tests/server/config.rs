@@ -72,7 +72,7 @@ async fn command_config_renders_server_secrets_and_keeps_client_placeholders() {
     assert!(config.proxy_url.is_none() && config.proxy_token.is_none());
     assert!(config.authorization_header.is_none() && config.expires_at.is_none());
     let returned: Value =
-        serde_json::from_str(config.mcp_config_json.expose()).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_str(config.mcp_config_json.expose()).expect("mcpConfigJson is JSON");
     assert_eq!(
         returned,
         json!({"mcpServers": {"tools": {
@@ -118,7 +118,7 @@ async fn unknown_other_team_and_inactive_installations() {
         .client(&other_key)
         .create_managed_mcp_client_config(theirs)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("asking for another team's uid answers");
     assert_eq!(config.transport_kind, TransportKind::Command);
 
     // Only a team's own active uids are listed.
@@ -131,7 +131,7 @@ async fn unknown_other_team_and_inactive_installations() {
                 .await
                 .json()
                 .await
-                .unwrap_or_else(|e| panic!("{e}"));
+                .expect("the managedMcpServerUids answer is JSON");
             body["data"]["managedMcpServerUids"].clone()
         }
     };
@@ -160,7 +160,7 @@ async fn unknown_other_team_and_inactive_installations() {
     .await
     .json()
     .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("the GraphQL answer is JSON");
     assert_eq!(
         body["data"]["createManagedMcpClientConfig"]["error"]["__typename"],
         "ManagedMcpNotFoundError"
@@ -203,7 +203,7 @@ async fn graphql_needs_a_known_api_key() {
         .body("{not json")
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("posting a body that is not JSON");
     assert_eq!(bad.status(), 400);
     // Rejected requests never reached the resolver.
     assert_eq!(fixture.server.config_requests().await, 1);
@@ -215,7 +215,7 @@ async fn health_and_graceful_shutdown() {
     let fixture = Fixture::start(&[]).await;
     let health = reqwest::get(format!("{}/healthz", fixture.server.base))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("GET /healthz");
     assert_eq!(health.status(), 200);
     let Fixture { server, dir, .. } = fixture;
     let started = std::time::Instant::now();

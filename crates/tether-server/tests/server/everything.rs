@@ -18,7 +18,7 @@ async fn server_everything_through_the_proxy() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("picking a free port");
     let _everything = tokio::process::Command::new(bin)
         .arg("streamableHttp")
         .env("PORT", port.to_string())
@@ -26,7 +26,7 @@ async fn server_everything_through_the_proxy() {
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start server-everything: {e}"));
+        .expect("starting server-everything");
     let ready = async {
         while tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await

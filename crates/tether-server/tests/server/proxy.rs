@@ -36,7 +36,7 @@ fn token_of(config: &ManagedMcpClientConfig) -> String {
     config
         .proxy_token
         .as_ref()
-        .unwrap_or_else(|| panic!("no proxy token"))
+        .expect("the URL config has a proxy token")
         .expose()
         .to_owned()
 }
@@ -56,17 +56,11 @@ async fn proxy_request(
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
-    request
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("proxy request: {e}"))
+    request.send().await.expect("proxy request")
 }
 
 async fn text(response: reqwest::Response) -> String {
-    response
-        .text()
-        .await
-        .unwrap_or_else(|e| panic!("body: {e}"))
+    response.text().await.expect("body")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,17 +82,17 @@ async fn url_installation_is_reached_through_the_proxy_without_its_credentials()
     let header = config
         .authorization_header
         .as_ref()
-        .unwrap_or_else(|| panic!("no header"));
+        .expect("the URL config has an authorization header");
     assert_eq!(header.name, "Authorization");
     assert_eq!(header.value.expose(), format!("Bearer {token}"));
-    let expires_at = config.expires_at.unwrap_or_else(|| panic!("no expiry"));
+    let expires_at = config.expires_at.expect("the URL config has an expiry");
     let lifetime = expires_at - time::OffsetDateTime::now_utc();
     assert!(
         lifetime > time::Duration::minutes(59) && lifetime <= time::Duration::hours(1),
         "{lifetime}"
     );
     let returned: Value =
-        serde_json::from_str(config.mcp_config_json.expose()).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_str(config.mcp_config_json.expose()).expect("mcpConfigJson is JSON");
     assert_eq!(
         returned,
         json!({"mcpServers": {"remote": {
@@ -235,7 +229,7 @@ async fn expired_proxy_token_is_refused_saying_so() {
     let uid = add_url(&fixture, "short", &upstream.url, &upstream_token).await;
     let config = fixture.mint(uid).await;
     let lifetime =
-        config.expires_at.unwrap_or_else(|| panic!("no expiry")) - time::OffsetDateTime::now_utc();
+        config.expires_at.expect("the URL config has an expiry") - time::OffsetDateTime::now_utc();
     assert!(lifetime <= time::Duration::seconds(1), "{lifetime}");
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let response = proxy_request(
@@ -290,14 +284,14 @@ async fn recording_upstream(
                 .header("x-upstream-internal", "must-not-reach-the-client")
                 .header("set-cookie", "upstream=1")
                 .body(Body::from_stream(events))
-                .unwrap_or_else(|e| panic!("{e}"))
+                .expect("building the event-stream response")
         }
     };
     let router = axum::Router::new().route("/mcp", axum::routing::any(handler));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let address = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        .expect("binding the upstream");
+    let address = listener.local_addr().expect("the upstream's address");
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, router).await;
     });
@@ -328,7 +322,7 @@ async fn proxy_forwards_allowlisted_headers_and_streams_without_buffering() {
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("posting through the proxy");
     assert_eq!(response.status(), 200);
     let headers = response.headers().clone();
     assert_eq!(headers["content-type"], "text/event-stream");
@@ -338,13 +332,13 @@ async fn proxy_forwards_allowlisted_headers_and_streams_without_buffering() {
     let first = tokio::time::timeout(Duration::from_secs(10), response.chunk())
         .await
         .unwrap_or_else(|_| panic!("the first event did not arrive while the stream was open"))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("reading the first event");
     assert_eq!(first.as_deref(), Some(&b"data: first\n\n"[..]));
     release.notify_one();
     let rest = tokio::time::timeout(STEP, response.text())
         .await
         .unwrap_or_else(|_| panic!("the stream did not end"))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("reading the rest of the stream");
     assert_eq!(rest, "data: second\n\n");
 
     for method in [Method::GET, Method::DELETE] {
@@ -355,7 +349,7 @@ async fn proxy_forwards_allowlisted_headers_and_streams_without_buffering() {
             .header("Mcp-Session-Id", "session-1")
             .send()
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("opening the event stream through the proxy");
         assert_eq!(response.status(), 200, "{method}");
         release.notify_one();
         let _ = tokio::time::timeout(STEP, response.bytes()).await;
@@ -402,7 +396,7 @@ async fn shutdown_with_an_open_event_stream_is_bounded() {
     let first = tokio::time::timeout(Duration::from_secs(10), stream.chunk())
         .await
         .unwrap_or_else(|_| panic!("no first event"))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("reading the first event");
     assert!(first.is_some());
     // The upstream never ends the stream; SIGTERM still stops the server after the grace.
     let Fixture { server, dir, .. } = fixture;

@@ -35,7 +35,7 @@ pub fn test_mcp_bin() -> PathBuf {
         if !bin.is_file() {
             let profile_dir = server_bin()
                 .parent()
-                .unwrap_or_else(|| panic!("the server binary has no directory"));
+                .expect("the server binary's directory");
             let mut build = std::process::Command::new(env!("CARGO"));
             build.args([
                 "build",
@@ -51,9 +51,7 @@ pub fn test_mcp_bin() -> PathBuf {
             if let Some(target) = profile_dir.parent() {
                 build.env("CARGO_TARGET_DIR", target);
             }
-            let status = build
-                .status()
-                .unwrap_or_else(|e| panic!("cannot run cargo build: {e}"));
+            let status = build.status().expect("running cargo build");
             assert!(
                 status.success() && bin.is_file(),
                 "building tether-test-mcp failed"
@@ -110,20 +108,29 @@ impl ServerProcess {
 
     /// `serve --listen LISTEN --data-dir DIR ARGS…` with [`TEST_KEY`] and the log filter `log`.
     pub async fn spawn(listen: &str, data_dir: &Path, args: &[&str], log: &str) -> Self {
-        let mut child = Command::new(server_bin())
-            .args(["serve", "--listen", listen, "--data-dir"])
-            .arg(data_dir)
-            .args(args)
-            .env("TETHER_SERVER_KEY", TEST_KEY)
-            .env("TETHER_SERVER_LOG", log)
+        Self::spawn_with_env(listen, data_dir, args, &[("TETHER_SERVER_LOG", log)]).await
+    }
+
+    /// `serve --listen LISTEN --data-dir DIR ARGS…` with [`TEST_KEY`] unless `envs` sets
+    /// `TETHER_SERVER_KEY` (an empty value unsets a variable).
+    pub async fn spawn_with_env(
+        listen: &str,
+        data_dir: &Path,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Self {
+        let data_dir = data_dir.to_string_lossy();
+        let mut full = vec!["serve", "--listen", listen, "--data-dir", data_dir.as_ref()];
+        full.extend_from_slice(args);
+        let mut child = server_command(&full, envs)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start tether-server: {e}"));
-        let stderr = collect(child.stderr.take().unwrap_or_else(|| panic!("no stderr")));
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+            .expect("starting tether-server");
+        let stderr = collect(child.stderr.take().expect("the child's stderr is piped"));
+        let stdout = child.stdout.take().expect("the child's stdout is piped");
         let (line, reader) = first_line(stdout, "tether-server").await;
         let Some(base) = line.strip_prefix("listening on ") else {
             let logs =
@@ -159,13 +166,9 @@ impl ServerProcess {
                 max_attempts: 1,
                 ..RetryPolicy::default()
             },
-            ..HttpClientSettings::new(
-                self.graphql_url()
-                    .parse()
-                    .unwrap_or_else(|e| panic!("graphql url: {e}")),
-            )
+            ..HttpClientSettings::new(self.graphql_url().parse().expect("graphql url"))
         };
-        HttpManagedMcpClient::new(settings).unwrap_or_else(|e| panic!("client: {e}"))
+        HttpManagedMcpClient::new(settings).expect("client")
     }
 
     /// `GET /metrics`: the createManagedMcpClientConfig counter.
@@ -173,10 +176,10 @@ impl ServerProcess {
         let body: serde_json::Value = reqwest::get(format!("{}/metrics", self.base))
             .await
             .and_then(reqwest::Response::error_for_status)
-            .unwrap_or_else(|e| panic!("metrics: {e}"))
+            .expect("metrics")
             .json()
             .await
-            .unwrap_or_else(|e| panic!("metrics body: {e}"));
+            .expect("metrics body");
         body["create_managed_mcp_client_config"]
             .as_u64()
             .unwrap_or_else(|| panic!("metrics: {body}"))
@@ -184,28 +187,24 @@ impl ServerProcess {
 
     /// SIGKILL, and wait for it.
     pub async fn kill(mut self) {
-        self.child
-            .kill()
-            .await
-            .unwrap_or_else(|e| panic!("kill: {e}"));
+        self.child.kill().await.expect("kill");
     }
 
     /// Sends SIGTERM and waits (within [`STEP`]) for the exit status.
     pub async fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().unwrap_or_else(|| panic!("already exited"));
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or_else(|e| panic!("{e}")));
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
-            .unwrap_or_else(|e| panic!("kill: {e}"));
+        let pid = self.child.id().expect("the server is still running");
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("the pid fits an i32"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
         tokio::time::timeout(STEP, self.child.wait())
             .await
             .unwrap_or_else(|_| panic!("tether-server did not exit after SIGTERM"))
-            .unwrap_or_else(|e| panic!("wait: {e}"))
+            .expect("wait")
     }
 }
 
-/// Runs `tether-server ARGS` to completion (within [`STEP`]) with the given environment and
-/// stdin; [`TEST_KEY`] is set unless `envs` sets `TETHER_SERVER_KEY` (an empty value unsets it).
-pub async fn run(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
+/// `tether-server ARGS` with [`TEST_KEY`] unless `envs` sets `TETHER_SERVER_KEY` (an empty
+/// value unsets a variable).
+fn server_command(args: &[&str], envs: &[(&str, &str)]) -> Command {
     let mut command = Command::new(server_bin());
     command.args(args).env("TETHER_SERVER_KEY", TEST_KEY);
     for (name, value) in envs {
@@ -215,18 +214,24 @@ pub async fn run(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
             command.env(name, value);
         }
     }
-    let mut child = command
+    command
+}
+
+/// Runs `tether-server ARGS` to completion (within [`STEP`]) with the given environment and
+/// stdin; [`TEST_KEY`] is set unless `envs` sets `TETHER_SERVER_KEY` (an empty value unsets it).
+pub async fn run(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
+    let mut child = server_command(args, envs)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start tether-server: {e}"));
-    let mut input = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+        .expect("starting tether-server");
+    let mut input = child.stdin.take().expect("the child's stdin is piped");
     input
         .write_all(stdin.as_bytes())
         .await
-        .unwrap_or_else(|e| panic!("writing stdin: {e}"));
+        .expect("writing stdin");
     drop(input);
     tokio::time::timeout(STEP, child.wait_with_output())
         .await
@@ -295,8 +300,8 @@ impl Upstream {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start tether-test-mcp: {e}"));
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+            .expect("starting tether-test-mcp");
+        let stdout = child.stdout.take().expect("the child's stdout is piped");
         let (line, reader) = first_line(stdout, "tether-test-mcp").await;
         let url = line
             .strip_prefix("listening on ")
@@ -323,7 +328,7 @@ pub struct Fixture {
 impl Fixture {
     /// Starts a server with `args` on a fresh data directory.
     pub async fn start(args: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let dir = tempfile::tempdir().expect("tempdir");
         let api_key = api_key(&dir.path().join("data"), "default").await;
         let server = ServerProcess::start(&dir.path().join("data"), args).await;
         Self {
@@ -351,7 +356,7 @@ impl Fixture {
 /// Does with a returned config what a client does: parse it (managed origin), fill the
 /// client's own secrets, and start its one server strictly with the driver's runtime.
 pub async fn launch(mcp_config_json: &str, client_secrets: &Secrets) -> McpRuntime {
-    let parsed = parse_config(mcp_config_json, Origin::Managed).unwrap_or_else(|e| panic!("{e}"));
+    let parsed = parse_config(mcp_config_json, Origin::Managed).expect("parsing the minted config");
     let servers = parsed
         .servers
         .into_iter()
@@ -363,7 +368,7 @@ pub async fn launch(mcp_config_json: &str, client_secrets: &Secrets) -> McpRunti
     };
     McpRuntime::start(servers, &options)
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("starting the minted server with the driver")
 }
 
 /// Calls `tool` on `server` and returns the result as JSON text.

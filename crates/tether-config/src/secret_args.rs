@@ -1,0 +1,137 @@
+//! `--secret NAME=SOURCE`: the one parser both binaries (`tether`, `tether-server admin`) use,
+//! so they accept and refuse the same arguments with the same messages.
+//!
+//! Pure: it reads no variable, file or stdin; it says where each value is to come from, and
+//! the binary reads it. A literal value is refused (the command line is visible to every user
+//! through `ps` and `/proc`), and so are an empty name, a name given twice and two secrets from
+//! stdin. No message holds the text after `=`, which may be a literal secret.
+
+use std::collections::HashSet;
+
+/// Where a secret's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// `env:VAR`: the environment variable `VAR`.
+    Env(String),
+    /// `file:PATH`: the file's contents, one trailing newline dropped.
+    File(String),
+    /// `-`: one line of stdin (at most one secret per command).
+    Stdin,
+    /// `prompt`: hidden input from the terminal.
+    Prompt,
+}
+
+/// One parsed `--secret NAME=SOURCE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretArg {
+    /// The secret's name (surrounding whitespace removed).
+    pub name: String,
+    /// Where its value comes from.
+    pub source: SecretSource,
+}
+
+/// Why a `--secret` argument was refused. Returned by [`parse_secret_args`]; the binaries
+/// report it as a usage error (exit 2). Messages never hold the text after `=`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecretArgError {
+    /// No `=`: the user gives `NAME=SOURCE`.
+    #[error(
+        "--secret needs NAME=SOURCE (got a value without '='); SOURCE is env:VAR, file:PATH, - or prompt"
+    )]
+    MissingEquals,
+    /// Nothing (or only spaces) before `=`.
+    #[error("--secret needs a NAME before '=' (the name is empty)")]
+    EmptyName,
+    /// The same name twice: which one was meant is unclear, so neither wins.
+    #[error("--secret {name} is given twice; give each secret once")]
+    Duplicate {
+        /// The name.
+        name: String,
+    },
+    /// `env:` or `file:` with nothing after it.
+    #[error("secret {name}: {prefix} needs a {what} after it")]
+    EmptySource {
+        /// The name.
+        name: String,
+        /// `env:` or `file:`.
+        prefix: &'static str,
+        /// `variable name` or `path`.
+        what: &'static str,
+    },
+    /// A literal value: the user moves it to a variable, a file, stdin or the prompt.
+    #[error(
+        "secret {name}: a literal value on the command line is refused, because the command line is visible to every user on this machine (`ps`, /proc); use {name}=env:VAR, {name}=file:PATH, {name}=- (stdin) or {name}=prompt"
+    )]
+    Literal {
+        /// The name.
+        name: String,
+    },
+    /// A second `-`: stdin gives one value per command.
+    #[error("secret {name}: only one --secret can read from stdin (-)")]
+    StdinTwice {
+        /// The name of the second one.
+        name: String,
+    },
+}
+
+/// Parses every `--secret` argument, in order; the first refusal wins.
+pub fn parse_secret_args<I, S>(args: I) -> Result<Vec<SecretArg>, SecretArgError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut parsed = Vec::new();
+    let mut names = HashSet::new();
+    let mut stdin_used = false;
+    for arg in args {
+        let arg = parse_one(arg.as_ref())?;
+        if !names.insert(arg.name.clone()) {
+            return Err(SecretArgError::Duplicate { name: arg.name });
+        }
+        if arg.source == SecretSource::Stdin {
+            if stdin_used {
+                return Err(SecretArgError::StdinTwice { name: arg.name });
+            }
+            stdin_used = true;
+        }
+        parsed.push(arg);
+    }
+    Ok(parsed)
+}
+
+fn parse_one(arg: &str) -> Result<SecretArg, SecretArgError> {
+    let (name, source) = arg.split_once('=').ok_or(SecretArgError::MissingEquals)?;
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(SecretArgError::EmptyName);
+    }
+    let empty = |prefix, what| SecretArgError::EmptySource {
+        name: name.to_owned(),
+        prefix,
+        what,
+    };
+    let source = if let Some(var) = source.strip_prefix("env:") {
+        if var.is_empty() {
+            return Err(empty("env:", "variable name"));
+        }
+        SecretSource::Env(var.to_owned())
+    } else if let Some(path) = source.strip_prefix("file:") {
+        if path.is_empty() {
+            return Err(empty("file:", "path"));
+        }
+        SecretSource::File(path.to_owned())
+    } else if source == "-" {
+        SecretSource::Stdin
+    } else if source == "prompt" {
+        SecretSource::Prompt
+    } else {
+        return Err(SecretArgError::Literal {
+            name: name.to_owned(),
+        });
+    };
+    Ok(SecretArg {
+        name: name.to_owned(),
+        source,
+    })
+}
