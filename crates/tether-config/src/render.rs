@@ -168,30 +168,8 @@ impl RenderedServer {
         if self.unresolved.is_empty() {
             return Vec::new();
         }
-        let mut fields: Vec<(String, &RenderedText)> = Vec::new();
-        match &self.transport {
-            RenderedTransport::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => {
-                fields.push(("command".to_owned(), command));
-                fields.extend(
-                    args.iter()
-                        .enumerate()
-                        .map(|(i, a)| (format!("args[{i}]"), a)),
-                );
-                fields.extend(env.iter().map(|(k, v)| (format!("env.{k}"), v)));
-                fields.extend(cwd.iter().map(|c| ("cwd".to_owned(), c)));
-            }
-            RenderedTransport::Remote { url, headers, .. } => {
-                fields.push(("url".to_owned(), url));
-                fields.extend(headers.iter().map(|(k, v)| (format!("headers.{k}"), v)));
-            }
-        }
         let mut found = Vec::new();
-        for (field, text) in fields {
+        for (field, text) in self.fields() {
             for piece in &text.pieces {
                 let Piece::Plain(plain) = piece else { continue };
                 for name in crate::placeholder::placeholder_names(plain) {
@@ -204,6 +182,31 @@ impl RenderedServer {
         found
     }
 
+    /// Every text of the server, named as in the config (`command`, `args[1]`, `env.API_KEY`,
+    /// `cwd`, `url`, `headers.Authorization`), in config order.
+    fn fields(&self) -> Vec<(String, &RenderedText)> {
+        let mut fields: Vec<(String, &RenderedText)> = Vec::new();
+        match &self.transport {
+            RenderedTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                fields.push(("command".to_owned(), command));
+                let args = args.iter().enumerate();
+                fields.extend(args.map(|(i, a)| (format!("args[{i}]"), a)));
+                fields.extend(env.iter().map(|(k, v)| (format!("env.{k}"), v)));
+                fields.extend(cwd.iter().map(|c| ("cwd".to_owned(), c)));
+            }
+            RenderedTransport::Remote { url, headers, .. } => {
+                fields.push(("url".to_owned(), url));
+                fields.extend(headers.iter().map(|(k, v)| (format!("headers.{k}"), v)));
+            }
+        }
+        fields
+    }
+
     /// `${VAR}` names left literal because the variable is unset and has no default.
     pub fn unset_env_vars(&self) -> &BTreeSet<String> {
         &self.unset_env
@@ -211,24 +214,9 @@ impl RenderedServer {
 
     /// Every sensitive value in the output, to mask in logs or captured output.
     pub fn sensitive_values(&self) -> Vec<&SecretValue> {
-        let texts: Vec<&RenderedText> = match &self.transport {
-            RenderedTransport::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => std::iter::once(command)
-                .chain(args)
-                .chain(env.values())
-                .chain(cwd)
-                .collect(),
-            RenderedTransport::Remote { url, headers, .. } => {
-                std::iter::once(url).chain(headers.values()).collect()
-            }
-        };
-        texts
+        self.fields()
             .into_iter()
-            .flat_map(RenderedText::sensitive_values)
+            .flat_map(|(_, text)| text.sensitive_values())
             .collect()
     }
 
