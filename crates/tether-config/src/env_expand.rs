@@ -17,6 +17,11 @@ use std::collections::{BTreeMap, HashMap};
 pub trait EnvLookup {
     /// The value of `name`, if set (and valid Unicode).
     fn get(&self, name: &str) -> Option<String>;
+
+    /// The working directory, for VS Code's `${workspaceFolder}`; `None` leaves it literal.
+    fn working_dir(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The process environment.
@@ -26,6 +31,12 @@ pub struct ProcessEnv;
 impl EnvLookup for ProcessEnv {
     fn get(&self, name: &str) -> Option<String> {
         std::env::var(name).ok()
+    }
+
+    fn working_dir(&self) -> Option<String> {
+        std::env::current_dir()
+            .ok()
+            .and_then(|dir| dir.into_os_string().into_string().ok())
     }
 }
 

@@ -7,7 +7,8 @@
 //!    its `name` field, else the file name of `command`, else the host of the URL;
 //! 3. otherwise the whole object is the server map.
 //!
-//! Text missing its outer braces (`"mcpServers": {...}`) is accepted.
+//! Text missing its outer braces (`"mcpServers": {...}`) is accepted, and a user's text may be
+//! JSONC (`//` and `/* */` comments, trailing commas); a managed server's is plain JSON.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -16,7 +17,7 @@ use indexmap::IndexMap;
 use uuid::Uuid;
 
 use crate::error::ConfigError;
-use crate::json::{self, Json};
+use crate::json::{self, Json, Syntax};
 use crate::model::{
     Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerTemplate, StdioTemplate,
     TemplatableServer, Variable, VariableSource, VariableValue,
@@ -92,7 +93,7 @@ pub struct ParsedConfig {
 /// # Ok::<(), tether_config::ConfigError>(())
 /// ```
 pub fn parse_config(text: &str, origin: Origin) -> Result<ParsedConfig, ConfigError> {
-    let root = json::parse(text)?;
+    let root = json::parse(text, syntax(origin))?;
     let mut parsed = ParsedConfig::default();
     match locate_servers(&root)? {
         Located::Map(map) => parse_server_map(map, origin, &mut parsed)?,
@@ -110,7 +111,7 @@ pub fn parse_config(text: &str, origin: Origin) -> Result<ParsedConfig, ConfigEr
 /// is the same error here as there. Used to store user specs in a task config unchanged.
 pub fn raw_server_entries(text: &str) -> Result<Vec<(String, serde_json::Value)>, ConfigError> {
     parse_config(text, Origin::User)?;
-    let root = json::parse(text)?;
+    let root = json::parse(text, syntax(Origin::User))?;
     let raw = match locate_servers(&root)? {
         Located::Map(map) => map
             .iter()
@@ -126,6 +127,14 @@ pub fn raw_server_entries(text: &str) -> Result<Vec<(String, serde_json::Value)>
         }
     };
     Ok(raw)
+}
+
+/// User text is JSONC (comments, trailing commas); a managed server's config is plain JSON.
+fn syntax(origin: Origin) -> Syntax {
+    match origin {
+        Origin::User => Syntax::Jsonc,
+        Origin::Managed => Syntax::Json,
+    }
 }
 
 /// Where a config's servers are.

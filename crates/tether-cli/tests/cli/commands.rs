@@ -344,7 +344,7 @@ fn error_classes_map_to_exit_codes() {
             "--format",
             "json",
             "--mcp",
-            r#"{"a":{"command":"x",}}"#,
+            r#"{"a":{"command":}}"#,
         ])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
