@@ -43,6 +43,8 @@ pub use model::{
     Installation, Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerTemplate,
     StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
 };
-pub use parse::{ConfigWarning, ParsedConfig, ServerReference, parse_config, raw_server_entries};
+pub use parse::{
+    ConfigWarning, InputPrompt, ParsedConfig, ServerReference, parse_config, raw_server_entries,
+};
 pub use render::{Exposure, RenderedServer, RenderedText, RenderedTransport, render_server_map};
 pub use secret::{MASK, SecretValue, Secrets};

@@ -22,7 +22,7 @@ use crate::model::{
     Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerTemplate, StdioTemplate,
     TemplatableServer, Variable, VariableSource, VariableValue,
 };
-use crate::placeholder::{has_placeholders, placeholder, placeholder_names};
+use crate::placeholder::{has_placeholders, is_valid_name, placeholder, placeholder_names};
 
 /// Wrapper keys, in the order they are looked for. A path of more than one key is nested.
 const WRAPPERS: [&[&str]; 4] = [
@@ -69,6 +69,20 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
+/// One entry of VS Code's `inputs` array: a value VS Code prompts for, referenced in the
+/// servers as `${input:ID}`. tether reads such a reference as the secret named ID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputPrompt {
+    /// The input's id: the name of the secret that fills `${input:ID}`.
+    pub id: String,
+    /// Its `type` (`promptString`, `pickString`, …), when given.
+    pub kind: Option<String>,
+    /// The text VS Code shows when it prompts, when given.
+    pub description: Option<String>,
+    /// Whether VS Code hides what is typed (`password: true`).
+    pub password: bool,
+}
+
 /// The result of parsing one config.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ParsedConfig {
@@ -76,6 +90,8 @@ pub struct ParsedConfig {
     pub servers: Vec<ParsedServer>,
     /// `warp_id` entries, in document order.
     pub references: Vec<ServerReference>,
+    /// VS Code's `inputs` (beside the server map, or at the top level), in document order.
+    pub inputs: Vec<InputPrompt>,
     /// Fields that were ignored.
     pub warnings: Vec<ConfigWarning>,
 }
@@ -94,9 +110,12 @@ pub struct ParsedConfig {
 /// ```
 pub fn parse_config(text: &str, origin: Origin) -> Result<ParsedConfig, ConfigError> {
     let root = json::parse(text, syntax(origin))?;
-    let mut parsed = ParsedConfig::default();
+    let mut parsed = ParsedConfig {
+        inputs: find_inputs(&root),
+        ..ParsedConfig::default()
+    };
     match locate_servers(&root)? {
-        Located::Map(map) => parse_server_map(map, origin, &mut parsed)?,
+        Located::Map(map) => parse_server_map(&map, origin, &mut parsed)?,
         Located::Single(name, entries) => parse_server(&name, entries, origin, true, &mut parsed)?,
     }
     for warning in &parsed.warnings {
@@ -114,7 +133,7 @@ pub fn raw_server_entries(text: &str) -> Result<Vec<(String, serde_json::Value)>
     let root = json::parse(text, syntax(Origin::User))?;
     let raw = match locate_servers(&root)? {
         Located::Map(map) => map
-            .iter()
+            .into_iter()
             .map(|(name, server)| (name.clone(), server.to_value()))
             .collect(),
         Located::Single(name, entries) => {
@@ -139,8 +158,8 @@ fn syntax(origin: Origin) -> Syntax {
 
 /// Where a config's servers are.
 enum Located<'a> {
-    /// A map of name → server object.
-    Map(&'a [(String, Json)]),
+    /// A map of name → server object (a bare map without its `inputs` array).
+    Map(Vec<&'a (String, Json)>),
     /// One server object and the name given to it.
     Single(String, &'a [(String, Json)]),
 }
@@ -150,7 +169,7 @@ fn locate_servers(root: &Json) -> Result<Located<'_>, ConfigError> {
         return Err(ConfigError::NotAnObject { found: root.kind() });
     };
     if let Some(map) = find_wrapped_map(root_entries)? {
-        return Ok(Located::Map(map));
+        return Ok(Located::Map(map.iter().collect()));
     }
     if SINGLE_SERVER_KEYS
         .iter()
@@ -161,7 +180,73 @@ fn locate_servers(root: &Json) -> Result<Located<'_>, ConfigError> {
             root_entries,
         ));
     }
-    Ok(Located::Map(root_entries))
+    Ok(Located::Map(
+        root_entries
+            .iter()
+            .filter(|(key, value)| !(key == "inputs" && matches!(value, Json::Array(_))))
+            .collect(),
+    ))
+}
+
+/// VS Code's `inputs`: the array at the top level, else the one in `mcp` (VS Code's
+/// `settings.json` form). An entry without a string `id` is skipped.
+fn find_inputs(root: &Json) -> Vec<InputPrompt> {
+    let Some(entries) = root.as_object() else {
+        return Vec::new();
+    };
+    let field = |entries: &[(String, Json)], key: &str| {
+        entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, value)| value.clone())
+    };
+    let nested =
+        field(entries, "mcp").and_then(|mcp| mcp.as_object().and_then(|mcp| field(mcp, "inputs")));
+    let Some(Json::Array(items)) = field(entries, "inputs").or(nested) else {
+        return Vec::new();
+    };
+    let text = |entries: &[(String, Json)], key: &str| match field(entries, key) {
+        Some(Json::String(text)) => Some(text),
+        _ => None,
+    };
+    items
+        .iter()
+        .filter_map(Json::as_object)
+        .filter_map(|input| {
+            Some(InputPrompt {
+                id: text(input, "id")?,
+                kind: text(input, "type"),
+                description: text(input, "description"),
+                password: matches!(field(input, "password"), Some(Json::Bool(true))),
+            })
+        })
+        .collect()
+}
+
+/// `text` with each VS Code `${input:ID}` turned into the placeholder `{{ID}}`, so that the
+/// secret ID fills it. An ID that is not a placeholder name, and the escape `$${input:…}`,
+/// stay as written.
+fn input_references(text: &str) -> String {
+    const OPEN: &str = "${input:";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(OPEN) {
+        let escaped = rest[..at].ends_with('$');
+        let after = &rest[at + OPEN.len()..];
+        match after.find('}') {
+            Some(close) if !escaped && is_valid_name(&after[..close]) => {
+                out.push_str(&rest[..at]);
+                out.push_str(&placeholder(&after[..close]));
+                rest = &after[close + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..at + OPEN.len()]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The value of `key` in `entries`; a key present twice is an error.
@@ -243,7 +328,7 @@ fn url_host(url: &str) -> String {
 }
 
 fn parse_server_map(
-    map: &[(String, Json)],
+    map: &[&(String, Json)],
     origin: Origin,
     parsed: &mut ParsedConfig,
 ) -> Result<(), ConfigError> {
@@ -253,7 +338,7 @@ fn parse_server_map(
             return Err(ConfigError::DuplicateServerName { name: name.clone() });
         }
     }
-    for (name, value) in map {
+    for (name, value) in map.iter().copied() {
         if name.trim().is_empty() {
             return Err(ConfigError::server(name, "a server name must not be empty"));
         }
@@ -482,6 +567,14 @@ fn parse_server(
     }
 
     let mut builder = TemplateBuilder::new(origin);
+    // VS Code's `${input:ID}` is the secret ID, in text a user wrote only.
+    let inputs = |text: String| match origin {
+        Origin::User => input_references(&text),
+        Origin::Managed => text,
+    };
+    let input_map = |map: IndexMap<String, String>| -> IndexMap<String, String> {
+        map.into_iter().map(|(k, v)| (k, inputs(v))).collect()
+    };
     let template = if let Some(command) = command {
         if let Some(DeclaredKind::Remote(_)) = declared {
             return Err(ConfigError::server(
@@ -489,9 +582,13 @@ fn parse_server(
                 "declares a remote 'type' but has a 'command'; remove one",
             ));
         }
-        let command = fields.non_empty_string("command", command)?;
-        let args = fields.string_array("args")?;
-        let env = fields.string_map("env")?;
+        let command = inputs(fields.non_empty_string("command", command)?);
+        let args: Vec<String> = fields
+            .string_array("args")?
+            .into_iter()
+            .map(inputs)
+            .collect();
+        let env = input_map(fields.string_map("env")?);
         let cwd = match (
             fields.optional("cwd")?,
             fields.optional("working_directory")?,
@@ -502,8 +599,10 @@ fn parse_server(
                     "has both 'cwd' and 'working_directory'; keep one",
                 ));
             }
-            (Some(value), _) => Some(fields.non_empty_string("cwd", value)?),
-            (None, Some(value)) => Some(fields.non_empty_string("working_directory", value)?),
+            (Some(value), _) => Some(inputs(fields.non_empty_string("cwd", value)?)),
+            (None, Some(value)) => {
+                Some(inputs(fields.non_empty_string("working_directory", value)?))
+            }
             (None, None) => None,
         };
         fields.warn_unknown(
@@ -553,8 +652,8 @@ fn parse_server(
             (_, None) => RemoteTransport::StreamableHttp,
         };
         let url_value = fields.get(url_key)?.unwrap_or(&Json::Null);
-        let url = fields.non_empty_string(url_key, url_value)?;
-        let headers = fields.string_map("headers")?;
+        let url = inputs(fields.non_empty_string(url_key, url_value)?);
+        let headers = input_map(fields.string_map("headers")?);
         fields.warn_unknown(
             &[&[url_key, "headers", "type", "transport"], name_field].concat(),
             parsed,
@@ -820,6 +919,93 @@ mod tests {
             p.servers.iter().map(|s| s.server.clone()).collect()
         };
         assert_eq!(templates(&again), templates(&first));
+    }
+}
+
+#[cfg(test)]
+mod dialect_tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn input_references_become_placeholders() {
+        assert_eq!(
+            input_references("Bearer ${input:github_token}"),
+            "Bearer {{github_token}}"
+        );
+        assert_eq!(input_references("${input:a}${input:b-c}"), "{{a}}{{b-c}}");
+        for kept in [
+            "$${input:a}",
+            "${input:a.b}",
+            "${input:}",
+            "${input:a",
+            "${inputs:a}",
+        ] {
+            assert_eq!(input_references(kept), kept);
+        }
+    }
+
+    #[test]
+    fn vscode_inputs_are_kept_and_are_not_servers() {
+        // The shape of VS Code's `.vscode/mcp.json` in GitHub's github-mcp-server README.
+        let text = r#"{
+          "inputs": [
+            {"type": "promptString", "id": "github_token", "description": "GitHub Personal Access Token", "password": true}
+          ],
+          "servers": {
+            "github": {"type": "http", "url": "https://api.githubcopilot.com/mcp/",
+                       "headers": {"Authorization": "Bearer ${input:github_token}"}}
+          }
+        }"#;
+        let Ok(parsed) = parse_config(text, Origin::User) else {
+            panic!("parse failed")
+        };
+        assert_eq!(
+            parsed.inputs,
+            [InputPrompt {
+                id: "github_token".into(),
+                kind: Some("promptString".into()),
+                description: Some("GitHub Personal Access Token".into()),
+                password: true,
+            }]
+        );
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        let server = &parsed.servers[0];
+        assert_eq!(
+            server.captured["Authorization"].value.expose(),
+            "Bearer {{github_token}}"
+        );
+        // A bare map beside `inputs`, and `mcp.inputs` in VS Code's settings.json.
+        let bare = r#"{"inputs": [{"id": "k"}], "s": {"command": "x", "args": ["${input:k}"]}}"#;
+        let Ok(parsed) = parse_config(bare, Origin::User) else {
+            panic!("parse failed")
+        };
+        assert_eq!(parsed.inputs.len(), 1);
+        assert_eq!(
+            parsed.servers[0]
+                .server
+                .variable_names()
+                .collect::<Vec<_>>(),
+            ["k"]
+        );
+        let settings = r#"{"mcp": {"inputs": [{"id": "k", "password": false}], "servers": {"s": {"command": "x"}}}}"#;
+        let inputs = parse_config(settings, Origin::User)
+            .map(|p| p.inputs)
+            .unwrap_or_default();
+        assert_eq!(inputs.len(), 1);
+        assert!(!inputs[0].password);
+        // Managed configs are left as written.
+        let managed = parse_config(
+            bare.replace("\"inputs\": [{\"id\": \"k\"}], ", "").as_str(),
+            Origin::Managed,
+        );
+        let Ok(managed) = managed else {
+            panic!("parse failed")
+        };
+        let ServerTemplate::Stdio(stdio) = &managed.servers[0].server.template else {
+            panic!("not stdio")
+        };
+        assert_eq!(stdio.args, ["${input:k}"]);
     }
 }
 

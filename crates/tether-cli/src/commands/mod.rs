@@ -129,7 +129,7 @@ pub async fn resolve(
     }
     for server in &servers {
         for name in server.unset_env_vars() {
-            tracing::warn!(server = %server.name, "environment variable {name} is not set; ${{{name}}} stays as written");
+            tracing::warn!(server = %server.name, "environment variable {name} is not set; its reference stays as written");
         }
         if let tether_config::RenderedTransport::Stdio { args, .. } = &server.transport {
             for (index, _) in args
