@@ -40,8 +40,8 @@ pub use error::ConfigError;
 pub use json::MAX_CONFIG_BYTES;
 pub use mask::{MIN_SECRET_LINE_BYTES, Masker, mask_known_values};
 pub use model::{
-    Installation, Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerTemplate,
-    StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
+    Installation, Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerOptions,
+    ServerTemplate, StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
 };
 pub use parse::{
     ConfigWarning, InputPrompt, ParsedConfig, ServerReference, parse_config, raw_server_entries,

@@ -100,6 +100,16 @@ pub struct Variable {
     pub source: VariableSource,
 }
 
+/// What a config says about a server besides how to launch it (issue 11): kept in the model
+/// so that tether honours it and exports it to the formats that can express it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ServerOptions {
+    /// `"disabled": true` (Windsurf, Cline, Roo, Claude Desktop): not started, reported as
+    /// disabled, exported with the flag where the format has one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
+}
+
 /// A named server template with its variables.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TemplatableServer {
@@ -109,6 +119,9 @@ pub struct TemplatableServer {
     pub template: ServerTemplate,
     /// The variables, captured ones first, in document order.
     pub variables: Vec<Variable>,
+    /// Options besides the launch description (a stored template without them has none).
+    #[serde(default)]
+    pub options: ServerOptions,
 }
 
 impl TemplatableServer {
@@ -125,6 +138,12 @@ impl TemplatableServer {
     /// The portable server JSON of the template (placeholders in place, no values), in the
     /// form [`crate::parse_config`] reads back.
     pub fn template_json(&self) -> Value {
+        let mut server = self.launch_json();
+        self.options.write_json(&mut server);
+        server
+    }
+
+    fn launch_json(&self) -> Value {
         match &self.template {
             ServerTemplate::Stdio(stdio) => {
                 let mut server = json!({
@@ -142,6 +161,16 @@ impl TemplatableServer {
                 "headers": remote.headers,
                 "type": remote.transport.type_name(),
             }),
+        }
+    }
+}
+
+impl ServerOptions {
+    /// Adds the options to a server object in tether's own JSON form (what
+    /// [`crate::parse_config`] reads back): only those that differ from the default.
+    pub fn write_json(&self, server: &mut Value) {
+        if self.disabled {
+            server["disabled"] = Value::Bool(true);
         }
     }
 }

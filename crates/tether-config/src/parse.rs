@@ -19,8 +19,8 @@ use uuid::Uuid;
 use crate::error::ConfigError;
 use crate::json::{self, Json, Syntax};
 use crate::model::{
-    Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerTemplate, StdioTemplate,
-    TemplatableServer, Variable, VariableSource, VariableValue,
+    Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerOptions, ServerTemplate,
+    StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
 };
 use crate::placeholder::{has_placeholders, is_valid_name, placeholder, placeholder_names};
 
@@ -34,6 +34,10 @@ const WRAPPERS: [&[&str]; 4] = [
 
 /// Keys that make a top-level object a single server.
 const SINGLE_SERVER_KEYS: [&str; 4] = ["command", "url", "serverUrl", "httpUrl"];
+
+/// Option keys a server object may hold besides its launch description (read by
+/// `ServerFields::options`).
+const OPTION_KEYS: &[&str] = &["disabled"];
 
 /// Keys that give a remote server's URL.
 const URL_KEYS: [&str; 3] = ["url", "serverUrl", "httpUrl"];
@@ -475,6 +479,25 @@ impl<'a> ServerFields<'a> {
         }
     }
 
+    fn boolean(&self, key: &str) -> Result<Option<bool>, ConfigError> {
+        match self.optional(key)? {
+            None => Ok(None),
+            Some(Json::Bool(value)) => Ok(Some(*value)),
+            Some(other) => Err(ConfigError::field(
+                self.name,
+                key,
+                format!("must be true or false, found {}", other.kind()),
+            )),
+        }
+    }
+
+    /// The server's options (see [`OPTION_KEYS`]).
+    fn options(&self) -> Result<ServerOptions, ConfigError> {
+        Ok(ServerOptions {
+            disabled: self.boolean("disabled")?.unwrap_or(false),
+        })
+    }
+
     fn warn_unknown(&self, known: &[&str], parsed: &mut ParsedConfig) {
         for (key, _) in self.entries {
             if !known.contains(&key.as_str()) {
@@ -566,6 +589,7 @@ fn parse_server(
         return Ok(());
     }
 
+    let options = fields.options()?;
     let mut builder = TemplateBuilder::new(origin);
     // VS Code's `${input:ID}` is the secret ID, in text a user wrote only.
     let inputs = |text: String| match origin {
@@ -616,6 +640,7 @@ fn parse_server(
                     "type",
                     "transport",
                 ],
+                OPTION_KEYS,
                 name_field,
             ]
             .concat(),
@@ -655,7 +680,12 @@ fn parse_server(
         let url = inputs(fields.non_empty_string(url_key, url_value)?);
         let headers = input_map(fields.string_map("headers")?);
         fields.warn_unknown(
-            &[&[url_key, "headers", "type", "transport"], name_field].concat(),
+            &[
+                &[url_key, "headers", "type", "transport"],
+                OPTION_KEYS,
+                name_field,
+            ]
+            .concat(),
             parsed,
         );
         let headers = builder.capture(headers, VariableSource::Header);
@@ -671,6 +701,7 @@ fn parse_server(
             name: name.to_owned(),
             template,
             variables: builder.variables,
+            options,
         },
         captured: builder.captured,
         origin,

@@ -19,7 +19,7 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 
 use crate::env_expand::{EnvLookup, Expanded, expand};
-use crate::model::{Installation, Origin, RemoteTransport, ServerTemplate};
+use crate::model::{Installation, Origin, RemoteTransport, ServerOptions, ServerTemplate};
 use crate::placeholder::{Segment, placeholder, segments};
 use crate::secret::{MASK, SecretValue, Secrets};
 
@@ -149,6 +149,8 @@ pub struct RenderedServer {
     pub name: String,
     /// How to launch or reach it.
     pub transport: RenderedTransport,
+    /// What the config says besides how to launch it (`disabled`, tool filters, …).
+    pub options: ServerOptions,
     unresolved: BTreeSet<String>,
     unset_env: BTreeSet<String>,
 }
@@ -189,8 +191,15 @@ impl RenderedServer {
     }
 
     /// The server in the portable JSON form: stdio `{command, args, env[, cwd]}`, remote
-    /// `{url, headers, type}` with `type` `http` or `sse`.
+    /// `{url, headers, type}` with `type` `http` or `sse`, plus the options that are set
+    /// (`disabled`, …).
     pub fn to_json(&self, exposure: Exposure) -> Value {
+        let mut server = self.launch_json(exposure);
+        self.options.write_json(&mut server);
+        server
+    }
+
+    fn launch_json(&self, exposure: Exposure) -> Value {
         let map = |m: &IndexMap<String, RenderedText>| -> Map<String, Value> {
             m.iter()
                 .map(|(k, v)| (k.clone(), Value::String(v.show(exposure))))
@@ -264,6 +273,7 @@ impl Installation {
         RenderedServer {
             name: self.server.name.clone(),
             transport,
+            options: self.server.options.clone(),
             unresolved: renderer.unresolved,
             unset_env: renderer.unset_env,
         }

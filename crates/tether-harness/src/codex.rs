@@ -27,6 +27,7 @@ pub(crate) enum CodexValues<'a> {
 pub(crate) struct CodexConfig {
     pub(crate) table: Table,
     pub(crate) inlined: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 pub(crate) fn config(
@@ -140,6 +141,9 @@ pub(crate) fn config(
                 }
             }
         }
+        if server.options.disabled {
+            table.insert("enabled".into(), Value::Boolean(false));
+        }
         all.insert(server.name.clone(), Value::Table(table));
     }
     let mut root = Table::new();
@@ -150,6 +154,7 @@ pub(crate) fn config(
     Ok(CodexConfig {
         table: root,
         inlined,
+        notes: Vec::new(),
     })
 }
 

@@ -10,10 +10,21 @@ pub(crate) fn config(
     servers: &[RenderedServer],
     format: Format,
     values: &mut Values<'_>,
+    notes: &mut Vec<String>,
 ) -> Result<Value, HarnessError> {
     let mut map = Map::new();
     for server in servers {
-        map.insert(server.name.clone(), server_json(server, format, values)?);
+        if server.options.disabled && disabled_key(format).is_none() {
+            notes.push(crate::left_out_disabled(&server.name, format));
+            continue;
+        }
+        let mut out = server_json(server, format, values)?;
+        if server.options.disabled
+            && let Some((key, value)) = disabled_key(format)
+        {
+            out[key] = Value::Bool(value);
+        }
+        map.insert(server.name.clone(), out);
     }
     let mut root = Map::new();
     if format == Format::Opencode {
@@ -21,6 +32,17 @@ pub(crate) fn config(
     }
     root.insert(format.harness().servers_key.into(), Value::Object(map));
     Ok(Value::Object(root))
+}
+
+/// How a JSON format marks a server off: the key and the value it takes then. `None`: the
+/// format has no such flag (Claude Code, Gemini CLI, VS Code and Cursor read every server in
+/// the map).
+fn disabled_key(format: Format) -> Option<(&'static str, bool)> {
+    match format {
+        Format::Json => Some(("disabled", true)),
+        Format::Opencode => Some(("enabled", false)),
+        Format::Claude | Format::Codex | Format::Gemini | Format::Vscode | Format::Cursor => None,
+    }
 }
 
 /// The key of a stdio server's environment in a JSON format.

@@ -135,6 +135,7 @@ pub enum HarnessError {
 pub struct ServersConfig {
     format: Format,
     document: Document,
+    notes: Vec<String>,
 }
 
 /// The config's document.
@@ -157,6 +158,12 @@ impl ServersConfig {
     /// The format it was built for.
     pub fn format(&self) -> Format {
         self.format
+    }
+
+    /// What the config says that the format cannot express, one line each, naming servers
+    /// and fields (never values): for the user's stderr. Empty when nothing was lost.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// The whole config as the harness reads it.
@@ -341,17 +348,32 @@ pub fn export_config(
     format: Format,
     exposure: Exposure,
 ) -> Result<ServersConfig, HarnessError> {
+    let mut notes = Vec::new();
     let document = match format.harness().syntax {
         Syntax::Toml => {
-            Document::Toml(codex::config(servers, &mut codex::CodexValues::Show(exposure))?.table)
+            let built = codex::config(servers, &mut codex::CodexValues::Show(exposure))?;
+            notes = built.notes;
+            Document::Toml(built.table)
         }
         Syntax::Json => Document::Json(json_formats::config(
             servers,
             format,
             &mut Values::Show(exposure),
+            &mut notes,
         )?),
     };
-    Ok(ServersConfig { format, document })
+    Ok(ServersConfig {
+        format,
+        document,
+        notes,
+    })
+}
+
+/// The note for a disabled server left out of a format that has no flag for it.
+pub(crate) fn left_out_disabled(server: &str, format: Format) -> String {
+    format!(
+        "MCP server '{server}' is disabled and {format} has no flag for that: left out of the {format} config"
+    )
 }
 
 /// The config text for `servers` in `format`, with real or masked values.
@@ -384,6 +406,7 @@ pub fn export_with_references(
                 config: ServersConfig {
                     format,
                     document: Document::Toml(built.table),
+                    notes: built.notes,
                 },
                 env,
                 inlined: built.inlined,
@@ -396,9 +419,19 @@ pub fn export_with_references(
         syntax,
         env: &mut env,
     };
-    let document = Document::Json(json_formats::config(servers, format, &mut values)?);
+    let mut notes = Vec::new();
+    let document = Document::Json(json_formats::config(
+        servers,
+        format,
+        &mut values,
+        &mut notes,
+    )?);
     Ok(ReferencedExport {
-        config: ServersConfig { format, document },
+        config: ServersConfig {
+            format,
+            document,
+            notes,
+        },
         env,
         inlined: Vec::new(),
     })

@@ -166,3 +166,50 @@ fn unsupported_shapes_are_clear_errors() {
         "MCP server 'local': opencode cannot set a working directory (cwd) for a local server"
     );
 }
+
+/// Issue 11 item 2: a disabled server keeps its flag in the formats that have one and is left
+/// out, with a note naming it, of those that do not.
+#[test]
+fn disabled_servers_are_flagged_or_left_out_with_a_note() {
+    let servers = servers(
+        r#"{"on": {"command": "x"}, "off": {"url": "https://h.example/mcp", "disabled": true}}"#,
+    );
+    for format in Format::all() {
+        let config = tether_harness::export_config(&servers, format, Exposure::Masked)
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        let text = config.to_text();
+        let key = format.harness().servers_key;
+        let document: serde_json::Value = if format == Format::Codex {
+            let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+            serde_json::to_value(table).unwrap_or_else(|e| panic!("{e}"))
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{format}: {e}"))
+        };
+        let off = &document[key]["off"];
+        let expected = match format {
+            Format::Json => Some(("disabled", true)),
+            Format::Opencode | Format::Codex => Some(("enabled", false)),
+            Format::Claude | Format::Gemini | Format::Vscode | Format::Cursor => None,
+        };
+        match expected {
+            Some((flag, value)) => {
+                assert_eq!(off[flag], value, "{format}: {text}");
+                assert!(config.notes().is_empty(), "{format}: {:?}", config.notes());
+            }
+            None => {
+                assert!(off.is_null(), "{format} kept the disabled server: {text}");
+                assert_eq!(
+                    config.notes(),
+                    [format!(
+                        "MCP server 'off' is disabled and {format} has no flag for that: left out of the {format} config"
+                    )]
+                );
+            }
+        }
+        assert!(!document[key]["on"].is_null(), "{format}: {text}");
+        assert!(
+            document[key]["on"].get("disabled").is_none(),
+            "{format}: {text}"
+        );
+    }
+}

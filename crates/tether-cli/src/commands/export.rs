@@ -17,7 +17,9 @@ pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Resu
     let servers = &resolved.servers;
     match &args.output {
         Some(path) => {
-            let text = tether_harness::export(servers, args.format, Exposure::Real)?;
+            let config = tether_harness::export_config(servers, args.format, Exposure::Real)?;
+            print_notes(config.notes());
+            let text = config.to_text();
             // Created 0600; an existing file is narrowed to 0600 before it is rewritten.
             if path.exists() {
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
@@ -44,8 +46,17 @@ pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Resu
             } else {
                 Exposure::Masked
             };
-            print(&tether_harness::export(servers, args.format, exposure)?);
+            let config = tether_harness::export_config(servers, args.format, exposure)?;
+            print_notes(config.notes());
+            print(&config.to_text());
         }
     }
     Ok(OK)
+}
+
+/// What the format cannot express, on stderr (names only, never values).
+fn print_notes(notes: &[String]) {
+    for note in notes {
+        eprintln!("note: {note}");
+    }
 }

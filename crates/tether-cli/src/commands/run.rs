@@ -113,6 +113,7 @@ pub async fn run(args: &RunArgs, server_url: Option<&str>) -> anyhow::Result<u8>
                                 let state = match report.status {
                                     ServerStatus::Ready { .. } => "ready".to_owned(),
                                     ServerStatus::Failed { reason } => format!("failed: {reason}"),
+                                    ServerStatus::Disabled => "disabled".to_owned(),
                                 };
                                 eprintln!("re-minted managed config {uid}: restarted {} ({state})", report.name);
                             }

@@ -2,6 +2,7 @@
 //! processes. Each test gets its own TETHER_HOME and a clean managed-server environment.
 
 mod commands;
+mod dialects;
 mod harness;
 mod log_mask;
 mod secrets;

@@ -77,6 +77,8 @@ pub enum ServerStatus {
         /// Why.
         reason: String,
     },
+    /// Not started because its config says `"disabled": true`.
+    Disabled,
 }
 
 /// One server's startup result.
@@ -132,6 +134,18 @@ impl McpRuntime {
         }
         secrets.retain(|s| !s.is_empty());
         let secrets = Arc::new(secrets);
+        // A disabled server is never started; its report keeps its place in the input order.
+        let disabled: Vec<String> = servers
+            .iter()
+            .filter(|s| s.options.disabled)
+            .map(|s| s.name.clone())
+            .collect();
+        let order: std::collections::HashMap<String, usize> = servers
+            .iter()
+            .enumerate()
+            .map(|(index, s)| (s.name.clone(), index))
+            .collect();
+        let servers = servers.into_iter().filter(|s| !s.options.disabled);
         let outcomes: Vec<(String, Result<Started, String>)> = futures_util::stream::iter(servers)
             .map(|server| {
                 let secrets = Arc::clone(&secrets);
@@ -172,13 +186,23 @@ impl McpRuntime {
                 }
             }
         }
+        for name in disabled {
+            tracing::info!(server = %name, "MCP server is disabled in its config: not started");
+            runtime.reports.push(ServerReport {
+                name,
+                status: ServerStatus::Disabled,
+            });
+        }
+        runtime
+            .reports
+            .sort_by_key(|report| order.get(&report.name).copied().unwrap_or(usize::MAX));
         if options.strict {
             let details: Vec<String> = runtime
                 .reports
                 .iter()
                 .filter_map(|r| match &r.status {
                     ServerStatus::Failed { reason } => Some(format!("{}: {reason}", r.name)),
-                    ServerStatus::Ready { .. } => None,
+                    ServerStatus::Ready { .. } | ServerStatus::Disabled => None,
                 })
                 .collect();
             if !details.is_empty() {
@@ -250,8 +274,17 @@ impl McpRuntime {
             let old = self.running.remove(index);
             stop(old).await;
         }
-        let report = match start_one(server, options.startup_timeout, &self.secrets).await {
-            Ok((client, child, tools)) => {
+        let started = if server.options.disabled {
+            None
+        } else {
+            Some(start_one(server, options.startup_timeout, &self.secrets).await)
+        };
+        let report = match started {
+            None => ServerReport {
+                name: name.clone(),
+                status: ServerStatus::Disabled,
+            },
+            Some(Ok((client, child, tools))) => {
                 self.running.push(RunningServer {
                     name: name.clone(),
                     client,
@@ -262,7 +295,7 @@ impl McpRuntime {
                     status: ServerStatus::Ready { tools },
                 }
             }
-            Err(reason) => ServerReport {
+            Some(Err(reason)) => ServerReport {
                 name: name.clone(),
                 status: ServerStatus::Failed { reason },
             },

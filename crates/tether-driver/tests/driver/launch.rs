@@ -54,6 +54,7 @@ fn tools(status: &ServerStatus) -> Vec<String> {
     match status {
         ServerStatus::Ready { tools } => tools.iter().map(|t| t.name.clone()).collect(),
         ServerStatus::Failed { reason } => panic!("server failed: {reason}"),
+        ServerStatus::Disabled => panic!("server disabled"),
     }
 }
 
@@ -61,6 +62,7 @@ fn failure(status: &ServerStatus) -> String {
     match status {
         ServerStatus::Failed { reason } => reason.clone(),
         ServerStatus::Ready { .. } => panic!("server started but should have failed"),
+        ServerStatus::Disabled => panic!("server disabled but should have failed"),
     }
 }
 
@@ -198,6 +200,30 @@ async fn strict_startup_fails_the_run_and_stops_the_good_servers() {
         }
         other => panic!("expected StartupFailed, got {other:?}"),
     }
+}
+
+/// Issue 11 item 2: `"disabled": true` (Windsurf, Cline, Roo) keeps a server from starting, even
+/// under strict startup, and its report keeps its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_server_is_not_started_and_reported_as_disabled() {
+    let config = format!(
+        r#"{{"off": {{"command": "/nonexistent/tether-issue-11", "disabled": true}}, {}}}"#,
+        stdio_server("good", &[])
+    );
+    let options = StartOptions {
+        strict: true,
+        ..StartOptions::default()
+    };
+    let runtime = start(config, options, &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let reports = runtime.reports();
+    assert_eq!(reports[0].name, "off");
+    assert_eq!(reports[0].status, ServerStatus::Disabled);
+    assert_eq!(reports[1].name, "good");
+    assert_eq!(tools(&reports[1].status).len(), 3);
+    assert_eq!(runtime.running(), ["good"]);
+    runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
