@@ -72,8 +72,11 @@ impl EnvLookup for HashMap<String, String> {
 pub(crate) enum Expanded<'a> {
     /// Text kept as written (escapes already resolved).
     Text(&'a str),
-    /// A value read from the environment or a default: may be a credential.
+    /// A value read from the environment: may be a credential.
     Value(String),
+    /// The default of `${NAME:-default}`, used because NAME is unset or empty: text the user
+    /// wrote.
+    Default(&'a str),
     /// A `${NAME}` left literal because NAME is unset.
     Unset { literal: &'a str, name: &'a str },
 }
@@ -103,10 +106,10 @@ pub(crate) fn expand<'a>(text: &'a str, env: &dyn EnvLookup) -> Vec<Expanded<'a>
                 };
                 match (value, reference.default) {
                     (Some(value), Some(default)) if value.is_empty() => {
-                        out.push(Expanded::Value(default.to_owned()));
+                        out.push(Expanded::Default(default));
                     }
                     (Some(value), _) => out.push(Expanded::Value(value)),
-                    (None, Some(default)) => out.push(Expanded::Value(default.to_owned())),
+                    (None, Some(default)) => out.push(Expanded::Default(default)),
                     (None, None) => out.push(Expanded::Unset {
                         literal,
                         name: reference.name,
@@ -211,7 +214,7 @@ fn reference_at(text: &str) -> Option<Reference<'_>> {
 
 #[cfg(test)]
 mod tests {
-    use super::Expanded::{Text, Unset, Value};
+    use super::Expanded::{Default, Text, Unset, Value};
     use super::*;
     use pretty_assertions::assert_eq;
 
@@ -240,8 +243,8 @@ mod tests {
                 Text(" b")
             ]
         );
-        assert_eq!(expand("${NOPE:-d}", &env), vec![Value("d".into())]);
-        assert_eq!(expand("${EMPTY:-d}", &env), vec![Value("d".into())]);
+        assert_eq!(expand("${NOPE:-d}", &env), vec![Default("d")]);
+        assert_eq!(expand("${EMPTY:-d}", &env), vec![Default("d")]);
         assert_eq!(expand("${EMPTY}", &env), vec![Value(String::new())]);
         assert_eq!(
             expand("Bearer ${TOKEN:-}", &env),

@@ -31,6 +31,7 @@ mod mask;
 mod model;
 mod parse;
 pub mod placeholder;
+mod provenance;
 mod render;
 mod secret;
 
@@ -46,5 +47,6 @@ pub use model::{
 pub use parse::{
     ConfigWarning, InputPrompt, ParsedConfig, ServerReference, parse_config, raw_server_entries,
 };
+pub use provenance::{is_credential_name, url_passwords};
 pub use render::{Exposure, RenderedServer, RenderedText, RenderedTransport, render_server_map};
 pub use secret::{MASK, SecretValue, Secrets};

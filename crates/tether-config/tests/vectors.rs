@@ -41,6 +41,8 @@ struct Case {
     #[serde(default)]
     secrets: Map<String, Value>,
     expect: Option<Map<String, Value>>,
+    /// The rendered map as printed masked (`Exposure::Masked`), when the case checks it.
+    expect_masked: Option<Map<String, Value>>,
     error_contains: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
@@ -109,6 +111,11 @@ fn vendored_vectors_equal_the_shared_original() {
 
 /// Parses, applies secrets and renders `case`, returning the rendered map or the error text.
 fn run(case: &Case) -> Result<Map<String, Value>, String> {
+    run_as(case, Exposure::Real)
+}
+
+/// [`run`] with the values shown as `exposure` asks.
+fn run_as(case: &Case, exposure: Exposure) -> Result<Map<String, Value>, String> {
     let origin = match case.path.as_str() {
         "user" => Origin::User,
         "managed" => Origin::Managed,
@@ -129,7 +136,7 @@ fn run(case: &Case) -> Result<Map<String, Value>, String> {
                 cwd: case.cwd.as_deref(),
             };
             let rendered = server.into_installation().render(&secrets, &env);
-            (rendered.name.clone(), rendered.to_json(Exposure::Real))
+            (rendered.name.clone(), rendered.to_json(exposure))
         })
         .collect())
 }
@@ -164,6 +171,25 @@ fn read_vectors(path: &Path) -> Vectors {
 fn failures<'a>(cases: impl IntoIterator<Item = &'a Case>) -> Vec<String> {
     let mut failures = Vec::new();
     for case in cases {
+        if let Some(expect) = &case.expect_masked {
+            match run_as(case, Exposure::Masked) {
+                Ok(actual) => {
+                    let actual = restrict(&actual, expect);
+                    if &actual != expect {
+                        failures.push(format!(
+                            "{} (masked): expected {}\n  got {}",
+                            case.name,
+                            Value::Object(expect.clone()),
+                            Value::Object(actual)
+                        ));
+                    }
+                }
+                Err(message) => failures.push(format!(
+                    "{} (masked): unexpected error {message}",
+                    case.name
+                )),
+            }
+        }
         let outcome = run(case);
         let secret_values: Vec<&str> = case.secrets.values().filter_map(Value::as_str).collect();
         match (&case.expect, &case.error_contains, outcome) {

@@ -13,14 +13,24 @@ use crate::{Format, HarnessError};
 
 /// How values are written for Codex.
 pub(crate) enum CodexValues<'a> {
-    /// Real or masked values inline.
-    Show(Exposure),
+    /// Real or masked values inline; counts the fields written masked.
+    Show(Exposure, usize),
     /// Env and header secrets through Codex's environment forwarding; the rest inline (or an
     /// error with `forbid_inline`).
     Refer {
         env: &'a mut Vec<(String, SecretValue)>,
         forbid_inline: bool,
     },
+}
+
+impl CodexValues<'_> {
+    /// How many fields were written masked.
+    pub(crate) fn masked(&self) -> usize {
+        match self {
+            CodexValues::Show(_, masked) => *masked,
+            CodexValues::Refer { .. } => 0,
+        }
+    }
 }
 
 /// A built Codex config.
@@ -43,7 +53,12 @@ pub(crate) fn config(
                           values: &mut CodexValues<'_>|
          -> Result<Value, HarnessError> {
             match values {
-                CodexValues::Show(exposure) => Ok(Value::String(text.show(*exposure))),
+                CodexValues::Show(exposure, masked) => {
+                    if *exposure == Exposure::Masked && text.is_sensitive() {
+                        *masked += 1;
+                    }
+                    Ok(Value::String(text.show(*exposure)))
+                }
                 CodexValues::Refer { forbid_inline, .. } => {
                     if text.is_sensitive() {
                         if *forbid_inline {

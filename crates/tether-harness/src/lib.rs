@@ -136,6 +136,7 @@ pub struct ServersConfig {
     format: Format,
     document: Document,
     notes: Vec<String>,
+    masked: usize,
 }
 
 /// The config's document.
@@ -164,6 +165,13 @@ impl ServersConfig {
     /// and fields (never values): for the user's stderr. Empty when nothing was lost.
     pub fn notes(&self) -> &[String] {
         &self.notes
+    }
+
+    /// How many fields were written masked (`********` in place of a secret, an environment
+    /// value, a server-issued value, a credential-named entry or a URL's password): 0 unless
+    /// built by [`export_config`] with [`Exposure::Masked`].
+    pub fn masked(&self) -> usize {
+        self.masked
     }
 
     /// The whole config as the harness reads it.
@@ -278,8 +286,8 @@ impl fmt::Debug for ReferencedExport {
 
 /// How field values are written while building a JSON config.
 pub(crate) enum Values<'a> {
-    /// Real or masked values.
-    Show(Exposure),
+    /// Real or masked values; counts the fields written masked.
+    Show(Exposure, usize),
     /// Sensitive values become references; the values are collected.
     Refer {
         syntax: ReferenceSyntax,
@@ -300,7 +308,12 @@ impl Values<'_> {
     /// The text for one field.
     pub(crate) fn write(&mut self, text: &RenderedText) -> String {
         match self {
-            Values::Show(exposure) => text.show(*exposure),
+            Values::Show(exposure, masked) => {
+                if *exposure == Exposure::Masked && text.is_sensitive() {
+                    *masked += 1;
+                }
+                text.show(*exposure)
+            }
             Values::Refer { syntax, env } => {
                 let exposed = text.expose();
                 if !text.is_sensitive() && !syntax.would_expand(&exposed) {
@@ -349,23 +362,30 @@ pub fn export_config(
     exposure: Exposure,
 ) -> Result<ServersConfig, HarnessError> {
     let mut notes = Vec::new();
+    let masked;
     let document = match format.harness().syntax {
         Syntax::Toml => {
-            let built = codex::config(servers, &mut codex::CodexValues::Show(exposure))?;
+            let mut values = codex::CodexValues::Show(exposure, 0);
+            let built = codex::config(servers, &mut values)?;
             notes = built.notes;
+            masked = values.masked();
             Document::Toml(built.table)
         }
-        Syntax::Json => Document::Json(json_formats::config(
-            servers,
-            format,
-            &mut Values::Show(exposure),
-            &mut notes,
-        )?),
+        Syntax::Json => {
+            let mut values = Values::Show(exposure, 0);
+            let document = json_formats::config(servers, format, &mut values, &mut notes)?;
+            masked = match values {
+                Values::Show(_, masked) => masked,
+                Values::Refer { .. } => 0,
+            };
+            Document::Json(document)
+        }
     };
     Ok(ServersConfig {
         format,
         document,
         notes,
+        masked,
     })
 }
 
@@ -407,6 +427,7 @@ pub fn export_with_references(
                     format,
                     document: Document::Toml(built.table),
                     notes: built.notes,
+                    masked: 0,
                 },
                 env,
                 inlined: built.inlined,
@@ -431,6 +452,7 @@ pub fn export_with_references(
             format,
             document,
             notes,
+            masked: 0,
         },
         env,
         inlined: Vec::new(),

@@ -128,11 +128,9 @@ fn codex_forwards_env_and_headers_and_inlines_args() {
     let names: Vec<&str> = out.env.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         names,
-        [
-            "GITHUB_PERSONAL_ACCESS_TOKEN",
-            "LOG_LEVEL",
-            "TETHER_SECRET_3"
-        ]
+        // LOG_LEVEL's plain value is written inline (issue 11 item 6: masking and references
+        // follow provenance).
+        ["GITHUB_PERSONAL_ACCESS_TOKEN", "TETHER_SECRET_2"]
     );
     let err = export_with_references(&servers, Format::Codex, true).err();
     assert_eq!(
@@ -211,5 +209,21 @@ fn disabled_servers_are_flagged_or_left_out_with_a_note() {
             document[key]["on"].get("disabled").is_none(),
             "{format}: {text}"
         );
+    }
+}
+
+/// Issue 11 item 6: a masked export counts the fields it masked (the secret in args[2], the
+/// token env entry, the Authorization header), and shows the plain LOG_LEVEL.
+#[test]
+fn masked_exports_count_what_they_mask() {
+    let servers = servers(CONFIG);
+    for format in Format::all() {
+        let masked = tether_harness::export_config(&servers, format, Exposure::Masked)
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        assert_eq!(masked.masked(), 3, "{format}");
+        assert!(masked.to_text().contains("info"), "{format}");
+        let real = tether_harness::export_config(&servers, format, Exposure::Real)
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        assert_eq!(real.masked(), 0, "{format}");
     }
 }

@@ -35,9 +35,9 @@ pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Resu
             file.write_all(text.as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!(
-                "wrote {} ({} servers, mode 0600, real values)",
+                "wrote {} ({}, mode 0600, real values)",
                 path.display(),
-                servers.len()
+                count(servers.len(), "server", "servers")
             );
         }
         None => {
@@ -49,9 +49,24 @@ pub async fn export(args: &ExportArgs, server_url: Option<&str>) -> anyhow::Resu
             let config = tether_harness::export_config(servers, args.format, exposure)?;
             print_notes(config.notes());
             print(&config.to_text());
+            if config.masked() > 0 {
+                eprintln!(
+                    "note: {} masked as ******** (from secrets, the environment, a managed server, credential-named fields or URL passwords); for the real values write a 0600 file with -o FILE, or print them with --show-secrets",
+                    count(config.masked(), "value", "values")
+                );
+            }
         }
     }
     Ok(OK)
+}
+
+/// `1 server`, `2 servers`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
 }
 
 /// What the format cannot express, on stderr (names only, never values).

@@ -83,3 +83,61 @@ fn export_flags_or_leaves_out_a_disabled_server() {
         text(&out.stderr)
     );
 }
+
+/// Issue 11 item 6: export to stdout masks by provenance (a secret, an environment value, a
+/// credential-named field, a URL's password) and shows the rest, says on stderr how many values
+/// it masked and how to get them; `-o` counts servers in the singular when there is one.
+#[test]
+fn export_masks_by_provenance_and_says_so() {
+    let sandbox = Sandbox::new();
+    // The shape of the Slack server's README config, plus a header and a URL default.
+    let spec = r#"{"mcpServers": {"slack": {"command": "npx",
+        "args": ["-y", "@modelcontextprotocol/server-slack", "--db=postgresql://u:pw-SENTINEL@h/db", "--base=${TETHER_T11_UNSET:-http://localhost:3000}/mcp"],
+        "env": {"SLACK_BOT_TOKEN": "xoxb-SENTINEL", "SLACK_TEAM_ID": "T01234567", "FROM_ENV": "${TETHER_T11_VALUE}"}}}}"#;
+    let out = sandbox
+        .tether(&["export", "--mcp", spec, "--format", "json"])
+        .env("TETHER_T11_VALUE", "env-SENTINEL")
+        .env_remove("TETHER_T11_UNSET")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("SENTINEL"), "{stdout}");
+    let exported: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}"));
+    let slack = &exported["mcpServers"]["slack"];
+    assert_eq!(
+        slack["env"],
+        json!({"SLACK_BOT_TOKEN": "********", "SLACK_TEAM_ID": "T01234567", "FROM_ENV": "********"})
+    );
+    assert_eq!(slack["args"][2], "--db=postgresql://u:********@h/db");
+    assert_eq!(slack["args"][3], "--base=http://localhost:3000/mcp");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("note: 3 values masked as ********")
+            && stderr.contains("-o FILE")
+            && stderr.contains("--show-secrets"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("SENTINEL"), "{stderr}");
+
+    let file = sandbox.path("out.json");
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            spec,
+            "--format",
+            "json",
+            "-o",
+            &file.to_string_lossy(),
+        ])
+        .env("TETHER_T11_VALUE", "env-SENTINEL")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("(1 server, mode 0600, real values)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
