@@ -167,23 +167,33 @@ fn read_vectors(path: &Path) -> Vectors {
         .unwrap_or_else(|e| panic!("the vectors at {} are not valid: {e}", path.display()))
 }
 
+/// A failure line when `actual`, restricted to the keys `expect` names, differs from it.
+fn mismatch(
+    name: &str,
+    expect: &Map<String, Value>,
+    actual: &Map<String, Value>,
+) -> Option<String> {
+    let actual = restrict(actual, expect);
+    (&actual != expect).then(|| {
+        format!(
+            "{name}: expected {}\n  got {}",
+            Value::Object(expect.clone()),
+            Value::Object(actual)
+        )
+    })
+}
+
 /// Runs `cases`, returning one line per failure.
 fn failures<'a>(cases: impl IntoIterator<Item = &'a Case>) -> Vec<String> {
     let mut failures = Vec::new();
     for case in cases {
         if let Some(expect) = &case.expect_masked {
             match run_as(case, Exposure::Masked) {
-                Ok(actual) => {
-                    let actual = restrict(&actual, expect);
-                    if &actual != expect {
-                        failures.push(format!(
-                            "{} (masked): expected {}\n  got {}",
-                            case.name,
-                            Value::Object(expect.clone()),
-                            Value::Object(actual)
-                        ));
-                    }
-                }
+                Ok(actual) => failures.extend(mismatch(
+                    &format!("{} (masked)", case.name),
+                    expect,
+                    &actual,
+                )),
                 Err(message) => failures.push(format!(
                     "{} (masked): unexpected error {message}",
                     case.name
@@ -193,17 +203,7 @@ fn failures<'a>(cases: impl IntoIterator<Item = &'a Case>) -> Vec<String> {
         let outcome = run(case);
         let secret_values: Vec<&str> = case.secrets.values().filter_map(Value::as_str).collect();
         match (&case.expect, &case.error_contains, outcome) {
-            (Some(expect), _, Ok(actual)) => {
-                let actual = restrict(&actual, expect);
-                if &actual != expect {
-                    failures.push(format!(
-                        "{}: expected {}\n  got {}",
-                        case.name,
-                        Value::Object(expect.clone()),
-                        Value::Object(actual)
-                    ));
-                }
-            }
+            (Some(expect), _, Ok(actual)) => failures.extend(mismatch(&case.name, expect, &actual)),
             (None, Some(needle), Err(message)) => {
                 if !message.contains(needle.as_str()) {
                     failures.push(format!("{}: error {message:?} lacks {needle:?}", case.name));
