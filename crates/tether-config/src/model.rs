@@ -108,6 +108,28 @@ pub struct ServerOptions {
     /// disabled, exported with the flag where the format has one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub disabled: bool,
+    /// Only these tools are offered (Gemini `includeTools`, Codex `enabled_tools`); `None`:
+    /// all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_tools: Option<Vec<String>>,
+    /// These tools are never offered (Gemini `excludeTools`, Codex `disabled_tools`); wins
+    /// over `include_tools`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude_tools: Vec<String>,
+    /// Tools the harness may call without asking (Roo/Cline `alwaysAllow`, Cline
+    /// `autoApprove`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub always_allow: Vec<String>,
+    /// Gemini's `trust`: the harness calls every tool without asking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<bool>,
+    /// Per-request (tool call) timeout in milliseconds (Gemini/Claude `timeout`, Codex
+    /// `tool_timeout_sec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Startup timeout in milliseconds (Codex `startup_timeout_sec`/`startup_timeout_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_timeout_ms: Option<u64>,
 }
 
 /// A named server template with its variables.
@@ -172,6 +194,34 @@ impl ServerOptions {
         if self.disabled {
             server["disabled"] = Value::Bool(true);
         }
+        if let Some(include) = &self.include_tools {
+            server["includeTools"] = json!(include);
+        }
+        if !self.exclude_tools.is_empty() {
+            server["excludeTools"] = json!(self.exclude_tools);
+        }
+        if !self.always_allow.is_empty() {
+            server["alwaysAllow"] = json!(self.always_allow);
+        }
+        if let Some(trust) = self.trust {
+            server["trust"] = Value::Bool(trust);
+        }
+        if let Some(timeout) = self.timeout_ms {
+            server["timeout"] = json!(timeout);
+        }
+        if let Some(timeout) = self.startup_timeout_ms {
+            server["startup_timeout_ms"] = json!(timeout);
+        }
+    }
+
+    /// Whether the config lets a run offer the tool `name`: not excluded, and included when
+    /// an include list is given.
+    pub fn allows_tool(&self, name: &str) -> bool {
+        !self.exclude_tools.iter().any(|t| t == name)
+            && self
+                .include_tools
+                .as_ref()
+                .is_none_or(|include| include.iter().any(|t| t == name))
     }
 }
 

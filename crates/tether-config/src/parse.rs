@@ -37,7 +37,21 @@ const SINGLE_SERVER_KEYS: [&str; 4] = ["command", "url", "serverUrl", "httpUrl"]
 
 /// Option keys a server object may hold besides its launch description (read by
 /// `ServerFields::options`).
-const OPTION_KEYS: &[&str] = &["disabled"];
+const OPTION_KEYS: &[&str] = &[
+    "disabled",
+    "enabled",
+    "includeTools",
+    "enabled_tools",
+    "excludeTools",
+    "disabled_tools",
+    "alwaysAllow",
+    "autoApprove",
+    "trust",
+    "timeout",
+    "tool_timeout_sec",
+    "startup_timeout_sec",
+    "startup_timeout_ms",
+];
 
 /// Keys that give a remote server's URL.
 const URL_KEYS: [&str; 3] = ["url", "serverUrl", "httpUrl"];
@@ -491,10 +505,95 @@ impl<'a> ServerFields<'a> {
         }
     }
 
-    /// The server's options (see [`OPTION_KEYS`]).
+    /// A non-negative number of `unit` milliseconds (1 for ms, 1000 for seconds), as whole
+    /// milliseconds.
+    fn millis(&self, key: &str, unit: f64) -> Result<Option<u64>, ConfigError> {
+        match self.optional(key)? {
+            None => Ok(None),
+            Some(Json::Number(number)) => match number.as_f64() {
+                Some(value) if value >= 0.0 && (value * unit) < u64::MAX as f64 => {
+                    Ok(Some((value * unit).round() as u64))
+                }
+                _ => Err(ConfigError::field(
+                    self.name,
+                    key,
+                    "must be a non-negative number",
+                )),
+            },
+            Some(other) => Err(ConfigError::field(
+                self.name,
+                key,
+                format!("must be a number, found {}", other.kind()),
+            )),
+        }
+    }
+
+    /// The value of whichever of two spellings is present; both present is an error.
+    fn either<T>(
+        &self,
+        (first, a): (&str, Option<T>),
+        (second, b): (&str, Option<T>),
+    ) -> Result<Option<T>, ConfigError> {
+        match (a, b) {
+            (Some(_), Some(_)) => Err(ConfigError::server(
+                self.name,
+                format!("has both '{first}' and '{second}'; keep one"),
+            )),
+            (a, b) => Ok(a.or(b)),
+        }
+    }
+
+    /// A string array when the key is present, `None` when absent.
+    fn present_array(&self, key: &str) -> Result<Option<Vec<String>>, ConfigError> {
+        Ok(match self.optional(key)? {
+            None => None,
+            Some(_) => Some(self.string_array(key)?),
+        })
+    }
+
+    /// The server's options (see [`OPTION_KEYS`]); each tool's spelling is read, and two
+    /// spellings of one option in one server are an error.
     fn options(&self) -> Result<ServerOptions, ConfigError> {
+        let disabled = self.either(
+            ("disabled", self.boolean("disabled")?),
+            ("enabled", self.boolean("enabled")?.map(|enabled| !enabled)),
+        )?;
+        let include_tools = self.either(
+            ("includeTools", self.present_array("includeTools")?),
+            ("enabled_tools", self.present_array("enabled_tools")?),
+        )?;
+        let exclude_tools = self.either(
+            ("excludeTools", self.present_array("excludeTools")?),
+            ("disabled_tools", self.present_array("disabled_tools")?),
+        )?;
+        let mut always_allow = self.string_array("alwaysAllow")?;
+        for tool in self.string_array("autoApprove")? {
+            if !always_allow.contains(&tool) {
+                always_allow.push(tool);
+            }
+        }
+        let timeout_ms = self.either(
+            ("timeout", self.millis("timeout", 1.0)?),
+            ("tool_timeout_sec", self.millis("tool_timeout_sec", 1000.0)?),
+        )?;
+        let startup_timeout_ms = self.either(
+            (
+                "startup_timeout_sec",
+                self.millis("startup_timeout_sec", 1000.0)?,
+            ),
+            (
+                "startup_timeout_ms",
+                self.millis("startup_timeout_ms", 1.0)?,
+            ),
+        )?;
         Ok(ServerOptions {
-            disabled: self.boolean("disabled")?.unwrap_or(false),
+            disabled: disabled.unwrap_or(false),
+            include_tools,
+            exclude_tools: exclude_tools.unwrap_or_default(),
+            always_allow,
+            trust: self.boolean("trust")?,
+            timeout_ms,
+            startup_timeout_ms,
         })
     }
 
@@ -857,7 +956,7 @@ mod tests {
     #[test]
     fn unknown_fields_warn_by_name_only() {
         let parsed = parse_config(
-            r#"{"a":{"command":"x","timeout":"sk-SENTINEL","headers":{}}}"#,
+            r#"{"a":{"command":"x","description":"sk-SENTINEL","headers":{}}}"#,
             Origin::User,
         );
         let warnings: Vec<String> = parsed
@@ -866,7 +965,7 @@ mod tests {
         assert_eq!(
             warnings,
             [
-                "MCP server 'a': ignoring unknown field 'timeout'",
+                "MCP server 'a': ignoring unknown field 'description'",
                 "MCP server 'a': ignoring unknown field 'headers'"
             ]
         );

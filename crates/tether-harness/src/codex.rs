@@ -6,10 +6,11 @@
 
 use tether_config::{
     Exposure, RemoteTransport, RenderedServer, RenderedText, RenderedTransport, SecretValue,
+    ServerOptions,
 };
 use toml::{Table, Value};
 
-use crate::{Format, HarnessError};
+use crate::{Format, HarnessError, ServerOption};
 
 /// How values are written for Codex.
 pub(crate) enum CodexValues<'a> {
@@ -45,6 +46,7 @@ pub(crate) fn config(
     values: &mut CodexValues<'_>,
 ) -> Result<CodexConfig, HarnessError> {
     let mut inlined = Vec::new();
+    let mut notes = Vec::new();
     let mut all = Table::new();
     for server in servers {
         let mut table = Table::new();
@@ -159,6 +161,8 @@ pub(crate) fn config(
         if server.options.disabled {
             table.insert("enabled".into(), Value::Boolean(false));
         }
+        let lost = write_options(&server.options, &mut table);
+        notes.extend(crate::left_out_options(&server.name, Format::Codex, &lost));
         all.insert(server.name.clone(), Value::Table(table));
     }
     let mut root = Table::new();
@@ -169,8 +173,46 @@ pub(crate) fn config(
     Ok(CodexConfig {
         table: root,
         inlined,
-        notes: Vec::new(),
+        notes,
     })
+}
+
+/// Writes the options Codex can express (`enabled_tools`, `disabled_tools`,
+/// `tool_timeout_sec`, `startup_timeout_sec`) into a server's table; returns those it cannot.
+fn write_options(options: &ServerOptions, table: &mut Table) -> Vec<ServerOption> {
+    let strings =
+        |items: &[String]| Value::Array(items.iter().cloned().map(Value::String).collect());
+    let mut lost = Vec::new();
+    for option in ServerOption::set_in(options) {
+        match option {
+            ServerOption::IncludeTools => {
+                let include = options.include_tools.as_deref().unwrap_or_default();
+                table.insert("enabled_tools".into(), strings(include));
+            }
+            ServerOption::ExcludeTools => {
+                table.insert("disabled_tools".into(), strings(&options.exclude_tools));
+            }
+            ServerOption::Timeout => {
+                let ms = options.timeout_ms.unwrap_or_default();
+                table.insert("tool_timeout_sec".into(), seconds(ms));
+            }
+            ServerOption::StartupTimeout => {
+                let ms = options.startup_timeout_ms.unwrap_or_default();
+                table.insert("startup_timeout_sec".into(), seconds(ms));
+            }
+            ServerOption::AlwaysAllow | ServerOption::Trust => lost.push(option),
+        }
+    }
+    lost
+}
+
+/// Milliseconds as TOML seconds: an integer when whole, else a float.
+fn seconds(ms: u64) -> Value {
+    if ms % 1000 == 0 {
+        Value::Integer(i64::try_from(ms / 1000).unwrap_or(i64::MAX))
+    } else {
+        Value::Float(ms as f64 / 1000.0)
+    }
 }
 
 /// Whether `key` can be forwarded from Codex's environment with `value`: not yet used, or used

@@ -1,9 +1,11 @@
 //! The JSON formats: tether's own, Claude Code, Gemini CLI, opencode, VS Code, Cursor.
 
 use serde_json::{Map, Value, json};
-use tether_config::{RemoteTransport, RenderedServer, RenderedText, RenderedTransport};
+use tether_config::{
+    RemoteTransport, RenderedServer, RenderedText, RenderedTransport, ServerOptions,
+};
 
-use crate::{Format, HarnessError, Values};
+use crate::{Format, HarnessError, ServerOption, Values};
 
 /// Builds the whole config for a JSON format.
 pub(crate) fn config(
@@ -24,6 +26,8 @@ pub(crate) fn config(
         {
             out[key] = Value::Bool(value);
         }
+        let lost = write_options(&server.options, format, &mut out);
+        notes.extend(crate::left_out_options(&server.name, format, &lost));
         map.insert(server.name.clone(), out);
     }
     let mut root = Map::new();
@@ -43,6 +47,45 @@ fn disabled_key(format: Format) -> Option<(&'static str, bool)> {
         Format::Opencode => Some(("enabled", false)),
         Format::Claude | Format::Codex | Format::Gemini | Format::Vscode | Format::Cursor => None,
     }
+}
+
+/// Writes the options `format` can express into `out`; returns those it cannot.
+fn write_options(options: &ServerOptions, format: Format, out: &mut Value) -> Vec<ServerOption> {
+    let mut lost = Vec::new();
+    for option in ServerOption::set_in(options) {
+        let written = match (format, option) {
+            (Format::Json, _) => true,
+            (Format::Gemini, ServerOption::IncludeTools) => {
+                out["includeTools"] = json!(options.include_tools);
+                true
+            }
+            (Format::Gemini, ServerOption::ExcludeTools) => {
+                out["excludeTools"] = json!(options.exclude_tools);
+                true
+            }
+            (Format::Gemini, ServerOption::Trust) => {
+                out["trust"] = json!(options.trust);
+                true
+            }
+            (Format::Gemini, ServerOption::Timeout) => {
+                out["timeout"] = json!(options.timeout_ms);
+                true
+            }
+            // opencode's `timeout` bounds fetching the server's tools: its startup.
+            (Format::Opencode, ServerOption::StartupTimeout) => {
+                out["timeout"] = json!(options.startup_timeout_ms);
+                true
+            }
+            _ => false,
+        };
+        if !written {
+            lost.push(option);
+        }
+    }
+    if format == Format::Json {
+        options.write_json(out);
+    }
+    lost
 }
 
 /// The key of a stdio server's environment in a JSON format.

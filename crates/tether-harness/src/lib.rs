@@ -389,6 +389,67 @@ pub fn export_config(
     })
 }
 
+/// A server option, by the name users know it by (Gemini's, or Roo's for `alwaysAllow`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ServerOption {
+    IncludeTools,
+    ExcludeTools,
+    AlwaysAllow,
+    Trust,
+    Timeout,
+    StartupTimeout,
+}
+
+impl ServerOption {
+    fn name(self) -> &'static str {
+        match self {
+            ServerOption::IncludeTools => "includeTools",
+            ServerOption::ExcludeTools => "excludeTools",
+            ServerOption::AlwaysAllow => "alwaysAllow",
+            ServerOption::Trust => "trust",
+            ServerOption::Timeout => "timeout",
+            ServerOption::StartupTimeout => "startup timeout",
+        }
+    }
+
+    /// The options `server` sets, in a fixed order.
+    pub(crate) fn set_in(options: &tether_config::ServerOptions) -> Vec<ServerOption> {
+        [
+            (options.include_tools.is_some(), ServerOption::IncludeTools),
+            (
+                !options.exclude_tools.is_empty(),
+                ServerOption::ExcludeTools,
+            ),
+            (!options.always_allow.is_empty(), ServerOption::AlwaysAllow),
+            (options.trust.is_some(), ServerOption::Trust),
+            (options.timeout_ms.is_some(), ServerOption::Timeout),
+            (
+                options.startup_timeout_ms.is_some(),
+                ServerOption::StartupTimeout,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(set, option)| set.then_some(option))
+        .collect()
+    }
+}
+
+/// The note for options a format cannot express, or `None` when there are none.
+pub(crate) fn left_out_options(
+    server: &str,
+    format: Format,
+    options: &[ServerOption],
+) -> Option<String> {
+    if options.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = options.iter().map(|o| o.name()).collect();
+    Some(format!(
+        "MCP server '{server}': {format} has no place for {}: left out of the {format} config",
+        names.join(", ")
+    ))
+}
+
 /// The note for a disabled server left out of a format that has no flag for it.
 pub(crate) fn left_out_disabled(server: &str, format: Format) -> String {
     format!(

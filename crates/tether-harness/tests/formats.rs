@@ -227,3 +227,101 @@ fn masked_exports_count_what_they_mask() {
         assert_eq!(real.masked(), 0, "{format}");
     }
 }
+
+/// Issue 11 item 3: tool filters and per-server options go into the formats that have them;
+/// the rest is named in a note.
+#[test]
+fn server_options_are_exported_where_the_format_has_them() {
+    // Gemini CLI's fields (docs/tools/mcp-server.md) plus Roo's `alwaysAllow` and Codex's
+    // startup timeout.
+    let servers = servers(
+        r#"{"gh": {"command": "npx", "includeTools": ["get_me", "list_issues"], "excludeTools": ["delete_repo"],
+                   "trust": false, "timeout": 30000, "alwaysAllow": ["get_me"], "startup_timeout_sec": 20}}"#,
+    );
+    let expected: [(Format, serde_json::Value, &str); 7] = [
+        (
+            Format::Json,
+            serde_json::json!({"includeTools": ["get_me", "list_issues"], "excludeTools": ["delete_repo"],
+                               "alwaysAllow": ["get_me"], "trust": false, "timeout": 30000, "startup_timeout_ms": 20000}),
+            "",
+        ),
+        (
+            Format::Gemini,
+            serde_json::json!({"includeTools": ["get_me", "list_issues"], "excludeTools": ["delete_repo"],
+                               "trust": false, "timeout": 30000}),
+            "alwaysAllow, startup timeout",
+        ),
+        (
+            Format::Codex,
+            serde_json::json!({"enabled_tools": ["get_me", "list_issues"], "disabled_tools": ["delete_repo"],
+                               "tool_timeout_sec": 30, "startup_timeout_sec": 20}),
+            "alwaysAllow, trust",
+        ),
+        (
+            Format::Opencode,
+            serde_json::json!({"timeout": 20000}),
+            "includeTools, excludeTools, alwaysAllow, trust, timeout",
+        ),
+        (
+            Format::Claude,
+            serde_json::json!({}),
+            "includeTools, excludeTools, alwaysAllow, trust, timeout, startup timeout",
+        ),
+        (
+            Format::Vscode,
+            serde_json::json!({}),
+            "includeTools, excludeTools, alwaysAllow, trust, timeout, startup timeout",
+        ),
+        (
+            Format::Cursor,
+            serde_json::json!({}),
+            "includeTools, excludeTools, alwaysAllow, trust, timeout, startup timeout",
+        ),
+    ];
+    for (format, fields, lost) in expected {
+        let config = tether_harness::export_config(&servers, format, Exposure::Real)
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        let text = config.to_text();
+        let document: serde_json::Value = if format == Format::Codex {
+            let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+            serde_json::to_value(table).unwrap_or_else(|e| panic!("{e}"))
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{format}: {e}"))
+        };
+        let server = &document[format.harness().servers_key]["gh"];
+        let option_keys = [
+            "includeTools",
+            "excludeTools",
+            "alwaysAllow",
+            "trust",
+            "timeout",
+            "startup_timeout_ms",
+            "enabled_tools",
+            "disabled_tools",
+            "tool_timeout_sec",
+            "startup_timeout_sec",
+        ];
+        let written: serde_json::Map<String, serde_json::Value> = server
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(k, _)| option_keys.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(
+            serde_json::Value::Object(written),
+            fields,
+            "{format}: {text}"
+        );
+        let notes: Vec<String> = if lost.is_empty() {
+            Vec::new()
+        } else {
+            vec![format!(
+                "MCP server 'gh': {format} has no place for {lost}: left out of the {format} config"
+            )]
+        };
+        assert_eq!(config.notes(), notes, "{format}");
+    }
+}

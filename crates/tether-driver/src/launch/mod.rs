@@ -25,7 +25,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Map, Value};
 use tether_config::{
     Exposure, RemoteTransport, RenderedServer, RenderedText, RenderedTransport, SecretValue,
-    mask_known_values,
+    ServerOptions, mask_known_values,
 };
 
 use process::{ChildProcess, StdioLaunch};
@@ -96,6 +96,8 @@ struct RunningServer {
     name: String,
     client: Client,
     child: Option<ChildProcess>,
+    /// Its config's options: the tool filters apply to calls.
+    options: ServerOptions,
 }
 
 /// The servers of a run, held until [`McpRuntime::shutdown`] (or drop, which kills children).
@@ -146,24 +148,26 @@ impl McpRuntime {
             .map(|(index, s)| (s.name.clone(), index))
             .collect();
         let servers = servers.into_iter().filter(|s| !s.options.disabled);
-        let outcomes: Vec<(String, Result<Started, String>)> = futures_util::stream::iter(servers)
-            .map(|server| {
-                let secrets = Arc::clone(&secrets);
-                async move {
-                    let name = server.name.clone();
-                    let outcome = start_one(server, options.startup_timeout, &secrets).await;
-                    (name, outcome)
-                }
-            })
-            .buffered(options.concurrency.max(1))
-            .collect()
-            .await;
+        let outcomes: Vec<(String, ServerOptions, Result<Started, String>)> =
+            futures_util::stream::iter(servers)
+                .map(|server| {
+                    let secrets = Arc::clone(&secrets);
+                    async move {
+                        let name = server.name.clone();
+                        let (server_options, outcome) =
+                            start_filtered(server, options.startup_timeout, &secrets).await;
+                        (name, server_options, outcome)
+                    }
+                })
+                .buffered(options.concurrency.max(1))
+                .collect()
+                .await;
         let mut runtime = Self {
             running: Vec::new(),
             reports: Vec::new(),
             secrets,
         };
-        for (name, outcome) in outcomes {
+        for (name, server_options, outcome) in outcomes {
             match outcome {
                 Ok((client, child, tools)) => {
                     tracing::info!(server = %name, tools = tools.len(), "MCP server ready");
@@ -175,6 +179,7 @@ impl McpRuntime {
                         name,
                         client,
                         child,
+                        options: server_options,
                     });
                 }
                 Err(reason) => {
@@ -251,6 +256,12 @@ impl McpRuntime {
             tool: tool.to_owned(),
             message: mask_known_values(&message, self.secrets.iter()),
         };
+        if !running.options.allows_tool(tool) {
+            return Err(failed(
+                "the server's config leaves this tool out (includeTools/excludeTools), so it is not offered"
+                    .to_owned(),
+            ));
+        }
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
@@ -277,25 +288,26 @@ impl McpRuntime {
         let started = if server.options.disabled {
             None
         } else {
-            Some(start_one(server, options.startup_timeout, &self.secrets).await)
+            Some(start_filtered(server, options.startup_timeout, &self.secrets).await)
         };
         let report = match started {
             None => ServerReport {
                 name: name.clone(),
                 status: ServerStatus::Disabled,
             },
-            Some(Ok((client, child, tools))) => {
+            Some((server_options, Ok((client, child, tools)))) => {
                 self.running.push(RunningServer {
                     name: name.clone(),
                     client,
                     child,
+                    options: server_options,
                 });
                 ServerReport {
                     name: name.clone(),
                     status: ServerStatus::Ready { tools },
                 }
             }
-            Some(Err(reason)) => ServerReport {
+            Some((_, Err(reason))) => ServerReport {
                 name: name.clone(),
                 status: ServerStatus::Failed { reason },
             },
@@ -320,6 +332,7 @@ async fn stop(server: RunningServer) {
         name,
         client,
         child,
+        options: _,
     } = server;
     if tokio::time::timeout(Duration::from_secs(2), client.cancel())
         .await
@@ -334,6 +347,26 @@ async fn stop(server: RunningServer) {
 }
 
 type Started = (Client, Option<ChildProcess>, Vec<ToolInfo>);
+
+/// Starts `server` and keeps only the tools its config allows (`includeTools`,
+/// `excludeTools`); returns its options too, for the calls that follow.
+async fn start_filtered(
+    server: RenderedServer,
+    timeout: Duration,
+    secrets: &Arc<Vec<SecretValue>>,
+) -> (ServerOptions, Result<Started, String>) {
+    let options = server.options.clone();
+    let outcome = start_one(server, timeout, secrets)
+        .await
+        .map(|(client, child, tools)| {
+            let tools = tools
+                .into_iter()
+                .filter(|tool| options.allows_tool(&tool.name))
+                .collect();
+            (client, child, tools)
+        });
+    (options, outcome)
+}
 
 async fn start_one(
     server: RenderedServer,

@@ -202,6 +202,60 @@ async fn strict_startup_fails_the_run_and_stops_the_good_servers() {
     }
 }
 
+/// Issue 11 item 3: `excludeTools`/`includeTools` (Gemini CLI) keep a tool out of the report
+/// and out of reach of calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_filters_hide_tools_and_refuse_their_calls() {
+    let bin = json_str(&test_server_bin().to_string_lossy());
+    let config = format!(
+        r#"{{"ex": {{"command": {bin}, "excludeTools": ["env_check"]}},
+            "in": {{"command": {bin}, "includeTools": ["add", "env_check"], "excludeTools": ["env_check"]}}}}"#
+    );
+    let runtime = start(config, StartOptions::default(), &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tools(&runtime.reports()[0].status), ["add", "echo"]);
+    assert_eq!(tools(&runtime.reports()[1].status), ["add"]);
+    let refused = runtime
+        .call_tool(
+            "ex",
+            "env_check",
+            json!({"name": "HOME"}).as_object().cloned(),
+            STEP,
+        )
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        refused.contains("calling tool 'env_check' on MCP server 'ex' failed: the server's config leaves this tool out"),
+        "{refused}"
+    );
+    let echoed = runtime
+        .call_tool(
+            "in",
+            "echo",
+            json!({"text": "x"}).as_object().cloned(),
+            STEP,
+        )
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(echoed.contains("leaves this tool out"), "{echoed}");
+    let added = runtime
+        .call_tool(
+            "in",
+            "add",
+            json!({"a": 2, "b": 3}).as_object().cloned(),
+            STEP,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(added["content"][0]["text"], "5");
+    runtime.shutdown().await;
+}
+
 /// Issue 11 item 2: `"disabled": true` (Windsurf, Cline, Roo) keeps a server from starting, even
 /// under strict startup, and its report keeps its place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
