@@ -51,41 +51,43 @@ fn disabled_key(format: Format) -> Option<(&'static str, bool)> {
 
 /// Writes the options `format` can express into `out`; returns those it cannot.
 fn write_options(options: &ServerOptions, format: Format, out: &mut Value) -> Vec<ServerOption> {
-    let mut lost = Vec::new();
-    for option in ServerOption::set_in(options) {
-        let written = match (format, option) {
-            (Format::Json, _) => true,
-            (Format::Gemini, ServerOption::IncludeTools) => {
-                out["includeTools"] = json!(options.include_tools);
-                true
-            }
-            (Format::Gemini, ServerOption::ExcludeTools) => {
-                out["excludeTools"] = json!(options.exclude_tools);
-                true
-            }
-            (Format::Gemini, ServerOption::Trust) => {
-                out["trust"] = json!(options.trust);
-                true
-            }
-            (Format::Gemini, ServerOption::Timeout) => {
-                out["timeout"] = json!(options.timeout_ms);
-                true
-            }
-            // opencode's `timeout` bounds fetching the server's tools: its startup.
-            (Format::Opencode, ServerOption::StartupTimeout) => {
-                out["timeout"] = json!(options.startup_timeout_ms);
-                true
-            }
-            _ => false,
-        };
-        if !written {
-            lost.push(option);
-        }
-    }
     if format == Format::Json {
         options.write_json(out);
+        return Vec::new();
+    }
+    let mut lost = Vec::new();
+    for option in ServerOption::set_in(options) {
+        match option_key(format, option) {
+            Some(key) => out[key] = option_value(options, option),
+            None => lost.push(option),
+        }
     }
     lost
+}
+
+/// Where a JSON harness format keeps an option, if it has a place for it.
+fn option_key(format: Format, option: ServerOption) -> Option<&'static str> {
+    match (format, option) {
+        (Format::Gemini, ServerOption::IncludeTools) => Some("includeTools"),
+        (Format::Gemini, ServerOption::ExcludeTools) => Some("excludeTools"),
+        (Format::Gemini, ServerOption::Trust) => Some("trust"),
+        (Format::Gemini, ServerOption::Timeout) => Some("timeout"),
+        // opencode's `timeout` bounds fetching the server's tools: its startup.
+        (Format::Opencode, ServerOption::StartupTimeout) => Some("timeout"),
+        _ => None,
+    }
+}
+
+/// An option's value in the JSON formats (lists of names, booleans, milliseconds).
+fn option_value(options: &ServerOptions, option: ServerOption) -> Value {
+    match option {
+        ServerOption::IncludeTools => json!(options.include_tools),
+        ServerOption::ExcludeTools => json!(options.exclude_tools),
+        ServerOption::AlwaysAllow => json!(options.always_allow),
+        ServerOption::Trust => json!(options.trust),
+        ServerOption::Timeout => json!(options.timeout_ms),
+        ServerOption::StartupTimeout => json!(options.startup_timeout_ms),
+    }
 }
 
 /// The key of a stdio server's environment in a JSON format.
