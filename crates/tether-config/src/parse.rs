@@ -66,7 +66,7 @@ pub struct ServerReference {
 }
 
 /// Something ignored while parsing. Names a field, never a value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ConfigWarning {
     /// A field tether does not use.
     UnknownField {
@@ -136,10 +136,24 @@ pub fn parse_config(text: &str, origin: Origin) -> Result<ParsedConfig, ConfigEr
         Located::Map(map) => parse_server_map(&map, origin, &mut parsed)?,
         Located::Single(name, entries) => parse_server(&name, entries, origin, true, &mut parsed)?,
     }
-    for warning in &parsed.warnings {
-        tracing::warn!("{warning}");
-    }
+    log_once(&parsed.warnings);
     Ok(parsed)
+}
+
+/// Logs each warning at `warn` the first time this process sees it. A spec is parsed several
+/// times in a run (validated when it is read, stored, resolved), and one `ignoring unknown
+/// field` line is enough. Warnings name servers and fields only, so keeping them is harmless.
+fn log_once(warnings: &[ConfigWarning]) {
+    static LOGGED: std::sync::Mutex<Option<HashSet<ConfigWarning>>> = std::sync::Mutex::new(None);
+    let Ok(mut logged) = LOGGED.lock() else {
+        return;
+    };
+    let logged = logged.get_or_insert_with(HashSet::new);
+    for warning in warnings {
+        if logged.insert(warning.clone()) {
+            tracing::warn!("{warning}");
+        }
+    }
 }
 
 /// The servers of a config as written: each name with its server object, unvalidated fields

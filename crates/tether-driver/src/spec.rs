@@ -327,7 +327,7 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(
             err,
-            "Duplicate MCP server name 'a' (from inline spec #1 and inline spec #2): rename one of them"
+            "Duplicate MCP server name 'a' (from inline spec #1 and inline spec #2): rename one of them (a single-server spec is named by its \"name\" field, else by its command's file name or its URL's host)"
         );
     }
 }

@@ -141,3 +141,49 @@ fn export_masks_by_provenance_and_says_so() {
         text(&out.stderr)
     );
 }
+
+/// Issue 11 item 7: a field tether does not use is warned about once, though the spec is
+/// parsed several times in a run; two bare servers named after their command say how to name
+/// them.
+#[test]
+fn unknown_fields_warn_once_and_duplicate_names_mention_the_name_field() {
+    let sandbox = Sandbox::new();
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            r#"{"s": {"command": "x", "description": "a server"}}"#,
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr
+            .matches("MCP server 's': ignoring unknown field 'description'")
+            .count(),
+        1,
+        "{stderr}"
+    );
+
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            r#"{"command": "npx", "args": ["-y", "a"]}"#,
+            "--mcp",
+            r#"{"command": "npx", "args": ["-y", "b"]}"#,
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("Duplicate MCP server name 'npx' (from inline spec #1 and inline spec #2): rename one of them (a single-server spec is named by its \"name\" field"),
+        "{}",
+        text(&out.stderr)
+    );
+}
