@@ -208,7 +208,7 @@ fn write_options(options: &ServerOptions, table: &mut Table) -> Vec<ServerOption
 
 /// Milliseconds as TOML seconds: an integer when whole, else a float.
 fn seconds(ms: u64) -> Value {
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         Value::Integer(i64::try_from(ms / 1000).unwrap_or(i64::MAX))
     } else {
         Value::Float(ms as f64 / 1000.0)
