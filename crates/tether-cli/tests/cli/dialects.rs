@@ -187,3 +187,194 @@ fn unknown_fields_warn_once_and_duplicate_names_mention_the_name_field() {
         text(&out.stderr)
     );
 }
+
+/// The snippet corpus: MCP configs in the shapes projects publish (sources in
+/// `tests/cli/snippets/SOURCES.md`), each with the values the run gives it.
+const SNIPPETS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cli/snippets");
+
+/// Values a snippet's secrets and environment references take: each holds a marker that must
+/// never reach a masked export.
+const SNIPPET_ENV: [(&str, &str); 5] = [
+    ("SNIPPET_API_KEY", "key-SENTINEL"),
+    ("SNIPPET_AUTH_TOKEN", "auth-SENTINEL"),
+    ("GITHUB_MCP_PAT", "pat-SENTINEL"),
+    ("EXTERNAL_API_KEY", "ext-SENTINEL"),
+    ("DB_CONNECTION_STRING", "postgres://u:db-SENTINEL@h/db"),
+];
+
+/// What a format refuses in a snippet, by design (file, format, the error's words).
+const REFUSED: [(&str, &str, &str); 2] = [
+    (
+        "claude-code-mcp.json",
+        "codex",
+        "codex cannot connect to an SSE server",
+    ),
+    (
+        "gemini-settings.jsonc",
+        "opencode",
+        "opencode cannot set a working directory",
+    ),
+];
+
+/// Formats with no off switch: a disabled server is left out of them.
+const NO_DISABLED_FLAG: [&str; 4] = ["claude", "gemini", "vscode", "cursor"];
+
+/// Issue 11, "done when": every snippet goes through `export` for every format: it parses,
+/// holds every server (a disabled one only where the format can say so), and shows no secret.
+#[test]
+fn published_snippets_export_to_every_format() {
+    let sandbox = Sandbox::new();
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(SNIPPETS)
+        .unwrap_or_else(|e| panic!("{SNIPPETS}: {e}"))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext != "md"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    let formats = [
+        "json", "claude", "codex", "gemini", "opencode", "vscode", "cursor",
+    ];
+    let mut checked = 0;
+    for file in &files {
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let snippet = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{name}: {e}"));
+        // The servers and which are disabled, from tether's own reading of the snippet.
+        let own = sandbox
+            .tether(&[
+                "export",
+                "--mcp",
+                &file.to_string_lossy(),
+                "--format",
+                "json",
+            ])
+            .args(["--secret", "github_mcp_pat=env:GITHUB_MCP_PAT"])
+            .envs(SNIPPET_ENV)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(own.status.code(), Some(0), "{name}: {}", text(&own.stderr));
+        let own: Value = serde_json::from_slice(&own.stdout).unwrap_or_else(|e| panic!("{e}"));
+        let servers: Vec<(String, bool)> = own["mcpServers"]
+            .as_object()
+            .map(|map| {
+                map.iter()
+                    .map(|(k, v)| (k.clone(), v["disabled"] == json!(true)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(!servers.is_empty(), "{name}: no server in {snippet}");
+        for format in formats {
+            let out = sandbox
+                .tether(&[
+                    "export",
+                    "--mcp",
+                    &file.to_string_lossy(),
+                    "--format",
+                    format,
+                ])
+                .args(["--secret", "github_mcp_pat=env:GITHUB_MCP_PAT"])
+                .envs(SNIPPET_ENV)
+                .output()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+            for shown in [&stdout, &stderr] {
+                assert!(
+                    !shown.contains("SENTINEL") && !shown.contains("SNIPPET-PW"),
+                    "{name} as {format} shows a secret:\n{shown}"
+                );
+            }
+            if let Some((_, _, words)) = REFUSED
+                .iter()
+                .find(|(file, refused, _)| *file == name && *refused == format)
+            {
+                assert_eq!(out.status.code(), Some(2), "{name} as {format}: {stderr}");
+                assert!(stderr.contains(words), "{name} as {format}: {stderr}");
+                continue;
+            }
+            assert_eq!(out.status.code(), Some(0), "{name} as {format}: {stderr}");
+            let document: Value = if format == "codex" {
+                let table: toml::Table =
+                    toml::from_str(&stdout).unwrap_or_else(|e| panic!("{name}: {e}\n{stdout}"));
+                serde_json::to_value(table).unwrap_or_else(|e| panic!("{e}"))
+            } else {
+                serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{name} as {format}: {e}"))
+            };
+            let map = document
+                .as_object()
+                .and_then(|root| root.values().find_map(Value::as_object))
+                .unwrap_or_else(|| panic!("{name} as {format}: no server map in {stdout}"));
+            for (server, disabled) in &servers {
+                let left_out = *disabled && NO_DISABLED_FLAG.contains(&format);
+                assert_eq!(
+                    map.contains_key(server),
+                    !left_out,
+                    "{name} as {format}: server '{server}'\n{stdout}"
+                );
+                if left_out {
+                    assert!(
+                        stderr.contains(&format!("note: MCP server '{server}' is disabled")),
+                        "{name} as {format}: {stderr}"
+                    );
+                }
+            }
+            checked += 1;
+        }
+    }
+    eprintln!(
+        "{checked} snippet exports checked ({} snippets)",
+        files.len()
+    );
+}
+
+/// Issue 11 item 3 with a real server from the registry: a Gemini-style JSONC file whose
+/// command is a bare `$VAR` and which excludes `get-env`: `test` lists the other tools only and
+/// `call` refuses the excluded one.
+#[test]
+fn gemini_style_config_filters_a_real_servers_tools() {
+    let Some(bin) = tether_testkit::server_everything() else {
+        eprintln!("skipped: npm is not available to install server-everything");
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let file = sandbox.write(
+        "settings.json",
+        r#"// ~/.gemini/settings.json
+{
+  "mcpServers": {
+    "everything": {
+      "command": "$SNIPPET_EVERYTHING",
+      "args": ["stdio"],
+      "excludeTools": ["get-env"],
+    },
+  },
+}
+"#,
+    );
+    let out = sandbox
+        .tether(&["test", "--mcp", &file, "--json"])
+        .env("SNIPPET_EVERYTHING", &bin)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let tools: Vec<&str> = report["servers"][0]["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(tools.contains(&"echo"), "{tools:?}");
+    assert!(!tools.contains(&"get-env"), "{tools:?}");
+
+    let out = sandbox
+        .tether(&["call", "--mcp", &file, "everything", "get-env"])
+        .env("SNIPPET_EVERYTHING", &bin)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("the server's config leaves this tool out"),
+        "{}",
+        text(&out.stderr)
+    );
+}
