@@ -39,6 +39,14 @@ impl Progress {
         }
     }
 
+    /// Runs `f` with the spinner hidden, so that a prompt on the terminal is not drawn over.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.spinner {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
+
     /// Removes the spinner.
     pub fn finish(&self) {
         if let Some(bar) = &self.spinner {

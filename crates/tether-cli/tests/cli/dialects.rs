@@ -378,3 +378,95 @@ fn gemini_style_config_filters_a_real_servers_tools() {
         text(&out.stderr)
     );
 }
+
+/// Issue 11 item 4: on a terminal, a VS Code input no `--secret` gave is asked for with its
+/// description, the typing hidden when `password: true` (as VS Code does); run under `script`
+/// for a real pseudo-terminal.
+#[test]
+fn missing_vscode_inputs_are_prompted_for_on_a_terminal() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no `script` command to give tether a terminal");
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let file = sandbox.write(
+        "mcp.json",
+        r#"{"inputs": [{"type": "promptString", "id": "tok", "description": "API token", "password": true},
+                       {"type": "promptString", "id": "region", "description": "Region"}],
+            "servers": {"s": {"command": "x", "args": ["--region=${input:region}"], "env": {"API_TOKEN": "${input:tok}"}}}}"#,
+    );
+    let tether = assert_cmd::cargo::cargo_bin("tether");
+    let command = format!(
+        "{} export --mcp {file} --format json --show-secrets",
+        tether.display()
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(sandbox.path(""))
+        .env("TETHER_HOME", sandbox.home())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stdin = child.stdin.take().expect("script's stdin is piped");
+    let mut stdout = child.stdout.take().expect("script's stdout is piped");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let reader = {
+        let seen = std::sync::Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut stdout, &mut buffer) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock()
+                    .expect("transcript lock")
+                    .extend_from_slice(&buffer[..n]);
+            }
+        })
+    };
+    // Each answer once its prompt is up: typing that comes earlier would be echoed.
+    for (prompt, answer) in [
+        ("API token (tok): ", "typed-SENTINEL\n"),
+        ("Region (region): ", "eu-west\n"),
+    ] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !text(&seen.lock().expect("transcript lock")).contains(prompt) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no prompt {prompt:?}: {}",
+                text(&seen.lock().expect("transcript lock"))
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // The prompt is written just before echo is turned off: leave it that moment.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        std::io::Write::write_all(&mut stdin, answer.as_bytes()).expect("answering a prompt");
+    }
+    let status = child.wait().expect("waiting for script");
+    reader.join().expect("the transcript reader");
+    drop(stdin);
+    assert!(status.success(), "{status}");
+    let transcript = text(&seen.lock().expect("transcript lock"));
+    assert!(transcript.contains("API token (tok): "), "{transcript}");
+    assert!(
+        transcript.contains("Region (region): eu-west"),
+        "{transcript}"
+    );
+    // The hidden answer shows up once: in the exported config (--show-secrets), never echoed.
+    assert_eq!(
+        transcript.matches("typed-SENTINEL").count(),
+        1,
+        "{transcript}"
+    );
+    assert!(
+        transcript.contains(r#""API_TOKEN": "typed-SENTINEL""#),
+        "{transcript}"
+    );
+    assert!(transcript.contains(r#""--region=eu-west""#), "{transcript}");
+}
