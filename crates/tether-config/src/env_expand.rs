@@ -2,8 +2,8 @@
 //! configs from.
 //!
 //! Rules (NAME is `[A-Za-z_][A-Za-z0-9_]*`):
-//! - `${NAME}` (Claude Code), `${env:NAME}` (VS Code, Cursor, Windsurf) and a bare `$NAME`
-//!   (Gemini CLI) become the value of NAME.
+//! - `${NAME}` (Claude Code), `${env:NAME}` (VS Code, Cursor, Windsurf), a bare `$NAME`
+//!   (Gemini CLI) and `{env:NAME}` (opencode) become the value of NAME.
 //! - `${NAME:-default}` becomes the value of NAME when it is set and not empty, else `default`
 //!   (the text up to the first `}`, taken literally).
 //! - VS Code's `${userHome}` is `$HOME`, and `${workspaceFolder}` the working directory
@@ -86,7 +86,7 @@ pub(crate) fn expand<'a>(text: &'a str, env: &dyn EnvLookup) -> Vec<Expanded<'a>
     let mut out = Vec::new();
     let mut plain_start = 0;
     let mut i = 0;
-    while let Some(offset) = text[i..].find('$') {
+    while let Some(offset) = text[i..].find(['$', '{']) {
         let at = i + offset;
         let rest = &text[at..];
         if rest.starts_with("$${") {
@@ -96,7 +96,12 @@ pub(crate) fn expand<'a>(text: &'a str, env: &dyn EnvLookup) -> Vec<Expanded<'a>
             plain_start = i;
             continue;
         }
-        match reference_at(rest) {
+        let reference = if rest.starts_with('{') {
+            opencode_reference_at(rest)
+        } else {
+            reference_at(rest)
+        };
+        match reference {
             Some(reference) => {
                 push_text(&mut out, &text[plain_start..at]);
                 let literal = &rest[..reference.len];
@@ -158,6 +163,18 @@ fn name_len(text: &str) -> usize {
     } else {
         len
     }
+}
+
+/// Parses opencode's `{env:NAME}` at the start of `text` (which starts with `{`).
+fn opencode_reference_at(text: &str) -> Option<Reference<'_>> {
+    let rest = text.strip_prefix("{env:")?;
+    let len = name_len(rest);
+    (len > 0 && rest[len..].starts_with('}')).then(|| Reference {
+        name: &rest[..len],
+        kind: Kind::Env,
+        default: None,
+        len: 5 + len + 1,
+    })
 }
 
 /// Parses a reference at the start of `text` (which starts with `$`).
@@ -291,6 +308,19 @@ mod tests {
                 Unset {
                     literal: "${workspaceFolder}",
                     name: "workspaceFolder"
+                }
+            ]
+        );
+        // opencode's `{env:NAME}`; other braces are text.
+        assert_eq!(
+            expand("Bearer {env:TOKEN} {envy} {env:NOPE}", &env),
+            vec![
+                Text("Bearer "),
+                Value("t0k".into()),
+                Text(" {envy} "),
+                Unset {
+                    literal: "{env:NOPE}",
+                    name: "NOPE"
                 }
             ]
         );

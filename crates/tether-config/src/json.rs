@@ -76,7 +76,8 @@ pub(crate) enum Syntax {
     /// Plain JSON (a managed server's `mcpConfigJson`: machine-written, so a stray comma is a
     /// server defect to report, not to paper over).
     Json,
-    /// JSON with `//` and `/* */` comments and trailing commas (what a user pastes).
+    /// JSON with `//` and `/* */` comments and trailing commas (what a user pastes), or TOML
+    /// (Codex's `config.toml`) when the text does not start like JSON.
     Jsonc,
 }
 
@@ -96,7 +97,11 @@ pub(crate) fn parse(text: &str, syntax: Syntax) -> Result<Json, ConfigError> {
         Syntax::Jsonc => strip_jsonc(text),
     };
     let stripped = strip(text);
-    if stripped.trim_start().starts_with('"') {
+    let first = stripped.trim_start().chars().next();
+    if syntax == Syntax::Jsonc && first.is_some_and(|c| c != '{' && c != '"') {
+        return parse_toml(text, &stripped);
+    }
+    if first == Some('"') {
         // Missing outer braces: parse `{` + text + `}` (stripped again, so that a trailing
         // comma after the last entry goes too) and shift line-1 columns back by one.
         let wrapped = strip(&format!("{{{text}\n}}"));
@@ -135,6 +140,55 @@ fn strip_jsonc(text: &str) -> String {
     // Only ASCII bytes changed (to spaces or back to line breaks), each replacing a whole
     // character's bytes, so the text is still UTF-8.
     String::from_utf8(bytes).unwrap_or_else(|_| text.to_owned())
+}
+
+/// Reads Codex-style TOML (`[mcp_servers.NAME]` tables) into the same tree. Text that is no
+/// TOML but is JSON (`[]`, say) gives the JSON reading, so that the error says what it is; so
+/// does text that looks like neither (no `[table]` start, no `key = value` first line).
+fn parse_toml(text: &str, stripped: &str) -> Result<Json, ConfigError> {
+    match toml::from_str::<toml::Table>(text) {
+        Ok(table) => Ok(toml_to_json(toml::Value::Table(table))),
+        Err(err) => {
+            let json = parse_exact(stripped);
+            let significant = stripped.trim_start();
+            let looks_like_toml = significant.starts_with('[')
+                || significant
+                    .lines()
+                    .next()
+                    .is_some_and(|line| line.contains('='));
+            if json.is_ok() || !looks_like_toml {
+                return json;
+            }
+            let offset = err.span().map_or(0, |span| span.start).min(text.len());
+            let before = &text[..offset];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |at| at + 1) + 1;
+            // The message names what was expected (and keys); the toml crate's Display would
+            // also quote the input line, so it is not used.
+            Err(ConfigError::InvalidToml {
+                line,
+                column,
+                reason: err.message().trim().replace('\n', "; "),
+            })
+        }
+    }
+}
+
+fn toml_to_json(value: toml::Value) -> Json {
+    match value {
+        toml::Value::String(text) => Json::String(text),
+        toml::Value::Integer(n) => Json::Number(n.into()),
+        toml::Value::Float(f) => serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number),
+        toml::Value::Boolean(b) => Json::Bool(b),
+        toml::Value::Datetime(when) => Json::String(when.to_string()),
+        toml::Value::Array(items) => Json::Array(items.into_iter().map(toml_to_json).collect()),
+        toml::Value::Table(table) => Json::Object(
+            table
+                .into_iter()
+                .map(|(key, value)| (key, toml_to_json(value)))
+                .collect(),
+        ),
+    }
 }
 
 fn parse_exact(text: &str) -> Result<Json, ConfigError> {
@@ -312,6 +366,36 @@ mod tests {
             })
             .unwrap_or_default();
         assert_eq!(keys, ["a", "a"]);
+    }
+
+    #[test]
+    fn codex_toml_is_read_into_the_same_tree() {
+        let text = "# ~/.codex/config.toml\nmodel = \"o3\"\n\n[mcp_servers.docs]\ncommand = \"docs-server\"\nargs = [\"--port\", \"4000\"]\nstartup_timeout_sec = 20\n\n[mcp_servers.docs.env]\nAPI_KEY = \"k\"\n";
+        let value = parse(text, Syntax::Jsonc).map(|json| json.to_value()).ok();
+        assert_eq!(
+            value,
+            Some(serde_json::json!({"model": "o3", "mcp_servers": {"docs": {
+                "command": "docs-server", "args": ["--port", "4000"], "startup_timeout_sec": 20,
+                "env": {"API_KEY": "k"}}}}))
+        );
+        // Not TOML and not JSON: a TOML error with a position, and no value from the input.
+        let broken = "[mcp_servers.a]\ncommand = \"sk-SENTINEL\nargs = []\n";
+        match parse(broken, Syntax::Jsonc) {
+            Err(err @ ConfigError::InvalidToml { line: 2, .. }) => {
+                assert!(!err.to_string().contains("SENTINEL"), "{err}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // JSON that is not an object still reads as JSON.
+        assert_eq!(
+            parse("[]", Syntax::Jsonc).map(|json| json.to_value()).ok(),
+            Some(serde_json::json!([]))
+        );
+        // A managed config is never TOML.
+        assert!(matches!(
+            parse("[mcp_servers.a]\ncommand = \"x\"\n", Syntax::Json),
+            Err(ConfigError::InvalidJson { .. })
+        ));
     }
 
     #[test]

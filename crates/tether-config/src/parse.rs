@@ -25,11 +25,13 @@ use crate::model::{
 use crate::placeholder::{has_placeholders, is_valid_name, placeholder, placeholder_names};
 
 /// Wrapper keys, in the order they are looked for. A path of more than one key is nested.
-const WRAPPERS: [&[&str]; 4] = [
+const WRAPPERS: [&[&str]; 5] = [
     &["mcpServers"],
     &["servers"],
     &["mcp", "servers"],
     &["mcp_servers"],
+    // opencode's `opencode.json`: `{"mcp": {name: {"type": "local", …}}}`.
+    &["mcp"],
 ];
 
 /// Keys that make a top-level object a single server.
@@ -298,6 +300,15 @@ fn find_wrapped_map(root: &[(String, Json)]) -> Result<Option<&[(String, Json)]>
         for (depth, key) in path.iter().enumerate() {
             let value = unique(current, key).map_err(|key| ConfigError::DuplicateKey { key })?;
             match value.and_then(Json::as_object) {
+                // A server named `mcp` in a bare map is not opencode's wrapper.
+                Some(object)
+                    if *path == ["mcp"]
+                        && SINGLE_SERVER_KEYS
+                            .iter()
+                            .any(|key| object.iter().any(|(k, _)| k == key)) =>
+                {
+                    break;
+                }
                 Some(object) if depth + 1 == path.len() => found = Some(object),
                 Some(object) => current = object,
                 None => break,
@@ -406,10 +417,13 @@ fn declared_kind(server: &str, field: &str, value: &Json) -> Result<DeclaredKind
             Ok(DeclaredKind::Remote(RemoteTransport::StreamableHttp))
         }
         "sse" => Ok(DeclaredKind::Remote(RemoteTransport::Sse)),
+        // opencode's kinds; its remote servers speak Streamable HTTP.
+        "local" => Ok(DeclaredKind::Stdio),
+        "remote" => Ok(DeclaredKind::Remote(RemoteTransport::StreamableHttp)),
         _ => Err(ConfigError::field(
             server,
             field,
-            "must be one of \"stdio\", \"http\", \"streamable-http\" or \"sse\"",
+            "must be one of \"stdio\", \"http\", \"streamable-http\", \"sse\", \"local\" or \"remote\"",
         )),
     }
 }
@@ -507,6 +521,24 @@ impl<'a> ServerFields<'a> {
         }
     }
 
+    /// The map under whichever of two spellings is present (`env`/`environment`,
+    /// `headers`/`http_headers`); both present is an error.
+    fn either_map(
+        &self,
+        first: &str,
+        second: &str,
+    ) -> Result<IndexMap<String, String>, ConfigError> {
+        let (a, b) = (self.optional(first)?, self.optional(second)?);
+        match (a, b) {
+            (Some(_), Some(_)) => Err(ConfigError::server(
+                self.name,
+                format!("has both '{first}' and '{second}'; keep one"),
+            )),
+            (None, Some(_)) => self.string_map(second),
+            _ => self.string_map(first),
+        }
+    }
+
     fn boolean(&self, key: &str) -> Result<Option<bool>, ConfigError> {
         match self.optional(key)? {
             None => Ok(None),
@@ -567,7 +599,7 @@ impl<'a> ServerFields<'a> {
 
     /// The server's options (see [`OPTION_KEYS`]); each tool's spelling is read, and two
     /// spellings of one option in one server are an error.
-    fn options(&self) -> Result<ServerOptions, ConfigError> {
+    fn options(&self, opencode: bool) -> Result<ServerOptions, ConfigError> {
         let disabled = self.either(
             ("disabled", self.boolean("disabled")?),
             ("enabled", self.boolean("enabled")?.map(|enabled| !enabled)),
@@ -586,8 +618,14 @@ impl<'a> ServerFields<'a> {
                 always_allow.push(tool);
             }
         }
+        let timeout = self.millis("timeout", 1.0)?;
+        let (request_timeout, startup_timeout) = if opencode {
+            (None, timeout)
+        } else {
+            (timeout, None)
+        };
         let timeout_ms = self.either(
-            ("timeout", self.millis("timeout", 1.0)?),
+            ("timeout", request_timeout),
             ("tool_timeout_sec", self.millis("tool_timeout_sec", 1000.0)?),
         )?;
         let startup_timeout_ms = self.either(
@@ -599,6 +637,10 @@ impl<'a> ServerFields<'a> {
                 "startup_timeout_ms",
                 self.millis("startup_timeout_ms", 1.0)?,
             ),
+        )?;
+        let startup_timeout_ms = self.either(
+            ("timeout", startup_timeout),
+            ("startup_timeout_sec", startup_timeout_ms),
         )?;
         Ok(ServerOptions {
             disabled: disabled.unwrap_or(false),
@@ -702,7 +744,10 @@ fn parse_server(
         return Ok(());
     }
 
-    let options = fields.options()?;
+    // In opencode's shape (`type` `local`/`remote`), `timeout` bounds fetching the tools.
+    let opencode =
+        matches!(fields.optional("type")?, Some(Json::String(t)) if t == "local" || t == "remote");
+    let options = fields.options(opencode)?;
     let mut builder = TemplateBuilder::new(origin);
     // VS Code's `${input:ID}` is the secret ID, in text a user wrote only.
     let inputs = |text: String| match origin {
@@ -719,13 +764,38 @@ fn parse_server(
                 "declares a remote 'type' but has a 'command'; remove one",
             ));
         }
-        let command = inputs(fields.non_empty_string("command", command)?);
-        let args: Vec<String> = fields
-            .string_array("args")?
-            .into_iter()
-            .map(inputs)
-            .collect();
-        let env = input_map(fields.string_map("env")?);
+        let (command, args) = match command {
+            // opencode: the program and its arguments in one array.
+            Json::Array(_) => {
+                if fields.optional("args")?.is_some() {
+                    return Err(ConfigError::server(
+                        name,
+                        "has 'args' beside a 'command' array; put every argument in one of them",
+                    ));
+                }
+                let mut argv = fields.string_array("command")?.into_iter();
+                let program = argv
+                    .next()
+                    .filter(|program| !program.trim().is_empty())
+                    .ok_or_else(|| {
+                        ConfigError::field(name, "command", "must start with the program to run")
+                    })?;
+                (program, argv.collect())
+            }
+            _ => (
+                fields.non_empty_string("command", command)?,
+                fields.string_array("args")?,
+            ),
+        };
+        let command = inputs(command);
+        let args: Vec<String> = args.into_iter().map(inputs).collect();
+        let mut env = fields.either_map("env", "environment")?;
+        // Codex's `env_vars`: names passed on from the environment.
+        for var in fields.string_array("env_vars")? {
+            env.entry(var.clone())
+                .or_insert_with(|| format!("${{{var}}}"));
+        }
+        let env = input_map(env);
         let cwd = match (
             fields.optional("cwd")?,
             fields.optional("working_directory")?,
@@ -748,6 +818,8 @@ fn parse_server(
                     "command",
                     "args",
                     "env",
+                    "environment",
+                    "env_vars",
                     "cwd",
                     "working_directory",
                     "type",
@@ -791,10 +863,31 @@ fn parse_server(
         };
         let url_value = fields.get(url_key)?.unwrap_or(&Json::Null);
         let url = inputs(fields.non_empty_string(url_key, url_value)?);
-        let headers = input_map(fields.string_map("headers")?);
+        let mut headers = fields.either_map("headers", "http_headers")?;
+        // Codex's `env_http_headers` (header → variable) and `bearer_token_env_var`.
+        for (header, var) in fields.string_map("env_http_headers")? {
+            headers
+                .entry(header)
+                .or_insert_with(|| format!("${{{var}}}"));
+        }
+        if let Some(value) = fields.optional("bearer_token_env_var")? {
+            let var = fields.non_empty_string("bearer_token_env_var", value)?;
+            headers
+                .entry("Authorization".to_owned())
+                .or_insert_with(|| format!("Bearer ${{{var}}}"));
+        }
+        let headers = input_map(headers);
         fields.warn_unknown(
             &[
-                &[url_key, "headers", "type", "transport"],
+                &[
+                    url_key,
+                    "headers",
+                    "http_headers",
+                    "env_http_headers",
+                    "bearer_token_env_var",
+                    "type",
+                    "transport",
+                ],
                 OPTION_KEYS,
                 name_field,
             ]

@@ -470,3 +470,82 @@ fn missing_vscode_inputs_are_prompted_for_on_a_terminal() {
     );
     assert!(transcript.contains(r#""--region=eu-west""#), "{transcript}");
 }
+
+/// Issue 11 item 8 (files only): Codex's own `config.toml`, written by the real `codex mcp add`
+/// in a temporary home, is a `--mcp` file: `test` starts its stdio server, and its remote entry's
+/// `bearer_token_env_var` becomes an `Authorization` header from the environment.
+#[test]
+fn a_config_toml_written_by_codex_is_a_spec() {
+    let Some(codex) = tether_testkit::npm_bin("codex") else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let codex_home = sandbox.path("codex-home");
+    std::fs::create_dir_all(&codex_home).unwrap_or_else(|e| panic!("{e}"));
+    let server = crate::support::test_server_bin();
+    let add = |args: &[&str]| {
+        let out = std::process::Command::new(&codex)
+            .args(["mcp", "add"])
+            .args(args)
+            .env("CODEX_HOME", &codex_home)
+            .env("HOME", &codex_home)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success(), "codex mcp add: {}", text(&out.stderr));
+    };
+    add(&[
+        "tester",
+        "--env",
+        "LOG_LEVEL=info",
+        "--",
+        &server.to_string_lossy(),
+    ]);
+    add(&[
+        "remote",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--bearer-token-env-var",
+        "T11_REMOTE_TOKEN",
+    ]);
+    let config = codex_home.join("config.toml");
+    let config = config.to_string_lossy();
+
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            &config,
+            "--format",
+            "json",
+            "--show-secrets",
+        ])
+        .env("T11_REMOTE_TOKEN", "tok-1")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let exported: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        exported["mcpServers"]["tester"]["env"],
+        json!({"LOG_LEVEL": "info"})
+    );
+    assert_eq!(
+        exported["mcpServers"]["remote"]["headers"],
+        json!({"Authorization": "Bearer tok-1"})
+    );
+
+    // Only the stdio server: the remote one points at a closed port.
+    let out = sandbox
+        .tether(&["export", "--mcp", &config, "--format", "codex"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = sandbox
+        .tether(&["test", "--mcp", &config, "--json"])
+        .env("T11_REMOTE_TOKEN", "tok-1")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report["servers"][0]["name"], "tester");
+    assert_eq!(report["servers"][0]["status"], "ready", "{report}");
+    assert_eq!(report["servers"][1]["status"], "failed", "{report}");
+}
