@@ -133,6 +133,9 @@ fn prepare(
             "{field}: the harness cannot read this value from its environment; it is in a private 0600 file removed after the run"
         );
     }
+    for note in export.config.notes() {
+        eprintln!("note: {note}");
+    }
     let mut config = export.config;
     let mut args = Vec::new();
     let mut plain_env = Vec::new();

@@ -39,6 +39,14 @@ impl Progress {
         }
     }
 
+    /// Runs `f` with the spinner hidden, so that a prompt on the terminal is not drawn over.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.spinner {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
+
     /// Removes the spinner.
     pub fn finish(&self) {
         if let Some(bar) = &self.spinner {
@@ -67,7 +75,8 @@ fn paint(text: &str, code: &str) -> String {
     }
 }
 
-/// The `--json` report: `{"servers":[{"name","status","tools":[{"name","description"}],"error"}]}`.
+/// The `--json` report: `{"servers":[{"name","status","tools":[{"name","description"}],"error"}]}`;
+/// `status` is `ready`, `failed` or `disabled`.
 pub fn reports_json(reports: &[ServerReport]) -> Value {
     let servers: Vec<Value> = reports
         .iter()
@@ -84,6 +93,12 @@ pub fn reports_json(reports: &[ServerReport]) -> Value {
                 "tools": [],
                 "error": reason,
             }),
+            ServerStatus::Disabled => json!({
+                "name": report.name,
+                "status": "disabled",
+                "tools": [],
+                "error": null,
+            }),
         })
         .collect();
     json!({ "servers": servers })
@@ -96,6 +111,17 @@ pub fn reports_table(reports: &[ServerReport]) -> String {
         .map(|r| r.name.chars().count())
         .max()
         .unwrap_or(0);
+    // The status column is as wide as the widest status shown (`disabled` only when present).
+    let status_width = if reports
+        .iter()
+        .any(|r| matches!(r.status, ServerStatus::Disabled))
+    {
+        "disabled".len()
+    } else {
+        "failed".len()
+    };
+    let status = |label: &str, code: &str| paint(&format!("{label:status_width$}"), code);
+    let indent = " ".repeat(status_width + 4);
     let mut out = String::new();
     for report in reports {
         let name = format!("{:width$}", report.name);
@@ -105,7 +131,7 @@ pub fn reports_table(reports: &[ServerReport]) -> String {
                     1 => "1 tool".to_owned(),
                     n => format!("{n} tools"),
                 };
-                out.push_str(&format!("{}  {name}  {count}\n", paint("ready ", "32")));
+                out.push_str(&format!("{}  {name}  {count}\n", status("ready", "32")));
                 for tool in tools {
                     let description = tool
                         .description
@@ -113,7 +139,7 @@ pub fn reports_table(reports: &[ServerReport]) -> String {
                         .map(|d| d.lines().next().unwrap_or_default())
                         .unwrap_or_default();
                     out.push_str(&format!(
-                        "          {:width$}  {}{}\n",
+                        "{indent}{:width$}  {}{}\n",
                         "",
                         tool.name,
                         if description.is_empty() {
@@ -128,12 +154,18 @@ pub fn reports_table(reports: &[ServerReport]) -> String {
                 let mut lines = reason.lines();
                 out.push_str(&format!(
                     "{}  {name}  {}\n",
-                    paint("failed", "31"),
+                    status("failed", "31"),
                     lines.next().unwrap_or_default()
                 ));
                 for line in lines {
-                    out.push_str(&format!("          {:width$}  {line}\n", ""));
+                    out.push_str(&format!("{indent}{:width$}  {line}\n", ""));
                 }
+            }
+            ServerStatus::Disabled => {
+                out.push_str(&format!(
+                    "{}  {name}  not started (\"disabled\": true in its config)\n",
+                    status("disabled", "33")
+                ));
             }
         }
     }

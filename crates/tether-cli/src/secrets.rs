@@ -4,7 +4,12 @@ use std::io::BufRead;
 use std::path::Path;
 
 use anyhow::Context;
-use tether_config::{SecretArg, SecretSource, SecretValue, Secrets, parse_secret_args};
+use tether_config::placeholder::placeholder_names;
+use tether_config::{
+    InputPrompt, Origin, SecretArg, SecretSource, SecretValue, Secrets, parse_config,
+    parse_secret_args,
+};
+use tether_driver::McpSpec;
 
 use crate::cli::SecretArgs;
 use crate::exit::UsageError;
@@ -27,6 +32,65 @@ pub fn read(args: &SecretArgs) -> anyhow::Result<Secrets> {
         secrets.insert(arg.name.clone(), value);
     }
     Ok(secrets)
+}
+
+/// The VS Code inputs (`${input:ID}`) that a JSON spec's servers use and `secrets` lacks, once
+/// each, in spec order.
+pub fn missing_inputs(specs: &[McpSpec], secrets: &Secrets) -> Vec<InputPrompt> {
+    let mut missing: Vec<InputPrompt> = Vec::new();
+    for spec in specs {
+        let McpSpec::Json { text, .. } = spec else {
+            continue;
+        };
+        let Ok(parsed) = parse_config(text, Origin::User) else {
+            continue;
+        };
+        for input in parsed.inputs {
+            // In a template string (a variable) or inside a captured env/header value.
+            let used = parsed.servers.iter().any(|server| {
+                server.server.has_variable(&input.id)
+                    || server.captured.values().any(|value| {
+                        placeholder_names(value.value.expose()).contains(&input.id.as_str())
+                    })
+            });
+            if used && secrets.get(&input.id).is_none() && !missing.iter().any(|m| m.id == input.id)
+            {
+                missing.push(input);
+            }
+        }
+    }
+    missing
+}
+
+/// When stdin is a terminal, asks for each input a spec uses and no `--secret` gave, as VS Code
+/// would: with its description, hidden when `password: true`. Without a terminal nothing is
+/// asked, and the run stops later naming the missing secret.
+pub fn prompt_for_inputs(specs: &[McpSpec], secrets: &mut Secrets) -> anyhow::Result<()> {
+    let missing = missing_inputs(specs, secrets);
+    if missing.is_empty() || !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Ok(());
+    }
+    for input in missing {
+        let label = match &input.description {
+            Some(description) => format!("{description} ({}): ", input.id),
+            None => format!("{}: ", input.id),
+        };
+        let value = if input.password {
+            rpassword::prompt_password(label)
+                .with_context(|| format!("reading the input {}", input.id))?
+        } else {
+            eprint!("{label}");
+            let mut line = String::new();
+            std::io::stdin()
+                .lock()
+                .read_line(&mut line)
+                .with_context(|| format!("reading the input {}", input.id))?;
+            strip_one_newline(&mut line);
+            line
+        };
+        secrets.insert(input.id, SecretValue::new(value));
+    }
+    Ok(())
 }
 
 /// Reads one secret's value from its source.
@@ -148,6 +212,33 @@ mod tests {
 
     fn refusal(secret: &[&str]) -> anyhow::Error {
         read(&secret_args(secret)).expect_err("the arguments are refused")
+    }
+
+    #[test]
+    fn missing_inputs_are_the_used_ones_without_a_secret() {
+        let spec = |text: &str| McpSpec::parse(text).unwrap_or_else(|e| panic!("{e}"));
+        let specs = [
+            spec(
+                r#"{"inputs": [{"id": "a", "description": "Token A", "password": true}, {"id": "b"}, {"id": "unused"}],
+                    "servers": {"s": {"url": "https://h/mcp", "headers": {"Authorization": "Bearer ${input:a}"}, "type": "http"},
+                                "t": {"command": "x", "args": ["${input:b}"]}}}"#,
+            ),
+            spec(
+                r#"{"inputs": [{"id": "a"}], "servers": {"u": {"command": "y", "env": {"K": "${input:a}"}}}}"#,
+            ),
+        ];
+        let ids = |secrets: &Secrets| -> Vec<String> {
+            missing_inputs(&specs, secrets)
+                .into_iter()
+                .map(|input| input.id)
+                .collect()
+        };
+        assert_eq!(ids(&Secrets::new()), ["a", "b"]);
+        let given: Secrets = [("b", "value")].into_iter().collect();
+        assert_eq!(ids(&given), ["a"]);
+        let first = &missing_inputs(&specs, &given)[0];
+        assert_eq!(first.description.as_deref(), Some("Token A"));
+        assert!(first.password);
     }
 
     #[test]

@@ -1,12 +1,17 @@
-//! `${VAR}` and `${VAR:-default}` expansion for user-authored configs.
+//! Environment references in user-authored configs, in the syntaxes of the tools users copy
+//! configs from.
 //!
-//! Rules (the form Claude Code users write):
-//! - `${NAME}` becomes the value of NAME; NAME is `[A-Za-z_][A-Za-z0-9_]*`.
+//! Rules (NAME is `[A-Za-z_][A-Za-z0-9_]*`):
+//! - `${NAME}` (Claude Code), `${env:NAME}` (VS Code, Cursor, Windsurf), a bare `$NAME`
+//!   (Gemini CLI) and `{env:NAME}` (opencode) become the value of NAME.
 //! - `${NAME:-default}` becomes the value of NAME when it is set and not empty, else `default`
 //!   (the text up to the first `}`, taken literally).
-//! - An unset NAME without a default stays literal (`${NAME}`) and is reported by name.
+//! - VS Code's `${userHome}` is `$HOME`, and `${workspaceFolder}` the working directory
+//!   ([`EnvLookup::working_dir`]).
+//! - An unset NAME without a default stays literal (as written) and is reported by name.
 //! - `$${` is the escape for a literal `${`.
-//! - Anything else (`$NAME`, `${1X}`, `${}`, an unclosed `${`) is plain text.
+//! - Anything else (`$1`, `${1X}`, `${}`, `${input:…}` here, an unclosed `${`) is plain text.
+//!   (`${input:ID}` is a secret: parsing turns it into the placeholder `{{ID}}`.)
 //!
 //! **Invariant:** expansion runs only on text a user wrote, never on a managed server's config
 //! and never on a value that came from a secret (see `render`).
@@ -17,6 +22,11 @@ use std::collections::{BTreeMap, HashMap};
 pub trait EnvLookup {
     /// The value of `name`, if set (and valid Unicode).
     fn get(&self, name: &str) -> Option<String>;
+
+    /// The working directory, for VS Code's `${workspaceFolder}`; `None` leaves it literal.
+    fn working_dir(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The process environment.
@@ -26,6 +36,12 @@ pub struct ProcessEnv;
 impl EnvLookup for ProcessEnv {
     fn get(&self, name: &str) -> Option<String> {
         std::env::var(name).ok()
+    }
+
+    fn working_dir(&self) -> Option<String> {
+        std::env::current_dir()
+            .ok()
+            .and_then(|dir| dir.into_os_string().into_string().ok())
     }
 }
 
@@ -56,8 +72,11 @@ impl EnvLookup for HashMap<String, String> {
 pub(crate) enum Expanded<'a> {
     /// Text kept as written (escapes already resolved).
     Text(&'a str),
-    /// A value read from the environment or a default: may be a credential.
+    /// A value read from the environment: may be a credential.
     Value(String),
+    /// The default of `${NAME:-default}`, used because NAME is unset or empty: text the user
+    /// wrote.
+    Default(&'a str),
     /// A `${NAME}` left literal because NAME is unset.
     Unset { literal: &'a str, name: &'a str },
 }
@@ -67,7 +86,7 @@ pub(crate) fn expand<'a>(text: &'a str, env: &dyn EnvLookup) -> Vec<Expanded<'a>
     let mut out = Vec::new();
     let mut plain_start = 0;
     let mut i = 0;
-    while let Some(offset) = text[i..].find('$') {
+    while let Some(offset) = text[i..].find(['$', '{']) {
         let at = i + offset;
         let rest = &text[at..];
         if rest.starts_with("$${") {
@@ -77,16 +96,25 @@ pub(crate) fn expand<'a>(text: &'a str, env: &dyn EnvLookup) -> Vec<Expanded<'a>
             plain_start = i;
             continue;
         }
-        match reference_at(rest) {
+        let reference = if rest.starts_with('{') {
+            opencode_reference_at(rest)
+        } else {
+            reference_at(rest)
+        };
+        match reference {
             Some(reference) => {
                 push_text(&mut out, &text[plain_start..at]);
                 let literal = &rest[..reference.len];
-                match (env.get(reference.name), reference.default) {
+                let value = match reference.kind {
+                    Kind::Env => env.get(reference.name),
+                    Kind::WorkingDir => env.working_dir(),
+                };
+                match (value, reference.default) {
                     (Some(value), Some(default)) if value.is_empty() => {
-                        out.push(Expanded::Value(default.to_owned()));
+                        out.push(Expanded::Default(default));
                     }
                     (Some(value), _) => out.push(Expanded::Value(value)),
-                    (None, Some(default)) => out.push(Expanded::Value(default.to_owned())),
+                    (None, Some(default)) => out.push(Expanded::Default(default)),
                     (None, None) => out.push(Expanded::Unset {
                         literal,
                         name: reference.name,
@@ -108,27 +136,85 @@ fn push_text<'a>(out: &mut Vec<Expanded<'a>>, text: &'a str) {
     }
 }
 
+/// What a reference reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The environment variable `name`.
+    Env,
+    /// The working directory (`name` is `workspaceFolder`, for reports).
+    WorkingDir,
+}
+
 struct Reference<'a> {
     name: &'a str,
+    kind: Kind,
     default: Option<&'a str>,
     len: usize,
 }
 
-/// Parses `${NAME}` or `${NAME:-default}` at the start of `text`.
-fn reference_at(text: &str) -> Option<Reference<'_>> {
-    let body = text.strip_prefix("${")?;
-    let name_len = body
+/// The length of the NAME at the start of `text` (`[A-Za-z_][A-Za-z0-9_]*`), 0 if none.
+fn name_len(text: &str) -> usize {
+    let len = text
         .bytes()
         .position(|b| !(b.is_ascii_alphanumeric() || b == b'_'))
-        .unwrap_or(body.len());
+        .unwrap_or(text.len());
+    if len == 0 || text.as_bytes()[0].is_ascii_digit() {
+        0
+    } else {
+        len
+    }
+}
+
+/// Parses opencode's `{env:NAME}` at the start of `text` (which starts with `{`).
+fn opencode_reference_at(text: &str) -> Option<Reference<'_>> {
+    let rest = text.strip_prefix("{env:")?;
+    let len = name_len(rest);
+    (len > 0 && rest[len..].starts_with('}')).then(|| Reference {
+        name: &rest[..len],
+        kind: Kind::Env,
+        default: None,
+        len: 5 + len + 1,
+    })
+}
+
+/// Parses a reference at the start of `text` (which starts with `$`).
+fn reference_at(text: &str) -> Option<Reference<'_>> {
+    let Some(body) = text.strip_prefix("${") else {
+        // Gemini's bare `$NAME`.
+        let name = &text[1..1 + name_len(&text[1..])];
+        return (!name.is_empty()).then_some(Reference {
+            name,
+            kind: Kind::Env,
+            default: None,
+            len: 1 + name.len(),
+        });
+    };
+    // VS Code's `${env:NAME}`.
+    if let Some(rest) = body.strip_prefix("env:") {
+        let len = name_len(rest);
+        return (len > 0 && rest[len..].starts_with('}')).then(|| Reference {
+            name: &rest[..len],
+            kind: Kind::Env,
+            default: None,
+            len: 2 + 4 + len + 1,
+        });
+    }
+    let name_len = name_len(body);
     let name = &body[..name_len];
-    if name.is_empty() || name.as_bytes()[0].is_ascii_digit() {
+    if name.is_empty() {
         return None;
     }
     let after = &body[name_len..];
     if after.starts_with('}') {
+        // VS Code's predefined variables.
+        let (name, kind) = match name {
+            "userHome" => ("HOME", Kind::Env),
+            "workspaceFolder" => (name, Kind::WorkingDir),
+            _ => (name, Kind::Env),
+        };
         return Some(Reference {
             name,
+            kind,
             default: None,
             len: 2 + name_len + 1,
         });
@@ -137,6 +223,7 @@ fn reference_at(text: &str) -> Option<Reference<'_>> {
     let close = default_text.find('}')?;
     Some(Reference {
         name,
+        kind: Kind::Env,
         default: Some(&default_text[..close]),
         len: 2 + name_len + 2 + close + 1,
     })
@@ -144,7 +231,7 @@ fn reference_at(text: &str) -> Option<Reference<'_>> {
 
 #[cfg(test)]
 mod tests {
-    use super::Expanded::{Text, Unset, Value};
+    use super::Expanded::{Default, Text, Unset, Value};
     use super::*;
     use pretty_assertions::assert_eq;
 
@@ -173,8 +260,8 @@ mod tests {
                 Text(" b")
             ]
         );
-        assert_eq!(expand("${NOPE:-d}", &env), vec![Value("d".into())]);
-        assert_eq!(expand("${EMPTY:-d}", &env), vec![Value("d".into())]);
+        assert_eq!(expand("${NOPE:-d}", &env), vec![Default("d")]);
+        assert_eq!(expand("${EMPTY:-d}", &env), vec![Default("d")]);
         assert_eq!(expand("${EMPTY}", &env), vec![Value(String::new())]);
         assert_eq!(
             expand("Bearer ${TOKEN:-}", &env),
@@ -183,11 +270,92 @@ mod tests {
     }
 
     #[test]
+    fn other_tools_syntaxes_are_environment_references() {
+        let env = env();
+        // Gemini CLI's bare `$NAME`, up to the first character that cannot be in a name.
+        assert_eq!(
+            expand("$HOME/x $TOKEN-y", &env),
+            vec![
+                Value("/home/u".into()),
+                Text("/x "),
+                Value("t0k".into()),
+                Text("-y")
+            ]
+        );
+        // VS Code's `${env:NAME}`; unset, it stays as written and is reported by name.
+        assert_eq!(
+            expand("${env:TOKEN}|${env:NOPE}|$NOPE", &env),
+            vec![
+                Value("t0k".into()),
+                Text("|"),
+                Unset {
+                    literal: "${env:NOPE}",
+                    name: "NOPE"
+                },
+                Text("|"),
+                Unset {
+                    literal: "$NOPE",
+                    name: "NOPE"
+                }
+            ]
+        );
+        // VS Code's `${userHome}` and `${workspaceFolder}`.
+        assert_eq!(
+            expand("${userHome}/a:${workspaceFolder}", &env),
+            vec![
+                Value("/home/u".into()),
+                Text("/a:"),
+                Unset {
+                    literal: "${workspaceFolder}",
+                    name: "workspaceFolder"
+                }
+            ]
+        );
+        // opencode's `{env:NAME}`; other braces are text.
+        assert_eq!(
+            expand("Bearer {env:TOKEN} {envy} {env:NOPE}", &env),
+            vec![
+                Text("Bearer "),
+                Value("t0k".into()),
+                Text(" {envy} "),
+                Unset {
+                    literal: "{env:NOPE}",
+                    name: "NOPE"
+                }
+            ]
+        );
+        struct InProject;
+        impl EnvLookup for InProject {
+            fn get(&self, _name: &str) -> Option<String> {
+                None
+            }
+            fn working_dir(&self) -> Option<String> {
+                Some("/src/project".to_owned())
+            }
+        }
+        assert_eq!(
+            expand("${workspaceFolder}/db", &InProject),
+            vec![Value("/src/project".into()), Text("/db")]
+        );
+    }
+
+    #[test]
     fn escape_and_non_references_stay() {
         let env = env();
         assert_eq!(expand("$${HOME}", &env), vec![Text("${"), Text("HOME}")]);
         for text in [
-            "$HOME", "${1X}", "${}", "${HOME", "${A-B}", "$", "cost: 5$", "${X:-",
+            "$1",
+            "${1X}",
+            "${}",
+            "${HOME",
+            "${A-B}",
+            "$",
+            "cost: 5$",
+            "${X:-",
+            "${env:}",
+            "${env:HOME",
+            "${input:tok}",
+            "$-x",
         ] {
             let joined: String = expand(text, &env)
                 .into_iter()

@@ -18,6 +18,19 @@ pub enum ConfigError {
         reason: String,
     },
 
+    /// A user's config that does not start like JSON was read as TOML (Codex's
+    /// `config.toml`) and is not TOML either. Returned by parsing; the caller should show the
+    /// position.
+    #[error("invalid TOML at line {line}, column {column}: {reason}")]
+    InvalidToml {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What the TOML reader expected (never input text).
+        reason: String,
+    },
+
     /// The JSON nests deeper than the reader's limit (128 levels).
     #[error(
         "the MCP config nests too deeply at line {line}, column {column} (more than 128 levels); an MCP config needs only a few"

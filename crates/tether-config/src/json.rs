@@ -4,6 +4,10 @@
 //! server name into a silent overwrite. This tree keeps them all so that validation can name
 //! the duplicate. Nesting is bounded by serde_json's recursion limit (128), and input size by
 //! [`MAX_CONFIG_BYTES`], so no input overflows the stack or runs for long.
+//!
+//! Config text may be JSONC, as VS Code and Gemini CLI read it: `//` and `/* */` comments and
+//! trailing commas are blanked out first (by `json-strip-comments`, byte for byte, with every
+//! line break put back), so an error's line and column still point into the user's text.
 
 use std::fmt;
 
@@ -66,9 +70,21 @@ impl Json {
     }
 }
 
+/// How strictly config text is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Syntax {
+    /// Plain JSON (a managed server's `mcpConfigJson`: machine-written, so a stray comma is a
+    /// server defect to report, not to paper over).
+    Json,
+    /// JSON with `//` and `/* */` comments and trailing commas (what a user pastes), or TOML
+    /// (Codex's `config.toml`) when the text does not start like JSON.
+    Jsonc,
+}
+
 /// Parses config text. Accepts a leading byte-order mark and text that lacks its outer braces
-/// (`"mcpServers": {...}`). Errors carry line and column and never echo the input.
-pub(crate) fn parse(text: &str) -> Result<Json, ConfigError> {
+/// (`"mcpServers": {...}`); under [`Syntax::Jsonc`], comments and trailing commas. Errors carry
+/// line and column in the text as given and never echo the input.
+pub(crate) fn parse(text: &str, syntax: Syntax) -> Result<Json, ConfigError> {
     if text.len() > MAX_CONFIG_BYTES {
         return Err(ConfigError::TooLarge {
             size: text.len(),
@@ -76,10 +92,19 @@ pub(crate) fn parse(text: &str) -> Result<Json, ConfigError> {
         });
     }
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let trimmed = text.trim_start();
-    if trimmed.starts_with('"') {
-        // Missing outer braces: parse `{` + text + `}` and shift line-1 columns back by one.
-        let wrapped = format!("{{{text}\n}}");
+    let strip = |text: &str| match syntax {
+        Syntax::Json => text.to_owned(),
+        Syntax::Jsonc => strip_jsonc(text),
+    };
+    let stripped = strip(text);
+    let first = stripped.trim_start().chars().next();
+    if syntax == Syntax::Jsonc && first.is_some_and(|c| c != '{' && c != '"') {
+        return parse_toml(text, &stripped);
+    }
+    if first == Some('"') {
+        // Missing outer braces: parse `{` + text + `}` (stripped again, so that a trailing
+        // comma after the last entry goes too) and shift line-1 columns back by one.
+        let wrapped = strip(&format!("{{{text}\n}}"));
         return parse_exact(&wrapped).map_err(|err| match err {
             ConfigError::InvalidJson {
                 line: 1,
@@ -93,7 +118,77 @@ pub(crate) fn parse(text: &str) -> Result<Json, ConfigError> {
             other => other,
         });
     }
-    parse_exact(text)
+    parse_exact(&stripped)
+}
+
+/// `text` with comments and trailing commas replaced by spaces, byte for byte, so that every
+/// byte keeps its offset. The stripper also blanks the line breaks inside a block comment;
+/// they are put back so that line numbers stay true. Text the stripper refuses (a `/` that
+/// starts no comment) is returned unchanged: the JSON reader then reports the `/` where it is.
+fn strip_jsonc(text: &str) -> String {
+    let mut stripped = text.to_owned();
+    if json_strip_comments::strip_comments_in_place(&mut stripped).is_err() {
+        return text.to_owned();
+    }
+    let original = text.as_bytes();
+    let mut bytes = stripped.into_bytes();
+    for (index, byte) in bytes.iter_mut().enumerate() {
+        if matches!(original[index], b'\n' | b'\r') {
+            *byte = original[index];
+        }
+    }
+    // Only ASCII bytes changed (to spaces or back to line breaks), each replacing a whole
+    // character's bytes, so the text is still UTF-8.
+    String::from_utf8(bytes).unwrap_or_else(|_| text.to_owned())
+}
+
+/// Reads Codex-style TOML (`[mcp_servers.NAME]` tables) into the same tree. Text that is no
+/// TOML but is JSON (`[]`, say) gives the JSON reading, so that the error says what it is; so
+/// does text that looks like neither (no `[table]` start, no `key = value` first line).
+fn parse_toml(text: &str, stripped: &str) -> Result<Json, ConfigError> {
+    match toml::from_str::<toml::Table>(text) {
+        Ok(table) => Ok(toml_to_json(toml::Value::Table(table))),
+        Err(err) => {
+            let json = parse_exact(stripped);
+            let significant = stripped.trim_start();
+            let looks_like_toml = significant.starts_with('[')
+                || significant
+                    .lines()
+                    .next()
+                    .is_some_and(|line| line.contains('='));
+            if json.is_ok() || !looks_like_toml {
+                return json;
+            }
+            let offset = err.span().map_or(0, |span| span.start).min(text.len());
+            let before = &text[..offset];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |at| at + 1) + 1;
+            // The message names what was expected (and keys); the toml crate's Display would
+            // also quote the input line, so it is not used.
+            Err(ConfigError::InvalidToml {
+                line,
+                column,
+                reason: err.message().trim().replace('\n', "; "),
+            })
+        }
+    }
+}
+
+fn toml_to_json(value: toml::Value) -> Json {
+    match value {
+        toml::Value::String(text) => Json::String(text),
+        toml::Value::Integer(n) => Json::Number(n.into()),
+        toml::Value::Float(f) => serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number),
+        toml::Value::Boolean(b) => Json::Bool(b),
+        toml::Value::Datetime(when) => Json::String(when.to_string()),
+        toml::Value::Array(items) => Json::Array(items.into_iter().map(toml_to_json).collect()),
+        toml::Value::Table(table) => Json::Object(
+            table
+                .into_iter()
+                .map(|(key, value)| (key, toml_to_json(value)))
+                .collect(),
+        ),
+    }
 }
 
 fn parse_exact(text: &str) -> Result<Json, ConfigError> {
@@ -191,7 +286,7 @@ mod tests {
 
     #[test]
     fn keeps_duplicate_keys_in_order() {
-        let json = parse(r#"{"a":1,"b":2,"a":3}"#).ok();
+        let json = parse(r#"{"a":1,"b":2,"a":3}"#, Syntax::Json).ok();
         let keys: Vec<&str> = json
             .as_ref()
             .and_then(Json::as_object)
@@ -204,7 +299,7 @@ mod tests {
     fn errors_give_position_and_never_the_input() {
         let secret = "sk-SENTINEL-123";
         let text = format!("{{\"a\":{{\"env\":{{\"K\":\"{secret}\",}}}}}}");
-        let err = parse(&text)
+        let err = parse(&text, Syntax::Json)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -212,7 +307,7 @@ mod tests {
         assert!(err.contains("column"), "{err}");
         assert!(!err.contains("SENTINEL"), "{err}");
         let unterminated = format!("{{\"a\": \"{secret}");
-        let err = parse(&unterminated)
+        let err = parse(&unterminated, Syntax::Json)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -221,8 +316,8 @@ mod tests {
 
     #[test]
     fn missing_outer_braces_keep_true_columns() {
-        assert!(parse(r#""mcpServers": {"a": {"command": "x"}}"#).is_ok());
-        match parse(r#""a": {"command": "x",}"#) {
+        assert!(parse(r#""mcpServers": {"a": {"command": "x"}}"#, Syntax::Json).is_ok());
+        match parse(r#""a": {"command": "x",}"#, Syntax::Json) {
             Err(ConfigError::InvalidJson { line, column, .. }) => {
                 assert_eq!((line, column), (1, 22));
             }
@@ -231,12 +326,88 @@ mod tests {
     }
 
     #[test]
+    fn jsonc_comments_and_trailing_commas_are_accepted() {
+        let text = "// ~/.gemini/settings.json\n{\n  /* servers\n     block */ \"mcpServers\": {\n    \"a\": {\"command\": \"x\", // run x\n      \"args\": [\"//not a comment\", \"/*nor this*/\",],\n    },\n  },\n}\n";
+        let value = parse(text, Syntax::Jsonc).map(|json| json.to_value()).ok();
+        assert_eq!(
+            value,
+            Some(
+                serde_json::json!({"mcpServers": {"a": {"command": "x", "args": ["//not a comment", "/*nor this*/"]}}})
+            )
+        );
+        // Without outer braces too.
+        assert!(parse("// header\n\"a\": {\"command\": \"x\",},", Syntax::Jsonc).is_ok());
+    }
+
+    #[test]
+    fn jsonc_errors_point_into_the_original_text() {
+        // Line 4 column 11 is the `x` after the multi-line block comment and a comment with
+        // multi-byte characters.
+        let text = "{\n/* a\n   é comment ü */\n  \"a\": 1, x\n}";
+        match parse(text, Syntax::Jsonc) {
+            Err(ConfigError::InvalidJson { line, column, .. }) => {
+                assert_eq!((line, column), (4, 11));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // A `/` that starts no comment is reported where it is.
+        match parse("{\"a\": 1, / }", Syntax::Jsonc) {
+            Err(ConfigError::InvalidJson { line, column, .. }) => {
+                assert_eq!((line, column), (1, 10));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // The duplicate-keeping tree is kept under comments.
+        let keys: Vec<String> = parse("{\"a\":1, // one\n\"a\":2,}", Syntax::Jsonc)
+            .ok()
+            .and_then(|json| {
+                json.as_object()
+                    .map(|o| o.iter().map(|(k, _)| k.clone()).collect())
+            })
+            .unwrap_or_default();
+        assert_eq!(keys, ["a", "a"]);
+    }
+
+    #[test]
+    fn codex_toml_is_read_into_the_same_tree() {
+        let text = "# ~/.codex/config.toml\nmodel = \"o3\"\n\n[mcp_servers.docs]\ncommand = \"docs-server\"\nargs = [\"--port\", \"4000\"]\nstartup_timeout_sec = 20\n\n[mcp_servers.docs.env]\nAPI_KEY = \"k\"\n";
+        let value = parse(text, Syntax::Jsonc).map(|json| json.to_value()).ok();
+        assert_eq!(
+            value,
+            Some(serde_json::json!({"model": "o3", "mcp_servers": {"docs": {
+                "command": "docs-server", "args": ["--port", "4000"], "startup_timeout_sec": 20,
+                "env": {"API_KEY": "k"}}}}))
+        );
+        // Not TOML and not JSON: a TOML error with a position, and no value from the input.
+        let broken = "[mcp_servers.a]\ncommand = \"sk-SENTINEL\nargs = []\n";
+        match parse(broken, Syntax::Jsonc) {
+            Err(err @ ConfigError::InvalidToml { line: 2, .. }) => {
+                assert!(!err.to_string().contains("SENTINEL"), "{err}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // JSON that is not an object still reads as JSON.
+        assert_eq!(
+            parse("[]", Syntax::Jsonc).map(|json| json.to_value()).ok(),
+            Some(serde_json::json!([]))
+        );
+        // A managed config is never TOML.
+        assert!(matches!(
+            parse("[mcp_servers.a]\ncommand = \"x\"\n", Syntax::Json),
+            Err(ConfigError::InvalidJson { .. })
+        ));
+    }
+
+    #[test]
     fn deep_nesting_is_a_clear_error() {
         let deep = "[".repeat(100_000);
-        assert!(matches!(parse(&deep), Err(ConfigError::TooDeep { .. })));
+        assert!(matches!(
+            parse(&deep, Syntax::Json),
+            Err(ConfigError::TooDeep { .. })
+        ));
         let deep_objects = "{\"a\":".repeat(10_000);
         assert!(matches!(
-            parse(&deep_objects),
+            parse(&deep_objects, Syntax::Json),
             Err(ConfigError::TooDeep { .. })
         ));
     }
@@ -244,13 +415,16 @@ mod tests {
     #[test]
     fn huge_input_is_refused_before_parsing() {
         let huge = " ".repeat(MAX_CONFIG_BYTES + 1);
-        assert!(matches!(parse(&huge), Err(ConfigError::TooLarge { .. })));
+        assert!(matches!(
+            parse(&huge, Syntax::Json),
+            Err(ConfigError::TooLarge { .. })
+        ));
     }
 
     #[test]
     fn trailing_garbage_is_an_error() {
         assert!(matches!(
-            parse("{} x"),
+            parse("{} x", Syntax::Json),
             Err(ConfigError::InvalidJson { .. })
         ));
     }

@@ -31,6 +31,7 @@ mod mask;
 mod model;
 mod parse;
 pub mod placeholder;
+mod provenance;
 mod render;
 mod secret;
 mod secret_args;
@@ -41,10 +42,13 @@ pub use error::ConfigError;
 pub use json::MAX_CONFIG_BYTES;
 pub use mask::{MIN_SECRET_LINE_BYTES, Masker, mask_known_values};
 pub use model::{
-    Installation, Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerTemplate,
-    StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
+    Installation, Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerOptions,
+    ServerTemplate, StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
 };
-pub use parse::{ConfigWarning, ParsedConfig, ServerReference, parse_config, raw_server_entries};
+pub use parse::{
+    ConfigWarning, InputPrompt, ParsedConfig, ServerReference, parse_config, raw_server_entries,
+};
+pub use provenance::{is_credential_name, url_passwords};
 pub use render::{Exposure, RenderedServer, RenderedText, RenderedTransport, render_server_map};
 pub use secret::{MASK, SecretValue, Secrets};
 pub use secret_args::{SecretArg, SecretArgError, SecretSource, parse_secret_args};

@@ -100,6 +100,38 @@ pub struct Variable {
     pub source: VariableSource,
 }
 
+/// What a config says about a server besides how to launch it (issue 11): kept in the model
+/// so that tether honours it and exports it to the formats that can express it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ServerOptions {
+    /// `"disabled": true` (Windsurf, Cline, Roo, Claude Desktop): not started, reported as
+    /// disabled, exported with the flag where the format has one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
+    /// Only these tools are offered (Gemini `includeTools`, Codex `enabled_tools`); `None`:
+    /// all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_tools: Option<Vec<String>>,
+    /// These tools are never offered (Gemini `excludeTools`, Codex `disabled_tools`); wins
+    /// over `include_tools`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude_tools: Vec<String>,
+    /// Tools the harness may call without asking (Roo/Cline `alwaysAllow`, Cline
+    /// `autoApprove`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub always_allow: Vec<String>,
+    /// Gemini's `trust`: the harness calls every tool without asking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<bool>,
+    /// Per-request (tool call) timeout in milliseconds (Gemini/Claude `timeout`, Codex
+    /// `tool_timeout_sec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Startup timeout in milliseconds (Codex `startup_timeout_sec`/`startup_timeout_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_timeout_ms: Option<u64>,
+}
+
 /// A named server template with its variables.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TemplatableServer {
@@ -109,6 +141,9 @@ pub struct TemplatableServer {
     pub template: ServerTemplate,
     /// The variables, captured ones first, in document order.
     pub variables: Vec<Variable>,
+    /// Options besides the launch description (a stored template without them has none).
+    #[serde(default)]
+    pub options: ServerOptions,
 }
 
 impl TemplatableServer {
@@ -125,6 +160,12 @@ impl TemplatableServer {
     /// The portable server JSON of the template (placeholders in place, no values), in the
     /// form [`crate::parse_config`] reads back.
     pub fn template_json(&self) -> Value {
+        let mut server = self.launch_json();
+        self.options.write_json(&mut server);
+        server
+    }
+
+    fn launch_json(&self) -> Value {
         match &self.template {
             ServerTemplate::Stdio(stdio) => {
                 let mut server = json!({
@@ -143,6 +184,44 @@ impl TemplatableServer {
                 "type": remote.transport.type_name(),
             }),
         }
+    }
+}
+
+impl ServerOptions {
+    /// Adds the options to a server object in tether's own JSON form (what
+    /// [`crate::parse_config`] reads back): only those that differ from the default.
+    pub fn write_json(&self, server: &mut Value) {
+        if self.disabled {
+            server["disabled"] = Value::Bool(true);
+        }
+        if let Some(include) = &self.include_tools {
+            server["includeTools"] = json!(include);
+        }
+        if !self.exclude_tools.is_empty() {
+            server["excludeTools"] = json!(self.exclude_tools);
+        }
+        if !self.always_allow.is_empty() {
+            server["alwaysAllow"] = json!(self.always_allow);
+        }
+        if let Some(trust) = self.trust {
+            server["trust"] = Value::Bool(trust);
+        }
+        if let Some(timeout) = self.timeout_ms {
+            server["timeout"] = json!(timeout);
+        }
+        if let Some(timeout) = self.startup_timeout_ms {
+            server["startup_timeout_ms"] = json!(timeout);
+        }
+    }
+
+    /// Whether the config lets a run offer the tool `name`: not excluded, and included when
+    /// an include list is given.
+    pub fn allows_tool(&self, name: &str) -> bool {
+        !self.exclude_tools.iter().any(|t| t == name)
+            && self
+                .include_tools
+                .as_ref()
+                .is_none_or(|include| include.iter().any(|t| t == name))
     }
 }
 

@@ -7,7 +7,8 @@
 //!    its `name` field, else the file name of `command`, else the host of the URL;
 //! 3. otherwise the whole object is the server map.
 //!
-//! Text missing its outer braces (`"mcpServers": {...}`) is accepted.
+//! Text missing its outer braces (`"mcpServers": {...}`) is accepted, and a user's text may be
+//! JSONC (`//` and `/* */` comments, trailing commas); a managed server's is plain JSON.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -16,23 +17,43 @@ use indexmap::IndexMap;
 use uuid::Uuid;
 
 use crate::error::ConfigError;
-use crate::json::{self, Json};
+use crate::json::{self, Json, Syntax};
 use crate::model::{
-    Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerTemplate, StdioTemplate,
-    TemplatableServer, Variable, VariableSource, VariableValue,
+    Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerOptions, ServerTemplate,
+    StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
 };
-use crate::placeholder::{has_placeholders, placeholder, placeholder_names};
+use crate::placeholder::{has_placeholders, is_valid_name, placeholder, placeholder_names};
 
 /// Wrapper keys, in the order they are looked for. A path of more than one key is nested.
-const WRAPPERS: [&[&str]; 4] = [
+const WRAPPERS: [&[&str]; 5] = [
     &["mcpServers"],
     &["servers"],
     &["mcp", "servers"],
     &["mcp_servers"],
+    // opencode's `opencode.json`: `{"mcp": {name: {"type": "local", …}}}`.
+    &["mcp"],
 ];
 
 /// Keys that make a top-level object a single server.
 const SINGLE_SERVER_KEYS: [&str; 4] = ["command", "url", "serverUrl", "httpUrl"];
+
+/// Option keys a server object may hold besides its launch description (read by
+/// `ServerFields::options`).
+const OPTION_KEYS: &[&str] = &[
+    "disabled",
+    "enabled",
+    "includeTools",
+    "enabled_tools",
+    "excludeTools",
+    "disabled_tools",
+    "alwaysAllow",
+    "autoApprove",
+    "trust",
+    "timeout",
+    "tool_timeout_sec",
+    "startup_timeout_sec",
+    "startup_timeout_ms",
+];
 
 /// Keys that give a remote server's URL.
 const URL_KEYS: [&str; 3] = ["url", "serverUrl", "httpUrl"];
@@ -47,7 +68,7 @@ pub struct ServerReference {
 }
 
 /// Something ignored while parsing. Names a field, never a value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ConfigWarning {
     /// A field tether does not use.
     UnknownField {
@@ -68,6 +89,20 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
+/// One entry of VS Code's `inputs` array: a value VS Code prompts for, referenced in the
+/// servers as `${input:ID}`. tether reads such a reference as the secret named ID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputPrompt {
+    /// The input's id: the name of the secret that fills `${input:ID}`.
+    pub id: String,
+    /// Its `type` (`promptString`, `pickString`, …), when given.
+    pub kind: Option<String>,
+    /// The text VS Code shows when it prompts, when given.
+    pub description: Option<String>,
+    /// Whether VS Code hides what is typed (`password: true`).
+    pub password: bool,
+}
+
 /// The result of parsing one config.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ParsedConfig {
@@ -75,6 +110,8 @@ pub struct ParsedConfig {
     pub servers: Vec<ParsedServer>,
     /// `warp_id` entries, in document order.
     pub references: Vec<ServerReference>,
+    /// VS Code's `inputs` (beside the server map, or at the top level), in document order.
+    pub inputs: Vec<InputPrompt>,
     /// Fields that were ignored.
     pub warnings: Vec<ConfigWarning>,
 }
@@ -92,16 +129,33 @@ pub struct ParsedConfig {
 /// # Ok::<(), tether_config::ConfigError>(())
 /// ```
 pub fn parse_config(text: &str, origin: Origin) -> Result<ParsedConfig, ConfigError> {
-    let root = json::parse(text)?;
-    let mut parsed = ParsedConfig::default();
+    let root = json::parse(text, syntax(origin))?;
+    let mut parsed = ParsedConfig {
+        inputs: find_inputs(&root),
+        ..ParsedConfig::default()
+    };
     match locate_servers(&root)? {
-        Located::Map(map) => parse_server_map(map, origin, &mut parsed)?,
+        Located::Map(map) => parse_server_map(&map, origin, &mut parsed)?,
         Located::Single(name, entries) => parse_server(&name, entries, origin, true, &mut parsed)?,
     }
-    for warning in &parsed.warnings {
-        tracing::warn!("{warning}");
-    }
+    log_once(&parsed.warnings);
     Ok(parsed)
+}
+
+/// Logs each warning at `warn` the first time this process sees it. A spec is parsed several
+/// times in a run (validated when it is read, stored, resolved), and one `ignoring unknown
+/// field` line is enough. Warnings name servers and fields only, so keeping them is harmless.
+fn log_once(warnings: &[ConfigWarning]) {
+    static LOGGED: std::sync::Mutex<Option<HashSet<ConfigWarning>>> = std::sync::Mutex::new(None);
+    let Ok(mut logged) = LOGGED.lock() else {
+        return;
+    };
+    let logged = logged.get_or_insert_with(HashSet::new);
+    for warning in warnings {
+        if logged.insert(warning.clone()) {
+            tracing::warn!("{warning}");
+        }
+    }
 }
 
 /// The servers of a config as written: each name with its server object, unvalidated fields
@@ -110,10 +164,10 @@ pub fn parse_config(text: &str, origin: Origin) -> Result<ParsedConfig, ConfigEr
 /// is the same error here as there. Used to store user specs in a task config unchanged.
 pub fn raw_server_entries(text: &str) -> Result<Vec<(String, serde_json::Value)>, ConfigError> {
     parse_config(text, Origin::User)?;
-    let root = json::parse(text)?;
+    let root = json::parse(text, syntax(Origin::User))?;
     let raw = match locate_servers(&root)? {
         Located::Map(map) => map
-            .iter()
+            .into_iter()
             .map(|(name, server)| (name.clone(), server.to_value()))
             .collect(),
         Located::Single(name, entries) => {
@@ -128,10 +182,18 @@ pub fn raw_server_entries(text: &str) -> Result<Vec<(String, serde_json::Value)>
     Ok(raw)
 }
 
+/// User text is JSONC (comments, trailing commas); a managed server's config is plain JSON.
+fn syntax(origin: Origin) -> Syntax {
+    match origin {
+        Origin::User => Syntax::Jsonc,
+        Origin::Managed => Syntax::Json,
+    }
+}
+
 /// Where a config's servers are.
 enum Located<'a> {
-    /// A map of name → server object.
-    Map(&'a [(String, Json)]),
+    /// A map of name → server object (a bare map without its `inputs` array).
+    Map(Vec<&'a (String, Json)>),
     /// One server object and the name given to it.
     Single(String, &'a [(String, Json)]),
 }
@@ -141,7 +203,7 @@ fn locate_servers(root: &Json) -> Result<Located<'_>, ConfigError> {
         return Err(ConfigError::NotAnObject { found: root.kind() });
     };
     if let Some(map) = find_wrapped_map(root_entries)? {
-        return Ok(Located::Map(map));
+        return Ok(Located::Map(map.iter().collect()));
     }
     if SINGLE_SERVER_KEYS
         .iter()
@@ -152,7 +214,73 @@ fn locate_servers(root: &Json) -> Result<Located<'_>, ConfigError> {
             root_entries,
         ));
     }
-    Ok(Located::Map(root_entries))
+    Ok(Located::Map(
+        root_entries
+            .iter()
+            .filter(|(key, value)| !(key == "inputs" && matches!(value, Json::Array(_))))
+            .collect(),
+    ))
+}
+
+/// VS Code's `inputs`: the array at the top level, else the one in `mcp` (VS Code's
+/// `settings.json` form). An entry without a string `id` is skipped.
+fn find_inputs(root: &Json) -> Vec<InputPrompt> {
+    let Some(entries) = root.as_object() else {
+        return Vec::new();
+    };
+    let field = |entries: &[(String, Json)], key: &str| {
+        entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, value)| value.clone())
+    };
+    let nested =
+        field(entries, "mcp").and_then(|mcp| mcp.as_object().and_then(|mcp| field(mcp, "inputs")));
+    let Some(Json::Array(items)) = field(entries, "inputs").or(nested) else {
+        return Vec::new();
+    };
+    let text = |entries: &[(String, Json)], key: &str| match field(entries, key) {
+        Some(Json::String(text)) => Some(text),
+        _ => None,
+    };
+    items
+        .iter()
+        .filter_map(Json::as_object)
+        .filter_map(|input| {
+            Some(InputPrompt {
+                id: text(input, "id")?,
+                kind: text(input, "type"),
+                description: text(input, "description"),
+                password: matches!(field(input, "password"), Some(Json::Bool(true))),
+            })
+        })
+        .collect()
+}
+
+/// `text` with each VS Code `${input:ID}` turned into the placeholder `{{ID}}`, so that the
+/// secret ID fills it. An ID that is not a placeholder name, and the escape `$${input:…}`,
+/// stay as written.
+fn input_references(text: &str) -> String {
+    const OPEN: &str = "${input:";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(OPEN) {
+        let escaped = rest[..at].ends_with('$');
+        let after = &rest[at + OPEN.len()..];
+        match after.find('}') {
+            Some(close) if !escaped && is_valid_name(&after[..close]) => {
+                out.push_str(&rest[..at]);
+                out.push_str(&placeholder(&after[..close]));
+                rest = &after[close + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..at + OPEN.len()]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The value of `key` in `entries`; a key present twice is an error.
@@ -172,6 +300,15 @@ fn find_wrapped_map(root: &[(String, Json)]) -> Result<Option<&[(String, Json)]>
         for (depth, key) in path.iter().enumerate() {
             let value = unique(current, key).map_err(|key| ConfigError::DuplicateKey { key })?;
             match value.and_then(Json::as_object) {
+                // A server named `mcp` in a bare map is not opencode's wrapper.
+                Some(object)
+                    if *path == ["mcp"]
+                        && SINGLE_SERVER_KEYS
+                            .iter()
+                            .any(|key| object.iter().any(|(k, _)| k == key)) =>
+                {
+                    break;
+                }
                 Some(object) if depth + 1 == path.len() => found = Some(object),
                 Some(object) => current = object,
                 None => break,
@@ -234,7 +371,7 @@ fn url_host(url: &str) -> String {
 }
 
 fn parse_server_map(
-    map: &[(String, Json)],
+    map: &[&(String, Json)],
     origin: Origin,
     parsed: &mut ParsedConfig,
 ) -> Result<(), ConfigError> {
@@ -244,7 +381,7 @@ fn parse_server_map(
             return Err(ConfigError::DuplicateServerName { name: name.clone() });
         }
     }
-    for (name, value) in map {
+    for (name, value) in map.iter().copied() {
         if name.trim().is_empty() {
             return Err(ConfigError::server(name, "a server name must not be empty"));
         }
@@ -280,10 +417,13 @@ fn declared_kind(server: &str, field: &str, value: &Json) -> Result<DeclaredKind
             Ok(DeclaredKind::Remote(RemoteTransport::StreamableHttp))
         }
         "sse" => Ok(DeclaredKind::Remote(RemoteTransport::Sse)),
+        // opencode's kinds; its remote servers speak Streamable HTTP.
+        "local" => Ok(DeclaredKind::Stdio),
+        "remote" => Ok(DeclaredKind::Remote(RemoteTransport::StreamableHttp)),
         _ => Err(ConfigError::field(
             server,
             field,
-            "must be one of \"stdio\", \"http\", \"streamable-http\" or \"sse\"",
+            "must be one of \"stdio\", \"http\", \"streamable-http\", \"sse\", \"local\" or \"remote\"",
         )),
     }
 }
@@ -381,6 +521,138 @@ impl<'a> ServerFields<'a> {
         }
     }
 
+    /// The map under whichever of two spellings is present (`env`/`environment`,
+    /// `headers`/`http_headers`); both present is an error.
+    fn either_map(
+        &self,
+        first: &str,
+        second: &str,
+    ) -> Result<IndexMap<String, String>, ConfigError> {
+        let (a, b) = (self.optional(first)?, self.optional(second)?);
+        match (a, b) {
+            (Some(_), Some(_)) => Err(ConfigError::server(
+                self.name,
+                format!("has both '{first}' and '{second}'; keep one"),
+            )),
+            (None, Some(_)) => self.string_map(second),
+            _ => self.string_map(first),
+        }
+    }
+
+    fn boolean(&self, key: &str) -> Result<Option<bool>, ConfigError> {
+        match self.optional(key)? {
+            None => Ok(None),
+            Some(Json::Bool(value)) => Ok(Some(*value)),
+            Some(other) => Err(ConfigError::field(
+                self.name,
+                key,
+                format!("must be true or false, found {}", other.kind()),
+            )),
+        }
+    }
+
+    /// A non-negative number of `unit` milliseconds (1 for ms, 1000 for seconds), as whole
+    /// milliseconds.
+    fn millis(&self, key: &str, unit: f64) -> Result<Option<u64>, ConfigError> {
+        match self.optional(key)? {
+            None => Ok(None),
+            Some(Json::Number(number)) => match number.as_f64() {
+                Some(value) if value >= 0.0 && (value * unit) < u64::MAX as f64 => {
+                    Ok(Some((value * unit).round() as u64))
+                }
+                _ => Err(ConfigError::field(
+                    self.name,
+                    key,
+                    "must be a non-negative number",
+                )),
+            },
+            Some(other) => Err(ConfigError::field(
+                self.name,
+                key,
+                format!("must be a number, found {}", other.kind()),
+            )),
+        }
+    }
+
+    /// The value of whichever of two spellings is present; both present is an error.
+    fn either<T>(
+        &self,
+        (first, a): (&str, Option<T>),
+        (second, b): (&str, Option<T>),
+    ) -> Result<Option<T>, ConfigError> {
+        match (a, b) {
+            (Some(_), Some(_)) => Err(ConfigError::server(
+                self.name,
+                format!("has both '{first}' and '{second}'; keep one"),
+            )),
+            (a, b) => Ok(a.or(b)),
+        }
+    }
+
+    /// A string array when the key is present, `None` when absent.
+    fn present_array(&self, key: &str) -> Result<Option<Vec<String>>, ConfigError> {
+        Ok(match self.optional(key)? {
+            None => None,
+            Some(_) => Some(self.string_array(key)?),
+        })
+    }
+
+    /// The server's options (see [`OPTION_KEYS`]); each tool's spelling is read, and two
+    /// spellings of one option in one server are an error.
+    fn options(&self, opencode: bool) -> Result<ServerOptions, ConfigError> {
+        let disabled = self.either(
+            ("disabled", self.boolean("disabled")?),
+            ("enabled", self.boolean("enabled")?.map(|enabled| !enabled)),
+        )?;
+        let include_tools = self.either(
+            ("includeTools", self.present_array("includeTools")?),
+            ("enabled_tools", self.present_array("enabled_tools")?),
+        )?;
+        let exclude_tools = self.either(
+            ("excludeTools", self.present_array("excludeTools")?),
+            ("disabled_tools", self.present_array("disabled_tools")?),
+        )?;
+        let mut always_allow = self.string_array("alwaysAllow")?;
+        for tool in self.string_array("autoApprove")? {
+            if !always_allow.contains(&tool) {
+                always_allow.push(tool);
+            }
+        }
+        let timeout = self.millis("timeout", 1.0)?;
+        let (request_timeout, startup_timeout) = if opencode {
+            (None, timeout)
+        } else {
+            (timeout, None)
+        };
+        let timeout_ms = self.either(
+            ("timeout", request_timeout),
+            ("tool_timeout_sec", self.millis("tool_timeout_sec", 1000.0)?),
+        )?;
+        let startup_timeout_ms = self.either(
+            (
+                "startup_timeout_sec",
+                self.millis("startup_timeout_sec", 1000.0)?,
+            ),
+            (
+                "startup_timeout_ms",
+                self.millis("startup_timeout_ms", 1.0)?,
+            ),
+        )?;
+        let startup_timeout_ms = self.either(
+            ("timeout", startup_timeout),
+            ("startup_timeout_sec", startup_timeout_ms),
+        )?;
+        Ok(ServerOptions {
+            disabled: disabled.unwrap_or(false),
+            include_tools,
+            exclude_tools: exclude_tools.unwrap_or_default(),
+            always_allow,
+            trust: self.boolean("trust")?,
+            timeout_ms,
+            startup_timeout_ms,
+        })
+    }
+
     fn warn_unknown(&self, known: &[&str], parsed: &mut ParsedConfig) {
         for (key, _) in self.entries {
             if !known.contains(&key.as_str()) {
@@ -472,7 +744,19 @@ fn parse_server(
         return Ok(());
     }
 
+    // In opencode's shape (`type` `local`/`remote`), `timeout` bounds fetching the tools.
+    let opencode =
+        matches!(fields.optional("type")?, Some(Json::String(t)) if t == "local" || t == "remote");
+    let options = fields.options(opencode)?;
     let mut builder = TemplateBuilder::new(origin);
+    // VS Code's `${input:ID}` is the secret ID, in text a user wrote only.
+    let inputs = |text: String| match origin {
+        Origin::User => input_references(&text),
+        Origin::Managed => text,
+    };
+    let input_map = |map: IndexMap<String, String>| -> IndexMap<String, String> {
+        map.into_iter().map(|(k, v)| (k, inputs(v))).collect()
+    };
     let template = if let Some(command) = command {
         if let Some(DeclaredKind::Remote(_)) = declared {
             return Err(ConfigError::server(
@@ -480,9 +764,38 @@ fn parse_server(
                 "declares a remote 'type' but has a 'command'; remove one",
             ));
         }
-        let command = fields.non_empty_string("command", command)?;
-        let args = fields.string_array("args")?;
-        let env = fields.string_map("env")?;
+        let (command, args) = match command {
+            // opencode: the program and its arguments in one array.
+            Json::Array(_) => {
+                if fields.optional("args")?.is_some() {
+                    return Err(ConfigError::server(
+                        name,
+                        "has 'args' beside a 'command' array; put every argument in one of them",
+                    ));
+                }
+                let mut argv = fields.string_array("command")?.into_iter();
+                let program = argv
+                    .next()
+                    .filter(|program| !program.trim().is_empty())
+                    .ok_or_else(|| {
+                        ConfigError::field(name, "command", "must start with the program to run")
+                    })?;
+                (program, argv.collect())
+            }
+            _ => (
+                fields.non_empty_string("command", command)?,
+                fields.string_array("args")?,
+            ),
+        };
+        let command = inputs(command);
+        let args: Vec<String> = args.into_iter().map(inputs).collect();
+        let mut env = fields.either_map("env", "environment")?;
+        // Codex's `env_vars`: names passed on from the environment.
+        for var in fields.string_array("env_vars")? {
+            env.entry(var.clone())
+                .or_insert_with(|| format!("${{{var}}}"));
+        }
+        let env = input_map(env);
         let cwd = match (
             fields.optional("cwd")?,
             fields.optional("working_directory")?,
@@ -493,8 +806,10 @@ fn parse_server(
                     "has both 'cwd' and 'working_directory'; keep one",
                 ));
             }
-            (Some(value), _) => Some(fields.non_empty_string("cwd", value)?),
-            (None, Some(value)) => Some(fields.non_empty_string("working_directory", value)?),
+            (Some(value), _) => Some(inputs(fields.non_empty_string("cwd", value)?)),
+            (None, Some(value)) => {
+                Some(inputs(fields.non_empty_string("working_directory", value)?))
+            }
             (None, None) => None,
         };
         fields.warn_unknown(
@@ -503,11 +818,14 @@ fn parse_server(
                     "command",
                     "args",
                     "env",
+                    "environment",
+                    "env_vars",
                     "cwd",
                     "working_directory",
                     "type",
                     "transport",
                 ],
+                OPTION_KEYS,
                 name_field,
             ]
             .concat(),
@@ -544,10 +862,36 @@ fn parse_server(
             (_, None) => RemoteTransport::StreamableHttp,
         };
         let url_value = fields.get(url_key)?.unwrap_or(&Json::Null);
-        let url = fields.non_empty_string(url_key, url_value)?;
-        let headers = fields.string_map("headers")?;
+        let url = inputs(fields.non_empty_string(url_key, url_value)?);
+        let mut headers = fields.either_map("headers", "http_headers")?;
+        // Codex's `env_http_headers` (header → variable) and `bearer_token_env_var`.
+        for (header, var) in fields.string_map("env_http_headers")? {
+            headers
+                .entry(header)
+                .or_insert_with(|| format!("${{{var}}}"));
+        }
+        if let Some(value) = fields.optional("bearer_token_env_var")? {
+            let var = fields.non_empty_string("bearer_token_env_var", value)?;
+            headers
+                .entry("Authorization".to_owned())
+                .or_insert_with(|| format!("Bearer ${{{var}}}"));
+        }
+        let headers = input_map(headers);
         fields.warn_unknown(
-            &[&[url_key, "headers", "type", "transport"], name_field].concat(),
+            &[
+                &[
+                    url_key,
+                    "headers",
+                    "http_headers",
+                    "env_http_headers",
+                    "bearer_token_env_var",
+                    "type",
+                    "transport",
+                ],
+                OPTION_KEYS,
+                name_field,
+            ]
+            .concat(),
             parsed,
         );
         let headers = builder.capture(headers, VariableSource::Header);
@@ -563,6 +907,7 @@ fn parse_server(
             name: name.to_owned(),
             template,
             variables: builder.variables,
+            options,
         },
         captured: builder.captured,
         origin,
@@ -718,7 +1063,7 @@ mod tests {
     #[test]
     fn unknown_fields_warn_by_name_only() {
         let parsed = parse_config(
-            r#"{"a":{"command":"x","timeout":"sk-SENTINEL","headers":{}}}"#,
+            r#"{"a":{"command":"x","description":"sk-SENTINEL","headers":{}}}"#,
             Origin::User,
         );
         let warnings: Vec<String> = parsed
@@ -727,7 +1072,7 @@ mod tests {
         assert_eq!(
             warnings,
             [
-                "MCP server 'a': ignoring unknown field 'timeout'",
+                "MCP server 'a': ignoring unknown field 'description'",
                 "MCP server 'a': ignoring unknown field 'headers'"
             ]
         );
@@ -811,6 +1156,93 @@ mod tests {
             p.servers.iter().map(|s| s.server.clone()).collect()
         };
         assert_eq!(templates(&again), templates(&first));
+    }
+}
+
+#[cfg(test)]
+mod dialect_tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn input_references_become_placeholders() {
+        assert_eq!(
+            input_references("Bearer ${input:github_token}"),
+            "Bearer {{github_token}}"
+        );
+        assert_eq!(input_references("${input:a}${input:b-c}"), "{{a}}{{b-c}}");
+        for kept in [
+            "$${input:a}",
+            "${input:a.b}",
+            "${input:}",
+            "${input:a",
+            "${inputs:a}",
+        ] {
+            assert_eq!(input_references(kept), kept);
+        }
+    }
+
+    #[test]
+    fn vscode_inputs_are_kept_and_are_not_servers() {
+        // The shape of VS Code's `.vscode/mcp.json` in GitHub's github-mcp-server README.
+        let text = r#"{
+          "inputs": [
+            {"type": "promptString", "id": "github_token", "description": "GitHub Personal Access Token", "password": true}
+          ],
+          "servers": {
+            "github": {"type": "http", "url": "https://api.githubcopilot.com/mcp/",
+                       "headers": {"Authorization": "Bearer ${input:github_token}"}}
+          }
+        }"#;
+        let Ok(parsed) = parse_config(text, Origin::User) else {
+            panic!("parse failed")
+        };
+        assert_eq!(
+            parsed.inputs,
+            [InputPrompt {
+                id: "github_token".into(),
+                kind: Some("promptString".into()),
+                description: Some("GitHub Personal Access Token".into()),
+                password: true,
+            }]
+        );
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        let server = &parsed.servers[0];
+        assert_eq!(
+            server.captured["Authorization"].value.expose(),
+            "Bearer {{github_token}}"
+        );
+        // A bare map beside `inputs`, and `mcp.inputs` in VS Code's settings.json.
+        let bare = r#"{"inputs": [{"id": "k"}], "s": {"command": "x", "args": ["${input:k}"]}}"#;
+        let Ok(parsed) = parse_config(bare, Origin::User) else {
+            panic!("parse failed")
+        };
+        assert_eq!(parsed.inputs.len(), 1);
+        assert_eq!(
+            parsed.servers[0]
+                .server
+                .variable_names()
+                .collect::<Vec<_>>(),
+            ["k"]
+        );
+        let settings = r#"{"mcp": {"inputs": [{"id": "k", "password": false}], "servers": {"s": {"command": "x"}}}}"#;
+        let inputs = parse_config(settings, Origin::User)
+            .map(|p| p.inputs)
+            .unwrap_or_default();
+        assert_eq!(inputs.len(), 1);
+        assert!(!inputs[0].password);
+        // Managed configs are left as written.
+        let managed = parse_config(
+            bare.replace("\"inputs\": [{\"id\": \"k\"}], ", "").as_str(),
+            Origin::Managed,
+        );
+        let Ok(managed) = managed else {
+            panic!("parse failed")
+        };
+        let ServerTemplate::Stdio(stdio) = &managed.servers[0].server.template else {
+            panic!("not stdio")
+        };
+        assert_eq!(stdio.args, ["${input:k}"]);
     }
 }
 

@@ -19,8 +19,9 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 
 use crate::env_expand::{EnvLookup, Expanded, expand};
-use crate::model::{Installation, Origin, RemoteTransport, ServerTemplate};
+use crate::model::{Installation, Origin, RemoteTransport, ServerOptions, ServerTemplate};
 use crate::placeholder::{Segment, placeholder, segments};
+use crate::provenance::{is_credential_name, url_passwords};
 use crate::secret::{MASK, SecretValue, Secrets};
 
 /// One piece of rendered text.
@@ -28,7 +29,8 @@ use crate::secret::{MASK, SecretValue, Secrets};
 enum Piece {
     /// Text from the template or a placeholder left in place.
     Plain(String),
-    /// Text from a secret, a captured value or the environment.
+    /// Text from a secret, the environment, a managed server, a credential-named env or
+    /// header entry, or a URL's password.
     Sensitive(SecretValue),
 }
 
@@ -63,7 +65,8 @@ impl RenderedText {
         }
     }
 
-    /// Whether any part came from a secret, a captured value or the environment.
+    /// Whether any part is sensitive (from a secret, the environment, a managed server, a
+    /// credential-named entry or a URL's password).
     pub fn is_sensitive(&self) -> bool {
         self.pieces.iter().any(|p| matches!(p, Piece::Sensitive(_)))
     }
@@ -90,6 +93,18 @@ impl RenderedText {
         } else if !text.is_empty() {
             self.pieces.push(Piece::Plain(text.to_owned()));
         }
+    }
+
+    /// Appends text written in the config: plain, except the password of a URL in it.
+    fn push_written(&mut self, text: &str) {
+        let mut at = 0;
+        for password in url_passwords(text) {
+            self.push_plain(&text[at..password.start]);
+            self.pieces
+                .push(Piece::Sensitive(SecretValue::from(&text[password.clone()])));
+            at = password.end;
+        }
+        self.push_plain(&text[at..]);
     }
 
     fn extend(&mut self, other: &RenderedText) {
@@ -149,6 +164,8 @@ pub struct RenderedServer {
     pub name: String,
     /// How to launch or reach it.
     pub transport: RenderedTransport,
+    /// What the config says besides how to launch it (`disabled`, tool filters, …).
+    pub options: ServerOptions,
     unresolved: BTreeSet<String>,
     unset_env: BTreeSet<String>,
 }
@@ -221,8 +238,15 @@ impl RenderedServer {
     }
 
     /// The server in the portable JSON form: stdio `{command, args, env[, cwd]}`, remote
-    /// `{url, headers, type}` with `type` `http` or `sse`.
+    /// `{url, headers, type}` with `type` `http` or `sse`, plus the options that are set
+    /// (`disabled`, …).
     pub fn to_json(&self, exposure: Exposure) -> Value {
+        let mut server = self.launch_json(exposure);
+        self.options.write_json(&mut server);
+        server
+    }
+
+    fn launch_json(&self, exposure: Exposure) -> Value {
         let map = |m: &IndexMap<String, RenderedText>| -> Map<String, Value> {
             m.iter()
                 .map(|(k, v)| (k.clone(), Value::String(v.show(exposure))))
@@ -296,6 +320,7 @@ impl Installation {
         RenderedServer {
             name: self.server.name.clone(),
             transport,
+            options: self.server.options.clone(),
             unresolved: renderer.unresolved,
             unset_env: renderer.unset_env,
         }
@@ -372,11 +397,18 @@ impl Renderer<'_> {
                 } else if let Some(secret) = self.secrets.get(name).filter(|_| !value.locked) {
                     out.pieces.push(Piece::Sensitive(secret.clone()));
                 } else {
-                    // A captured literal is sensitive as a whole, also after `${VAR}` expansion.
                     let mut expanded = RenderedText::default();
                     self.literal(text, &mut expanded);
-                    out.pieces
-                        .push(Piece::Sensitive(SecretValue::new(expanded.expose())));
+                    if self.installation.origin == Origin::Managed || is_credential_name(name) {
+                        // A server-issued value, or one under a credential's name: sensitive
+                        // as a whole, also after `${VAR}` expansion.
+                        out.pieces
+                            .push(Piece::Sensitive(SecretValue::new(expanded.expose())));
+                    } else {
+                        // A plain value the user wrote: only what came from the environment
+                        // (and a URL's password) is sensitive.
+                        out.extend(&expanded);
+                    }
                 }
             }
         }
@@ -397,12 +429,12 @@ impl Renderer<'_> {
     /// Appends literal template text, expanding `${VAR}` for user-origin installations.
     fn literal(&mut self, literal: &str, out: &mut RenderedText) {
         let Some(env) = self.env else {
-            out.push_plain(literal);
+            out.push_written(literal);
             return;
         };
         for piece in expand(literal, env) {
             match piece {
-                Expanded::Text(text) => out.push_plain(text),
+                Expanded::Text(text) | Expanded::Default(text) => out.push_written(text),
                 Expanded::Value(value) => {
                     out.pieces.push(Piece::Sensitive(SecretValue::new(value)))
                 }
@@ -446,14 +478,14 @@ mod tests {
     #[test]
     fn masked_output_hides_only_sensitive_parts() {
         let server = render_one(
-            r#"{"s":{"url":"https://h/mcp","headers":{"Authorization":"Bearer {{TOKEN}}","X":"lit"}}}"#,
+            r#"{"s":{"url":"https://h/mcp","headers":{"Authorization":"Bearer {{TOKEN}}","X-Api-Key":"lit"}}}"#,
             Origin::User,
             &secrets(&[("TOKEN", "t0k-SENTINEL")]),
             &EmptyEnv,
         );
         assert_eq!(
             server.to_json(Exposure::Masked),
-            json!({"url":"https://h/mcp","headers":{"Authorization":"Bearer ********","X":"********"},"type":"http"})
+            json!({"url":"https://h/mcp","headers":{"Authorization":"Bearer ********","X-Api-Key":"********"},"type":"http"})
         );
         assert_eq!(
             server.to_json(Exposure::Real)["headers"]["Authorization"],
@@ -466,6 +498,34 @@ mod tests {
             .map(|v| v.expose())
             .collect();
         assert_eq!(values, ["t0k-SENTINEL", "lit"]);
+    }
+
+    /// Issue 11 item 6: what the user wrote is shown unless it is a credential by its key or a
+    /// URL's password; what came from a secret, the environment or a managed server is masked.
+    #[test]
+    fn masking_follows_provenance() {
+        let env: BTreeMap<String, String> =
+            [("TOK".to_owned(), "t0k".to_owned())].into_iter().collect();
+        let text = r#"{"s":{"command":"npx","args":["--db=postgresql://u:pw@h/db","--base=${BASE:-http://localhost:3000}/mcp"],
+            "env":{"SLACK_TEAM_ID":"T01","SLACK_BOT_TOKEN":"xoxb-1","LOG":"Bearer ${TOK}","S":"{{S}}"}}}"#;
+        let user = render_one(text, Origin::User, &secrets(&[("S", "s3")]), &env);
+        assert_eq!(
+            user.to_json(Exposure::Masked),
+            json!({"command":"npx","args":["--db=postgresql://u:********@h/db","--base=http://localhost:3000/mcp"],
+                   "env":{"SLACK_TEAM_ID":"T01","SLACK_BOT_TOKEN":"********","LOG":"Bearer ********","S":"********"}})
+        );
+        let values: Vec<&str> = user.sensitive_values().iter().map(|v| v.expose()).collect();
+        assert_eq!(values, ["pw", "xoxb-1", "t0k", "s3"]);
+        let managed = render_one(
+            r#"{"s":{"url":"https://p/mcp","headers":{"Content-Type":"application/json"}}}"#,
+            Origin::Managed,
+            &Secrets::new(),
+            &EmptyEnv,
+        );
+        assert_eq!(
+            managed.to_json(Exposure::Masked)["headers"]["Content-Type"],
+            "********"
+        );
     }
 
     #[test]

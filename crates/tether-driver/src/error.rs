@@ -55,7 +55,7 @@ pub enum DriverError {
 
     /// Two resolved servers share a name. The user should rename one (the map form of a
     /// spec sets the name).
-    #[error("Duplicate MCP server name '{name}' (from {}): rename one of them", sources.join(" and "))]
+    #[error("Duplicate MCP server name '{name}' (from {}): rename one of them (a single-server spec is named by its \"name\" field, else by its command's file name or its URL's host)", sources.join(" and "))]
     DuplicateServerName {
         /// The name two servers share.
         name: String,

@@ -157,6 +157,9 @@ impl Session {
             McpRuntime::start_masking(vec![server], options, self.masking.clone()).await?;
         let failure = runtime.reports().iter().find_map(|r| match &r.status {
             ServerStatus::Failed { reason } => Some(reason.clone()),
+            ServerStatus::Disabled => {
+                Some("it is disabled in its config (\"disabled\": true): not started".to_owned())
+            }
             ServerStatus::Ready { .. } => None,
         });
         if let Some(reason) = failure {
@@ -288,7 +291,7 @@ fn warn_about(servers: &[RenderedServer]) {
             );
         }
         for name in server.unset_env_vars() {
-            tracing::warn!(server = %server.name, "environment variable {name} is not set; ${{{name}}} stays as written");
+            tracing::warn!(server = %server.name, "environment variable {name} is not set; its reference stays as written");
         }
         if let RenderedTransport::Stdio { args, .. } = &server.transport {
             for (index, _) in args

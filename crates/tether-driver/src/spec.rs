@@ -54,7 +54,8 @@ impl McpSpec {
             return Ok(McpSpec::Uuid(uid));
         }
         let path = Path::new(trimmed);
-        if !trimmed.is_empty() && !looks_like_json(trimmed) && path.is_file() {
+        // A path that starts like a comment (`//server/x.json`) is still a file when one is there.
+        if !trimmed.is_empty() && !trimmed.starts_with(['{', '"']) && path.is_file() {
             return Self::from_file(path);
         }
         if looks_like_json(trimmed) {
@@ -67,7 +68,7 @@ impl McpSpec {
         };
         Err(DriverError::InvalidSpec {
             reason: format!(
-                "the --mcp value ({} characters) is not a UUID, not an existing file ({file_hint}), and not inline JSON (it does not start with '{{' or '\"'); pass a server UUID, a path to a JSON file, or a JSON object",
+                "the --mcp value ({} characters) is not a UUID, not an existing file ({file_hint}), and not inline JSON (it does not start with '{{', '\"' or a comment); pass a server UUID, a path to a JSON file, or a JSON object",
                 trimmed.chars().count()
             ),
         })
@@ -132,8 +133,12 @@ impl McpSpec {
     }
 }
 
+/// JSON or JSONC: an object, an object without its braces, or either after a comment.
 fn looks_like_json(text: &str) -> bool {
-    text.starts_with('{') || text.starts_with('"')
+    text.starts_with('{')
+        || text.starts_with('"')
+        || text.starts_with("//")
+        || text.starts_with("/*")
 }
 
 /// Specs → the task config's unwrapped server map. A UUID becomes
@@ -258,7 +263,7 @@ mod tests {
         assert!(err.contains("not an existing file"), "{err}");
         assert!(err.contains("not inline JSON"), "{err}");
         assert!(!err.contains("SENTINEL"), "{err}");
-        let err = McpSpec::parse(r#"{"a":{"command":"x","env":{"K":"sk-SENTINEL"},}}"#)
+        let err = McpSpec::parse(r#"{"a":{"command":"x","env":{"K":"sk-SENTINEL"} x}}"#)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -321,7 +326,7 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(
             err,
-            "Duplicate MCP server name 'a' (from inline spec #1 and inline spec #2): rename one of them"
+            "Duplicate MCP server name 'a' (from inline spec #1 and inline spec #2): rename one of them (a single-server spec is named by its \"name\" field, else by its command's file name or its URL's host)"
         );
     }
 }

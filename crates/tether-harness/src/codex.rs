@@ -6,15 +6,16 @@
 
 use tether_config::{
     Exposure, RemoteTransport, RenderedServer, RenderedText, RenderedTransport, SecretValue,
+    ServerOptions,
 };
 use toml::{Table, Value};
 
-use crate::{Format, HarnessError};
+use crate::{Format, HarnessError, ServerOption};
 
 /// How values are written for Codex.
 pub(crate) enum CodexValues<'a> {
-    /// Real or masked values inline.
-    Show(Exposure),
+    /// Real or masked values inline; counts the fields written masked.
+    Show(Exposure, usize),
     /// Env and header secrets through Codex's environment forwarding; the rest inline (or an
     /// error with `forbid_inline`).
     Refer {
@@ -23,10 +24,21 @@ pub(crate) enum CodexValues<'a> {
     },
 }
 
+impl CodexValues<'_> {
+    /// How many fields were written masked.
+    pub(crate) fn masked(&self) -> usize {
+        match self {
+            CodexValues::Show(_, masked) => *masked,
+            CodexValues::Refer { .. } => 0,
+        }
+    }
+}
+
 /// A built Codex config.
 pub(crate) struct CodexConfig {
     pub(crate) table: Table,
     pub(crate) inlined: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 pub(crate) fn config(
@@ -34,6 +46,7 @@ pub(crate) fn config(
     values: &mut CodexValues<'_>,
 ) -> Result<CodexConfig, HarnessError> {
     let mut inlined = Vec::new();
+    let mut notes = Vec::new();
     let mut all = Table::new();
     for server in servers {
         let mut table = Table::new();
@@ -42,7 +55,12 @@ pub(crate) fn config(
                           values: &mut CodexValues<'_>|
          -> Result<Value, HarnessError> {
             match values {
-                CodexValues::Show(exposure) => Ok(Value::String(text.show(*exposure))),
+                CodexValues::Show(exposure, masked) => {
+                    if *exposure == Exposure::Masked && text.is_sensitive() {
+                        *masked += 1;
+                    }
+                    Ok(Value::String(text.show(*exposure)))
+                }
                 CodexValues::Refer { forbid_inline, .. } => {
                     if text.is_sensitive() {
                         if *forbid_inline {
@@ -140,6 +158,11 @@ pub(crate) fn config(
                 }
             }
         }
+        if server.options.disabled {
+            table.insert("enabled".into(), Value::Boolean(false));
+        }
+        let lost = write_options(&server.options, &mut table);
+        notes.extend(crate::left_out_options(&server.name, Format::Codex, &lost));
         all.insert(server.name.clone(), Value::Table(table));
     }
     let mut root = Table::new();
@@ -150,7 +173,46 @@ pub(crate) fn config(
     Ok(CodexConfig {
         table: root,
         inlined,
+        notes,
     })
+}
+
+/// Writes the options Codex can express (`enabled_tools`, `disabled_tools`,
+/// `tool_timeout_sec`, `startup_timeout_sec`) into a server's table; returns those it cannot.
+fn write_options(options: &ServerOptions, table: &mut Table) -> Vec<ServerOption> {
+    let strings =
+        |items: &[String]| Value::Array(items.iter().cloned().map(Value::String).collect());
+    let mut lost = Vec::new();
+    for option in ServerOption::set_in(options) {
+        match option {
+            ServerOption::IncludeTools => {
+                let include = options.include_tools.as_deref().unwrap_or_default();
+                table.insert("enabled_tools".into(), strings(include));
+            }
+            ServerOption::ExcludeTools => {
+                table.insert("disabled_tools".into(), strings(&options.exclude_tools));
+            }
+            ServerOption::Timeout => {
+                let ms = options.timeout_ms.unwrap_or_default();
+                table.insert("tool_timeout_sec".into(), seconds(ms));
+            }
+            ServerOption::StartupTimeout => {
+                let ms = options.startup_timeout_ms.unwrap_or_default();
+                table.insert("startup_timeout_sec".into(), seconds(ms));
+            }
+            ServerOption::AlwaysAllow | ServerOption::Trust => lost.push(option),
+        }
+    }
+    lost
+}
+
+/// Milliseconds as TOML seconds: an integer when whole, else a float.
+fn seconds(ms: u64) -> Value {
+    if ms.is_multiple_of(1000) {
+        Value::Integer(i64::try_from(ms / 1000).unwrap_or(i64::MAX))
+    } else {
+        Value::Float(ms as f64 / 1000.0)
+    }
 }
 
 /// Whether `key` can be forwarded from Codex's environment with `value`: not yet used, or used

@@ -1,19 +1,34 @@
 //! The JSON formats: tether's own, Claude Code, Gemini CLI, opencode, VS Code, Cursor.
 
 use serde_json::{Map, Value, json};
-use tether_config::{RemoteTransport, RenderedServer, RenderedText, RenderedTransport};
+use tether_config::{
+    RemoteTransport, RenderedServer, RenderedText, RenderedTransport, ServerOptions,
+};
 
-use crate::{Format, HarnessError, Values};
+use crate::{Format, HarnessError, ServerOption, Values};
 
 /// Builds the whole config for a JSON format.
 pub(crate) fn config(
     servers: &[RenderedServer],
     format: Format,
     values: &mut Values<'_>,
+    notes: &mut Vec<String>,
 ) -> Result<Value, HarnessError> {
     let mut map = Map::new();
     for server in servers {
-        map.insert(server.name.clone(), server_json(server, format, values)?);
+        if server.options.disabled && disabled_key(format).is_none() {
+            notes.push(crate::left_out_disabled(&server.name, format));
+            continue;
+        }
+        let mut out = server_json(server, format, values)?;
+        if server.options.disabled
+            && let Some((key, value)) = disabled_key(format)
+        {
+            out[key] = Value::Bool(value);
+        }
+        let lost = write_options(&server.options, format, &mut out);
+        notes.extend(crate::left_out_options(&server.name, format, &lost));
+        map.insert(server.name.clone(), out);
     }
     let mut root = Map::new();
     if format == Format::Opencode {
@@ -21,6 +36,58 @@ pub(crate) fn config(
     }
     root.insert(format.harness().servers_key.into(), Value::Object(map));
     Ok(Value::Object(root))
+}
+
+/// How a JSON format marks a server off: the key and the value it takes then. `None`: the
+/// format has no such flag (Claude Code, Gemini CLI, VS Code and Cursor read every server in
+/// the map).
+fn disabled_key(format: Format) -> Option<(&'static str, bool)> {
+    match format {
+        Format::Json => Some(("disabled", true)),
+        Format::Opencode => Some(("enabled", false)),
+        Format::Claude | Format::Codex | Format::Gemini | Format::Vscode | Format::Cursor => None,
+    }
+}
+
+/// Writes the options `format` can express into `out`; returns those it cannot.
+fn write_options(options: &ServerOptions, format: Format, out: &mut Value) -> Vec<ServerOption> {
+    if format == Format::Json {
+        options.write_json(out);
+        return Vec::new();
+    }
+    let mut lost = Vec::new();
+    for option in ServerOption::set_in(options) {
+        match option_key(format, option) {
+            Some(key) => out[key] = option_value(options, option),
+            None => lost.push(option),
+        }
+    }
+    lost
+}
+
+/// Where a JSON harness format keeps an option, if it has a place for it.
+fn option_key(format: Format, option: ServerOption) -> Option<&'static str> {
+    match (format, option) {
+        (Format::Gemini, ServerOption::IncludeTools) => Some("includeTools"),
+        (Format::Gemini, ServerOption::ExcludeTools) => Some("excludeTools"),
+        (Format::Gemini, ServerOption::Trust) => Some("trust"),
+        (Format::Gemini, ServerOption::Timeout) => Some("timeout"),
+        // opencode's `timeout` bounds fetching the server's tools: its startup.
+        (Format::Opencode, ServerOption::StartupTimeout) => Some("timeout"),
+        _ => None,
+    }
+}
+
+/// An option's value in the JSON formats (lists of names, booleans, milliseconds).
+fn option_value(options: &ServerOptions, option: ServerOption) -> Value {
+    match option {
+        ServerOption::IncludeTools => json!(options.include_tools),
+        ServerOption::ExcludeTools => json!(options.exclude_tools),
+        ServerOption::AlwaysAllow => json!(options.always_allow),
+        ServerOption::Trust => json!(options.trust),
+        ServerOption::Timeout => json!(options.timeout_ms),
+        ServerOption::StartupTimeout => json!(options.startup_timeout_ms),
+    }
 }
 
 /// The key of a stdio server's environment in a JSON format.

@@ -135,6 +135,8 @@ pub enum HarnessError {
 pub struct ServersConfig {
     format: Format,
     document: Document,
+    notes: Vec<String>,
+    masked: usize,
 }
 
 /// The config's document.
@@ -157,6 +159,19 @@ impl ServersConfig {
     /// The format it was built for.
     pub fn format(&self) -> Format {
         self.format
+    }
+
+    /// What the config says that the format cannot express, one line each, naming servers
+    /// and fields (never values): for the user's stderr. Empty when nothing was lost.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// How many fields were written masked (`********` in place of a secret, an environment
+    /// value, a server-issued value, a credential-named entry or a URL's password): 0 unless
+    /// built by [`export_config`] with [`Exposure::Masked`].
+    pub fn masked(&self) -> usize {
+        self.masked
     }
 
     /// The whole config as the harness reads it.
@@ -271,8 +286,8 @@ impl fmt::Debug for ReferencedExport {
 
 /// How field values are written while building a JSON config.
 pub(crate) enum Values<'a> {
-    /// Real or masked values.
-    Show(Exposure),
+    /// Real or masked values; counts the fields written masked.
+    Show(Exposure, usize),
     /// Sensitive values become references; the values are collected.
     Refer {
         syntax: ReferenceSyntax,
@@ -293,7 +308,12 @@ impl Values<'_> {
     /// The text for one field.
     pub(crate) fn write(&mut self, text: &RenderedText) -> String {
         match self {
-            Values::Show(exposure) => text.show(*exposure),
+            Values::Show(exposure, masked) => {
+                if *exposure == Exposure::Masked && text.is_sensitive() {
+                    *masked += 1;
+                }
+                text.show(*exposure)
+            }
             Values::Refer { syntax, env } => {
                 let exposed = text.expose();
                 if !text.is_sensitive() && !syntax.would_expand(&exposed) {
@@ -341,17 +361,100 @@ pub fn export_config(
     format: Format,
     exposure: Exposure,
 ) -> Result<ServersConfig, HarnessError> {
+    let mut notes = Vec::new();
+    let masked;
     let document = match format.harness().syntax {
         Syntax::Toml => {
-            Document::Toml(codex::config(servers, &mut codex::CodexValues::Show(exposure))?.table)
+            let mut values = codex::CodexValues::Show(exposure, 0);
+            let built = codex::config(servers, &mut values)?;
+            notes = built.notes;
+            masked = values.masked();
+            Document::Toml(built.table)
         }
-        Syntax::Json => Document::Json(json_formats::config(
-            servers,
-            format,
-            &mut Values::Show(exposure),
-        )?),
+        Syntax::Json => {
+            let mut values = Values::Show(exposure, 0);
+            let document = json_formats::config(servers, format, &mut values, &mut notes)?;
+            masked = match values {
+                Values::Show(_, masked) => masked,
+                Values::Refer { .. } => 0,
+            };
+            Document::Json(document)
+        }
     };
-    Ok(ServersConfig { format, document })
+    Ok(ServersConfig {
+        format,
+        document,
+        notes,
+        masked,
+    })
+}
+
+/// A server option, by the name users know it by (Gemini's, or Roo's for `alwaysAllow`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ServerOption {
+    IncludeTools,
+    ExcludeTools,
+    AlwaysAllow,
+    Trust,
+    Timeout,
+    StartupTimeout,
+}
+
+impl ServerOption {
+    fn name(self) -> &'static str {
+        match self {
+            ServerOption::IncludeTools => "includeTools",
+            ServerOption::ExcludeTools => "excludeTools",
+            ServerOption::AlwaysAllow => "alwaysAllow",
+            ServerOption::Trust => "trust",
+            ServerOption::Timeout => "timeout",
+            ServerOption::StartupTimeout => "startup timeout",
+        }
+    }
+
+    /// The options `server` sets, in a fixed order.
+    pub(crate) fn set_in(options: &tether_config::ServerOptions) -> Vec<ServerOption> {
+        [
+            (options.include_tools.is_some(), ServerOption::IncludeTools),
+            (
+                !options.exclude_tools.is_empty(),
+                ServerOption::ExcludeTools,
+            ),
+            (!options.always_allow.is_empty(), ServerOption::AlwaysAllow),
+            (options.trust.is_some(), ServerOption::Trust),
+            (options.timeout_ms.is_some(), ServerOption::Timeout),
+            (
+                options.startup_timeout_ms.is_some(),
+                ServerOption::StartupTimeout,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(set, option)| set.then_some(option))
+        .collect()
+    }
+}
+
+/// The note for options a format cannot express, or `None` when there are none.
+pub(crate) fn left_out_options(
+    server: &str,
+    format: Format,
+    options: &[ServerOption],
+) -> Option<String> {
+    if options.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = options.iter().map(|o| o.name()).collect();
+    Some(format!(
+        "MCP server '{server}': {format} has no place for {}: left out of the {format} config",
+        names.join(", ")
+    ))
+}
+
+/// The note for a disabled server left out of a format that has no flag for it.
+pub(crate) fn left_out_disabled(server: &str, format: Format) -> String {
+    format!(
+        "MCP server '{server}' is disabled and {format} has no flag for that: left out of the {format} config"
+    )
 }
 
 /// The config text for `servers` in `format`, with real or masked values.
@@ -384,6 +487,8 @@ pub fn export_with_references(
                 config: ServersConfig {
                     format,
                     document: Document::Toml(built.table),
+                    notes: built.notes,
+                    masked: 0,
                 },
                 env,
                 inlined: built.inlined,
@@ -396,9 +501,20 @@ pub fn export_with_references(
         syntax,
         env: &mut env,
     };
-    let document = Document::Json(json_formats::config(servers, format, &mut values)?);
+    let mut notes = Vec::new();
+    let document = Document::Json(json_formats::config(
+        servers,
+        format,
+        &mut values,
+        &mut notes,
+    )?);
     Ok(ReferencedExport {
-        config: ServersConfig { format, document },
+        config: ServersConfig {
+            format,
+            document,
+            notes,
+            masked: 0,
+        },
         env,
         inlined: Vec::new(),
     })

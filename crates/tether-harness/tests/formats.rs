@@ -128,11 +128,9 @@ fn codex_forwards_env_and_headers_and_inlines_args() {
     let names: Vec<&str> = out.env.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         names,
-        [
-            "GITHUB_PERSONAL_ACCESS_TOKEN",
-            "LOG_LEVEL",
-            "TETHER_SECRET_3"
-        ]
+        // LOG_LEVEL's plain value is written inline (issue 11 item 6: masking and references
+        // follow provenance).
+        ["GITHUB_PERSONAL_ACCESS_TOKEN", "TETHER_SECRET_2"]
     );
     let err = export_with_references(&servers, Format::Codex, true).err();
     assert_eq!(
@@ -165,4 +163,165 @@ fn unsupported_shapes_are_clear_errors() {
         err,
         "MCP server 'local': opencode cannot set a working directory (cwd) for a local server"
     );
+}
+
+/// Issue 11 item 2: a disabled server keeps its flag in the formats that have one and is left
+/// out, with a note naming it, of those that do not.
+#[test]
+fn disabled_servers_are_flagged_or_left_out_with_a_note() {
+    let servers = servers(
+        r#"{"on": {"command": "x"}, "off": {"url": "https://h.example/mcp", "disabled": true}}"#,
+    );
+    for format in Format::all() {
+        let config = tether_harness::export_config(&servers, format, Exposure::Masked)
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        let text = config.to_text();
+        let key = format.harness().servers_key;
+        let document: serde_json::Value = if format == Format::Codex {
+            let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+            serde_json::to_value(table).unwrap_or_else(|e| panic!("{e}"))
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{format}: {e}"))
+        };
+        let off = &document[key]["off"];
+        let expected = match format {
+            Format::Json => Some(("disabled", true)),
+            Format::Opencode | Format::Codex => Some(("enabled", false)),
+            Format::Claude | Format::Gemini | Format::Vscode | Format::Cursor => None,
+        };
+        match expected {
+            Some((flag, value)) => {
+                assert_eq!(off[flag], value, "{format}: {text}");
+                assert!(config.notes().is_empty(), "{format}: {:?}", config.notes());
+            }
+            None => {
+                assert!(off.is_null(), "{format} kept the disabled server: {text}");
+                assert_eq!(
+                    config.notes(),
+                    [format!(
+                        "MCP server 'off' is disabled and {format} has no flag for that: left out of the {format} config"
+                    )]
+                );
+            }
+        }
+        assert!(!document[key]["on"].is_null(), "{format}: {text}");
+        assert!(
+            document[key]["on"].get("disabled").is_none(),
+            "{format}: {text}"
+        );
+    }
+}
+
+/// Issue 11 item 6: a masked export counts the fields it masked (the secret in args[2], the
+/// token env entry, the Authorization header), and shows the plain LOG_LEVEL.
+#[test]
+fn masked_exports_count_what_they_mask() {
+    let servers = servers(CONFIG);
+    for format in Format::all() {
+        let masked = tether_harness::export_config(&servers, format, Exposure::Masked)
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        assert_eq!(masked.masked(), 3, "{format}");
+        assert!(masked.to_text().contains("info"), "{format}");
+        let real = tether_harness::export_config(&servers, format, Exposure::Real)
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        assert_eq!(real.masked(), 0, "{format}");
+    }
+}
+
+/// Issue 11 item 3: tool filters and per-server options go into the formats that have them;
+/// the rest is named in a note.
+#[test]
+fn server_options_are_exported_where_the_format_has_them() {
+    // Gemini CLI's fields (docs/tools/mcp-server.md) plus Roo's `alwaysAllow` and Codex's
+    // startup timeout.
+    let servers = servers(
+        r#"{"gh": {"command": "npx", "includeTools": ["get_me", "list_issues"], "excludeTools": ["delete_repo"],
+                   "trust": false, "timeout": 30000, "alwaysAllow": ["get_me"], "startup_timeout_sec": 20}}"#,
+    );
+    let expected: [(Format, serde_json::Value, &str); 7] = [
+        (
+            Format::Json,
+            serde_json::json!({"includeTools": ["get_me", "list_issues"], "excludeTools": ["delete_repo"],
+                               "alwaysAllow": ["get_me"], "trust": false, "timeout": 30000, "startup_timeout_ms": 20000}),
+            "",
+        ),
+        (
+            Format::Gemini,
+            serde_json::json!({"includeTools": ["get_me", "list_issues"], "excludeTools": ["delete_repo"],
+                               "trust": false, "timeout": 30000}),
+            "alwaysAllow, startup timeout",
+        ),
+        (
+            Format::Codex,
+            serde_json::json!({"enabled_tools": ["get_me", "list_issues"], "disabled_tools": ["delete_repo"],
+                               "tool_timeout_sec": 30, "startup_timeout_sec": 20}),
+            "alwaysAllow, trust",
+        ),
+        (
+            Format::Opencode,
+            serde_json::json!({"timeout": 20000}),
+            "includeTools, excludeTools, alwaysAllow, trust, timeout",
+        ),
+        (
+            Format::Claude,
+            serde_json::json!({}),
+            "includeTools, excludeTools, alwaysAllow, trust, timeout, startup timeout",
+        ),
+        (
+            Format::Vscode,
+            serde_json::json!({}),
+            "includeTools, excludeTools, alwaysAllow, trust, timeout, startup timeout",
+        ),
+        (
+            Format::Cursor,
+            serde_json::json!({}),
+            "includeTools, excludeTools, alwaysAllow, trust, timeout, startup timeout",
+        ),
+    ];
+    for (format, fields, lost) in expected {
+        let config = tether_harness::export_config(&servers, format, Exposure::Real)
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        let text = config.to_text();
+        let document: serde_json::Value = if format == Format::Codex {
+            let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+            serde_json::to_value(table).unwrap_or_else(|e| panic!("{e}"))
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{format}: {e}"))
+        };
+        let server = &document[format.harness().servers_key]["gh"];
+        let option_keys = [
+            "includeTools",
+            "excludeTools",
+            "alwaysAllow",
+            "trust",
+            "timeout",
+            "startup_timeout_ms",
+            "enabled_tools",
+            "disabled_tools",
+            "tool_timeout_sec",
+            "startup_timeout_sec",
+        ];
+        let written: serde_json::Map<String, serde_json::Value> = server
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(k, _)| option_keys.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(
+            serde_json::Value::Object(written),
+            fields,
+            "{format}: {text}"
+        );
+        let notes: Vec<String> = if lost.is_empty() {
+            Vec::new()
+        } else {
+            vec![format!(
+                "MCP server 'gh': {format} has no place for {lost}: left out of the {format} config"
+            )]
+        };
+        assert_eq!(config.notes(), notes, "{format}");
+    }
 }

@@ -18,12 +18,13 @@ pub async fn export(args: &ExportArgs) -> anyhow::Result<u8> {
     let servers = session.servers();
     match &args.output {
         Some(path) => {
-            let text = tether_harness::export(servers, args.format, Exposure::Real)?;
-            write_private(path, text.as_bytes())?;
+            let config = tether_harness::export_config(servers, args.format, Exposure::Real)?;
+            print_notes(config.notes());
+            write_private(path, config.to_text().as_bytes())?;
             eprintln!(
-                "wrote {} ({} servers, mode 0600, real values)",
+                "wrote {} ({}, mode 0600, real values)",
                 path.display(),
-                servers.len()
+                count(servers.len(), "server", "servers")
             );
         }
         None => {
@@ -32,8 +33,32 @@ pub async fn export(args: &ExportArgs) -> anyhow::Result<u8> {
             } else {
                 Exposure::Masked
             };
-            print(&tether_harness::export(servers, args.format, exposure)?);
+            let config = tether_harness::export_config(servers, args.format, exposure)?;
+            print_notes(config.notes());
+            print(&config.to_text());
+            if config.masked() > 0 {
+                eprintln!(
+                    "note: {} masked as ******** (from secrets, the environment, a managed server, credential-named fields or URL passwords); for the real values write a 0600 file with -o FILE, or print them with --show-secrets",
+                    count(config.masked(), "value", "values")
+                );
+            }
         }
     }
     Ok(OK)
+}
+
+/// `1 server`, `2 servers`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// What the format cannot express, on stderr (names only, never values).
+fn print_notes(notes: &[String]) {
+    for note in notes {
+        eprintln!("note: {note}");
+    }
 }

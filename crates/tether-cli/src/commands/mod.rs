@@ -86,7 +86,12 @@ pub async fn session(
     if parsed.is_empty() {
         return Err(UsageError::new("no MCP spec given: pass --mcp SPEC (a UUID, a JSON file or inline JSON) or --task FILE").into());
     }
-    let secrets = secrets::read(secret_args)?;
+    // Secrets may be typed at a prompt (`NAME=prompt`, a VS Code input): no spinner meanwhile.
+    let secrets = progress.suspend(|| {
+        let mut secrets = secrets::read(secret_args)?;
+        secrets::prompt_for_inputs(&parsed, &mut secrets)?;
+        anyhow::Ok(secrets)
+    })?;
 
     let needs_uuid = parsed.iter().any(|spec| match spec {
         McpSpec::Uuid(_) => true,

@@ -116,6 +116,7 @@ fn report_refresh(outcome: RefreshOutcome) {
                 let state = match report.status {
                     ServerStatus::Ready { .. } => "ready".to_owned(),
                     ServerStatus::Failed { reason } => format!("failed: {reason}"),
+                    ServerStatus::Disabled => "disabled".to_owned(),
                 };
                 eprintln!(
                     "re-minted managed config {uid}: restarted {} ({state})",

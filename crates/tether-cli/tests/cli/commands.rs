@@ -338,7 +338,7 @@ fn error_classes_map_to_exit_codes() {
         "--format",
         "json",
         "--mcp",
-        r#"{"a":{"command":"x",}}"#,
+        r#"{"a":{"command":}}"#,
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("column"));

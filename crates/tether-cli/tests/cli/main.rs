@@ -7,6 +7,7 @@
 )]
 
 mod commands;
+mod dialects;
 mod export_file;
 mod harness;
 mod log_mask;

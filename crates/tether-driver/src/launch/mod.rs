@@ -26,7 +26,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Map, Value};
 use tether_config::{
     Exposure, RemoteTransport, RenderedServer, RenderedText, RenderedTransport, SecretValue,
-    mask_known_values,
+    ServerOptions, mask_known_values,
 };
 
 use process::{ChildProcess, StdioLaunch};
@@ -80,6 +80,8 @@ pub enum ServerStatus {
         /// values masked.
         reason: String,
     },
+    /// Not started because its config says `"disabled": true`.
+    Disabled,
 }
 
 /// One server's startup result.
@@ -97,6 +99,8 @@ struct RunningServer {
     name: String,
     client: Client,
     child: Option<ChildProcess>,
+    /// Its config's options: the tool filters apply to calls.
+    options: ServerOptions,
 }
 
 /// A server that answered `initialize` and `tools/list`, before it joins the runtime.
@@ -153,25 +157,39 @@ impl McpRuntime {
             add_masking(&mut masking, server);
         }
         let masking = Arc::new(masking);
-        let outcomes: Vec<(String, Result<Started, String>)> = futures_util::stream::iter(servers)
-            .map(|server| {
-                let masking = Arc::clone(&masking);
-                async move {
-                    let name = server.name.clone();
-                    let outcome = start_one(server, options.startup_timeout, &masking).await;
-                    (name, outcome)
-                }
-            })
-            .buffered(options.concurrency.max(1))
-            .collect()
-            .await;
+        // A disabled server is never started; its report keeps its place in the input order.
+        let disabled: Vec<String> = servers
+            .iter()
+            .filter(|s| s.options.disabled)
+            .map(|s| s.name.clone())
+            .collect();
+        let order: std::collections::HashMap<String, usize> = servers
+            .iter()
+            .enumerate()
+            .map(|(index, s)| (s.name.clone(), index))
+            .collect();
+        let servers = servers.into_iter().filter(|s| !s.options.disabled);
+        let outcomes: Vec<(String, ServerOptions, Result<Started, String>)> =
+            futures_util::stream::iter(servers)
+                .map(|server| {
+                    let masking = Arc::clone(&masking);
+                    async move {
+                        let name = server.name.clone();
+                        let (server_options, outcome) =
+                            start_filtered(server, options.startup_timeout, &masking).await;
+                        (name, server_options, outcome)
+                    }
+                })
+                .buffered(options.concurrency.max(1))
+                .collect()
+                .await;
         let mut runtime = Self {
             running: Vec::new(),
             reports: Vec::new(),
             masking,
             options: options.clone(),
         };
-        for (name, outcome) in outcomes {
+        for (name, server_options, outcome) in outcomes {
             match outcome {
                 Ok(Started {
                     client,
@@ -187,6 +205,7 @@ impl McpRuntime {
                         name,
                         client,
                         child,
+                        options: server_options,
                     });
                 }
                 Err(reason) => {
@@ -198,13 +217,23 @@ impl McpRuntime {
                 }
             }
         }
+        for name in disabled {
+            tracing::info!(server = %name, "MCP server is disabled in its config: not started");
+            runtime.reports.push(ServerReport {
+                name,
+                status: ServerStatus::Disabled,
+            });
+        }
+        runtime
+            .reports
+            .sort_by_key(|report| order.get(&report.name).copied().unwrap_or(usize::MAX));
         if options.strict {
             let details: Vec<String> = runtime
                 .reports
                 .iter()
                 .filter_map(|r| match &r.status {
                     ServerStatus::Failed { reason } => Some(format!("{}: {reason}", r.name)),
-                    ServerStatus::Ready { .. } => None,
+                    ServerStatus::Ready { .. } | ServerStatus::Disabled => None,
                 })
                 .collect();
             if !details.is_empty() {
@@ -253,6 +282,12 @@ impl McpRuntime {
             tool: tool.to_owned(),
             message: mask_known_values(&message, self.masking.iter()),
         };
+        if !running.options.allows_tool(tool) {
+            return Err(failed(
+                "the server's config leaves this tool out (includeTools/excludeTools), so it is not offered"
+                    .to_owned(),
+            ));
+        }
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
@@ -276,23 +311,36 @@ impl McpRuntime {
         let mut masking = self.masking.as_ref().clone();
         add_masking(&mut masking, &server);
         self.masking = Arc::new(masking);
-        let report = match start_one(server, self.options.startup_timeout, &self.masking).await {
-            Ok(Started {
-                client,
-                child,
-                tools,
-            }) => {
+        let started = if server.options.disabled {
+            None
+        } else {
+            Some(start_filtered(server, self.options.startup_timeout, &self.masking).await)
+        };
+        let report = match started {
+            None => ServerReport {
+                name: name.clone(),
+                status: ServerStatus::Disabled,
+            },
+            Some((
+                server_options,
+                Ok(Started {
+                    client,
+                    child,
+                    tools,
+                }),
+            )) => {
                 self.running.push(RunningServer {
                     name: name.clone(),
                     client,
                     child,
+                    options: server_options,
                 });
                 ServerReport {
                     name: name.clone(),
                     status: ServerStatus::Ready { tools },
                 }
             }
-            Err(reason) => ServerReport {
+            Some((_, Err(reason))) => ServerReport {
                 name: name.clone(),
                 status: ServerStatus::Failed { reason },
             },
@@ -317,6 +365,7 @@ async fn stop(server: RunningServer) {
         name,
         client,
         child,
+        options: _,
     } = server;
     if tokio::time::timeout(Duration::from_secs(2), client.cancel())
         .await
@@ -337,6 +386,23 @@ fn add_masking(masking: &mut Vec<SecretValue>, server: &RenderedServer) {
             masking.push(value.clone());
         }
     }
+}
+
+/// Starts `server` and keeps only the tools its config allows (`includeTools`,
+/// `excludeTools`); returns its options too, for the calls that follow.
+async fn start_filtered(
+    server: RenderedServer,
+    timeout: Duration,
+    masking: &Arc<Vec<SecretValue>>,
+) -> (ServerOptions, Result<Started, String>) {
+    let options = server.options.clone();
+    let outcome = start_one(server, timeout, masking)
+        .await
+        .map(|mut started| {
+            started.tools.retain(|tool| options.allows_tool(&tool.name));
+            started
+        });
+    (options, outcome)
 }
 
 async fn start_one(

@@ -39,6 +39,7 @@ fn tools(status: &ServerStatus) -> Vec<String> {
     match status {
         ServerStatus::Ready { tools } => tools.iter().map(|t| t.name.clone()).collect(),
         ServerStatus::Failed { reason } => panic!("server failed: {reason}"),
+        ServerStatus::Disabled => panic!("server disabled"),
     }
 }
 
@@ -46,6 +47,7 @@ fn failure(status: &ServerStatus) -> String {
     match status {
         ServerStatus::Failed { reason } => reason.clone(),
         ServerStatus::Ready { .. } => panic!("server started but should have failed"),
+        ServerStatus::Disabled => panic!("server disabled but should have failed"),
     }
 }
 
@@ -165,6 +167,84 @@ async fn strict_startup_fails_the_run_and_stops_the_good_servers() {
         }
         other => panic!("expected StartupFailed, got {other:?}"),
     }
+}
+
+/// Issue 11 item 3: `excludeTools`/`includeTools` (Gemini CLI) keep a tool out of the report
+/// and out of reach of calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_filters_hide_tools_and_refuse_their_calls() {
+    let bin = json_str(&test_server_bin().to_string_lossy());
+    let config = format!(
+        r#"{{"ex": {{"command": {bin}, "excludeTools": ["env_check"]}},
+            "in": {{"command": {bin}, "includeTools": ["add", "env_check"], "excludeTools": ["env_check"]}}}}"#
+    );
+    let runtime = start(config, StartOptions::default(), &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tools(&runtime.reports()[0].status), ["add", "echo"]);
+    assert_eq!(tools(&runtime.reports()[1].status), ["add"]);
+    let refused = runtime
+        .call_tool(
+            "ex",
+            "env_check",
+            json!({"name": "HOME"}).as_object().cloned(),
+            STEP,
+        )
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        refused.contains("calling tool 'env_check' on MCP server 'ex' failed: the server's config leaves this tool out"),
+        "{refused}"
+    );
+    let echoed = runtime
+        .call_tool(
+            "in",
+            "echo",
+            json!({"text": "x"}).as_object().cloned(),
+            STEP,
+        )
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(echoed.contains("leaves this tool out"), "{echoed}");
+    let added = runtime
+        .call_tool(
+            "in",
+            "add",
+            json!({"a": 2, "b": 3}).as_object().cloned(),
+            STEP,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(added["content"][0]["text"], "5");
+    runtime.shutdown().await;
+}
+
+/// Issue 11 item 2: `"disabled": true` (Windsurf, Cline, Roo) keeps a server from starting, even
+/// under strict startup, and its report keeps its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_server_is_not_started_and_reported_as_disabled() {
+    let config = format!(
+        r#"{{"off": {{"command": "/nonexistent/tether-issue-11", "disabled": true}}, {}}}"#,
+        stdio_server("good", &[])
+    );
+    let options = StartOptions {
+        strict: true,
+        ..StartOptions::default()
+    };
+    let runtime = start(config, options, &Secrets::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let reports = runtime.reports();
+    assert_eq!(reports[0].name, "off");
+    assert_eq!(reports[0].status, ServerStatus::Disabled);
+    assert_eq!(reports[1].name, "good");
+    assert_eq!(tools(&reports[1].status).len(), 3);
+    assert_eq!(runtime.running(), ["good"]);
+    runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -70,6 +70,7 @@ async fn a_lease_near_expiry_is_reminted_and_restarted_only_when_changed() {
             match &reports[0].status {
                 ServerStatus::Ready { tools } => assert_eq!(tools.len(), 5),
                 ServerStatus::Failed { reason } => panic!("restart failed: {reason}"),
+                ServerStatus::Disabled => panic!("restarted as disabled"),
             }
         }
         other => panic!("expected one restart, got {other:?}"),

@@ -255,7 +255,7 @@ async fn duplicate_names_across_local_and_ephemeral_are_errors() {
     assert_eq!(
         err,
         format!(
-            "Duplicate MCP server name 'github' (from local installation {uid} and managed installation {managed_uid}): rename one of them"
+            "Duplicate MCP server name 'github' (from local installation {uid} and managed installation {managed_uid}): rename one of them (a single-server spec is named by its \"name\" field, else by its command's file name or its URL's host)"
         )
     );
 }

@@ -191,6 +191,7 @@ async fn re_resolve_reports_what_changed_and_a_failure_keeps_the_session() {
     match &runtime.reports()[1].status {
         ServerStatus::Ready { tools } => assert_eq!(tools.len(), 5),
         ServerStatus::Failed { reason } => panic!("managed failed: {reason}"),
+        ServerStatus::Disabled => panic!("managed server reported disabled"),
     }
     runtime.shutdown().await;
 }

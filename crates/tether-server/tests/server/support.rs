@@ -389,6 +389,7 @@ pub fn ready_tools(runtime: &McpRuntime) -> Vec<String> {
             names
         }
         ServerStatus::Failed { reason } => panic!("not ready: {reason}"),
+        ServerStatus::Disabled => panic!("not ready: disabled"),
     }
 }
 

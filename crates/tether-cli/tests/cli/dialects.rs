@@ -1,0 +1,551 @@
+//! Issue 11: configs as users paste them from other tools' docs, end to end through `tether`.
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::support::{Sandbox, config, server_json, text};
+
+/// A JSONC file (as VS Code and Gemini CLI read theirs) with a disabled server that could not
+/// start: `test` starts only the other, reports the disabled one, and succeeds.
+#[test]
+fn test_skips_and_reports_a_disabled_server_from_a_jsonc_file() {
+    let sandbox = Sandbox::new();
+    let servers = config(&[
+        server_json("good", &[], &[]),
+        r#""off": {"command": "/nonexistent/tether-issue-11", "disabled": true,}"#.to_owned(),
+    ]);
+    let file = sandbox.write(
+        "settings.json",
+        &format!(
+            "// ~/.gemini/settings.json\n{{\n  /* servers */ \"mcpServers\": {servers},\n}}\n"
+        ),
+    );
+    let out = sandbox
+        .tether(&["test", "--mcp", &file, "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let statuses: Vec<(&str, &str)> = report["servers"]
+        .as_array()
+        .map(|servers| {
+            servers
+                .iter()
+                .map(|s| {
+                    (
+                        s["name"].as_str().unwrap_or_default(),
+                        s["status"].as_str().unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(statuses, [("good", "ready"), ("off", "disabled")]);
+    assert_eq!(report["servers"][1]["tools"], json!([]));
+
+    let out = sandbox
+        .tether(&["test", "--mcp", &file])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("disabled  off   not started (\"disabled\": true in its config)"),
+        "{table}"
+    );
+}
+
+/// Export keeps the flag where the format has one and says on stderr what it left out.
+#[test]
+fn export_flags_or_leaves_out_a_disabled_server() {
+    let sandbox = Sandbox::new();
+    let spec = r#"{"on": {"command": "x"}, "off": {"command": "y", "disabled": true}}"#;
+    let out = sandbox
+        .tether(&["export", "--mcp", spec, "--format", "opencode"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let exported: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(exported["mcp"]["off"]["enabled"], json!(false));
+    assert_eq!(exported["mcp"]["on"]["enabled"], json!(true));
+
+    let out = sandbox
+        .tether(&["export", "--mcp", spec, "--format", "claude"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let exported: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert!(exported["mcpServers"]["off"].is_null(), "{exported}");
+    assert!(
+        text(&out.stderr).contains(
+            "note: MCP server 'off' is disabled and claude has no flag for that: left out of the claude config"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Issue 11 item 6: export to stdout masks by provenance (a secret, an environment value, a
+/// credential-named field, a URL's password) and shows the rest, says on stderr how many values
+/// it masked and how to get them; `-o` counts servers in the singular when there is one.
+#[test]
+fn export_masks_by_provenance_and_says_so() {
+    let sandbox = Sandbox::new();
+    // The shape of the Slack server's README config, plus a header and a URL default.
+    let spec = r#"{"mcpServers": {"slack": {"command": "npx",
+        "args": ["-y", "@modelcontextprotocol/server-slack", "--db=postgresql://u:pw-SENTINEL@h/db", "--base=${TETHER_T11_UNSET:-http://localhost:3000}/mcp"],
+        "env": {"SLACK_BOT_TOKEN": "xoxb-SENTINEL", "SLACK_TEAM_ID": "T01234567", "FROM_ENV": "${TETHER_T11_VALUE}"}}}}"#;
+    let out = sandbox
+        .tether(&["export", "--mcp", spec, "--format", "json"])
+        .env("TETHER_T11_VALUE", "env-SENTINEL")
+        .env_remove("TETHER_T11_UNSET")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("SENTINEL"), "{stdout}");
+    let exported: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}"));
+    let slack = &exported["mcpServers"]["slack"];
+    assert_eq!(
+        slack["env"],
+        json!({"SLACK_BOT_TOKEN": "********", "SLACK_TEAM_ID": "T01234567", "FROM_ENV": "********"})
+    );
+    assert_eq!(slack["args"][2], "--db=postgresql://u:********@h/db");
+    assert_eq!(slack["args"][3], "--base=http://localhost:3000/mcp");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("note: 3 values masked as ********")
+            && stderr.contains("-o FILE")
+            && stderr.contains("--show-secrets"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("SENTINEL"), "{stderr}");
+
+    let file = sandbox.path("out.json");
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            spec,
+            "--format",
+            "json",
+            "-o",
+            &file.to_string_lossy(),
+        ])
+        .env("TETHER_T11_VALUE", "env-SENTINEL")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("(1 server, mode 0600, real values)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Issue 11 item 7: a field tether does not use is warned about once, though the spec is
+/// parsed several times in a run; two bare servers named after their command say how to name
+/// them.
+#[test]
+fn unknown_fields_warn_once_and_duplicate_names_mention_the_name_field() {
+    let sandbox = Sandbox::new();
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            r#"{"s": {"command": "x", "description": "a server"}}"#,
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr
+            .matches("MCP server 's': ignoring unknown field 'description'")
+            .count(),
+        1,
+        "{stderr}"
+    );
+
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            r#"{"command": "npx", "args": ["-y", "a"]}"#,
+            "--mcp",
+            r#"{"command": "npx", "args": ["-y", "b"]}"#,
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("Duplicate MCP server name 'npx' (from inline spec #1 and inline spec #2): rename one of them (a single-server spec is named by its \"name\" field"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The snippet corpus: MCP configs in the shapes projects publish (sources in
+/// `tests/cli/snippets/SOURCES.md`), each with the values the run gives it.
+const SNIPPETS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cli/snippets");
+
+/// Values a snippet's secrets and environment references take: each holds a marker that must
+/// never reach a masked export.
+const SNIPPET_ENV: [(&str, &str); 5] = [
+    ("SNIPPET_API_KEY", "key-SENTINEL"),
+    ("SNIPPET_AUTH_TOKEN", "auth-SENTINEL"),
+    ("GITHUB_MCP_PAT", "pat-SENTINEL"),
+    ("EXTERNAL_API_KEY", "ext-SENTINEL"),
+    ("DB_CONNECTION_STRING", "postgres://u:db-SENTINEL@h/db"),
+];
+
+/// What a format refuses in a snippet, by design (file, format, the error's words).
+const REFUSED: [(&str, &str, &str); 2] = [
+    (
+        "claude-code-mcp.json",
+        "codex",
+        "codex cannot connect to an SSE server",
+    ),
+    (
+        "gemini-settings.jsonc",
+        "opencode",
+        "opencode cannot set a working directory",
+    ),
+];
+
+/// Formats with no off switch: a disabled server is left out of them.
+const NO_DISABLED_FLAG: [&str; 4] = ["claude", "gemini", "vscode", "cursor"];
+
+/// Issue 11, "done when": every snippet goes through `export` for every format: it parses,
+/// holds every server (a disabled one only where the format can say so), and shows no secret.
+#[test]
+fn published_snippets_export_to_every_format() {
+    let sandbox = Sandbox::new();
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(SNIPPETS)
+        .unwrap_or_else(|e| panic!("{SNIPPETS}: {e}"))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext != "md"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    let formats = [
+        "json", "claude", "codex", "gemini", "opencode", "vscode", "cursor",
+    ];
+    let mut checked = 0;
+    for file in &files {
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let snippet = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{name}: {e}"));
+        // The servers and which are disabled, from tether's own reading of the snippet.
+        let own = sandbox
+            .tether(&[
+                "export",
+                "--mcp",
+                &file.to_string_lossy(),
+                "--format",
+                "json",
+            ])
+            .args(["--secret", "github_mcp_pat=env:GITHUB_MCP_PAT"])
+            .envs(SNIPPET_ENV)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(own.status.code(), Some(0), "{name}: {}", text(&own.stderr));
+        let own: Value = serde_json::from_slice(&own.stdout).unwrap_or_else(|e| panic!("{e}"));
+        let servers: Vec<(String, bool)> = own["mcpServers"]
+            .as_object()
+            .map(|map| {
+                map.iter()
+                    .map(|(k, v)| (k.clone(), v["disabled"] == json!(true)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(!servers.is_empty(), "{name}: no server in {snippet}");
+        for format in formats {
+            let out = sandbox
+                .tether(&[
+                    "export",
+                    "--mcp",
+                    &file.to_string_lossy(),
+                    "--format",
+                    format,
+                ])
+                .args(["--secret", "github_mcp_pat=env:GITHUB_MCP_PAT"])
+                .envs(SNIPPET_ENV)
+                .output()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+            for shown in [&stdout, &stderr] {
+                assert!(
+                    !shown.contains("SENTINEL") && !shown.contains("SNIPPET-PW"),
+                    "{name} as {format} shows a secret:\n{shown}"
+                );
+            }
+            if let Some((_, _, words)) = REFUSED
+                .iter()
+                .find(|(file, refused, _)| *file == name && *refused == format)
+            {
+                assert_eq!(out.status.code(), Some(2), "{name} as {format}: {stderr}");
+                assert!(stderr.contains(words), "{name} as {format}: {stderr}");
+                continue;
+            }
+            assert_eq!(out.status.code(), Some(0), "{name} as {format}: {stderr}");
+            let document: Value = if format == "codex" {
+                let table: toml::Table =
+                    toml::from_str(&stdout).unwrap_or_else(|e| panic!("{name}: {e}\n{stdout}"));
+                serde_json::to_value(table).unwrap_or_else(|e| panic!("{e}"))
+            } else {
+                serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{name} as {format}: {e}"))
+            };
+            let map = document
+                .as_object()
+                .and_then(|root| root.values().find_map(Value::as_object))
+                .unwrap_or_else(|| panic!("{name} as {format}: no server map in {stdout}"));
+            for (server, disabled) in &servers {
+                let left_out = *disabled && NO_DISABLED_FLAG.contains(&format);
+                assert_eq!(
+                    map.contains_key(server),
+                    !left_out,
+                    "{name} as {format}: server '{server}'\n{stdout}"
+                );
+                if left_out {
+                    assert!(
+                        stderr.contains(&format!("note: MCP server '{server}' is disabled")),
+                        "{name} as {format}: {stderr}"
+                    );
+                }
+            }
+            checked += 1;
+        }
+    }
+    eprintln!(
+        "{checked} snippet exports checked ({} snippets)",
+        files.len()
+    );
+}
+
+/// Issue 11 item 3 with a real server from the registry: a Gemini-style JSONC file whose
+/// command is a bare `$VAR` and which excludes `get-env`: `test` lists the other tools only and
+/// `call` refuses the excluded one.
+#[test]
+fn gemini_style_config_filters_a_real_servers_tools() {
+    let Some(bin) = tether_testkit::server_everything() else {
+        eprintln!("skipped: npm is not available to install server-everything");
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let file = sandbox.write(
+        "settings.json",
+        r#"// ~/.gemini/settings.json
+{
+  "mcpServers": {
+    "everything": {
+      "command": "$SNIPPET_EVERYTHING",
+      "args": ["stdio"],
+      "excludeTools": ["get-env"],
+    },
+  },
+}
+"#,
+    );
+    let out = sandbox
+        .tether(&["test", "--mcp", &file, "--json"])
+        .env("SNIPPET_EVERYTHING", &bin)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let tools: Vec<&str> = report["servers"][0]["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(tools.contains(&"echo"), "{tools:?}");
+    assert!(!tools.contains(&"get-env"), "{tools:?}");
+
+    let out = sandbox
+        .tether(&["call", "--mcp", &file, "everything", "get-env"])
+        .env("SNIPPET_EVERYTHING", &bin)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("the server's config leaves this tool out"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Issue 11 item 4: on a terminal, a VS Code input no `--secret` gave is asked for with its
+/// description, the typing hidden when `password: true` (as VS Code does); run under `script`
+/// for a real pseudo-terminal.
+#[test]
+fn missing_vscode_inputs_are_prompted_for_on_a_terminal() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no `script` command to give tether a terminal");
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let file = sandbox.write(
+        "mcp.json",
+        r#"{"inputs": [{"type": "promptString", "id": "tok", "description": "API token", "password": true},
+                       {"type": "promptString", "id": "region", "description": "Region"}],
+            "servers": {"s": {"command": "x", "args": ["--region=${input:region}"], "env": {"API_TOKEN": "${input:tok}"}}}}"#,
+    );
+    let tether = assert_cmd::cargo::cargo_bin("tether");
+    let command = format!(
+        "{} export --mcp {file} --format json --show-secrets",
+        tether.display()
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(sandbox.path(""))
+        .env("TETHER_HOME", sandbox.home())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stdin = child.stdin.take().expect("script's stdin is piped");
+    let mut stdout = child.stdout.take().expect("script's stdout is piped");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let reader = {
+        let seen = std::sync::Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut stdout, &mut buffer) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock()
+                    .expect("transcript lock")
+                    .extend_from_slice(&buffer[..n]);
+            }
+        })
+    };
+    // Each answer once its prompt is up: typing that comes earlier would be echoed.
+    for (prompt, answer) in [
+        ("API token (tok): ", "typed-SENTINEL\n"),
+        ("Region (region): ", "eu-west\n"),
+    ] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !text(&seen.lock().expect("transcript lock")).contains(prompt) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no prompt {prompt:?}: {}",
+                text(&seen.lock().expect("transcript lock"))
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // The prompt is written just before echo is turned off: leave it that moment.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        std::io::Write::write_all(&mut stdin, answer.as_bytes()).expect("answering a prompt");
+    }
+    let status = child.wait().expect("waiting for script");
+    reader.join().expect("the transcript reader");
+    drop(stdin);
+    assert!(status.success(), "{status}");
+    let transcript = text(&seen.lock().expect("transcript lock"));
+    assert!(transcript.contains("API token (tok): "), "{transcript}");
+    assert!(
+        transcript.contains("Region (region): eu-west"),
+        "{transcript}"
+    );
+    // The hidden answer shows up once: in the exported config (--show-secrets), never echoed.
+    assert_eq!(
+        transcript.matches("typed-SENTINEL").count(),
+        1,
+        "{transcript}"
+    );
+    assert!(
+        transcript.contains(r#""API_TOKEN": "typed-SENTINEL""#),
+        "{transcript}"
+    );
+    assert!(transcript.contains(r#""--region=eu-west""#), "{transcript}");
+}
+
+/// Issue 11 item 8 (files only): Codex's own `config.toml`, written by the real `codex mcp add`
+/// in a temporary home, is a `--mcp` file: `test` starts its stdio server, and its remote entry's
+/// `bearer_token_env_var` becomes an `Authorization` header from the environment.
+#[test]
+fn a_config_toml_written_by_codex_is_a_spec() {
+    let Some(codex) = tether_testkit::npm_bin("codex") else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let codex_home = sandbox.path("codex-home");
+    std::fs::create_dir_all(&codex_home).unwrap_or_else(|e| panic!("{e}"));
+    let server = crate::support::test_server_bin();
+    let add = |args: &[&str]| {
+        let out = std::process::Command::new(&codex)
+            .args(["mcp", "add"])
+            .args(args)
+            .env("CODEX_HOME", &codex_home)
+            .env("HOME", &codex_home)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success(), "codex mcp add: {}", text(&out.stderr));
+    };
+    add(&[
+        "tester",
+        "--env",
+        "LOG_LEVEL=info",
+        "--",
+        &server.to_string_lossy(),
+    ]);
+    add(&[
+        "remote",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--bearer-token-env-var",
+        "T11_REMOTE_TOKEN",
+    ]);
+    let config = codex_home.join("config.toml");
+    let config = config.to_string_lossy();
+
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            &config,
+            "--format",
+            "json",
+            "--show-secrets",
+        ])
+        .env("T11_REMOTE_TOKEN", "tok-1")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let exported: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        exported["mcpServers"]["tester"]["env"],
+        json!({"LOG_LEVEL": "info"})
+    );
+    assert_eq!(
+        exported["mcpServers"]["remote"]["headers"],
+        json!({"Authorization": "Bearer tok-1"})
+    );
+
+    // Only the stdio server: the remote one points at a closed port.
+    let out = sandbox
+        .tether(&["export", "--mcp", &config, "--format", "codex"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = sandbox
+        .tether(&["test", "--mcp", &config, "--json"])
+        .env("T11_REMOTE_TOKEN", "tok-1")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report["servers"][0]["name"], "tester");
+    assert_eq!(report["servers"][0]["status"], "ready", "{report}");
+    assert_eq!(report["servers"][1]["status"], "failed", "{report}");
+}
