@@ -1,5 +1,10 @@
 //! The `tether` CLI against the reference server, as real processes on loopback.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers outside #[test] fns say what they were doing when they fail"
+)]
+
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -21,7 +26,25 @@ fn error_lines(stderr: &str) -> String {
 }
 
 fn stack(extra: &[&str]) -> Stack {
-    Stack::start(extra).unwrap_or_else(|e| panic!("{e}"))
+    Stack::start(extra).expect("starting the tether-server stack")
+}
+
+/// A fresh marker that tags one test's server processes for /proc checks.
+fn new_marker() -> String {
+    format!("E2E_MARK_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Adds [`command_spec`] as the managed installation `name` with the server-held `REGION`;
+/// returns its uid.
+fn add_echo(stack: &Stack, name: &str, marker: &str, region: &str) -> String {
+    stack
+        .add(
+            name,
+            &command_spec(marker),
+            &[("REGION", region)],
+            "default",
+        )
+        .expect("adding an installation to tether-server")
 }
 
 /// A COMMAND installation of our test server; `marker` tags its processes for /proc checks.
@@ -48,15 +71,8 @@ fn assert_no_leftover(marker: &str) {
 #[test]
 fn a_command_installation_resolves_by_uuid_gets_the_client_secret_and_lists_tools() {
     let stack = stack(&[]);
-    let marker = format!("E2E_MARK_{}", uuid::Uuid::new_v4().simple());
-    let uid = stack
-        .add(
-            "managed-echo",
-            &command_spec(&marker),
-            &[("REGION", "server-held-eu")],
-            "default",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+    let marker = new_marker();
+    let uid = add_echo(&stack, "managed-echo", &marker, "server-held-eu");
     let env = [("CLIENT", "client-SENTINEL")];
     let out = stack
         .run_tether(
@@ -70,9 +86,10 @@ fn a_command_installation_resolves_by_uuid_gets_the_client_secret_and_lists_tool
             ],
             &env,
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let report: Value =
+        serde_json::from_slice(&out.stdout).expect("parsing the JSON report on stdout");
     assert_eq!(report["servers"][0]["name"], "managed-echo");
     assert_eq!(
         report["servers"][0]["tools"].as_array().map(Vec::len),
@@ -94,7 +111,7 @@ fn a_command_installation_resolves_by_uuid_gets_the_client_secret_and_lists_tool
             ],
             &env,
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert!(
         text(&out.stdout).contains("\"set\":true"),
         "{}",
@@ -115,7 +132,7 @@ fn a_command_installation_resolves_by_uuid_gets_the_client_secret_and_lists_tool
             ],
             &env,
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     let config: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{}: {e}", text(&out.stderr)));
     assert_eq!(
@@ -136,7 +153,7 @@ fn a_url_installation_goes_through_the_proxy_and_never_shows_the_upstream_creden
         &["--require-bearer-env", "UPSTREAM_TOKEN"],
         &[("UPSTREAM_TOKEN", upstream_token)],
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("starting the upstream test MCP server");
 
     let stack = stack(&[]);
     let spec = format!(
@@ -145,12 +162,13 @@ fn a_url_installation_goes_through_the_proxy_and_never_shows_the_upstream_creden
     );
     let uid = stack
         .add("proxied", &spec, &[("UPSTREAM", upstream_token)], "default")
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("adding an installation to tether-server");
     let out = stack
         .run_tether(&["test", "--mcp", &uid, "--json"], &[])
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let report: Value =
+        serde_json::from_slice(&out.stdout).expect("parsing the JSON report on stdout");
     let tools: Vec<&str> = report["servers"][0]["tools"]
         .as_array()
         .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
@@ -171,7 +189,7 @@ fn a_url_installation_goes_through_the_proxy_and_never_shows_the_upstream_creden
             ],
             &[],
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(
         stdout.contains(&format!("{}/mcp-proxy/{uid}", stack.base)),
@@ -195,16 +213,16 @@ fn a_url_installation_goes_through_the_proxy_and_never_shows_the_upstream_creden
 #[test]
 fn a_local_installation_is_resolved_with_zero_graphql_requests() {
     let stack = stack(&[]);
-    let marker = format!("E2E_MARK_{}", uuid::Uuid::new_v4().simple());
+    let marker = new_marker();
     let out = stack
         .run_tether(
             &["install", "local-echo", "--from", &command_spec(&marker)],
             &[],
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let uid = text(&out.stdout).trim().to_owned();
-    let before = stack.mint_count().unwrap_or_else(|e| panic!("{e}"));
+    let before = stack.mint_count().expect("reading the mint count");
     let out = stack
         .run_tether(
             &[
@@ -218,10 +236,10 @@ fn a_local_installation_is_resolved_with_zero_graphql_requests() {
             ],
             &[("R", "x")],
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
-        stack.mint_count().unwrap_or_else(|e| panic!("{e}")),
+        stack.mint_count().expect("reading the mint count"),
         before,
         "a local UUID reached the server"
     );
@@ -238,13 +256,13 @@ fn inactive_unknown_and_foreign_uids_fail_with_exit_code_3() {
             &[("REGION", "x")],
             "default",
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("adding an installation to tether-server");
     stack
         .admin(&["deactivate", &uid])
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether-server admin");
     let out = stack
         .run_tether(&["test", "--mcp", &uid], &[])
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(3));
     let stderr = text(&out.stderr);
     assert!(
@@ -255,7 +273,7 @@ fn inactive_unknown_and_foreign_uids_fail_with_exit_code_3() {
     let unknown = uuid::Uuid::new_v4().to_string();
     let out = stack
         .run_tether(&["test", "--mcp", &unknown], &[])
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(3));
     let not_found = text(&out.stderr);
     assert!(
@@ -271,10 +289,10 @@ fn inactive_unknown_and_foreign_uids_fail_with_exit_code_3() {
             &[("REGION", "x")],
             "team-b",
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("adding an installation to tether-server");
     let out = stack
         .run_tether(&["test", "--mcp", &foreign], &[])
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(
         error_lines(&text(&out.stderr)).replace(&foreign, "UID"),
@@ -286,7 +304,7 @@ fn inactive_unknown_and_foreign_uids_fail_with_exit_code_3() {
         .tether(&["test", "--mcp", &uid])
         .env("TETHER_API_KEY", "wrong-key")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(3));
     assert!(text(&out.stderr).contains("401"), "{}", text(&out.stderr));
 }
@@ -294,21 +312,14 @@ fn inactive_unknown_and_foreign_uids_fail_with_exit_code_3() {
 #[test]
 fn a_task_config_with_warp_ids_resolves_the_same_way() {
     let stack = stack(&[]);
-    let marker = format!("E2E_MARK_{}", uuid::Uuid::new_v4().simple());
-    let uid = stack
-        .add(
-            "task-echo",
-            &command_spec(&marker),
-            &[("REGION", "r")],
-            "default",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+    let marker = new_marker();
+    let uid = add_echo(&stack, "task-echo", &marker, "r");
     let task = stack.dir.path().join("task.json");
     std::fs::write(
         &task,
         format!(r#"{{"task_id": "task-42", "mcp_servers": {{"{uid}": {{"warp_id": "{uid}"}}}}}}"#),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("writing the test file");
     let out = stack
         .run_tether(
             &[
@@ -321,9 +332,10 @@ fn a_task_config_with_warp_ids_resolves_the_same_way() {
             ],
             &[("C", "c")],
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running tether");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let report: Value =
+        serde_json::from_slice(&out.stdout).expect("parsing the JSON report on stdout");
     assert_eq!(report["servers"][0]["name"], "task-echo");
     // The task config itself was not rewritten with anything resolved.
     let after = std::fs::read_to_string(&task).unwrap_or_default();
@@ -336,7 +348,8 @@ fn a_task_config_with_warp_ids_resolves_the_same_way() {
 
 #[test]
 fn a_long_running_run_re_mints_an_expiring_proxy_token() {
-    let (mut upstream, upstream_url) = http_test_server(&[], &[]).unwrap_or_else(|e| panic!("{e}"));
+    let (mut upstream, upstream_url) =
+        http_test_server(&[], &[]).expect("starting the upstream test MCP server");
 
     // Tokens live 120 s: inside the 5-minute window from the start, so the first check re-mints.
     let stack = stack(&["--proxy-token-ttl", "120"]);
@@ -347,13 +360,13 @@ fn a_long_running_run_re_mints_an_expiring_proxy_token() {
             &[],
             "default",
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("adding an installation to tether-server");
     let mut run = stack
         .tether(&["run", "--hold", "--mcp", &uid])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("spawning tether");
     let stderr = run.stderr.take().unwrap_or_else(|| panic!("no stderr"));
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -382,11 +395,11 @@ fn a_long_running_run_re_mints_an_expiring_proxy_token() {
         "no re-mint seen; stderr so far:\n{}",
         seen.join("\n")
     );
-    assert!(stack.mint_count().unwrap_or_else(|e| panic!("{e}")) >= 2);
+    assert!(stack.mint_count().expect("reading the mint count") >= 2);
     let pid = nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap_or_default());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let status = run.wait().unwrap_or_else(|e| panic!("{e}"));
+        .expect("sending SIGTERM to tether");
+    let status = run.wait().expect("waiting for tether to exit");
     assert_eq!(status.code(), Some(0));
     let _ = upstream.kill();
     let _ = upstream.wait();
