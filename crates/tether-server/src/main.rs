@@ -350,8 +350,8 @@ fn admin(args: AdminArgs) -> anyhow::Result<()> {
 fn master_key(insecure_dev_key: bool) -> anyhow::Result<MasterKey> {
     let key = master_key_from_env(insecure_dev_key)?;
     if key.is_insecure_dev() {
+        // Not through tracing: a log filter must not be able to hide it.
         eprintln!("tether-server: {INSECURE_DEV_KEY_WARNING}");
-        tracing::warn!("{INSECURE_DEV_KEY_WARNING}");
     }
     Ok(key)
 }

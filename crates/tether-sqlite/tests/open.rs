@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tether_sqlite::{OpenError, checkpoint_truncate, open};
+use tether_testkit::{files_bytes, holds};
 
 const FILE: &str = "test.db";
 
@@ -31,18 +32,9 @@ fn refusal(dir: &Path) -> String {
     }
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
-}
-
 /// Every byte of the database and its side files.
 fn all_bytes(dir: &Path) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("listing the data directory") {
-        let path = entry.expect("reading the data directory").path();
-        bytes.extend(std::fs::read(&path).expect("reading a database file"));
-    }
-    bytes
+    files_bytes(dir).expect("reading the database files")
 }
 
 #[test]
@@ -211,11 +203,11 @@ fn deleted_values_leave_no_byte_after_a_truncating_checkpoint() {
         .expect("setup");
     conn.execute("INSERT INTO t VALUES (?1)", [sentinel])
         .expect("inserting");
-    assert!(contains(&all_bytes(root.path()), sentinel.as_bytes()));
+    assert!(holds(&all_bytes(root.path()), sentinel));
     conn.execute("DELETE FROM t WHERE v = ?1", [sentinel])
         .expect("deleting");
     checkpoint_truncate(&conn).expect("checkpoint");
-    assert!(!contains(&all_bytes(root.path()), sentinel.as_bytes()));
+    assert!(!holds(&all_bytes(root.path()), sentinel));
     assert_eq!(
         std::fs::metadata(root.path().join(format!("{FILE}-wal")))
             .expect("the WAL")

@@ -7,6 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use pretty_assertions::assert_eq;
 use tether_config::{EmptyEnv, Exposure, Installation, Origin, Secrets, parse_config};
 use tether_store::{DATABASE_FILE, Store};
+use tether_testkit::{files_bytes, holds};
 use uuid::Uuid;
 
 fn installation(text: &str) -> Installation {
@@ -131,18 +132,7 @@ fn concurrent_writers_from_two_connections() {
 
 /// Every byte of the database and its `-wal`/`-shm` files.
 fn all_bytes(dir: &std::path::Path) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("listing the data directory") {
-        let path = entry.expect("reading the data directory").path();
-        bytes.extend(std::fs::read(&path).expect("reading a store file"));
-    }
-    bytes
-}
-
-fn holds(haystack: &[u8], needle: &str) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|w| w == needle.as_bytes())
+    files_bytes(dir).expect("reading the store's files")
 }
 
 /// Issue 10 item 5: a value given at install time leaves no byte in the store's files once

@@ -4,7 +4,8 @@
 //!   target directory the tests were built into (built on demand when missing);
 //! - [`npm_bin`] / [`server_everything`]: the pinned npm packages of `npm-packages.txt`
 //!   (server-everything and the harness CLIs), installed once under a file lock;
-//! - [`processes_in_group`] / [`wait_group_gone`]: process checks through `/proc`.
+//! - [`processes_in_group`] / [`wait_group_gone`]: process checks through `/proc`;
+//! - [`files_bytes`] / [`holds`]: what a store wrote to disk (sentinel searches).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,6 +81,27 @@ pub fn target_dir() -> PathBuf {
         .and_then(Path::parent)
         .map(Path::to_owned)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+}
+
+/// Every byte of every regular file directly in `dir` (a database with its `-wal`/`-shm`
+/// files), concatenated: for checking that a value was, or was no longer, written to disk.
+pub fn files_bytes(dir: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_file() {
+            bytes.extend(std::fs::read(&path)?);
+        }
+    }
+    Ok(bytes)
+}
+
+/// Whether `haystack` holds the bytes of `needle`.
+pub fn holds(haystack: &[u8], needle: &str) -> bool {
+    !needle.is_empty()
+        && haystack
+            .windows(needle.len())
+            .any(|window| window == needle.as_bytes())
 }
 
 /// A JSON string literal for `text` (for building configs by hand).

@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub use tether_testkit::{
-    json_str, processes_with, test_server_bin, workspace_artifact, workspace_artifact_with_progress,
+    files_bytes, holds, json_str, processes_with, test_server_bin, workspace_artifact,
+    workspace_artifact_with_progress,
 };
 
 /// The `tether` binary.

@@ -3,22 +3,13 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
+use tether_testkit::holds;
+
 use crate::support::{Fixture, ServerProcess, TEST_KEY, add, admin, api_key, run, sentinel};
 
 /// Every byte of every file in `dir` (the database and its `-wal`/`-shm` files).
 fn all_bytes(dir: &Path) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("listing the data directory") {
-        let path = entry.expect("reading the data directory").path();
-        bytes.extend(std::fs::read(&path).expect("reading a store file"));
-    }
-    bytes
-}
-
-fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|w| w == needle.as_bytes())
+    tether_testkit::files_bytes(dir).expect("reading the store's files")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,7 +67,7 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
         .to_owned();
 
     let stored = all_bytes(&data);
-    assert!(contains(&stored, "remote"), "the store was read");
+    assert!(holds(&stored, "remote"), "the store was read");
     // Templates (URL, command) and values are sealed; keys and tokens are hashed.
     for secret in [
         &upstream_secret,
@@ -87,7 +78,7 @@ async fn secrets_keys_and_tokens_are_not_stored_in_clear() {
         &fixture.api_key,
         &proxy_token,
     ] {
-        assert!(!contains(&stored, secret), "{secret} is stored in clear");
+        assert!(!holds(&stored, secret), "{secret} is stored in clear");
     }
 
     // Private files: the directory 0700, every file 0600.
