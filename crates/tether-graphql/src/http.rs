@@ -1,6 +1,7 @@
 //! [`HttpManagedMcpClient`]: the managed MCP client over HTTPS (reqwest, rustls).
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
@@ -10,6 +11,7 @@ use tracing::{debug, info};
 use uuid::Uuid;
 use zeroize::Zeroizing;
 
+use crate::batch;
 use crate::client::{DEFAULT_CONCURRENCY, ManagedMcpClient};
 use crate::config::ManagedMcpClientConfig;
 use crate::env::api_key_from_env;
@@ -51,6 +53,10 @@ pub struct HttpClientSettings {
     /// [`ManagedMcpClient::create_managed_mcp_client_config`], every uid together for
     /// [`ManagedMcpClient::resolve_many`]. No retry starts that could not finish in time.
     pub deadline: Duration,
+    /// How many uids [`ManagedMcpClient::resolve_many`] sends in one GraphQL operation (one
+    /// aliased field each); 1 sends one operation per uid. A server that refuses a batch gets
+    /// halves, and the size it took is kept for the client's life.
+    pub batch_size: usize,
 }
 
 impl HttpClientSettings {
@@ -60,6 +66,8 @@ impl HttpClientSettings {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
     /// Default [`HttpClientSettings::deadline`].
     pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+    /// Default [`HttpClientSettings::batch_size`].
+    pub const DEFAULT_BATCH_SIZE: usize = 32;
 
     /// Defaults for `endpoint`, without an API key.
     #[must_use]
@@ -73,6 +81,7 @@ impl HttpClientSettings {
             retry: RetryPolicy::default(),
             concurrency: DEFAULT_CONCURRENCY,
             deadline: Self::DEFAULT_DEADLINE,
+            batch_size: Self::DEFAULT_BATCH_SIZE,
         }
     }
 
@@ -104,6 +113,8 @@ pub struct HttpManagedMcpClient {
     retry: RetryPolicy,
     concurrency: usize,
     deadline: Duration,
+    /// The largest batch to send: the configured size, lowered when a server refuses one.
+    batch_limit: AtomicUsize,
 }
 
 impl HttpManagedMcpClient {
@@ -120,6 +131,7 @@ impl HttpManagedMcpClient {
             retry,
             concurrency,
             deadline,
+            batch_size,
         } = settings;
         let config = |reason: &str| ManagedMcpError::Config {
             reason: reason.to_owned(),
@@ -137,6 +149,9 @@ impl HttpManagedMcpClient {
         }
         if concurrency == 0 {
             return Err(config("concurrency must be at least 1"));
+        }
+        if batch_size == 0 {
+            return Err(config("batch size must be at least 1"));
         }
         if connect_timeout.is_zero() || timeout.is_zero() || deadline.is_zero() {
             return Err(config("timeouts must be greater than zero"));
@@ -171,6 +186,7 @@ impl HttpManagedMcpClient {
             retry,
             concurrency,
             deadline,
+            batch_limit: AtomicUsize::new(batch_size),
         })
     }
 
@@ -179,13 +195,25 @@ impl HttpManagedMcpClient {
         self.api_key.iter().collect()
     }
 
-    /// One HTTP exchange: send the operation, classify the answer.
+    /// One HTTP exchange for `uid`: send the operation, classify the answer.
     async fn attempt(
         &self,
         uid: Uuid,
         attempt: u32,
         operation: &impl serde::Serialize,
     ) -> Result<ManagedMcpClientConfig, Failure> {
+        let body = self.exchange(&uid, attempt, operation).await?;
+        response::decode(uid, &body, &self.secrets())
+    }
+
+    /// Sends `operation` (for `what`: a uid or a batch, in logs) and returns a 2xx body.
+    async fn exchange(
+        &self,
+        what: &(dyn fmt::Display + Sync),
+        attempt: u32,
+        operation: &impl serde::Serialize,
+    ) -> Result<Zeroizing<Vec<u8>>, Failure> {
+        let uid = what;
         let started = Instant::now();
         let mut request = self
             .http
@@ -214,8 +242,21 @@ impl HttpManagedMcpClient {
                 body_excerpt: redact::excerpt(&String::from_utf8_lossy(&head), &self.secrets()),
             });
         }
-        let body = read_body(&mut response, MAX_RESPONSE_BYTES, Overflow::Fail).await?;
-        response::decode(uid, &body, &self.secrets())
+        read_body(&mut response, MAX_RESPONSE_BYTES, Overflow::Fail).await
+    }
+
+    /// `failure` as the error for `uid`: a 401 says when no API key is configured.
+    fn error_for(&self, failure: Failure, uid: Uuid, attempts: u32) -> ManagedMcpError {
+        let mut error = failure.into_error(uid, attempts);
+        if let ManagedMcpError::Http {
+            status: 401,
+            missing_api_key,
+            ..
+        } = &mut error
+        {
+            *missing_api_key = self.api_key.is_none();
+        }
+        error
     }
 
     /// Resolves `uid` with retries, giving up at `deadline` (shared by a whole
@@ -275,19 +316,145 @@ impl HttpManagedMcpClient {
                 }
                 Err(failure) => {
                     debug!(%uid, attempt, status = failure.status(), elapsed_ms = elapsed_ms(started), "managed MCP resolution failed");
-                    let mut error = failure.into_error(uid, attempt);
-                    if let ManagedMcpError::Http {
-                        status: 401,
-                        missing_api_key,
-                        ..
-                    } = &mut error
-                    {
-                        *missing_api_key = self.api_key.is_none();
-                    }
-                    return Err(error);
+                    return Err(self.error_for(failure, uid, attempt));
                 }
             }
         }
+    }
+}
+
+impl HttpManagedMcpClient {
+    /// Resolves `uids` in batches of the current limit, at most `concurrency` batches at a
+    /// time; results in input order.
+    fn resolve_in_batches<'a>(
+        &'a self,
+        uids: &'a [Uuid],
+        deadline: Instant,
+    ) -> futures_util::future::BoxFuture<'a, Vec<Result<ManagedMcpClientConfig, ManagedMcpError>>>
+    {
+        let size = self.batch_limit.load(Ordering::Relaxed).max(1);
+        let chunks: Vec<Vec<Uuid>> = uids.chunks(size).map(<[Uuid]>::to_vec).collect();
+        Box::pin(async move {
+            let batches: Vec<Vec<_>> = futures_util::stream::iter(chunks)
+                .map(|chunk| async move { self.resolve_batch(&chunk, deadline).await })
+                .buffered(self.concurrency.max(1))
+                .collect()
+                .await;
+            batches.into_iter().flatten().collect()
+        })
+    }
+
+    /// Resolves one batch in one operation, with the single call's retry policy for a failure
+    /// of the whole request. A batch the server refuses (an error without a path, or HTTP
+    /// 400/413) is resolved again in halves, and the half size is kept for later batches; a
+    /// batch of one is a single call.
+    async fn resolve_batch(
+        &self,
+        uids: &[Uuid],
+        deadline: Instant,
+    ) -> Vec<Result<ManagedMcpClientConfig, ManagedMcpError>> {
+        if let [uid] = uids {
+            return vec![self.resolve_until(*uid, deadline).await];
+        }
+        let label = format!("batch of {}", uids.len());
+        let operation = batch::build(uids);
+        let started = Instant::now();
+        let mut attempt = 1;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let Ok(outcome) =
+                tokio::time::timeout(remaining, self.exchange(&label, attempt, &operation)).await
+            else {
+                debug!(
+                    uids = uids.len(),
+                    attempt,
+                    elapsed_ms = elapsed_ms(started),
+                    "managed MCP resolution deadline reached"
+                );
+                return uids
+                    .iter()
+                    .map(|uid| {
+                        Err(ManagedMcpError::Deadline {
+                            uid: *uid,
+                            deadline: self.deadline,
+                            attempts: attempt,
+                        })
+                    })
+                    .collect();
+            };
+            let failure = match outcome {
+                Ok(body) => match batch::split(&body, uids.len()) {
+                    Ok(bodies) => {
+                        debug!(
+                            uids = uids.len(),
+                            attempt,
+                            elapsed_ms = elapsed_ms(started),
+                            "managed MCP batch answered"
+                        );
+                        let secrets = self.secrets();
+                        return uids
+                            .iter()
+                            .zip(bodies)
+                            .map(|(uid, body)| {
+                                response::decode(*uid, &body, &secrets)
+                                    .map_err(|failure| self.error_for(failure, *uid, attempt))
+                            })
+                            .collect();
+                    }
+                    Err(refused) => {
+                        debug!(
+                            uids = uids.len(),
+                            messages = refused.messages.len(),
+                            "the managed MCP server refused a batch; splitting it"
+                        );
+                        return self.resolve_halves(uids, deadline).await;
+                    }
+                },
+                Err(Failure::Status {
+                    status: 400 | 413, ..
+                }) => {
+                    debug!(
+                        uids = uids.len(),
+                        "the managed MCP server refused a batch by status; splitting it"
+                    );
+                    return self.resolve_halves(uids, deadline).await;
+                }
+                Err(failure) => failure,
+            };
+            if failure.is_transient()
+                && attempt < self.retry.max_attempts
+                && Instant::now() < deadline
+            {
+                let delay = self.retry.delay_before(attempt, failure.retry_after());
+                if Instant::now() + delay < deadline {
+                    info!(
+                        uids = uids.len(),
+                        attempt,
+                        status = failure.status(),
+                        delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        "transient failure; retrying the managed MCP batch"
+                    );
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                    continue;
+                }
+            }
+            return uids
+                .iter()
+                .map(|uid| Err(self.error_for(failure.clone(), *uid, attempt)))
+                .collect();
+        }
+    }
+
+    /// After a refusal: batches of half the size (kept for the client's life).
+    async fn resolve_halves(
+        &self,
+        uids: &[Uuid],
+        deadline: Instant,
+    ) -> Vec<Result<ManagedMcpClientConfig, ManagedMcpError>> {
+        let half = uids.len().div_ceil(2).min(uids.len() - 1).max(1);
+        self.batch_limit.fetch_min(half, Ordering::Relaxed);
+        self.resolve_in_batches(uids, deadline).await
     }
 }
 
@@ -305,17 +472,14 @@ impl ManagedMcpClient for HttpManagedMcpClient {
         self.concurrency
     }
 
-    /// Like the trait's default, with one deadline for every uid together.
+    /// Like the trait's default, with one deadline for every uid together, and the uids sent
+    /// in batches of up to [`HttpClientSettings::batch_size`] (one operation each).
     async fn resolve_many(
         &self,
         uids: &[Uuid],
     ) -> Vec<Result<ManagedMcpClientConfig, ManagedMcpError>> {
         let deadline = Instant::now() + self.deadline;
-        futures_util::stream::iter(uids.iter().copied())
-            .map(|uid| self.resolve_until(uid, deadline))
-            .buffered(self.concurrency.max(1))
-            .collect()
-            .await
+        self.resolve_in_batches(uids, deadline).await
     }
 }
 
@@ -327,6 +491,7 @@ impl fmt::Debug for HttpManagedMcpClient {
             .field("retry", &self.retry)
             .field("concurrency", &self.concurrency)
             .field("deadline", &self.deadline)
+            .field("batch_limit", &self.batch_limit.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -342,6 +507,7 @@ impl fmt::Debug for HttpClientSettings {
             retry,
             concurrency,
             deadline,
+            batch_size,
         } = self;
         f.debug_struct("HttpClientSettings")
             .field("endpoint", &redacted_endpoint(endpoint))
@@ -352,6 +518,7 @@ impl fmt::Debug for HttpClientSettings {
             .field("retry", retry)
             .field("concurrency", concurrency)
             .field("deadline", deadline)
+            .field("batch_size", batch_size)
             .finish()
     }
 }

@@ -45,6 +45,7 @@
 //! # }
 //! ```
 
+mod batch;
 mod client;
 mod config;
 mod env;

@@ -16,7 +16,7 @@ use tether_config::SecretValue;
 const MAX_GRAPHQL_MESSAGES: usize = 5;
 
 /// Why one attempt failed; [`Failure::into_error`] adds the uid and the attempt count.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Failure {
     /// A non-2xx status.
     Status {

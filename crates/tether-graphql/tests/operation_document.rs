@@ -338,6 +338,46 @@ async fn sent_document() -> String {
     body["query"].as_str().unwrap().to_owned()
 }
 
+/// The `query` of the one request the client sends for three uids in one batch.
+async fn sent_batch_document() -> String {
+    let server = MockServer::start().await;
+    // The answer is not per alias; what matters is the request.
+    mount(&server, graphql_result(command_output("{}"))).await;
+    let settings = tether_graphql::HttpClientSettings {
+        batch_size: 32,
+        ..common::settings(&server)
+    };
+    let _ = tether_graphql::HttpManagedMcpClient::new(settings)
+        .unwrap()
+        .resolve_many(&[uid(1), uid(2), uid(3)])
+        .await;
+    let requests = server.received_requests().await.unwrap();
+    let body: serde_json::Value = requests[0].body_json().unwrap();
+    assert_eq!(body["variables"].as_object().unwrap().len(), 3);
+    body["query"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn the_batch_document_is_valid_and_selects_what_one_call_selects() {
+    let single = sent_document().await;
+    let batch = sent_batch_document().await;
+    assert_eq!(validate(SCHEMA, &batch), Vec::<String>::new());
+    // Each alias carries the single operation's selection, word for word.
+    let selection = single
+        .split_once("createManagedMcpClientConfig(input: $input)")
+        .map(|(_, rest)| rest.trim())
+        .unwrap();
+    let selection = &selection[..selection.rfind('}').unwrap()];
+    for index in 0..3 {
+        let head = format!("m{index}: createManagedMcpClientConfig(input: $i{index}) ");
+        let field = batch.split_once(&head).map(|(_, rest)| rest).unwrap();
+        assert!(
+            field.starts_with(selection.trim_end()),
+            "alias m{index}:\n{batch}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_sent_document_is_valid_against_the_schema() {
     let document = sent_document().await;

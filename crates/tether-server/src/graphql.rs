@@ -24,7 +24,8 @@ pub fn build_schema(service: Arc<Service>) -> ManagedMcpSchema {
     Schema::build(Query, Mutation, EmptySubscription)
         .data(service)
         .limit_depth(16)
-        .limit_complexity(512)
+        // A batch of 128 aliased createManagedMcpClientConfig fields (about 16 each) fits.
+        .limit_complexity(2048)
         .finish()
 }
 

@@ -41,6 +41,9 @@ pub fn settings(server: &MockServer) -> HttpClientSettings {
             max_retry_after: Duration::from_secs(5),
         },
         timeout: Duration::from_secs(10),
+        // One operation per uid: these tests route answers by the single operation's
+        // variables. Batches are tested in `batch.rs`.
+        batch_size: 1,
         ..HttpClientSettings::new(endpoint)
     }
 }

@@ -224,3 +224,43 @@ async fn health_and_graceful_shutdown() {
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
     drop(dir);
 }
+
+/// Issue 17: the server takes a batch of 64 aliased `createManagedMcpClientConfig` fields in
+/// one request (its documented limit is 128), and answers each alias on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_64_is_answered_per_alias_in_one_request() {
+    let fixture = Fixture::start(&[]).await;
+    let bin = test_mcp_bin().to_string_lossy().into_owned();
+    let spec = format!(r#"{{"command": {}}}"#, json_str(&bin));
+    let known = add(&fixture.data(), "batched", &spec, &[], "default", &[]).await;
+    let mut uids: Vec<Uuid> = (0..63).map(|_| Uuid::new_v4()).collect();
+    uids.insert(17, known);
+    let client = tether_graphql::HttpManagedMcpClient::new(tether_graphql::HttpClientSettings {
+        api_key: Some(tether_config::SecretValue::from(fixture.api_key.as_str())),
+        batch_size: 64,
+        ..tether_graphql::HttpClientSettings::new(
+            fixture.server.graphql_url().parse().expect("graphql url"),
+        )
+    })
+    .expect("a batching client");
+    let results = client.resolve_many(&uids).await;
+    assert_eq!(results.len(), 64);
+    for (index, result) in results.iter().enumerate() {
+        match result {
+            Ok(config) => {
+                assert_eq!(index, 17);
+                assert_eq!(config.transport_kind, TransportKind::Command);
+            }
+            Err(ManagedMcpError::UserFacing { kind, .. }) => {
+                assert_eq!(*kind, UserFacingErrorKind::NotFound);
+            }
+            Err(other) => panic!("uid {index}: {other}"),
+        }
+    }
+    // Had the server refused the batch, the client would have split it and lowered its limit.
+    assert!(
+        format!("{client:?}").contains("batch_limit: 64"),
+        "{client:?}"
+    );
+    assert_eq!(fixture.server.config_requests().await, 64);
+}
