@@ -23,9 +23,9 @@ fn test_skips_and_reports_a_disabled_server_from_a_jsonc_file() {
     let out = sandbox
         .tether(&["test", "--mcp", &file, "--json"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     let statuses: Vec<(&str, &str)> = report["servers"]
         .as_array()
         .map(|servers| {
@@ -46,7 +46,7 @@ fn test_skips_and_reports_a_disabled_server_from_a_jsonc_file() {
     let out = sandbox
         .tether(&["test", "--mcp", &file])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     let table = text(&out.stdout);
     assert!(
         table.contains("disabled  off   not started (\"disabled\": true in its config)"),
@@ -62,18 +62,18 @@ fn export_flags_or_leaves_out_a_disabled_server() {
     let out = sandbox
         .tether(&["export", "--mcp", spec, "--format", "opencode"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let exported: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let exported: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert_eq!(exported["mcp"]["off"]["enabled"], json!(false));
     assert_eq!(exported["mcp"]["on"]["enabled"], json!(true));
 
     let out = sandbox
         .tether(&["export", "--mcp", spec, "--format", "claude"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let exported: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let exported: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert!(exported["mcpServers"]["off"].is_null(), "{exported}");
     assert!(
         text(&out.stderr).contains(
@@ -99,11 +99,11 @@ fn export_masks_by_provenance_and_says_so() {
         .env("TETHER_T11_VALUE", "env-SENTINEL")
         .env_remove("TETHER_T11_UNSET")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(!stdout.contains("SENTINEL"), "{stdout}");
-    let exported: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}"));
+    let exported: Value = serde_json::from_str(&stdout).expect("stdout is JSON");
     let slack = &exported["mcpServers"]["slack"];
     assert_eq!(
         slack["env"],
@@ -133,7 +133,7 @@ fn export_masks_by_provenance_and_says_so() {
         ])
         .env("TETHER_T11_VALUE", "env-SENTINEL")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("(1 server, mode 0600, real values)"),
@@ -157,7 +157,7 @@ fn unknown_fields_warn_once_and_duplicate_names_mention_the_name_field() {
             "json",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
     assert_eq!(
@@ -179,7 +179,7 @@ fn unknown_fields_warn_once_and_duplicate_names_mention_the_name_field() {
             "json",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("Duplicate MCP server name 'npx' (from inline spec #1 and inline spec #2): rename one of them (a single-server spec is named by its \"name\" field"),
@@ -253,9 +253,9 @@ fn published_snippets_export_to_every_format() {
             .args(["--secret", "github_mcp_pat=env:GITHUB_MCP_PAT"])
             .envs(SNIPPET_ENV)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running the command");
         assert_eq!(own.status.code(), Some(0), "{name}: {}", text(&own.stderr));
-        let own: Value = serde_json::from_slice(&own.stdout).unwrap_or_else(|e| panic!("{e}"));
+        let own: Value = serde_json::from_slice(&own.stdout).expect("stdout is JSON");
         let servers: Vec<(String, bool)> = own["mcpServers"]
             .as_object()
             .map(|map| {
@@ -277,7 +277,7 @@ fn published_snippets_export_to_every_format() {
                 .args(["--secret", "github_mcp_pat=env:GITHUB_MCP_PAT"])
                 .envs(SNIPPET_ENV)
                 .output()
-                .unwrap_or_else(|e| panic!("{e}"));
+                .expect("running the command");
             let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
             for shown in [&stdout, &stderr] {
                 assert!(
@@ -297,7 +297,7 @@ fn published_snippets_export_to_every_format() {
             let document: Value = if format == "codex" {
                 let table: toml::Table =
                     toml::from_str(&stdout).unwrap_or_else(|e| panic!("{name}: {e}\n{stdout}"));
-                serde_json::to_value(table).unwrap_or_else(|e| panic!("{e}"))
+                serde_json::to_value(table).expect("a TOML table as JSON")
             } else {
                 serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{name} as {format}: {e}"))
             };
@@ -356,9 +356,9 @@ fn gemini_style_config_filters_a_real_servers_tools() {
         .tether(&["test", "--mcp", &file, "--json"])
         .env("SNIPPET_EVERYTHING", &bin)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     let tools: Vec<&str> = report["servers"][0]["tools"]
         .as_array()
         .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect())
@@ -370,7 +370,7 @@ fn gemini_style_config_filters_a_real_servers_tools() {
         .tether(&["call", "--mcp", &file, "everything", "get-env"])
         .env("SNIPPET_EVERYTHING", &bin)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_ne!(out.status.code(), Some(0));
     assert!(
         text(&out.stderr).contains("the server's config leaves this tool out"),
@@ -412,7 +412,7 @@ fn missing_vscode_inputs_are_prompted_for_on_a_terminal() {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting script");
     let mut stdin = child.stdin.take().expect("script's stdin is piped");
     let mut stdout = child.stdout.take().expect("script's stdout is piped");
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
@@ -481,7 +481,7 @@ fn a_config_toml_written_by_codex_is_a_spec() {
     };
     let sandbox = Sandbox::new();
     let codex_home = sandbox.path("codex-home");
-    std::fs::create_dir_all(&codex_home).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&codex_home).expect("creating the Codex home");
     let server = crate::support::test_server_bin();
     let add = |args: &[&str]| {
         let out = std::process::Command::new(&codex)
@@ -490,7 +490,7 @@ fn a_config_toml_written_by_codex_is_a_spec() {
             .env("CODEX_HOME", &codex_home)
             .env("HOME", &codex_home)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running the command");
         assert!(out.status.success(), "codex mcp add: {}", text(&out.stderr));
     };
     add(&[
@@ -521,9 +521,9 @@ fn a_config_toml_written_by_codex_is_a_spec() {
         ])
         .env("T11_REMOTE_TOKEN", "tok-1")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let exported: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let exported: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert_eq!(
         exported["mcpServers"]["tester"]["env"],
         json!({"LOG_LEVEL": "info"})
@@ -537,14 +537,14 @@ fn a_config_toml_written_by_codex_is_a_spec() {
     let out = sandbox
         .tether(&["export", "--mcp", &config, "--format", "codex"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let out = sandbox
         .tether(&["test", "--mcp", &config, "--json"])
         .env("T11_REMOTE_TOKEN", "tok-1")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert_eq!(report["servers"][0]["name"], "tester");
     assert_eq!(report["servers"][0]["status"], "ready", "{report}");
     assert_eq!(report["servers"][1]["status"], "failed", "{report}");

@@ -213,7 +213,7 @@ async fn tool_filters_hide_tools_and_refuse_their_calls() {
     );
     let runtime = start(config, StartOptions::default(), &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     assert_eq!(tools(&runtime.reports()[0].status), ["add", "echo"]);
     assert_eq!(tools(&runtime.reports()[1].status), ["add"]);
     let refused = runtime
@@ -251,7 +251,7 @@ async fn tool_filters_hide_tools_and_refuse_their_calls() {
             STEP,
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("calling add");
     assert_eq!(added["content"][0]["text"], "5");
     runtime.shutdown().await;
 }
@@ -270,7 +270,7 @@ async fn a_disabled_server_is_not_started_and_reported_as_disabled() {
     };
     let runtime = start(config, options, &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reports = runtime.reports();
     assert_eq!(reports[0].name, "off");
     assert_eq!(reports[0].status, ServerStatus::Disabled);
