@@ -549,3 +549,76 @@ fn a_config_toml_written_by_codex_is_a_spec() {
     assert_eq!(report["servers"][0]["status"], "ready", "{report}");
     assert_eq!(report["servers"][1]["status"], "failed", "{report}");
 }
+
+/// Issue 11 items 2 and 3, checked against the real harnesses: what tether exports for a
+/// disabled server and for tool filters and timeouts is what Codex and opencode read.
+#[test]
+fn real_codex_and_opencode_read_the_exported_flags_and_options() {
+    let (Some(codex), Some(opencode)) = (
+        tether_testkit::npm_bin("codex"),
+        tether_testkit::npm_bin("opencode"),
+    ) else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let spec = r#"{"off": {"command": "/bin/true", "disabled": true, "startup_timeout_sec": 12},
+                   "on": {"command": "/bin/true", "includeTools": ["x"], "excludeTools": ["y"], "timeout": 30500}}"#;
+
+    let codex_home = sandbox.path("codex-home");
+    std::fs::create_dir_all(&codex_home).expect("creating the Codex home");
+    let config = codex_home.join("config.toml");
+    let out = sandbox
+        .tether(&["export", "--mcp", spec, "--format", "codex", "-o"])
+        .arg(&config)
+        .output()
+        .expect("running the command");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = std::process::Command::new(&codex)
+        .args(["mcp", "list", "--json"])
+        .env("CODEX_HOME", &codex_home)
+        .env("HOME", &codex_home)
+        .output()
+        .expect("running codex mcp list");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("codex lists JSON");
+    let server = |name: &str| {
+        listed
+            .as_array()
+            .and_then(|servers| servers.iter().find(|s| s["name"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("codex does not list {name}: {listed}"))
+    };
+    assert_eq!(server("off")["enabled"], json!(false));
+    assert_eq!(server("off")["startup_timeout_sec"], json!(12.0));
+    assert_eq!(server("on")["enabled"], json!(true));
+    assert_eq!(server("on")["tool_timeout_sec"], json!(30.5));
+
+    let out = sandbox
+        .tether(&["export", "--mcp", spec, "--format", "opencode"])
+        .output()
+        .expect("running the command");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let opencode_home = sandbox.path("opencode-home");
+    std::fs::create_dir_all(&opencode_home).expect("creating the opencode home");
+    let out = std::process::Command::new(&opencode)
+        .args(["mcp", "list"])
+        .current_dir(&opencode_home)
+        .env("HOME", &opencode_home)
+        .env("XDG_CONFIG_HOME", opencode_home.join(".config"))
+        .env("OPENCODE_CONFIG_CONTENT", text(&out.stdout))
+        .output()
+        .expect("running opencode mcp list");
+    let listing = text(&out.stdout) + &text(&out.stderr);
+    assert!(
+        listing
+            .lines()
+            .any(|line| line.contains(" off ") && line.contains("disabled")),
+        "{listing}"
+    );
+    assert!(
+        !listing
+            .lines()
+            .any(|line| line.contains(" on ") && line.contains("disabled")),
+        "{listing}"
+    );
+}
