@@ -82,8 +82,15 @@ pub async fn resolve(
     progress: &Progress,
 ) -> anyhow::Result<Resolved> {
     let mut parsed = Vec::with_capacity(specs.mcp.len());
-    for value in &specs.mcp {
-        parsed.push(McpSpec::parse(value)?);
+    for (index, value) in specs.mcp.iter().enumerate() {
+        // The value itself may hold a secret: the error names its position only.
+        parsed.push(McpSpec::parse(value).with_context(|| {
+            format!(
+                "reading --mcp value #{} (of {})",
+                index + 1,
+                specs.mcp.len()
+            )
+        })?);
     }
     let mut task_id = None;
     if let Some(path) = &specs.task {

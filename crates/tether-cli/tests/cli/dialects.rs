@@ -622,3 +622,30 @@ fn real_codex_and_opencode_read_the_exported_flags_and_options() {
         "{listing}"
     );
 }
+
+/// Issue 11 item 7: an `--mcp` error says which value failed, by position (the value may hold
+/// a secret, so it is not shown).
+#[test]
+fn an_mcp_error_names_the_value_by_position() {
+    let sandbox = Sandbox::new();
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            r#"{"a": {"command": "x"}}"#,
+            "--mcp",
+            r#"{"b": {"command": "sk-SENTINEL",, }}"#,
+            "--format",
+            "json",
+        ])
+        .output()
+        .expect("running the command");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("error: reading --mcp value #2 (of 2)")
+            && stderr.contains("invalid JSON at line 1, column 33"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("SENTINEL"), "{stderr}");
+}
