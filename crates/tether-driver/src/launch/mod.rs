@@ -390,10 +390,22 @@ async fn start_one(
             };
             let (mut child, stdout, stdin) =
                 ChildProcess::spawn(&server.name, &launch, secrets.to_vec()).map_err(|e| {
-                    mask(format!(
-                        "cannot start '{}': {e}",
-                        command.show(Exposure::Masked)
-                    ))
+                    let shown = command.show(Exposure::Masked);
+                    // "No such file or directory" says neither what was missing nor where it
+                    // was looked for (issue 11 item 7).
+                    let why = match (&launch.cwd, e.kind()) {
+                        (Some(dir), std::io::ErrorKind::NotFound)
+                            if !std::path::Path::new(dir).is_dir() =>
+                        {
+                            "its working directory (cwd) does not exist".to_owned()
+                        }
+                        (_, std::io::ErrorKind::NotFound) if !launch.command.contains('/') => {
+                            "not found on PATH (install it, or give its full path)".to_owned()
+                        }
+                        (_, std::io::ErrorKind::NotFound) => "no such file".to_owned(),
+                        _ => e.to_string(),
+                    };
+                    mask(format!("cannot start '{shown}': {why}"))
                 })?;
             let handshake = tokio::time::timeout(timeout, async {
                 let client = client_config().serve((stdout, stdin)).await?;

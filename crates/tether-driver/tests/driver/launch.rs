@@ -256,6 +256,32 @@ async fn tool_filters_hide_tools_and_refuse_their_calls() {
     runtime.shutdown().await;
 }
 
+/// Issue 11 item 7: a program that is not there says where it was looked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_program_is_not_found_on_path() {
+    let config = r#"{"uvx-like": {"command": "tether-issue-11-no-such-program"},
+                     "absolute": {"command": "/nonexistent/tether-issue-11"},
+                     "nowhere": {"command": "/bin/true", "cwd": "/nonexistent/tether-issue-11-dir"}}"#
+        .to_owned();
+    let runtime = start(config, StartOptions::default(), &Secrets::new())
+        .await
+        .expect("starting the servers");
+    let reasons: Vec<String> = runtime
+        .reports()
+        .iter()
+        .map(|report| failure(&report.status))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "cannot start 'tether-issue-11-no-such-program': not found on PATH (install it, or give its full path)",
+            "cannot start '/nonexistent/tether-issue-11': no such file",
+            "cannot start '/bin/true': its working directory (cwd) does not exist",
+        ]
+    );
+    runtime.shutdown().await;
+}
+
 /// Issue 11 item 2: `"disabled": true` (Windsurf, Cline, Roo) keeps a server from starting, even
 /// under strict startup, and its report keeps its place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
