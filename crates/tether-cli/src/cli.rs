@@ -101,6 +101,12 @@ pub struct SpecArgs {
     /// entries resolve like UUID specs.
     #[arg(long, value_name = "FILE")]
     pub task: Option<PathBuf>,
+
+    /// Pass the environment variable NAME from tether's environment to every stdio server
+    /// (they get only HOME, LOGNAME, PATH, SHELL, USER, LANG, LC_ALL, TERM, TMPDIR and TZ
+    /// otherwise). Repeatable; a server's `passEnv` field does the same for one server.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
 }
 
 /// Where secrets come from. Never from a literal on the command line.

@@ -53,6 +53,7 @@ const OPTION_KEYS: &[&str] = &[
     "tool_timeout_sec",
     "startup_timeout_sec",
     "startup_timeout_ms",
+    "passEnv",
 ];
 
 /// Keys that give a remote server's URL.
@@ -650,6 +651,7 @@ impl<'a> ServerFields<'a> {
             trust: self.boolean("trust")?,
             timeout_ms,
             startup_timeout_ms,
+            pass_env: self.string_array("passEnv")?,
         })
     }
 

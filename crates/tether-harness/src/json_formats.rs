@@ -87,6 +87,7 @@ fn option_value(options: &ServerOptions, option: ServerOption) -> Value {
         ServerOption::Trust => json!(options.trust),
         ServerOption::Timeout => json!(options.timeout_ms),
         ServerOption::StartupTimeout => json!(options.startup_timeout_ms),
+        ServerOption::PassEnv => json!(options.pass_env),
     }
 }
 

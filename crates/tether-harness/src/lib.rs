@@ -398,6 +398,7 @@ pub(crate) enum ServerOption {
     Trust,
     Timeout,
     StartupTimeout,
+    PassEnv,
 }
 
 impl ServerOption {
@@ -409,6 +410,7 @@ impl ServerOption {
             ServerOption::Trust => "trust",
             ServerOption::Timeout => "timeout",
             ServerOption::StartupTimeout => "startup timeout",
+            ServerOption::PassEnv => "passEnv",
         }
     }
 
@@ -427,6 +429,7 @@ impl ServerOption {
                 options.startup_timeout_ms.is_some(),
                 ServerOption::StartupTimeout,
             ),
+            (!options.pass_env.is_empty(), ServerOption::PassEnv),
         ]
         .into_iter()
         .filter_map(|(set, option)| set.then_some(option))

@@ -134,7 +134,14 @@ pub async fn resolve(
         n => format!("resolving {n} MCP specs…"),
     });
     let resolved = resolver.resolve(&parsed).await?;
-    let servers = resolved.render(&secrets, &ProcessEnv);
+    let mut servers = resolved.render(&secrets, &ProcessEnv);
+    for server in &mut servers {
+        for name in &specs.pass_env {
+            if !server.options.pass_env.contains(name) {
+                server.options.pass_env.push(name.clone());
+            }
+        }
+    }
     crate::log_mask::register(secrets.values());
     for server in &servers {
         crate::log_mask::register(server.sensitive_values());

@@ -649,3 +649,48 @@ fn an_mcp_error_names_the_value_by_position() {
     );
     assert!(!stderr.contains("SENTINEL"), "{stderr}");
 }
+
+/// Issue 11 item 7: a stdio server gets only a short allowlist of tether's environment;
+/// `--pass-env NAME` and a server's `passEnv` pass more, the values stay masked in output, and
+/// Codex's export forwards them with `env_vars`.
+#[test]
+fn pass_env_gives_a_stdio_server_more_of_the_environment() {
+    let sandbox = Sandbox::new();
+    let bin = crate::support::test_server_bin();
+    let spec = format!(
+        r#"{{"srv": {{"command": {}}}, "own": {{"command": {}, "passEnv": ["T11_OWN"]}}}}"#,
+        crate::support::json_str(&bin.to_string_lossy()),
+        crate::support::json_str(&bin.to_string_lossy()),
+    );
+    let check = |server: &str, name: &str, extra: &[&str]| -> String {
+        let arguments = format!(r#"{{"name":"{name}"}}"#);
+        let mut args = vec!["call", "--mcp", spec.as_str()];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[server, "env_check", "--args", &arguments]);
+        let out = sandbox
+            .tether(&args)
+            .env("T11_PASSED", "passed-SENTINEL")
+            .env("T11_OWN", "own-SENTINEL")
+            .output()
+            .expect("running the command");
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(!text(&out.stderr).contains("SENTINEL"));
+        text(&out.stdout)
+    };
+    assert!(check("srv", "T11_PASSED", &[]).contains(r#""set":false"#));
+    assert!(check("srv", "T11_PASSED", &["--pass-env", "T11_PASSED"]).contains(r#""set":true"#));
+    assert!(check("own", "T11_OWN", &[]).contains(r#""set":true"#));
+    assert!(check("srv", "T11_OWN", &[]).contains(r#""set":false"#));
+
+    let out = sandbox
+        .tether(&["export", "--mcp", &spec, "--format", "codex"])
+        .args(["--pass-env", "T11_PASSED"])
+        .output()
+        .expect("running the command");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let table: toml::Table = toml::from_str(&text(&out.stdout)).expect("the codex export is TOML");
+    assert_eq!(
+        table["mcp_servers"]["own"]["env_vars"],
+        toml::Value::Array(vec!["T11_OWN".into(), "T11_PASSED".into()])
+    );
+}

@@ -133,6 +133,12 @@ impl McpRuntime {
         let mut secrets: Vec<SecretValue> = extra_secrets.into_iter().collect();
         for server in &servers {
             secrets.extend(server.sensitive_values().into_iter().cloned());
+            // Values passed on from tether's environment may be credentials too.
+            secrets.extend(
+                passed_env(server)
+                    .into_iter()
+                    .map(|(_, v)| SecretValue::new(v)),
+            );
         }
         secrets.retain(|s| !s.is_empty());
         let secrets = Arc::new(secrets);
@@ -348,6 +354,17 @@ async fn stop(server: RunningServer) {
 
 type Started = (Client, Option<ChildProcess>, Vec<ToolInfo>);
 
+/// The variables a server's `passEnv` names that are set in tether's environment, with their
+/// values (for a stdio server, after the allowlist and before its own `env`).
+fn passed_env(server: &RenderedServer) -> Vec<(String, String)> {
+    server
+        .options
+        .pass_env
+        .iter()
+        .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
+        .collect()
+}
+
 /// Starts `server` and keeps only the tools its config allows (`includeTools`,
 /// `excludeTools`); returns its options too, for the calls that follow.
 async fn start_filtered(
@@ -385,7 +402,11 @@ async fn start_one(
             let launch = StdioLaunch {
                 command: command.expose(),
                 args: args.iter().map(|a| a.expose()).collect(),
-                env: env.iter().map(|(k, v)| (k.clone(), v.expose())).collect(),
+                env: passed_env(&server)
+                    .into_iter()
+                    .filter(|(name, _)| !env.contains_key(name))
+                    .chain(env.iter().map(|(k, v)| (k.clone(), v.expose())))
+                    .collect(),
                 cwd: cwd.as_ref().map(|c| c.expose()),
             };
             let (mut child, stdout, stdin) =
