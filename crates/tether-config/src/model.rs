@@ -134,6 +134,12 @@ pub struct ServerOptions {
     /// besides the short allowlist every server gets (`passEnv`, or `--pass-env NAME`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pass_env: Vec<String>,
+    /// The config gave a remote `url` (or `serverUrl`) without a `type`: the launcher tries
+    /// Streamable HTTP and falls back to the legacy SSE transport, as the MCP specification's
+    /// backwards-compatibility section recommends. Not written back: a stored template says
+    /// `"type": "http"`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transport_guessed: bool,
 }
 
 /// A named server template with its variables.

@@ -652,6 +652,7 @@ impl<'a> ServerFields<'a> {
             timeout_ms,
             startup_timeout_ms,
             pass_env: self.string_array("passEnv")?,
+            transport_guessed: false,
         })
     }
 
@@ -749,7 +750,7 @@ fn parse_server(
     // In opencode's shape (`type` `local`/`remote`), `timeout` bounds fetching the tools.
     let opencode =
         matches!(fields.optional("type")?, Some(Json::String(t)) if t == "local" || t == "remote");
-    let options = fields.options(opencode)?;
+    let mut options = fields.options(opencode)?;
     let mut builder = TemplateBuilder::new(origin);
     // VS Code's `${input:ID}` is the secret ID, in text a user wrote only.
     let inputs = |text: String| match origin {
@@ -861,7 +862,11 @@ fn parse_server(
                 ));
             }
             (_, Some(DeclaredKind::Remote(transport))) => transport,
-            (_, None) => RemoteTransport::StreamableHttp,
+            ("httpUrl", None) => RemoteTransport::StreamableHttp,
+            (_, None) => {
+                options.transport_guessed = true;
+                RemoteTransport::StreamableHttp
+            }
         };
         let url_value = fields.get(url_key)?.unwrap_or(&Json::Null);
         let url = inputs(fields.non_empty_string(url_key, url_value)?);

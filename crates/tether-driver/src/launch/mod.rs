@@ -354,6 +354,37 @@ async fn stop(server: RunningServer) {
 
 type Started = (Client, Option<ChildProcess>, Vec<ToolInfo>);
 
+type Handshake = Result<(Client, Vec<rmcp::model::Tool>), Box<dyn std::error::Error + Send + Sync>>;
+
+/// Connects to a remote server over `kind`, runs `initialize` and lists its tools.
+async fn remote_handshake(
+    kind: RemoteTransport,
+    http: reqwest::Client,
+    url: &str,
+    headers: &reqwest::header::HeaderMap,
+    timeout: Duration,
+) -> Handshake {
+    let client = match kind {
+        RemoteTransport::Sse => {
+            let sse = SseClientTransport::connect(http, url, headers.clone(), timeout).await?;
+            client_config().serve(sse).await?
+        }
+        RemoteTransport::StreamableHttp => {
+            let custom: HashMap<HeaderName, HeaderValue> = headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
+                .custom_headers(custom);
+            client_config()
+                .serve(StreamableHttpClientTransport::with_client(http, config))
+                .await?
+        }
+    };
+    let tools = client.list_all_tools().await?;
+    Ok((client, tools))
+}
+
 /// The variables a server's `passEnv` names that are set in tether's environment, with their
 /// values (for a stdio server, after the allowlist and before its own `env`).
 fn passed_env(server: &RenderedServer) -> Vec<(String, String)> {
@@ -490,25 +521,33 @@ async fn start_one(
                 .map_err(|e| mask(format!("cannot build the HTTP client: {e}")))?;
             let kind = *transport;
             let handshake = tokio::time::timeout(timeout, async {
-                let client = match kind {
-                    RemoteTransport::Sse => {
-                        let sse = SseClientTransport::connect(http, &url, headers, timeout).await?;
-                        client_config().serve(sse).await?
+                let outcome = remote_handshake(kind, http.clone(), &url, &headers, timeout).await;
+                match outcome {
+                    // A URL without a `type`: the MCP specification's backwards-compatibility
+                    // rule is to fall back to the legacy SSE transport.
+                    Err(http_err)
+                        if kind == RemoteTransport::StreamableHttp
+                            && server.options.transport_guessed =>
+                    {
+                        match remote_handshake(RemoteTransport::Sse, http, &url, &headers, timeout)
+                            .await
+                        {
+                            Ok(connected) => {
+                                tracing::warn!(
+                                    server = %server.name,
+                                    "no Streamable HTTP at its url ({}); connected over the legacy SSE transport (add \"type\": \"sse\" to say so)",
+                                    mask(http_err.to_string())
+                                );
+                                Ok(connected)
+                            }
+                            Err(sse_err) => Err(format!(
+                                "{http_err}; the url has no \"type\", so the legacy SSE transport was tried too: {sse_err}"
+                            )
+                            .into()),
+                        }
                     }
-                    RemoteTransport::StreamableHttp => {
-                        let custom: HashMap<HeaderName, HeaderValue> = headers
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect();
-                        let config = StreamableHttpClientTransportConfig::with_uri(url)
-                            .custom_headers(custom);
-                        client_config()
-                            .serve(StreamableHttpClientTransport::with_client(http, config))
-                            .await?
-                    }
-                };
-                let tools = client.list_all_tools().await?;
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
+                    other => other,
+                }
             })
             .await;
             match handshake {

@@ -563,3 +563,49 @@ async fn server_everything_over_sse_and_streamable_http() {
     let _ = sse.kill().await;
     let _ = http.kill().await;
 }
+
+/// Issue 11 item 5: a URL without a `type` (Cursor's `/sse` entries, Gemini's `url`) is tried
+/// as Streamable HTTP first and then, as the MCP specification's backwards-compatibility section
+/// recommends, over the legacy SSE transport; a declared type gets no fallback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untyped_url_falls_back_to_sse() {
+    let Some(bin) = crate::support::server_everything() else {
+        return;
+    };
+    let (mut sse, port) = everything_http(&bin, "sse").await;
+    let config = format!(
+        r#"{{"cursor-style": {{"url": "http://127.0.0.1:{port}/sse"}},
+            "declared": {{"type": "http", "url": "http://127.0.0.1:{port}/sse"}},
+            "nowhere": {{"url": "http://127.0.0.1:9/mcp"}}}}"#
+    );
+    let runtime = start(config, StartOptions::default(), &Secrets::new())
+        .await
+        .expect("starting the servers");
+    assert!(
+        tools(&runtime.reports()[0].status)
+            .iter()
+            .any(|n| n == "echo"),
+        "{:?}",
+        runtime.reports()[0]
+    );
+    let out = runtime
+        .call_tool(
+            "cursor-style",
+            "echo",
+            json!({"message": "over sse"}).as_object().cloned(),
+            STEP,
+        )
+        .await
+        .expect("calling echo over the fallback");
+    assert!(out.to_string().contains("over sse"), "{out}");
+    let declared = failure(&runtime.reports()[1].status);
+    assert!(declared.starts_with("MCP handshake failed"), "{declared}");
+    assert!(!declared.contains("legacy SSE"), "{declared}");
+    let nowhere = failure(&runtime.reports()[2].status);
+    assert!(
+        nowhere.contains("the url has no \"type\", so the legacy SSE transport was tried too"),
+        "{nowhere}"
+    );
+    runtime.shutdown().await;
+    let _ = sse.kill().await;
+}
