@@ -9,6 +9,7 @@ mod log_mask;
 mod output;
 mod secrets;
 mod settings;
+mod shorthand;
 
 use std::process::ExitCode;
 

@@ -191,6 +191,21 @@ fn syntax(origin: Origin) -> Syntax {
     }
 }
 
+/// Whether `text` (a user's config) holds a server map under one of the wrapper keys
+/// (`mcpServers`, `servers`, `mcp.servers`, `mcp_servers`, `mcp`): how a harness's own settings
+/// file that configures no server (`~/.claude.json` before any `claude mcp add`) is told apart
+/// from one that does. Unreadable text is `false`.
+pub fn declares_servers(text: &str) -> bool {
+    json::parse(text, syntax(Origin::User))
+        .ok()
+        .and_then(|root| {
+            root.as_object()
+                .and_then(|entries| find_wrapped_map(entries).ok().flatten())
+                .map(|_| ())
+        })
+        .is_some()
+}
+
 /// Where a config's servers are.
 enum Located<'a> {
     /// A map of name → server object (a bare map without its `inputs` array).

@@ -37,7 +37,9 @@ use std::fmt;
 
 use tether_config::{Exposure, RenderedServer, RenderedText, SecretValue};
 
-pub use table::{Delivery, HARNESSES, Harness, References, Run, Strict, Syntax, detect};
+pub use table::{
+    ConfigPlace, Delivery, HARNESSES, Harness, References, Run, Strict, Syntax, detect,
+};
 
 /// An output format: a key into [`HARNESSES`], whose row describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -29,6 +29,59 @@ pub struct Harness {
     /// How `tether run -- CMD` hands the servers over; `None` for export-only formats
     /// (editors, tether's own JSON).
     pub run: Option<Run>,
+    /// Where the harness keeps its own MCP config files, the user's first: what `--mcp NAME:`
+    /// reads (never writes). Empty for tether's own format.
+    pub own_configs: &'static [ConfigPlace],
+}
+
+/// A place a harness keeps an MCP config file of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigPlace {
+    /// A path under the home directory.
+    Home(&'static str),
+    /// A path under the current directory (a project's file).
+    Project(&'static str),
+    /// `path` under the directory the variable `env` names, else under `$HOME/default`.
+    EnvDir {
+        /// The variable naming the directory.
+        env: &'static str,
+        /// The directory under `$HOME` when the variable is unset.
+        default: &'static str,
+        /// The file under that directory.
+        path: &'static str,
+    },
+}
+
+impl Harness {
+    /// The paths of the harness's own config files for this home, current directory and
+    /// environment, without repeats, the user's first. Builds paths only: whether they exist
+    /// is the caller's question.
+    pub fn own_config_paths(
+        &self,
+        home: &std::path::Path,
+        cwd: &std::path::Path,
+        env: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Vec<std::path::PathBuf> {
+        let mut paths: Vec<std::path::PathBuf> = Vec::new();
+        for place in self.own_configs {
+            let path = match *place {
+                ConfigPlace::Home(path) => home.join(path),
+                ConfigPlace::Project(path) => cwd.join(path),
+                ConfigPlace::EnvDir {
+                    env: var,
+                    default,
+                    path,
+                } => env(var)
+                    .filter(|dir| !dir.is_empty())
+                    .map_or_else(|| home.join(default), std::path::PathBuf::from)
+                    .join(path),
+            };
+            if !paths.contains(&path) {
+                paths.push(path);
+            }
+        }
+        paths
+    }
 }
 
 /// The syntax of a config file.
@@ -117,6 +170,7 @@ pub const HARNESSES: &[Harness] = &[
         servers_key: "mcpServers",
         references: References::Dollar,
         run: None,
+        own_configs: &[],
     },
     Harness {
         format: Format::Claude,
@@ -134,6 +188,10 @@ pub const HARNESSES: &[Harness] = &[
             strict: Strict::Flag("--strict-mcp-config"),
             private_cache_env: Some(EnvVars::XDG_CACHE_HOME),
         }),
+        own_configs: &[
+            ConfigPlace::Home(".claude.json"),
+            ConfigPlace::Project(".mcp.json"),
+        ],
     },
     Harness {
         format: Format::Codex,
@@ -153,6 +211,11 @@ pub const HARNESSES: &[Harness] = &[
             strict: Strict::Unavailable,
             private_cache_env: None,
         }),
+        own_configs: &[ConfigPlace::EnvDir {
+            env: EnvVars::CODEX_HOME,
+            default: ".codex",
+            path: "config.toml",
+        }],
     },
     Harness {
         format: Format::Gemini,
@@ -172,6 +235,14 @@ pub const HARNESSES: &[Harness] = &[
             strict: Strict::AllowedNames("--allowed-mcp-server-names"),
             private_cache_env: None,
         }),
+        own_configs: &[
+            ConfigPlace::EnvDir {
+                env: EnvVars::GEMINI_CLI_HOME,
+                default: "",
+                path: ".gemini/settings.json",
+            },
+            ConfigPlace::Project(".gemini/settings.json"),
+        ],
     },
     Harness {
         format: Format::Opencode,
@@ -189,6 +260,10 @@ pub const HARNESSES: &[Harness] = &[
             strict: Strict::Unavailable,
             private_cache_env: None,
         }),
+        own_configs: &[
+            ConfigPlace::Home(".config/opencode/opencode.json"),
+            ConfigPlace::Project("opencode.json"),
+        ],
     },
     Harness {
         format: Format::Vscode,
@@ -199,6 +274,10 @@ pub const HARNESSES: &[Harness] = &[
         servers_key: "servers",
         references: References::Dollar,
         run: None,
+        own_configs: &[
+            ConfigPlace::Home(".config/Code/User/mcp.json"),
+            ConfigPlace::Project(".vscode/mcp.json"),
+        ],
     },
     Harness {
         format: Format::Cursor,
@@ -209,6 +288,10 @@ pub const HARNESSES: &[Harness] = &[
         servers_key: "mcpServers",
         references: References::Dollar,
         run: None,
+        own_configs: &[
+            ConfigPlace::Home(".cursor/mcp.json"),
+            ConfigPlace::Project(".cursor/mcp.json"),
+        ],
     },
 ];
 

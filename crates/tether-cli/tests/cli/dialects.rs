@@ -3,7 +3,7 @@
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::{Sandbox, config, server_json, text};
+use crate::support::{Sandbox, config, json_str, server_json, text};
 
 /// A JSONC file (as VS Code and Gemini CLI read theirs) with a disabled server that could not
 /// start: `test` starts only the other, reports the disabled one, and succeeds.
@@ -659,8 +659,8 @@ fn pass_env_gives_a_stdio_server_more_of_the_environment() {
     let bin = crate::support::test_server_bin();
     let spec = format!(
         r#"{{"srv": {{"command": {}}}, "own": {{"command": {}, "passEnv": ["T11_OWN"]}}}}"#,
-        crate::support::json_str(&bin.to_string_lossy()),
-        crate::support::json_str(&bin.to_string_lossy()),
+        json_str(&bin.to_string_lossy()),
+        json_str(&bin.to_string_lossy()),
     );
     let check = |server: &str, name: &str, extra: &[&str]| -> String {
         let arguments = format!(r#"{{"name":"{name}"}}"#);
@@ -692,5 +692,138 @@ fn pass_env_gives_a_stdio_server_more_of_the_environment() {
     assert_eq!(
         table["mcp_servers"]["own"]["env_vars"],
         toml::Value::Array(vec!["T11_OWN".into(), "T11_PASSED".into()])
+    );
+}
+
+/// Issue 11 item 8: `--mcp NAME:` reads the configs a harness keeps in its standard places,
+/// here written by the real `claude mcp add` (user and project scope), `gemini mcp add` and
+/// `codex mcp add` in a temporary home (opencode, VS Code and Cursor files by hand: their
+/// commands are interactive or absent), and `test` starts every server in them.
+#[test]
+fn harness_shorthands_read_what_the_real_clis_wrote() {
+    let (Some(claude), Some(gemini), Some(codex)) = (
+        tether_testkit::npm_bin("claude"),
+        tether_testkit::npm_bin("gemini"),
+        tether_testkit::npm_bin("codex"),
+    ) else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let home = sandbox.path("home");
+    let project = sandbox.path("");
+    std::fs::create_dir_all(home.join(".codex")).expect("creating the home");
+    let server = crate::support::test_server_bin();
+    let server = server.to_string_lossy();
+    let add = |program: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new(program)
+            .args(args)
+            .current_dir(&project)
+            .env("HOME", &home)
+            .env("CODEX_HOME", home.join(".codex"))
+            .env_remove("GEMINI_CLI_HOME")
+            .output()
+            .expect("running a harness's mcp add");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            program.display(),
+            text(&out.stderr)
+        );
+    };
+    add(
+        &claude,
+        &["mcp", "add", "--scope", "user", "c-user", "--", &server],
+    );
+    add(
+        &claude,
+        &[
+            "mcp",
+            "add",
+            "--scope",
+            "project",
+            "c-project",
+            "--",
+            &server,
+        ],
+    );
+    add(
+        &gemini,
+        &["mcp", "add", "--scope", "user", "g-user", &server],
+    );
+    add(&codex, &["mcp", "add", "x-user", "--", &server]);
+    let by_hand = [
+        (
+            ".vscode/mcp.json",
+            format!(
+                r#"{{"servers": {{"v-project": {{"type": "stdio", "command": {}}}}}}}"#,
+                json_str(&server)
+            ),
+        ),
+        (
+            ".cursor/mcp.json",
+            format!(
+                r#"{{"mcpServers": {{"cu-project": {{"command": {}}}}}}}"#,
+                json_str(&server)
+            ),
+        ),
+        (
+            "opencode.json",
+            format!(
+                r#"{{"mcp": {{"o-project": {{"type": "local", "command": [{}]}}}}}}"#,
+                json_str(&server)
+            ),
+        ),
+    ];
+    for (path, content) in &by_hand {
+        let path = project.join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("creating a folder");
+        std::fs::write(&path, content).expect("writing a config by hand");
+    }
+    for (shorthand, names) in [
+        ("claude:", vec!["c-user", "c-project"]),
+        ("gemini:", vec!["g-user"]),
+        ("codex:", vec!["x-user"]),
+        ("vscode:", vec!["v-project"]),
+        ("cursor:", vec!["cu-project"]),
+        ("opencode:", vec!["o-project"]),
+    ] {
+        let out = sandbox
+            .tether(&["test", "--mcp", shorthand, "--json"])
+            .env("HOME", &home)
+            .env("CODEX_HOME", home.join(".codex"))
+            .env_remove("GEMINI_CLI_HOME")
+            .output()
+            .expect("running the command");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{shorthand}: {}",
+            text(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+        let ready: Vec<&str> = report["servers"]
+            .as_array()
+            .map(|servers| {
+                servers
+                    .iter()
+                    .filter(|s| s["status"] == "ready")
+                    .filter_map(|s| s["name"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(ready, names, "{shorthand}: {report}");
+    }
+    // A harness with nothing configured says where it looked.
+    let out = sandbox
+        .tether(&["test", "--mcp", "codex:"])
+        .env("HOME", &home)
+        .env("CODEX_HOME", sandbox.path("empty-codex-home"))
+        .output()
+        .expect("running the command");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no MCP servers configured for Codex CLI (looked in"),
+        "{}",
+        text(&out.stderr)
     );
 }
