@@ -4,14 +4,17 @@
 
 use std::path::PathBuf;
 
+use serde_json::{Value, json};
+use tether_driver::{McpSpec, SpecSource};
 use tether_env::EnvVars;
-use tether_harness::Format;
+use tether_harness::{Format, OwnConfig};
 
 use crate::exit::UsageError;
 
-/// The files `value` stands for when it is a harness's name followed by `:`, that exist and
-/// configure servers, the user's first; `None` when `value` is no such shorthand.
-pub fn files(value: &str) -> anyhow::Result<Option<Vec<PathBuf>>> {
+/// The specs `value` stands for when it is a harness's name followed by `:`: each of its own
+/// config files that exists and configures servers, the user's first; `None` when `value` is
+/// no such shorthand.
+pub fn specs(value: &str) -> anyhow::Result<Option<Vec<McpSpec>>> {
     let Some(format) = value.trim().strip_suffix(':').and_then(Format::from_name) else {
         return Ok(None);
     };
@@ -31,15 +34,30 @@ pub fn files(value: &str) -> anyhow::Result<Option<Vec<PathBuf>>> {
         })?;
     let cwd = std::env::current_dir()?;
     let places = harness.own_config_paths(&home, &cwd, |name| std::env::var_os(name));
-    let found: Vec<PathBuf> = places
-        .iter()
-        .filter(|path| {
-            std::fs::read_to_string(path).is_ok_and(|text| tether_config::declares_servers(&text))
-        })
-        .cloned()
-        .collect();
-    if found.is_empty() {
-        let looked: Vec<String> = places.iter().map(|p| p.display().to_string()).collect();
+    let mut specs = Vec::new();
+    for place in &places {
+        let Ok(text) = std::fs::read_to_string(&place.path) else {
+            continue;
+        };
+        match place.per_project {
+            None if tether_config::declares_servers(&text) => {
+                specs.push(McpSpec::json(text, SpecSource::File(place.path.clone()))?);
+            }
+            None => {}
+            Some(projects_key) => {
+                if let Some(servers) =
+                    project_servers(&text, projects_key, &cwd, harness.servers_key)
+                {
+                    specs.push(McpSpec::json(
+                        servers,
+                        SpecSource::File(place.path.clone()),
+                    )?);
+                }
+            }
+        }
+    }
+    if specs.is_empty() {
+        let looked: Vec<String> = places.iter().map(describe).collect();
         return Err(UsageError::new(format!(
             "--mcp {} — no MCP servers configured for {} (looked in {})",
             value.trim(),
@@ -48,5 +66,29 @@ pub fn files(value: &str) -> anyhow::Result<Option<Vec<PathBuf>>> {
         ))
         .into());
     }
-    Ok(Some(found))
+    Ok(Some(specs))
+}
+
+/// The servers kept for the current directory in a per-project file, as a config text of
+/// their own; `None` when there are none.
+fn project_servers(
+    text: &str,
+    projects_key: &str,
+    cwd: &std::path::Path,
+    servers_key: &str,
+) -> Option<String> {
+    let root: Value = serde_json::from_str(text).ok()?;
+    let servers = root
+        .get(projects_key)?
+        .get(cwd.to_str()?)?
+        .get(servers_key)?
+        .as_object()?;
+    (!servers.is_empty()).then(|| json!({ servers_key: servers }).to_string())
+}
+
+fn describe(place: &OwnConfig) -> String {
+    match place.per_project {
+        None => place.path.display().to_string(),
+        Some(key) => format!("{} ({key} of this directory)", place.path.display()),
+    }
 }

@@ -38,7 +38,7 @@ use std::fmt;
 use tether_config::{Exposure, RenderedServer, RenderedText, SecretValue};
 
 pub use table::{
-    ConfigPlace, Delivery, HARNESSES, Harness, References, Run, Strict, Syntax, detect,
+    ConfigPlace, Delivery, HARNESSES, Harness, OwnConfig, References, Run, Strict, Syntax, detect,
 };
 
 /// An output format: a key into [`HARNESSES`], whose row describes it.

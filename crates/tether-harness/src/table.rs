@@ -41,6 +41,15 @@ pub enum ConfigPlace {
     Home(&'static str),
     /// A path under the current directory (a project's file).
     Project(&'static str),
+    /// A file under the home directory that keeps servers per project: the object at
+    /// `projects_key` → the current directory's absolute path → the row's `servers_key`
+    /// (Claude Code's local scope in `~/.claude.json`).
+    HomePerProject {
+        /// The file under the home directory.
+        path: &'static str,
+        /// The key of the per-project objects.
+        projects_key: &'static str,
+    },
     /// `path` under the directory the variable `env` names, else under `$HOME/default`.
     EnvDir {
         /// The variable naming the directory.
@@ -52,20 +61,36 @@ pub enum ConfigPlace {
     },
 }
 
+/// One of a harness's own config files, placed for a home and current directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnConfig {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// For a file that keeps servers per project: the key of the per-project objects (the
+    /// servers are at `[key][current directory][servers_key]`); `None` for a whole file.
+    pub per_project: Option<&'static str>,
+}
+
 impl Harness {
-    /// The paths of the harness's own config files for this home, current directory and
-    /// environment, without repeats, the user's first. Builds paths only: whether they exist
-    /// is the caller's question.
+    /// The harness's own config files for this home, current directory and environment,
+    /// without repeats, the user's first. Builds paths only: whether they exist is the
+    /// caller's question.
     pub fn own_config_paths(
         &self,
         home: &std::path::Path,
         cwd: &std::path::Path,
         env: impl Fn(&str) -> Option<std::ffi::OsString>,
-    ) -> Vec<std::path::PathBuf> {
-        let mut paths: Vec<std::path::PathBuf> = Vec::new();
+    ) -> Vec<OwnConfig> {
+        let mut configs: Vec<OwnConfig> = Vec::new();
         for place in self.own_configs {
+            let per_project = match *place {
+                ConfigPlace::HomePerProject { projects_key, .. } => Some(projects_key),
+                _ => None,
+            };
             let path = match *place {
-                ConfigPlace::Home(path) => home.join(path),
+                ConfigPlace::Home(path) | ConfigPlace::HomePerProject { path, .. } => {
+                    home.join(path)
+                }
                 ConfigPlace::Project(path) => cwd.join(path),
                 ConfigPlace::EnvDir {
                     env: var,
@@ -76,11 +101,12 @@ impl Harness {
                     .map_or_else(|| home.join(default), std::path::PathBuf::from)
                     .join(path),
             };
-            if !paths.contains(&path) {
-                paths.push(path);
+            let config = OwnConfig { path, per_project };
+            if !configs.contains(&config) {
+                configs.push(config);
             }
         }
-        paths
+        configs
     }
 }
 
@@ -191,6 +217,10 @@ pub const HARNESSES: &[Harness] = &[
         own_configs: &[
             ConfigPlace::Home(".claude.json"),
             ConfigPlace::Project(".mcp.json"),
+            ConfigPlace::HomePerProject {
+                path: ".claude.json",
+                projects_key: "projects",
+            },
         ],
     },
     Harness {

@@ -83,10 +83,8 @@ pub async fn resolve(
 ) -> anyhow::Result<Resolved> {
     let mut parsed = Vec::with_capacity(specs.mcp.len());
     for (index, value) in specs.mcp.iter().enumerate() {
-        if let Some(files) = crate::shorthand::files(value)? {
-            for file in files {
-                parsed.push(McpSpec::from_file(&file)?);
-            }
+        if let Some(specs) = crate::shorthand::specs(value)? {
+            parsed.extend(specs);
             continue;
         }
         // The value itself may hold a secret: the error names its position only.

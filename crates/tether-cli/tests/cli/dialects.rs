@@ -696,7 +696,7 @@ fn pass_env_gives_a_stdio_server_more_of_the_environment() {
 }
 
 /// Issue 11 item 8: `--mcp NAME:` reads the configs a harness keeps in its standard places,
-/// here written by the real `claude mcp add` (user and project scope), `gemini mcp add` and
+/// here written by the real `claude mcp add` (user, project and local scope), `gemini mcp add` and
 /// `codex mcp add` in a temporary home (opencode, VS Code and Cursor files by hand: their
 /// commands are interactive or absent), and `test` starts every server in them.
 #[test]
@@ -746,6 +746,8 @@ fn harness_shorthands_read_what_the_real_clis_wrote() {
             &server,
         ],
     );
+    // The default scope, local: kept for this directory inside ~/.claude.json.
+    add(&claude, &["mcp", "add", "c-local", "--", &server]);
     add(
         &gemini,
         &["mcp", "add", "--scope", "user", "g-user", &server],
@@ -780,7 +782,7 @@ fn harness_shorthands_read_what_the_real_clis_wrote() {
         std::fs::write(&path, content).expect("writing a config by hand");
     }
     for (shorthand, names) in [
-        ("claude:", vec!["c-user", "c-project"]),
+        ("claude:", vec!["c-user", "c-project", "c-local"]),
         ("gemini:", vec!["g-user"]),
         ("codex:", vec!["x-user"]),
         ("vscode:", vec!["v-project"]),
