@@ -111,6 +111,12 @@ pub struct SpecArgs {
     /// TETHER_MANAGED_TIMEOUT and config.toml; default 30).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub managed_timeout: Option<u64>,
+
+    /// Pass the environment variable NAME from tether's environment to every stdio server
+    /// (they get only HOME, LOGNAME, PATH, SHELL, USER, LANG, LC_ALL, TERM, TMPDIR and TZ
+    /// otherwise). Repeatable; a server's `passEnv` field does the same for one server.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
 }
 
 /// Where secrets come from. Never from a literal on the command line.

@@ -10,6 +10,7 @@ mod output;
 mod private_file;
 mod secrets;
 mod settings;
+mod shorthand;
 
 use std::process::ExitCode;
 

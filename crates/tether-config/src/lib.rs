@@ -46,7 +46,8 @@ pub use model::{
     ServerTemplate, StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
 };
 pub use parse::{
-    ConfigWarning, InputPrompt, ParsedConfig, ServerReference, parse_config, raw_server_entries,
+    ConfigWarning, InputPrompt, ParsedConfig, ServerReference, declares_servers, parse_config,
+    raw_server_entries,
 };
 pub use provenance::{is_credential_name, url_passwords};
 pub use render::{Exposure, RenderedServer, RenderedText, RenderedTransport, render_server_map};

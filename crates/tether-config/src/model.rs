@@ -130,6 +130,16 @@ pub struct ServerOptions {
     /// Startup timeout in milliseconds (Codex `startup_timeout_sec`/`startup_timeout_ms`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_timeout_ms: Option<u64>,
+    /// Names of environment variables a stdio server gets from tether's own environment,
+    /// besides the short allowlist every server gets (`passEnv`, or `--pass-env NAME`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_env: Vec<String>,
+    /// The config gave a remote `url` (or `serverUrl`) without a `type`: the launcher tries
+    /// Streamable HTTP and falls back to the legacy SSE transport, as the MCP specification's
+    /// backwards-compatibility section recommends. Not written back: a stored template says
+    /// `"type": "http"`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transport_guessed: bool,
 }
 
 /// A named server template with its variables.
@@ -211,6 +221,9 @@ impl ServerOptions {
         }
         if let Some(timeout) = self.startup_timeout_ms {
             server["startup_timeout_ms"] = json!(timeout);
+        }
+        if !self.pass_env.is_empty() {
+            server["passEnv"] = json!(self.pass_env);
         }
     }
 

@@ -53,6 +53,7 @@ const OPTION_KEYS: &[&str] = &[
     "tool_timeout_sec",
     "startup_timeout_sec",
     "startup_timeout_ms",
+    "passEnv",
 ];
 
 /// Keys that give a remote server's URL.
@@ -188,6 +189,21 @@ fn syntax(origin: Origin) -> Syntax {
         Origin::User => Syntax::Jsonc,
         Origin::Managed => Syntax::Json,
     }
+}
+
+/// Whether `text` (a user's config) holds a server map under one of the wrapper keys
+/// (`mcpServers`, `servers`, `mcp.servers`, `mcp_servers`, `mcp`): how a harness's own settings
+/// file that configures no server (`~/.claude.json` before any `claude mcp add`) is told apart
+/// from one that does. Unreadable text is `false`.
+pub fn declares_servers(text: &str) -> bool {
+    json::parse(text, syntax(Origin::User))
+        .ok()
+        .and_then(|root| {
+            root.as_object()
+                .and_then(|entries| find_wrapped_map(entries).ok().flatten())
+                .map(|_| ())
+        })
+        .is_some()
 }
 
 /// Where a config's servers are.
@@ -650,6 +666,8 @@ impl<'a> ServerFields<'a> {
             trust: self.boolean("trust")?,
             timeout_ms,
             startup_timeout_ms,
+            pass_env: self.string_array("passEnv")?,
+            transport_guessed: false,
         })
     }
 
@@ -747,7 +765,7 @@ fn parse_server(
     // In opencode's shape (`type` `local`/`remote`), `timeout` bounds fetching the tools.
     let opencode =
         matches!(fields.optional("type")?, Some(Json::String(t)) if t == "local" || t == "remote");
-    let options = fields.options(opencode)?;
+    let mut options = fields.options(opencode)?;
     let mut builder = TemplateBuilder::new(origin);
     // VS Code's `${input:ID}` is the secret ID, in text a user wrote only.
     let inputs = |text: String| match origin {
@@ -859,7 +877,11 @@ fn parse_server(
                 ));
             }
             (_, Some(DeclaredKind::Remote(transport))) => transport,
-            (_, None) => RemoteTransport::StreamableHttp,
+            ("httpUrl", None) => RemoteTransport::StreamableHttp,
+            (_, None) => {
+                options.transport_guessed = true;
+                RemoteTransport::StreamableHttp
+            }
         };
         let url_value = fields.get(url_key)?.unwrap_or(&Json::Null);
         let url = inputs(fields.non_empty_string(url_key, url_value)?);

@@ -43,6 +43,9 @@ pub struct Session {
     /// grows: a value a re-mint retired may still sit in a log line or a child's stderr.
     masking: Vec<SecretValue>,
     refresher: Refresher,
+    /// Variables of tether's environment every stdio server gets (`--pass-env`), kept so that
+    /// every rendering, re-mints included, carries them.
+    pass_env: Vec<String>,
 }
 
 // A session is shared between tasks of a long-lived process.
@@ -86,9 +89,35 @@ impl Session {
             servers,
             masking: Vec::new(),
             refresher: Refresher::default(),
+            pass_env: Vec::new(),
         };
         session.extend_masking();
         Ok(session)
+    }
+
+    /// Passes the variables `names` of tether's environment to every stdio server (as each
+    /// server's own `passEnv` does for it), in this rendering and every later one.
+    #[must_use]
+    pub fn with_pass_env(mut self, names: &[String]) -> Self {
+        for name in names {
+            if !self.pass_env.contains(name) {
+                self.pass_env.push(name.clone());
+            }
+        }
+        let mut servers = std::mem::take(&mut self.servers);
+        self.apply_pass_env(&mut servers);
+        self.servers = servers;
+        self
+    }
+
+    fn apply_pass_env(&self, servers: &mut [RenderedServer]) {
+        for server in servers {
+            for name in &self.pass_env {
+                if !server.options.pass_env.contains(name) {
+                    server.options.pass_env.push(name.clone());
+                }
+            }
+        }
     }
 
     /// Re-mints under `policy` instead of [`RefreshPolicy::default`].
@@ -219,14 +248,17 @@ impl Session {
                     continue;
                 }
             };
-            let changed = swap_reminted(
+            let mut changed = swap_reminted(
                 &mut self.resolved,
                 uid,
                 fresh,
                 &self.secrets,
                 self.env.as_ref(),
             );
-            self.servers = self.resolved.render(&self.secrets, self.env.as_ref());
+            self.apply_pass_env(&mut changed);
+            let mut servers = self.resolved.render(&self.secrets, self.env.as_ref());
+            self.apply_pass_env(&mut servers);
+            self.servers = servers;
             self.extend_masking();
             if changed.is_empty() {
                 tracing::debug!(%uid, "re-minted managed MCP config renders the same; nothing restarted");
@@ -251,7 +283,8 @@ impl Session {
     /// the same when the resolver has a task id, and are new otherwise.
     pub async fn re_resolve(&mut self) -> Result<Vec<String>, DriverError> {
         let resolved = self.resolver.resolve(&self.specs).await?;
-        let servers = resolved.render(&self.secrets, self.env.as_ref());
+        let mut servers = resolved.render(&self.secrets, self.env.as_ref());
+        self.apply_pass_env(&mut servers);
         warn_about(&servers);
         let changed = servers
             .iter()

@@ -200,6 +200,20 @@ fn write_options(options: &ServerOptions, table: &mut Table) -> Vec<ServerOption
                 let ms = options.startup_timeout_ms.unwrap_or_default();
                 table.insert("startup_timeout_sec".into(), seconds(ms));
             }
+            // Codex's `env_vars` forwards variables from its own environment: the same thing.
+            ServerOption::PassEnv => {
+                let mut names = match table.remove("env_vars") {
+                    Some(Value::Array(names)) => names,
+                    _ => Vec::new(),
+                };
+                for name in &options.pass_env {
+                    let name = Value::String(name.clone());
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+                table.insert("env_vars".into(), Value::Array(names));
+            }
             ServerOption::AlwaysAllow | ServerOption::Trust => lost.push(option),
         }
     }

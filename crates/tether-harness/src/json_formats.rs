@@ -87,6 +87,7 @@ fn option_value(options: &ServerOptions, option: ServerOption) -> Value {
         ServerOption::Trust => json!(options.trust),
         ServerOption::Timeout => json!(options.timeout_ms),
         ServerOption::StartupTimeout => json!(options.startup_timeout_ms),
+        ServerOption::PassEnv => json!(options.pass_env),
     }
 }
 
@@ -181,6 +182,11 @@ fn server_json(
                     json!({"type": "remote", "url": url, "headers": headers, "enabled": true})
                 }
                 Format::Gemini => match transport {
+                    // A URL the config gave without a type stays a `url`, which Gemini CLI
+                    // reads as it reads the user's own (issue 11 item 5).
+                    RemoteTransport::StreamableHttp if server.options.transport_guessed => {
+                        json!({"url": url, "headers": headers})
+                    }
                     RemoteTransport::StreamableHttp => json!({"httpUrl": url, "headers": headers}),
                     RemoteTransport::Sse => json!({"url": url, "headers": headers}),
                 },

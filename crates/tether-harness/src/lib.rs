@@ -37,7 +37,9 @@ use std::fmt;
 
 use tether_config::{Exposure, RenderedServer, RenderedText, SecretValue};
 
-pub use table::{Delivery, HARNESSES, Harness, References, Run, Strict, Syntax, detect};
+pub use table::{
+    ConfigPlace, Delivery, HARNESSES, Harness, OwnConfig, References, Run, Strict, Syntax, detect,
+};
 
 /// An output format: a key into [`HARNESSES`], whose row describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -398,6 +400,7 @@ pub(crate) enum ServerOption {
     Trust,
     Timeout,
     StartupTimeout,
+    PassEnv,
 }
 
 impl ServerOption {
@@ -409,6 +412,7 @@ impl ServerOption {
             ServerOption::Trust => "trust",
             ServerOption::Timeout => "timeout",
             ServerOption::StartupTimeout => "startup timeout",
+            ServerOption::PassEnv => "passEnv",
         }
     }
 
@@ -427,6 +431,7 @@ impl ServerOption {
                 options.startup_timeout_ms.is_some(),
                 ServerOption::StartupTimeout,
             ),
+            (!options.pass_env.is_empty(), ServerOption::PassEnv),
         ]
         .into_iter()
         .filter_map(|(set, option)| set.then_some(option))

@@ -29,6 +29,85 @@ pub struct Harness {
     /// How `tether run -- CMD` hands the servers over; `None` for export-only formats
     /// (editors, tether's own JSON).
     pub run: Option<Run>,
+    /// Where the harness keeps its own MCP config files, the user's first: what `--mcp NAME:`
+    /// reads (never writes). Empty for tether's own format.
+    pub own_configs: &'static [ConfigPlace],
+}
+
+/// A place a harness keeps an MCP config file of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigPlace {
+    /// A path under the home directory.
+    Home(&'static str),
+    /// A path under the current directory (a project's file).
+    Project(&'static str),
+    /// A file under the home directory that keeps servers per project: the object at
+    /// `projects_key` → the current directory's absolute path → the row's `servers_key`
+    /// (Claude Code's local scope in `~/.claude.json`).
+    HomePerProject {
+        /// The file under the home directory.
+        path: &'static str,
+        /// The key of the per-project objects.
+        projects_key: &'static str,
+    },
+    /// `path` under the directory the variable `env` names, else under `$HOME/default`.
+    EnvDir {
+        /// The variable naming the directory.
+        env: &'static str,
+        /// The directory under `$HOME` when the variable is unset.
+        default: &'static str,
+        /// The file under that directory.
+        path: &'static str,
+    },
+}
+
+/// One of a harness's own config files, placed for a home and current directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnConfig {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// For a file that keeps servers per project: the key of the per-project objects (the
+    /// servers are at `[key][current directory][servers_key]`); `None` for a whole file.
+    pub per_project: Option<&'static str>,
+}
+
+impl Harness {
+    /// The harness's own config files for this home, current directory and environment,
+    /// without repeats, the user's first. Builds paths only: whether they exist is the
+    /// caller's question.
+    pub fn own_config_paths(
+        &self,
+        home: &std::path::Path,
+        cwd: &std::path::Path,
+        env: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Vec<OwnConfig> {
+        let mut configs: Vec<OwnConfig> = Vec::new();
+        for place in self.own_configs {
+            let per_project = match *place {
+                ConfigPlace::HomePerProject { projects_key, .. } => Some(projects_key),
+                _ => None,
+            };
+            let path = match *place {
+                ConfigPlace::Home(path) | ConfigPlace::HomePerProject { path, .. } => {
+                    home.join(path)
+                }
+                ConfigPlace::Project(path) => cwd.join(path),
+                ConfigPlace::EnvDir {
+                    env: var,
+                    default,
+                    path,
+                } => env(var)
+                    .filter(|dir| !dir.is_empty())
+                    .map_or_else(|| home.join(default), std::path::PathBuf::from)
+                    .join(path),
+            };
+            let config = OwnConfig { path, per_project };
+            if !configs.contains(&config) {
+                configs.push(config);
+            }
+        }
+        configs
+    }
 }
 
 /// The syntax of a config file.
@@ -117,6 +196,7 @@ pub const HARNESSES: &[Harness] = &[
         servers_key: "mcpServers",
         references: References::Dollar,
         run: None,
+        own_configs: &[],
     },
     Harness {
         format: Format::Claude,
@@ -134,6 +214,14 @@ pub const HARNESSES: &[Harness] = &[
             strict: Strict::Flag("--strict-mcp-config"),
             private_cache_env: Some(EnvVars::XDG_CACHE_HOME),
         }),
+        own_configs: &[
+            ConfigPlace::Home(".claude.json"),
+            ConfigPlace::Project(".mcp.json"),
+            ConfigPlace::HomePerProject {
+                path: ".claude.json",
+                projects_key: "projects",
+            },
+        ],
     },
     Harness {
         format: Format::Codex,
@@ -153,6 +241,11 @@ pub const HARNESSES: &[Harness] = &[
             strict: Strict::Unavailable,
             private_cache_env: None,
         }),
+        own_configs: &[ConfigPlace::EnvDir {
+            env: EnvVars::CODEX_HOME,
+            default: ".codex",
+            path: "config.toml",
+        }],
     },
     Harness {
         format: Format::Gemini,
@@ -172,6 +265,14 @@ pub const HARNESSES: &[Harness] = &[
             strict: Strict::AllowedNames("--allowed-mcp-server-names"),
             private_cache_env: None,
         }),
+        own_configs: &[
+            ConfigPlace::EnvDir {
+                env: EnvVars::GEMINI_CLI_HOME,
+                default: "",
+                path: ".gemini/settings.json",
+            },
+            ConfigPlace::Project(".gemini/settings.json"),
+        ],
     },
     Harness {
         format: Format::Opencode,
@@ -189,6 +290,10 @@ pub const HARNESSES: &[Harness] = &[
             strict: Strict::Unavailable,
             private_cache_env: None,
         }),
+        own_configs: &[
+            ConfigPlace::Home(".config/opencode/opencode.json"),
+            ConfigPlace::Project("opencode.json"),
+        ],
     },
     Harness {
         format: Format::Vscode,
@@ -199,6 +304,10 @@ pub const HARNESSES: &[Harness] = &[
         servers_key: "servers",
         references: References::Dollar,
         run: None,
+        own_configs: &[
+            ConfigPlace::Home(".config/Code/User/mcp.json"),
+            ConfigPlace::Project(".vscode/mcp.json"),
+        ],
     },
     Harness {
         format: Format::Cursor,
@@ -209,6 +318,10 @@ pub const HARNESSES: &[Harness] = &[
         servers_key: "mcpServers",
         references: References::Dollar,
         run: None,
+        own_configs: &[
+            ConfigPlace::Home(".cursor/mcp.json"),
+            ConfigPlace::Project(".cursor/mcp.json"),
+        ],
     },
 ];
 

@@ -24,6 +24,18 @@ fn servers(config: &str) -> Vec<RenderedServer> {
         .collect()
 }
 
+/// An export's text as JSON (Codex's TOML converted), for assertions on its structure.
+fn parsed(format: Format, text: &str) -> serde_json::Value {
+    if format == Format::Codex {
+        let table: toml::Table = toml::from_str(text)
+            .unwrap_or_else(|e| panic!("the codex export is not TOML: {e}\n{text}"));
+        serde_json::to_value(table).unwrap_or_else(|e| panic!("a TOML table as JSON: {e}"))
+    } else {
+        serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("the {format} export is not JSON: {e}\n{text}"))
+    }
+}
+
 #[test]
 fn masked_exports() {
     let servers = servers(CONFIG);
@@ -97,8 +109,8 @@ fn reference_mode_keeps_secrets_out_of_the_file() {
 fn plain_values_a_harness_would_expand_go_through_the_environment() {
     let servers =
         servers(r#"{"s": {"command": "srv", "args": ["--price=$5", "{env:HOME}", "plain"]}}"#);
-    let claude =
-        export_with_references(&servers, Format::Claude, true).unwrap_or_else(|e| panic!("{e}"));
+    let claude = export_with_references(&servers, Format::Claude, true)
+        .expect("exporting for claude by reference");
     assert!(
         claude.config.to_text().contains("${TETHER_SECRET_1}")
             && claude.config.to_text().contains("\"{env:HOME}\""),
@@ -107,8 +119,8 @@ fn plain_values_a_harness_would_expand_go_through_the_environment() {
     );
     assert_eq!(claude.env.len(), 1);
     assert_eq!(claude.env[0].1.expose(), "--price=$5");
-    let opencode =
-        export_with_references(&servers, Format::Opencode, true).unwrap_or_else(|e| panic!("{e}"));
+    let opencode = export_with_references(&servers, Format::Opencode, true)
+        .expect("exporting for opencode by reference");
     assert!(
         opencode.config.to_text().contains("--price=$5")
             && opencode.config.to_text().contains("{env:TETHER_SECRET_1}"),
@@ -121,8 +133,8 @@ fn plain_values_a_harness_would_expand_go_through_the_environment() {
 #[test]
 fn codex_forwards_env_and_headers_and_inlines_args() {
     let servers = servers(CONFIG);
-    let out =
-        export_with_references(&servers, Format::Codex, false).unwrap_or_else(|e| panic!("{e}"));
+    let out = export_with_references(&servers, Format::Codex, false)
+        .expect("exporting for codex by reference");
     insta::assert_snapshot!("references_codex", out.config.to_text());
     assert_eq!(out.inlined, ["github: args[2]"]);
     let names: Vec<&str> = out.env.iter().map(|(k, _)| k.as_str()).collect();
@@ -177,12 +189,7 @@ fn disabled_servers_are_flagged_or_left_out_with_a_note() {
             .unwrap_or_else(|e| panic!("{format}: {e}"));
         let text = config.to_text();
         let key = format.harness().servers_key;
-        let document: serde_json::Value = if format == Format::Codex {
-            let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
-            serde_json::to_value(table).unwrap_or_else(|e| panic!("{e}"))
-        } else {
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{format}: {e}"))
-        };
+        let document = parsed(format, &text);
         let off = &document[key]["off"];
         let expected = match format {
             Format::Json => Some(("disabled", true)),
@@ -282,12 +289,7 @@ fn server_options_are_exported_where_the_format_has_them() {
         let config = tether_harness::export_config(&servers, format, Exposure::Real)
             .unwrap_or_else(|e| panic!("{format}: {e}"));
         let text = config.to_text();
-        let document: serde_json::Value = if format == Format::Codex {
-            let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
-            serde_json::to_value(table).unwrap_or_else(|e| panic!("{e}"))
-        } else {
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{format}: {e}"))
-        };
+        let document = parsed(format, &text);
         let server = &document[format.harness().servers_key]["gh"];
         let option_keys = [
             "includeTools",

@@ -74,8 +74,19 @@ pub async fn session(
     progress: &Progress,
 ) -> anyhow::Result<Session> {
     let mut parsed = Vec::with_capacity(specs.mcp.len());
-    for value in &specs.mcp {
-        parsed.push(McpSpec::parse(value)?);
+    for (index, value) in specs.mcp.iter().enumerate() {
+        if let Some(specs) = crate::shorthand::specs(value)? {
+            parsed.extend(specs);
+            continue;
+        }
+        // The value itself may hold a secret: the error names its position only.
+        parsed.push(McpSpec::parse(value).with_context(|| {
+            format!(
+                "reading --mcp value #{} (of {})",
+                index + 1,
+                specs.mcp.len()
+            )
+        })?);
     }
     let mut task_id = None;
     if let Some(path) = &specs.task {
@@ -118,7 +129,9 @@ pub async fn session(
         1 => "resolving 1 MCP spec…".to_owned(),
         n => format!("resolving {n} MCP specs…"),
     });
-    let session = Session::resolve(resolver, parsed, secrets, ProcessEnv).await?;
+    let session = Session::resolve(resolver, parsed, secrets, ProcessEnv)
+        .await?
+        .with_pass_env(&specs.pass_env);
     crate::log_mask::register(session.sensitive_values());
     Ok(session)
 }

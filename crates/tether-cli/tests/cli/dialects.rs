@@ -3,7 +3,7 @@
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::{Sandbox, config, server_json, text};
+use crate::support::{Sandbox, config, json_str, server_json, text};
 
 /// A JSONC file (as VS Code and Gemini CLI read theirs) with a disabled server that could not
 /// start: `test` starts only the other, reports the disabled one, and succeeds.
@@ -23,9 +23,9 @@ fn test_skips_and_reports_a_disabled_server_from_a_jsonc_file() {
     let out = sandbox
         .tether(&["test", "--mcp", &file, "--json"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     let statuses: Vec<(&str, &str)> = report["servers"]
         .as_array()
         .map(|servers| {
@@ -46,7 +46,7 @@ fn test_skips_and_reports_a_disabled_server_from_a_jsonc_file() {
     let out = sandbox
         .tether(&["test", "--mcp", &file])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     let table = text(&out.stdout);
     assert!(
         table.contains("disabled  off   not started (\"disabled\": true in its config)"),
@@ -62,18 +62,18 @@ fn export_flags_or_leaves_out_a_disabled_server() {
     let out = sandbox
         .tether(&["export", "--mcp", spec, "--format", "opencode"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let exported: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let exported: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert_eq!(exported["mcp"]["off"]["enabled"], json!(false));
     assert_eq!(exported["mcp"]["on"]["enabled"], json!(true));
 
     let out = sandbox
         .tether(&["export", "--mcp", spec, "--format", "claude"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let exported: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let exported: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert!(exported["mcpServers"]["off"].is_null(), "{exported}");
     assert!(
         text(&out.stderr).contains(
@@ -99,11 +99,11 @@ fn export_masks_by_provenance_and_says_so() {
         .env("TETHER_T11_VALUE", "env-SENTINEL")
         .env_remove("TETHER_T11_UNSET")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(!stdout.contains("SENTINEL"), "{stdout}");
-    let exported: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}"));
+    let exported: Value = serde_json::from_str(&stdout).expect("stdout is JSON");
     let slack = &exported["mcpServers"]["slack"];
     assert_eq!(
         slack["env"],
@@ -133,7 +133,7 @@ fn export_masks_by_provenance_and_says_so() {
         ])
         .env("TETHER_T11_VALUE", "env-SENTINEL")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("(1 server, mode 0600, real values)"),
@@ -157,7 +157,7 @@ fn unknown_fields_warn_once_and_duplicate_names_mention_the_name_field() {
             "json",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
     assert_eq!(
@@ -179,7 +179,7 @@ fn unknown_fields_warn_once_and_duplicate_names_mention_the_name_field() {
             "json",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("Duplicate MCP server name 'npx' (from inline spec #1 and inline spec #2): rename one of them (a single-server spec is named by its \"name\" field"),
@@ -253,9 +253,9 @@ fn published_snippets_export_to_every_format() {
             .args(["--secret", "github_mcp_pat=env:GITHUB_MCP_PAT"])
             .envs(SNIPPET_ENV)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running the command");
         assert_eq!(own.status.code(), Some(0), "{name}: {}", text(&own.stderr));
-        let own: Value = serde_json::from_slice(&own.stdout).unwrap_or_else(|e| panic!("{e}"));
+        let own: Value = serde_json::from_slice(&own.stdout).expect("stdout is JSON");
         let servers: Vec<(String, bool)> = own["mcpServers"]
             .as_object()
             .map(|map| {
@@ -277,7 +277,7 @@ fn published_snippets_export_to_every_format() {
                 .args(["--secret", "github_mcp_pat=env:GITHUB_MCP_PAT"])
                 .envs(SNIPPET_ENV)
                 .output()
-                .unwrap_or_else(|e| panic!("{e}"));
+                .expect("running the command");
             let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
             for shown in [&stdout, &stderr] {
                 assert!(
@@ -297,7 +297,7 @@ fn published_snippets_export_to_every_format() {
             let document: Value = if format == "codex" {
                 let table: toml::Table =
                     toml::from_str(&stdout).unwrap_or_else(|e| panic!("{name}: {e}\n{stdout}"));
-                serde_json::to_value(table).unwrap_or_else(|e| panic!("{e}"))
+                serde_json::to_value(table).expect("a TOML table as JSON")
             } else {
                 serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{name} as {format}: {e}"))
             };
@@ -356,9 +356,9 @@ fn gemini_style_config_filters_a_real_servers_tools() {
         .tether(&["test", "--mcp", &file, "--json"])
         .env("SNIPPET_EVERYTHING", &bin)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     let tools: Vec<&str> = report["servers"][0]["tools"]
         .as_array()
         .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect())
@@ -370,7 +370,7 @@ fn gemini_style_config_filters_a_real_servers_tools() {
         .tether(&["call", "--mcp", &file, "everything", "get-env"])
         .env("SNIPPET_EVERYTHING", &bin)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_ne!(out.status.code(), Some(0));
     assert!(
         text(&out.stderr).contains("the server's config leaves this tool out"),
@@ -412,7 +412,7 @@ fn missing_vscode_inputs_are_prompted_for_on_a_terminal() {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting script");
     let mut stdin = child.stdin.take().expect("script's stdin is piped");
     let mut stdout = child.stdout.take().expect("script's stdout is piped");
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
@@ -481,7 +481,7 @@ fn a_config_toml_written_by_codex_is_a_spec() {
     };
     let sandbox = Sandbox::new();
     let codex_home = sandbox.path("codex-home");
-    std::fs::create_dir_all(&codex_home).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&codex_home).expect("creating the Codex home");
     let server = crate::support::test_server_bin();
     let add = |args: &[&str]| {
         let out = std::process::Command::new(&codex)
@@ -490,7 +490,7 @@ fn a_config_toml_written_by_codex_is_a_spec() {
             .env("CODEX_HOME", &codex_home)
             .env("HOME", &codex_home)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running the command");
         assert!(out.status.success(), "codex mcp add: {}", text(&out.stderr));
     };
     add(&[
@@ -521,9 +521,9 @@ fn a_config_toml_written_by_codex_is_a_spec() {
         ])
         .env("T11_REMOTE_TOKEN", "tok-1")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let exported: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let exported: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert_eq!(
         exported["mcpServers"]["tester"]["env"],
         json!({"LOG_LEVEL": "info"})
@@ -537,15 +537,295 @@ fn a_config_toml_written_by_codex_is_a_spec() {
     let out = sandbox
         .tether(&["export", "--mcp", &config, "--format", "codex"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let out = sandbox
         .tether(&["test", "--mcp", &config, "--json"])
         .env("T11_REMOTE_TOKEN", "tok-1")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+        .expect("running the command");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert_eq!(report["servers"][0]["name"], "tester");
     assert_eq!(report["servers"][0]["status"], "ready", "{report}");
     assert_eq!(report["servers"][1]["status"], "failed", "{report}");
+}
+
+/// Issue 11 items 2 and 3, checked against the real harnesses: what tether exports for a
+/// disabled server and for tool filters and timeouts is what Codex and opencode read.
+#[test]
+fn real_codex_and_opencode_read_the_exported_flags_and_options() {
+    let (Some(codex), Some(opencode)) = (
+        tether_testkit::npm_bin("codex"),
+        tether_testkit::npm_bin("opencode"),
+    ) else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let spec = r#"{"off": {"command": "/bin/true", "disabled": true, "startup_timeout_sec": 12},
+                   "on": {"command": "/bin/true", "includeTools": ["x"], "excludeTools": ["y"], "timeout": 30500}}"#;
+
+    let codex_home = sandbox.path("codex-home");
+    std::fs::create_dir_all(&codex_home).expect("creating the Codex home");
+    let config = codex_home.join("config.toml");
+    let out = sandbox
+        .tether(&["export", "--mcp", spec, "--format", "codex", "-o"])
+        .arg(&config)
+        .output()
+        .expect("running the command");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = std::process::Command::new(&codex)
+        .args(["mcp", "list", "--json"])
+        .env("CODEX_HOME", &codex_home)
+        .env("HOME", &codex_home)
+        .output()
+        .expect("running codex mcp list");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("codex lists JSON");
+    let server = |name: &str| {
+        listed
+            .as_array()
+            .and_then(|servers| servers.iter().find(|s| s["name"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("codex does not list {name}: {listed}"))
+    };
+    assert_eq!(server("off")["enabled"], json!(false));
+    assert_eq!(server("off")["startup_timeout_sec"], json!(12.0));
+    assert_eq!(server("on")["enabled"], json!(true));
+    assert_eq!(server("on")["tool_timeout_sec"], json!(30.5));
+
+    let out = sandbox
+        .tether(&["export", "--mcp", spec, "--format", "opencode"])
+        .output()
+        .expect("running the command");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let opencode_home = sandbox.path("opencode-home");
+    std::fs::create_dir_all(&opencode_home).expect("creating the opencode home");
+    let out = std::process::Command::new(&opencode)
+        .args(["mcp", "list"])
+        .current_dir(&opencode_home)
+        .env("HOME", &opencode_home)
+        .env("XDG_CONFIG_HOME", opencode_home.join(".config"))
+        .env("OPENCODE_CONFIG_CONTENT", text(&out.stdout))
+        .output()
+        .expect("running opencode mcp list");
+    let listing = text(&out.stdout) + &text(&out.stderr);
+    assert!(
+        listing
+            .lines()
+            .any(|line| line.contains(" off ") && line.contains("disabled")),
+        "{listing}"
+    );
+    assert!(
+        !listing
+            .lines()
+            .any(|line| line.contains(" on ") && line.contains("disabled")),
+        "{listing}"
+    );
+}
+
+/// Issue 11 item 7: an `--mcp` error says which value failed, by position (the value may hold
+/// a secret, so it is not shown).
+#[test]
+fn an_mcp_error_names_the_value_by_position() {
+    let sandbox = Sandbox::new();
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            r#"{"a": {"command": "x"}}"#,
+            "--mcp",
+            r#"{"b": {"command": "sk-SENTINEL",, }}"#,
+            "--format",
+            "json",
+        ])
+        .output()
+        .expect("running the command");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("error: reading --mcp value #2 (of 2)")
+            && stderr.contains("invalid JSON at line 1, column 33"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("SENTINEL"), "{stderr}");
+}
+
+/// Issue 11 item 7: a stdio server gets only a short allowlist of tether's environment;
+/// `--pass-env NAME` and a server's `passEnv` pass more, the values stay masked in output, and
+/// Codex's export forwards them with `env_vars`.
+#[test]
+fn pass_env_gives_a_stdio_server_more_of_the_environment() {
+    let sandbox = Sandbox::new();
+    let bin = crate::support::test_server_bin();
+    let spec = format!(
+        r#"{{"srv": {{"command": {}}}, "own": {{"command": {}, "passEnv": ["T11_OWN"]}}}}"#,
+        json_str(&bin.to_string_lossy()),
+        json_str(&bin.to_string_lossy()),
+    );
+    let check = |server: &str, name: &str, extra: &[&str]| -> String {
+        let arguments = format!(r#"{{"name":"{name}"}}"#);
+        let mut args = vec!["call", "--mcp", spec.as_str()];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[server, "env_check", "--args", &arguments]);
+        let out = sandbox
+            .tether(&args)
+            .env("T11_PASSED", "passed-SENTINEL")
+            .env("T11_OWN", "own-SENTINEL")
+            .output()
+            .expect("running the command");
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(!text(&out.stderr).contains("SENTINEL"));
+        text(&out.stdout)
+    };
+    assert!(check("srv", "T11_PASSED", &[]).contains(r#""set":false"#));
+    assert!(check("srv", "T11_PASSED", &["--pass-env", "T11_PASSED"]).contains(r#""set":true"#));
+    assert!(check("own", "T11_OWN", &[]).contains(r#""set":true"#));
+    assert!(check("srv", "T11_OWN", &[]).contains(r#""set":false"#));
+
+    let out = sandbox
+        .tether(&["export", "--mcp", &spec, "--format", "codex"])
+        .args(["--pass-env", "T11_PASSED"])
+        .output()
+        .expect("running the command");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let table: toml::Table = toml::from_str(&text(&out.stdout)).expect("the codex export is TOML");
+    assert_eq!(
+        table["mcp_servers"]["own"]["env_vars"],
+        toml::Value::Array(vec!["T11_OWN".into(), "T11_PASSED".into()])
+    );
+}
+
+/// Issue 11 item 8: `--mcp NAME:` reads the configs a harness keeps in its standard places,
+/// here written by the real `claude mcp add` (user, project and local scope), `gemini mcp add` and
+/// `codex mcp add` in a temporary home (opencode, VS Code and Cursor files by hand: their
+/// commands are interactive or absent), and `test` starts every server in them.
+#[test]
+fn harness_shorthands_read_what_the_real_clis_wrote() {
+    let (Some(claude), Some(gemini), Some(codex)) = (
+        tether_testkit::npm_bin("claude"),
+        tether_testkit::npm_bin("gemini"),
+        tether_testkit::npm_bin("codex"),
+    ) else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let home = sandbox.path("home");
+    let project = sandbox.path("");
+    std::fs::create_dir_all(home.join(".codex")).expect("creating the home");
+    let server = crate::support::test_server_bin();
+    let server = server.to_string_lossy();
+    let add = |program: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new(program)
+            .args(args)
+            .current_dir(&project)
+            .env("HOME", &home)
+            .env("CODEX_HOME", home.join(".codex"))
+            .env_remove("GEMINI_CLI_HOME")
+            .output()
+            .expect("running a harness's mcp add");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            program.display(),
+            text(&out.stderr)
+        );
+    };
+    add(
+        &claude,
+        &["mcp", "add", "--scope", "user", "c-user", "--", &server],
+    );
+    add(
+        &claude,
+        &[
+            "mcp",
+            "add",
+            "--scope",
+            "project",
+            "c-project",
+            "--",
+            &server,
+        ],
+    );
+    // The default scope, local: kept for this directory inside ~/.claude.json.
+    add(&claude, &["mcp", "add", "c-local", "--", &server]);
+    add(
+        &gemini,
+        &["mcp", "add", "--scope", "user", "g-user", &server],
+    );
+    add(&codex, &["mcp", "add", "x-user", "--", &server]);
+    let by_hand = [
+        (
+            ".vscode/mcp.json",
+            format!(
+                r#"{{"servers": {{"v-project": {{"type": "stdio", "command": {}}}}}}}"#,
+                json_str(&server)
+            ),
+        ),
+        (
+            ".cursor/mcp.json",
+            format!(
+                r#"{{"mcpServers": {{"cu-project": {{"command": {}}}}}}}"#,
+                json_str(&server)
+            ),
+        ),
+        (
+            "opencode.json",
+            format!(
+                r#"{{"mcp": {{"o-project": {{"type": "local", "command": [{}]}}}}}}"#,
+                json_str(&server)
+            ),
+        ),
+    ];
+    for (path, content) in &by_hand {
+        let path = project.join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("creating a folder");
+        std::fs::write(&path, content).expect("writing a config by hand");
+    }
+    for (shorthand, names) in [
+        ("claude:", vec!["c-user", "c-project", "c-local"]),
+        ("gemini:", vec!["g-user"]),
+        ("codex:", vec!["x-user"]),
+        ("vscode:", vec!["v-project"]),
+        ("cursor:", vec!["cu-project"]),
+        ("opencode:", vec!["o-project"]),
+    ] {
+        let out = sandbox
+            .tether(&["test", "--mcp", shorthand, "--json"])
+            .env("HOME", &home)
+            .env("CODEX_HOME", home.join(".codex"))
+            .env_remove("GEMINI_CLI_HOME")
+            .output()
+            .expect("running the command");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{shorthand}: {}",
+            text(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+        let ready: Vec<&str> = report["servers"]
+            .as_array()
+            .map(|servers| {
+                servers
+                    .iter()
+                    .filter(|s| s["status"] == "ready")
+                    .filter_map(|s| s["name"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(ready, names, "{shorthand}: {report}");
+    }
+    // A harness with nothing configured says where it looked.
+    let out = sandbox
+        .tether(&["test", "--mcp", "codex:"])
+        .env("HOME", &home)
+        .env("CODEX_HOME", sandbox.path("empty-codex-home"))
+        .output()
+        .expect("running the command");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no MCP servers configured for Codex CLI (looked in"),
+        "{}",
+        text(&out.stderr)
+    );
 }

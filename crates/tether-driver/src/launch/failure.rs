@@ -19,11 +19,15 @@ type Cause<'a> = &'a (dyn Error + 'static);
 
 /// The failure to reach `url` over `transport` as one line.
 pub fn describe(url: &str, transport: RemoteTransport, err: Cause<'_>) -> String {
+    format!("cannot reach {url}: {}", cause(transport, err))
+}
+
+/// Why `err` happened over `transport`, in words, with what to try where a hint helps.
+pub fn cause(transport: RemoteTransport, err: Cause<'_>) -> String {
     let chain = chain(err);
-    let (cause, hint) = classify(&chain, transport);
-    match hint {
-        Some(hint) => format!("cannot reach {url}: {cause}; {hint}"),
-        None => format!("cannot reach {url}: {cause}"),
+    match classify(&chain, transport) {
+        (cause, Some(hint)) => format!("{cause}; {hint}"),
+        (cause, None) => cause,
     }
 }
 

@@ -155,6 +155,13 @@ impl McpRuntime {
     ) -> Result<Self, DriverError> {
         for server in &servers {
             add_masking(&mut masking, server);
+            // Values passed on from tether's environment may be credentials too.
+            for (_, value) in passed_env(server) {
+                let value = SecretValue::new(value);
+                if !value.is_empty() && !masking.contains(&value) {
+                    masking.push(value);
+                }
+            }
         }
         let masking = Arc::new(masking);
         // A disabled server is never started; its report keeps its place in the input order.
@@ -388,6 +395,48 @@ fn add_masking(masking: &mut Vec<SecretValue>, server: &RenderedServer) {
     }
 }
 
+type Handshake = Result<(Client, Vec<rmcp::model::Tool>), Box<dyn std::error::Error + Send + Sync>>;
+
+/// Connects to a remote server over `kind`, runs `initialize` and lists its tools.
+async fn remote_handshake(
+    kind: RemoteTransport,
+    http: reqwest::Client,
+    url: &str,
+    headers: &reqwest::header::HeaderMap,
+    timeout: Duration,
+) -> Handshake {
+    let client = match kind {
+        RemoteTransport::Sse => {
+            let sse = SseClientTransport::connect(http, url, headers.clone(), timeout).await?;
+            client_config().serve(sse).await?
+        }
+        RemoteTransport::StreamableHttp => {
+            let custom: HashMap<HeaderName, HeaderValue> = headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
+                .custom_headers(custom);
+            client_config()
+                .serve(StreamableHttpClientTransport::with_client(http, config))
+                .await?
+        }
+    };
+    let tools = client.list_all_tools().await?;
+    Ok((client, tools))
+}
+
+/// The variables a server's `passEnv` names that are set in tether's environment, with their
+/// values (for a stdio server, after the allowlist and before its own `env`).
+fn passed_env(server: &RenderedServer) -> Vec<(String, String)> {
+    server
+        .options
+        .pass_env
+        .iter()
+        .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
+        .collect()
+}
+
 /// Starts `server` and keeps only the tools its config allows (`includeTools`,
 /// `excludeTools`); returns its options too, for the calls that follow.
 async fn start_filtered(
@@ -422,18 +471,37 @@ async fn start_one(
             let launch = StdioLaunch {
                 command: SecretValue::new(command.expose()),
                 args: args.iter().map(|a| SecretValue::new(a.expose())).collect(),
-                env: env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), SecretValue::new(v.expose())))
+                env: passed_env(&server)
+                    .into_iter()
+                    .filter(|(name, _)| !env.contains_key(name))
+                    .map(|(k, v)| (k, SecretValue::new(v)))
+                    .chain(
+                        env.iter()
+                            .map(|(k, v)| (k.clone(), SecretValue::new(v.expose()))),
+                    )
                     .collect(),
                 cwd: cwd.as_ref().map(|c| SecretValue::new(c.expose())),
             };
             let (mut child, stdout, stdin) =
                 ChildProcess::spawn(&server.name, &launch, masking.to_vec()).map_err(|e| {
-                    mask(format!(
-                        "cannot start '{}': {e}",
-                        command.show(Exposure::Masked)
-                    ))
+                    let shown = command.show(Exposure::Masked);
+                    // "No such file or directory" says neither what was missing nor where it
+                    // was looked for (issue 11 item 7).
+                    let why = match (&launch.cwd, e.kind()) {
+                        (Some(dir), std::io::ErrorKind::NotFound)
+                            if !std::path::Path::new(dir.expose()).is_dir() =>
+                        {
+                            "its working directory (cwd) does not exist".to_owned()
+                        }
+                        (_, std::io::ErrorKind::NotFound)
+                            if !launch.command.expose().contains('/') =>
+                        {
+                            "not found on PATH (install it, or give its full path)".to_owned()
+                        }
+                        (_, std::io::ErrorKind::NotFound) => "no such file".to_owned(),
+                        _ => e.to_string(),
+                    };
+                    mask(format!("cannot start '{shown}': {why}"))
                 })?;
             let handshake = tokio::time::timeout(timeout, async {
                 let client = client_config().serve((stdout, stdin)).await?;
@@ -501,25 +569,35 @@ async fn start_one(
                 .map_err(|e| mask(format!("cannot build the HTTP client: {e}")))?;
             let kind = *transport;
             let handshake = tokio::time::timeout(timeout, async {
-                let client = match kind {
-                    RemoteTransport::Sse => {
-                        let sse = SseClientTransport::connect(http, &url, headers, timeout).await?;
-                        client_config().serve(sse).await?
+                let outcome = remote_handshake(kind, http.clone(), &url, &headers, timeout).await;
+                match outcome {
+                    // A URL without a `type`: the MCP specification's backwards-compatibility
+                    // rule is to fall back to the legacy SSE transport.
+                    Err(http_err)
+                        if kind == RemoteTransport::StreamableHttp
+                            && server.options.transport_guessed =>
+                    {
+                        match remote_handshake(RemoteTransport::Sse, http, &url, &headers, timeout)
+                            .await
+                        {
+                            Ok(connected) => {
+                                tracing::warn!(
+                                    server = %server.name,
+                                    "no Streamable HTTP at its url ({}); connected over the legacy SSE transport (add \"type\": \"sse\" to say so)",
+                                    mask(failure::cause(RemoteTransport::StreamableHttp, &*http_err))
+                                );
+                                Ok(connected)
+                            }
+                            Err(sse_err) => Err(format!(
+                                "{}; the url has no \"type\", so the legacy SSE transport was tried too: {}",
+                                failure::cause(RemoteTransport::StreamableHttp, &*http_err),
+                                failure::cause(RemoteTransport::Sse, &*sse_err),
+                            )
+                            .into()),
+                        }
                     }
-                    RemoteTransport::StreamableHttp => {
-                        let custom: HashMap<HeaderName, HeaderValue> = headers
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect();
-                        let config = StreamableHttpClientTransportConfig::with_uri(url.clone())
-                            .custom_headers(custom);
-                        client_config()
-                            .serve(StreamableHttpClientTransport::with_client(http, config))
-                            .await?
-                    }
-                };
-                let tools = client.list_all_tools().await?;
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
+                    other => other,
+                }
             })
             .await;
             match handshake {

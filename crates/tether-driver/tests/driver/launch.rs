@@ -180,7 +180,7 @@ async fn tool_filters_hide_tools_and_refuse_their_calls() {
     );
     let runtime = start(config, StartOptions::default(), &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     assert_eq!(tools(&runtime.reports()[0].status), ["add", "echo"]);
     assert_eq!(tools(&runtime.reports()[1].status), ["add"]);
     let refused = runtime
@@ -218,8 +218,34 @@ async fn tool_filters_hide_tools_and_refuse_their_calls() {
             STEP,
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("calling add");
     assert_eq!(added["content"][0]["text"], "5");
+    runtime.shutdown().await;
+}
+
+/// Issue 11 item 7: a program that is not there says where it was looked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_program_is_not_found_on_path() {
+    let config = r#"{"uvx-like": {"command": "tether-issue-11-no-such-program"},
+                     "absolute": {"command": "/nonexistent/tether-issue-11"},
+                     "nowhere": {"command": "/bin/true", "cwd": "/nonexistent/tether-issue-11-dir"}}"#
+        .to_owned();
+    let runtime = start(config, StartOptions::default(), &Secrets::new())
+        .await
+        .expect("starting the servers");
+    let reasons: Vec<String> = runtime
+        .reports()
+        .iter()
+        .map(|report| failure(&report.status))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "cannot start 'tether-issue-11-no-such-program': not found on PATH (install it, or give its full path)",
+            "cannot start '/nonexistent/tether-issue-11': no such file",
+            "cannot start '/bin/true': its working directory (cwd) does not exist",
+        ]
+    );
     runtime.shutdown().await;
 }
 
@@ -237,7 +263,7 @@ async fn a_disabled_server_is_not_started_and_reported_as_disabled() {
     };
     let runtime = start(config, options, &Secrets::new())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("starting the servers");
     let reports = runtime.reports();
     assert_eq!(reports[0].name, "off");
     assert_eq!(reports[0].status, ServerStatus::Disabled);
@@ -483,4 +509,50 @@ async fn server_everything_over_sse_and_streamable_http() {
     runtime.shutdown().await;
     let _ = sse.kill().await;
     let _ = http.kill().await;
+}
+
+/// Issue 11 item 5: a URL without a `type` (Cursor's `/sse` entries, Gemini's `url`) is tried
+/// as Streamable HTTP first and then, as the MCP specification's backwards-compatibility section
+/// recommends, over the legacy SSE transport; a declared type gets no fallback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untyped_url_falls_back_to_sse() {
+    let Some(bin) = crate::support::server_everything() else {
+        return;
+    };
+    let (mut sse, port) = everything_http(&bin, "sse").await;
+    let config = format!(
+        r#"{{"cursor-style": {{"url": "http://127.0.0.1:{port}/sse"}},
+            "declared": {{"type": "http", "url": "http://127.0.0.1:{port}/sse"}},
+            "nowhere": {{"url": "http://127.0.0.1:9/mcp"}}}}"#
+    );
+    let runtime = start(config, StartOptions::default(), &Secrets::new())
+        .await
+        .expect("starting the servers");
+    assert!(
+        tools(&runtime.reports()[0].status)
+            .iter()
+            .any(|n| n == "echo"),
+        "{:?}",
+        runtime.reports()[0]
+    );
+    let out = runtime
+        .call_tool(
+            "cursor-style",
+            "echo",
+            json!({"message": "over sse"}).as_object().cloned(),
+            STEP,
+        )
+        .await
+        .expect("calling echo over the fallback");
+    assert!(out.to_string().contains("over sse"), "{out}");
+    let declared = failure(&runtime.reports()[1].status);
+    assert!(declared.starts_with("cannot reach http://127.0.0.1:"), "{declared}");
+    assert!(!declared.contains("SSE transport was tried"), "{declared}");
+    let nowhere = failure(&runtime.reports()[2].status);
+    assert!(
+        nowhere.contains("the url has no \"type\", so the legacy SSE transport was tried too"),
+        "{nowhere}"
+    );
+    runtime.shutdown().await;
+    let _ = sse.kill().await;
 }
