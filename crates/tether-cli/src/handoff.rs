@@ -6,8 +6,11 @@
 //!   environment.
 //! - Files tether writes live in a private run directory (`$TETHER_HOME/run/<pid>-<random>`,
 //!   0700, files 0600), removed when the run ends — normally, on error, or on SIGTERM/SIGHUP
-//!   (forwarded to the harness first). A directory left by a killed tether is swept by the next
-//!   run. The user's own config files are never written.
+//!   (forwarded to the harness first). The harness runs under tether's supervisor
+//!   (`tether_driver::supervisor`): if tether is SIGKILLed, the supervisor kills the harness and
+//!   every process it started and removes the run directory. A directory left anyway (the
+//!   supervisor killed too) is swept by the next run. The user's own config files are never
+//!   written.
 
 use std::ffi::OsString;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -17,6 +20,7 @@ use anyhow::Context;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tether_config::{RenderedServer, SecretValue};
+use tether_driver::supervisor::{SuperviseOptions, supervised_command};
 use tether_env::EnvVars;
 use tether_harness::{Delivery, Strict, export_with_references};
 use tokio::signal::unix::{SignalKind, signal};
@@ -31,7 +35,7 @@ struct Prepared {
     args: Vec<OsString>,
     env: Vec<(String, SecretValue)>,
     plain_env: Vec<(String, OsString)>,
-    _dir: RunDir,
+    dir: RunDir,
 }
 
 /// A private run directory, removed on drop.
@@ -207,7 +211,7 @@ fn prepare(
         args,
         env: export.env,
         plain_env,
-        _dir: dir,
+        dir,
     })
 }
 
@@ -264,11 +268,31 @@ pub async fn run_harness(
     let Some((program, rest)) = command.split_first() else {
         return Err(UsageError::new("no harness command given after `--`").into());
     };
+    // The supervisor starts the program: find it first, so that a missing one stays a usage
+    // error of tether's (exit 2) rather than the supervisor's exit 127.
+    if let Err(e) = find_program(program) {
+        return Err(
+            UsageError::new(format!("cannot start the harness command `{program}`: {e}")).into(),
+        );
+    }
     let prepared = prepare(harness, servers, strict, no_secrets_on_disk)?;
-    let mut child = tokio::process::Command::new(program);
+    let args: Vec<&std::ffi::OsStr> = prepared
+        .args
+        .iter()
+        .map(OsString::as_os_str)
+        .chain(rest.iter().map(std::ffi::OsStr::new))
+        .collect();
+    // Through the supervisor: it passes TERM and HUP on, and if tether is killed it kills the
+    // harness and everything it started, then removes the run directory.
+    let mut child = supervised_command(
+        std::ffi::OsStr::new(program),
+        &args,
+        &SuperviseOptions {
+            forward_signals: true,
+            remove_on_orphan: Some(prepared.dir.path().to_owned()),
+        },
+    );
     child
-        .args(&prepared.args)
-        .args(rest)
         .envs(prepared.plain_env.iter().map(|(k, v)| (k, v)))
         .envs(prepared.env.iter().map(|(k, v)| (k, v.expose())));
     let mut child = child.spawn().map_err(|e| {
@@ -301,6 +325,32 @@ pub async fn run_harness(
             (None, None) => 1,
         },
     )
+}
+
+/// Where `program` would be executed from: itself when it holds a `/`, else the first
+/// executable file of that name on `PATH` (as `execvp` searches).
+fn find_program(program: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return if executable(&path) {
+            Ok(path)
+        } else {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no executable file there",
+            ))
+        };
+    }
+    std::env::var_os(EnvVars::PATH)
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|path| executable(path))
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "not found on PATH"))
 }
 
 fn forward(pid: Option<Pid>, signal: Signal) {

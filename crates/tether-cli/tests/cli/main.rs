@@ -9,6 +9,7 @@
 mod commands;
 mod export_file;
 mod harness;
+mod lifetime;
 mod log_mask;
 mod managed_timeout;
 mod placeholders;
