@@ -1,8 +1,11 @@
 //! Handing the run's servers to a third-party harness and running it.
 //!
+//! - A stdio server is `tether __exec SOCKET ID` in the harness's config (`exec_shim.rs`): its
+//!   command, args, env and cwd reach it from tether's memory over a socket in the run
+//!   directory, byte-exact, and no other server or the harness sees them.
 //! - Secrets stay off command lines always, and off disk wherever the harness can read a value
-//!   from its environment: the config holds references (`${TETHER_SECRET_n}`, `{env:…}`,
-//!   Codex's `env_vars`/`env_http_headers`) and the values go only into the harness process's
+//!   from its environment: a remote server's config holds references (`${TETHER_SECRET_n}`,
+//!   `{env:…}`, Codex's `env_http_headers`) and the values go only into the harness process's
 //!   environment.
 //! - Files tether writes live in a private run directory (`$TETHER_HOME/run/<pid>-<random>`,
 //!   0700, files 0600), removed when the run ends — normally, on error, or on SIGTERM/SIGHUP
@@ -19,13 +22,14 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use tether_config::{RenderedServer, SecretValue};
+use tether_config::{RenderedServer, RenderedTransport, SecretValue};
 use tether_driver::supervisor::{SuperviseOptions, supervised_command};
 use tether_env::EnvVars;
 use tether_harness::{Delivery, Strict, export_with_references};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::HarnessArg;
+use crate::exec_shim::LaunchChannel;
 use crate::exit::UsageError;
 use crate::settings;
 
@@ -35,6 +39,8 @@ struct Prepared {
     args: Vec<OsString>,
     env: Vec<(String, SecretValue)>,
     plain_env: Vec<(String, OsString)>,
+    /// Serves the stdio servers' launches to the exec shims the harness starts.
+    launches: Option<LaunchChannel>,
     dir: RunDir,
 }
 
@@ -131,7 +137,21 @@ fn prepare(
         .into());
     };
     let dir = RunDir::create()?;
-    let export = export_with_references(servers, harness.format, no_secrets_on_disk)?;
+    // Each stdio server goes through the exec shim: the harness sees `tether __exec SOCKET ID`
+    // and none of the server's values (issue 10 item 3).
+    let mut launches = None;
+    let mut routed = Vec::with_capacity(servers.len());
+    for server in servers {
+        if matches!(server.transport, RenderedTransport::Stdio { .. }) && launches.is_none() {
+            let program = std::env::current_exe().context("cannot locate tether's executable")?;
+            launches = Some(LaunchChannel::bind(dir.path(), program)?);
+        }
+        routed.push(match launches.as_mut() {
+            Some(channel) => channel.route(server),
+            None => server.clone(),
+        });
+    }
+    let export = export_with_references(&routed, harness.format, no_secrets_on_disk)?;
     for field in &export.inlined {
         tracing::info!(
             "{field}: the harness cannot read this value from its environment; it is in a private 0600 file removed after the run"
@@ -211,6 +231,7 @@ fn prepare(
         args,
         env: export.env,
         plain_env,
+        launches,
         dir,
     })
 }
@@ -275,7 +296,14 @@ pub async fn run_harness(
             UsageError::new(format!("cannot start the harness command `{program}`: {e}")).into(),
         );
     }
-    let prepared = prepare(harness, servers, strict, no_secrets_on_disk)?;
+    let mut prepared = prepare(harness, servers, strict, no_secrets_on_disk)?;
+    // Stops answering shims when this function returns, however it returns.
+    let _serving = prepared
+        .launches
+        .take()
+        .map(LaunchChannel::serve)
+        .transpose()?
+        .map(AbortOnDrop);
     let args: Vec<&std::ffi::OsStr> = prepared
         .args
         .iter()
@@ -325,6 +353,15 @@ pub async fn run_harness(
             (None, None) => 1,
         },
     )
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Where `program` would be executed from: itself when it holds a `/`, else the first

@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod exec_shim;
 mod exit;
 mod handoff;
 mod log_mask;
@@ -22,6 +23,9 @@ fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(rest) = internal_subcommand(&argv, tether_driver::supervisor::SUBCOMMAND) {
         return ExitCode::from(tether_driver::supervisor::main(rest));
+    }
+    if let Some(rest) = internal_subcommand(&argv, exec_shim::SUBCOMMAND) {
+        return ExitCode::from(exec_shim::main(rest));
     }
     // Every process tether starts goes through tether itself as its supervisor, so that none
     // outlives this one (issue 10 item 7).
