@@ -196,3 +196,89 @@ fn launch(socket: &Path, id: &str) -> anyhow::Result<std::process::Command> {
     }
     Ok(command)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tether_config::{EmptyEnv, Origin, Secrets, parse_config};
+
+    const SECRET: &str = "p@$$w0rd $HOME ${X} $$ \\$ $UNDEFINED \"q\" 'q' \\ {{d}} é✓";
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_shim_gets_its_own_launch_byte_exact_and_an_unknown_id_nothing() {
+        let parsed = parse_config(
+            r#"{"a": {"command": "srv", "args": ["--k={{T}}"], "env": {"K": "{{T}}"}, "cwd": "/tmp"},
+                "r": {"url": "http://127.0.0.1:9/mcp", "headers": {"X": "{{T}}"}}}"#,
+            Origin::User,
+        )
+        .expect("parsing the config");
+        let secrets: Secrets = [("T", SECRET)].into_iter().collect();
+        let servers: Vec<RenderedServer> = parsed
+            .servers
+            .into_iter()
+            .map(|s| s.into_installation().render(&secrets, &EmptyEnv))
+            .collect();
+        let dir = tempfile::tempdir().expect("creating a temporary directory");
+        let mut channel =
+            LaunchChannel::bind(dir.path(), PathBuf::from("/bin/tether")).expect("binding");
+        let routed: Vec<RenderedServer> = servers.iter().map(|s| channel.route(s)).collect();
+        let [stdio, remote] = routed.as_slice() else {
+            panic!("two servers expected");
+        };
+        assert_eq!(
+            Some(remote),
+            servers.get(1),
+            "a remote server is not routed"
+        );
+        let RenderedTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } = &stdio.transport
+        else {
+            panic!("the routed server is not stdio");
+        };
+        assert_eq!(command.expose(), "/bin/tether");
+        assert!(env.is_empty() && cwd.is_none());
+        assert!(
+            stdio.sensitive_values().is_empty(),
+            "no value of the server is left"
+        );
+        let shown: Vec<String> = args.iter().map(RenderedText::expose).collect();
+        assert_eq!(shown.first().map(String::as_str), Some(SUBCOMMAND));
+        let socket = PathBuf::from(shown.get(1).expect("a socket argument"));
+        let id = shown.get(2).expect("an id argument").clone();
+        let _serving = channel.serve().expect("serving");
+
+        let asked = socket.clone();
+        let command = tokio::task::spawn_blocking(move || launch(&asked, &id))
+            .await
+            .expect("joining the shim")
+            .expect("getting the launch");
+        assert_eq!(command.get_program(), "srv");
+        let args: Vec<&std::ffi::OsStr> = command.get_args().collect();
+        assert_eq!(args, [format!("--k={SECRET}").as_str()]);
+        let envs: Vec<_> = command
+            .get_envs()
+            .filter(|(name, _)| *name == "K")
+            .collect();
+        assert_eq!(
+            envs,
+            [(
+                std::ffi::OsStr::new("K"),
+                Some(std::ffi::OsStr::new(SECRET))
+            )]
+        );
+        assert_eq!(command.get_current_dir(), Some(Path::new("/tmp")));
+
+        let unknown = tokio::task::spawn_blocking(move || launch(&socket, "0123"))
+            .await
+            .expect("joining the shim");
+        let Err(error) = unknown else {
+            panic!("an unknown id got a launch");
+        };
+        let error = error.to_string();
+        assert!(error.contains("does not know the server id"), "{error}");
+    }
+}
