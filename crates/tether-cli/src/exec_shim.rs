@@ -9,7 +9,9 @@
 //! them in memory and answers each `ID` as often as the harness starts that server.
 //!
 //! Protocol: the shim connects, writes `ID\n`, reads the launch as one JSON object
-//! (`{"command": …, "args": […], "env": [[name, value]…], "cwd": …|null}`) until end of file.
+//! (`{"command": …, "args": […], "env": [[name, value]…], "cwd": …|null, "unset": [name…]}`)
+//! until end of file. `unset` names the variables `--secret NAME=env:VAR` read secrets from:
+//! the harness keeps them, the servers lose them (their own `env` may set them again).
 //! An unknown id, or a peer of another user, gets the connection closed with nothing.
 
 use std::collections::HashMap;
@@ -42,13 +44,16 @@ pub struct LaunchChannel {
     socket: PathBuf,
     listener: std::os::unix::net::UnixListener,
     program: PathBuf,
+    /// Inherited variables every server's environment loses (they hold secrets).
+    hidden_env: Vec<String>,
     launches: HashMap<String, SecretValue>,
 }
 
 impl LaunchChannel {
     /// Binds the socket in `dir` (the private run directory). `program` is tether's own
-    /// executable, which the harness will start as the shim.
-    pub fn bind(dir: &Path, program: PathBuf) -> anyhow::Result<Self> {
+    /// executable, which the harness will start as the shim; `hidden_env` names variables the
+    /// shim removes from each server's inherited environment besides `TETHER_SECRET_*`.
+    pub fn bind(dir: &Path, program: PathBuf, hidden_env: Vec<String>) -> anyhow::Result<Self> {
         let socket = dir.join(SOCKET_NAME);
         let listener = std::os::unix::net::UnixListener::bind(&socket)
             .with_context(|| format!("cannot listen on {}", socket.display()))?;
@@ -57,6 +62,7 @@ impl LaunchChannel {
             socket,
             listener,
             program,
+            hidden_env,
             launches: HashMap::new(),
         })
     }
@@ -78,6 +84,7 @@ impl LaunchChannel {
             "args": args.iter().map(RenderedText::expose).collect::<Vec<_>>(),
             "env": env.iter().map(|(k, v)| json!([k, v.expose()])).collect::<Vec<_>>(),
             "cwd": cwd.as_ref().map(RenderedText::expose),
+            "unset": self.hidden_env,
         });
         let id = uuid::Uuid::new_v4().simple().to_string();
         self.launches
@@ -186,6 +193,11 @@ fn launch(socket: &Path, id: &str) -> anyhow::Result<std::process::Command> {
             command.env_remove(name);
         }
     }
+    for name in launch["unset"].as_array().into_iter().flatten() {
+        if let Some(name) = name.as_str() {
+            command.env_remove(name);
+        }
+    }
     for pair in launch["env"].as_array().into_iter().flatten() {
         if let (Some(name), Some(value)) = (string(&pair[0]), string(&pair[1])) {
             command.env(name, value);
@@ -219,8 +231,12 @@ mod tests {
             .map(|s| s.into_installation().render(&secrets, &EmptyEnv))
             .collect();
         let dir = tempfile::tempdir().expect("creating a temporary directory");
-        let mut channel =
-            LaunchChannel::bind(dir.path(), PathBuf::from("/bin/tether")).expect("binding");
+        let mut channel = LaunchChannel::bind(
+            dir.path(),
+            PathBuf::from("/bin/tether"),
+            vec!["SRC".to_owned()],
+        )
+        .expect("binding");
         let routed: Vec<RenderedServer> = servers.iter().map(|s| channel.route(s)).collect();
         let [stdio, remote] = routed.as_slice() else {
             panic!("two servers expected");

@@ -125,6 +125,7 @@ fn prepare(
     servers: &[RenderedServer],
     strict: bool,
     no_secrets_on_disk: bool,
+    hidden_env: &[String],
 ) -> anyhow::Result<Prepared> {
     let HarnessArg::Handoff(harness) = harness else {
         return Err(UsageError::new("the built-in harness takes no command").into());
@@ -144,7 +145,11 @@ fn prepare(
     for server in servers {
         if matches!(server.transport, RenderedTransport::Stdio { .. }) && launches.is_none() {
             let program = std::env::current_exe().context("cannot locate tether's executable")?;
-            launches = Some(LaunchChannel::bind(dir.path(), program)?);
+            launches = Some(LaunchChannel::bind(
+                dir.path(),
+                program,
+                hidden_env.to_vec(),
+            )?);
         }
         routed.push(match launches.as_mut() {
             Some(channel) => channel.route(server),
@@ -278,13 +283,16 @@ fn private_home(
     Ok(home)
 }
 
-/// Runs the harness command with the servers handed over; returns its exit code.
+/// Runs the harness command with the servers handed over; returns its exit code. `hidden_env`
+/// names variables of tether's environment that hold secrets (`--secret NAME=env:VAR`): the
+/// harness keeps them, its stdio servers do not get them.
 pub async fn run_harness(
     harness: HarnessArg,
     command: &[String],
     servers: &[RenderedServer],
     strict: bool,
     no_secrets_on_disk: bool,
+    hidden_env: &[String],
 ) -> anyhow::Result<u8> {
     let Some((program, rest)) = command.split_first() else {
         return Err(UsageError::new("no harness command given after `--`").into());
@@ -296,7 +304,7 @@ pub async fn run_harness(
             UsageError::new(format!("cannot start the harness command `{program}`: {e}")).into(),
         );
     }
-    let mut prepared = prepare(harness, servers, strict, no_secrets_on_disk)?;
+    let mut prepared = prepare(harness, servers, strict, no_secrets_on_disk, hidden_env)?;
     // Stops answering shims when this function returns, however it returns.
     let _serving = prepared
         .launches

@@ -25,6 +25,18 @@ pub fn read(args: &SecretArgs) -> anyhow::Result<Secrets> {
     Ok(secrets)
 }
 
+/// The environment variables `--secret NAME=env:VAR` reads values from: a hand-off's exec shim
+/// removes them from every stdio server's environment (they hold secrets meant only for the
+/// servers whose config names them).
+pub fn env_source_names(args: &SecretArgs) -> Vec<String> {
+    args.secret
+        .iter()
+        .filter_map(|spec| spec.split_once('=').map(|(_, source)| source))
+        .filter_map(|source| source.strip_prefix("env:"))
+        .map(str::to_owned)
+        .collect()
+}
+
 fn read_one(spec: &str, stdin_used: &mut bool) -> anyhow::Result<(String, SecretValue)> {
     let Some((name, source)) = spec.split_once('=') else {
         return Err(UsageError::new(
@@ -164,15 +176,15 @@ mod tests {
 
     #[test]
     fn dotenv_forms() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().expect("creating a temporary directory");
         let path = dir.path().join(".env");
         std::fs::write(
             &path,
             "# comment\n\nA=plain # note\nexport B=\"q\\\"uo\\\\te\\n\"\nC='{{lit}} $x'\nD=\n",
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("writing the .env file");
         let pairs: Vec<(String, String)> = read_dotenv(&path)
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("reading the .env file")
             .into_iter()
             .map(|(k, v)| (k, v.expose().to_owned()))
             .collect();
@@ -185,7 +197,7 @@ mod tests {
                 ("D".to_owned(), String::new()),
             ]
         );
-        std::fs::write(&path, "OK=1\nBROKEN=\"sk-SENTINEL\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, "OK=1\nBROKEN=\"sk-SENTINEL\n").expect("writing the .env file");
         let err = read_dotenv(&path)
             .err()
             .map(|e| e.to_string())

@@ -9,7 +9,8 @@
 //! `Authorization: Bearer <secret>`. The HTTP secret holds a quote, a backslash and `{{`; the
 //! stdio secret every character a harness might expand (`$HOME`, `${X}`, `$$`, `\$`,
 //! `$UNDEFINED`, quotes, backslashes, `{{…}}`, non-ASCII). A harness that reports all three
-//! connected has delivered each secret exactly, and only to its own server (issue 10 item 3).
+//! connected has delivered each secret exactly, and only to its own server (issue 10 item 3),
+//! even though the stdio secret's source is a variable of tether's own environment.
 
 #![allow(
     clippy::expect_used,
@@ -119,14 +120,13 @@ impl Setup {
             .into_owned()
     }
 
-    /// `--secret` values for both tokens.
+    /// `--secret` values for both tokens. The stdio one comes from tether's environment
+    /// (`STDIO_SOURCE`, which [`Setup::tether`] sets), which a harness passes on to every server
+    /// it starts unless tether's exec shim removes it.
     fn secrets(&self) -> [String; 2] {
         [
             format!("TOKEN=file:{}", self.secret_file()),
-            format!(
-                "STDIO_TOKEN=file:{}",
-                self.dir.path().join("stdio-secret").display()
-            ),
+            "STDIO_TOKEN=env:STDIO_SOURCE".to_owned(),
         ]
     }
 
@@ -167,6 +167,11 @@ impl Setup {
             .env("XDG_DATA_HOME", home.join(".local/share"))
             .env("XDG_STATE_HOME", home.join(".local/state"))
             .env("TETHER_HOME", self.dir.path().join("tether-home"))
+            .env(
+                "STDIO_SOURCE",
+                std::fs::read_to_string(self.dir.path().join("stdio-secret"))
+                    .expect("reading the stdio secret"),
+            )
             .env("NO_COLOR", "1")
             .env_remove("CODEX_HOME")
             .env_remove("GEMINI_CLI_HOME")
