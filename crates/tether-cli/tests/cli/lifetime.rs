@@ -81,7 +81,8 @@ fn alive(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
-/// The processes found by `markers` (command-line fragments) and `pids` still alive after
+/// The processes found by `markers` (command-line fragments; a supervisor's is `--parent PID `,
+/// the space keeping PID 12 from matching 123) and `pids` still alive after
 /// [`GONE_WITHIN`]: empty when everything is gone.
 fn left_after_wait(markers: &[String], pids: &[i32]) -> Vec<String> {
     let deadline = Instant::now() + GONE_WITHIN;
@@ -145,7 +146,7 @@ fn hold_server_with_grandchildren(sandbox: &Sandbox) -> (Child, Vec<String>, i32
 fn a_sigkilled_tether_leaves_no_server_and_no_grandchild() {
     let sandbox = Sandbox::new();
     let (mut tether, mut markers, server) = hold_server_with_grandchildren(&sandbox);
-    markers.push(format!("--parent {}", tether.id()));
+    markers.push(format!("--parent {} ", tether.id()));
     signal(&tether, Signal::SIGKILL);
     let _ = tether.wait();
     assert_eq!(
@@ -159,7 +160,7 @@ fn a_sigkilled_tether_leaves_no_server_and_no_grandchild() {
 fn a_normal_shutdown_ends_a_grandchild_that_called_setsid() {
     let sandbox = Sandbox::new();
     let (mut tether, mut markers, server) = hold_server_with_grandchildren(&sandbox);
-    markers.push(format!("--parent {}", tether.id()));
+    markers.push(format!("--parent {} ", tether.id()));
     signal(&tether, Signal::SIGTERM);
     let status = tether.wait().expect("waiting for tether");
     assert_eq!(status.code(), Some(0), "{status}");
@@ -222,7 +223,7 @@ fn a_sigkilled_hand_off_takes_the_harness_its_children_and_the_run_directory() {
     let markers = vec![
         format!("sleep {setsid}"),
         format!("sleep {plain}"),
-        format!("--parent {}", tether.id()),
+        format!("--parent {} ", tether.id()),
     ];
     signal(&tether, Signal::SIGKILL);
     let _ = tether.wait();
