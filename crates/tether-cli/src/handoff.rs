@@ -1,13 +1,19 @@
 //! Handing the run's servers to a third-party harness and running it.
 //!
+//! - A stdio server is `tether __exec SOCKET ID` in the harness's config (`exec_shim.rs`): its
+//!   command, args, env and cwd reach it from tether's memory over a socket in the run
+//!   directory, byte-exact, and no other server or the harness sees them.
 //! - Secrets stay off command lines always, and off disk wherever the harness can read a value
-//!   from its environment: the config holds references (`${TETHER_SECRET_n}`, `{env:…}`,
-//!   Codex's `env_vars`/`env_http_headers`) and the values go only into the harness process's
+//!   from its environment: a remote server's config holds references (`${TETHER_SECRET_n}`,
+//!   `{env:…}`, Codex's `env_http_headers`) and the values go only into the harness process's
 //!   environment.
 //! - Files tether writes live in a private run directory (`$TETHER_HOME/run/<pid>-<random>`,
 //!   0700, files 0600), removed when the run ends — normally, on error, or on SIGTERM/SIGHUP
-//!   (forwarded to the harness first). A directory left by a killed tether is swept by the next
-//!   run. The user's own config files are never written.
+//!   (forwarded to the harness first). The harness runs under tether's supervisor
+//!   (`tether_driver::supervisor`): if tether is SIGKILLed, the supervisor kills the harness and
+//!   every process it started and removes the run directory. A directory left anyway (the
+//!   supervisor killed too) is swept by the next run. The user's own config files are never
+//!   written.
 
 use std::ffi::OsString;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -16,12 +22,14 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use tether_config::{RenderedServer, SecretValue};
+use tether_config::{RenderedServer, RenderedTransport, SecretValue};
+use tether_driver::supervisor::{SuperviseOptions, supervised_command};
 use tether_env::EnvVars;
 use tether_harness::{Delivery, Strict, export_with_references};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::HarnessArg;
+use crate::exec_shim::LaunchChannel;
 use crate::exit::UsageError;
 use crate::settings;
 
@@ -31,7 +39,9 @@ struct Prepared {
     args: Vec<OsString>,
     env: Vec<(String, SecretValue)>,
     plain_env: Vec<(String, OsString)>,
-    _dir: RunDir,
+    /// Serves the stdio servers' launches to the exec shims the harness starts.
+    launches: Option<LaunchChannel>,
+    dir: RunDir,
 }
 
 /// A private run directory, removed on drop.
@@ -115,6 +125,7 @@ fn prepare(
     servers: &[RenderedServer],
     strict: bool,
     no_secrets_on_disk: bool,
+    hidden_env: &[String],
 ) -> anyhow::Result<Prepared> {
     let HarnessArg::Handoff(harness) = harness else {
         return Err(UsageError::new("the built-in harness takes no command").into());
@@ -127,7 +138,25 @@ fn prepare(
         .into());
     };
     let dir = RunDir::create()?;
-    let export = export_with_references(servers, harness.format, no_secrets_on_disk)?;
+    // Each stdio server goes through the exec shim: the harness sees `tether __exec SOCKET ID`
+    // and none of the server's values (issue 10 item 3).
+    let mut launches = None;
+    let mut routed = Vec::with_capacity(servers.len());
+    for server in servers {
+        if matches!(server.transport, RenderedTransport::Stdio { .. }) && launches.is_none() {
+            let program = std::env::current_exe().context("cannot locate tether's executable")?;
+            launches = Some(LaunchChannel::bind(
+                dir.path(),
+                program,
+                hidden_env.to_vec(),
+            )?);
+        }
+        routed.push(match launches.as_mut() {
+            Some(channel) => channel.route(server),
+            None => server.clone(),
+        });
+    }
+    let export = export_with_references(&routed, harness.format, no_secrets_on_disk)?;
     for field in &export.inlined {
         tracing::info!(
             "{field}: the harness cannot read this value from its environment; it is in a private 0600 file removed after the run"
@@ -210,7 +239,8 @@ fn prepare(
         args,
         env: export.env,
         plain_env,
-        _dir: dir,
+        launches,
+        dir,
     })
 }
 
@@ -256,22 +286,52 @@ fn private_home(
     Ok(home)
 }
 
-/// Runs the harness command with the servers handed over; returns its exit code.
+/// Runs the harness command with the servers handed over; returns its exit code. `hidden_env`
+/// names variables of tether's environment that hold secrets (`--secret NAME=env:VAR`): the
+/// harness keeps them, its stdio servers do not get them.
 pub async fn run_harness(
     harness: HarnessArg,
     command: &[String],
     servers: &[RenderedServer],
     strict: bool,
     no_secrets_on_disk: bool,
+    hidden_env: &[String],
 ) -> anyhow::Result<u8> {
     let Some((program, rest)) = command.split_first() else {
         return Err(UsageError::new("no harness command given after `--`").into());
     };
-    let prepared = prepare(harness, servers, strict, no_secrets_on_disk)?;
-    let mut child = tokio::process::Command::new(program);
+    // The supervisor starts the program: find it first, so that a missing one stays a usage
+    // error of tether's (exit 2) rather than the supervisor's exit 127.
+    if let Err(e) = find_program(program) {
+        return Err(
+            UsageError::new(format!("cannot start the harness command `{program}`: {e}")).into(),
+        );
+    }
+    let mut prepared = prepare(harness, servers, strict, no_secrets_on_disk, hidden_env)?;
+    // Stops answering shims when this function returns, however it returns.
+    let _serving = prepared
+        .launches
+        .take()
+        .map(LaunchChannel::serve)
+        .transpose()?
+        .map(AbortOnDrop);
+    let args: Vec<&std::ffi::OsStr> = prepared
+        .args
+        .iter()
+        .map(OsString::as_os_str)
+        .chain(rest.iter().map(std::ffi::OsStr::new))
+        .collect();
+    // Through the supervisor: it passes TERM and HUP on, and if tether is killed it kills the
+    // harness and everything it started, then removes the run directory.
+    let mut child = supervised_command(
+        std::ffi::OsStr::new(program),
+        &args,
+        &SuperviseOptions {
+            forward_signals: true,
+            remove_on_orphan: Some(prepared.dir.path().to_owned()),
+        },
+    );
     child
-        .args(&prepared.args)
-        .args(rest)
         .envs(prepared.plain_env.iter().map(|(k, v)| (k, v)))
         .envs(prepared.env.iter().map(|(k, v)| (k, v.expose())));
     let mut child = child.spawn().map_err(|e| {
@@ -304,6 +364,41 @@ pub async fn run_harness(
             (None, None) => 1,
         },
     )
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Where `program` would be executed from: itself when it holds a `/`, else the first
+/// executable file of that name on `PATH` (as `execvp` searches).
+fn find_program(program: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return if executable(&path) {
+            Ok(path)
+        } else {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no executable file there",
+            ))
+        };
+    }
+    std::env::var_os(EnvVars::PATH)
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|path| executable(path))
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "not found on PATH"))
 }
 
 fn forward(pid: Option<Pid>, signal: Signal) {

@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod exec_shim;
 mod exit;
 mod handoff;
 mod log_mask;
@@ -20,6 +21,18 @@ use tracing_subscriber::EnvFilter;
 use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(rest) = internal_subcommand(&argv, tether_driver::supervisor::SUBCOMMAND) {
+        return ExitCode::from(tether_driver::supervisor::main(rest));
+    }
+    if let Some(rest) = internal_subcommand(&argv, exec_shim::SUBCOMMAND) {
+        return ExitCode::from(exec_shim::main(rest));
+    }
+    // Every process tether starts goes through tether itself as its supervisor, so that none
+    // outlives this one (issue 10 item 7).
+    if let Ok(exe) = std::env::current_exe() {
+        tether_driver::supervisor::install(exe);
+    }
     let cli = Cli::parse();
     init_logging(cli.verbose);
     let code = match run(&cli) {
@@ -43,6 +56,18 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(code)
+}
+
+/// The arguments after `argv[1]` when `argv[1]` is the hidden internal subcommand `name`
+/// (never shown in help: tether runs it for itself).
+fn internal_subcommand<'a>(
+    argv: &'a [std::ffi::OsString],
+    name: &str,
+) -> Option<&'a [std::ffi::OsString]> {
+    match argv {
+        [_, first, rest @ ..] if first == name => Some(rest),
+        _ => None,
+    }
 }
 
 fn init_logging(verbose: u8) {

@@ -34,6 +34,18 @@ pub fn read(args: &SecretArgs) -> anyhow::Result<Secrets> {
     Ok(secrets)
 }
 
+/// The environment variables `--secret NAME=env:VAR` reads values from: a hand-off's exec shim
+/// removes them from every stdio server's environment (they hold secrets meant only for the
+/// servers whose config names them).
+pub fn env_source_names(args: &SecretArgs) -> Vec<String> {
+    args.secret
+        .iter()
+        .filter_map(|spec| spec.split_once('=').map(|(_, source)| source))
+        .filter_map(|source| source.strip_prefix("env:"))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The VS Code inputs (`${input:ID}`) that a JSON spec's servers use and `secrets` lacks, once
 /// each, in spec order.
 pub fn missing_inputs(specs: &[McpSpec], secrets: &Secrets) -> Vec<InputPrompt> {

@@ -2,10 +2,15 @@
 //! given their servers by `tether run -- <harness> …` or by a config `tether export` wrote, each
 //! with a temp HOME so the machine's own configs are never touched.
 //!
-//! Two servers of ours: a stdio one that refuses to start unless its `PROBE` variable holds the
-//! secret byte for byte (`--expect-env-file`), and a Streamable HTTP one that answers 401 unless
-//! it gets `Authorization: Bearer <secret>`. The secret holds a quote, a backslash and `{{`. A
-//! harness that reports both servers connected has received both secrets exactly.
+//! Three servers of ours: a stdio one that refuses to start unless its `PROBE` variable holds its
+//! secret byte for byte (`--expect-env-file`), a second stdio one that refuses to start if any
+//! variable of its environment holds the first one's secret or the HTTP one's
+//! (`--refuse-env-value-file`), and a Streamable HTTP one that answers 401 unless it gets
+//! `Authorization: Bearer <secret>`. The HTTP secret holds a quote, a backslash and `{{`; the
+//! stdio secret every character a harness might expand (`$HOME`, `${X}`, `$$`, `\$`,
+//! `$UNDEFINED`, quotes, backslashes, `{{…}}`, non-ASCII). A harness that reports all three
+//! connected has delivered each secret exactly, and only to its own server (issue 10 item 3),
+//! even though the stdio secret's source is a variable of tether's own environment.
 
 #![allow(
     clippy::expect_used,
@@ -20,6 +25,9 @@ use std::time::{Duration, Instant};
 use tether_testkit::{json_str, npm_bin, test_server_bin};
 
 const SECRET: &str = "a\"b\\c {{d}} e";
+
+/// The stdio server's secret in a run: every form of `$` a harness could expand, and more.
+const STDIO_SECRET: &str = "p@$$w0rd $HOME ${X} $$ \\$ $UNDEFINED \"q\" 'q' \\ {{d}} {env:X} é✓秘";
 
 /// The harness executables; their packages are pinned in `tether-testkit/npm-packages.txt`.
 const CLAUDE: &str = "claude";
@@ -36,7 +44,18 @@ struct Setup {
 }
 
 impl Setup {
+    /// The servers of a hand-off, the stdio server's secret [`STDIO_SECRET`].
     fn new() -> Self {
+        Self::with_stdio_secret(STDIO_SECRET)
+    }
+
+    /// For a config `tether export` writes: the harness reads real values there and expands
+    /// `$` in them itself, so the stdio server's secret is [`SECRET`] too.
+    fn for_export() -> Self {
+        Self::with_stdio_secret(SECRET)
+    }
+
+    fn with_stdio_secret(stdio_secret: &str) -> Self {
         let dir = tempfile::tempdir().expect("creating a temporary directory");
         for sub in [
             "home",
@@ -50,6 +69,8 @@ impl Setup {
         }
         let secret_file = dir.path().join("secret");
         std::fs::write(&secret_file, SECRET).expect("writing the file");
+        let stdio_secret_file = dir.path().join("stdio-secret");
+        std::fs::write(&stdio_secret_file, stdio_secret).expect("writing the file");
         let mut http = Command::new(test_server_bin())
             .args([
                 "--http",
@@ -70,11 +91,14 @@ impl Setup {
         let url = line.trim().trim_start_matches("listening on ").to_owned();
         let http_base = url.trim_end_matches("/mcp").to_owned();
         let spec = format!(
-            r#"{{"probe-stdio": {{"command": {}, "args": ["--expect-env-file", {}], "env": {{"PROBE": "{{{{TOKEN}}}}"}}}},
-                "probe-http": {{"url": {}, "headers": {{"Authorization": "Bearer {{{{TOKEN}}}}"}}}}}}"#,
-            json_str(&test_server_bin().to_string_lossy()),
-            json_str(&format!("PROBE={}", secret_file.display())),
-            json_str(&url),
+            r#"{{"probe-stdio": {{"command": {server}, "args": ["--expect-env-file", {expect}], "env": {{"PROBE": "{{{{STDIO_TOKEN}}}}"}}}},
+                "probe-other": {{"command": {server}, "args": ["--refuse-env-value-file", {stdio}, "--refuse-env-value-file", {http}]}},
+                "probe-http": {{"url": {url}, "headers": {{"Authorization": "Bearer {{{{TOKEN}}}}"}}}}}}"#,
+            server = json_str(&test_server_bin().to_string_lossy()),
+            expect = json_str(&format!("PROBE={}", stdio_secret_file.display())),
+            stdio = json_str(&stdio_secret_file.to_string_lossy()),
+            http = json_str(&secret_file.to_string_lossy()),
+            url = json_str(&url),
         );
         Self {
             dir,
@@ -96,11 +120,21 @@ impl Setup {
             .into_owned()
     }
 
+    /// `--secret` values for both tokens. The stdio one comes from tether's environment
+    /// (`STDIO_SOURCE`, which [`Setup::tether`] sets), which a harness passes on to every server
+    /// it starts unless tether's exec shim removes it.
+    fn secrets(&self) -> [String; 2] {
+        [
+            format!("TOKEN=file:{}", self.secret_file()),
+            "STDIO_TOKEN=env:STDIO_SOURCE".to_owned(),
+        ]
+    }
+
     /// `tether export --format claude -o ~/.claude.json`: Claude Code's user scope, which
     /// `claude mcp list` reads.
     fn export_claude_user_config(&self) {
         let user_config = self.home().join(".claude.json");
-        let secret = format!("TOKEN=file:{}", self.secret_file());
+        let [secret, stdio_secret] = self.secrets();
         let out = self
             .tether(&[
                 "export",
@@ -108,6 +142,8 @@ impl Setup {
                 &self.spec,
                 "--secret",
                 &secret,
+                "--secret",
+                &stdio_secret,
                 "--format",
                 "claude",
                 "-o",
@@ -131,6 +167,11 @@ impl Setup {
             .env("XDG_DATA_HOME", home.join(".local/share"))
             .env("XDG_STATE_HOME", home.join(".local/state"))
             .env("TETHER_HOME", self.dir.path().join("tether-home"))
+            .env(
+                "STDIO_SOURCE",
+                std::fs::read_to_string(self.dir.path().join("stdio-secret"))
+                    .expect("reading the stdio secret"),
+            )
             .env("NO_COLOR", "1")
             .env_remove("CODEX_HOME")
             .env_remove("GEMINI_CLI_HOME")
@@ -142,9 +183,9 @@ impl Setup {
         command
     }
 
-    /// `tether run --mcp SPEC --secret TOKEN=file:… -- HARNESS ARGS`.
+    /// `tether run --mcp SPEC --secret TOKEN=file:… --secret STDIO_TOKEN=file:… -- HARNESS ARGS`.
     fn run_harness(&self, harness: &Path, args: &[&str]) -> Command {
-        let secret = format!("TOKEN=file:{}", self.secret_file());
+        let [secret, stdio_secret] = self.secrets();
         let harness = harness.to_string_lossy().into_owned();
         let mut all = vec![
             "run",
@@ -152,6 +193,8 @@ impl Setup {
             self.spec.as_str(),
             "--secret",
             secret.as_str(),
+            "--secret",
+            stdio_secret.as_str(),
             "--",
             harness.as_str(),
         ];
@@ -211,7 +254,7 @@ fn plain(text: &str) -> String {
 fn assert_no_secret(what: &str, output: &Output) {
     for stream in [text(&output.stdout), text(&output.stderr)] {
         assert!(
-            !stream.contains("b\\c {{d}}"),
+            !stream.contains("b\\c {{d}}") && !stream.contains("p@$$w0rd"),
             "{what}: the secret was shown:\n{stream}"
         );
     }
@@ -269,7 +312,7 @@ fn claude_code_run_connects_both_servers() {
             )
         })
         .collect();
-    for name in ["probe-stdio", "probe-http"] {
+    for name in ["probe-stdio", "probe-other", "probe-http"] {
         assert!(
             statuses.iter().any(|(n, s)| n == name && s == "connected"),
             "claude did not connect {name}: {statuses:?}"
@@ -310,7 +353,7 @@ fn claude_code_mcp_list_accepts_an_exported_user_config() {
     let Some(claude) = npm_bin(CLAUDE) else {
         return;
     };
-    let setup = Setup::new();
+    let setup = Setup::for_export();
     setup.export_claude_user_config();
     let mut command = Command::new(&claude);
     command
@@ -346,12 +389,20 @@ fn claude_code_subcommand_arguments_survive_the_run() {
     let Some(claude) = npm_bin(CLAUDE) else {
         return;
     };
-    let setup = Setup::new();
+    let setup = Setup::for_export();
     setup.export_claude_user_config();
     let claude = claude.to_string_lossy().into_owned();
-    let secret = format!("TOKEN=file:{}", setup.secret_file());
+    let [secret, stdio_secret] = setup.secrets();
     for strict in [false, true] {
-        let mut args = vec!["run", "--mcp", &setup.spec, "--secret", &secret];
+        let mut args = vec![
+            "run",
+            "--mcp",
+            &setup.spec,
+            "--secret",
+            &secret,
+            "--secret",
+            &stdio_secret,
+        ];
         if strict {
             args.push("--strict-mcp");
         }
@@ -386,7 +437,7 @@ fn gemini_cli_run_connects_both_servers() {
     command.env("GEMINI_CLI_TRUST_WORKSPACE", "true");
     let out = output_within(command, Duration::from_secs(120));
     let listing = plain(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
-    for name in ["probe-stdio", "probe-http"] {
+    for name in ["probe-stdio", "probe-other", "probe-http"] {
         assert!(
             listing
                 .lines()
@@ -412,7 +463,7 @@ fn opencode_run_connects_both_servers() {
         Duration::from_secs(180),
     );
     let listing = plain(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
-    for name in ["probe-stdio", "probe-http"] {
+    for name in ["probe-stdio", "probe-other", "probe-http"] {
         assert!(
             listing
                 .lines()
@@ -424,7 +475,7 @@ fn opencode_run_connects_both_servers() {
 }
 
 #[test]
-fn codex_run_lists_both_servers_with_secrets_by_reference() {
+fn codex_run_lists_the_servers_with_secrets_by_reference_or_through_the_shim() {
     let Some(codex) = npm_bin(CODEX) else {
         return;
     };
@@ -454,12 +505,22 @@ fn codex_run_lists_both_servers_with_secrets_by_reference() {
             .cloned()
             .unwrap_or_else(|| panic!("codex does not list {name}: {listing}"))
     };
-    let stdio = find("probe-stdio");
-    assert_eq!(
-        stdio["transport"]["env_vars"],
-        serde_json::json!(["PROBE"]),
-        "{stdio}"
-    );
+    // Each stdio server is tether's exec shim with no environment of its own: Codex holds none
+    // of its values (issue 10 item 3), so none can be forwarded by name either.
+    for name in ["probe-stdio", "probe-other"] {
+        let stdio = find(name);
+        assert_eq!(
+            stdio["transport"]["args"][0].as_str(),
+            Some("__exec"),
+            "{stdio}"
+        );
+        assert!(
+            stdio["transport"]["env_vars"]
+                .as_array()
+                .is_none_or(Vec::is_empty),
+            "{stdio}"
+        );
+    }
     let http = find("probe-http");
     assert_eq!(
         http["transport"]["url"].as_str(),

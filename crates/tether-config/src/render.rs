@@ -41,6 +41,13 @@ pub struct RenderedText {
 }
 
 impl RenderedText {
+    /// Text with no sensitive part: a value tether supplies itself (its own path, say).
+    pub fn plain(text: &str) -> Self {
+        let mut rendered = Self::default();
+        rendered.push_plain(text);
+        rendered
+    }
+
     /// The real text. Use it only where the value is really needed.
     pub fn expose(&self) -> String {
         self.join(|piece| match piece {

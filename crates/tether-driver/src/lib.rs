@@ -38,6 +38,7 @@ mod refresh;
 mod resolve;
 mod session;
 mod spec;
+pub mod supervisor;
 
 pub use error::DriverError;
 pub use launch::{

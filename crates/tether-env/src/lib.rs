@@ -80,6 +80,9 @@ impl EnvVars {
     /// The user's home directory: where harness files are found by default.
     pub const HOME: &'static str = "HOME";
 
+    /// Where `tether run -- PROGRAM` looks `PROGRAM` up (before its supervisor starts it).
+    pub const PATH: &'static str = "PATH";
+
     /// Claude Code's cache root: `tether run -- claude` points it into the run directory
     /// (Claude logs expanded server headers there), read to keep the user's own cache.
     pub const XDG_CACHE_HOME: &'static str = "XDG_CACHE_HOME";
@@ -145,6 +148,11 @@ impl EnvVars {
             Self::HOME,
             Reader::Harness,
             "where harness files are found by default",
+        ),
+        doc(
+            Self::PATH,
+            Reader::Harness,
+            "where the harness command is looked up",
         ),
         doc(
             Self::XDG_CACHE_HOME,

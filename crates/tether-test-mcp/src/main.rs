@@ -3,7 +3,7 @@
 //! It serves three tools (`echo`, `env_check`, `add`, plus `--tools N` numbered ones) over stdio
 //! (the default) or Streamable HTTP (`--http ADDRESS`), and misbehaves on request so a launcher's
 //! failure handling can be tested: `--slow-start`, `--exit-early`, `--hang`, `--stderr-env`,
-//! `--spawn-child`, and checks a delivered secret with `--expect-env-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
+//! `--spawn-child`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
 
 mod http;
 mod server;
@@ -62,6 +62,12 @@ struct Cli {
     #[arg(long, value_name = "NAME=PATH")]
     expect_env_file: Vec<String>,
 
+    /// Refuse to start (exit 3, before answering anything) if any environment variable holds
+    /// exactly the contents of the file PATH: proves a launcher kept another server's secret
+    /// away from this one. Repeatable.
+    #[arg(long, value_name = "PATH")]
+    refuse_env_value_file: Vec<String>,
+
     /// Also serve N numbered tools `tool_0`..`tool_{N-1}` (tools/list pages hold 50 tools).
     #[arg(long, value_name = "N", default_value_t = 0)]
     tools: usize,
@@ -104,6 +110,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         let expected = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
         if std::env::var(name).ok().as_deref() != Some(expected.as_str()) {
             eprintln!("{PROGRAM}: {name} does not hold the expected value; exiting");
+            return Ok(ExitCode::from(3));
+        }
+    }
+    for path in &cli.refuse_env_value_file {
+        let refused = std::fs::read(path).with_context(|| format!("reading {path}"))?;
+        if let Some((name, _)) =
+            std::env::vars_os().find(|(_, value)| value.as_encoded_bytes() == refused.as_slice())
+        {
+            eprintln!(
+                "{PROGRAM}: {} holds a value this server must not see; exiting",
+                name.to_string_lossy()
+            );
             return Ok(ExitCode::from(3));
         }
     }

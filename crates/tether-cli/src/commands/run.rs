@@ -63,6 +63,7 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
             session.servers(),
             args.strict_mcp,
             args.no_secrets_on_disk,
+            &crate::secrets::env_source_names(&args.secrets),
         )
         .await;
     }

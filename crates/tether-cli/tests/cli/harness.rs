@@ -165,18 +165,20 @@ fn strict_mcp_asks_claude_to_be_strict() {
     );
 }
 
+/// A secret in a remote server's `url` cannot be referenced in Codex's TOML: it goes into the
+/// private 0600 `config.toml`, or `--no-secrets-on-disk` refuses.
 #[test]
-fn codex_args_secret_falls_back_to_a_private_file_or_refuses() {
+fn codex_url_secret_falls_back_to_a_private_file_or_refuses() {
     let sandbox = Sandbox::new();
     let program = fake_harness(&sandbox, "codex", "0");
-    let spec = config(&[server_json("local", &["--token={{TOKEN}}"], &[])]);
+    let spec = config(&[r#""remote": {"url": "http://127.0.0.1:9/mcp?key={{TOKEN}}"}"#.to_owned()]);
     let out = hand_off(&sandbox, &spec, &["--no-secrets-on-disk"], &program, &[])
         .output()
         .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("MCP server 'local': codex cannot read 'args[0]' from the environment"),
+        stderr.contains("MCP server 'remote': codex cannot read 'url' from the environment"),
         "{stderr}"
     );
     assert!(!stderr.contains(SECRET));
@@ -185,6 +187,43 @@ fn codex_args_secret_falls_back_to_a_private_file_or_refuses() {
         .expect("running tether");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(run_dirs(&sandbox), Vec::<PathBuf>::new());
+}
+
+/// Issue 10 item 3: a stdio server's values, a secret in `args` included, reach it through
+/// tether's exec shim, so even Codex (which cannot reference `args`) gets a config without them
+/// and `--no-secrets-on-disk` has nothing to refuse.
+#[test]
+fn a_stdio_secret_in_args_reaches_every_harness_through_the_shim_not_the_config() {
+    for harness in ["claude", "gemini", "opencode", "codex"] {
+        let sandbox = Sandbox::new();
+        let program = fake_harness(&sandbox, harness, "0");
+        let spec = config(&[server_json("local", &["--token={{TOKEN}}"], &[])]);
+        let out = hand_off(&sandbox, &spec, &["--no-secrets-on-disk"], &program, &[])
+            .output()
+            .expect("running tether");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{harness}: {}",
+            text(&out.stderr)
+        );
+        let record = sandbox.path("record");
+        let config = read(&record.join("config"));
+        assert!(config.contains("__exec"), "{harness}: {config}");
+        assert!(
+            !config.contains(SECRET) && !config.contains("tether-test-mcp"),
+            "{harness}: the server's launch is in the config: {config}"
+        );
+        // (`SRC`, the secret's source here, is tether's own environment, which a harness
+        // inherits: only the variables tether adds are looked at.)
+        let env = read(&record.join("env"));
+        assert!(
+            !env.lines()
+                .any(|l| l.starts_with("TETHER_SECRET_") && l.contains(SECRET)),
+            "{harness}: a stdio server's secret is in the harness environment"
+        );
+        assert_eq!(run_dirs(&sandbox), Vec::<PathBuf>::new());
+    }
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod commands;
 mod dialects;
 mod export_file;
 mod harness;
+mod lifetime;
 mod log_mask;
 mod managed_timeout;
 mod placeholders;

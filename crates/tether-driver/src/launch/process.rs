@@ -1,10 +1,13 @@
 //! Spawning a stdio server as the leader of its own process group, and ending the group.
 //!
 //! The child runs without a shell, with a cleared environment plus [`ENV_WHITELIST`] plus the
-//! server's own `env`; on Linux it is tied to the spawning thread's death with
-//! `PR_SET_PDEATHSIG`, and kills itself before exec when tether died before that signal was
-//! armed. Ending it terminates the whole group (TERM, then KILL after a grace
-//! period), so launchers such as `npx` leave no grandchildren behind.
+//! server's own `env`. In the `tether` binary it runs under the supervisor
+//! ([`crate::supervisor`]), which leads the group, adopts every orphaned descendant and kills
+//! them all when the server exits, on shutdown, or when tether dies. Without a supervisor (a
+//! library user), it is tied on Linux to the spawning thread's death with `PR_SET_PDEATHSIG`,
+//! and kills itself before exec when tether died before that signal was armed. Ending it
+//! terminates the whole group (TERM, then KILL after a grace period), so launchers such as
+//! `npx` leave no grandchildren behind.
 
 use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
@@ -119,6 +122,8 @@ impl StderrTail {
 pub struct ChildProcess {
     child: Child,
     pgid: Option<Pid>,
+    /// Whether the group leader is tether's supervisor (see [`crate::supervisor`]).
+    supervised: bool,
     /// Its stderr, as captured so far.
     pub stderr: Arc<StderrTail>,
 }
@@ -131,9 +136,15 @@ impl ChildProcess {
         launch: &StdioLaunch,
         secrets: Vec<SecretValue>,
     ) -> std::io::Result<(Self, ChildStdout, ChildStdin)> {
-        let mut command = Command::new(launch.command.expose());
+        let options = crate::supervisor::SuperviseOptions::default();
+        let supervised = crate::supervisor::installed();
+        let args: Vec<&str> = launch.args.iter().map(SecretValue::expose).collect();
+        let mut command = crate::supervisor::supervised_command(
+            std::ffi::OsStr::new(launch.command.expose()),
+            &args,
+            &options,
+        );
         command
-            .args(launch.args.iter().map(SecretValue::expose))
             .env_clear()
             .envs(
                 ENV_WHITELIST
@@ -144,12 +155,16 @@ impl ChildProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
+            // The supervisor must get the chance to end what it adopted: dropping sends it
+            // SIGUSR1 (see `Drop`), not SIGKILL.
+            .kill_on_drop(!supervised)
             .process_group(0);
         if let Some(cwd) = &launch.cwd {
             command.current_dir(cwd.expose());
         }
-        tie_to_parent(&mut command);
+        if !supervised {
+            tie_to_parent(&mut command);
+        }
         let mut child = command.spawn()?;
         let pgid = child
             .id()
@@ -166,6 +181,7 @@ impl ChildProcess {
             Self {
                 child,
                 pgid,
+                supervised,
                 stderr,
             },
             stdout,
@@ -207,7 +223,12 @@ impl ChildProcess {
 impl Drop for ChildProcess {
     fn drop(&mut self) {
         if let Some(pgid) = self.pgid.take() {
-            let _ = killpg(pgid, Signal::SIGKILL);
+            if self.supervised {
+                // The supervisor kills every descendant, those outside the group too.
+                let _ = nix::sys::signal::kill(pgid, Signal::SIGUSR1);
+            } else {
+                let _ = killpg(pgid, Signal::SIGKILL);
+            }
         }
     }
 }

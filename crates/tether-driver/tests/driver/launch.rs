@@ -546,7 +546,10 @@ async fn an_untyped_url_falls_back_to_sse() {
         .expect("calling echo over the fallback");
     assert!(out.to_string().contains("over sse"), "{out}");
     let declared = failure(&runtime.reports()[1].status);
-    assert!(declared.starts_with("cannot reach http://127.0.0.1:"), "{declared}");
+    assert!(
+        declared.starts_with("cannot reach http://127.0.0.1:"),
+        "{declared}"
+    );
     assert!(!declared.contains("SSE transport was tried"), "{declared}");
     let nowhere = failure(&runtime.reports()[2].status);
     assert!(

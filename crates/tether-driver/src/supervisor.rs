@@ -1,0 +1,410 @@
+//! The supervisor: a small process between tether and each process tether starts (a stdio
+//! server, a harness), so that no descendant of it outlives tether — not a grandchild, not one
+//! that called `setsid`, not even when tether is SIGKILLed.
+//!
+//! It is tether itself, re-executed as the hidden internal subcommand [`SUBCOMMAND`]:
+//!
+//! ```text
+//! tether __supervise --parent PID [--forward-signals] [--remove-on-orphan DIR] -- PROGRAM ARGS…
+//! ```
+//!
+//! It marks itself a child subreaper (`PR_SET_CHILD_SUBREAPER`), so every descendant whose
+//! parent dies is re-parented to it rather than to init, starts `PROGRAM` with its own stdio,
+//! environment, directory and process group, and then:
+//!
+//! - when `PROGRAM` exits: terminates every descendant left (SIGTERM, SIGKILL after
+//!   [`LEFTOVER_GRACE`]) and exits with `PROGRAM`'s code (128 + N for a signal N);
+//! - when its parent is gone (`getppid()` is no longer `PID`, checked every [`POLL`]): kills
+//!   every descendant with SIGKILL, removes `DIR`, exits;
+//! - on SIGTERM: with `--forward-signals`, passes it (and SIGHUP) to `PROGRAM` and waits;
+//!   without it (a stdio server, whose group got the same signal), kills every descendant after
+//!   [`TERM_GRACE`] if they are still there — before tether's own SIGKILL of the group, which
+//!   would kill the supervisor too and let the rest escape;
+//! - on SIGUSR1 (tether dropped the child without a shutdown): kills every descendant now;
+//! - SIGINT is ignored: a terminal's Ctrl-C reaches the program itself.
+//!
+//! Descendants are found by walking `/proc/*/stat` parent links from the supervisor's pid.
+//! Polling `getppid()` rather than `PR_SET_PDEATHSIG` keeps it independent of which of tether's
+//! threads spawned it (the death signal follows the thread, not the process).
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+/// The hidden subcommand of `tether` that runs [`main`].
+pub const SUBCOMMAND: &str = "__supervise";
+
+/// How often the supervisor checks its parent and reaps its children.
+pub const POLL: Duration = Duration::from_millis(50);
+
+/// How long descendants left after the program exited get between SIGTERM and SIGKILL.
+pub const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
+
+/// After a SIGTERM (without `--forward-signals`), how long until every descendant is killed.
+/// Shorter than [`crate::TERMINATE_GRACE`], after which tether kills the whole group.
+pub const TERM_GRACE: Duration = Duration::from_millis(1500);
+
+/// The exit code when the supervisor could not start the program (as a shell's).
+pub const CANNOT_START: u8 = 127;
+
+static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes every process tether starts from now on go through the supervisor, `program` being
+/// tether's own executable. Without it (library users, the driver's tests) children are
+/// spawned directly, tied to tether by `PR_SET_PDEATHSIG` alone.
+pub fn install(program: PathBuf) {
+    let _ = PROGRAM.set(program);
+}
+
+/// What the supervisor does besides supervising.
+#[derive(Debug, Clone, Default)]
+pub struct SuperviseOptions {
+    /// Pass SIGTERM and SIGHUP on to the program (a harness in tether's own process group).
+    pub forward_signals: bool,
+    /// A directory to remove when tether died (the run directory of a hand-off).
+    pub remove_on_orphan: Option<PathBuf>,
+}
+
+/// `program args` as a command line through the supervisor, if one is installed: the program
+/// to execute and its arguments. `None` when no supervisor is installed.
+pub(crate) fn wrap(
+    program: &OsStr,
+    args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+    options: &SuperviseOptions,
+) -> Option<(PathBuf, Vec<OsString>)> {
+    PROGRAM
+        .get()
+        .map(|supervisor| (supervisor.clone(), supervisor_argv(program, args, options)))
+}
+
+/// The supervisor's arguments for `program args`, [`SUBCOMMAND`] first.
+fn supervisor_argv(
+    program: &OsStr,
+    args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+    options: &SuperviseOptions,
+) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = vec![
+        SUBCOMMAND.into(),
+        "--parent".into(),
+        std::process::id().to_string().into(),
+    ];
+    if options.forward_signals {
+        argv.push("--forward-signals".into());
+    }
+    if let Some(dir) = &options.remove_on_orphan {
+        argv.push("--remove-on-orphan".into());
+        argv.push(dir.clone().into_os_string());
+    }
+    argv.push("--".into());
+    argv.push(program.to_owned());
+    argv.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+    argv
+}
+
+/// A [`tokio::process::Command`] for `program args` that goes through the supervisor when one
+/// is installed (see [`install`]), and runs `program` directly otherwise.
+pub fn supervised_command(
+    program: &OsStr,
+    args: &[impl AsRef<OsStr>],
+    options: &SuperviseOptions,
+) -> tokio::process::Command {
+    match wrap(program, args, options) {
+        Some((supervisor, argv)) => {
+            let mut command = tokio::process::Command::new(supervisor);
+            command.args(argv);
+            command
+        }
+        None => {
+            let mut command = tokio::process::Command::new(program);
+            command.args(args);
+            command
+        }
+    }
+}
+
+/// Whether processes are started through the supervisor.
+pub(crate) fn installed() -> bool {
+    PROGRAM.get().is_some()
+}
+
+struct Parsed {
+    parent: Pid,
+    options: SuperviseOptions,
+    program: OsString,
+    args: Vec<OsString>,
+}
+
+fn parse(args: &[OsString]) -> Option<Parsed> {
+    let mut parent = None;
+    let mut options = SuperviseOptions::default();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.to_str() {
+            Some("--parent") => {
+                parent = rest
+                    .next()?
+                    .to_str()?
+                    .parse::<i32>()
+                    .ok()
+                    .map(Pid::from_raw);
+            }
+            Some("--forward-signals") => options.forward_signals = true,
+            Some("--remove-on-orphan") => {
+                options.remove_on_orphan = Some(PathBuf::from(rest.next()?));
+            }
+            Some("--") => break,
+            _ => return None,
+        }
+    }
+    let program = rest.next()?.clone();
+    Some(Parsed {
+        parent: parent?,
+        options,
+        program,
+        args: rest.cloned().collect(),
+    })
+}
+
+/// The supervisor's `main`: `args` are those after [`SUBCOMMAND`]. Returns the exit code.
+pub fn main(args: &[OsString]) -> u8 {
+    let Some(parsed) = parse(args) else {
+        eprintln!(
+            "tether {SUBCOMMAND}: internal use only: --parent PID [--forward-signals] [--remove-on-orphan DIR] -- PROGRAM ARGS…"
+        );
+        return 2;
+    };
+    if nix::unistd::getppid() != parsed.parent {
+        // tether died before this process got going.
+        remove_dir(parsed.options.remove_on_orphan.as_deref());
+        return 1;
+    }
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        eprintln!("tether {SUBCOMMAND}: cannot become a child subreaper: {e}");
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tether {SUBCOMMAND}: {e}");
+            return 1;
+        }
+    };
+    runtime.block_on(supervise(parsed))
+}
+
+async fn supervise(parsed: Parsed) -> u8 {
+    use tokio::signal::unix::{SignalKind, signal};
+    // Handlers first: a signal that arrives while the program starts is not lost.
+    let (Ok(mut term), Ok(mut hangup), Ok(mut interrupt), Ok(mut usr1)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::user_defined1()),
+    ) else {
+        eprintln!("tether {SUBCOMMAND}: cannot handle signals");
+        return 1;
+    };
+    let child = match std::process::Command::new(&parsed.program)
+        .args(&parsed.args)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!(
+                "tether: cannot start '{}': {e}",
+                Path::new(&parsed.program).display()
+            );
+            return CANNOT_START;
+        }
+    };
+    let child = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    release_stdio();
+    let mut tick = tokio::time::interval(POLL);
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = term.recv() => {
+                if parsed.options.forward_signals {
+                    let _ = kill(child, Signal::SIGTERM);
+                } else if kill_at.is_none() {
+                    kill_at = Some(Instant::now() + TERM_GRACE);
+                }
+            }
+            _ = hangup.recv() => {
+                if parsed.options.forward_signals {
+                    let _ = kill(child, Signal::SIGHUP);
+                }
+            }
+            _ = interrupt.recv() => {}
+            _ = usr1.recv() => {
+                kill_descendants(Signal::SIGKILL, Duration::ZERO).await;
+                return 128 + 9;
+            }
+            _ = tick.tick() => {}
+        }
+        if let Some(code) = reap(child) {
+            kill_descendants(Signal::SIGTERM, LEFTOVER_GRACE).await;
+            return code;
+        }
+        if nix::unistd::getppid() != parsed.parent {
+            kill_descendants(Signal::SIGKILL, Duration::ZERO).await;
+            remove_dir(parsed.options.remove_on_orphan.as_deref());
+            return 1;
+        }
+        if kill_at.is_some_and(|at| Instant::now() >= at) {
+            kill_descendants(Signal::SIGKILL, Duration::ZERO).await;
+            return 128 + 15;
+        }
+    }
+}
+
+/// Points the supervisor's own stdin and stdout at `/dev/null`: the program holds them, and a
+/// reader of its stdout must see end of file when the program exits, not when this does.
+fn release_stdio() {
+    if let Ok(null) = std::fs::File::open("/dev/null") {
+        let _ = nix::unistd::dup2_stdin(&null);
+    }
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdout(&null);
+    }
+}
+
+fn remove_dir(dir: Option<&Path>) {
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Reaps every exited child (adopted orphans too); the exit code if `child` was among them.
+fn reap(child: Pid) -> Option<u8> {
+    let mut code = None;
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, status)) if pid == child => {
+                code = Some(u8::try_from(status).unwrap_or(1));
+            }
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == child => {
+                code = Some(u8::try_from(128 + signal as i32).unwrap_or(1));
+            }
+            Ok(WaitStatus::StillAlive) | Err(_) => return code,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Ends every live descendant: `signal` first, then, for those still there after `grace`,
+/// SIGKILL, until none is left (bounded: a few seconds). Reaps as it goes.
+async fn kill_descendants(signal: Signal, grace: Duration) {
+    let me = nix::unistd::getpid().as_raw();
+    let start = Instant::now();
+    let mut signal = signal;
+    loop {
+        let _ = reap(Pid::from_raw(0));
+        let left = descendants(me);
+        if left.is_empty() {
+            return;
+        }
+        if signal != Signal::SIGKILL && start.elapsed() >= grace {
+            signal = Signal::SIGKILL;
+        }
+        for pid in &left {
+            // A process that exited meanwhile (ESRCH) is what this loop wants anyway.
+            let _ = kill(Pid::from_raw(*pid), signal);
+        }
+        if start.elapsed() > grace + Duration::from_secs(5) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Pids of the live (not zombie) descendants of `root`, from `/proc/*/stat`.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the parenthesized command: state ppid …
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let Some(ppid) = fields.next().and_then(|f| f.parse::<i32>().ok()) else {
+            continue;
+        };
+        if state != Some("Z") {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        if let Some(kids) = children.get(&pid) {
+            found.extend(kids);
+            queue.extend(kids);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_round_trip_through_wrap_and_parse() {
+        let options = SuperviseOptions {
+            forward_signals: true,
+            remove_on_orphan: Some(PathBuf::from("/tmp/run dir")),
+        };
+        let argv = supervisor_argv(OsStr::new("srv"), ["--", "a b"], &options);
+        assert_eq!(
+            argv.first().map(OsString::as_os_str),
+            Some(OsStr::new(SUBCOMMAND))
+        );
+        let parsed = parse(argv.get(1..).unwrap_or_default()).expect("parsed");
+        assert_eq!(
+            parsed.parent.as_raw(),
+            i32::try_from(std::process::id()).unwrap_or(0)
+        );
+        assert!(parsed.options.forward_signals);
+        assert_eq!(parsed.options.remove_on_orphan, options.remove_on_orphan);
+        assert_eq!(parsed.program, OsString::from("srv"));
+        assert_eq!(parsed.args, [OsString::from("--"), OsString::from("a b")]);
+    }
+
+    #[test]
+    fn descendants_of_this_process_include_a_child_and_not_this_process() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawning sleep");
+        let me = i32::try_from(std::process::id()).unwrap_or(0);
+        let pid = i32::try_from(child.id()).unwrap_or(0);
+        let found = descendants(me);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found.contains(&pid), "{found:?}");
+        assert!(!found.contains(&me));
+    }
+}
