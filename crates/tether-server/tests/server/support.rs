@@ -147,6 +147,20 @@ impl ServerProcess {
         }
     }
 
+    /// A memory figure of the server from `/proc/PID/status` (`VmRSS`, `VmHWM` for the
+    /// peak), in bytes.
+    pub fn memory_bytes(&self, field: &str) -> u64 {
+        let pid = self.child.id().expect("the server is still running");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .expect("reading the server's /proc status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} line in /proc/PID/status"));
+        kib * 1024
+    }
+
     /// The GraphQL endpoint.
     pub fn graphql_url(&self) -> String {
         format!("{}/graphql", self.base)
