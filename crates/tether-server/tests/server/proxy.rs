@@ -381,6 +381,7 @@ async fn proxy_forwards_allowlisted_headers_and_streams_without_buffering() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_with_an_open_event_stream_is_bounded() {
+    let _heavy = crate::support::HEAVY.lock().await;
     let fixture = Fixture::start(&[]).await;
     let release = Arc::new(tokio::sync::Notify::new());
     let (url, _seen, upstream) = recording_upstream(Arc::clone(&release)).await;
