@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 
 use crate::config::{create_body, raw_graphql};
 use crate::proxy::{add_url, proxy_request, recording_upstream, token_of};
-use crate::support::{Fixture, HEAVY, STEP, admin};
+use crate::support::{Fixture, HEAVY, STEP, ServerProcess, TEST_KEY, admin, server_bin};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -213,6 +213,48 @@ async fn connections_past_the_bound_are_closed_at_once_and_logged() {
     }
     assert_eq!(answered, Some(200));
     drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_open_file_limit_lowers_the_connection_bound_instead_of_stopping_the_server() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // `ulimit -n 1024`, soft and hard, for the server alone.
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .args([
+            "-c",
+            r#"ulimit -Sn 1024 && ulimit -Hn 1024 && exec "$0" serve --listen 127.0.0.1:0 --data-dir "$1" --header-timeout 3"#,
+        ])
+        .arg(server_bin())
+        .arg(dir.path().join("data"))
+        .env("TETHER_SERVER_KEY", TEST_KEY)
+        .env("TETHER_SERVER_LOG", "info");
+    let server = ServerProcess::from_command(command).await;
+    assert!(
+        server.logged("max_connections=896").await,
+        "{}",
+        server.logs()
+    );
+    let address = authority(&server.base).to_owned();
+    let mut idle = Vec::new();
+    for _ in 0..1100 {
+        idle.push(TcpStream::connect(&address).await.expect("connecting"));
+    }
+    assert!(server.logged("max-connections").await);
+    // The held ones are shed after the header timeout; the server answers again.
+    let opened = Instant::now();
+    let mut answered = None;
+    while answered.is_none() && opened.elapsed() < Duration::from_secs(15) {
+        answered = healthz(&server.base).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(answered, Some(200));
+    println!(
+        "ulimit -n 1024, 1,100 idle connections: /healthz answers again {:?} after they were opened",
+        opened.elapsed()
+    );
+    drop(idle);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -126,7 +126,12 @@ impl ServerProcess {
         let data_dir = data_dir.to_string_lossy();
         let mut full = vec!["serve", "--listen", listen, "--data-dir", data_dir.as_ref()];
         full.extend_from_slice(args);
-        let mut child = server_command(&full, envs)
+        Self::from_command(server_command(&full, envs)).await
+    }
+
+    /// Runs `command` (a `tether-server serve`, maybe wrapped) and waits for its listening line.
+    pub async fn from_command(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
