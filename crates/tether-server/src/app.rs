@@ -15,17 +15,19 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{any, get, post};
-use axum::serve::ListenerExt as _;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::json;
+use tower_service::Service as _;
 
 use crate::crypto::MasterKey;
 use crate::error::{ServeError, ServerError};
 use crate::graphql::build_schema;
+use crate::limits::{BodyLimits, LimitLogs, Limits, MAX_GRAPHQL_REQUEST_BYTES};
 use crate::service::{Service, ServiceSettings};
 use crate::state::{AppState, bearer_token};
 use crate::store::Store;
@@ -37,6 +39,9 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// request with it is told "expired" rather than "invalid").
 const PURGE_INTERVAL: Duration = Duration::from_secs(600);
 const KEEP_EXPIRED: Duration = Duration::from_secs(24 * 3600);
+
+/// How long the accept loop pauses after a failed accept (out of descriptors, say).
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
 /// Limit on establishing a connection to an upstream server.
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,6 +59,8 @@ pub struct ServeOptions {
     pub proxy_token_ttl: Duration,
     /// The master key.
     pub key: MasterKey,
+    /// Timeouts and bounds against hostile or broken clients and upstreams.
+    pub limits: Limits,
 }
 
 /// A server bound to its address, not yet serving.
@@ -82,7 +89,10 @@ impl BoundServer {
             public_url,
             proxy_token_ttl,
             key,
+            mut limits,
         } = options;
+        limits.max_connections =
+            crate::limits::fit_connections_to_file_limit(limits.max_connections);
         let public_url = public_url.map(|url| public_base(&url)).transpose()?;
         let store = Store::open(&data_dir)?;
         store.verify_key(&key)?;
@@ -123,6 +133,9 @@ impl BoundServer {
             schema: build_schema(Arc::clone(&service)),
             service,
             http,
+            body_limits: BodyLimits::new(&limits),
+            logs: LimitLogs::default(),
+            limits,
         });
         Ok(Self {
             listener,
@@ -142,44 +155,91 @@ impl BoundServer {
         &self.public_base
     }
 
+    /// The limits in force (`max_connections` as fitted to the open-file limit).
+    pub fn limits(&self) -> &Limits {
+        &self.state.limits
+    }
+
     /// Serves until `shutdown` completes, then stops accepting, lets open requests finish for
     /// up to [`SHUTDOWN_GRACE`], and returns.
+    ///
+    /// Each connection takes a permit of `max_connections` (none left: it is closed at once,
+    /// so descriptors never run out) and is served by hyper with the header timeout, which
+    /// also bounds the idle time between two requests of a kept-alive connection.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let purge = tokio::spawn(purge_loop(Arc::clone(&self.state.service)));
         let router = router(Arc::clone(&self.state));
-        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-        // Without TCP_NODELAY a streamed response's small writes wait for delayed ACKs
-        // (~40 ms each on Linux).
-        let listener = self.listener.tap_io(|stream| {
+        let connections = Arc::new(tokio::sync::Semaphore::new(
+            self.state.limits.max_connections,
+        ));
+        let mut http1 = hyper::server::conn::http1::Builder::new();
+        http1
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.state.limits.header_timeout);
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let accepted = tokio::select! {
+                accepted = self.listener.accept() => accepted,
+                () = &mut shutdown => break,
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of descriptors or memory: wait instead of spinning.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+                self.state.logs.connections.hit();
+                drop(stream);
+                continue;
+            };
+            // Without TCP_NODELAY a streamed response's small writes wait for delayed ACKs
+            // (~40 ms each on Linux).
             if let Err(error) = stream.set_nodelay(true) {
                 tracing::debug!(%error, "cannot set TCP_NODELAY");
             }
-        });
-        let server = axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = stop_rx.wait_for(|stop| *stop).await;
-        });
-        let outcome = tokio::select! {
-            served = server => served.map_err(|e| ServeError::Serve(e).into()),
-            () = async {
-                shutdown.await;
-                tracing::info!("shutting down: no new connections; open requests get {} s", SHUTDOWN_GRACE.as_secs());
-                let _ = stop_tx.send(true);
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
-            } => {
+            let router = router.clone();
+            let service = hyper::service::service_fn(
+                move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(ConnectInfo(peer));
+                    // The router is always ready: no poll_ready needed.
+                    router.clone().call(request.map(Body::new))
+                },
+            );
+            let connection = graceful.watch(http1.serve_connection(TokioIo::new(stream), service));
+            let state = Arc::clone(&self.state);
+            tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    if error.is_timeout() {
+                        state.logs.header_timeout.hit();
+                    } else {
+                        tracing::debug!(%error, "connection ended with an error");
+                    }
+                }
+                drop(permit);
+            });
+        }
+        drop(self.listener);
+        tracing::info!(
+            "shutting down: no new connections; open requests get {} s",
+            SHUTDOWN_GRACE.as_secs()
+        );
+        tokio::select! {
+            () = graceful.shutdown() => {}
+            () = tokio::time::sleep(SHUTDOWN_GRACE) => {
                 tracing::warn!("connections still open after the grace period; closing them");
-                Ok(())
             }
-        };
+        }
         purge.abort();
         tracing::info!("stopped");
-        outcome
+        Ok(())
     }
 }
 
@@ -231,7 +291,9 @@ fn unauthorized(message: &'static str) -> Response {
     response
 }
 
-async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+/// Authenticates from the headers first: the body of a request without a valid API key is
+/// never read.
+async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let Some(api_key) = bearer_token(&headers) else {
         return unauthorized("missing API key: send Authorization: Bearer <api key>");
     };
@@ -246,7 +308,18 @@ async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Byt
             return (StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n").into_response();
         }
     };
-    let request: async_graphql::Request = match serde_json::from_slice(&body) {
+    let body = match app
+        .body_limits
+        .read(&headers, body, MAX_GRAPHQL_REQUEST_BYTES, &app.logs)
+        .await
+    {
+        Ok(body) => body,
+        Err(error) => {
+            let (status, message) = error.status_and_message();
+            return (status, format!("{message}\n")).into_response();
+        }
+    };
+    let request: async_graphql::Request = match serde_json::from_slice(&body.bytes) {
         Ok(request) => request,
         Err(_) => {
             return (

@@ -270,10 +270,6 @@ pub enum ServeError {
         /// reqwest's error.
         reason: String,
     },
-
-    /// Serving HTTP failed (the listener broke).
-    #[error("serving HTTP failed: {0}")]
-    Serve(std::io::Error),
 }
 
 /// Any failure of the server's library: one layer's error, message unchanged (`transparent`).

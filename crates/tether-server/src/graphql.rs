@@ -148,7 +148,7 @@ impl Mutation {
             |error| CreateManagedMcpClientConfigResult::UserFacingError(UserFacingError { error });
         Ok(match config {
             ClientConfig::NotFound => {
-                tracing::info!(%uid, team = %caller.team, "client config: not found");
+                tracing::info!(?uid, team = ?caller.team, "client config: not found");
                 user_facing(UserFacingErrorInterface::NotFound(
                     ManagedMcpNotFoundError {
                         message: format!("managed MCP server {uid} was not found"),
@@ -156,7 +156,7 @@ impl Mutation {
                 ))
             }
             ClientConfig::Inactive => {
-                tracing::info!(%uid, team = %caller.team, "client config: inactive");
+                tracing::info!(?uid, team = ?caller.team, "client config: inactive");
                 user_facing(UserFacingErrorInterface::Inactive(
                     ManagedMcpInactiveError {
                         message: format!(
@@ -166,7 +166,7 @@ impl Mutation {
                 ))
             }
             ClientConfig::Command { mcp_config_json } => {
-                tracing::debug!(%uid, team = %caller.team, "client config: command");
+                tracing::debug!(?uid, team = ?caller.team, "client config: command");
                 CreateManagedMcpClientConfigResult::Output(CreateManagedMcpClientConfigOutput {
                     transport_kind: TransportKindGql::Command,
                     mcp_config_json: mcp_config_json.to_string(),
@@ -183,7 +183,7 @@ impl Mutation {
                 proxy_token,
                 expires_at,
             } => {
-                tracing::debug!(%uid, team = %caller.team, "client config: proxy token minted");
+                tracing::debug!(?uid, team = ?caller.team, "client config: proxy token minted");
                 CreateManagedMcpClientConfigResult::Output(CreateManagedMcpClientConfigOutput {
                     transport_kind: TransportKindGql::Url,
                     mcp_config_json: mcp_config_json.to_string(),

@@ -21,6 +21,7 @@
 //!     public_url: None,
 //!     proxy_token_ttl: tether_server::DEFAULT_PROXY_TOKEN_TTL,
 //!     key: MasterKey::from_text(&std::env::var("TETHER_SERVER_KEY").unwrap_or_default())?,
+//!     limits: tether_server::limits::Limits::default(),
 //! })
 //! .await?;
 //! println!("listening on http://{}", server.local_addr());
@@ -36,6 +37,7 @@ mod env;
 mod error;
 mod graphql;
 mod installation;
+pub mod limits;
 mod model;
 mod proxy;
 mod service;

@@ -62,6 +62,44 @@ struct ServeArgs {
     /// anyone can decrypt what it protects.
     #[arg(long)]
     insecure_dev_key: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// Bounds against hostile or broken clients and upstreams (README, "Limits").
+#[derive(Debug, clap::Args)]
+struct LimitArgs {
+    /// Seconds a client has to send a request's headers; also how long a kept-alive
+    /// connection may sit idle between requests.
+    #[arg(long, value_name = "SECS", default_value_t = tether_server::limits::DEFAULT_HEADER_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout: u64,
+    /// Seconds a client has to send a request's whole body (408 after).
+    #[arg(long, value_name = "SECS", default_value_t = tether_server::limits::DEFAULT_BODY_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    body_timeout: u64,
+    /// Seconds an upstream has to answer a proxied request (504 after); also the longest
+    /// silence inside a proxied POST/DELETE response. GET event streams may stay silent.
+    #[arg(long, value_name = "SECS", default_value_t = tether_server::limits::DEFAULT_UPSTREAM_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    upstream_timeout: u64,
+    /// Open client connections at most; more are closed on accept. Lowered (with a warning)
+    /// to fit the open-file limit.
+    #[arg(long, value_name = "N", default_value_t = tether_server::limits::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
+    /// Request body bytes held in memory at once over all requests; past it, requests get
+    /// 503 (Retry-After).
+    #[arg(long, value_name = "BYTES", default_value_t = tether_server::limits::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
+    max_body_bytes_in_flight: usize,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> tether_server::limits::Limits {
+        tether_server::limits::Limits {
+            header_timeout: Duration::from_secs(self.header_timeout),
+            body_timeout: Duration::from_secs(self.body_timeout),
+            upstream_timeout: Duration::from_secs(self.upstream_timeout),
+            max_connections: self.max_connections,
+            max_body_bytes_in_flight: self.max_body_bytes_in_flight,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -229,7 +267,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         public_url,
         proxy_token_ttl,
         insecure_dev_key,
+        limits,
     } = args;
+    let limits = limits.limits();
     let key = master_key(insecure_dev_key)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -242,6 +282,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             public_url,
             proxy_token_ttl: Duration::from_secs(proxy_token_ttl),
             key,
+            limits,
         })
         .await
         .with_context(|| format!("starting with data directory {}", data_dir.display()))?;
@@ -254,6 +295,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             address = %server.local_addr(),
             public_base = %server.public_base(),
             proxy_token_ttl_secs = proxy_token_ttl,
+            limits = ?server.limits(),
             "serving"
         );
         server.run(shutdown_signal()).await?;

@@ -88,8 +88,13 @@ impl std::fmt::Debug for ClientConfig {
 
 /// What the proxy may do with a request.
 pub enum ProxyDecision {
-    /// Forward to this upstream.
-    Forward(Upstream),
+    /// Forward to this upstream; the token stops being accepted at `expires_at_ms`.
+    Forward {
+        /// Where to, with which credentials.
+        upstream: Upstream,
+        /// The token's expiry, milliseconds since the Unix epoch.
+        expires_at_ms: i64,
+    },
     /// No such token, or it was minted for another uid: 401.
     InvalidToken,
     /// The token expired: 401 saying so.
@@ -225,7 +230,25 @@ impl Service {
             return Ok(ProxyDecision::Inactive);
         }
         let upstream = OpenedInstallation::open(&stored, &self.key)?.upstream()?;
-        Ok(ProxyDecision::Forward(upstream))
+        Ok(ProxyDecision::Forward {
+            upstream,
+            expires_at_ms: record.expires_at_ms,
+        })
+    }
+
+    /// Whether a proxy token (by hash) is still accepted for `uid`: known, minted for it,
+    /// unexpired, its installation active. Open proxied streams ask this periodically.
+    pub async fn proxy_token_still_valid(
+        &self,
+        uid: Uuid,
+        token_hash: [u8; 32],
+    ) -> Result<bool, ServerError> {
+        let found = self
+            .blocking(move |store| store.proxy_token(&token_hash))
+            .await?;
+        Ok(found.is_some_and(|(record, stored)| {
+            record.uid == uid && record.expires_at_ms > now_ms() && stored.active
+        }))
     }
 
     /// Deletes proxy tokens that expired more than `keep_expired` ago (until then a request

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, header};
 
 use crate::graphql::ManagedMcpSchema;
+use crate::limits::{BodyLimits, LimitLogs, Limits};
 use crate::service::Service;
 
 /// The state behind every route.
@@ -14,6 +15,9 @@ pub(crate) struct AppState {
     pub(crate) service: Arc<Service>,
     pub(crate) schema: ManagedMcpSchema,
     pub(crate) http: reqwest::Client,
+    pub(crate) limits: Limits,
+    pub(crate) body_limits: BodyLimits,
+    pub(crate) logs: LimitLogs,
 }
 
 /// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).

@@ -27,7 +27,7 @@ pub async fn raw_graphql(
         .unwrap_or_else(|e| panic!("POST {url}: {e}"))
 }
 
-fn create_body(uid: &str) -> Value {
+pub(crate) fn create_body(uid: &str) -> Value {
     json!({
         "query": "mutation M($input: CreateManagedMcpClientConfigInput!) { createManagedMcpClientConfig(input: $input) { __typename ... on UserFacingError { error { __typename message } } } }",
         "variables": {"input": {"uid": uid}},

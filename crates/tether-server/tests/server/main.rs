@@ -6,6 +6,7 @@
 mod admin;
 mod config;
 mod everything;
+mod hostile;
 mod proxy;
 mod schema;
 mod support;

@@ -17,7 +17,7 @@ use crate::support::{Fixture, STEP, Upstream, add, admin, call, launch, ready_to
 
 /// Adds a URL installation for `url` whose `Authorization` header carries `token` as the
 /// server-held secret UPSTREAM_TOKEN; returns the uid.
-async fn add_url(fixture: &Fixture, name: &str, url: &str, token: &str) -> Uuid {
+pub(crate) async fn add_url(fixture: &Fixture, name: &str, url: &str, token: &str) -> Uuid {
     let spec = format!(
         r#"{{"url": "{url}", "headers": {{"Authorization": "Bearer {{{{UPSTREAM_TOKEN}}}}"}}}}"#
     );
@@ -32,7 +32,7 @@ async fn add_url(fixture: &Fixture, name: &str, url: &str, token: &str) -> Uuid 
     .await
 }
 
-fn token_of(config: &ManagedMcpClientConfig) -> String {
+pub(crate) fn token_of(config: &ManagedMcpClientConfig) -> String {
     config
         .proxy_token
         .as_ref()
@@ -42,7 +42,7 @@ fn token_of(config: &ManagedMcpClientConfig) -> String {
 }
 
 /// Sends `method` to the proxy URL of `uid` with an optional bearer token.
-async fn proxy_request(
+pub(crate) async fn proxy_request(
     base: &str,
     uid: &str,
     method: Method,
@@ -249,7 +249,7 @@ type Seen = Arc<Mutex<Vec<(Method, HeaderMap)>>>;
 
 /// A loopback HTTP server standing in for an MCP upstream: records each request and answers
 /// with an event stream whose second event waits for `release`.
-async fn recording_upstream(
+pub(crate) async fn recording_upstream(
     release: Arc<tokio::sync::Notify>,
 ) -> (String, Seen, tokio::task::JoinHandle<()>) {
     let seen: Seen = Arc::default();
@@ -381,6 +381,7 @@ async fn proxy_forwards_allowlisted_headers_and_streams_without_buffering() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_with_an_open_event_stream_is_bounded() {
+    let _heavy = crate::support::HEAVY.lock().await;
     let fixture = Fixture::start(&[]).await;
     let release = Arc::new(tokio::sync::Notify::new());
     let (url, _seen, upstream) = recording_upstream(Arc::clone(&release)).await;

@@ -18,6 +18,10 @@ use tokio::process::{Child, ChildStdout, Command};
 /// A bound on every step that waits for a process: nothing here may hang.
 pub const STEP: Duration = Duration::from_secs(60);
 
+/// Held by the tests that load the machine (thousands of sockets, gigabytes over loopback) and
+/// by those that measure a duration, so that one does not skew the other.
+pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The master key the tests run with (64 hex digits).
 pub const TEST_KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
 
@@ -122,7 +126,12 @@ impl ServerProcess {
         let data_dir = data_dir.to_string_lossy();
         let mut full = vec!["serve", "--listen", listen, "--data-dir", data_dir.as_ref()];
         full.extend_from_slice(args);
-        let mut child = server_command(&full, envs)
+        Self::from_command(server_command(&full, envs)).await
+    }
+
+    /// Runs `command` (a `tether-server serve`, maybe wrapped) and waits for its listening line.
+    pub async fn from_command(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -145,6 +154,32 @@ impl ServerProcess {
             stderr,
             _stdout: reader,
         }
+    }
+
+    /// A memory figure of the server from `/proc/PID/status` (`VmRSS`, `VmHWM` for the
+    /// peak), in bytes.
+    pub fn memory_bytes(&self, field: &str) -> u64 {
+        let pid = self.child.id().expect("the server is still running");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .expect("reading the server's /proc status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} line in /proc/PID/status"));
+        kib * 1024
+    }
+
+    /// Whether the server's stderr shows `needle` within 5 s (the log is collected
+    /// asynchronously, so a line written just now may not be there yet).
+    pub async fn logged(&self, needle: &str) -> bool {
+        for _ in 0..50 {
+            if self.logs().contains(needle) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
     }
 
     /// The GraphQL endpoint.
