@@ -71,6 +71,26 @@ Exit code 0 only if every server is ready.")]
 Placeholders without a --secret value stay variables, filled from each run's secrets.")]
     Install(InstallArgs),
 
+    /// Search the MCP registries (the official one, and Smithery when its API key is set).
+    #[command(after_help = "Examples:
+  tether search filesystem
+  tether search github --source smithery --limit 5 --json
+
+One row per server: name, latest version, transports (npm/pypi/oci/nuget/mcpb/remote), source.
+Deprecated and deleted entries are hidden unless --all. Answers are cached in
+$TETHER_HOME/cache/registry for 10 minutes; offline, the cache answers and says how old it is.")]
+    Search(SearchArgs),
+
+    /// Show one registry entry: how each package and remote would launch, and every input.
+    #[command(
+        after_help = "Examples:
+  tether show io.github.modelcontextprotocol/filesystem
+  tether show io.github.example/everything --version 2025.9.1 --json
+  tether show @smithery-ai/github --source smithery",
+        disable_version_flag = true
+    )]
+    Show(ShowArgs),
+
     /// List local installations: names, UUIDs and variable names (never values).
     List(ListArgs),
 
@@ -323,6 +343,75 @@ pub struct InstallArgs {
 
     #[command(flatten)]
     pub secrets: SecretArgs,
+}
+
+/// A registry, on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SourceArg {
+    /// The official MCP Registry.
+    Official,
+    /// Smithery (needs SMITHERY_API_KEY).
+    Smithery,
+}
+
+impl From<SourceArg> for tether_registry::Source {
+    fn from(source: SourceArg) -> Self {
+        match source {
+            SourceArg::Official => tether_registry::Source::Official,
+            SourceArg::Smithery => tether_registry::Source::Smithery,
+        }
+    }
+}
+
+/// `tether search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Text to look for in names (and descriptions, where the registry supports it).
+    #[arg(default_value = "")]
+    pub query: String,
+
+    /// Only this registry.
+    #[arg(long, value_enum)]
+    pub source: Option<SourceArg>,
+
+    /// At most N rows (1 to 100).
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub limit: u16,
+
+    /// Show deprecated and deleted entries too.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Ask the registries even when the cache is fresh.
+    #[arg(long)]
+    pub refresh: bool,
+
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tether show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The server's name (`io.github.owner/name`, or Smithery's `@owner/name`).
+    pub name: String,
+
+    /// This version instead of the latest (official registry).
+    #[arg(long, value_name = "V")]
+    pub version: Option<String>,
+
+    /// Only this registry (default: the official one, then Smithery when a key is set).
+    #[arg(long, value_enum)]
+    pub source: Option<SourceArg>,
+
+    /// Ask the registry even when the cache is fresh.
+    #[arg(long)]
+    pub refresh: bool,
+
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `tether list`.

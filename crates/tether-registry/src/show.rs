@@ -91,6 +91,12 @@ pub struct LaunchOption {
     /// repeatable argument.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// Its environment: `NAME=value`, `<NAME>` for what a user supplies, `[ ]` when optional.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Headers sent: `Name: value`, placeholders and brackets as for `env`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
     /// The URL (remote, or an HTTP package once started), with its `{variables}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
@@ -188,6 +194,8 @@ fn collect(kind: InputKind, name: &str, input: &Input, repeated: bool, out: &mut
     }
 }
 
+/// An argument's words: a fixed value as it is, `<hint>` for what a user supplies, `…` after
+/// a repeatable one, and `[ ]` around an optional one that has no fixed value.
 fn argument_tokens(argument: &Argument, out: &mut Vec<String>) {
     let hint = argument
         .value_hint
@@ -198,40 +206,100 @@ fn argument_tokens(argument: &Argument, out: &mut Vec<String>) {
         .value
         .as_deref()
         .map_or_else(|| format!("<{hint}>"), placeholders);
+    let mut words = Vec::with_capacity(2);
     match (argument.kind.as_str(), &argument.name) {
         ("named", Some(name)) => {
-            out.push(name.clone());
+            words.push(name.clone());
             let flag_only = argument.input.value.is_none()
                 && argument.input.format.as_deref() == Some("boolean");
             if !flag_only {
-                out.push(value);
+                words.push(value);
             }
         }
-        _ => out.push(value),
+        _ => words.push(value),
     }
+    if argument.input.value.is_none() && !argument.input.is_required {
+        if let Some(first) = words.first_mut() {
+            first.insert(0, '[');
+        }
+        if let Some(last) = words.last_mut() {
+            last.push(']');
+        }
+    }
+    out.extend(words);
     if argument.is_repeated {
         out.push("…".to_owned());
     }
 }
 
+/// The package pinned the way its runner spells it: `id@v` (npx, dnx), `id==v` (uvx),
+/// `image:v` (docker, unless the reference has a tag or digest already), the bare identifier
+/// without a version.
+fn pinned(package: &Package, runner: &str) -> String {
+    let identifier = &package.identifier;
+    let Some(version) = package.version.as_deref() else {
+        return identifier.clone();
+    };
+    match runner {
+        "uvx" => format!("{identifier}=={version}"),
+        "docker" => {
+            let tagged = identifier
+                .rsplit('/')
+                .next()
+                .is_some_and(|last| last.contains(':'))
+                || identifier.contains('@');
+            if tagged {
+                identifier.clone()
+            } else {
+                format!("{identifier}:{version}")
+            }
+        }
+        "mcpb" => identifier.clone(),
+        _ => format!("{identifier}@{version}"),
+    }
+}
+
+/// The runner of a package: its `runtimeHint`, else the registry type's.
+fn runner(package: &Package) -> String {
+    package
+        .runtime_hint
+        .clone()
+        .unwrap_or_else(|| match package.registry_type.as_str() {
+            "npm" => "npx".to_owned(),
+            "pypi" => "uvx".to_owned(),
+            "oci" => "docker".to_owned(),
+            "nuget" => "dnx".to_owned(),
+            other => other.to_owned(),
+        })
+}
+
+/// `NAME=value` / `Name: value` lines for environment variables or headers: a fixed value
+/// with `<variables>`, else `<NAME>`; in `[ ]` when optional without a fixed value.
+fn assignments(items: &[KeyValueInput], separator: &str) -> Vec<String> {
+    items
+        .iter()
+        .map(|item| {
+            let value = item
+                .input
+                .value
+                .as_deref()
+                .map_or_else(|| format!("<{}>", item.name), placeholders);
+            let line = format!("{}{separator}{value}", item.name);
+            if item.input.value.is_none() && !item.input.is_required {
+                format!("[{line}]")
+            } else {
+                line
+            }
+        })
+        .collect()
+}
+
 /// How a package launches, as argv with placeholders (`None` for `mcpb`, which is downloaded).
 pub fn package_command(package: &Package) -> Option<Vec<String>> {
-    let runner =
-        package
-            .runtime_hint
-            .clone()
-            .unwrap_or_else(|| match package.registry_type.as_str() {
-                "npm" => "npx".to_owned(),
-                "pypi" => "uvx".to_owned(),
-                "oci" => "docker".to_owned(),
-                "nuget" => "dnx".to_owned(),
-                other => other.to_owned(),
-            });
+    let runner = runner(package);
     if package.registry_type == "mcpb" && package.runtime_hint.is_none() {
         return None;
     }
-    let version = package.version.as_deref();
-    let identifier = &package.identifier;
     let mut argv = vec![runner.clone()];
     if runner == "docker" {
         argv.extend(["run".to_owned(), "-i".to_owned(), "--rm".to_owned()]);
@@ -239,32 +307,12 @@ pub fn package_command(package: &Package) -> Option<Vec<String>> {
     for argument in &package.runtime_arguments {
         argument_tokens(argument, &mut argv);
     }
-    match runner.as_str() {
-        "npx" | "bunx" => {
-            argv.push("-y".to_owned());
-            argv.push(version.map_or_else(|| identifier.clone(), |v| format!("{identifier}@{v}")));
-        }
-        "uvx" => {
-            argv.push(version.map_or_else(|| identifier.clone(), |v| format!("{identifier}=={v}")));
-        }
-        "docker" => {
-            let tagged = identifier
-                .rsplit('/')
-                .next()
-                .is_some_and(|last| last.contains(':'))
-                || identifier.contains('@');
-            argv.push(match version {
-                Some(v) if !tagged => format!("{identifier}:{v}"),
-                _ => identifier.clone(),
-            });
-        }
-        "dnx" => {
-            argv.push(version.map_or_else(|| identifier.clone(), |v| format!("{identifier}@{v}")));
-            argv.push("--yes".to_owned());
-        }
-        _ => {
-            argv.push(version.map_or_else(|| identifier.clone(), |v| format!("{identifier}@{v}")));
-        }
+    if matches!(runner.as_str(), "npx" | "bunx") {
+        argv.push("-y".to_owned());
+    }
+    argv.push(pinned(package, &runner));
+    if runner == "dnx" {
+        argv.push("--yes".to_owned());
     }
     for argument in &package.package_arguments {
         argument_tokens(argument, &mut argv);
@@ -324,10 +372,9 @@ pub fn package_option(package: &Package) -> LaunchOption {
     LaunchOption {
         kind: package.registry_type.clone(),
         transport: package.transport.kind.clone(),
-        package: Some(match &package.version {
-            Some(v) => format!("{}@{v}", package.identifier),
-            None => package.identifier.clone(),
-        }),
+        package: Some(pinned(package, &runner(package))),
+        env: assignments(&package.environment_variables, "="),
+        headers: assignments(&package.transport.headers, ": "),
         command: package_command(package),
         url: package.transport.url.clone(),
         note,
@@ -347,6 +394,8 @@ pub fn remote_option(remote: &Remote) -> LaunchOption {
         kind: "remote".to_owned(),
         transport: remote.kind.clone(),
         package: None,
+        env: Vec::new(),
+        headers: assignments(&remote.headers, ": "),
         command: None,
         url: Some(remote.url.clone()),
         note: None,
@@ -414,6 +463,8 @@ fn smithery_option(detail: &SmitheryDetail, connection: &SmitheryConnection) -> 
         kind: if http { "remote" } else { "local" }.to_owned(),
         transport: connection.kind.clone(),
         package: None,
+        env: Vec::new(),
+        headers: Vec::new(),
         command: None,
         url: if http {
             connection

@@ -459,7 +459,7 @@ async fn show_describes_how_each_package_and_remote_launches_and_every_input() {
         .expect("showing");
     assert_eq!(
         weather.options[0].command.as_ref().map(|c| c.join(" ")),
-        Some("uvx --python 3.12 mcp-weather==0.4.1 --units <units> --verbose".to_owned())
+        Some("uvx --python 3.12 mcp-weather==0.4.1 [--units <units>] [--verbose]".to_owned())
     );
     let key = &weather.options[0].inputs[0];
     assert_eq!(

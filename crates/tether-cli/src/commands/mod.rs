@@ -3,12 +3,14 @@
 mod call;
 mod export;
 mod install;
+mod registry;
 mod run;
 mod test;
 
 pub use call::call;
 pub use export::export;
 pub use install::{install, list, remove};
+pub use registry::{search, show};
 pub use run::run;
 pub use test::test;
 

@@ -39,6 +39,8 @@ fn version_and_help_document_exit_codes() {
         "install",
         "list",
         "remove",
+        "search",
+        "show",
         "completions",
     ] {
         let out = sandbox.run(&[command, "--help"]);

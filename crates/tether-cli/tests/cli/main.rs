@@ -12,6 +12,7 @@ mod harness;
 mod log_mask;
 mod managed_timeout;
 mod placeholders;
+mod registry;
 mod remote_failures;
 mod secrets;
 mod support;
