@@ -9,6 +9,7 @@ use tether_registry::{
 
 use crate::cli::{SearchArgs, ShowArgs};
 use crate::exit;
+use crate::output::print;
 
 fn registries(refresh: bool) -> anyhow::Result<Registries> {
     Ok(Registries::new(crate::settings::registry_settings(
@@ -107,7 +108,7 @@ pub async fn search(args: &SearchArgs) -> anyhow::Result<u8> {
         })
         .await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        print(&format!("{}\n", serde_json::to_string_pretty(&results)?));
         return Ok(exit::OK);
     }
     source_notes(&results.sources);
@@ -115,7 +116,7 @@ pub async fn search(args: &SearchArgs) -> anyhow::Result<u8> {
         eprintln!("no servers match {:?}", args.query);
         return Ok(exit::OK);
     }
-    print!("{}", search_table(&results));
+    print(&search_table(&results));
     Ok(exit::OK)
 }
 
@@ -261,7 +262,7 @@ pub async fn show(args: &ShowArgs) -> anyhow::Result<u8> {
         )
         .await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&details)?);
+        print(&format!("{}\n", serde_json::to_string_pretty(&details)?));
         return Ok(exit::OK);
     }
     if let Freshness::Offline { age_secs, reason } = &details.freshness {
@@ -271,6 +272,6 @@ pub async fn show(args: &ShowArgs) -> anyhow::Result<u8> {
             ago(*age_secs)
         );
     }
-    print!("{}", details_text(&details));
+    print(&details_text(&details));
     Ok(exit::OK)
 }
