@@ -91,6 +91,21 @@ $TETHER_HOME/cache/registry for 10 minutes; offline, the cache answers and says 
     )]
     Show(ShowArgs),
 
+    /// Add a server from the official registry: build its launch config, test-connect it,
+    /// and only then store it as a local installation.
+    #[command(
+        after_help = "Examples:
+  tether add io.github.modelcontextprotocol/filesystem --set target_dir=$HOME/src
+  tether add io.github.example/weather --secret WEATHER_API_KEY=env:WEATHER_API_KEY
+  tether add com.example/tenant-api --package remote --set tenant_id=acme --secret api_token=prompt
+
+Required inputs come from --set (values) and --secret (secrets); a missing one is an error
+that lists the flags to pass. Secret values are used for the test-connect and not stored:
+pass them to each run with --secret.",
+        disable_version_flag = true
+    )]
+    Add(AddArgs),
+
     /// List local installations: names, UUIDs and variable names (never values).
     List(ListArgs),
 
@@ -412,6 +427,68 @@ pub struct ShowArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `tether add --package`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PackageArg {
+    /// An npm package (npx).
+    Npm,
+    /// A PyPI package (uvx).
+    Pypi,
+    /// An OCI image (docker).
+    Oci,
+    /// A NuGet package (dnx).
+    Nuget,
+    /// An MCP bundle.
+    Mcpb,
+    /// A hosted endpoint.
+    Remote,
+}
+
+impl PackageArg {
+    /// The registry's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PackageArg::Npm => "npm",
+            PackageArg::Pypi => "pypi",
+            PackageArg::Oci => "oci",
+            PackageArg::Nuget => "nuget",
+            PackageArg::Mcpb => "mcpb",
+            PackageArg::Remote => "remote",
+        }
+    }
+}
+
+/// `tether add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The server's name in the official registry.
+    pub name: String,
+
+    /// Which package or the remote (default: the first package whose runner is on PATH,
+    /// else the first remote).
+    #[arg(long, value_enum)]
+    pub package: Option<PackageArg>,
+
+    /// This version instead of the latest.
+    #[arg(long, value_name = "V")]
+    pub version: Option<String>,
+
+    /// A value for a non-secret input: NAME=VALUE (repeat for a repeatable input).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+
+    /// The local installation's name (default: the last part of the registry name).
+    #[arg(long = "name", id = "local_name", value_name = "LOCAL")]
+    pub local_name: Option<String>,
+
+    /// Test-connect timeout in seconds (a first npx/uvx/docker run downloads the package).
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub timeout: u64,
 }
 
 /// `tether list`.

@@ -93,6 +93,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     Command::Call(args) => commands::call(args).await,
                     Command::Search(args) => commands::search(args).await,
                     Command::Show(args) => commands::show(args).await,
+                    Command::Add(args) => commands::add(args).await,
                     Command::Install(_)
                     | Command::List(_)
                     | Command::Remove(_)

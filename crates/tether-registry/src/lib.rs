@@ -18,6 +18,7 @@
 
 #![deny(missing_docs)]
 
+pub mod add;
 pub mod cache;
 mod client;
 mod error;
@@ -32,5 +33,5 @@ pub use error::RegistryError;
 pub use search::{SearchQuery, SearchResults, SearchRow, SourceReport};
 pub use show::{
     InputKind, InputRow, LaunchOption, ServerDetails, official_details, package_command,
-    package_option, remote_option, smithery_details,
+    package_option, remote_option, runner, smithery_details,
 };

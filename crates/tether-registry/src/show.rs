@@ -235,7 +235,7 @@ fn argument_tokens(argument: &Argument, out: &mut Vec<String>) {
 /// The package pinned the way its runner spells it: `id@v` (npx, dnx), `id==v` (uvx),
 /// `image:v` (docker, unless the reference has a tag or digest already), the bare identifier
 /// without a version.
-fn pinned(package: &Package, runner: &str) -> String {
+pub(crate) fn pinned(package: &Package, runner: &str) -> String {
     let identifier = &package.identifier;
     let Some(version) = package.version.as_deref() else {
         return identifier.clone();
@@ -260,7 +260,7 @@ fn pinned(package: &Package, runner: &str) -> String {
 }
 
 /// The runner of a package: its `runtimeHint`, else the registry type's.
-fn runner(package: &Package) -> String {
+pub fn runner(package: &Package) -> String {
     package
         .runtime_hint
         .clone()

@@ -6,6 +6,7 @@
     reason = "test helpers outside #[test] fns say what they were doing when they fail"
 )]
 
+mod add;
 mod commands;
 mod export_file;
 mod harness;
