@@ -4,13 +4,18 @@
 #   cached:      a fresh cache (< 10 min old) — the registry is not asked
 #   revalidated: --refresh over a cache — one request answered 304 (ETag)
 # Both registries are asked (official and Smithery, concurrently). Figures go in README's
-# Performance section. Needs python3; release builds of tether and tether-test-registry.
+# Performance section. Needs python3. PROFILE=debug measures the debug build instead of release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --quiet --release -p tether-cli -p tether-test-registry
-tether=$PWD/target/release/tether
+profile=${PROFILE:-release}
+if [ "$profile" = release ]; then
+  cargo build --quiet --release -p tether-cli -p tether-test-registry
+else
+  cargo build --quiet -p tether-cli -p tether-test-registry
+fi
+tether=$PWD/target/$profile/tether
 work=$(mktemp -d)
-coproc REGISTRY { exec "$PWD/target/release/tether-test-registry" --page-size 30; }
+coproc REGISTRY { exec "$PWD/target/$profile/tether-test-registry" --page-size 30; }
 trap 'kill "$REGISTRY_PID" 2>/dev/null; rm -rf "$work"' EXIT
 read -r url <&"${REGISTRY[0]}"
 export TETHER_REGISTRY_URL=$url TETHER_SMITHERY_URL=$url SMITHERY_API_KEY=fixture-smithery-key NO_COLOR=1

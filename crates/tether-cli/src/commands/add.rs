@@ -43,6 +43,15 @@ impl Choice<'_> {
         }
     }
 
+    /// The names of every input of this option (what `--set` and `--secret` may name).
+    fn input_names(&self) -> Vec<String> {
+        let option = match self {
+            Choice::Package(p) => tether_registry::package_option(p),
+            Choice::Remote(r) => tether_registry::remote_option(r),
+        };
+        option.inputs.into_iter().map(|i| i.name).collect()
+    }
+
     fn build(&self, answers: &Answers) -> Result<BuiltConfig, BuildError> {
         match self {
             Choice::Package(p) => package_config(p, answers),
@@ -178,6 +187,19 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
 
     let given = secrets::read(&args.secrets)?;
     let answers = answers(args, given.names().map(str::to_owned).collect())?;
+    let known = choice.input_names();
+    if let Some(unknown) = answers.values.keys().find(|name| !known.contains(name)) {
+        return Err(UsageError::new(format!(
+            "--set {unknown}: the {} has no input named {unknown} (its inputs: {})",
+            choice.describe(),
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ))
+        .into());
+    }
     let built = choice.build(&answers).map_err(build_error)?;
     let local = args.local_name.clone().unwrap_or_else(|| {
         server

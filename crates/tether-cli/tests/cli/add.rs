@@ -275,7 +275,20 @@ fn add_a_remote_with_a_required_secret_header_keeps_the_secret_out_of_the_store(
 fn add_validates_inputs_before_launching_anything() {
     let sandbox = Sandbox::new();
     let registry = FixtureRegistry::start(&[]);
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &[
+                "add",
+                "io.github.example/nuget-tools",
+                "--package",
+                "nuget",
+                "--set",
+                "dir=/srv",
+                "--set",
+                "MODE=read",
+            ],
+            "error: --set MODE: the nuget package Example.McpTools 2.1.0 has no input named MODE (its inputs: dir, TOOLS_MODE)\n",
+        ),
         (
             &[
                 "add",

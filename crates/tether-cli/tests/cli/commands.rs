@@ -41,6 +41,7 @@ fn version_and_help_document_exit_codes() {
         "remove",
         "search",
         "show",
+        "add",
         "completions",
     ] {
         let out = sandbox.run(&[command, "--help"]);
