@@ -360,3 +360,55 @@ fn add_validates_inputs_before_launching_anything() {
         serde_json::json!({"installations": []})
     );
 }
+
+#[test]
+fn sigterm_during_the_test_connect_stops_the_server_and_stores_nothing() {
+    let sandbox = Sandbox::new();
+    let registry = FixtureRegistry::start(&[]);
+    let started = sandbox.path("npx-started");
+    // A server that never answers: it says it started, then sleeps (its marker is unique to
+    // this test, so the process check below cannot see another test's processes).
+    let marker = format!("tether-add-sigterm-{}", std::process::id());
+    let shim = npx_shim(
+        &sandbox,
+        &format!(
+            "touch {}\nexec sh -c 'sleep 300; : {marker}'",
+            started.display()
+        ),
+    );
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("tether"))
+        .args(["add", "io.github.example/everything", "--timeout", "60"])
+        .current_dir(sandbox.dir.path())
+        .env("TETHER_HOME", sandbox.home())
+        .env("TETHER_REGISTRY_URL", &registry.url)
+        .env("PATH", path_with(&shim))
+        .env_remove("SMITHERY_API_KEY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether add");
+    let waited = Instant::now();
+    while !started.exists() || tether_testkit::processes_with(&marker).is_empty() {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the server never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("sending SIGTERM");
+    let status = child.wait().expect("waiting for tether add");
+    assert_eq!(status.code(), Some(143));
+    let gone = Instant::now();
+    while !tether_testkit::processes_with(&marker).is_empty() {
+        assert!(
+            gone.elapsed() < Duration::from_secs(10),
+            "the server outlived tether add"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        installations(&sandbox),
+        serde_json::json!({"installations": []})
+    );
+}
