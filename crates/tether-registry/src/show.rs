@@ -7,8 +7,8 @@ use serde_json::Value;
 use crate::client::{Freshness, Registries, Source};
 use crate::error::RegistryError;
 use crate::model::{
-    Argument, Input, KeyValueInput, Package, Remote, ServerResponse, SmitheryConnection,
-    SmitheryDetail,
+    Argument, Input, KeyValueInput, Package, Remote, ServerList, ServerResponse,
+    SmitheryConnection, SmitheryDetail,
 };
 
 /// What an input is.
@@ -124,6 +124,9 @@ pub struct ServerDetails {
     /// The version shown (official registry).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Every published version, newest first (official registry; empty when unknown).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<String>,
     /// `active`, `deprecated`, `deleted`, with the registry's message.
     pub status: String,
     /// The registry's reason for the status.
@@ -500,6 +503,7 @@ pub fn official_details(response: &ServerResponse, freshness: Freshness) -> Serv
         title: server.title.clone(),
         description: server.description.clone(),
         version: Some(server.version.clone()),
+        versions: Vec::new(),
         status: response.status().as_str().to_owned(),
         status_message: official.and_then(|o| o.status_message.clone()),
         website: server.website_url.clone(),
@@ -518,6 +522,7 @@ pub fn smithery_details(detail: &SmitheryDetail, freshness: Freshness) -> Server
         title: detail.display_name.clone(),
         description: detail.description.clone(),
         version: None,
+        versions: Vec::new(),
         status: "active".to_owned(),
         status_message: None,
         website: None,
@@ -557,6 +562,33 @@ impl Registries {
         .await
     }
 
+    /// Every version of an official entry, newest first.
+    pub async fn official_versions(&self, name: &str) -> Result<Vec<String>, RegistryError> {
+        let url = self.url(
+            Source::Official,
+            &["v0.1", "servers", name, "versions"],
+            &[],
+        );
+        let (list, _): (ServerList, _) = self
+            .fetch(Source::Official, url, || RegistryError::NotFound {
+                registry: Source::Official.title(),
+                name: name.to_owned(),
+                version: None,
+            })
+            .await?;
+        Ok(list.servers.into_iter().map(|s| s.server.version).collect())
+    }
+
+    /// `details` with its versions; a failure to list them leaves the list empty (the entry
+    /// itself was found).
+    async fn with_versions(&self, mut details: ServerDetails) -> ServerDetails {
+        match self.official_versions(&details.name).await {
+            Ok(versions) => details.versions = versions,
+            Err(e) => tracing::debug!("cannot list the versions of {}: {e}", details.name),
+        }
+        details
+    }
+
     /// A Smithery entry.
     pub async fn smithery_server(
         &self,
@@ -589,10 +621,14 @@ impl Registries {
             }
             Some(Source::Official) => {
                 let (response, freshness) = self.official_server(name, version).await?;
-                Ok(official_details(&response, freshness))
+                Ok(self
+                    .with_versions(official_details(&response, freshness))
+                    .await)
             }
             None => match self.official_server(name, version).await {
-                Ok((response, freshness)) => Ok(official_details(&response, freshness)),
+                Ok((response, freshness)) => Ok(self
+                    .with_versions(official_details(&response, freshness))
+                    .await),
                 Err(RegistryError::NotFound { .. })
                     if version.is_none() && self.smithery_enabled() =>
                 {

@@ -236,6 +236,9 @@ fn details_text(details: &ServerDetails) -> String {
                 .unwrap_or_default()
         );
     }
+    if details.versions.len() > 1 {
+        let _ = writeln!(out, "versions: {}", details.versions.join(", "));
+    }
     if let Some(website) = &details.website {
         let _ = writeln!(out, "website: {website}");
     }

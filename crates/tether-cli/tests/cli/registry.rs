@@ -215,6 +215,10 @@ fn show_versions_json_and_missing_entries() {
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(value["version"], "2025.9.1");
     assert_eq!(
+        value["versions"],
+        serde_json::json!(["2026.8.31", "2025.9.1"])
+    );
+    assert_eq!(
         value["options"][0]["command"],
         serde_json::json!([
             "npx",
