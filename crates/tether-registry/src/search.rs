@@ -105,6 +105,30 @@ fn rfc3339(fetched_at: u64) -> String {
         .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
 }
 
+/// Every page of a list: the rows, the first page's ETag and where they came from; or the
+/// error and whether the cache may stand in for it.
+type Pages<T> = Result<(Vec<T>, Option<String>, Freshness), (RegistryError, bool)>;
+
+/// The cached rows, confirmed by a 304 (asked for only with a cached entry's ETag).
+fn unchanged<T: Clone>(cached: Option<&Entry<Vec<T>>>) -> Pages<T> {
+    cached
+        .map(|entry| {
+            (
+                entry.body.clone(),
+                entry.etag.clone(),
+                Freshness::Revalidated,
+            )
+        })
+        .ok_or_else(|| {
+            (
+                RegistryError::Client(
+                    "a registry answered 304 to a request without an ETag".to_owned(),
+                ),
+                false,
+            )
+        })
+}
+
 /// One page of a list.
 enum Page<L> {
     /// 304: the cached entry holds.
@@ -223,6 +247,33 @@ impl Registries {
         Ok(SearchResults { rows, sources })
     }
 
+    /// A list through the cache: a fresh entry as it is; else `pages` (given the stale entry,
+    /// for revalidation) and stored; when `pages` fails in a way that allows it, the cached
+    /// entry of any age, reported offline.
+    async fn cached_list<T>(
+        &self,
+        key: &str,
+        pages: impl AsyncFnOnce(Option<&Entry<Vec<T>>>) -> Pages<T>,
+    ) -> Result<(Vec<T>, Freshness), RegistryError>
+    where
+        T: Serialize + DeserializeOwned,
+    {
+        let (cached, fresh) = self.fresh::<Vec<T>>(key);
+        match cached {
+            Some(entry) if fresh => {
+                let age_secs = entry.age().as_secs();
+                Ok((entry.body, Freshness::Cache { age_secs }))
+            }
+            cached => match pages(cached.as_ref()).await {
+                Ok((rows, etag, freshness)) => {
+                    self.store(key, etag, &rows);
+                    Ok((rows, freshness))
+                }
+                Err((error, fall_back)) => offline_or(error, cached, fall_back),
+            },
+        }
+    }
+
     async fn search_official(
         &self,
         query: &SearchQuery,
@@ -231,20 +282,11 @@ impl Registries {
             "official search {} {:?} {} {}",
             self.official, query.text, query.limit, query.include_hidden
         );
-        let (cached, fresh) = self.fresh::<Vec<ServerResponse>>(&key);
-        let (servers, freshness) = match cached {
-            Some(entry) if fresh => {
-                let age_secs = entry.age().as_secs();
-                (entry.body, Freshness::Cache { age_secs })
-            }
-            cached => match self.official_pages(query, cached.as_ref()).await {
-                Ok((servers, etag, freshness)) => {
-                    self.store(&key, etag, &servers);
-                    (servers, freshness)
-                }
-                Err((error, fall_back)) => offline_or(error, cached, fall_back)?,
-            },
-        };
+        let (servers, freshness) = self
+            .cached_list(&key, async |cached| {
+                self.official_pages(query, cached).await
+            })
+            .await?;
         let rows = servers.iter().map(official_row).collect();
         Ok((rows, freshness))
     }
@@ -255,7 +297,7 @@ impl Registries {
         &self,
         query: &SearchQuery,
         cached: Option<&Entry<Vec<ServerResponse>>>,
-    ) -> Result<(Vec<ServerResponse>, Option<String>, Freshness), (RegistryError, bool)> {
+    ) -> Pages<ServerResponse> {
         let since = cached
             .filter(|e| e.etag.is_none())
             .map(|e| rfc3339(e.fetched_at));
@@ -285,16 +327,7 @@ impl Registries {
                 None
             };
             let list: ServerList = match self.page(Source::Official, &url, etag).await? {
-                Page::NotModified => {
-                    if let Some(entry) = cached {
-                        return Ok((
-                            entry.body.clone(),
-                            entry.etag.clone(),
-                            Freshness::Revalidated,
-                        ));
-                    }
-                    return Err((Self::status_error(Source::Official, &url, 304, &[]), false));
-                }
+                Page::NotModified => return unchanged(cached),
                 Page::Fresh { list, etag } => {
                     if page == 0 {
                         first_etag = etag;
@@ -344,20 +377,11 @@ impl Registries {
             "smithery search {} {:?} {}",
             self.smithery, query.text, query.limit
         );
-        let (cached, fresh) = self.fresh::<Vec<SmitheryServer>>(&key);
-        let (servers, freshness) = match cached {
-            Some(entry) if fresh => {
-                let age_secs = entry.age().as_secs();
-                (entry.body, Freshness::Cache { age_secs })
-            }
-            cached => match self.smithery_pages(query, cached.as_ref()).await {
-                Ok((servers, etag, freshness)) => {
-                    self.store(&key, etag, &servers);
-                    (servers, freshness)
-                }
-                Err((error, fall_back)) => offline_or(error, cached, fall_back)?,
-            },
-        };
+        let (servers, freshness) = self
+            .cached_list(&key, async |cached| {
+                self.smithery_pages(query, cached).await
+            })
+            .await?;
         let rows = servers.iter().take(query.limit).map(smithery_row).collect();
         Ok((rows, freshness))
     }
@@ -366,7 +390,7 @@ impl Registries {
         &self,
         query: &SearchQuery,
         cached: Option<&Entry<Vec<SmitheryServer>>>,
-    ) -> Result<(Vec<SmitheryServer>, Option<String>, Freshness), (RegistryError, bool)> {
+    ) -> Pages<SmitheryServer> {
         let page_size = query.limit.clamp(1, 100).to_string();
         let mut servers = Vec::new();
         let mut first_etag = None;
@@ -387,16 +411,7 @@ impl Registries {
                 None
             };
             let list: SmitheryList = match self.page(Source::Smithery, &url, etag).await? {
-                Page::NotModified => {
-                    if let Some(entry) = cached {
-                        return Ok((
-                            entry.body.clone(),
-                            entry.etag.clone(),
-                            Freshness::Revalidated,
-                        ));
-                    }
-                    return Err((Self::status_error(Source::Smithery, &url, 304, &[]), false));
-                }
+                Page::NotModified => return unchanged(cached),
                 Page::Fresh { list, etag } => {
                     if page == 1 {
                         first_etag = etag;
