@@ -165,6 +165,13 @@ fn build_error(error: BuildError) -> anyhow::Error {
 
 /// `tether add`.
 pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
+    if args.name.starts_with('@') {
+        return Err(UsageError::new(format!(
+            "{} looks like a Smithery name; tether add takes entries of the official registry only (for now); `tether show {} --source smithery` describes it",
+            args.name, args.name
+        ))
+        .into());
+    }
     let registries = Registries::new(settings::registry_settings(false)?)?;
     let (response, _) = registries
         .official_server(&args.name, args.version.as_deref())

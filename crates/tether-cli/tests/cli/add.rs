@@ -275,7 +275,11 @@ fn add_a_remote_with_a_required_secret_header_keeps_the_secret_out_of_the_store(
 fn add_validates_inputs_before_launching_anything() {
     let sandbox = Sandbox::new();
     let registry = FixtureRegistry::start(&[]);
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["add", "@smithery-ai/github"],
+            "error: @smithery-ai/github looks like a Smithery name; tether add takes entries of the official registry only (for now); `tether show @smithery-ai/github --source smithery` describes it\n",
+        ),
         (
             &[
                 "add",
