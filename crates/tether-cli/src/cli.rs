@@ -76,6 +76,41 @@ can read that file can read them). `tether remove` deletes them and leaves no co
 file. To keep a secret off the disk, leave its placeholder and pass --secret at run time.")]
     Install(InstallArgs),
 
+    /// Search the MCP registries (the official one, and Smithery when its API key is set).
+    #[command(after_help = "Examples:
+  tether search filesystem
+  tether search github --source smithery --limit 5 --json
+
+One row per server: name, latest version, transports (npm/pypi/oci/nuget/mcpb/remote), source.
+Deprecated and deleted entries are hidden unless --all. Answers are cached in
+$TETHER_HOME/cache/registry for 10 minutes; offline, the cache answers and says how old it is.")]
+    Search(SearchArgs),
+
+    /// Show one registry entry: how each package and remote would launch, and every input.
+    #[command(
+        after_help = "Examples:
+  tether show io.github.modelcontextprotocol/filesystem
+  tether show io.github.example/everything --version 2025.9.1 --json
+  tether show @smithery-ai/github --source smithery",
+        disable_version_flag = true
+    )]
+    Show(ShowArgs),
+
+    /// Add a server from the official registry: build its launch config, test-connect it,
+    /// and only then store it as a local installation.
+    #[command(
+        after_help = "Examples:
+  tether add io.github.modelcontextprotocol/filesystem --set target_dir=$HOME/src
+  tether add io.github.example/weather --secret WEATHER_API_KEY=env:WEATHER_API_KEY
+  tether add com.example/tenant-api --package remote --set tenant_id=acme --secret api_token=prompt
+
+Required inputs come from --set (values) and --secret (secrets); a missing one is an error
+that lists the flags to pass. Secret values are used for the test-connect and not stored:
+pass them to each run with --secret.",
+        disable_version_flag = true
+    )]
+    Add(AddArgs),
+
     /// List local installations: names, UUIDs and variable names (never values).
     List(ListArgs),
 
@@ -335,6 +370,137 @@ pub struct InstallArgs {
 
     #[command(flatten)]
     pub secrets: SecretArgs,
+}
+
+/// A registry, on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SourceArg {
+    /// The official MCP Registry.
+    Official,
+    /// Smithery (needs SMITHERY_API_KEY).
+    Smithery,
+}
+
+impl From<SourceArg> for tether_registry::Source {
+    fn from(source: SourceArg) -> Self {
+        match source {
+            SourceArg::Official => tether_registry::Source::Official,
+            SourceArg::Smithery => tether_registry::Source::Smithery,
+        }
+    }
+}
+
+/// `tether search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Text to look for in names (and descriptions, where the registry supports it).
+    #[arg(default_value = "")]
+    pub query: String,
+
+    /// Only this registry.
+    #[arg(long, value_enum)]
+    pub source: Option<SourceArg>,
+
+    /// At most N rows (1 to 100).
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub limit: u16,
+
+    /// Show deprecated and deleted entries too.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Ask the registries even when the cache is fresh.
+    #[arg(long)]
+    pub refresh: bool,
+
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tether show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The server's name (`io.github.owner/name`, or Smithery's `@owner/name`).
+    pub name: String,
+
+    /// This version instead of the latest (official registry).
+    #[arg(long, value_name = "V")]
+    pub version: Option<String>,
+
+    /// Only this registry (default: the official one, then Smithery when a key is set).
+    #[arg(long, value_enum)]
+    pub source: Option<SourceArg>,
+
+    /// Ask the registry even when the cache is fresh.
+    #[arg(long)]
+    pub refresh: bool,
+
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tether add --package`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PackageArg {
+    /// An npm package (npx).
+    Npm,
+    /// A PyPI package (uvx).
+    Pypi,
+    /// An OCI image (docker).
+    Oci,
+    /// A NuGet package (dnx).
+    Nuget,
+    /// An MCP bundle.
+    Mcpb,
+    /// A hosted endpoint.
+    Remote,
+}
+
+impl PackageArg {
+    /// The registry's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PackageArg::Npm => "npm",
+            PackageArg::Pypi => "pypi",
+            PackageArg::Oci => "oci",
+            PackageArg::Nuget => "nuget",
+            PackageArg::Mcpb => "mcpb",
+            PackageArg::Remote => "remote",
+        }
+    }
+}
+
+/// `tether add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The server's name in the official registry.
+    pub name: String,
+
+    /// Which package or the remote (default: the first package whose runner is on PATH,
+    /// else the first remote).
+    #[arg(long, value_enum)]
+    pub package: Option<PackageArg>,
+
+    /// This version instead of the latest.
+    #[arg(long, value_name = "V")]
+    pub version: Option<String>,
+
+    /// A value for a non-secret input: NAME=VALUE (repeat for a repeatable input).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+
+    /// The local installation's name (default: the last part of the registry name).
+    #[arg(long = "name", id = "local_name", value_name = "LOCAL")]
+    pub local_name: Option<String>,
+
+    /// Test-connect timeout in seconds (a first npx/uvx/docker run downloads the package).
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub timeout: u64,
 }
 
 /// `tether list`.

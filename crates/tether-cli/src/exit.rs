@@ -67,6 +67,14 @@ pub fn code(err: &anyhow::Error) -> u8 {
         {
             return MANAGED;
         }
+        if let Some(registry) = cause.downcast_ref::<tether_registry::RegistryError>() {
+            return match registry {
+                tether_registry::RegistryError::NotFound { .. }
+                | tether_registry::RegistryError::BadUrl { .. }
+                | tether_registry::RegistryError::NoSmitheryKey => USAGE,
+                _ => FAILED,
+            };
+        }
         if let Some(driver) = cause.downcast_ref::<DriverError>() {
             return match driver {
                 DriverError::ManagedMcpResolutionFailed { .. } | DriverError::ServerNotFound(_) => {

@@ -117,6 +117,9 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     Command::Export(args) => commands::export(args).await,
                     Command::Test(args) => commands::test(args).await,
                     Command::Call(args) => commands::call(args).await,
+                    Command::Search(args) => commands::search(args).await,
+                    Command::Show(args) => commands::show(args).await,
+                    Command::Add(args) => commands::add(args).await,
                     Command::Install(_)
                     | Command::List(_)
                     | Command::Remove(_)

@@ -4,6 +4,9 @@
 //! `$TETHER_HOME/config.toml`; the API key: `TETHER_API_KEY` / `TETHER_API_KEY_FILE` >
 //! `api_key` / `api_key_file` in config.toml. Never from argv. The resolution deadline:
 //! `--managed-timeout` > `TETHER_MANAGED_TIMEOUT` > `managed_timeout` in config.toml > 30 s.
+//! The registries: `TETHER_REGISTRY_URL` / `TETHER_SMITHERY_URL` > `registry_url` /
+//! `smithery_url` in config.toml > the public ones; Smithery's key: `SMITHERY_API_KEY` >
+//! `smithery_api_key_file` in config.toml.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,6 +44,9 @@ struct ConfigFile {
     api_key: Option<String>,
     api_key_file: Option<PathBuf>,
     managed_timeout: Option<u64>,
+    registry_url: Option<String>,
+    smithery_url: Option<String>,
+    smithery_api_key_file: Option<PathBuf>,
 }
 
 /// The data directory.
@@ -134,4 +140,43 @@ pub fn managed_client(
         };
     let client = HttpManagedMcpClient::new(settings).map_err(|e| UsageError::new(e.to_string()))?;
     Ok(Some(Arc::new(client)))
+}
+
+/// A non-empty environment variable.
+fn env_text(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Where the registries are, Smithery's key, and the cache in `$TETHER_HOME/cache/registry`.
+pub fn registry_settings(refresh: bool) -> anyhow::Result<tether_registry::RegistrySettings> {
+    let dir = data_dir()?;
+    let file = config_file(&dir)?;
+    let smithery_key = match env_text(EnvVars::SMITHERY_API_KEY) {
+        Some(key) => Some(SecretValue::new(key.trim().to_owned())),
+        None => match &file.smithery_api_key_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    UsageError::new(format!(
+                        "cannot read smithery_api_key_file {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                Some(SecretValue::new(text.trim().to_owned()))
+            }
+            None => None,
+        },
+    };
+    let defaults = tether_registry::RegistrySettings::default();
+    Ok(tether_registry::RegistrySettings {
+        official_url: env_text(EnvVars::TETHER_REGISTRY_URL)
+            .or(file.registry_url)
+            .unwrap_or(defaults.official_url),
+        smithery_url: env_text(EnvVars::TETHER_SMITHERY_URL)
+            .or(file.smithery_url)
+            .unwrap_or(defaults.smithery_url),
+        smithery_key: smithery_key.filter(|k| !k.is_empty()),
+        cache_dir: Some(dir.join("cache").join("registry")),
+        timeout: defaults.timeout,
+        refresh,
+    })
 }

@@ -64,6 +64,19 @@ impl EnvVars {
     /// Mutually exclusive with [`EnvVars::TETHER_API_KEY`].
     pub const TETHER_API_KEY_FILE: &'static str = "TETHER_API_KEY_FILE";
 
+    /// The official MCP Registry's base URL for `search` and `show` (default
+    /// `https://registry.modelcontextprotocol.io`); falls back to `registry_url` in
+    /// `$TETHER_HOME/config.toml`.
+    pub const TETHER_REGISTRY_URL: &'static str = "TETHER_REGISTRY_URL";
+
+    /// Smithery's API base URL (default `https://api.smithery.ai`); falls back to
+    /// `smithery_url` in `$TETHER_HOME/config.toml`.
+    pub const TETHER_SMITHERY_URL: &'static str = "TETHER_SMITHERY_URL";
+
+    /// Smithery's API key (a secret: sent only as a Bearer header to Smithery, never shown or
+    /// logged). Without it (or `smithery_api_key_file` in config.toml) search skips Smithery.
+    pub const SMITHERY_API_KEY: &'static str = "SMITHERY_API_KEY";
+
     /// Disables colour in tether's output when set to anything (<https://no-color.org>).
     pub const NO_COLOR: &'static str = "NO_COLOR";
 
@@ -132,6 +145,17 @@ impl EnvVars {
             Reader::Tether,
             "file holding the API key",
         ),
+        doc(
+            Self::TETHER_REGISTRY_URL,
+            Reader::Tether,
+            "the official MCP Registry's base URL",
+        ),
+        doc(
+            Self::TETHER_SMITHERY_URL,
+            Reader::Tether,
+            "Smithery's API base URL",
+        ),
+        doc(Self::SMITHERY_API_KEY, Reader::Tether, "Smithery's API key"),
         doc(Self::NO_COLOR, Reader::Tether, "no colour in output"),
         doc(
             Self::RUST_LOG,

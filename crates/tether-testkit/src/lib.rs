@@ -4,6 +4,8 @@
 //!   target directory the tests were built into (built on demand when missing);
 //! - [`npm_bin`] / [`server_everything`]: the pinned npm packages of `npm-packages.txt`
 //!   (server-everything and the harness CLIs), installed once under a file lock;
+//! - [`FixtureRegistry`]: the loopback fixture registry (`tether-test-registry`), started
+//!   as a real process;
 //! - [`processes_in_group`] / [`wait_group_gone`]: process checks through `/proc`;
 //! - [`files_bytes`] / [`holds`]: what a store wrote to disk (sentinel searches).
 
@@ -13,8 +15,10 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 mod npm;
+mod registry;
 
 pub use npm::{NPM_PACKAGES_FILE, NpmPackage, npm_bin, npm_packages, npm_prefix};
+pub use registry::{FIXTURE_SMITHERY_KEY, FixtureRegistry, test_registry_bin};
 
 /// The `tether-test-mcp` binary (built on first use when a test runs without the workspace).
 pub fn test_server_bin() -> PathBuf {

@@ -1,14 +1,18 @@
 //! The subcommands, and what they share: reading specs and secrets, resolving, starting.
 
+mod add;
 mod call;
 mod export;
 mod install;
+mod registry;
 mod run;
 mod test;
 
+pub use add::add;
 pub use call::call;
 pub use export::export;
 pub use install::{install, list, remove};
+pub use registry::{search, show};
 pub use run::run;
 pub use test::test;
 
@@ -103,7 +107,18 @@ pub async fn session(
         secrets::prompt_for_inputs(&parsed, &mut secrets)?;
         anyhow::Ok(secrets)
     })?;
+    session_with(specs, parsed, task_id, secrets, progress).await
+}
 
+/// [`session`] for specs already parsed and secrets already read (`tether add` reads its
+/// secrets once, to know their names before it builds the spec).
+pub async fn session_with(
+    specs: &SpecArgs,
+    parsed: Vec<McpSpec>,
+    task_id: Option<String>,
+    secrets: tether_config::Secrets,
+    progress: &Progress,
+) -> anyhow::Result<Session> {
     let needs_uuid = parsed.iter().any(|spec| match spec {
         McpSpec::Uuid(_) => true,
         McpSpec::Json { text, .. } => parse_config(text, Origin::User)

@@ -39,6 +39,9 @@ fn version_and_help_document_exit_codes() {
         "install",
         "list",
         "remove",
+        "search",
+        "show",
+        "add",
         "completions",
     ] {
         let out = sandbox.run(&[command, "--help"]);

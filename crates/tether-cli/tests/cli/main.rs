@@ -6,6 +6,7 @@
     reason = "test helpers outside #[test] fns say what they were doing when they fail"
 )]
 
+mod add;
 mod commands;
 mod dialects;
 mod export_file;
@@ -14,6 +15,7 @@ mod lifetime;
 mod log_mask;
 mod managed_timeout;
 mod placeholders;
+mod registry;
 mod remote_failures;
 mod secrets;
 mod support;

@@ -1,0 +1,287 @@
+//! `tether add`: a registry entry → a launch config → a test-connect → a local installation.
+//!
+//! Nothing is stored unless the server initialised and listed its tools. Secret inputs stay
+//! `{{NAME}}` placeholders: their values are used for the test-connect and never stored (a
+//! secret store is issue 12 item 5), so each run passes them with `--secret`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use serde_json::json;
+use tether_config::{Origin, parse_config};
+use tether_driver::{McpSpec, ServerStatus};
+use tether_registry::add::{Answers, BuildError, BuiltConfig, package_config, remote_config};
+use tether_registry::model::{Package, Remote, ServerJson};
+use tether_registry::{Registries, runner};
+use tether_store::Store;
+
+use crate::cli::{AddArgs, PackageArg, SpecArgs};
+use crate::exit::{FAILED, OK, Reported, UsageError};
+use crate::output::{Progress, print};
+use crate::{secrets, settings};
+
+/// What `add` installs: one package or one remote of the entry.
+enum Choice<'a> {
+    Package(&'a Package),
+    Remote(&'a Remote),
+}
+
+impl Choice<'_> {
+    fn describe(&self) -> String {
+        match self {
+            Choice::Package(p) => format!(
+                "{} package {}{}",
+                p.registry_type,
+                p.identifier,
+                p.version
+                    .as_deref()
+                    .map(|v| format!(" {v}"))
+                    .unwrap_or_default()
+            ),
+            Choice::Remote(r) => format!("remote {} ({})", r.url, r.kind),
+        }
+    }
+
+    /// The names of every input of this option (what `--set` and `--secret` may name).
+    fn input_names(&self) -> Vec<String> {
+        let option = match self {
+            Choice::Package(p) => tether_registry::package_option(p),
+            Choice::Remote(r) => tether_registry::remote_option(r),
+        };
+        option.inputs.into_iter().map(|i| i.name).collect()
+    }
+
+    fn build(&self, answers: &Answers) -> Result<BuiltConfig, BuildError> {
+        match self {
+            Choice::Package(p) => package_config(p, answers),
+            Choice::Remote(r) => remote_config(r, answers),
+        }
+    }
+}
+
+/// Whether `program` is an executable file in a `PATH` directory.
+fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(Path::new(&dir).join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// `--package` decides; else the first stdio package whose runner is on PATH, else the first
+/// remote.
+fn choose<'a>(server: &'a ServerJson, asked: Option<PackageArg>) -> anyhow::Result<Choice<'a>> {
+    let available = server.transports().join(", ");
+    if let Some(asked) = asked {
+        let kind = asked.as_str();
+        if kind == "remote" {
+            return server.remotes.first().map(Choice::Remote).ok_or_else(|| {
+                UsageError::new(format!(
+                    "{} has no remote (it has: {available})",
+                    server.name
+                ))
+                .into()
+            });
+        }
+        return server
+            .packages
+            .iter()
+            .find(|p| p.registry_type == kind)
+            .map(Choice::Package)
+            .ok_or_else(|| {
+                UsageError::new(format!(
+                    "{} has no {kind} package (it has: {available})",
+                    server.name
+                ))
+                .into()
+            });
+    }
+    if let Some(package) = server
+        .packages
+        .iter()
+        .find(|p| p.transport.kind == "stdio" && p.registry_type != "mcpb" && on_path(&runner(p)))
+    {
+        return Ok(Choice::Package(package));
+    }
+    if let Some(remote) = server.remotes.first() {
+        return Ok(Choice::Remote(remote));
+    }
+    let runners: Vec<String> = server.packages.iter().map(runner).collect();
+    Err(UsageError::new(format!(
+        "{} has no remote and none of its packages' runners is on PATH ({}); install one, or pick a package with --package",
+        server.name,
+        runners.join(", ")
+    ))
+    .into())
+}
+
+fn answers(args: &AddArgs, secret_names: Vec<String>) -> anyhow::Result<Answers> {
+    let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for pair in &args.set {
+        let (name, value) = pair.split_once('=').ok_or_else(|| {
+            UsageError::new(format!(
+                "--set takes NAME=VALUE (got {name:?} without '=')",
+                name = pair
+            ))
+        })?;
+        values
+            .entry(name.to_owned())
+            .or_default()
+            .push(value.to_owned());
+    }
+    Ok(Answers {
+        values,
+        secrets: secret_names,
+    })
+}
+
+fn build_error(error: BuildError) -> anyhow::Error {
+    match error {
+        BuildError::Missing(missing) => {
+            let mut text = String::from("the entry needs values for:");
+            for input in &missing {
+                let flag = if input.secret {
+                    format!("--secret {}=SOURCE", input.name)
+                } else {
+                    format!("--set {}=VALUE", input.name)
+                };
+                text.push_str(&format!(
+                    "\n  {flag}{}",
+                    input
+                        .description
+                        .as_deref()
+                        .map(|d| format!("  ({d})"))
+                        .unwrap_or_default()
+                ));
+            }
+            UsageError::new(text).into()
+        }
+        other => UsageError::new(other.to_string()).into(),
+    }
+}
+
+/// `tether add`.
+pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
+    if args.name.starts_with('@') {
+        return Err(UsageError::new(format!(
+            "{} looks like a Smithery name; tether add takes entries of the official registry only (for now); `tether show {} --source smithery` describes it",
+            args.name, args.name
+        ))
+        .into());
+    }
+    let registries = Registries::new(settings::registry_settings(false)?)?;
+    let (response, _) = registries
+        .official_server(&args.name, args.version.as_deref())
+        .await?;
+    let server = &response.server;
+    if response.status().is_hidden() {
+        eprintln!(
+            "warning: {} is {} in the registry",
+            server.name,
+            response.status().as_str()
+        );
+    }
+    let choice = choose(server, args.package)?;
+    eprintln!(
+        "using the {} of {} {}",
+        choice.describe(),
+        server.name,
+        server.version
+    );
+
+    let given = secrets::read(&args.secrets)?;
+    let answers = answers(args, given.names().map(str::to_owned).collect())?;
+    let known = choice.input_names();
+    if let Some(unknown) = answers.values.keys().find(|name| !known.contains(name)) {
+        return Err(UsageError::new(format!(
+            "--set {unknown}: the {} has no input named {unknown} (its inputs: {})",
+            choice.describe(),
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ))
+        .into());
+    }
+    let built = choice.build(&answers).map_err(build_error)?;
+    let local = args.local_name.clone().unwrap_or_else(|| {
+        server
+            .name
+            .rsplit('/')
+            .next()
+            .unwrap_or(&server.name)
+            .to_owned()
+    });
+
+    // Test-connect in a scratch directory; nothing is stored unless it is ready.
+    let scratch = tempfile::tempdir().context("creating a scratch directory")?;
+    let mut trial = built.server.clone();
+    if trial.get("command").is_some() {
+        trial["cwd"] = json!(scratch.path());
+    }
+    let specs = SpecArgs {
+        mcp: Vec::new(),
+        task: None,
+        server_url: None,
+        managed_timeout: None,
+        pass_env: Vec::new(),
+    };
+    let parsed = vec![McpSpec::parse(&json!({ &local: trial }).to_string())?];
+    let progress = Progress::new();
+    let session = super::session_with(&specs, parsed, None, given, &progress).await?;
+    let runtime = super::start(
+        &session,
+        &super::start_options(args.timeout, false),
+        &progress,
+    )
+    .await?;
+    let reports = runtime.reports().to_vec();
+    runtime.shutdown().await;
+    progress.finish();
+    match reports.first().map(|r| &r.status) {
+        Some(ServerStatus::Ready { tools }) => {
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+            eprintln!(
+                "test-connect: ready, {} tools: {}",
+                names.len(),
+                names.join(", ")
+            );
+        }
+        Some(ServerStatus::Failed { reason }) => {
+            eprintln!("test-connect failed: {reason}\nnothing was stored");
+            return Err(Reported(FAILED).into());
+        }
+        // A registry entry has no `disabled` field; an empty report means nothing started.
+        Some(ServerStatus::Disabled) | None => return Err(Reported(FAILED).into()),
+    }
+
+    let text = json!({ &local: built.server }).to_string();
+    let parsed = parse_config(&text, Origin::User)?;
+    let [parsed_server] = <[_; 1]>::try_from(parsed.servers)
+        .map_err(|_| anyhow::anyhow!("the built config does not hold exactly one server"))?;
+    let mut installation = parsed_server.into_installation();
+    installation.server.name = local.clone();
+    let dir = settings::data_dir()?;
+    let uid = Store::open(&dir)
+        .with_context(|| format!("opening the local store in {}", dir.display()))?
+        .install(&installation)?;
+    print(&format!("{uid}\n"));
+    if built.placeholders.is_empty() {
+        eprintln!("added '{local}'; use it with: tether test --mcp {uid}");
+    } else {
+        let flags: Vec<String> = built
+            .placeholders
+            .iter()
+            .map(|name| format!("--secret {name}=SOURCE"))
+            .collect();
+        eprintln!(
+            "added '{local}'; its secrets were used for the test-connect and NOT stored (no secret store yet): pass them to each run, e.g. tether test --mcp {uid} {}",
+            flags.join(" ")
+        );
+    }
+    Ok(OK)
+}

@@ -1,0 +1,242 @@
+//! `tether search` and `tether show` against the loopback fixture registry.
+
+use tether_testkit::{FIXTURE_SMITHERY_KEY, FixtureRegistry};
+
+use crate::support::{Sandbox, text};
+
+/// `tether ARGS` with both registries pointed at `registry` (Smithery's key only when given).
+fn tether(
+    sandbox: &Sandbox,
+    registry: &FixtureRegistry,
+    key: Option<&str>,
+    args: &[&str],
+) -> std::process::Output {
+    let mut command = sandbox.tether(args);
+    command
+        .env("TETHER_REGISTRY_URL", &registry.url)
+        .env("TETHER_SMITHERY_URL", &registry.url)
+        .env_remove("SMITHERY_API_KEY");
+    if let Some(key) = key {
+        command.env("SMITHERY_API_KEY", key);
+    }
+    command.output().expect("running tether")
+}
+
+fn scrub(output: &str, registry: &FixtureRegistry) -> String {
+    output.replace(&registry.url, "http://127.0.0.1:PORT")
+}
+
+#[test]
+fn search_lists_one_row_per_server_with_transports_version_and_source() {
+    let sandbox = Sandbox::new();
+    let registry = FixtureRegistry::start(&[]);
+    let out = tether(&sandbox, &registry, None, &["search"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "");
+    insta::assert_snapshot!("search_all", text(&out.stdout));
+
+    let out = tether(
+        &sandbox,
+        &registry,
+        Some(FIXTURE_SMITHERY_KEY),
+        &["search", "file", "--all"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    insta::assert_snapshot!("search_both_registries", text(&out.stdout));
+
+    let out = tether(&sandbox, &registry, None, &["search", "search", "--all"]);
+    insta::assert_snapshot!("search_hidden", text(&out.stdout));
+
+    let out = tether(&sandbox, &registry, None, &["search", "no-such-thing"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout), "");
+    assert_eq!(text(&out.stderr), "no servers match \"no-such-thing\"\n");
+}
+
+#[test]
+fn search_json_carries_the_source_and_where_the_answer_came_from() {
+    let sandbox = Sandbox::new();
+    let registry = FixtureRegistry::start(&[]);
+    let out = tether(&sandbox, &registry, None, &["search", "weather", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        value,
+        serde_json::json!({
+            "rows": [{
+                "name": "io.github.example/weather",
+                "title": "Weather",
+                "description": "Forecasts and current conditions from a weather API",
+                "transports": ["pypi"],
+                "version": "0.4.1",
+                "source": "official",
+                "status": "active"
+            }],
+            "sources": [{"source": "official", "freshness": {"from": "network"}}]
+        })
+    );
+    let again = tether(&sandbox, &registry, None, &["search", "weather", "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&again.stdout).expect("JSON");
+    assert_eq!(value["sources"][0]["freshness"]["from"], "cache");
+}
+
+#[test]
+fn search_offline_answers_from_the_cache_and_says_how_old_it_is() {
+    let sandbox = Sandbox::new();
+    let registry = FixtureRegistry::start(&[]);
+    let first = tether(&sandbox, &registry, None, &["search", "tenant"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let url = registry.url.clone();
+    drop(registry);
+
+    let out = sandbox
+        .tether(&["search", "tenant", "--refresh"])
+        .env("TETHER_REGISTRY_URL", &url)
+        .env_remove("SMITHERY_API_KEY")
+        .output()
+        .expect("running tether");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), text(&first.stdout));
+    let stderr = text(&out.stderr).replace(&url, "http://127.0.0.1:PORT");
+    assert!(
+        stderr.starts_with("note: the official registry could not answer (cannot reach the official registry at http://127.0.0.1:PORT/v0.1/servers?search=tenant&version=latest&limit=20: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.ends_with("); showing its cached answer from just now\n"),
+        "{stderr}"
+    );
+
+    // Nothing cached for another query: exit 1 with the error naming the registry.
+    let out = sandbox
+        .tether(&["search", "other"])
+        .env("TETHER_REGISTRY_URL", &url)
+        .env_remove("SMITHERY_API_KEY")
+        .output()
+        .expect("running tether");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with(&format!(
+            "error: cannot reach the official registry at {url}/v0.1/servers?search=other"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn search_errors_name_the_registry_and_never_show_the_smithery_key() {
+    let sandbox = Sandbox::new();
+    let registry = FixtureRegistry::start(&[]);
+    let out = tether(&sandbox, &registry, None, &["search", "fail-500"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        scrub(&text(&out.stderr), &registry),
+        "error: the official registry answered 500 for http://127.0.0.1:PORT/v0.1/servers?search=fail-500&version=latest&limit=20: {\"error\":\"fixture failure\"}\n"
+    );
+
+    let out = tether(
+        &sandbox,
+        &registry,
+        None,
+        &["search", "x", "--source", "smithery"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "error: Smithery needs an API key: set SMITHERY_API_KEY (or smithery_api_key_file in config.toml)\n"
+    );
+
+    let wrong = "sk-smithery-wrong-0042";
+    let out = tether(&sandbox, &registry, Some(wrong), &["search", "git", "-vv"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains(wrong), "{stderr}");
+    assert!(!text(&out.stdout).contains(wrong));
+    assert!(
+        scrub(&stderr, &registry).contains("warning: Smithery answered 401 for http://127.0.0.1:PORT/servers?q=git&page=1&pageSize=20: {\"error\":\"Unauthorized\"}; no rows from Smithery\n"),
+        "{stderr}"
+    );
+    let cache =
+        std::fs::read_dir(sandbox.home().join("cache/registry")).expect("the cache directory");
+    for entry in cache {
+        let bytes = std::fs::read(entry.expect("an entry").path()).expect("a cache file");
+        assert!(!String::from_utf8_lossy(&bytes).contains(wrong));
+    }
+}
+
+#[test]
+fn show_prints_launch_lines_and_inputs() {
+    let sandbox = Sandbox::new();
+    let registry = FixtureRegistry::start(&[]);
+    for (snapshot, name) in [
+        (
+            "show_filesystem",
+            "io.github.modelcontextprotocol/filesystem",
+        ),
+        ("show_weather", "io.github.example/weather"),
+        ("show_nuget", "io.github.example/nuget-tools"),
+        ("show_tenant", "com.example/tenant-api"),
+        ("show_http_image", "io.github.example/http-image"),
+        ("show_bundle", "io.github.example/desktop-bundle"),
+        ("show_deprecated", "io.github.example/old-search"),
+    ] {
+        let out = tether(&sandbox, &registry, None, &["show", name]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+        insta::assert_snapshot!(snapshot, text(&out.stdout));
+    }
+    let out = tether(
+        &sandbox,
+        &registry,
+        Some(FIXTURE_SMITHERY_KEY),
+        &["show", "@smithery-ai/github"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    insta::assert_snapshot!("show_smithery", text(&out.stdout));
+}
+
+#[test]
+fn show_versions_json_and_missing_entries() {
+    let sandbox = Sandbox::new();
+    let registry = FixtureRegistry::start(&[]);
+    let out = tether(
+        &sandbox,
+        &registry,
+        None,
+        &[
+            "show",
+            "io.github.example/everything",
+            "--version",
+            "2025.9.1",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(value["version"], "2025.9.1");
+    assert_eq!(
+        value["versions"],
+        serde_json::json!(["2026.8.31", "2025.9.1"])
+    );
+    assert_eq!(
+        value["options"][0]["command"],
+        serde_json::json!([
+            "npx",
+            "-y",
+            "@modelcontextprotocol/server-everything@2025.9.1"
+        ])
+    );
+    assert_eq!(value["entry"]["name"], "io.github.example/everything");
+
+    let out = tether(
+        &sandbox,
+        &registry,
+        None,
+        &["show", "io.github.example/nope"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "error: the official registry has no server io.github.example/nope\n"
+    );
+}

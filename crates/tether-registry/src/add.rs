@@ -1,0 +1,327 @@
+//! Building a launch config from a registry entry: the values a user gave (or the entry's
+//! defaults) put into `runtimeArguments`, `packageArguments`, `environmentVariables`, headers
+//! and URL variables, every secret left as a `{{NAME}}` placeholder that is filled at run time.
+//!
+//! The result is one server in tether's own MCP config shape (`command`/`args`/`env`, or
+//! `type`/`url`/`headers`), so it installs, renders and launches like a hand-written one.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::model::{Argument, Input, KeyValueInput, Package, Remote};
+use crate::show::{pinned, runner};
+
+/// What a user supplied: non-secret values by input name (repeatable inputs may have several),
+/// and the names of the secrets that will be supplied at run time.
+#[derive(Debug, Default, Clone)]
+pub struct Answers {
+    /// `--set NAME=VALUE`, in order, by name.
+    pub values: BTreeMap<String, Vec<String>>,
+    /// Names given with `--secret` (their values never reach this crate).
+    pub secrets: Vec<String>,
+}
+
+/// An input the entry requires that has no value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingInput {
+    /// The input's name (what `--set`/`--secret` take).
+    pub name: String,
+    /// Whether it is a secret (so `--secret`, not `--set`).
+    pub secret: bool,
+    /// Its description.
+    pub description: Option<String>,
+}
+
+/// Why a config could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// Required inputs without a value; the caller asks for them or lists them.
+    #[error("missing required inputs: {}", .0.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", "))]
+    Missing(Vec<MissingInput>),
+    /// A value outside the input's `choices`, or not of its `format`.
+    #[error("{name}: {reason}")]
+    Invalid {
+        /// The input.
+        name: String,
+        /// What is wrong (names the allowed choices or the format, never echoes a secret).
+        reason: String,
+    },
+    /// A value was given for a secret input with `--set` (it would be stored in plain text).
+    #[error("{0} is a secret: give it with --secret {0}=SOURCE, not --set")]
+    SecretGivenAsValue(String),
+    /// tether cannot launch this kind of package yet; the caller offers another option.
+    #[error("{0} cannot be added yet")]
+    Unsupported(String),
+}
+
+/// A built config: the server's JSON and the placeholders a run must fill.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltConfig {
+    /// One server in tether's MCP config shape.
+    pub server: Value,
+    /// The `{{NAME}}` placeholders in it (secrets), sorted.
+    pub placeholders: Vec<String>,
+}
+
+struct Builder<'a> {
+    answers: &'a Answers,
+    missing: Vec<MissingInput>,
+    placeholders: Vec<String>,
+    /// Resolved values by input name, for `{name}` in transport URLs.
+    resolved: BTreeMap<String, String>,
+}
+
+impl Builder<'_> {
+    /// The values of one input: the user's, else a secret placeholder, else (required or
+    /// with a default) its default; empty when optional and not given.
+    fn values(&mut self, name: &str, input: &Input) -> Result<Vec<String>, BuildError> {
+        let given = self.answers.values.get(name);
+        if input.is_secret {
+            if given.is_some() {
+                return Err(BuildError::SecretGivenAsValue(name.to_owned()));
+            }
+            let supplied = self.answers.secrets.iter().any(|s| s == name);
+            if !supplied && !input.is_required {
+                return Ok(Vec::new());
+            }
+            if !supplied {
+                self.missing.push(MissingInput {
+                    name: name.to_owned(),
+                    secret: true,
+                    description: input.description.clone(),
+                });
+            }
+            if !self.placeholders.iter().any(|p| p == name) {
+                self.placeholders.push(name.to_owned());
+            }
+            return Ok(vec![format!("{{{{{name}}}}}")]);
+        }
+        let values = match given {
+            Some(values) => values.clone(),
+            None => match &input.default {
+                Some(default) if input.is_required => vec![default.clone()],
+                _ if input.is_required => {
+                    self.missing.push(MissingInput {
+                        name: name.to_owned(),
+                        secret: false,
+                        description: input.description.clone(),
+                    });
+                    vec![String::new()]
+                }
+                _ => Vec::new(),
+            },
+        };
+        for value in &values {
+            validate(name, input, value)?;
+        }
+        if let Some(first) = values.first() {
+            self.resolved.insert(name.to_owned(), first.clone());
+        }
+        Ok(values)
+    }
+
+    /// A value template (`{name}` → the variable's value), once per combination of repeated
+    /// variable values (the first variable drives the repetition).
+    fn template(
+        &mut self,
+        template: &str,
+        variables: &BTreeMap<String, Input>,
+    ) -> Result<Vec<String>, BuildError> {
+        let mut resolved: Vec<(String, Vec<String>)> = Vec::new();
+        for (name, input) in variables {
+            let values = self.values(name, input)?;
+            resolved.push((name.clone(), values));
+        }
+        let count = resolved
+            .iter()
+            .map(|(_, v)| v.len())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        if resolved.iter().any(|(_, v)| v.is_empty()) {
+            return Ok(Vec::new());
+        }
+        Ok((0..count)
+            .map(|i| {
+                let mut text = template.to_owned();
+                for (name, values) in &resolved {
+                    let value = values.get(i).or(values.last()).map_or("", String::as_str);
+                    text = text.replace(&format!("{{{name}}}"), value);
+                }
+                text
+            })
+            .collect())
+    }
+
+    /// The values of an input that may have a fixed `value` with variables.
+    fn input_values(&mut self, name: &str, input: &Input) -> Result<Vec<String>, BuildError> {
+        match &input.value {
+            Some(template) => self.template(template, &input.variables),
+            None => self.values(name, input),
+        }
+    }
+
+    fn arguments(
+        &mut self,
+        arguments: &[Argument],
+        argv: &mut Vec<String>,
+    ) -> Result<(), BuildError> {
+        for argument in arguments {
+            let label = match argument.kind.as_str() {
+                "named" => argument.label().to_owned(),
+                _ => argument
+                    .value_hint
+                    .clone()
+                    .unwrap_or_else(|| argument.label().to_owned()),
+            };
+            let mut values = self.input_values(&label, &argument.input)?;
+            if !argument.is_repeated {
+                values.truncate(1);
+            }
+            for value in values {
+                match (&argument.name, argument.kind.as_str()) {
+                    (Some(name), "named") => {
+                        let flag = argument.input.value.is_none()
+                            && argument.input.format.as_deref() == Some("boolean");
+                        if flag {
+                            if value == "true" {
+                                argv.push(name.clone());
+                            }
+                        } else {
+                            argv.push(name.clone());
+                            argv.push(value);
+                        }
+                    }
+                    _ => argv.push(value),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn pairs(&mut self, items: &[KeyValueInput]) -> Result<Map<String, Value>, BuildError> {
+        let mut map = Map::new();
+        for item in items {
+            if let Some(value) = self
+                .input_values(&item.name, &item.input)?
+                .into_iter()
+                .next()
+            {
+                map.insert(item.name.clone(), Value::String(value));
+            }
+        }
+        Ok(map)
+    }
+
+    /// A URL with its `{name}` variables replaced by their values.
+    fn url(&self, template: &str) -> String {
+        let mut url = template.to_owned();
+        for (name, value) in &self.resolved {
+            url = url.replace(&format!("{{{name}}}"), value);
+        }
+        url
+    }
+
+    fn finish(mut self, server: Value) -> Result<BuiltConfig, BuildError> {
+        if !self.missing.is_empty() {
+            return Err(BuildError::Missing(self.missing));
+        }
+        self.placeholders.sort();
+        Ok(BuiltConfig {
+            server,
+            placeholders: self.placeholders,
+        })
+    }
+}
+
+fn validate(name: &str, input: &Input, value: &str) -> Result<(), BuildError> {
+    let invalid = |reason: String| BuildError::Invalid {
+        name: name.to_owned(),
+        reason,
+    };
+    if !input.choices.is_empty() && !input.choices.iter().any(|c| c == value) {
+        return Err(invalid(format!(
+            "must be one of {}",
+            input.choices.join(", ")
+        )));
+    }
+    match input.format.as_deref() {
+        Some("number") if value.parse::<f64>().is_err() => {
+            Err(invalid("must be a number".to_owned()))
+        }
+        Some("boolean") if !matches!(value, "true" | "false") => {
+            Err(invalid("must be true or false".to_owned()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The config for a package (stdio, or an HTTP transport the package serves once started —
+/// then the command is not stored and the URL is).
+pub fn package_config(package: &Package, answers: &Answers) -> Result<BuiltConfig, BuildError> {
+    if package.registry_type == "mcpb" && package.runtime_hint.is_none() {
+        return Err(BuildError::Unsupported(
+            "an mcpb bundle (tether does not download and unpack bundles)".to_owned(),
+        ));
+    }
+    if package.transport.kind != "stdio" {
+        return Err(BuildError::Unsupported(format!(
+            "a {} package serving {} (tether cannot start a server and connect to its port in one config)",
+            package.registry_type, package.transport.kind
+        )));
+    }
+    let mut builder = Builder {
+        answers,
+        missing: Vec::new(),
+        placeholders: Vec::new(),
+        resolved: BTreeMap::new(),
+    };
+    let runner = runner(package);
+    let mut args = Vec::new();
+    if runner == "docker" {
+        args.extend(["run".to_owned(), "-i".to_owned(), "--rm".to_owned()]);
+    }
+    builder.arguments(&package.runtime_arguments, &mut args)?;
+    let env = builder.pairs(&package.environment_variables)?;
+    if runner == "docker" {
+        // The container sees only what `-e NAME` passes through.
+        for name in env.keys() {
+            args.extend(["-e".to_owned(), name.clone()]);
+        }
+    }
+    if matches!(runner.as_str(), "npx" | "bunx") {
+        args.push("-y".to_owned());
+    }
+    args.push(pinned(package, &runner));
+    if runner == "dnx" {
+        args.push("--yes".to_owned());
+    }
+    builder.arguments(&package.package_arguments, &mut args)?;
+    let mut server = json!({ "command": runner, "args": args });
+    if !env.is_empty() {
+        server["env"] = Value::Object(env);
+    }
+    builder.finish(server)
+}
+
+/// The config for a remote.
+pub fn remote_config(remote: &Remote, answers: &Answers) -> Result<BuiltConfig, BuildError> {
+    let mut builder = Builder {
+        answers,
+        missing: Vec::new(),
+        placeholders: Vec::new(),
+        resolved: BTreeMap::new(),
+    };
+    for (name, variable) in &remote.variables {
+        builder.values(name, variable)?;
+    }
+    let url = builder.url(&remote.url);
+    let headers = builder.pairs(&remote.headers)?;
+    let kind = if remote.kind == "sse" { "sse" } else { "http" };
+    let mut server = json!({ "type": kind, "url": url });
+    if !headers.is_empty() {
+        server["headers"] = Value::Object(headers);
+    }
+    builder.finish(server)
+}

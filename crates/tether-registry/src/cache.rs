@@ -1,0 +1,93 @@
+//! The response cache: one JSON file per request under `$TETHER_HOME/cache/registry/`, named
+//! by a hash of the request (base URL, path and query; never a credential), holding when it
+//! was fetched, the ETag the registry sent, and the body.
+//!
+//! Files are written to a temporary name and renamed, so a reader sees a whole entry or none.
+//! A cache that cannot be read or written is never an error: the request goes to the network.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// One cached answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entry<T> {
+    /// When the registry last confirmed it (seconds since the Unix epoch).
+    pub fetched_at: u64,
+    /// The ETag the registry sent, for `If-None-Match`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    /// The answer.
+    pub body: T,
+}
+
+impl<T> Entry<T> {
+    /// How long ago the registry last confirmed it.
+    pub fn age(&self) -> Duration {
+        Duration::from_secs(now().saturating_sub(self.fetched_at))
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A cache directory.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    dir: PathBuf,
+}
+
+impl Cache {
+    /// A cache in `dir` (created on first write).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        let digest = Sha256::digest(key.as_bytes());
+        let name: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        self.dir.join(format!("{name}.json"))
+    }
+
+    /// The entry for `key`, when one is cached and readable.
+    pub fn load<T: for<'de> Deserialize<'de>>(&self, key: &str) -> Option<Entry<T>> {
+        let bytes = std::fs::read(self.path(key)).ok()?;
+        match serde_json::from_slice(&bytes) {
+            Ok(entry) => Some(entry),
+            Err(e) => {
+                tracing::debug!("ignoring an unreadable registry cache entry: {e}");
+                None
+            }
+        }
+    }
+
+    /// Stores `entry` under `key`; failures are logged and otherwise ignored.
+    pub fn store<T: Serialize>(&self, key: &str, entry: &Entry<T>) {
+        if let Err(e) = self.try_store(key, entry) {
+            tracing::debug!(
+                "cannot write the registry cache in {}: {e}",
+                self.dir.display()
+            );
+        }
+    }
+
+    fn try_store<T: Serialize>(&self, key: &str, entry: &Entry<T>) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let path = self.path(key);
+        let temp = path.with_extension(format!("tmp{}", std::process::id()));
+        let bytes = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
+        std::fs::write(&temp, bytes)?;
+        std::fs::rename(&temp, &path)
+    }
+}

@@ -1,0 +1,383 @@
+//! [`Registries`]: the HTTP side — requests, status mapping, the cache policy.
+//!
+//! Cache policy for every request: an entry younger than [`FRESH_FOR`] is used as it is; an
+//! older one is revalidated (`If-None-Match` with its ETag; for official searches without an
+//! ETag, `updated_since` and a merge); when the registry cannot be reached, times out or
+//! answers 5xx, a cached entry of any age is used and reported as offline with its age.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use reqwest::Url;
+use reqwest::header::{AUTHORIZATION, ETAG, HeaderValue, IF_NONE_MATCH};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tether_config::SecretValue;
+
+use crate::cache::{Cache, Entry, now};
+use crate::error::RegistryError;
+
+/// How long a cached answer is used without asking the registry.
+pub const FRESH_FOR: Duration = Duration::from_secs(600);
+
+/// The official registry's production base URL.
+pub const OFFICIAL_URL: &str = "https://registry.modelcontextprotocol.io";
+
+/// Smithery's API base URL.
+pub const SMITHERY_URL: &str = "https://api.smithery.ai";
+
+/// A registry tether can ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The official MCP Registry (`/v0.1`).
+    Official,
+    /// Smithery.
+    Smithery,
+}
+
+impl Source {
+    /// The name on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Official => "official",
+            Source::Smithery => "smithery",
+        }
+    }
+
+    /// The name in messages.
+    pub fn title(self) -> &'static str {
+        match self {
+            Source::Official => "the official registry",
+            Source::Smithery => "Smithery",
+        }
+    }
+}
+
+/// Where an answer came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "from", rename_all = "kebab-case")]
+pub enum Freshness {
+    /// Fetched now.
+    Network,
+    /// Cached, and the registry confirmed it is unchanged (304 or no updates since).
+    Revalidated,
+    /// Cached less than [`FRESH_FOR`] ago; the registry was not asked.
+    Cache {
+        /// Seconds since the registry last confirmed it.
+        age_secs: u64,
+    },
+    /// The registry could not answer; this is the cached answer.
+    Offline {
+        /// Seconds since the registry last confirmed it.
+        age_secs: u64,
+        /// Why the registry could not answer.
+        reason: String,
+    },
+}
+
+/// Where the registries are and how to reach them.
+#[derive(Debug)]
+pub struct RegistrySettings {
+    /// The official registry's base URL (default [`OFFICIAL_URL`]).
+    pub official_url: String,
+    /// Smithery's base URL (default [`SMITHERY_URL`]).
+    pub smithery_url: String,
+    /// Smithery's API key; Smithery is skipped by a search without one.
+    pub smithery_key: Option<SecretValue>,
+    /// The cache directory (`$TETHER_HOME/cache/registry`); `None` disables caching.
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Ignore fresh cache entries: always ask (the cache is still the offline fallback).
+    pub refresh: bool,
+}
+
+impl Default for RegistrySettings {
+    fn default() -> Self {
+        Self {
+            official_url: OFFICIAL_URL.to_owned(),
+            smithery_url: SMITHERY_URL.to_owned(),
+            smithery_key: None,
+            cache_dir: None,
+            timeout: Duration::from_secs(10),
+            refresh: false,
+        }
+    }
+}
+
+/// The registry clients. The HTTP client is built on first use, so an answer from a fresh
+/// cache costs no TLS set-up.
+#[derive(Debug)]
+pub struct Registries {
+    pub(crate) official: Url,
+    pub(crate) smithery: Url,
+    smithery_key: Option<SecretValue>,
+    cache: Option<Cache>,
+    timeout: Duration,
+    refresh: bool,
+    http: OnceLock<Result<reqwest::Client, String>>,
+}
+
+/// A raw answer.
+pub(crate) struct Reply {
+    pub status: u16,
+    pub etag: Option<String>,
+    pub body: Vec<u8>,
+}
+
+fn base_url(source: Source, text: &str) -> Result<Url, RegistryError> {
+    let bad = || RegistryError::BadUrl {
+        registry: source.title(),
+        url: text.to_owned(),
+    };
+    let url = Url::parse(text).map_err(|_| bad())?;
+    if !matches!(url.scheme(), "http" | "https") || url.cannot_be_a_base() {
+        return Err(bad());
+    }
+    Ok(url)
+}
+
+impl Registries {
+    /// Clients for `settings`; fails only on a malformed base URL.
+    pub fn new(settings: RegistrySettings) -> Result<Self, RegistryError> {
+        Ok(Self {
+            official: base_url(Source::Official, &settings.official_url)?,
+            smithery: base_url(Source::Smithery, &settings.smithery_url)?,
+            smithery_key: settings.smithery_key,
+            cache: settings.cache_dir.map(Cache::new),
+            timeout: settings.timeout,
+            refresh: settings.refresh,
+            http: OnceLock::new(),
+        })
+    }
+
+    /// Whether Smithery can be asked (an API key is set).
+    pub fn smithery_enabled(&self) -> bool {
+        self.smithery_key.is_some()
+    }
+
+    /// The base URL of `source`.
+    pub fn base(&self, source: Source) -> &Url {
+        match source {
+            Source::Official => &self.official,
+            Source::Smithery => &self.smithery,
+        }
+    }
+
+    /// `base` + path segments (each percent-encoded, `/` included) + query pairs.
+    pub(crate) fn url(&self, source: Source, segments: &[&str], query: &[(&str, &str)]) -> Url {
+        let mut url = self.base(source).clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().extend(segments);
+        }
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        url
+    }
+
+    fn http(&self) -> Result<&reqwest::Client, RegistryError> {
+        let timeout = self.timeout;
+        self.http
+            .get_or_init(|| {
+                reqwest::Client::builder()
+                    .timeout(timeout)
+                    .connect_timeout(timeout)
+                    .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| RegistryError::Client(e.clone()))
+    }
+
+    /// One GET. Transport failures become [`RegistryError::Timeout`] or
+    /// [`RegistryError::Unreachable`]; any status is returned as it is.
+    pub(crate) async fn send(
+        &self,
+        source: Source,
+        url: &Url,
+        etag: Option<&str>,
+    ) -> Result<Reply, RegistryError> {
+        let mut request = self
+            .http()?
+            .get(url.clone())
+            .header("Accept", "application/json");
+        if source == Source::Smithery {
+            let key = self
+                .smithery_key
+                .as_ref()
+                .ok_or(RegistryError::NoSmitheryKey)?;
+            let mut value =
+                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
+                    RegistryError::Client(
+                        "the Smithery API key is not a valid header value".to_owned(),
+                    )
+                })?;
+            value.set_sensitive(true);
+            request = request.header(AUTHORIZATION, value);
+        }
+        if let Some(etag) = etag.and_then(|e| HeaderValue::from_str(e).ok()) {
+            request = request.header(IF_NONE_MATCH, etag);
+        }
+        let transport = |e: reqwest::Error| {
+            if e.is_timeout() {
+                RegistryError::Timeout {
+                    registry: source.title(),
+                    seconds: self.timeout.as_secs().max(1),
+                    url: url.to_string(),
+                }
+            } else {
+                RegistryError::Unreachable {
+                    registry: source.title(),
+                    url: url.to_string(),
+                    reason: root_cause(&e),
+                }
+            }
+        };
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status().as_u16();
+        let etag = response
+            .headers()
+            .get(ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = response.bytes().await.map_err(transport)?.to_vec();
+        Ok(Reply { status, etag, body })
+    }
+
+    /// The error for a status other than 200/304/404.
+    pub(crate) fn status_error(
+        source: Source,
+        url: &Url,
+        status: u16,
+        body: &[u8],
+    ) -> RegistryError {
+        let detail = String::from_utf8_lossy(body)
+            .trim()
+            .chars()
+            .take(200)
+            .collect::<String>();
+        RegistryError::Status {
+            registry: source.title(),
+            status,
+            url: url.to_string(),
+            detail: (!detail.is_empty()).then_some(detail),
+        }
+    }
+
+    pub(crate) fn decode<T: DeserializeOwned>(
+        source: Source,
+        url: &Url,
+        body: &[u8],
+    ) -> Result<T, RegistryError> {
+        serde_json::from_slice(body).map_err(|e| RegistryError::Decode {
+            registry: source.title(),
+            url: url.to_string(),
+            reason: format!(
+                "{} at line {}, column {}",
+                classify(&e),
+                e.line(),
+                e.column()
+            ),
+        })
+    }
+
+    /// The cached entry for `key` when it is fresh enough to use without asking.
+    pub(crate) fn fresh<T: DeserializeOwned>(&self, key: &str) -> (Option<Entry<T>>, bool) {
+        let entry = self.cache.as_ref().and_then(|c| c.load::<T>(key));
+        let fresh = !self.refresh && entry.as_ref().is_some_and(|e| e.age() < FRESH_FOR);
+        (entry, fresh)
+    }
+
+    pub(crate) fn store<T: Serialize>(&self, key: &str, etag: Option<String>, body: &T) {
+        if let Some(cache) = &self.cache {
+            cache.store(
+                key,
+                &Entry {
+                    fetched_at: now(),
+                    etag,
+                    body,
+                },
+            );
+        }
+    }
+
+    /// GET one JSON document through the cache. `not_found` is the error for a 404.
+    pub(crate) async fn fetch<T: DeserializeOwned + Serialize>(
+        &self,
+        source: Source,
+        url: Url,
+        not_found: impl FnOnce() -> RegistryError,
+    ) -> Result<(T, Freshness), RegistryError> {
+        let key = format!("GET {url}");
+        let (cached, fresh) = self.fresh::<T>(&key);
+        match cached {
+            Some(entry) if fresh => {
+                let age_secs = entry.age().as_secs();
+                Ok((entry.body, Freshness::Cache { age_secs }))
+            }
+            cached => {
+                let etag = cached.as_ref().and_then(|e| e.etag.as_deref());
+                match (self.send(source, &url, etag).await, cached) {
+                    (Ok(reply), Some(entry)) if reply.status == 304 => {
+                        self.store(&key, entry.etag.clone(), &entry.body);
+                        Ok((entry.body, Freshness::Revalidated))
+                    }
+                    (Ok(reply), _) if reply.status == 200 => {
+                        let body: T = Self::decode(source, &url, &reply.body)?;
+                        self.store(&key, reply.etag, &body);
+                        Ok((body, Freshness::Network))
+                    }
+                    (Ok(reply), _) if reply.status == 404 => Err(not_found()),
+                    (Ok(reply), cached) => {
+                        let error = Self::status_error(source, &url, reply.status, &reply.body);
+                        offline_or(error, cached, reply.status >= 500)
+                    }
+                    (Err(error), cached) => offline_or(error, cached, true),
+                }
+            }
+        }
+    }
+}
+
+/// The cached answer, reported as offline, when `fall_back` and one exists; else `error`.
+pub(crate) fn offline_or<T>(
+    error: RegistryError,
+    cached: Option<Entry<T>>,
+    fall_back: bool,
+) -> Result<(T, Freshness), RegistryError> {
+    match cached {
+        Some(entry) if fall_back => {
+            let age_secs = entry.age().as_secs();
+            Ok((
+                entry.body,
+                Freshness::Offline {
+                    age_secs,
+                    reason: error.to_string(),
+                },
+            ))
+        }
+        _ => Err(error),
+    }
+}
+
+fn classify(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Io => "read error",
+        serde_json::error::Category::Syntax => "not JSON",
+        serde_json::error::Category::Data => "unexpected shape",
+        serde_json::error::Category::Eof => "truncated JSON",
+    }
+}
+
+/// The innermost cause of a transport error (`Connection refused`, a DNS failure), which is
+/// what a user can act on.
+fn root_cause(e: &reqwest::Error) -> String {
+    let mut source: &dyn std::error::Error = e;
+    while let Some(next) = source.source() {
+        source = next;
+    }
+    source.to_string()
+}

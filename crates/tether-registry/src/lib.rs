@@ -1,0 +1,37 @@
+//! Clients for the MCP registries — the official MCP Registry (`/v0.1`) and Smithery — with
+//! typed models of `server.json`, a concurrent merged search, `show` (how each package and
+//! remote would launch, and every input), and an on-disk response cache that answers offline.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), tether_registry::RegistryError> {
+//! use tether_registry::{Registries, RegistrySettings, SearchQuery};
+//! let registries = Registries::new(RegistrySettings::default())?;
+//! let results = registries
+//!     .search(&SearchQuery { text: "filesystem".into(), limit: 10, source: None, include_hidden: false })
+//!     .await?;
+//! for row in &results.rows {
+//!     println!("{} {}", row.name, row.description);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod add;
+pub mod cache;
+mod client;
+mod error;
+pub mod model;
+mod search;
+mod show;
+
+pub use client::{
+    FRESH_FOR, Freshness, OFFICIAL_URL, Registries, RegistrySettings, SMITHERY_URL, Source,
+};
+pub use error::RegistryError;
+pub use search::{SearchQuery, SearchResults, SearchRow, SourceReport};
+pub use show::{
+    InputKind, InputRow, LaunchOption, ServerDetails, official_details, package_command,
+    package_option, remote_option, runner, smithery_details,
+};

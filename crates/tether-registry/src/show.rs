@@ -1,0 +1,642 @@
+//! Show: one server's entry, and for each package and remote how it would launch — the
+//! command line or URL with `<placeholders>` — and every input a user may have to supply.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::client::{Freshness, Registries, Source};
+use crate::error::RegistryError;
+use crate::model::{
+    Argument, Input, KeyValueInput, Package, Remote, ServerList, ServerResponse,
+    SmitheryConnection, SmitheryDetail,
+};
+
+/// What an input is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InputKind {
+    /// An environment variable.
+    Env,
+    /// A command-line argument (runtime or package).
+    Argument,
+    /// An HTTP header.
+    Header,
+    /// A `{name}` variable of a remote's URL.
+    UrlVariable,
+    /// A `{name}` variable inside another input's value (named by `of`).
+    Variable,
+    /// A key of a Smithery connection's config.
+    Config,
+}
+
+impl InputKind {
+    /// The word shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputKind::Env => "env",
+            InputKind::Argument => "argument",
+            InputKind::Header => "header",
+            InputKind::UrlVariable => "url variable",
+            InputKind::Variable => "variable",
+            InputKind::Config => "config",
+        }
+    }
+}
+
+/// One thing a user may have to supply.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InputRow {
+    /// What it is.
+    pub kind: InputKind,
+    /// Its name (env var, header, flag or value hint, variable).
+    pub name: String,
+    /// For a variable: the argument, env var or header whose value holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub of: Option<String>,
+    /// Whether the server needs it.
+    pub required: bool,
+    /// Whether it is a secret.
+    pub secret: bool,
+    /// May be given more than once.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub repeated: bool,
+    /// `string`, `number`, `boolean`, `filepath`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// Used when none is given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// The only values accepted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
+    /// An example.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<String>,
+    /// What it is for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// One way to use the server: a package or a remote.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaunchOption {
+    /// `npm`, `pypi`, `oci`, `nuget`, `mcpb`, …, or `remote`.
+    pub kind: String,
+    /// `stdio`, `streamable-http` or `sse` (Smithery: `stdio` or `http`).
+    pub transport: String,
+    /// The package and its pinned version, when a package.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    /// The command line, `<name>` standing for what a user supplies and `…` after a
+    /// repeatable argument.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Its environment: `NAME=value`, `<NAME>` for what a user supplies, `[ ]` when optional.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Headers sent: `Name: value`, placeholders and brackets as for `env`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
+    /// The URL (remote, or an HTTP package once started), with its `{variables}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// What else a user must know (mcpb download and checksum, Smithery's stdio).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Every input, required first.
+    pub inputs: Vec<InputRow>,
+}
+
+/// What `show` found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerDetails {
+    /// Which registry.
+    pub source: Source,
+    /// Where the answer came from.
+    pub freshness: Freshness,
+    /// The name.
+    pub name: String,
+    /// The title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The description.
+    pub description: String,
+    /// The version shown (official registry).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Every published version, newest first (official registry; empty when unknown).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<String>,
+    /// `active`, `deprecated`, `deleted`, with the registry's message.
+    pub status: String,
+    /// The registry's reason for the status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    /// Website or homepage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub website: Option<String>,
+    /// Source repository URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// Packages, then remotes.
+    pub options: Vec<LaunchOption>,
+    /// The entry as the registry sent it (typed; unknown fields dropped).
+    pub entry: Value,
+}
+
+/// `{name}` → `<name>` in a value template.
+fn placeholders(template: &str) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        match rest[start..].find('}') {
+            Some(len) => {
+                out.push_str(&rest[..start]);
+                out.push('<');
+                out.push_str(&rest[start + 1..start + len]);
+                out.push('>');
+                rest = &rest[start + len + 1..];
+            }
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn row(kind: InputKind, name: &str, of: Option<&str>, input: &Input, repeated: bool) -> InputRow {
+    InputRow {
+        kind,
+        name: name.to_owned(),
+        of: of.map(str::to_owned),
+        required: input.is_required,
+        secret: input.is_secret,
+        repeated,
+        format: input.format.clone(),
+        default: input.default.clone(),
+        choices: input.choices.clone(),
+        placeholder: input.placeholder.clone(),
+        description: input.description.clone(),
+    }
+}
+
+/// The rows for one input: its variables when it has a fixed value, else itself.
+fn collect(kind: InputKind, name: &str, input: &Input, repeated: bool, out: &mut Vec<InputRow>) {
+    if input.value.is_some() {
+        for (variable, inner) in &input.variables {
+            out.push(row(
+                InputKind::Variable,
+                variable,
+                Some(name),
+                inner,
+                repeated,
+            ));
+        }
+    } else {
+        out.push(row(kind, name, None, input, repeated));
+    }
+}
+
+/// An argument's words: a fixed value as it is, `<hint>` for what a user supplies, `…` after
+/// a repeatable one, and `[ ]` around an optional one that has no fixed value.
+fn argument_tokens(argument: &Argument, out: &mut Vec<String>) {
+    let hint = argument
+        .value_hint
+        .clone()
+        .unwrap_or_else(|| argument.label().trim_start_matches('-').to_owned());
+    let value = argument
+        .input
+        .value
+        .as_deref()
+        .map_or_else(|| format!("<{hint}>"), placeholders);
+    let mut words = Vec::with_capacity(2);
+    match (argument.kind.as_str(), &argument.name) {
+        ("named", Some(name)) => {
+            words.push(name.clone());
+            let flag_only = argument.input.value.is_none()
+                && argument.input.format.as_deref() == Some("boolean");
+            if !flag_only {
+                words.push(value);
+            }
+        }
+        _ => words.push(value),
+    }
+    if argument.input.value.is_none() && !argument.input.is_required {
+        if let Some(first) = words.first_mut() {
+            first.insert(0, '[');
+        }
+        if let Some(last) = words.last_mut() {
+            last.push(']');
+        }
+    }
+    out.extend(words);
+    if argument.is_repeated {
+        out.push("…".to_owned());
+    }
+}
+
+/// The package pinned the way its runner spells it: `id@v` (npx, dnx), `id==v` (uvx),
+/// `image:v` (docker, unless the reference has a tag or digest already), the bare identifier
+/// without a version.
+pub(crate) fn pinned(package: &Package, runner: &str) -> String {
+    let identifier = &package.identifier;
+    let Some(version) = package.version.as_deref() else {
+        return identifier.clone();
+    };
+    match runner {
+        "uvx" => format!("{identifier}=={version}"),
+        "docker" => {
+            let tagged = identifier
+                .rsplit('/')
+                .next()
+                .is_some_and(|last| last.contains(':'))
+                || identifier.contains('@');
+            if tagged {
+                identifier.clone()
+            } else {
+                format!("{identifier}:{version}")
+            }
+        }
+        "mcpb" => identifier.clone(),
+        _ => format!("{identifier}@{version}"),
+    }
+}
+
+/// The runner of a package: its `runtimeHint`, else the registry type's.
+pub fn runner(package: &Package) -> String {
+    package
+        .runtime_hint
+        .clone()
+        .unwrap_or_else(|| match package.registry_type.as_str() {
+            "npm" => "npx".to_owned(),
+            "pypi" => "uvx".to_owned(),
+            "oci" => "docker".to_owned(),
+            "nuget" => "dnx".to_owned(),
+            other => other.to_owned(),
+        })
+}
+
+/// `NAME=value` / `Name: value` lines for environment variables or headers: a fixed value
+/// with `<variables>`, else `<NAME>`; in `[ ]` when optional without a fixed value.
+fn assignments(items: &[KeyValueInput], separator: &str) -> Vec<String> {
+    items
+        .iter()
+        .map(|item| {
+            let value = item
+                .input
+                .value
+                .as_deref()
+                .map_or_else(|| format!("<{}>", item.name), placeholders);
+            let line = format!("{}{separator}{value}", item.name);
+            if item.input.value.is_none() && !item.input.is_required {
+                format!("[{line}]")
+            } else {
+                line
+            }
+        })
+        .collect()
+}
+
+/// How a package launches, as argv with placeholders (`None` for `mcpb`, which is downloaded).
+pub fn package_command(package: &Package) -> Option<Vec<String>> {
+    let runner = runner(package);
+    if package.registry_type == "mcpb" && package.runtime_hint.is_none() {
+        return None;
+    }
+    let mut argv = vec![runner.clone()];
+    if runner == "docker" {
+        argv.extend(["run".to_owned(), "-i".to_owned(), "--rm".to_owned()]);
+    }
+    for argument in &package.runtime_arguments {
+        argument_tokens(argument, &mut argv);
+    }
+    if matches!(runner.as_str(), "npx" | "bunx") {
+        argv.push("-y".to_owned());
+    }
+    argv.push(pinned(package, &runner));
+    if runner == "dnx" {
+        argv.push("--yes".to_owned());
+    }
+    for argument in &package.package_arguments {
+        argument_tokens(argument, &mut argv);
+    }
+    Some(argv)
+}
+
+fn sort_inputs(inputs: &mut [InputRow]) {
+    inputs.sort_by_key(|row| !row.required);
+}
+
+fn header_inputs(headers: &[KeyValueInput], out: &mut Vec<InputRow>) {
+    for header in headers {
+        collect(InputKind::Header, &header.name, &header.input, false, out);
+    }
+}
+
+/// The launch option for a package.
+pub fn package_option(package: &Package) -> LaunchOption {
+    let mut inputs = Vec::new();
+    for argument in package
+        .runtime_arguments
+        .iter()
+        .chain(&package.package_arguments)
+    {
+        let label = argument
+            .value_hint
+            .as_deref()
+            .filter(|_| argument.kind != "named")
+            .unwrap_or(argument.label());
+        collect(
+            InputKind::Argument,
+            label,
+            &argument.input,
+            argument.is_repeated,
+            &mut inputs,
+        );
+    }
+    for variable in &package.environment_variables {
+        collect(
+            InputKind::Env,
+            &variable.name,
+            &variable.input,
+            false,
+            &mut inputs,
+        );
+    }
+    header_inputs(&package.transport.headers, &mut inputs);
+    sort_inputs(&mut inputs);
+    let note = (package.registry_type == "mcpb").then(|| {
+        format!(
+            "download {}, check its SHA-256 ({}), unpack it and run the entry point its manifest names",
+            package.identifier,
+            package.file_sha256.as_deref().unwrap_or("no checksum published")
+        )
+    });
+    LaunchOption {
+        kind: package.registry_type.clone(),
+        transport: package.transport.kind.clone(),
+        package: Some(pinned(package, &runner(package))),
+        env: assignments(&package.environment_variables, "="),
+        headers: assignments(&package.transport.headers, ": "),
+        command: package_command(package),
+        url: package.transport.url.clone(),
+        note,
+        inputs,
+    }
+}
+
+/// The launch option for a remote.
+pub fn remote_option(remote: &Remote) -> LaunchOption {
+    let mut inputs = Vec::new();
+    for (name, variable) in &remote.variables {
+        collect(InputKind::UrlVariable, name, variable, false, &mut inputs);
+    }
+    header_inputs(&remote.headers, &mut inputs);
+    sort_inputs(&mut inputs);
+    LaunchOption {
+        kind: "remote".to_owned(),
+        transport: remote.kind.clone(),
+        package: None,
+        env: Vec::new(),
+        headers: assignments(&remote.headers, ": "),
+        command: None,
+        url: Some(remote.url.clone()),
+        note: None,
+        inputs,
+    }
+}
+
+fn schema_inputs(schema: Option<&Value>) -> Vec<InputRow> {
+    let Some(schema) = schema else {
+        return Vec::new();
+    };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|keys| keys.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut inputs: Vec<InputRow> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| {
+            properties
+                .iter()
+                .map(|(name, property)| {
+                    let text = |key: &str| {
+                        property.get(key).and_then(|v| match v {
+                            Value::String(s) => Some(s.clone()),
+                            Value::Null => None,
+                            other => Some(other.to_string()),
+                        })
+                    };
+                    InputRow {
+                        kind: InputKind::Config,
+                        name: name.clone(),
+                        of: None,
+                        required: required.contains(&name.as_str()),
+                        secret: false,
+                        repeated: property.get("type").and_then(Value::as_str) == Some("array"),
+                        format: text("type"),
+                        default: text("default"),
+                        choices: property
+                            .get("enum")
+                            .and_then(Value::as_array)
+                            .map(|v| {
+                                v.iter()
+                                    .map(|c| {
+                                        c.as_str().map_or_else(|| c.to_string(), str::to_owned)
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                        placeholder: None,
+                        description: text("description"),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    sort_inputs(&mut inputs);
+    inputs
+}
+
+fn smithery_option(detail: &SmitheryDetail, connection: &SmitheryConnection) -> LaunchOption {
+    let http = connection.kind == "http";
+    LaunchOption {
+        kind: if http { "remote" } else { "local" }.to_owned(),
+        transport: connection.kind.clone(),
+        package: None,
+        env: Vec::new(),
+        headers: Vec::new(),
+        command: None,
+        url: if http {
+            connection
+                .deployment_url
+                .clone()
+                .or_else(|| connection.url.clone())
+                .or_else(|| detail.deployment_url.clone())
+        } else {
+            None
+        },
+        note: (!http).then(|| {
+            "Smithery publishes no command line for stdio servers; it runs them through its own CLI"
+                .to_owned()
+        }),
+        inputs: schema_inputs(connection.config_schema.as_ref()),
+    }
+}
+
+/// `show` of an official entry.
+pub fn official_details(response: &ServerResponse, freshness: Freshness) -> ServerDetails {
+    let server = &response.server;
+    let official = response.meta.official.as_ref();
+    let options = server
+        .packages
+        .iter()
+        .map(package_option)
+        .chain(server.remotes.iter().map(remote_option))
+        .collect();
+    ServerDetails {
+        source: Source::Official,
+        freshness,
+        name: server.name.clone(),
+        title: server.title.clone(),
+        description: server.description.clone(),
+        version: Some(server.version.clone()),
+        versions: Vec::new(),
+        status: response.status().as_str().to_owned(),
+        status_message: official.and_then(|o| o.status_message.clone()),
+        website: server.website_url.clone(),
+        repository: server.repository.as_ref().map(|r| r.url.clone()),
+        options,
+        entry: serde_json::to_value(server).unwrap_or(Value::Null),
+    }
+}
+
+/// `show` of a Smithery entry.
+pub fn smithery_details(detail: &SmitheryDetail, freshness: Freshness) -> ServerDetails {
+    ServerDetails {
+        source: Source::Smithery,
+        freshness,
+        name: detail.qualified_name.clone(),
+        title: detail.display_name.clone(),
+        description: detail.description.clone(),
+        version: None,
+        versions: Vec::new(),
+        status: "active".to_owned(),
+        status_message: None,
+        website: None,
+        repository: None,
+        options: detail
+            .connections
+            .iter()
+            .map(|c| smithery_option(detail, c))
+            .collect(),
+        entry: serde_json::to_value(detail).unwrap_or(Value::Null),
+    }
+}
+
+impl Registries {
+    /// One version (`None`: the latest) of an official entry.
+    pub async fn official_server(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> Result<(ServerResponse, Freshness), RegistryError> {
+        let url = self.url(
+            Source::Official,
+            &[
+                "v0.1",
+                "servers",
+                name,
+                "versions",
+                version.unwrap_or("latest"),
+            ],
+            &[],
+        );
+        self.fetch(Source::Official, url, || RegistryError::NotFound {
+            registry: Source::Official.title(),
+            name: name.to_owned(),
+            version: version.map(str::to_owned),
+        })
+        .await
+    }
+
+    /// Every version of an official entry, newest first.
+    pub async fn official_versions(&self, name: &str) -> Result<Vec<String>, RegistryError> {
+        let url = self.url(
+            Source::Official,
+            &["v0.1", "servers", name, "versions"],
+            &[],
+        );
+        let (list, _): (ServerList, _) = self
+            .fetch(Source::Official, url, || RegistryError::NotFound {
+                registry: Source::Official.title(),
+                name: name.to_owned(),
+                version: None,
+            })
+            .await?;
+        Ok(list.servers.into_iter().map(|s| s.server.version).collect())
+    }
+
+    /// `details` with its versions; a failure to list them leaves the list empty (the entry
+    /// itself was found).
+    async fn with_versions(&self, mut details: ServerDetails) -> ServerDetails {
+        match self.official_versions(&details.name).await {
+            Ok(versions) => details.versions = versions,
+            Err(e) => tracing::debug!("cannot list the versions of {}: {e}", details.name),
+        }
+        details
+    }
+
+    /// A Smithery entry.
+    pub async fn smithery_server(
+        &self,
+        name: &str,
+    ) -> Result<(SmitheryDetail, Freshness), RegistryError> {
+        if !self.smithery_enabled() {
+            return Err(RegistryError::NoSmitheryKey);
+        }
+        let url = self.url(Source::Smithery, &["servers", name], &[]);
+        self.fetch(Source::Smithery, url, || RegistryError::NotFound {
+            registry: Source::Smithery.title(),
+            name: name.to_owned(),
+            version: None,
+        })
+        .await
+    }
+
+    /// `show NAME`: from `source`, or the official registry and then (on 404, with a key)
+    /// Smithery.
+    pub async fn show(
+        &self,
+        name: &str,
+        version: Option<&str>,
+        source: Option<Source>,
+    ) -> Result<ServerDetails, RegistryError> {
+        match source {
+            Some(Source::Smithery) => {
+                let (detail, freshness) = self.smithery_server(name).await?;
+                Ok(smithery_details(&detail, freshness))
+            }
+            Some(Source::Official) => {
+                let (response, freshness) = self.official_server(name, version).await?;
+                Ok(self
+                    .with_versions(official_details(&response, freshness))
+                    .await)
+            }
+            None => match self.official_server(name, version).await {
+                Ok((response, freshness)) => Ok(self
+                    .with_versions(official_details(&response, freshness))
+                    .await),
+                Err(RegistryError::NotFound { .. })
+                    if version.is_none() && self.smithery_enabled() =>
+                {
+                    let (detail, freshness) = self.smithery_server(name).await?;
+                    Ok(smithery_details(&detail, freshness))
+                }
+                Err(error) => Err(error),
+            },
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Launch configs built from the fixture entries (`crates/tether-test-registry/fixtures`).
+
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers fail the test with a message when set-up fails"
+)]
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tether_registry::add::{Answers, BuildError, MissingInput, package_config, remote_config};
+use tether_registry::model::{ServerJson, ServerResponse};
+
+fn entry(name: &str) -> ServerJson {
+    let all: Vec<ServerResponse> = serde_json::from_str(include_str!(
+        "../../tether-test-registry/fixtures/official.json"
+    ))
+    .expect("the fixture parses");
+    all.into_iter()
+        .find(|e| e.server.name == name && e.meta.official.as_ref().is_some_and(|o| o.is_latest))
+        .expect("the fixture has the entry")
+        .server
+}
+
+fn answers(values: &[(&str, &str)], secrets: &[&str]) -> Answers {
+    let mut answers = Answers::default();
+    for (name, value) in values {
+        answers
+            .values
+            .entry((*name).to_owned())
+            .or_default()
+            .push((*value).to_owned());
+    }
+    answers.secrets = secrets.iter().map(|s| (*s).to_owned()).collect();
+    answers
+}
+
+fn check(
+    built: Result<tether_registry::add::BuiltConfig, BuildError>,
+    server: Value,
+    placeholders: &[&str],
+) {
+    let built = built.expect("the config builds");
+    assert_eq!(built.server, server);
+    assert_eq!(built.placeholders, placeholders);
+}
+
+#[test]
+fn packages_pin_their_version_and_fill_arguments_env_and_variables() {
+    let filesystem = entry("io.github.modelcontextprotocol/filesystem");
+    check(
+        package_config(
+            &filesystem.packages[0],
+            &answers(&[("target_dir", "/a"), ("target_dir", "/b")], &[]),
+        ),
+        json!({"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem@1.0.2", "/a", "/b"]}),
+        &[],
+    );
+    check(
+        package_config(
+            &filesystem.packages[1],
+            &answers(&[("source_path", "/src"), ("source_path", "/data")], &[]),
+        ),
+        json!({"command": "docker", "args": [
+            "run", "-i", "--rm",
+            "--mount", "type=bind,src=/src,dst=/project",
+            "--mount", "type=bind,src=/data,dst=/project",
+            "docker.io/mcp/filesystem:1.0.2", "/project"
+        ]}),
+        &[],
+    );
+    let weather = entry("io.github.example/weather");
+    check(
+        package_config(
+            &weather.packages[0],
+            &answers(
+                &[("--units", "imperial"), ("--verbose", "true")],
+                &["WEATHER_API_KEY"],
+            ),
+        ),
+        json!({
+            "command": "uvx",
+            "args": ["--python", "3.12", "mcp-weather==0.4.1", "--units", "imperial", "--verbose"],
+            "env": {"WEATHER_API_KEY": "{{WEATHER_API_KEY}}"}
+        }),
+        &["WEATHER_API_KEY"],
+    );
+    let nuget = entry("io.github.example/nuget-tools");
+    check(
+        package_config(&nuget.packages[0], &answers(&[("dir", "/srv")], &[])),
+        json!({"command": "dnx", "args": ["Example.McpTools@2.1.0", "--yes", "--allow", "/srv"]}),
+        &[],
+    );
+}
+
+#[test]
+fn remotes_fill_url_variables_and_headers_and_only_required_inputs_are_asked_for() {
+    let tenant = entry("com.example/tenant-api");
+    check(
+        remote_config(
+            &tenant.remotes[0],
+            &answers(&[("tenant_id", "acme")], &["api_token"]),
+        ),
+        json!({
+            "type": "http",
+            "url": "https://acme.api.example.com/mcp",
+            "headers": {"Authorization": "Bearer {{api_token}}"}
+        }),
+        &["api_token"],
+    );
+    assert_eq!(
+        remote_config(&tenant.remotes[0], &Answers::default()),
+        Err(BuildError::Missing(vec![
+            MissingInput {
+                name: "tenant_id".to_owned(),
+                secret: false,
+                description: Some("Your tenant".to_owned())
+            },
+            MissingInput {
+                name: "api_token".to_owned(),
+                secret: true,
+                description: Some("Token from the dashboard".to_owned())
+            },
+        ]))
+    );
+    // Optional inputs (WEATHER_CACHE_DIR, --units) are not required; only the secret is.
+    let weather = entry("io.github.example/weather");
+    assert_eq!(
+        package_config(&weather.packages[0], &Answers::default()),
+        Err(BuildError::Missing(vec![MissingInput {
+            name: "WEATHER_API_KEY".to_owned(),
+            secret: true,
+            description: Some("API key for the weather service".to_owned())
+        }]))
+    );
+    let everything = entry("io.github.example/everything");
+    check(
+        remote_config(&everything.remotes[0], &answers(&[], &["X-Api-Key"])),
+        json!({
+            "type": "http",
+            "url": "http://127.0.0.1:3001/mcp",
+            "headers": {"X-Api-Key": "{{X-Api-Key}}"}
+        }),
+        &["X-Api-Key"],
+    );
+}
