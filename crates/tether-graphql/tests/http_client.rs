@@ -1,6 +1,11 @@
 //! The HTTP client against a wiremock endpoint: results, error mapping, retries, timeouts and
 //! what goes on the wire.
 
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers outside #[test] fns say what they were doing when they fail"
+)]
+
 mod common;
 
 use std::time::Duration;
@@ -28,6 +33,15 @@ async fn resolve_with(
 ) -> Result<tether_graphql::ManagedMcpClientConfig, ManagedMcpError> {
     mount(server, response).await;
     resolve_one(settings(server)).await
+}
+
+/// A fresh endpoint answering `response`, and the error resolving `uid(1)` against it gives.
+async fn failure_for(response: ResponseTemplate) -> (MockServer, ManagedMcpError) {
+    let server = MockServer::start().await;
+    let error = resolve_with(&server, response)
+        .await
+        .expect_err("the resolution should fail");
+    (server, error)
 }
 
 #[tokio::test]
@@ -119,13 +133,10 @@ async fn each_user_facing_error_member_maps_to_user_facing() {
 
 #[tokio::test]
 async fn unknown_union_member_is_an_explicit_error() {
-    let server = MockServer::start().await;
-    let error = resolve_with(
-        &server,
-        graphql_result(json!({ "__typename": "ManagedMcpPendingApproval", "since": "now" })),
-    )
-    .await
-    .unwrap_err();
+    let (server, error) = failure_for(graphql_result(
+        json!({ "__typename": "ManagedMcpPendingApproval", "since": "now" }),
+    ))
+    .await;
 
     assert!(
         matches!(&error, ManagedMcpError::UnknownResult { uid: u, typename, attempts: 1 }
@@ -201,13 +212,9 @@ async fn each_transient_status_is_retried() {
 
 #[tokio::test]
 async fn forbidden_is_not_retried() {
-    let server = MockServer::start().await;
-    let error = resolve_with(
-        &server,
-        ResponseTemplate::new(403).set_body_string("{\"error\":\"invalid API key\"}"),
-    )
-    .await
-    .unwrap_err();
+    let (server, error) =
+        failure_for(ResponseTemplate::new(403).set_body_string("{\"error\":\"invalid API key\"}"))
+            .await;
 
     assert!(
         matches!(&error, ManagedMcpError::Http { status: 403, attempts: 1, body_excerpt, .. }
@@ -220,10 +227,7 @@ async fn forbidden_is_not_retried() {
 #[tokio::test]
 async fn other_client_and_server_errors_are_not_retried() {
     for status in [400, 401, 404, 500, 501] {
-        let server = MockServer::start().await;
-        let error = resolve_with(&server, ResponseTemplate::new(status))
-            .await
-            .unwrap_err();
+        let (server, error) = failure_for(ResponseTemplate::new(status)).await;
         assert!(
             matches!(&error, ManagedMcpError::Http { status: s, attempts: 1, .. } if *s == status),
             "{error:?}"
@@ -374,14 +378,11 @@ async fn tls_handshake_failure_is_not_retried() {
 
 #[tokio::test]
 async fn malformed_json_is_a_decode_error() {
-    let server = MockServer::start().await;
-    let error = resolve_with(
-        &server,
+    let (_server, error) = failure_for(
         ResponseTemplate::new(200)
             .set_body_string("{\"data\": {\"createManagedMcpClientConfig\": "),
     )
-    .await
-    .unwrap_err();
+    .await;
     assert!(
         matches!(
             &error,
@@ -394,13 +395,8 @@ async fn malformed_json_is_a_decode_error() {
         "{error:?}"
     );
 
-    let server = MockServer::start().await;
-    let error = resolve_with(
-        &server,
-        ResponseTemplate::new(200).set_body_string("<html>oops</html>"),
-    )
-    .await
-    .unwrap_err();
+    let (server, error) =
+        failure_for(ResponseTemplate::new(200).set_body_string("<html>oops</html>")).await;
     assert!(
         matches!(
             &error,
@@ -424,10 +420,7 @@ async fn mismatched_shape_is_a_decode_error() {
         json!([1, 2, 3]),
     ];
     for shape in shapes {
-        let server = MockServer::start().await;
-        let error = resolve_with(&server, graphql_result(shape.clone()))
-            .await
-            .unwrap_err();
+        let (_server, error) = failure_for(graphql_result(shape.clone())).await;
         assert!(
             matches!(
                 &error,
@@ -469,8 +462,7 @@ async fn invalid_field_values_are_decode_errors() {
         ),
     ];
     for (response, expected) in cases {
-        let server = MockServer::start().await;
-        let error = resolve_with(&server, response).await.unwrap_err();
+        let (_server, error) = failure_for(response).await;
         assert!(
             matches!(&error, ManagedMcpError::Decode { reason, .. } if *reason == expected),
             "expected {expected:?}, got {error:?}"
