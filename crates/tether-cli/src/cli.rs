@@ -128,8 +128,8 @@ pass them to each run with --secret.",
 /// Where MCP specs come from.
 #[derive(Debug, Args)]
 pub struct SpecArgs {
-    /// An MCP spec: a UUID (local or managed installation), a path to a JSON file, or inline
-    /// JSON. Repeatable.
+    /// An MCP spec: a UUID (local or managed installation), the name of a local installation,
+    /// a path to a JSON file, or inline JSON. Repeatable.
     #[arg(long = "mcp", value_name = "SPEC")]
     pub mcp: Vec<String>,
 

@@ -69,6 +69,50 @@ fn read_task(path: &Path) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
     Ok((server_map_to_specs(servers)?, task_id))
 }
 
+/// `--mcp NAME`: the local installation called NAME, by its UUID. `None` when the value is a
+/// UUID, looks like JSON, or names no installation (then it is read as a file or JSON spec);
+/// a name that is also an existing path is refused, since either could be meant. The store is
+/// only opened when it exists, so a run of inline or file specs never creates one.
+fn installed_by_name(value: &str) -> anyhow::Result<Option<McpSpec>> {
+    let name = value.trim();
+    if name.is_empty()
+        || name.starts_with(['{', '"', '/'])
+        || uuid::Uuid::parse_str(name).is_ok()
+        || name.contains(['\n', '\r'])
+    {
+        return Ok(None);
+    }
+    let dir = settings::data_dir()?;
+    if !dir.join(tether_store::DATABASE_FILE).is_file() {
+        return Ok(None);
+    }
+    let store = Store::open(&dir)
+        .with_context(|| format!("opening the local store in {}", dir.display()))?;
+    let matching: Vec<uuid::Uuid> = store
+        .list()?
+        .into_iter()
+        .filter(|installed| installed.name == name)
+        .map(|installed| installed.uid)
+        .collect();
+    match matching.as_slice() {
+        [] => Ok(None),
+        [uid] if Path::new(name).exists() => Err(UsageError::new(format!(
+            "--mcp {name}: both a path in this directory and the installed server {uid} are called that; pass ./{name} for the file or {uid} for the installation"
+        ))
+        .into()),
+        [uid] => Ok(Some(McpSpec::Uuid(*uid))),
+        several => {
+            let uids: Vec<String> = several.iter().map(ToString::to_string).collect();
+            Err(UsageError::new(format!(
+                "--mcp {name}: {} installed servers have that name ({}); pass the UUID of the one you mean",
+                several.len(),
+                uids.join(", ")
+            ))
+            .into())
+        }
+    }
+}
+
 /// Reads specs and secrets, resolves local-first and renders: the run's [`Session`]. Its
 /// masking set (the secrets' values and every sensitive value of every rendered server) is
 /// registered with the log layer before anything else can print.
@@ -81,6 +125,10 @@ pub async fn session(
     for (index, value) in specs.mcp.iter().enumerate() {
         if let Some(specs) = crate::shorthand::specs(value)? {
             parsed.extend(specs);
+            continue;
+        }
+        if let Some(spec) = installed_by_name(value)? {
+            parsed.push(spec);
             continue;
         }
         // The value itself may hold a secret: the error names its position only.

@@ -7,6 +7,7 @@
 )]
 
 mod add;
+mod by_name;
 mod commands;
 mod dialects;
 mod export_file;
