@@ -177,6 +177,31 @@ pub struct RenderedServer {
     unset_env: BTreeSet<String>,
 }
 
+/// Where a text sits in a rendered server; shown as in the config (`command`, `args[1]`,
+/// `env.API_KEY`, `cwd`, `url`, `headers.Authorization`), formatted only when shown.
+#[derive(Clone, Copy)]
+enum Field<'a> {
+    Command,
+    Arg(usize),
+    Env(&'a str),
+    Cwd,
+    Url,
+    Header(&'a str),
+}
+
+impl fmt::Display for Field<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Command => f.write_str("command"),
+            Self::Arg(index) => write!(f, "args[{index}]"),
+            Self::Env(name) => write!(f, "env.{name}"),
+            Self::Cwd => f.write_str("cwd"),
+            Self::Url => f.write_str("url"),
+            Self::Header(name) => write!(f, "headers.{name}"),
+        }
+    }
+}
+
 impl RenderedServer {
     /// Placeholder names still in the output because no secret supplied them. A strict caller
     /// refuses to launch when this is not empty.
@@ -198,7 +223,7 @@ impl RenderedServer {
                 let Piece::Plain(plain) = piece else { continue };
                 for name in crate::placeholder::placeholder_names(plain) {
                     if self.unresolved.contains(name) {
-                        found.push((field.clone(), name.to_owned()));
+                        found.push((field.to_string(), name.to_owned()));
                     }
                 }
             }
@@ -206,10 +231,9 @@ impl RenderedServer {
         found
     }
 
-    /// Every text of the server, named as in the config (`command`, `args[1]`, `env.API_KEY`,
-    /// `cwd`, `url`, `headers.Authorization`), in config order.
-    fn fields(&self) -> Vec<(String, &RenderedText)> {
-        let mut fields: Vec<(String, &RenderedText)> = Vec::new();
+    /// Every text of the server with where it sits, in config order.
+    fn fields(&self) -> Vec<(Field<'_>, &RenderedText)> {
+        let mut fields: Vec<(Field<'_>, &RenderedText)> = Vec::new();
         match &self.transport {
             RenderedTransport::Stdio {
                 command,
@@ -217,15 +241,14 @@ impl RenderedServer {
                 env,
                 cwd,
             } => {
-                fields.push(("command".to_owned(), command));
-                let args = args.iter().enumerate();
-                fields.extend(args.map(|(i, a)| (format!("args[{i}]"), a)));
-                fields.extend(env.iter().map(|(k, v)| (format!("env.{k}"), v)));
-                fields.extend(cwd.iter().map(|c| ("cwd".to_owned(), c)));
+                fields.push((Field::Command, command));
+                fields.extend(args.iter().enumerate().map(|(i, a)| (Field::Arg(i), a)));
+                fields.extend(env.iter().map(|(k, v)| (Field::Env(k), v)));
+                fields.extend(cwd.iter().map(|c| (Field::Cwd, c)));
             }
             RenderedTransport::Remote { url, headers, .. } => {
-                fields.push(("url".to_owned(), url));
-                fields.extend(headers.iter().map(|(k, v)| (format!("headers.{k}"), v)));
+                fields.push((Field::Url, url));
+                fields.extend(headers.iter().map(|(k, v)| (Field::Header(k), v)));
             }
         }
         fields

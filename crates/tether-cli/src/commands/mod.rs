@@ -73,7 +73,11 @@ fn read_task(path: &Path) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
 /// UUID, looks like JSON, or names no installation (then it is read as a file or JSON spec);
 /// a name that is also an existing path is refused, since either could be meant. The store is
 /// only opened when it exists, so a run of inline or file specs never creates one.
-fn installed_by_name(value: &str) -> anyhow::Result<Option<McpSpec>> {
+/// `installed` caches the store's (name, uid) list across the `--mcp` values of one run.
+fn installed_by_name(
+    value: &str,
+    installed: &mut Option<Vec<(String, uuid::Uuid)>>,
+) -> anyhow::Result<Option<McpSpec>> {
     let name = value.trim();
     if name.is_empty()
         || name.starts_with(['{', '"', '/'])
@@ -82,17 +86,25 @@ fn installed_by_name(value: &str) -> anyhow::Result<Option<McpSpec>> {
     {
         return Ok(None);
     }
-    let dir = settings::data_dir()?;
-    if !dir.join(tether_store::DATABASE_FILE).is_file() {
-        return Ok(None);
+    if installed.is_none() {
+        let dir = settings::data_dir()?;
+        let list = if dir.join(tether_store::DATABASE_FILE).is_file() {
+            Store::open(&dir)
+                .with_context(|| format!("opening the local store in {}", dir.display()))?
+                .list()?
+                .into_iter()
+                .map(|summary| (summary.name, summary.uid))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        *installed = Some(list);
     }
-    let store = Store::open(&dir)
-        .with_context(|| format!("opening the local store in {}", dir.display()))?;
-    let matching: Vec<uuid::Uuid> = store
-        .list()?
-        .into_iter()
-        .filter(|installed| installed.name == name)
-        .map(|installed| installed.uid)
+    let matching: Vec<uuid::Uuid> = installed
+        .iter()
+        .flatten()
+        .filter(|(installed_name, _)| installed_name == name)
+        .map(|(_, uid)| *uid)
         .collect();
     match matching.as_slice() {
         [] => Ok(None),
@@ -122,12 +134,13 @@ pub async fn session(
     progress: &Progress,
 ) -> anyhow::Result<Session> {
     let mut parsed = Vec::with_capacity(specs.mcp.len());
+    let mut installed = None;
     for (index, value) in specs.mcp.iter().enumerate() {
         if let Some(specs) = crate::shorthand::specs(value)? {
             parsed.extend(specs);
             continue;
         }
-        if let Some(spec) = installed_by_name(value)? {
+        if let Some(spec) = installed_by_name(value, &mut installed)? {
             parsed.push(spec);
             continue;
         }
