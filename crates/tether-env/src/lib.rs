@@ -77,6 +77,24 @@ impl EnvVars {
     /// logged). Without it (or `smithery_api_key_file` in config.toml) search skips Smithery.
     pub const SMITHERY_API_KEY: &'static str = "SMITHERY_API_KEY";
 
+    /// Where the values of installed servers' secrets go: `auto` (default: the OS credential
+    /// store when one answers, else a 0600 file in `TETHER_HOME`, announced once), `keyring`
+    /// (the credential store or an error) or `file`. Falls back to `secret_store` in
+    /// `$TETHER_HOME/config.toml`.
+    pub const TETHER_SECRET_STORE: &'static str = "TETHER_SECRET_STORE";
+
+    /// The D-Bus session bus the Secret Service is reached on (read by the zbus client of the
+    /// secret store; without it the bus at `$XDG_RUNTIME_DIR/bus` is tried).
+    pub const DBUS_SESSION_BUS_ADDRESS: &'static str = "DBUS_SESSION_BUS_ADDRESS";
+
+    /// The user's runtime directory: where the D-Bus session bus socket (`bus`) is looked for
+    /// when [`EnvVars::DBUS_SESSION_BUS_ADDRESS`] is unset.
+    pub const XDG_RUNTIME_DIR: &'static str = "XDG_RUNTIME_DIR";
+
+    /// Tests: set (to anything) in CI, where tests that need a service (the Secret Service)
+    /// fail instead of skipping when it is unreachable.
+    pub const CI: &'static str = "CI";
+
     /// Disables colour in tether's output when set to anything (<https://no-color.org>).
     pub const NO_COLOR: &'static str = "NO_COLOR";
 
@@ -156,6 +174,21 @@ impl EnvVars {
             "Smithery's API base URL",
         ),
         doc(Self::SMITHERY_API_KEY, Reader::Tether, "Smithery's API key"),
+        doc(
+            Self::TETHER_SECRET_STORE,
+            Reader::Tether,
+            "where stored secrets go: auto, keyring or file",
+        ),
+        doc(
+            Self::DBUS_SESSION_BUS_ADDRESS,
+            Reader::Tether,
+            "the D-Bus session bus of the Secret Service",
+        ),
+        doc(
+            Self::XDG_RUNTIME_DIR,
+            Reader::Tether,
+            "where the D-Bus session bus socket is looked for",
+        ),
         doc(Self::NO_COLOR, Reader::Tether, "no colour in output"),
         doc(
             Self::RUST_LOG,
@@ -202,6 +235,11 @@ impl EnvVars {
             Self::TETHER_NPM_PREFIX,
             Reader::Tests,
             "where the tests' npm packages are installed",
+        ),
+        doc(
+            Self::CI,
+            Reader::Tests,
+            "in CI: service-backed tests fail instead of skipping",
         ),
         doc(
             Self::TETHER_VECTORS,

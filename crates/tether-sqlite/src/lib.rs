@@ -86,6 +86,33 @@ pub enum OpenError {
     },
 }
 
+/// Creates `dir` (and missing parents) 0700 when it does not exist, and refuses it when
+/// another user can write it or owns it, as [`open`] does: for other private files kept beside
+/// the database (the secret store's fallback file).
+pub fn private_dir(dir: &Path) -> Result<(), OpenError> {
+    let me = nix::unistd::geteuid().as_raw();
+    let io = |source| OpenError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    if !dir.exists() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io)?;
+    }
+    let dir_meta = std::fs::metadata(dir).map_err(io)?;
+    check_directory(dir, &dir_meta, me)
+}
+
+/// Refuses a private file that is a symlink, not a regular file, owned by another user, or
+/// writable by group or others, as [`open`] does for a database (`meta` from
+/// `symlink_metadata` or an open file). Callers that hold secrets refuse readable ones too.
+pub fn check_private_file(path: &Path, meta: &Metadata) -> Result<(), OpenError> {
+    check_file(path, meta, nix::unistd::geteuid().as_raw())
+}
+
 /// Opens (creating when missing) the database `file_name` in `dir` with every check and
 /// setting described in the [crate] docs.
 pub fn open(dir: &Path, file_name: &str) -> Result<Connection, OpenError> {
@@ -94,15 +121,7 @@ pub fn open(dir: &Path, file_name: &str) -> Result<Connection, OpenError> {
         let path = path.to_owned();
         move |source| OpenError::Io { path, source }
     };
-    if !dir.exists() {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io(dir))?;
-    }
-    let dir_meta = std::fs::metadata(dir).map_err(io(dir))?;
-    check_directory(dir, &dir_meta, me)?;
+    private_dir(dir)?;
 
     let path = dir.join(file_name);
     let file = create_or_open(&path)?;
