@@ -70,10 +70,12 @@ Exit code 0 only if every server is ready.")]
 
 Placeholders without a --secret value stay variables, filled from each run's secrets.
 
-Values are written to disk: what --secret gives here, and literal env/header values of the
-config, are stored as given (not encrypted) in $TETHER_HOME/tether.db (mode 0600; anyone who
-can read that file can read them). `tether remove` deletes them and leaves no copy in the
-file. To keep a secret off the disk, leave its placeholder and pass --secret at run time.")]
+Values given here (--secret, and literal env/header values of the config) go to the secret
+store: the OS credential store when one answers (Secret Service, Keychain, Credential
+Manager), else $TETHER_HOME/secrets.json (mode 0600, not encrypted; announced when created).
+$TETHER_HOME/tether.db keeps only their names. TETHER_SECRET_STORE=keyring|file pins one.
+`tether remove` deletes them. To keep a secret off the disk, leave its placeholder and pass
+--secret at run time.")]
     Install(InstallArgs),
 
     /// Search the MCP registries (the official one, and Smithery when its API key is set).
@@ -114,8 +116,8 @@ pass them to each run with --secret.",
     /// List local installations: names, UUIDs and variable names (never values).
     List(ListArgs),
 
-    /// Remove a local installation and its stored values (overwritten in the store's file, not
-    /// merely unlinked from it).
+    /// Remove a local installation and its stored values (from the secret store too; no byte
+    /// of them is left in the store's file).
     Remove(RemoveArgs),
 
     /// Print shell completions.

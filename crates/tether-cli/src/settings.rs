@@ -47,11 +47,44 @@ struct ConfigFile {
     registry_url: Option<String>,
     smithery_url: Option<String>,
     smithery_api_key_file: Option<PathBuf>,
+    secret_store: Option<String>,
 }
 
 /// The data directory.
 pub fn data_dir() -> anyhow::Result<PathBuf> {
     Ok(tether_store::default_data_dir()?)
+}
+
+/// Where new secret values go: `TETHER_SECRET_STORE` > `secret_store` in config.toml > auto.
+fn secret_preference(dir: &Path) -> anyhow::Result<tether_store::Preference> {
+    let (text, source) = match env_text(EnvVars::TETHER_SECRET_STORE) {
+        Some(text) => (text, EnvVars::TETHER_SECRET_STORE.to_owned()),
+        None => match config_file(dir)?.secret_store {
+            Some(text) => (text, "secret_store in config.toml".to_owned()),
+            None => return Ok(tether_store::Preference::Auto),
+        },
+    };
+    text.parse()
+        .map_err(|e| UsageError::new(format!("{source}: {e}")).into())
+}
+
+/// The local store in the data directory, its values in the secret store the settings
+/// choose. Prints the secret store's one-time notice when opening it created the file (an
+/// older store's values moved there).
+pub fn open_store() -> anyhow::Result<tether_store::Store> {
+    let dir = data_dir()?;
+    let secrets = tether_store::SecretStore::new(&dir, secret_preference(&dir)?);
+    let store = tether_store::Store::open_with(&dir, secrets)
+        .with_context(|| format!("opening the local store in {}", dir.display()))?;
+    announce(&store);
+    Ok(store)
+}
+
+/// Prints the secret store's one-time notice (the 0600 file was just created), if any.
+pub fn announce(store: &tether_store::Store) {
+    if let Some(notice) = store.secret_store().take_notice() {
+        eprintln!("{notice}");
+    }
 }
 
 fn config_file(dir: &Path) -> anyhow::Result<ConfigFile> {

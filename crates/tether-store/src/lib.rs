@@ -1,8 +1,12 @@
-//! tether's local store: templatable MCP installations kept in SQLite under the data directory.
+//! tether's local store: templatable MCP installations kept in SQLite under the data directory,
+//! their secret values in the secret store (`tether-secrets`).
 //!
 //! A local installation is a [`TemplatableServer`] (the template, which never holds a value)
-//! plus its variable values. The store hands them out by UUID; the driver resolves a UUID found
-//! here locally, with no network call.
+//! plus its variable values. The SQLite file holds the template, where the installation came
+//! from, and the **names** of its stored values with where each lives (the OS credential
+//! store or the 0600 secret file); [`Store::get`] reads the values back into memory. The store
+//! hands installations out by UUID; the driver resolves a UUID found here locally, with no
+//! network call.
 //!
 //! ```no_run
 //! use tether_store::Store;
@@ -18,10 +22,12 @@
 //! creates the directory 0700 and the database 0600 and refuses ones other users can write);
 //! every write is one transaction, so a failed install leaves no row behind.
 //!
-//! Values given at install time are stored as given, in the database file (not encrypted:
-//! anyone who can read the file as the user can read them). [`Store::remove`] deletes them
-//! with `secure_delete` on and truncates the WAL, so no byte of a removed value stays in
-//! either file.
+//! **Invariant:** no value is written to the SQLite file. Values go to the secret store
+//! *before* the transaction that makes them visible commits, under a `pending_secrets` row
+//! committed first; a process killed in between leaves only pending rows, which the next
+//! [`Store::open`] sweeps (their values deleted) once the process that wrote them is gone. A
+//! store written by an older tether (values in `variable_values`) has them moved out on open
+//! and deleted with `secure_delete` on and the WAL truncated.
 
 #![deny(missing_docs)]
 
@@ -29,7 +35,10 @@ use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
 use rusqlite::{Connection, OptionalExtension, params};
-use tether_config::{Installation, Origin, TemplatableServer, VariableValue};
+use tether_config::{
+    Installation, Origin, SecretValue, ServerTemplate, TemplatableServer, VariableValue,
+};
+pub use tether_secrets::{Location, Preference, SecretStore, SecretStoreError};
 use uuid::Uuid;
 
 /// Environment variable naming tether's data directory (default: the platform data dir +
@@ -60,6 +69,25 @@ const MIGRATIONS: &[&str] = &[
          value            TEXT NOT NULL,
          PRIMARY KEY (installation_uid, name)
      );",
+    // 2: values leave SQLite. Names and locations of stored values; values being written (or
+    // deleted) whose installation is not (or no longer) committed; where an installation came
+    // from. `variable_values` is emptied and dropped on open, once its values are moved.
+    "CREATE TABLE stored_secrets (
+         installation_uid TEXT NOT NULL REFERENCES installations(uid) ON DELETE CASCADE,
+         position         INTEGER NOT NULL,
+         name             TEXT NOT NULL,
+         location         TEXT NOT NULL,
+         PRIMARY KEY (installation_uid, name)
+     );
+     CREATE TABLE pending_secrets (
+         installation_uid TEXT NOT NULL,
+         name             TEXT NOT NULL,
+         location         TEXT NOT NULL,
+         pid              INTEGER NOT NULL,
+         created_at       INTEGER NOT NULL,
+         PRIMARY KEY (installation_uid, name, location)
+     );
+     ALTER TABLE installations ADD COLUMN source_json TEXT;",
 ];
 
 /// Why a store operation failed.
@@ -92,6 +120,10 @@ pub enum StoreError {
         /// SQLite's error (holds no stored value: statements bind values as parameters).
         source: rusqlite::Error,
     },
+    /// The secret store failed (credential store unreachable or locked, unsafe or corrupt
+    /// secret file); its message says what to do.
+    #[error(transparent)]
+    Secrets(#[from] SecretStoreError),
     /// A stored template does not decode; the store was written by an incompatible version
     /// or edited by hand. Remove the installation and install it again.
     #[error(
@@ -115,6 +147,46 @@ pub enum StoreError {
         /// Newest version this build knows.
         known: i64,
     },
+    /// `set_secret` named a variable the installation does not have.
+    #[error("installation {uid} has no variable {name} (its variables: {known})")]
+    UnknownVariable {
+        /// The installation.
+        uid: Uuid,
+        /// The name given.
+        name: String,
+        /// Its variables, comma-separated.
+        known: String,
+    },
+    /// `install_as` was given a UUID that is installed already (a caller's mistake: new
+    /// installations get a random UUID).
+    #[error("an installation {0} exists already")]
+    AlreadyInstalled(Uuid),
+    /// The installation does not exist.
+    #[error("no local installation {0} (see `tether list`)")]
+    NotInstalled(Uuid),
+}
+
+/// Where an installation came from, shown by `tether list`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InstallSource {
+    /// The registry (`official`).
+    pub registry: String,
+    /// The entry's name there.
+    pub name: String,
+    /// The exact version installed.
+    pub version: String,
+    /// The package or remote used (`npm @scope/pkg`, `remote https://…`).
+    #[serde(default)]
+    pub package: String,
+}
+
+/// A stored value's name and where it lives (never the value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSecret {
+    /// The variable's name.
+    pub name: String,
+    /// Where its value is.
+    pub location: Location,
 }
 
 /// What `list` shows of an installation: names only, never values.
@@ -126,14 +198,32 @@ pub struct InstalledSummary {
     pub name: String,
     /// The variable names (values are never listed).
     pub variable_names: Vec<String>,
+    /// The variables with a stored value, and where each lives.
+    pub stored: Vec<StoredSecret>,
+    /// `stdio`, `http` or `sse`.
+    pub transport: &'static str,
+    /// The registry entry it was added from; `None` for `tether install` (hand-written).
+    pub source: Option<InstallSource>,
     /// Unix seconds when it was installed.
     pub created_at: i64,
+}
+
+impl InstalledSummary {
+    /// The variables without a stored value: each run must pass them (`--secret`).
+    pub fn missing(&self) -> Vec<&str> {
+        self.variable_names
+            .iter()
+            .filter(|name| !self.stored.iter().any(|s| &s.name == *name))
+            .map(String::as_str)
+            .collect()
+    }
 }
 
 /// The local store. Cheap to open; one per process is enough.
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    secrets: SecretStore,
 }
 
 impl std::fmt::Debug for Store {
@@ -152,6 +242,14 @@ pub fn default_data_dir() -> Result<PathBuf, StoreError> {
     }
 }
 
+/// The secret store preference from `TETHER_SECRET_STORE` (unset: `auto`).
+pub fn preference_from_env() -> Result<Preference, StoreError> {
+    match std::env::var(tether_env::EnvVars::TETHER_SECRET_STORE) {
+        Ok(text) => Ok(text.parse()?),
+        Err(_) => Ok(Preference::Auto),
+    }
+}
+
 /// Maps a SQLite error to [`StoreError::Database`] naming the file at `path`.
 fn database_error(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + Copy + '_ {
     move |source| StoreError::Database {
@@ -166,12 +264,44 @@ fn now() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// The literal `{{NAME}}`: the value an installation has for a variable nothing was given for
+/// (it renders from the run's secrets). Not a secret; never stored.
+fn placeholder(name: &str) -> String {
+    format!("{{{{{name}}}}}")
+}
+
+/// Whether the process `pid` is alive (or belongs to another user).
+fn alive(pid: i64) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    !matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+fn transport(server: &TemplatableServer) -> &'static str {
+    match &server.template {
+        ServerTemplate::Stdio(_) => "stdio",
+        ServerTemplate::Remote(remote) => remote.transport.type_name(),
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the store in `dir` through [`tether_sqlite::open`]: the
     /// directory 0700, the file 0600, refused when another user can write either, WAL
     /// journaling, a busy timeout for concurrent processes, `secure_delete`, and pending
-    /// migrations.
+    /// migrations. Secret values go where `TETHER_SECRET_STORE` says ([`Store::open_with`]
+    /// takes the secret store itself).
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with(dir, SecretStore::new(dir, preference_from_env()?))
+    }
+
+    /// [`Store::open`] with the secret store values go to and come from. Values an older
+    /// tether left in the database are moved into it, and pending values of killed writers
+    /// are swept.
+    pub fn open_with(dir: &Path, secrets: SecretStore) -> Result<Self, StoreError> {
         let conn = tether_sqlite::open(dir, DATABASE_FILE).map_err(|error| match error {
             tether_sqlite::OpenError::Io { path, source } => StoreError::DataDir { path, source },
             tether_sqlite::OpenError::Sqlite { path, source } => {
@@ -182,14 +312,22 @@ impl Store {
         let mut store = Self {
             conn,
             path: dir.join(DATABASE_FILE),
+            secrets,
         };
         store.migrate()?;
+        store.move_plain_values()?;
+        store.sweep_pending()?;
         Ok(store)
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The secret store values live in (for its one-time notice, and `tether secrets`).
+    pub fn secret_store(&self) -> &SecretStore {
+        &self.secrets
     }
 
     fn db_error(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -227,21 +365,269 @@ impl Store {
         tx.commit().map_err(db_error)
     }
 
+    /// Moves the values an older tether stored in `variable_values` into the secret store,
+    /// then deletes them (zeroed by `secure_delete`), drops the table and truncates the WAL.
+    /// A crash in between leaves the rows; the next open moves them again (the secret store
+    /// overwrites the same entries).
+    fn move_plain_values(&mut self) -> Result<(), StoreError> {
+        let db_error = database_error(&self.path);
+        let exists: bool = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'variable_values'",
+                [],
+                |row| row.get::<_, i64>(0),
+            )
+            .map_err(db_error)?
+            > 0;
+        if !exists {
+            return Ok(());
+        }
+        let rows: Vec<(String, i64, String, SecretValue)> = {
+            let mut statement = self
+                .conn
+                .prepare("SELECT installation_uid, position, name, value FROM variable_values ORDER BY installation_uid, position")
+                .map_err(db_error)?;
+            let rows = statement
+                .query_map([], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, String>(2)?,
+                        SecretValue::new(row.get::<_, String>(3)?),
+                    ))
+                })
+                .map_err(db_error)?;
+            rows.collect::<Result<_, _>>().map_err(db_error)?
+        };
+        let mut moved = Vec::new();
+        for (uid_text, position, name, value) in &rows {
+            if value.expose() == placeholder(name) {
+                continue;
+            }
+            let uid = Uuid::parse_str(uid_text).map_err(|_| StoreError::Corrupt {
+                uid: Uuid::nil(),
+                reason: "a stored UUID does not parse".to_owned(),
+            })?;
+            let location = self.secrets.set(uid, name, value)?;
+            moved.push((uid_text, *position, name, location));
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(db_error)?;
+        for (uid_text, position, name, location) in &moved {
+            tx.execute(
+                "INSERT OR REPLACE INTO stored_secrets (installation_uid, position, name, location) VALUES (?1, ?2, ?3, ?4)",
+                params![uid_text, position, name, location.as_str()],
+            )
+            .map_err(db_error)?;
+        }
+        tx.execute("DELETE FROM variable_values", [])
+            .map_err(db_error)?;
+        tx.execute("DROP TABLE variable_values", [])
+            .map_err(db_error)?;
+        tx.commit().map_err(db_error)?;
+        tether_sqlite::checkpoint_truncate(&self.conn).map_err(db_error)?;
+        if !moved.is_empty() {
+            tracing::info!(
+                count = moved.len(),
+                "moved values stored by an older tether out of the local store into the secret store"
+            );
+        }
+        Ok(())
+    }
+
+    /// Deletes the values of pending rows whose writer is gone and whose installation is not
+    /// committed (a killed `add`/`install`), and the rows; a committed installation's pending
+    /// rows (a killed `remove` or `move`) are handled the same way only for values no stored
+    /// row points at.
+    fn sweep_pending(&mut self) -> Result<(), StoreError> {
+        let db_error = database_error(&self.path);
+        let rows: Vec<(String, String, String, i64)> = {
+            let mut statement = self
+                .conn
+                .prepare(
+                    "SELECT p.installation_uid, p.name, p.location, p.pid FROM pending_secrets p
+                      WHERE NOT EXISTS (SELECT 1 FROM stored_secrets s
+                                         WHERE s.installation_uid = p.installation_uid
+                                           AND s.name = p.name AND s.location = p.location)",
+                )
+                .map_err(db_error)?;
+            let rows = statement
+                .query_map([], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                })
+                .map_err(db_error)?;
+            rows.collect::<Result<_, _>>().map_err(db_error)?
+        };
+        for (uid_text, name, location_text, pid) in rows {
+            if alive(pid) {
+                continue;
+            }
+            let (Ok(uid), Ok(location)) = (
+                Uuid::parse_str(&uid_text),
+                location_text.parse::<Location>(),
+            ) else {
+                continue;
+            };
+            self.secrets.delete(location, uid, &name)?;
+            self.conn
+                .execute(
+                    "DELETE FROM pending_secrets WHERE installation_uid = ?1 AND name = ?2 AND location = ?3",
+                    params![uid_text, name, location_text],
+                )
+                .map_err(db_error)?;
+            tracing::debug!(%uid, %name, "swept a value a killed tether left pending");
+        }
+        // Pending rows that a stored row points at were committed: nothing to sweep.
+        self.conn
+            .execute(
+                "DELETE FROM pending_secrets WHERE EXISTS (SELECT 1 FROM stored_secrets s
+                     WHERE s.installation_uid = pending_secrets.installation_uid
+                       AND s.name = pending_secrets.name AND s.location = pending_secrets.location)",
+                [],
+            )
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// Records `names` in `location` for `uid` as pending (committed before any value is
+    /// written, so a crash leaves something to sweep).
+    fn mark_pending(
+        &mut self,
+        uid: Uuid,
+        names: &[&str],
+        location: Location,
+    ) -> Result<(), StoreError> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let db_error = database_error(&self.path);
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(db_error)?;
+        for name in names {
+            tx.execute(
+                "INSERT OR REPLACE INTO pending_secrets (installation_uid, name, location, pid, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![uid.to_string(), name, location.as_str(), i64::from(std::process::id()), now()],
+            )
+            .map_err(db_error)?;
+        }
+        tx.commit().map_err(db_error)
+    }
+
     /// Stores `installation` (its template and values) under a new UUID and returns it.
-    /// One transaction: on any failure nothing is stored.
+    /// On any failure nothing is stored.
     pub fn install(&mut self, installation: &Installation) -> Result<Uuid, StoreError> {
         let uid = Uuid::new_v4();
-        self.install_as(uid, installation)?;
+        self.install_as(uid, installation, None)?;
         Ok(uid)
     }
 
-    /// Stores `installation` under `uid` (which must be new).
-    pub fn install_as(&mut self, uid: Uuid, installation: &Installation) -> Result<(), StoreError> {
+    /// Stores `installation` under `uid` (which must be new), with where it came from. The
+    /// values go to the secret store first (marked pending), then one transaction makes the
+    /// installation and its value names visible: a crash at any point leaves either nothing
+    /// or everything visible. On failure the values written are deleted again.
+    pub fn install_as(
+        &mut self,
+        uid: Uuid,
+        installation: &Installation,
+        source: Option<&InstallSource>,
+    ) -> Result<(), StoreError> {
         let template_json =
             serde_json::to_string(&installation.server).map_err(|e| StoreError::Corrupt {
                 uid,
                 reason: format!("template does not serialize: {}", e.classify_name()),
             })?;
+        let source_json =
+            source
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(|e| StoreError::Corrupt {
+                    uid,
+                    reason: format!("source does not serialize: {}", e.classify_name()),
+                })?;
+        // Values worth storing: not the `{{NAME}}` a variable without a value has.
+        let values: Vec<(&str, &SecretValue)> = installation
+            .values
+            .iter()
+            .filter(|(name, value)| value.value.expose() != placeholder(name))
+            .map(|(name, value)| (name.as_str(), &value.value))
+            .collect();
+        let location = if values.is_empty() {
+            None
+        } else {
+            // Writing values under a uid that is taken would replace another installation's.
+            if self.contains(uid)? {
+                return Err(StoreError::AlreadyInstalled(uid));
+            }
+            Some(self.secrets.location()?)
+        };
+        if let Some(location) = location {
+            let names: Vec<&str> = values.iter().map(|(name, _)| *name).collect();
+            self.mark_pending(uid, &names, location)?;
+        }
+        let written = self.write_values(uid, &values, location);
+        let committed = written.and_then(|()| {
+            self.commit_install(
+                uid,
+                installation,
+                &template_json,
+                source_json.as_deref(),
+                &values,
+                location,
+            )
+        });
+        if let Err(error) = committed {
+            if let Some(location) = location {
+                self.undo_values(uid, &values, location);
+            }
+            return Err(error);
+        }
+        tracing::debug!(%uid, name = %installation.server.name, "installed a local MCP server");
+        Ok(())
+    }
+
+    fn write_values(
+        &self,
+        uid: Uuid,
+        values: &[(&str, &SecretValue)],
+        location: Option<Location>,
+    ) -> Result<(), StoreError> {
+        let Some(location) = location else {
+            return Ok(());
+        };
+        for (name, value) in values {
+            self.secrets.set_in(location, uid, name, value)?;
+        }
+        Ok(())
+    }
+
+    /// Best effort after a failed install: deletes what was written and the pending rows.
+    fn undo_values(&mut self, uid: Uuid, values: &[(&str, &SecretValue)], location: Location) {
+        for (name, _) in values {
+            if let Err(error) = self.secrets.delete(location, uid, name) {
+                tracing::warn!(%uid, %name, %error, "could not delete a value of a failed install; the next run sweeps it");
+                return;
+            }
+        }
+        let _ = self.conn.execute(
+            "DELETE FROM pending_secrets WHERE installation_uid = ?1",
+            params![uid.to_string()],
+        );
+    }
+
+    fn commit_install(
+        &mut self,
+        uid: Uuid,
+        installation: &Installation,
+        template_json: &str,
+        source_json: Option<&str>,
+        values: &[(&str, &SecretValue)],
+        location: Option<Location>,
+    ) -> Result<(), StoreError> {
         let db_error = database_error(&self.path);
         let created_at = now();
         let server_id = Uuid::new_v4().to_string();
@@ -255,29 +641,27 @@ impl Store {
         )
         .map_err(db_error)?;
         tx.execute(
-            "INSERT INTO installations (uid, server_id, created_at) VALUES (?1, ?2, ?3)",
-            params![uid.to_string(), server_id, created_at],
+            "INSERT INTO installations (uid, server_id, created_at, source_json) VALUES (?1, ?2, ?3, ?4)",
+            params![uid.to_string(), server_id, created_at, source_json],
         )
         .map_err(db_error)?;
-        {
+        if let Some(location) = location {
             let mut insert = tx
-                .prepare("INSERT INTO variable_values (installation_uid, position, name, value) VALUES (?1, ?2, ?3, ?4)")
+                .prepare("INSERT INTO stored_secrets (installation_uid, position, name, location) VALUES (?1, ?2, ?3, ?4)")
                 .map_err(db_error)?;
-            for (position, (name, value)) in installation.values.iter().enumerate() {
+            for (position, (name, _)) in values.iter().enumerate() {
                 let position = i64::try_from(position).unwrap_or(i64::MAX);
                 insert
-                    .execute(params![
-                        uid.to_string(),
-                        position,
-                        name,
-                        value.value.expose()
-                    ])
+                    .execute(params![uid.to_string(), position, name, location.as_str()])
                     .map_err(db_error)?;
             }
         }
-        tx.commit().map_err(db_error)?;
-        tracing::debug!(%uid, name = %installation.server.name, "installed a local MCP server");
-        Ok(())
+        tx.execute(
+            "DELETE FROM pending_secrets WHERE installation_uid = ?1",
+            params![uid.to_string()],
+        )
+        .map_err(db_error)?;
+        tx.commit().map_err(db_error)
     }
 
     /// Whether `uid` is installed locally.
@@ -293,9 +677,7 @@ impl Store {
             .map_err(self.db_error())
     }
 
-    /// The installation `uid`, if installed. Local installations have [`Origin::User`]:
-    /// `${VAR}` expands at render time, and run secrets may replace values.
-    pub fn get(&self, uid: Uuid) -> Result<Option<Installation>, StoreError> {
+    fn template(&self, uid: Uuid) -> Result<Option<TemplatableServer>, StoreError> {
         let row: Option<String> = self
             .conn
             .query_row(
@@ -307,27 +689,65 @@ impl Store {
             )
             .optional()
             .map_err(self.db_error())?;
-        let Some(template_json) = row else {
-            return Ok(None);
-        };
-        let server: TemplatableServer =
+        row.map(|template_json| {
             serde_json::from_str(&template_json).map_err(|e| StoreError::Corrupt {
                 uid,
                 reason: format!("template: {}", e.classify_name()),
-            })?;
+            })
+        })
+        .transpose()
+    }
+
+    /// The names of `uid`'s stored values and where each lives, in install order.
+    pub fn stored(&self, uid: Uuid) -> Result<Vec<StoredSecret>, StoreError> {
         let mut statement = self
             .conn
-            .prepare("SELECT name, value FROM variable_values WHERE installation_uid = ?1 ORDER BY position")
+            .prepare("SELECT name, location FROM stored_secrets WHERE installation_uid = ?1 ORDER BY position, name")
             .map_err(self.db_error())?;
-        let mut values = IndexMap::new();
         let rows = statement
             .query_map(params![uid.to_string()], |row| {
                 Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
             })
             .map_err(self.db_error())?;
+        let mut out = Vec::new();
         for row in rows {
-            let (name, value) = row.map_err(self.db_error())?;
-            values.insert(name, VariableValue::new(value));
+            let (name, location) = row.map_err(self.db_error())?;
+            out.push(StoredSecret {
+                name,
+                location: location.parse()?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The installation `uid`, if installed, with its stored values read from the secret
+    /// store into memory (a variable without one keeps its `{{NAME}}` placeholder, for the
+    /// run's secrets). Local installations have [`Origin::User`]: `${VAR}` expands at render
+    /// time, and run secrets replace stored values for the run.
+    pub fn get(&self, uid: Uuid) -> Result<Option<Installation>, StoreError> {
+        let Some(server) = self.template(uid)? else {
+            return Ok(None);
+        };
+        let mut stored = IndexMap::new();
+        for StoredSecret { name, location } in self.stored(uid)? {
+            match self.secrets.get(location, uid, &name)? {
+                Some(value) => {
+                    stored.insert(name, value);
+                }
+                None => tracing::warn!(
+                    %uid,
+                    %name,
+                    %location,
+                    "a stored value is missing from the secret store; the run must pass it with --secret (or set it again with `tether secrets set`)"
+                ),
+            }
+        }
+        let mut values = IndexMap::new();
+        for name in server.variable_names() {
+            let value = stored
+                .shift_remove(name)
+                .unwrap_or_else(|| SecretValue::new(placeholder(name)));
+            values.insert(name.to_owned(), VariableValue::new(value));
         }
         Ok(Some(Installation {
             server,
@@ -336,12 +756,13 @@ impl Store {
         }))
     }
 
-    /// Every installation: UUID, name and variable names, oldest first. Never values.
+    /// Every installation: UUID, name, variable names, stored value names, transport and
+    /// source, oldest first. Never values.
     pub fn list(&self) -> Result<Vec<InstalledSummary>, StoreError> {
         let mut statement = self
             .conn
             .prepare(
-                "SELECT i.uid, s.name, s.template_json, i.created_at FROM installations i
+                "SELECT i.uid, s.name, s.template_json, i.created_at, i.source_json FROM installations i
                    JOIN templatable_servers s ON s.id = i.server_id
                   ORDER BY i.created_at, s.name, i.uid",
             )
@@ -353,12 +774,14 @@ impl Store {
                     row.get::<_, String>(1)?,
                     row.get::<_, String>(2)?,
                     row.get::<_, i64>(3)?,
+                    row.get::<_, Option<String>>(4)?,
                 ))
             })
             .map_err(self.db_error())?;
         let mut out = Vec::new();
         for row in rows {
-            let (uid_text, name, template_json, created_at) = row.map_err(self.db_error())?;
+            let (uid_text, name, template_json, created_at, source_json) =
+                row.map_err(self.db_error())?;
             let uid = Uuid::parse_str(&uid_text).map_err(|_| StoreError::Corrupt {
                 uid: Uuid::nil(),
                 reason: "a stored UUID does not parse".to_owned(),
@@ -368,55 +791,217 @@ impl Store {
                     uid,
                     reason: format!("template: {}", e.classify_name()),
                 })?;
+            let source = source_json
+                .map(|text| serde_json::from_str::<InstallSource>(&text))
+                .transpose()
+                .map_err(|e| StoreError::Corrupt {
+                    uid,
+                    reason: format!("source: {}", e.classify_name()),
+                })?;
             out.push(InstalledSummary {
                 uid,
                 name,
                 variable_names: server.variable_names().map(str::to_owned).collect(),
+                stored: self.stored(uid)?,
+                transport: transport(&server),
+                source,
                 created_at,
             });
         }
         Ok(out)
     }
 
-    /// Removes `uid` with its template and values. Returns whether it existed.
-    pub fn remove(&mut self, uid: Uuid) -> Result<bool, StoreError> {
+    /// Stores `value` for the variable `name` of `uid` where new values go, replacing a
+    /// stored one (moved when it lived elsewhere). Returns where it went.
+    pub fn set_secret(
+        &mut self,
+        uid: Uuid,
+        name: &str,
+        value: &SecretValue,
+    ) -> Result<Location, StoreError> {
+        let location = self.secrets.location()?;
+        self.put_secret(uid, name, value, location)?;
+        Ok(location)
+    }
+
+    /// Stores `value` for `name` of `uid` in `location`: pending row, value, then one
+    /// transaction that records it; the value in another location, if any, is deleted after.
+    fn put_secret(
+        &mut self,
+        uid: Uuid,
+        name: &str,
+        value: &SecretValue,
+        location: Location,
+    ) -> Result<(), StoreError> {
+        let server = self.template(uid)?.ok_or(StoreError::NotInstalled(uid))?;
+        if !server.has_variable(name) {
+            return Err(StoreError::UnknownVariable {
+                uid,
+                name: name.to_owned(),
+                known: server.variable_names().collect::<Vec<_>>().join(", "),
+            });
+        }
+        let previous = self.stored(uid)?.into_iter().find(|s| s.name == name);
+        self.mark_pending(uid, &[name], location)?;
+        self.secrets.set_in(location, uid, name, value)?;
         let db_error = database_error(&self.path);
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(db_error)?;
-        let server_id: Option<String> = tx
-            .query_row(
-                "SELECT server_id FROM installations WHERE uid = ?1",
-                params![uid.to_string()],
-                |row| row.get(0),
+        let position = server
+            .variable_names()
+            .position(|n| n == name)
+            .and_then(|p| i64::try_from(p).ok())
+            .unwrap_or(i64::MAX);
+        tx.execute(
+            "INSERT OR REPLACE INTO stored_secrets (installation_uid, position, name, location) VALUES (?1, ?2, ?3, ?4)",
+            params![uid.to_string(), position, name, location.as_str()],
+        )
+        .map_err(db_error)?;
+        tx.execute(
+            "DELETE FROM pending_secrets WHERE installation_uid = ?1 AND name = ?2 AND location = ?3",
+            params![uid.to_string(), name, location.as_str()],
+        )
+        .map_err(db_error)?;
+        if let Some(previous) = previous.filter(|p| p.location != location) {
+            // The old copy is deleted after the commit; pending until then.
+            tx.execute(
+                "INSERT OR REPLACE INTO pending_secrets (installation_uid, name, location, pid, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![uid.to_string(), name, previous.location.as_str(), i64::from(std::process::id()), now()],
             )
-            .optional()
             .map_err(db_error)?;
-        let Some(server_id) = server_id else {
+            tx.commit().map_err(db_error)?;
+            self.secrets.delete(previous.location, uid, name)?;
+            self.conn
+                .execute(
+                    "DELETE FROM pending_secrets WHERE installation_uid = ?1 AND name = ?2 AND location = ?3",
+                    params![uid.to_string(), name, previous.location.as_str()],
+                )
+                .map_err(db_error)?;
+            return Ok(());
+        }
+        tx.commit().map_err(db_error)
+    }
+
+    /// Moves every stored value that lives elsewhere into `to`; returns how many moved.
+    pub fn move_secrets(&mut self, to: Location) -> Result<usize, StoreError> {
+        let mut moved = 0;
+        for summary in self.list()? {
+            for stored in summary.stored.iter().filter(|s| s.location != to) {
+                let Some(value) = self
+                    .secrets
+                    .get(stored.location, summary.uid, &stored.name)?
+                else {
+                    continue;
+                };
+                self.put_secret(summary.uid, &stored.name, &value, to)?;
+                moved += 1;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Deletes the stored value of `name` of `uid` (the variable then comes from each run's
+    /// secrets). Returns whether there was one.
+    pub fn remove_secret(&mut self, uid: Uuid, name: &str) -> Result<bool, StoreError> {
+        if !self.contains(uid)? {
+            return Err(StoreError::NotInstalled(uid));
+        }
+        let Some(stored) = self.stored(uid)?.into_iter().find(|s| s.name == name) else {
             return Ok(false);
         };
-        tx.execute(
-            "DELETE FROM variable_values WHERE installation_uid = ?1",
-            params![uid.to_string()],
-        )
-        .map_err(db_error)?;
-        tx.execute(
-            "DELETE FROM installations WHERE uid = ?1",
-            params![uid.to_string()],
-        )
-        .map_err(db_error)?;
-        tx.execute(
-            "DELETE FROM templatable_servers WHERE id = ?1 AND NOT EXISTS
-                 (SELECT 1 FROM installations WHERE server_id = ?1)",
-            params![server_id],
-        )
-        .map_err(db_error)?;
+        self.forget(uid, &[stored], Some(name))?;
+        Ok(true)
+    }
+
+    /// Turns `stored` into pending rows and deletes their stored rows (and, with `name`
+    /// `None`, the installation) in one transaction, then deletes the values and the pending
+    /// rows: a crash after the commit leaves pending rows the next open sweeps.
+    fn forget(
+        &mut self,
+        uid: Uuid,
+        stored: &[StoredSecret],
+        name: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let db_error = database_error(&self.path);
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(db_error)?;
+        for secret in stored {
+            tx.execute(
+                "INSERT OR REPLACE INTO pending_secrets (installation_uid, name, location, pid, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![uid.to_string(), secret.name, secret.location.as_str(), i64::from(std::process::id()), now()],
+            )
+            .map_err(db_error)?;
+        }
+        let existed = match name {
+            Some(name) => {
+                tx.execute(
+                    "DELETE FROM stored_secrets WHERE installation_uid = ?1 AND name = ?2",
+                    params![uid.to_string(), name],
+                )
+                .map_err(db_error)?;
+                true
+            }
+            None => {
+                let server_id: Option<String> = tx
+                    .query_row(
+                        "SELECT server_id FROM installations WHERE uid = ?1",
+                        params![uid.to_string()],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                    .map_err(db_error)?;
+                match server_id {
+                    None => false,
+                    Some(server_id) => {
+                        tx.execute(
+                            "DELETE FROM stored_secrets WHERE installation_uid = ?1",
+                            params![uid.to_string()],
+                        )
+                        .map_err(db_error)?;
+                        tx.execute(
+                            "DELETE FROM installations WHERE uid = ?1",
+                            params![uid.to_string()],
+                        )
+                        .map_err(db_error)?;
+                        tx.execute(
+                            "DELETE FROM templatable_servers WHERE id = ?1 AND NOT EXISTS
+                                 (SELECT 1 FROM installations WHERE server_id = ?1)",
+                            params![server_id],
+                        )
+                        .map_err(db_error)?;
+                        true
+                    }
+                }
+            }
+        };
+        if !existed {
+            return Ok(false);
+        }
         tx.commit().map_err(db_error)?;
+        for secret in stored {
+            self.secrets.delete(secret.location, uid, &secret.name)?;
+            self.conn
+                .execute(
+                    "DELETE FROM pending_secrets WHERE installation_uid = ?1 AND name = ?2 AND location = ?3",
+                    params![uid.to_string(), secret.name, secret.location.as_str()],
+                )
+                .map_err(db_error)?;
+        }
         // secure_delete zeroed the freed content in the pages written to the WAL; copying them
         // into the database and truncating the WAL leaves no copy of the old pages anywhere.
         tether_sqlite::checkpoint_truncate(&self.conn).map_err(db_error)?;
         Ok(true)
+    }
+
+    /// Removes `uid` with its template and its values (from the secret store too). Returns
+    /// whether it existed.
+    pub fn remove(&mut self, uid: Uuid) -> Result<bool, StoreError> {
+        let stored = self.stored(uid)?;
+        self.forget(uid, &stored, None)
     }
 }
 

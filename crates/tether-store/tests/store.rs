@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use pretty_assertions::assert_eq;
 use tether_config::{EmptyEnv, Exposure, Installation, Origin, Secrets, parse_config};
-use tether_store::{DATABASE_FILE, Store};
+use tether_store::{DATABASE_FILE, Location, Preference, SecretStore, Store};
 use tether_testkit::{files_bytes, holds};
 use uuid::Uuid;
 
@@ -15,13 +15,19 @@ fn installation(text: &str) -> Installation {
     parsed.servers.remove(0).into_installation()
 }
 
+/// The store with its values in the 0600 file beside the database (the tests look at every
+/// byte the store writes in that directory).
+fn open_store(dir: &std::path::Path) -> Result<Store, tether_store::StoreError> {
+    Store::open_with(dir, SecretStore::new(dir, Preference::File))
+}
+
 const CONFIG: &str = r#"{"gh":{"command":"npx","args":["--token={{API_TOKEN}}"],"env":{"GITHUB":"sk-SENTINEL","1KEY":"v"}}}"#;
 
 #[test]
 fn install_get_list_remove() {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
-    let mut store = Store::open(&home).expect("open");
+    let mut store = open_store(&home).expect("open");
     let original = installation(CONFIG);
     let uid = store.install(&original).expect("install");
     assert!(store.contains(uid).expect("contains"));
@@ -52,7 +58,7 @@ fn install_get_list_remove() {
 fn directory_is_0700_and_files_0600() {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("nested").join("home");
-    let mut store = Store::open(&home).expect("open");
+    let mut store = open_store(&home).expect("open");
     store.install(&installation(CONFIG)).expect("install");
     let mode =
         |p: &std::path::Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
@@ -68,25 +74,27 @@ fn directory_is_0700_and_files_0600() {
 fn survives_reopen_and_migrates_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let uid = {
-        let mut store = Store::open(dir.path()).expect("open");
+        let mut store = open_store(dir.path()).expect("open");
         store.install(&installation(CONFIG)).expect("install")
     };
-    let store = Store::open(dir.path()).expect("reopen");
+    let store = open_store(dir.path()).expect("reopen");
     assert!(store.contains(uid).expect("contains"));
 }
 
 #[test]
 fn a_failed_install_leaves_no_row() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut store = Store::open(dir.path()).expect("open");
+    let mut store = open_store(dir.path()).expect("open");
     let uid = Uuid::new_v4();
+    // No stored values: the install is the transaction alone.
+    let plain = r#"{"gh":{"command":"npx","args":["--token={{API_TOKEN}}"]}}"#;
     store
-        .install_as(uid, &installation(CONFIG))
+        .install_as(uid, &installation(plain), None)
         .expect("first install");
     // Installing under the same UUID fails on the primary key, after the template row was
     // written in the same transaction: the rollback must remove it.
     let before = store.list().expect("list").len();
-    assert!(store.install_as(uid, &installation(CONFIG)).is_err());
+    assert!(store.install_as(uid, &installation(plain), None).is_err());
     assert_eq!(store.list().expect("list").len(), before);
     let conn = rusqlite_count(store.path());
     assert_eq!(conn, 1, "one templatable server row, not two");
@@ -103,12 +111,12 @@ fn rusqlite_count(path: &std::path::Path) -> i64 {
 #[test]
 fn concurrent_writers_from_two_connections() {
     let dir = tempfile::tempdir().expect("tempdir");
-    Store::open(dir.path()).expect("create");
+    open_store(dir.path()).expect("create");
     let threads: Vec<_> = (0..4)
         .map(|_| {
             let path = dir.path().to_owned();
             std::thread::spawn(move || {
-                let mut store = Store::open(&path).expect("open");
+                let mut store = open_store(&path).expect("open");
                 for _ in 0..25 {
                     store
                         .install(&installation(CONFIG))
@@ -121,7 +129,7 @@ fn concurrent_writers_from_two_connections() {
         thread.join().expect("writer thread");
     }
     assert_eq!(
-        Store::open(dir.path())
+        open_store(dir.path())
             .expect("open")
             .list()
             .expect("list")
@@ -144,7 +152,7 @@ fn r10_5_remove_leaves_no_byte_of_a_value() {
     let config = format!(
         r#"{{"gh":{{"command":"npx","env":{{"TOKEN":"{sentinel}","OTHER":"kept-value"}}}}}}"#
     );
-    let mut store = Store::open(dir.path()).expect("open");
+    let mut store = open_store(dir.path()).expect("open");
     let kept = store
         .install(&installation(CONFIG))
         .expect("install the kept one");
@@ -171,7 +179,7 @@ fn r10_5_remove_leaves_no_byte_of_a_value() {
     drop(store);
     // A reopened store (another process) still reads the kept one.
     assert!(
-        Store::open(dir.path())
+        open_store(dir.path())
             .expect("reopen")
             .contains(kept)
             .expect("contains")
@@ -183,13 +191,13 @@ fn r10_5_remove_leaves_no_byte_of_a_value() {
 fn r10_6_a_store_others_can_write_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
-    Store::open(&home).expect("create");
+    open_store(&home).expect("create");
     let chmod = |path: &std::path::Path, mode: u32| {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
     };
 
     chmod(&home, 0o777);
-    let error = Store::open(&home).expect_err("a world-writable TETHER_HOME is refused");
+    let error = open_store(&home).expect_err("a world-writable TETHER_HOME is refused");
     let text = error.to_string();
     assert!(
         text.contains(&format!("chmod 700 {}", home.display())),
@@ -199,7 +207,7 @@ fn r10_6_a_store_others_can_write_is_refused() {
 
     let db = home.join(DATABASE_FILE);
     chmod(&db, 0o666);
-    let text = Store::open(&home)
+    let text = open_store(&home)
         .expect_err("a 0666 database is refused")
         .to_string();
     assert!(
@@ -210,13 +218,13 @@ fn r10_6_a_store_others_can_write_is_refused() {
 
     if running_as_root() {
         std::os::unix::fs::chown(&db, Some(54_321), None).expect("chown");
-        let text = Store::open(&home)
+        let text = open_store(&home)
             .expect_err("a foreign database is refused")
             .to_string();
         assert!(text.contains("owned by uid 54321"), "{text}");
         std::os::unix::fs::chown(&db, Some(0), None).expect("chown back");
     }
-    Store::open(&home).expect("usable once fixed");
+    open_store(&home).expect("usable once fixed");
 }
 
 fn running_as_root() -> bool {
@@ -225,4 +233,206 @@ fn running_as_root() -> bool {
     let probe = dir.path().join("probe");
     std::fs::write(&probe, b"").expect("probe");
     std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&probe).expect("stat")) == 0
+}
+
+/// Every byte of the SQLite files alone (`tether.db`, `-wal`, `-shm`), not the secret file.
+fn database_bytes(dir: &std::path::Path) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for suffix in ["", "-wal", "-shm"] {
+        if let Ok(content) = std::fs::read(dir.join(format!("{DATABASE_FILE}{suffix}"))) {
+            bytes.extend(content);
+        }
+    }
+    bytes
+}
+
+/// Values that break naive quoting, expansion or templating (the sentinel makes each unique).
+const HOSTILE: &[&str] = &[
+    "SENTINEL-a $HOME $$ %s",
+    "SENTINEL-b \"quoted\" 'single' \\back\\",
+    "SENTINEL-c {{x}} ${X}",
+    "SENTINEL-d line\nbreak",
+    "SENTINEL-e ünï秘密",
+];
+
+/// Issue 12 item 5: the SQLite file keeps names and locations only; values live in the
+/// secret store, come back byte-exact, and leave it on `remove`.
+#[test]
+fn r12_5_values_live_in_the_secret_store_not_in_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut store = open_store(dir.path()).expect("open");
+    let env: serde_json::Map<String, serde_json::Value> = HOSTILE
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (format!("K{i}"), serde_json::Value::from(*v)))
+        .collect();
+    let config = serde_json::json!({"s": {"command": "srv", "args": ["{{RUN_ONLY}}"], "env": env}});
+    let original = installation(&config.to_string());
+    let uid = store.install(&original).expect("install");
+    let db = database_bytes(dir.path());
+    for value in HOSTILE {
+        assert!(!holds(&db, value), "a value is in the SQLite files");
+    }
+    assert_eq!(store.get(uid).expect("get").expect("installed"), original);
+    let listed = store.list().expect("list");
+    assert_eq!(listed[0].stored.len(), HOSTILE.len());
+    assert!(
+        listed[0]
+            .stored
+            .iter()
+            .all(|s| s.location == Location::File)
+    );
+    assert_eq!(listed[0].missing(), ["RUN_ONLY"]);
+    assert_eq!(listed[0].transport, "stdio");
+    assert_eq!(listed[0].source, None);
+
+    assert!(store.remove(uid).expect("remove"));
+    let all = all_bytes(dir.path());
+    for value in HOSTILE {
+        assert!(!holds(&all, value), "a removed value is left on disk");
+    }
+    assert_eq!(
+        store
+            .secret_store()
+            .get(Location::File, uid, "K0")
+            .expect("get"),
+        None
+    );
+}
+
+/// A store written by an older tether (values in `variable_values`) has them moved into the
+/// secret store on open, and no byte of them is left in the SQLite files.
+#[test]
+fn r12_5_an_old_store_is_migrated_and_left_clean() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sentinel = "SENTINEL-old-format-1f5e9a";
+    let uid = Uuid::new_v4();
+    {
+        // Version 1 of the schema, as the older tether wrote it.
+        let conn = tether_sqlite::open(dir.path(), DATABASE_FILE).expect("open");
+        conn.execute_batch(
+            "CREATE TABLE templatable_servers (id TEXT PRIMARY KEY NOT NULL, name TEXT NOT NULL, template_json TEXT NOT NULL, created_at INTEGER NOT NULL);
+             CREATE TABLE installations (uid TEXT PRIMARY KEY NOT NULL, server_id TEXT NOT NULL REFERENCES templatable_servers(id) ON DELETE CASCADE, created_at INTEGER NOT NULL);
+             CREATE TABLE variable_values (installation_uid TEXT NOT NULL REFERENCES installations(uid) ON DELETE CASCADE, position INTEGER NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (installation_uid, name));
+             PRAGMA user_version = 1;",
+        )
+        .expect("old schema");
+        let old = installation(
+            r#"{"gh":{"command":"npx","args":["--token={{API_TOKEN}}"],"env":{"GITHUB":"x"}}}"#,
+        );
+        let template = serde_json::to_string(&old.server).expect("template");
+        conn.execute(
+            "INSERT INTO templatable_servers VALUES ('s1', 'gh', ?1, 1)",
+            [template],
+        )
+        .expect("server row");
+        conn.execute(
+            "INSERT INTO installations VALUES (?1, 's1', 1)",
+            [uid.to_string()],
+        )
+        .expect("installation row");
+        for (position, (name, value)) in [("GITHUB", sentinel), ("API_TOKEN", "{{API_TOKEN}}")]
+            .into_iter()
+            .enumerate()
+        {
+            conn.execute(
+                "INSERT INTO variable_values VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![uid.to_string(), position, name, value],
+            )
+            .expect("value row");
+        }
+        tether_sqlite::checkpoint_truncate(&conn).expect("checkpoint");
+    }
+    assert!(
+        holds(&database_bytes(dir.path()), sentinel),
+        "the old store holds it"
+    );
+
+    let store = open_store(dir.path()).expect("open migrates");
+    assert!(
+        !holds(&database_bytes(dir.path()), sentinel),
+        "a byte of the moved value is left in the SQLite files"
+    );
+    let loaded = store.get(uid).expect("get").expect("installed");
+    assert_eq!(loaded.values["GITHUB"].value.expose(), sentinel);
+    assert_eq!(loaded.values["API_TOKEN"].value.expose(), "{{API_TOKEN}}");
+    let listed = store.list().expect("list");
+    assert_eq!(listed[0].missing(), ["API_TOKEN"]);
+    drop(store);
+    // Opening again moves nothing twice and keeps the value.
+    let store = open_store(dir.path()).expect("reopen");
+    let loaded = store.get(uid).expect("get").expect("installed");
+    assert_eq!(loaded.values["GITHUB"].value.expose(), sentinel);
+}
+
+/// Values a killed writer left pending (no committed installation) are swept by the next
+/// open once that process is gone; a live writer's are left alone.
+#[test]
+fn pending_values_of_a_dead_writer_are_swept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open_store(dir.path()).expect("open");
+    let secrets = store.secret_store();
+    let (dead_uid, live_uid) = (Uuid::new_v4(), Uuid::new_v4());
+    secrets
+        .set(dead_uid, "A", &"dead-writer".into())
+        .expect("set");
+    secrets
+        .set(live_uid, "A", &"live-writer".into())
+        .expect("set");
+    let mut child = std::process::Command::new("true")
+        .spawn()
+        .expect("spawning true");
+    let dead_pid = child.id();
+    child.wait().expect("waiting for true");
+    drop(store);
+    {
+        let conn = tether_sqlite::open(dir.path(), DATABASE_FILE).expect("open");
+        for (uid, pid) in [(dead_uid, dead_pid), (live_uid, std::process::id())] {
+            conn.execute(
+                "INSERT INTO pending_secrets VALUES (?1, 'A', 'file', ?2, 0)",
+                rusqlite::params![uid.to_string(), pid],
+            )
+            .expect("pending row");
+        }
+    }
+    let store = open_store(dir.path()).expect("open sweeps");
+    let secrets = store.secret_store();
+    assert_eq!(
+        secrets.get(Location::File, dead_uid, "A").expect("get"),
+        None
+    );
+    assert!(
+        secrets
+            .get(Location::File, live_uid, "A")
+            .expect("get")
+            .is_some()
+    );
+}
+
+/// `set_secret` / `remove_secret` / `move_secrets`: names only in SQLite, one location each.
+#[test]
+fn set_remove_and_move_one_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut store = open_store(dir.path()).expect("open");
+    let uid = store.install(&installation(CONFIG)).expect("install");
+    let error = store
+        .set_secret(uid, "NOPE", &"x".into())
+        .expect_err("unknown variable");
+    assert!(error.to_string().contains("API_TOKEN"), "{error}");
+    assert_eq!(
+        store
+            .set_secret(uid, "API_TOKEN", &"SENTINEL-set".into())
+            .expect("set"),
+        Location::File
+    );
+    let loaded = store.get(uid).expect("get").expect("installed");
+    assert_eq!(loaded.values["API_TOKEN"].value.expose(), "SENTINEL-set");
+    assert!(!holds(&database_bytes(dir.path()), "SENTINEL-set"));
+    assert!(store.list().expect("list")[0].missing().is_empty());
+    assert_eq!(store.move_secrets(Location::File).expect("move"), 0);
+    assert!(store.remove_secret(uid, "API_TOKEN").expect("rm"));
+    assert!(!store.remove_secret(uid, "API_TOKEN").expect("rm again"));
+    let loaded = store.get(uid).expect("get").expect("installed");
+    assert_eq!(loaded.values["API_TOKEN"].value.expose(), "{{API_TOKEN}}");
+    assert!(!holds(&all_bytes(dir.path()), "SENTINEL-set"));
 }

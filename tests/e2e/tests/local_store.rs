@@ -20,6 +20,8 @@ fn tether(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .env_remove("TETHER_API_KEY_FILE")
         .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")
+        // Values in TETHER_HOME's 0600 file, where these tests can look at every byte.
+        .env("TETHER_SECRET_STORE", "file")
         .envs(env.iter().copied())
         .output()
         .expect("running tether")
@@ -71,8 +73,17 @@ fn r10_5_remove_leaves_no_byte_of_an_install_time_secret() {
     let kept = format!("SENTINEL-kept-{}", std::process::id());
     let kept_uid = install(&home, "kept", &kept);
     let uid = install(&home, "gone", &removed);
-    // As `install --help` says: the value is written to the store.
+    // As `install --help` says: the value is written to the secret store (here the 0600
+    // file), never to the SQLite files.
     assert!(holds(&store_bytes(&home), &removed), "the value is stored");
+    let mut database = Vec::new();
+    for name in ["tether.db", "tether.db-wal", "tether.db-shm"] {
+        database.extend(std::fs::read(home.join(name)).unwrap_or_default());
+    }
+    assert!(
+        !holds(&database, &removed),
+        "a value is in the SQLite files"
+    );
 
     let output = tether(&home, &["remove", &uid], &[]);
     assert!(output.status.success(), "{}", text(&output.stderr));
@@ -95,7 +106,7 @@ fn r10_5_remove_leaves_no_byte_of_an_install_time_secret() {
 
     let help = tether(&home, &["install", "--help"], &[]);
     assert!(
-        text(&help.stdout).contains("Values are written to disk"),
+        text(&help.stdout).contains("tether.db keeps only their names"),
         "{}",
         text(&help.stdout)
     );

@@ -14,7 +14,6 @@ use tether_driver::{McpSpec, ServerStatus};
 use tether_registry::add::{Answers, BuildError, BuiltConfig, package_config, remote_config};
 use tether_registry::model::{Package, Remote, ServerJson};
 use tether_registry::{Registries, runner};
-use tether_store::Store;
 
 use crate::cli::{AddArgs, PackageArg, SpecArgs};
 use crate::exit::{FAILED, OK, Reported, UsageError};
@@ -265,10 +264,9 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
         .map_err(|_| anyhow::anyhow!("the built config does not hold exactly one server"))?;
     let mut installation = parsed_server.into_installation();
     installation.server.name = local.clone();
-    let dir = settings::data_dir()?;
-    let uid = Store::open(&dir)
-        .with_context(|| format!("opening the local store in {}", dir.display()))?
-        .install(&installation)?;
+    let mut store = settings::open_store()?;
+    let uid = store.install(&installation)?;
+    settings::announce(&store);
     print(&format!("{uid}\n"));
     if built.placeholders.is_empty() {
         eprintln!("added '{local}'; use it with: tether test --mcp {uid}");

@@ -1,6 +1,5 @@
 //! `tether install`, `tether list`, `tether remove`: the local store.
 
-use anyhow::Context;
 use serde_json::json;
 use tether_config::{Origin, VariableValue, parse_config};
 use tether_driver::McpSpec;
@@ -13,8 +12,7 @@ use crate::output::{print, print_json};
 use crate::{secrets, settings};
 
 fn open_store() -> anyhow::Result<Store> {
-    let dir = settings::data_dir()?;
-    Store::open(&dir).with_context(|| format!("opening the local store in {}", dir.display()))
+    settings::open_store()
 }
 
 pub fn install(args: &InstallArgs) -> anyhow::Result<u8> {
@@ -59,7 +57,9 @@ pub fn install(args: &InstallArgs) -> anyhow::Result<u8> {
                 .insert(variable, VariableValue::new(value.clone()));
         }
     }
-    let uid = open_store()?.install(&installation)?;
+    let mut store = open_store()?;
+    let uid = store.install(&installation)?;
+    settings::announce(&store);
     print(&format!("{uid}\n"));
     // What a run must still supply: the placeholders left after applying what was given now.
     let open: Vec<String> = installation

@@ -27,7 +27,6 @@ use tether_driver::{
     LocalInstallations, McpRuntime, McpSpec, NoLocalInstallations, Resolver, Session, StartOptions,
     server_map_to_specs,
 };
-use tether_store::Store;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::{SecretArgs, SpecArgs};
@@ -89,8 +88,7 @@ fn installed_by_name(
     if installed.is_none() {
         let dir = settings::data_dir()?;
         let list = if dir.join(tether_store::DATABASE_FILE).is_file() {
-            Store::open(&dir)
-                .with_context(|| format!("opening the local store in {}", dir.display()))?
+            settings::open_store()?
                 .list()?
                 .into_iter()
                 .map(|summary| (summary.name, summary.uid))
@@ -187,9 +185,7 @@ pub async fn session_with(
             .unwrap_or(false),
     });
     let (local, managed): (Arc<dyn LocalInstallations>, _) = if needs_uuid {
-        let dir = settings::data_dir()?;
-        let store = Store::open(&dir)
-            .with_context(|| format!("opening the local store in {}", dir.display()))?;
+        let store = settings::open_store()?;
         (
             Arc::new(Mutex::new(store)),
             settings::managed_client(specs.server_url.as_deref(), specs.managed_timeout)?,
