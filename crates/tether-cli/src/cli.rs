@@ -120,6 +120,20 @@ pass them to each run with --secret.",
     /// of them is left in the store's file).
     Remove(RemoveArgs),
 
+    /// The values stored for local installations: list (names and where each lives, never
+    /// values), set, rm, and move between the OS credential store and the file.
+    #[command(after_help = "Examples:
+  tether secrets list
+  tether secrets set github GH_TOKEN                 (hidden prompt on a terminal; else stdin)
+  tether secrets set github GH_TOKEN --from env:GH_TOKEN
+  tether secrets rm github GH_TOKEN
+  tether secrets move keyring
+
+Values live in the OS credential store (Secret Service, Keychain, Credential Manager) when one
+answers, else in $TETHER_HOME/secrets.json (mode 0600, not encrypted). TETHER_SECRET_STORE
+(auto|keyring|file) or secret_store in config.toml decides where new values go.")]
+    Secrets(SecretsArgs),
+
     /// Print shell completions.
     #[command(
         after_help = "Example:\n  tether completions bash > ~/.local/share/bash-completion/completions/tether"
@@ -526,4 +540,50 @@ pub struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+/// `tether secrets`.
+#[derive(Debug, Args)]
+pub struct SecretsArgs {
+    #[command(subcommand)]
+    pub command: SecretsCommand,
+}
+
+/// What `tether secrets` does.
+#[derive(Debug, Subcommand)]
+pub enum SecretsCommand {
+    /// List stored values: installation, variable, where it lives. Never a value.
+    List {
+        /// Only this installation (its name or UUID).
+        installation: Option<String>,
+        /// Only this variable.
+        name: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Store a value for one variable of an installation (replacing a stored one).
+    Set {
+        /// The installation's name or UUID.
+        installation: String,
+        /// The variable.
+        name: String,
+        /// Where the value comes from: env:VAR, file:PATH, - (stdin) or prompt. Default: a
+        /// hidden prompt on a terminal, else all of stdin (one trailing newline removed).
+        #[arg(long, value_name = "SOURCE")]
+        from: Option<String>,
+    },
+    /// Delete the stored value of one variable (each run then passes it with --secret).
+    Rm {
+        /// The installation's name or UUID.
+        installation: String,
+        /// The variable.
+        name: String,
+    },
+    /// Move every stored value into the OS credential store (`keyring`) or the file (`file`).
+    Move {
+        /// Where to.
+        #[arg(value_parser = ["keyring", "file"])]
+        to: String,
+    },
 }

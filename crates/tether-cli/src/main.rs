@@ -97,6 +97,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         Command::Install(args) => commands::install(args),
         Command::List(args) => commands::list(args),
         Command::Remove(args) => commands::remove(args),
+        Command::Secrets(args) => commands::secrets(args),
         Command::Completions(args) => {
             clap_complete::generate(
                 args.shell,
@@ -123,6 +124,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     Command::Install(_)
                     | Command::List(_)
                     | Command::Remove(_)
+                    | Command::Secrets(_)
                     | Command::Completions(_) => Ok(exit::OK),
                 }
             })

@@ -105,6 +105,29 @@ pub fn prompt_for_inputs(specs: &[McpSpec], secrets: &mut Secrets) -> anyhow::Re
     Ok(())
 }
 
+/// Reads the value of `name` from one `SOURCE` as `--secret NAME=SOURCE` would (a literal is
+/// refused the same way).
+pub fn read_one(name: &str, source: &str) -> anyhow::Result<SecretValue> {
+    let parsed = parse_secret_args(&[format!("{name}={source}")])
+        .map_err(|e| UsageError::new(e.to_string()))?;
+    let [arg] = <[_; 1]>::try_from(parsed)
+        .map_err(|_| UsageError::new("expected exactly one secret source"))?;
+    read_source(&arg)
+}
+
+/// All of stdin as one value (a PEM key or JSON credentials may span lines), without one
+/// trailing newline.
+pub fn read_stdin_all(name: &str) -> anyhow::Result<SecretValue> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::io::stdin()
+        .lock()
+        .read_to_string(&mut text)
+        .with_context(|| format!("secret {name}: cannot read stdin"))?;
+    strip_one_newline(&mut text);
+    Ok(SecretValue::new(text))
+}
+
 /// Reads one secret's value from its source.
 fn read_source(arg: &SecretArg) -> anyhow::Result<SecretValue> {
     let name = &arg.name;

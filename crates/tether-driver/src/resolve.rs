@@ -30,6 +30,13 @@ pub const EPHEMERAL_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6d2f_4c1e_8a3b_5d7f_9
 pub trait LocalInstallations: Send + Sync {
     /// The installation `uid`, if installed.
     fn get(&self, uid: Uuid) -> Result<Option<Installation>, StoreError>;
+
+    /// The secrets stored for `uid` (read from the secret store into memory): applied to it
+    /// alone at render time, the run's own secrets winning for a name both have.
+    fn stored_secrets(&self, uid: Uuid) -> Result<Secrets, StoreError> {
+        let _ = uid;
+        Ok(Secrets::new())
+    }
 }
 
 impl LocalInstallations for Mutex<Store> {
@@ -40,6 +47,13 @@ impl LocalInstallations for Mutex<Store> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         store.get(uid)
+    }
+
+    fn stored_secrets(&self, uid: Uuid) -> Result<Secrets, StoreError> {
+        let store = self
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        store.secrets_for(uid)
     }
 }
 
@@ -60,6 +74,25 @@ pub struct LocalInstallation {
     pub uid: Uuid,
     /// As stored: user origin, values captured at install time included.
     pub installation: Installation,
+    /// Its stored secrets, in memory for the run (masked in `Debug`).
+    pub stored: Secrets,
+}
+
+impl LocalInstallation {
+    /// Its stored secrets with the run's `secrets` over them (a run's `--secret` overrides a
+    /// stored value for that run).
+    fn secrets_over(&self, secrets: &Secrets) -> Option<Secrets> {
+        if self.stored.is_empty() {
+            return None;
+        }
+        let mut merged = self.stored.clone();
+        for name in secrets.names() {
+            if let Some(value) = secrets.get(name) {
+                merged.insert(name, value.clone());
+            }
+        }
+        Some(merged)
+    }
 }
 
 /// What the managed server said about a managed installation's lifetime.
@@ -106,9 +139,23 @@ impl ResolvedMcpSpecs {
     /// paths share. Local and ephemeral installations get exactly the same treatment. Only a
     /// [`crate::Session`] calls it: callers get rendered servers from their session.
     pub(crate) fn render(&self, secrets: &Secrets, env: &dyn EnvLookup) -> Vec<RenderedServer> {
-        self.installations()
-            .map(|installation| installation.render(secrets, env))
-            .collect()
+        let local = self
+            .local
+            .iter()
+            .map(|local| match local.secrets_over(secrets) {
+                Some(merged) => local.installation.render(&merged, env),
+                None => local.installation.render(secrets, env),
+            });
+        let ephemeral = self
+            .ephemeral
+            .iter()
+            .map(|e| e.installation.render(secrets, env));
+        local.chain(ephemeral).collect()
+    }
+
+    /// The stored secrets of the local installations (for the masking set).
+    pub(crate) fn stored_values(&self) -> impl Iterator<Item = &tether_config::SecretValue> {
+        self.local.iter().flat_map(|local| local.stored.values())
     }
 
     /// The managed installations with an expiry, once each.
@@ -272,7 +319,12 @@ impl Resolver {
         match self.local.get(uid)? {
             Some(installation) => {
                 tracing::debug!(%uid, "resolved MCP installation locally");
-                Ok(Slot::Local(LocalInstallation { uid, installation }))
+                let stored = self.local.stored_secrets(uid)?;
+                Ok(Slot::Local(LocalInstallation {
+                    uid,
+                    installation,
+                    stored,
+                }))
             }
             None => Ok(Slot::Managed(uid)),
         }

@@ -300,11 +300,15 @@ impl Session {
     /// Adds the secrets' values and the current servers' sensitive values to the masking
     /// set, once each.
     fn extend_masking(&mut self) {
-        let values = self.secrets.values().chain(
-            self.servers
-                .iter()
-                .flat_map(RenderedServer::sensitive_values),
-        );
+        let values = self
+            .secrets
+            .values()
+            .chain(self.resolved.stored_values())
+            .chain(
+                self.servers
+                    .iter()
+                    .flat_map(RenderedServer::sensitive_values),
+            );
         for value in values {
             if !value.is_empty() && !self.masking.contains(value) {
                 self.masking.push(value.clone());

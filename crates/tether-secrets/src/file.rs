@@ -224,6 +224,14 @@ pub(crate) fn update(
     let created = existing.is_none();
     let mut contents = existing.unwrap_or_default();
     change(&mut contents);
+    if contents.secrets.is_empty() {
+        // No value left: no file (a later write creates it again, and says so).
+        return match std::fs::remove_file(&path) {
+            Ok(()) => Ok(false),
+            Err(error) if error.kind() == ErrorKind::NotFound => Ok(false),
+            Err(error) => Err(io(&path)(error)),
+        };
+    }
     let bytes = contents.encode();
 
     let temp = temp_path(dir);

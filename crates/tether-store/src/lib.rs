@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use rusqlite::{Connection, OptionalExtension, params};
 use tether_config::{
-    Installation, Origin, SecretValue, ServerTemplate, TemplatableServer, VariableValue,
+    Installation, Origin, SecretValue, Secrets, ServerTemplate, TemplatableServer, VariableValue,
 };
 pub use tether_secrets::{Location, Preference, SecretStore, SecretStoreError};
 use uuid::Uuid;
@@ -77,6 +77,7 @@ const MIGRATIONS: &[&str] = &[
          position         INTEGER NOT NULL,
          name             TEXT NOT NULL,
          location         TEXT NOT NULL,
+         literal          INTEGER NOT NULL DEFAULT 0,
          PRIMARY KEY (installation_uid, name)
      );
      CREATE TABLE pending_secrets (
@@ -187,6 +188,10 @@ pub struct StoredSecret {
     pub name: String,
     /// Where its value is.
     pub location: Location,
+    /// A secret (`install --secret`, `add`, `secrets set`): applied verbatim at use, like a
+    /// run's `--secret`, never expanded. `false`: a value written in the config itself
+    /// (captured `env`/header literal), rendered as written (`${VAR}` expands).
+    pub literal: bool,
 }
 
 /// What `list` shows of an installation: names only, never values.
@@ -418,7 +423,7 @@ impl Store {
             .map_err(db_error)?;
         for (uid_text, position, name, location) in &moved {
             tx.execute(
-                "INSERT OR REPLACE INTO stored_secrets (installation_uid, position, name, location) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT OR REPLACE INTO stored_secrets (installation_uid, position, name, location, literal) VALUES (?1, ?2, ?3, ?4, 0)",
                 params![uid_text, position, name, location.as_str()],
             )
             .map_err(db_error)?;
@@ -522,7 +527,21 @@ impl Store {
     /// On any failure nothing is stored.
     pub fn install(&mut self, installation: &Installation) -> Result<Uuid, StoreError> {
         let uid = Uuid::new_v4();
-        self.install_as(uid, installation, None)?;
+        self.install_as(uid, installation, &Secrets::new(), None)?;
+        Ok(uid)
+    }
+
+    /// Stores `installation` with `secrets` (those naming one of its variables; applied
+    /// verbatim at each use, a run's `--secret` overriding) and where it came from, under a
+    /// new UUID.
+    pub fn install_with(
+        &mut self,
+        installation: &Installation,
+        secrets: &Secrets,
+        source: Option<&InstallSource>,
+    ) -> Result<Uuid, StoreError> {
+        let uid = Uuid::new_v4();
+        self.install_as(uid, installation, secrets, source)?;
         Ok(uid)
     }
 
@@ -534,6 +553,7 @@ impl Store {
         &mut self,
         uid: Uuid,
         installation: &Installation,
+        secrets: &Secrets,
         source: Option<&InstallSource>,
     ) -> Result<(), StoreError> {
         let template_json =
@@ -549,13 +569,18 @@ impl Store {
                     uid,
                     reason: format!("source does not serialize: {}", e.classify_name()),
                 })?;
-        // Values worth storing: not the `{{NAME}}` a variable without a value has.
-        let values: Vec<(&str, &SecretValue)> = installation
-            .values
-            .iter()
-            .filter(|(name, value)| value.value.expose() != placeholder(name))
-            .map(|(name, value)| (name.as_str(), &value.value))
-            .collect();
+        // Values worth storing: the secrets for its variables, and the values written in the
+        // config — not the `{{NAME}}` a variable without a value has.
+        let mut values: Vec<Value<'_>> = Vec::new();
+        for name in installation.server.variable_names() {
+            if let Some(secret) = secrets.get(name) {
+                values.push((name, secret, true));
+            } else if let Some(value) = installation.values.get(name)
+                && value.value.expose() != placeholder(name)
+            {
+                values.push((name, &value.value, false));
+            }
+        }
         let location = if values.is_empty() {
             None
         } else {
@@ -566,7 +591,7 @@ impl Store {
             Some(self.secrets.location()?)
         };
         if let Some(location) = location {
-            let names: Vec<&str> = values.iter().map(|(name, _)| *name).collect();
+            let names: Vec<&str> = values.iter().map(|(name, _, _)| *name).collect();
             self.mark_pending(uid, &names, location)?;
         }
         let written = self.write_values(uid, &values, location);
@@ -593,21 +618,21 @@ impl Store {
     fn write_values(
         &self,
         uid: Uuid,
-        values: &[(&str, &SecretValue)],
+        values: &[Value<'_>],
         location: Option<Location>,
     ) -> Result<(), StoreError> {
         let Some(location) = location else {
             return Ok(());
         };
-        for (name, value) in values {
+        for (name, value, _) in values {
             self.secrets.set_in(location, uid, name, value)?;
         }
         Ok(())
     }
 
     /// Best effort after a failed install: deletes what was written and the pending rows.
-    fn undo_values(&mut self, uid: Uuid, values: &[(&str, &SecretValue)], location: Location) {
-        for (name, _) in values {
+    fn undo_values(&mut self, uid: Uuid, values: &[Value<'_>], location: Location) {
+        for (name, _, _) in values {
             if let Err(error) = self.secrets.delete(location, uid, name) {
                 tracing::warn!(%uid, %name, %error, "could not delete a value of a failed install; the next run sweeps it");
                 return;
@@ -625,7 +650,7 @@ impl Store {
         installation: &Installation,
         template_json: &str,
         source_json: Option<&str>,
-        values: &[(&str, &SecretValue)],
+        values: &[Value<'_>],
         location: Option<Location>,
     ) -> Result<(), StoreError> {
         let db_error = database_error(&self.path);
@@ -647,12 +672,18 @@ impl Store {
         .map_err(db_error)?;
         if let Some(location) = location {
             let mut insert = tx
-                .prepare("INSERT INTO stored_secrets (installation_uid, position, name, location) VALUES (?1, ?2, ?3, ?4)")
+                .prepare("INSERT INTO stored_secrets (installation_uid, position, name, location, literal) VALUES (?1, ?2, ?3, ?4, ?5)")
                 .map_err(db_error)?;
-            for (position, (name, _)) in values.iter().enumerate() {
+            for (position, (name, _, literal)) in values.iter().enumerate() {
                 let position = i64::try_from(position).unwrap_or(i64::MAX);
                 insert
-                    .execute(params![uid.to_string(), position, name, location.as_str()])
+                    .execute(params![
+                        uid.to_string(),
+                        position,
+                        name,
+                        location.as_str(),
+                        literal
+                    ])
                     .map_err(db_error)?;
             }
         }
@@ -702,19 +733,24 @@ impl Store {
     pub fn stored(&self, uid: Uuid) -> Result<Vec<StoredSecret>, StoreError> {
         let mut statement = self
             .conn
-            .prepare("SELECT name, location FROM stored_secrets WHERE installation_uid = ?1 ORDER BY position, name")
+            .prepare("SELECT name, location, literal FROM stored_secrets WHERE installation_uid = ?1 ORDER BY position, name")
             .map_err(self.db_error())?;
         let rows = statement
             .query_map(params![uid.to_string()], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, bool>(2)?,
+                ))
             })
             .map_err(self.db_error())?;
         let mut out = Vec::new();
         for row in rows {
-            let (name, location) = row.map_err(self.db_error())?;
+            let (name, location, literal) = row.map_err(self.db_error())?;
             out.push(StoredSecret {
                 name,
                 location: location.parse()?,
+                literal,
             });
         }
         Ok(out)
@@ -729,7 +765,16 @@ impl Store {
             return Ok(None);
         };
         let mut stored = IndexMap::new();
-        for StoredSecret { name, location } in self.stored(uid)? {
+        for StoredSecret {
+            name,
+            location,
+            literal,
+        } in self.stored(uid)?
+        {
+            if literal {
+                // Applied as a secret at use ([`Store::secrets_for`]), not as written text.
+                continue;
+            }
             match self.secrets.get(location, uid, &name)? {
                 Some(value) => {
                     stored.insert(name, value);
@@ -754,6 +799,23 @@ impl Store {
             values,
             origin: Origin::User,
         }))
+    }
+
+    /// The secrets stored for `uid` (read into memory), applied verbatim to it at use.
+    pub fn secrets_for(&self, uid: Uuid) -> Result<Secrets, StoreError> {
+        let mut secrets = Secrets::new();
+        for stored in self.stored(uid)?.into_iter().filter(|s| s.literal) {
+            match self.secrets.get(stored.location, uid, &stored.name)? {
+                Some(value) => secrets.insert(stored.name, value),
+                None => tracing::warn!(
+                    %uid,
+                    name = %stored.name,
+                    location = %stored.location,
+                    "a stored secret is missing from the secret store; the run must pass it with --secret (or set it again with `tether secrets set`)"
+                ),
+            }
+        }
+        Ok(secrets)
     }
 
     /// Every installation: UUID, name, variable names, stored value names, transport and
@@ -820,7 +882,7 @@ impl Store {
         value: &SecretValue,
     ) -> Result<Location, StoreError> {
         let location = self.secrets.location()?;
-        self.put_secret(uid, name, value, location)?;
+        self.put_secret(uid, name, value, location, true)?;
         Ok(location)
     }
 
@@ -832,6 +894,7 @@ impl Store {
         name: &str,
         value: &SecretValue,
         location: Location,
+        literal: bool,
     ) -> Result<(), StoreError> {
         let server = self.template(uid)?.ok_or(StoreError::NotInstalled(uid))?;
         if !server.has_variable(name) {
@@ -855,8 +918,8 @@ impl Store {
             .and_then(|p| i64::try_from(p).ok())
             .unwrap_or(i64::MAX);
         tx.execute(
-            "INSERT OR REPLACE INTO stored_secrets (installation_uid, position, name, location) VALUES (?1, ?2, ?3, ?4)",
-            params![uid.to_string(), position, name, location.as_str()],
+            "INSERT OR REPLACE INTO stored_secrets (installation_uid, position, name, location, literal) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![uid.to_string(), position, name, location.as_str(), literal],
         )
         .map_err(db_error)?;
         tx.execute(
@@ -895,7 +958,7 @@ impl Store {
                 else {
                     continue;
                 };
-                self.put_secret(summary.uid, &stored.name, &value, to)?;
+                self.put_secret(summary.uid, &stored.name, &value, to, stored.literal)?;
                 moved += 1;
             }
         }
@@ -1004,6 +1067,9 @@ impl Store {
         self.forget(uid, &stored, None)
     }
 }
+
+/// A value to store: variable name, value, whether it is a secret applied verbatim.
+type Value<'a> = (&'a str, &'a SecretValue, bool);
 
 /// A short, value-free name for a serde_json error's class.
 trait ClassifyName {

@@ -89,12 +89,16 @@ fn a_failed_install_leaves_no_row() {
     // No stored values: the install is the transaction alone.
     let plain = r#"{"gh":{"command":"npx","args":["--token={{API_TOKEN}}"]}}"#;
     store
-        .install_as(uid, &installation(plain), None)
+        .install_as(uid, &installation(plain), &Secrets::new(), None)
         .expect("first install");
     // Installing under the same UUID fails on the primary key, after the template row was
     // written in the same transaction: the rollback must remove it.
     let before = store.list().expect("list").len();
-    assert!(store.install_as(uid, &installation(plain), None).is_err());
+    assert!(
+        store
+            .install_as(uid, &installation(plain), &Secrets::new(), None)
+            .is_err()
+    );
     assert_eq!(store.list().expect("list").len(), before);
     let conn = rusqlite_count(store.path());
     assert_eq!(conn, 1, "one templatable server row, not two");
@@ -425,14 +429,53 @@ fn set_remove_and_move_one_value() {
             .expect("set"),
         Location::File
     );
+    // A secret: applied verbatim at use, not as text of the config.
     let loaded = store.get(uid).expect("get").expect("installed");
-    assert_eq!(loaded.values["API_TOKEN"].value.expose(), "SENTINEL-set");
+    assert_eq!(loaded.values["API_TOKEN"].value.expose(), "{{API_TOKEN}}");
+    let stored = store.secrets_for(uid).expect("secrets_for");
+    assert_eq!(
+        stored.get("API_TOKEN").map(|v| v.expose()),
+        Some("SENTINEL-set")
+    );
     assert!(!holds(&database_bytes(dir.path()), "SENTINEL-set"));
     assert!(store.list().expect("list")[0].missing().is_empty());
     assert_eq!(store.move_secrets(Location::File).expect("move"), 0);
     assert!(store.remove_secret(uid, "API_TOKEN").expect("rm"));
     assert!(!store.remove_secret(uid, "API_TOKEN").expect("rm again"));
+    assert!(store.secrets_for(uid).expect("secrets_for").is_empty());
+    assert!(!holds(&all_bytes(dir.path()), "SENTINEL-set"));
+}
+
+/// Secrets given at install time are stored as secrets: the installation keeps the
+/// placeholder, `secrets_for` gives the value (verbatim, whatever it holds), and a secret for
+/// a name that is no variable is not stored.
+#[test]
+fn install_time_secrets_are_applied_as_secrets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut store = open_store(dir.path()).expect("open");
+    let secrets: Secrets = [("API_TOKEN", "SENTINEL-$HOME-{{x}}"), ("UNUSED", "u")]
+        .into_iter()
+        .collect();
+    let uid = store
+        .install_with(&installation(CONFIG), &secrets, None)
+        .expect("install");
     let loaded = store.get(uid).expect("get").expect("installed");
     assert_eq!(loaded.values["API_TOKEN"].value.expose(), "{{API_TOKEN}}");
-    assert!(!holds(&all_bytes(dir.path()), "SENTINEL-set"));
+    assert_eq!(loaded.values["GITHUB"].value.expose(), "sk-SENTINEL");
+    let stored = store.secrets_for(uid).expect("secrets_for");
+    assert_eq!(stored.names().collect::<Vec<_>>(), ["API_TOKEN"]);
+    assert_eq!(
+        stored.get("API_TOKEN").map(|v| v.expose()),
+        Some("SENTINEL-$HOME-{{x}}")
+    );
+    let rendered = loaded
+        .render(&stored, &EmptyEnv)
+        .to_json(Exposure::Real)
+        .to_string();
+    assert!(
+        rendered.contains("--token=SENTINEL-$HOME-{{x}}"),
+        "{rendered}"
+    );
+    assert!(store.list().expect("list")[0].missing().is_empty());
+    assert!(!holds(&database_bytes(dir.path()), "SENTINEL-$HOME"));
 }

@@ -1,7 +1,7 @@
 //! `tether install`, `tether list`, `tether remove`: the local store.
 
 use serde_json::json;
-use tether_config::{Origin, VariableValue, parse_config};
+use tether_config::{Origin, parse_config};
 use tether_driver::McpSpec;
 use tether_store::Store;
 use uuid::Uuid;
@@ -43,22 +43,11 @@ pub fn install(args: &InstallArgs) -> anyhow::Result<u8> {
     })?;
     let mut installation = server.into_installation();
     installation.server.name = name.to_owned();
-    // Values given now are stored for every run; the rest stay placeholders for run secrets.
+    // Secrets given now are stored (in the secret store) for every run; the rest stay
+    // placeholders for run secrets.
     let given = secrets::read(&args.secrets)?;
-    for variable in installation
-        .server
-        .variable_names()
-        .map(str::to_owned)
-        .collect::<Vec<_>>()
-    {
-        if let Some(value) = given.get(&variable) {
-            installation
-                .values
-                .insert(variable, VariableValue::new(value.clone()));
-        }
-    }
     let mut store = open_store()?;
-    let uid = store.install(&installation)?;
+    let uid = store.install_with(&installation, &given, None)?;
     settings::announce(&store);
     print(&format!("{uid}\n"));
     // What a run must still supply: the placeholders left after applying what was given now.
@@ -77,34 +66,93 @@ pub fn install(args: &InstallArgs) -> anyhow::Result<u8> {
     Ok(OK)
 }
 
+/// "registry name version", or "hand-written" for `tether install`.
+fn source_text(source: Option<&tether_store::InstallSource>) -> String {
+    match source {
+        Some(source) => format!("{} {} {}", source.registry, source.name, source.version),
+        None => "hand-written".to_owned(),
+    }
+}
+
+/// Which variables have a stored value: "2/2 stored", "1/2 stored; at run time: OTHER".
+fn inputs_text(entry: &tether_store::InstalledSummary) -> String {
+    if entry.variable_names.is_empty() {
+        return "none".to_owned();
+    }
+    let missing = entry.missing();
+    let stored = entry.variable_names.len() - missing.len();
+    let mut text = format!("{stored}/{} stored", entry.variable_names.len());
+    if !missing.is_empty() {
+        text.push_str(&format!("; at run time: {}", missing.join(", ")));
+    }
+    text
+}
+
 pub fn list(args: &ListArgs) -> anyhow::Result<u8> {
     let entries = open_store()?.list()?;
     if args.json {
         let items: Vec<_> = entries
             .iter()
-            .map(|e| json!({"uid": e.uid, "name": e.name, "variables": e.variable_names}))
+            .map(|e| {
+                json!({
+                    "uid": e.uid,
+                    "name": e.name,
+                    "source": e.source.as_ref().map(|s| json!({
+                        "registry": s.registry, "name": s.name, "version": s.version, "package": s.package,
+                    })),
+                    "transport": e.transport,
+                    "variables": e.variable_names,
+                    "stored": e.stored.iter().map(|s| json!({"name": s.name, "location": s.location.as_str()})).collect::<Vec<_>>(),
+                    "missing": e.missing(),
+                })
+            })
             .collect();
         print_json(&json!({ "installations": items }));
         return Ok(OK);
     }
     if entries.is_empty() {
-        eprintln!("no local installations (add one with `tether install NAME --from SPEC`)");
+        eprintln!(
+            "no local installations (add one with `tether add NAME` or `tether install NAME --from SPEC`)"
+        );
         return Ok(OK);
     }
-    let width = entries
+    let rows: Vec<[String; 5]> = entries
         .iter()
-        .map(|e| e.name.chars().count())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    let mut out = format!("{:36}  {:width$}  VARIABLES\n", "UUID", "NAME");
-    for entry in &entries {
-        out.push_str(&format!(
-            "{}  {:width$}  {}\n",
-            entry.uid,
-            entry.name,
-            entry.variable_names.join(", ")
-        ));
+        .map(|e| {
+            [
+                e.name.clone(),
+                e.uid.to_string(),
+                source_text(e.source.as_ref()),
+                e.transport.to_owned(),
+                inputs_text(e),
+            ]
+        })
+        .collect();
+    let titles = ["NAME", "UUID", "SOURCE", "TRANSPORT", "INPUTS"];
+    let widths: Vec<usize> = (0..titles.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([titles[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: [&str; 5]| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:w$}  ", w = widths[i]));
+            }
+        }
+        out.push('\n');
+        out
+    };
+    let mut out = line(titles);
+    for row in &rows {
+        out.push_str(&line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
     }
     print(&out);
     Ok(OK)

@@ -6,6 +6,7 @@ mod export;
 mod install;
 mod registry;
 mod run;
+mod stored;
 mod test;
 
 pub use add::add;
@@ -14,6 +15,7 @@ pub use export::export;
 pub use install::{install, list, remove};
 pub use registry::{search, show};
 pub use run::run;
+pub use stored::secrets;
 pub use test::test;
 
 use std::path::Path;

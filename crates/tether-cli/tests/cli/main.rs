@@ -19,4 +19,5 @@ mod placeholders;
 mod registry;
 mod remote_failures;
 mod secrets;
+mod stored;
 mod support;

@@ -1,0 +1,220 @@
+//! `tether secrets list|set|rm|move`: the values stored for local installations. Names and
+//! locations only are ever printed.
+
+use std::io::IsTerminal;
+
+use serde_json::json;
+use tether_store::{InstalledSummary, Location, Store};
+
+use crate::cli::{SecretsArgs, SecretsCommand};
+use crate::exit::{OK, UsageError};
+use crate::output::{print, print_json};
+use crate::{secrets, settings};
+
+/// The installation called `text` (a UUID or a name that exactly one installation has).
+pub fn find_installation(store: &Store, text: &str) -> anyhow::Result<InstalledSummary> {
+    let text = text.trim();
+    let all = store.list()?;
+    if let Ok(uid) = uuid::Uuid::parse_str(text) {
+        return all.into_iter().find(|i| i.uid == uid).ok_or_else(|| {
+            UsageError::new(format!("no local installation {uid} (see `tether list`)")).into()
+        });
+    }
+    let mut matching: Vec<InstalledSummary> = all.into_iter().filter(|i| i.name == text).collect();
+    match matching.len() {
+        0 => Err(UsageError::new(format!(
+            "no local installation is called {text:?} (see `tether list`)"
+        ))
+        .into()),
+        1 => Ok(matching.remove(0)),
+        n => Err(UsageError::new(format!(
+            "{n} installations are called {text:?} ({}); pass the UUID of the one you mean",
+            matching
+                .iter()
+                .map(|i| i.uid.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .into()),
+    }
+}
+
+/// A row of `secrets list`: installation, uid, variable, where its value is.
+type Row = (String, String, String, Option<Location>);
+
+/// Where a location is, for people.
+fn describe(store: &Store, location: Location) -> String {
+    match location {
+        Location::Keyring => "keyring (OS credential store)".to_owned(),
+        Location::File => format!("file {}", store.secret_store().file_path().display()),
+    }
+}
+
+/// `tether secrets`.
+pub fn secrets(args: &SecretsArgs) -> anyhow::Result<u8> {
+    match &args.command {
+        SecretsCommand::List {
+            installation,
+            name,
+            json,
+        } => list(installation.as_deref(), name.as_deref(), *json),
+        SecretsCommand::Set {
+            installation,
+            name,
+            from,
+        } => set(installation, name, from.as_deref()),
+        SecretsCommand::Rm { installation, name } => rm(installation, name),
+        SecretsCommand::Move { to } => move_to(to),
+    }
+}
+
+fn list(installation: Option<&str>, name: Option<&str>, as_json: bool) -> anyhow::Result<u8> {
+    let store = settings::open_store()?;
+    let installations = match installation {
+        Some(text) => vec![find_installation(&store, text)?],
+        None => store.list()?,
+    };
+    // One row per variable: stored ones with their location, the others as not stored.
+    let mut rows: Vec<Row> = Vec::new();
+    for entry in &installations {
+        for variable in &entry.variable_names {
+            if name.is_some_and(|n| n != variable) {
+                continue;
+            }
+            let location = entry
+                .stored
+                .iter()
+                .find(|s| &s.name == variable)
+                .map(|s| s.location);
+            rows.push((
+                entry.name.clone(),
+                entry.uid.to_string(),
+                variable.clone(),
+                location,
+            ));
+        }
+    }
+    if as_json {
+        let items: Vec<_> = rows
+            .iter()
+            .map(|(installation, uid, variable, location)| {
+                json!({
+                    "installation": installation,
+                    "uid": uid,
+                    "name": variable,
+                    "location": location.map(Location::as_str),
+                    "path": (*location == Some(Location::File))
+                        .then(|| store.secret_store().file_path()),
+                })
+            })
+            .collect();
+        print_json(&json!({ "secrets": items }));
+        return Ok(OK);
+    }
+    if rows.is_empty() {
+        eprintln!("no variables (install one with `tether install` or `tether add`)");
+        return Ok(OK);
+    }
+    let width = |column: fn(&Row) -> &String, title: &str| {
+        rows.iter()
+            .map(|row| column(row).chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(title.len())
+    };
+    let (w_inst, w_name) = (width(|r| &r.0, "INSTALLATION"), width(|r| &r.2, "NAME"));
+    let mut out = format!(
+        "{:w_inst$}  {:36}  {:w_name$}  WHERE\n",
+        "INSTALLATION", "UUID", "NAME"
+    );
+    for (installation, uid, variable, location) in &rows {
+        let place = match location {
+            Some(location) => describe(&store, *location),
+            None => "not stored: pass --secret at run time".to_owned(),
+        };
+        out.push_str(&format!(
+            "{installation:w_inst$}  {uid:36}  {variable:w_name$}  {place}\n"
+        ));
+    }
+    print(&out);
+    Ok(OK)
+}
+
+fn set(installation: &str, name: &str, from: Option<&str>) -> anyhow::Result<u8> {
+    let mut store = settings::open_store()?;
+    let entry = find_installation(&store, installation)?;
+    if !entry.variable_names.iter().any(|v| v == name) {
+        return Err(UsageError::new(format!(
+            "{} has no variable {name} (its variables: {})",
+            entry.name,
+            if entry.variable_names.is_empty() {
+                "none".to_owned()
+            } else {
+                entry.variable_names.join(", ")
+            }
+        ))
+        .into());
+    }
+    let value = match from {
+        Some(source) => secrets::read_one(name, source)?,
+        None if std::io::stdin().is_terminal() => secrets::read_one(name, "prompt")?,
+        None => secrets::read_stdin_all(name)?,
+    };
+    let location = store.set_secret(entry.uid, name, &value)?;
+    settings::announce(&store);
+    eprintln!(
+        "stored {name} of {} ({}) in the {}",
+        entry.name,
+        entry.uid,
+        describe(&store, location)
+    );
+    Ok(OK)
+}
+
+fn rm(installation: &str, name: &str) -> anyhow::Result<u8> {
+    let mut store = settings::open_store()?;
+    let entry = find_installation(&store, installation)?;
+    if store.remove_secret(entry.uid, name)? {
+        eprintln!(
+            "removed the stored {name} of {} ({}); runs now need --secret {name}=SOURCE",
+            entry.name, entry.uid
+        );
+        Ok(OK)
+    } else {
+        Err(UsageError::new(format!(
+            "{} ({}) has no stored {name} (see `tether secrets list {}`)",
+            entry.name, entry.uid, entry.name
+        ))
+        .into())
+    }
+}
+
+fn move_to(to: &str) -> anyhow::Result<u8> {
+    let location: Location = to.parse()?;
+    let mut store = settings::open_store()?;
+    if location == Location::Keyring {
+        // Fails here, with what to do, when no credential store answers.
+        let probe = tether_store::SecretStore::new(
+            &settings::data_dir()?,
+            tether_store::Preference::Keyring,
+        );
+        probe.location()?;
+    }
+    let moved = store.move_secrets(location)?;
+    settings::announce(&store);
+    eprintln!(
+        "moved {moved} value{} into the {}",
+        if moved == 1 { "" } else { "s" },
+        describe(&store, location)
+    );
+    if location == Location::Keyring {
+        let file = store.secret_store().file_path();
+        if file.exists() {
+            eprintln!(
+                "{} still holds values of writes in progress or of installations not in this store",
+                file.display()
+            );
+        }
+    }
+    Ok(OK)
+}
