@@ -106,9 +106,12 @@ $TETHER_HOME/cache/registry for 10 minutes; offline, the cache answers and says 
   tether add io.github.example/weather --secret WEATHER_API_KEY=env:WEATHER_API_KEY
   tether add com.example/tenant-api --package remote --set tenant_id=acme --secret api_token=prompt
 
-Required inputs come from --set (values) and --secret (secrets); a missing one is an error
-that lists the flags to pass. Secret values are used for the test-connect and not stored:
-pass them to each run with --secret.",
+Required inputs come from --set (values) and --secret (secrets); a missing one is asked for
+on the terminal (hidden for a secret), or, with --yes or without a terminal, is an error that
+lists the flags to pass. The server is test-connected (initialize + tools/list, in a scratch
+directory) before anything is stored; then the installation and its secrets are stored
+together (secrets in the OS credential store, or $TETHER_HOME/secrets.json where none
+answers), so `tether test --mcp NAME` needs no --secret.",
         disable_version_flag = true
     )]
     Add(AddArgs),
@@ -517,6 +520,10 @@ pub struct AddArgs {
     /// Test-connect timeout in seconds (a first npx/uvx/docker run downloads the package).
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub timeout: u64,
+
+    /// Never ask: a missing required input is an error that names it (as without a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 /// `tether list`.

@@ -91,6 +91,11 @@ impl EnvVars {
     /// when [`EnvVars::DBUS_SESSION_BUS_ADDRESS`] is unset.
     pub const XDG_RUNTIME_DIR: &'static str = "XDG_RUNTIME_DIR";
 
+    /// Tests only: `STEP:PATH` makes the local store stop at STEP of an install (`pending`:
+    /// pending rows committed; `values`: values written, installation not committed;
+    /// `committed`), create the file PATH and wait 60 s, so a test can SIGKILL it there.
+    pub const TETHER_TEST_STORE_PAUSE: &'static str = "TETHER_TEST_STORE_PAUSE";
+
     /// Tests: set (to anything) in CI, where tests that need a service (the Secret Service)
     /// fail instead of skipping when it is unreachable.
     pub const CI: &'static str = "CI";
@@ -235,6 +240,11 @@ impl EnvVars {
             Self::TETHER_NPM_PREFIX,
             Reader::Tests,
             "where the tests' npm packages are installed",
+        ),
+        doc(
+            Self::TETHER_TEST_STORE_PAUSE,
+            Reader::Tests,
+            "stop an install at a step, for kill tests",
         ),
         doc(
             Self::CI,

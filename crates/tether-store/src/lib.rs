@@ -88,7 +88,8 @@ const MIGRATIONS: &[&str] = &[
          created_at       INTEGER NOT NULL,
          PRIMARY KEY (installation_uid, name, location)
      );
-     ALTER TABLE installations ADD COLUMN source_json TEXT;",
+     ALTER TABLE installations ADD COLUMN source_json TEXT;
+     ALTER TABLE installations ADD COLUMN inputs_json TEXT;",
 ];
 
 /// Why a store operation failed.
@@ -203,6 +204,9 @@ pub struct InstalledSummary {
     pub name: String,
     /// The variable names (values are never listed).
     pub variable_names: Vec<String>,
+    /// The names a run fills: each `{{NAME}}` left in the installation (a variable without a
+    /// written value, or a placeholder inside one), in order.
+    pub inputs: Vec<String>,
     /// The variables with a stored value, and where each lives.
     pub stored: Vec<StoredSecret>,
     /// `stdio`, `http` or `sse`.
@@ -214,9 +218,9 @@ pub struct InstalledSummary {
 }
 
 impl InstalledSummary {
-    /// The variables without a stored value: each run must pass them (`--secret`).
+    /// The inputs without a stored value: each run must pass them (`--secret`).
     pub fn missing(&self) -> Vec<&str> {
-        self.variable_names
+        self.inputs
             .iter()
             .filter(|name| !self.stored.iter().any(|s| &s.name == *name))
             .map(String::as_str)
@@ -275,6 +279,20 @@ fn placeholder(name: &str) -> String {
     format!("{{{{{name}}}}}")
 }
 
+/// The test hook `TETHER_TEST_STORE_PAUSE=STEP:PATH`: at `step`, create PATH and wait 60 s
+/// (a test kills the process meanwhile). Does nothing unless the variable names this step.
+fn pause_point(step: &str) {
+    let Ok(setting) = std::env::var(tether_env::EnvVars::TETHER_TEST_STORE_PAUSE) else {
+        return;
+    };
+    if let Some((wanted, marker)) = setting.split_once(':')
+        && wanted == step
+    {
+        let _ = std::fs::write(marker, step);
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+}
+
 /// Whether the process `pid` is alive (or belongs to another user).
 fn alive(pid: i64) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
@@ -284,6 +302,29 @@ fn alive(pid: i64) -> bool {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
         Err(nix::errno::Errno::ESRCH)
     )
+}
+
+/// The names a run fills in `installation`: variables whose value is their own placeholder,
+/// and placeholders inside other values, once each, in order.
+pub fn input_names(installation: &Installation) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut add = |name: &str| {
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    };
+    for name in installation.server.variable_names() {
+        match installation.values.get(name) {
+            None => add(name),
+            Some(value) if value.value.expose() == placeholder(name) => add(name),
+            Some(value) => {
+                for inner in tether_config::placeholder::placeholder_names(value.value.expose()) {
+                    add(inner);
+                }
+            }
+        }
+    }
+    names
 }
 
 fn transport(server: &TemplatableServer) -> &'static str {
@@ -571,6 +612,7 @@ impl Store {
                 })?;
         // Values worth storing: the secrets for its variables, and the values written in the
         // config — not the `{{NAME}}` a variable without a value has.
+        let inputs = input_names(installation);
         let mut values: Vec<Value<'_>> = Vec::new();
         for name in installation.server.variable_names() {
             if let Some(secret) = secrets.get(name) {
@@ -581,6 +623,17 @@ impl Store {
                 values.push((name, &value.value, false));
             }
         }
+        for name in &inputs {
+            if !installation.server.has_variable(name)
+                && let Some(secret) = secrets.get(name)
+            {
+                values.push((name, secret, true));
+            }
+        }
+        let inputs_json = serde_json::to_string(&inputs).map_err(|e| StoreError::Corrupt {
+            uid,
+            reason: format!("inputs do not serialize: {}", e.classify_name()),
+        })?;
         let location = if values.is_empty() {
             None
         } else {
@@ -593,17 +646,19 @@ impl Store {
         if let Some(location) = location {
             let names: Vec<&str> = values.iter().map(|(name, _, _)| *name).collect();
             self.mark_pending(uid, &names, location)?;
+            pause_point("pending");
         }
         let written = self.write_values(uid, &values, location);
+        if written.is_ok() {
+            pause_point("values");
+        }
         let committed = written.and_then(|()| {
-            self.commit_install(
-                uid,
-                installation,
-                &template_json,
-                source_json.as_deref(),
-                &values,
-                location,
-            )
+            let texts = RowTexts {
+                template: &template_json,
+                inputs: &inputs_json,
+                source: source_json.as_deref(),
+            };
+            self.commit_install(uid, installation, &texts, &values, location)
         });
         if let Err(error) = committed {
             if let Some(location) = location {
@@ -611,6 +666,7 @@ impl Store {
             }
             return Err(error);
         }
+        pause_point("committed");
         tracing::debug!(%uid, name = %installation.server.name, "installed a local MCP server");
         Ok(())
     }
@@ -648,8 +704,7 @@ impl Store {
         &mut self,
         uid: Uuid,
         installation: &Installation,
-        template_json: &str,
-        source_json: Option<&str>,
+        texts: &RowTexts<'_>,
         values: &[Value<'_>],
         location: Option<Location>,
     ) -> Result<(), StoreError> {
@@ -662,12 +717,12 @@ impl Store {
             .map_err(db_error)?;
         tx.execute(
             "INSERT INTO templatable_servers (id, name, template_json, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![server_id, installation.server.name, template_json, created_at],
+            params![server_id, installation.server.name, texts.template, created_at],
         )
         .map_err(db_error)?;
         tx.execute(
-            "INSERT INTO installations (uid, server_id, created_at, source_json) VALUES (?1, ?2, ?3, ?4)",
-            params![uid.to_string(), server_id, created_at, source_json],
+            "INSERT INTO installations (uid, server_id, created_at, source_json, inputs_json) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![uid.to_string(), server_id, created_at, texts.source, texts.inputs],
         )
         .map_err(db_error)?;
         if let Some(location) = location {
@@ -727,6 +782,27 @@ impl Store {
             })
         })
         .transpose()
+    }
+
+    /// The inputs recorded for `uid` at install time (none recorded: its variables).
+    fn inputs(&self, uid: Uuid, server: &TemplatableServer) -> Result<Vec<String>, StoreError> {
+        let text: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT inputs_json FROM installations WHERE uid = ?1",
+                params![uid.to_string()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(self.db_error())?
+            .flatten();
+        match text {
+            Some(text) => serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                uid,
+                reason: format!("inputs: {}", e.classify_name()),
+            }),
+            None => Ok(server.variable_names().map(str::to_owned).collect()),
+        }
     }
 
     /// The names of `uid`'s stored values and where each lives, in install order.
@@ -824,7 +900,7 @@ impl Store {
         let mut statement = self
             .conn
             .prepare(
-                "SELECT i.uid, s.name, s.template_json, i.created_at, i.source_json FROM installations i
+                "SELECT i.uid, s.name, s.template_json, i.created_at, i.source_json, i.inputs_json FROM installations i
                    JOIN templatable_servers s ON s.id = i.server_id
                   ORDER BY i.created_at, s.name, i.uid",
             )
@@ -837,12 +913,13 @@ impl Store {
                     row.get::<_, String>(2)?,
                     row.get::<_, i64>(3)?,
                     row.get::<_, Option<String>>(4)?,
+                    row.get::<_, Option<String>>(5)?,
                 ))
             })
             .map_err(self.db_error())?;
         let mut out = Vec::new();
         for row in rows {
-            let (uid_text, name, template_json, created_at, source_json) =
+            let (uid_text, name, template_json, created_at, source_json, inputs_json) =
                 row.map_err(self.db_error())?;
             let uid = Uuid::parse_str(&uid_text).map_err(|_| StoreError::Corrupt {
                 uid: Uuid::nil(),
@@ -860,11 +937,27 @@ impl Store {
                     uid,
                     reason: format!("source: {}", e.classify_name()),
                 })?;
+            let stored = self.stored(uid)?;
+            let inputs = match inputs_json {
+                Some(text) => {
+                    serde_json::from_str::<Vec<String>>(&text).map_err(|e| StoreError::Corrupt {
+                        uid,
+                        reason: format!("inputs: {}", e.classify_name()),
+                    })?
+                }
+                // Installed before inputs were recorded: the variables without a written value.
+                None => server
+                    .variable_names()
+                    .filter(|n| !stored.iter().any(|s| s.name == *n && !s.literal))
+                    .map(str::to_owned)
+                    .collect(),
+            };
             out.push(InstalledSummary {
                 uid,
                 name,
                 variable_names: server.variable_names().map(str::to_owned).collect(),
-                stored: self.stored(uid)?,
+                inputs,
+                stored,
                 transport: transport(&server),
                 source,
                 created_at,
@@ -897,11 +990,19 @@ impl Store {
         literal: bool,
     ) -> Result<(), StoreError> {
         let server = self.template(uid)?.ok_or(StoreError::NotInstalled(uid))?;
-        if !server.has_variable(name) {
+        let inputs = self.inputs(uid, &server)?;
+        if !server.has_variable(name) && !inputs.iter().any(|i| i == name) {
+            let mut known: Vec<&str> = server.variable_names().collect();
+            known.extend(
+                inputs
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|i| !server.has_variable(i)),
+            );
             return Err(StoreError::UnknownVariable {
                 uid,
                 name: name.to_owned(),
-                known: server.variable_names().collect::<Vec<_>>().join(", "),
+                known: known.join(", "),
             });
         }
         let previous = self.stored(uid)?.into_iter().find(|s| s.name == name);
@@ -914,6 +1015,7 @@ impl Store {
             .map_err(db_error)?;
         let position = server
             .variable_names()
+            .chain(inputs.iter().map(String::as_str))
             .position(|n| n == name)
             .and_then(|p| i64::try_from(p).ok())
             .unwrap_or(i64::MAX);
@@ -1066,6 +1168,13 @@ impl Store {
         let stored = self.stored(uid)?;
         self.forget(uid, &stored, None)
     }
+}
+
+/// The JSON texts of an installation's rows.
+struct RowTexts<'a> {
+    template: &'a str,
+    inputs: &'a str,
+    source: Option<&'a str>,
 }
 
 /// A value to store: variable name, value, whether it is a secret applied verbatim.

@@ -1,17 +1,23 @@
 //! `tether add`: a registry entry → a launch config → a test-connect → a local installation.
 //!
-//! Nothing is stored unless the server initialised and listed its tools. Secret inputs stay
-//! `{{NAME}}` placeholders: their values are used for the test-connect and never stored (a
-//! secret store is issue 12 item 5), so each run passes them with `--secret`.
+//! Required inputs come from `--set`/`--secret`, else are asked for on the terminal (hidden
+//! for secrets); `--yes`, or no terminal, fails naming them instead. Nothing is stored unless
+//! the server initialised and listed its tools. Secret inputs stay `{{NAME}}` placeholders in
+//! the stored config; their values go to the secret store, written before the transaction that
+//! makes the installation visible (`tether_store::Store::install_with`), so a kill at any
+//! point leaves either nothing or everything.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, IsTerminal};
 use std::path::Path;
 
 use anyhow::Context;
 use serde_json::json;
 use tether_config::{Origin, parse_config};
 use tether_driver::{McpSpec, ServerStatus};
-use tether_registry::add::{Answers, BuildError, BuiltConfig, package_config, remote_config};
+use tether_registry::add::{
+    Answers, BuildError, BuiltConfig, MissingInput, package_config, remote_config,
+};
 use tether_registry::model::{Package, Remote, ServerJson};
 use tether_registry::{Registries, runner};
 
@@ -137,6 +143,43 @@ fn answers(args: &AddArgs, secret_names: Vec<String>) -> anyhow::Result<Answers>
     })
 }
 
+/// Asks for each missing input on the terminal: hidden for a secret (into `given`), a line for
+/// a value (into `answers`).
+fn ask(
+    missing: &[MissingInput],
+    answers: &mut Answers,
+    given: &mut tether_config::Secrets,
+) -> anyhow::Result<()> {
+    for input in missing {
+        let label = match &input.description {
+            Some(description) => format!("{description} ({}): ", input.name),
+            None => format!("{}: ", input.name),
+        };
+        if input.secret {
+            let value = rpassword::prompt_password(label)
+                .with_context(|| format!("reading the secret {}", input.name))?;
+            given.insert(input.name.clone(), tether_config::SecretValue::new(value));
+            if !answers.secrets.contains(&input.name) {
+                answers.secrets.push(input.name.clone());
+            }
+        } else {
+            eprint!("{label}");
+            let mut line = String::new();
+            std::io::stdin()
+                .lock()
+                .read_line(&mut line)
+                .with_context(|| format!("reading the input {}", input.name))?;
+            let value = line.trim_end_matches(['\n', '\r']).to_owned();
+            answers
+                .values
+                .entry(input.name.clone())
+                .or_default()
+                .push(value);
+        }
+    }
+    Ok(())
+}
+
 fn build_error(error: BuildError) -> anyhow::Error {
     match error {
         BuildError::Missing(missing) => {
@@ -191,8 +234,8 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
         server.version
     );
 
-    let given = secrets::read(&args.secrets)?;
-    let answers = answers(args, given.names().map(str::to_owned).collect())?;
+    let mut given = secrets::read(&args.secrets)?;
+    let mut answers = answers(args, given.names().map(str::to_owned).collect())?;
     let known = choice.input_names();
     if let Some(unknown) = answers.values.keys().find(|name| !known.contains(name)) {
         return Err(UsageError::new(format!(
@@ -206,7 +249,26 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
         ))
         .into());
     }
-    let built = choice.build(&answers).map_err(build_error)?;
+    // Ask for what is missing, on a terminal and without --yes; a wrong answer (a value
+    // outside the choices) is an error like a wrong --set.
+    let interactive = !args.yes && std::io::stdin().is_terminal();
+    let mut rounds = 0;
+    let built = loop {
+        match choice.build(&answers) {
+            Ok(built) => break built,
+            Err(BuildError::Missing(missing)) if interactive && rounds < 3 => {
+                rounds += 1;
+                eprintln!(
+                    "{} needs {} more input{}:",
+                    server.name,
+                    missing.len(),
+                    if missing.len() == 1 { "" } else { "s" }
+                );
+                ask(&missing, &mut answers, &mut given)?;
+            }
+            Err(error) => return Err(build_error(error)),
+        }
+    };
     let local = args.local_name.clone().unwrap_or_else(|| {
         server
             .name
@@ -231,7 +293,7 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
     };
     let parsed = vec![McpSpec::parse(&json!({ &local: trial }).to_string())?];
     let progress = Progress::new();
-    let session = super::session_with(&specs, parsed, None, given, &progress).await?;
+    let session = super::session_with(&specs, parsed, None, given.clone(), &progress).await?;
     let runtime = super::start(
         &session,
         &super::start_options(args.timeout, false),
@@ -264,21 +326,34 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
         .map_err(|_| anyhow::anyhow!("the built config does not hold exactly one server"))?;
     let mut installation = parsed_server.into_installation();
     installation.server.name = local.clone();
+    let source = tether_store::InstallSource {
+        registry: "official".to_owned(),
+        name: server.name.clone(),
+        version: server.version.clone(),
+        package: choice.describe(),
+    };
     let mut store = settings::open_store()?;
-    let uid = store.install(&installation)?;
+    let uid = store.install_with(&installation, &given, Some(&source))?;
     settings::announce(&store);
     print(&format!("{uid}\n"));
-    if built.placeholders.is_empty() {
+    let stored = store.stored(uid)?;
+    let secrets_stored: Vec<&str> = stored
+        .iter()
+        .filter(|s| s.literal)
+        .map(|s| s.name.as_str())
+        .collect();
+    if secrets_stored.is_empty() {
         eprintln!("added '{local}'; use it with: tether test --mcp {uid}");
     } else {
-        let flags: Vec<String> = built
-            .placeholders
-            .iter()
-            .map(|name| format!("--secret {name}=SOURCE"))
-            .collect();
+        let place = match stored.iter().find(|s| s.literal).map(|s| s.location) {
+            Some(tether_store::Location::File) => {
+                format!("the file {}", store.secret_store().file_path().display())
+            }
+            _ => "the OS credential store".to_owned(),
+        };
         eprintln!(
-            "added '{local}'; its secrets were used for the test-connect and NOT stored (no secret store yet): pass them to each run, e.g. tether test --mcp {uid} {}",
-            flags.join(" ")
+            "added '{local}'; its secrets ({}) are stored in {place}; use it with: tether test --mcp {uid}",
+            secrets_stored.join(", ")
         );
     }
     Ok(OK)

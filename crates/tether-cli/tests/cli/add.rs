@@ -91,7 +91,20 @@ fn add_a_stdio_package_test_connects_then_stores_it_and_it_runs_by_uuid() {
     );
     assert_eq!(
         installations(&sandbox),
-        serde_json::json!({"installations": [{"uid": uid, "name": "everything", "variables": []}]})
+        serde_json::json!({"installations": [{
+            "uid": uid,
+            "name": "everything",
+            "source": {
+                "registry": "official",
+                "name": "io.github.example/everything",
+                "version": "2026.8.31",
+                "package": "npm package @modelcontextprotocol/server-everything 2026.8.31",
+            },
+            "transport": "stdio",
+            "variables": [],
+            "stored": [],
+            "missing": [],
+        }]})
     );
 
     let out = sandbox
@@ -174,19 +187,21 @@ impl Drop for HttpEverything {
     }
 }
 
-#[test]
-fn add_a_remote_with_a_required_secret_header_keeps_the_secret_out_of_the_store() {
+/// `tether add` of the remote entry (server-everything in Streamable HTTP mode behind a
+/// required secret header) stores the secret in the secret store `backend`, never in
+/// `tether.db`, and `tether test --mcp NAME` then needs no `--secret`.
+fn add_a_remote_with_a_required_secret_header(backend: &str) {
     let Some(everything) = server_everything() else {
         return;
     };
     let server = HttpEverything::start(&everything);
     let sandbox = Sandbox::new();
     let registry = FixtureRegistry::start(&[]);
-    let key = "ek-remote-secret-93817";
+    let key = format!("ek-remote-secret-93817-$HOME-{backend}");
     let port = server.port.to_string();
     let set_port = format!("port={port}");
 
-    // Without the required secret: the flags to pass, nothing stored.
+    // Without the required secret and without a terminal: the flags to pass, nothing stored.
     let out = tether(
         &sandbox,
         &registry,
@@ -211,6 +226,7 @@ fn add_a_remote_with_a_required_secret_header_keeps_the_secret_out_of_the_store(
 
     let out = sandbox
         .tether(&[
+            "-vvv",
             "add",
             "io.github.example/everything",
             "--package",
@@ -223,52 +239,179 @@ fn add_a_remote_with_a_required_secret_header_keeps_the_secret_out_of_the_store(
             "everything-http",
         ])
         .env("TETHER_REGISTRY_URL", &registry.url)
-        .env("EVERYTHING_KEY", key)
+        .env("TETHER_SECRET_STORE", backend)
+        .env("EVERYTHING_KEY", &key)
         .output()
         .expect("running tether add");
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains(key), "{stderr}");
+    assert!(!stderr.contains(&key), "{stderr}");
     let uid = text(&out.stdout).trim().to_owned();
+    let place = if backend == "file" {
+        format!("the file {}", sandbox.home().join("secrets.json").display())
+    } else {
+        "the OS credential store".to_owned()
+    };
     assert!(
-        stderr.contains(&format!("added 'everything-http'; its secrets were used for the test-connect and NOT stored (no secret store yet): pass them to each run, e.g. tether test --mcp {uid} --secret X-Api-Key=SOURCE")),
+        stderr.contains(&format!("added 'everything-http'; its secrets (X-Api-Key) are stored in {place}; use it with: tether test --mcp {uid}")),
         "{stderr}"
     );
+    let listed = installations(&sandbox);
     assert_eq!(
-        installations(&sandbox),
-        serde_json::json!({"installations": [{"uid": uid, "name": "everything-http", "variables": ["X-Api-Key"]}]})
+        listed["installations"][0]["stored"],
+        serde_json::json!([{"name": "X-Api-Key", "location": backend}])
     );
+    assert_eq!(listed["installations"][0]["missing"], serde_json::json!([]));
+    assert_eq!(listed["installations"][0]["transport"], "http");
     for entry in std::fs::read_dir(sandbox.home()).expect("TETHER_HOME") {
         let path = entry.expect("an entry").path();
-        if path.is_file() {
+        if path.is_file() && path.file_name().is_some_and(|n| n != "secrets.json") {
             let bytes = std::fs::read(&path).expect("reading a store file");
             assert!(
-                !String::from_utf8_lossy(&bytes).contains(key),
+                !String::from_utf8_lossy(&bytes).contains(&key),
                 "{} holds the secret",
                 path.display()
             );
         }
     }
 
+    // No --secret: the stored one is applied in memory.
     let out = sandbox
-        .tether(&[
-            "test",
-            "--mcp",
-            &uid,
-            "--secret",
-            "X-Api-Key=env:EVERYTHING_KEY",
-        ])
-        .env("EVERYTHING_KEY", key)
+        .tether(&["-vvv", "test", "--mcp", "everything-http"])
+        .env("TETHER_SECRET_STORE", backend)
         .output()
         .expect("running tether test");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    // Without --secret the header stays a placeholder and the run says which secret to give.
-    let out = sandbox.run(&["test", "--mcp", &uid]);
-    assert!(
-        text(&out.stderr).contains("headers.X-Api-Key holds {{X-Api-Key}}, which no secret fills"),
-        "{}",
-        text(&out.stderr)
-    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(text(&out.stdout).contains("ready"), "{}", text(&out.stdout));
+    assert!(!stderr.contains("which no secret fills"), "{stderr}");
+    assert!(!stderr.contains(&key) && !text(&out.stdout).contains(&key));
+
+    let out = sandbox.run(&["remove", &uid]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn add_a_remote_with_a_required_secret_header_file_backend() {
+    add_a_remote_with_a_required_secret_header("file");
+}
+
+#[test]
+fn add_a_remote_with_a_required_secret_header_secret_service() {
+    if crate::stored::secret_service_or_skip() {
+        add_a_remote_with_a_required_secret_header("keyring");
+    }
+}
+
+/// `tether-test-mcp --http` on a free port: a remote the fixture's `everything` entry can
+/// point at (`--set port=…`) without npm.
+struct HttpTestMcp {
+    child: Child,
+    port: u16,
+}
+
+impl HttpTestMcp {
+    fn start() -> Self {
+        let mut child = Command::new(tether_testkit::test_server_bin())
+            .args(["--http", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tether-test-mcp --http");
+        let stdout = child.stdout.take().expect("its stdout");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+            .expect("reading the listening line");
+        let port = line
+            .trim()
+            .rsplit(':')
+            .next()
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|port| port.parse().ok())
+            .expect("a port in the listening line");
+        Self { child, port }
+    }
+}
+
+impl Drop for HttpTestMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Issue 12 item 4: `tether add` SIGKILLed at each step of storing leaves either nothing
+/// visible or everything, and the next run sweeps what a killed one left half-written.
+#[test]
+fn add_killed_at_each_step_leaves_nothing_or_everything() {
+    let server = HttpTestMcp::start();
+    let registry = FixtureRegistry::start(&[]);
+    let key = "SENTINEL-killed-add-5e21";
+    for (step, visible) in [("pending", false), ("values", false), ("committed", true)] {
+        let sandbox = Sandbox::new();
+        let marker = sandbox.path("paused");
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("tether"))
+            .args([
+                "add",
+                "io.github.example/everything",
+                "--package",
+                "remote",
+                "--set",
+                &format!("port={}", server.port),
+                "--secret",
+                "X-Api-Key=env:KEY",
+                "--timeout",
+                "30",
+            ])
+            .current_dir(sandbox.dir.path())
+            .env("TETHER_HOME", sandbox.home())
+            .env("TETHER_REGISTRY_URL", &registry.url)
+            .env("TETHER_SECRET_STORE", "file")
+            .env("KEY", key)
+            .env(
+                "TETHER_TEST_STORE_PAUSE",
+                format!("{step}:{}", marker.display()),
+            )
+            .env_remove("SMITHERY_API_KEY")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tether add");
+        let waited = Instant::now();
+        while !marker.exists() {
+            assert!(
+                waited.elapsed() < Duration::from_secs(60),
+                "tether add never reached {step}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child.kill().expect("SIGKILL");
+        child.wait().expect("waiting for tether add");
+
+        // The next run sees either nothing or the installation with its secret; it sweeps
+        // the values a killed writer left pending.
+        let listed = installations(&sandbox);
+        let rows = listed["installations"].as_array().expect("a list");
+        if visible {
+            assert_eq!(rows.len(), 1, "{step}: {listed}");
+            assert_eq!(rows[0]["missing"], serde_json::json!([]), "{step}");
+            let out = sandbox
+                .tether(&["test", "--mcp", "everything"])
+                .env("TETHER_SECRET_STORE", "file")
+                .output()
+                .expect("running tether test");
+            assert_eq!(out.status.code(), Some(0), "{step}: {}", text(&out.stderr));
+        } else {
+            assert!(rows.is_empty(), "{step}: {listed}");
+            let secret_file = sandbox.home().join("secrets.json");
+            let left = std::fs::read_to_string(&secret_file).unwrap_or_default();
+            assert!(
+                !left.contains(key),
+                "{step}: a value was left behind: {left}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -14,7 +14,7 @@ const HOSTILE: &str =
     "SENTINEL-7c1e $HOME $$ %s \"dq\" 'sq' \\back\\ {{x}} ${Y} ünï秘密\nsecond line of it";
 
 /// The Secret Service is reachable from this process; in CI it must be.
-fn secret_service_or_skip() -> bool {
+pub fn secret_service_or_skip() -> bool {
     let dir = tempfile::tempdir().expect("tempdir");
     let probe = tether_store::SecretStore::new(dir.path(), tether_store::Preference::Keyring);
     match probe.location() {
