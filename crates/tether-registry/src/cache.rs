@@ -83,7 +83,10 @@ impl Cache {
     }
 
     fn try_store<T: Serialize>(&self, key: &str, entry: &Entry<T>) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+        // 0700, like the rest of TETHER_HOME: the cache may be what creates TETHER_HOME, and
+        // the local store refuses a directory others can write and warns on one they can read.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&self.dir)?;
         let path = self.path(key);
         let temp = path.with_extension(format!("tmp{}", std::process::id()));
         let bytes = serde_json::to_vec(entry).map_err(std::io::Error::other)?;

@@ -240,3 +240,27 @@ fn show_versions_json_and_missing_entries() {
         "error: the official registry has no server io.github.example/nope\n"
     );
 }
+
+/// A search that creates TETHER_HOME (for its cache) creates it 0700, so the local store
+/// opened later neither warns nor is left open to others.
+#[test]
+fn the_registry_cache_creates_tether_home_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let registry = tether_testkit::FixtureRegistry::start(&[]);
+    let out = sandbox
+        .tether(&["search", "everything"])
+        .env("TETHER_REGISTRY_URL", &registry.url)
+        .env_remove("SMITHERY_API_KEY")
+        .output()
+        .expect("running tether search");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for dir in [
+        sandbox.home(),
+        sandbox.home().join("cache"),
+        sandbox.home().join("cache").join("registry"),
+    ] {
+        let mode = std::fs::metadata(&dir).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+    }
+}
