@@ -83,26 +83,32 @@ pub fn prompt_for_inputs(specs: &[McpSpec], secrets: &mut Secrets) -> anyhow::Re
         return Ok(());
     }
     for input in missing {
-        let label = match &input.description {
-            Some(description) => format!("{description} ({}): ", input.id),
-            None => format!("{}: ", input.id),
-        };
-        let value = if input.password {
-            rpassword::prompt_password(label)
-                .with_context(|| format!("reading the input {}", input.id))?
-        } else {
-            eprint!("{label}");
-            let mut line = String::new();
-            std::io::stdin()
-                .lock()
-                .read_line(&mut line)
-                .with_context(|| format!("reading the input {}", input.id))?;
-            strip_one_newline(&mut line);
-            line
-        };
-        secrets.insert(input.id, SecretValue::new(value));
+        let value = ask(&input.id, input.description.as_deref(), input.password)?;
+        secrets.insert(input.id, value);
     }
     Ok(())
+}
+
+/// Asks for `id` on the terminal as `DESCRIPTION (ID): `: hidden input when `hidden`, else one
+/// line (its newline dropped).
+pub fn ask(id: &str, description: Option<&str>, hidden: bool) -> anyhow::Result<SecretValue> {
+    let label = match description {
+        Some(description) => format!("{description} ({id}): "),
+        None => format!("{id}: "),
+    };
+    let value = if hidden {
+        rpassword::prompt_password(label).with_context(|| format!("reading the input {id}"))?
+    } else {
+        eprint!("{label}");
+        let mut line = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .with_context(|| format!("reading the input {id}"))?;
+        strip_one_newline(&mut line);
+        line
+    };
+    Ok(SecretValue::new(value))
 }
 
 /// Reads the value of `name` from one `SOURCE` as `--secret NAME=SOURCE` would (a literal is
@@ -251,7 +257,7 @@ mod tests {
 
     #[test]
     fn missing_inputs_are_the_used_ones_without_a_secret() {
-        let spec = |text: &str| McpSpec::parse(text).unwrap_or_else(|e| panic!("{e}"));
+        let spec = |text: &str| McpSpec::parse(text).expect("parsing a test spec");
         let specs = [
             spec(
                 r#"{"inputs": [{"id": "a", "description": "Token A", "password": true}, {"id": "b"}, {"id": "unused"}],

@@ -8,7 +8,7 @@
 //! point leaves either nothing or everything.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, IsTerminal};
+use std::io::IsTerminal;
 use std::path::Path;
 
 use anyhow::Context;
@@ -151,30 +151,18 @@ fn ask(
     given: &mut tether_config::Secrets,
 ) -> anyhow::Result<()> {
     for input in missing {
-        let label = match &input.description {
-            Some(description) => format!("{description} ({}): ", input.name),
-            None => format!("{}: ", input.name),
-        };
+        let value = secrets::ask(&input.name, input.description.as_deref(), input.secret)?;
         if input.secret {
-            let value = rpassword::prompt_password(label)
-                .with_context(|| format!("reading the secret {}", input.name))?;
-            given.insert(input.name.clone(), tether_config::SecretValue::new(value));
+            given.insert(input.name.clone(), value);
             if !answers.secrets.contains(&input.name) {
                 answers.secrets.push(input.name.clone());
             }
         } else {
-            eprint!("{label}");
-            let mut line = String::new();
-            std::io::stdin()
-                .lock()
-                .read_line(&mut line)
-                .with_context(|| format!("reading the input {}", input.name))?;
-            let value = line.trim_end_matches(['\n', '\r']).to_owned();
             answers
                 .values
                 .entry(input.name.clone())
                 .or_default()
-                .push(value);
+                .push(value.expose().to_owned());
         }
     }
     Ok(())

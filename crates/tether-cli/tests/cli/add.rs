@@ -107,17 +107,19 @@ fn add_a_stdio_package_test_connects_then_stores_it_and_it_runs_by_uuid() {
         }]})
     );
 
-    let out = sandbox
-        .tether(&["test", "--mcp", &uid])
-        .env("PATH", &path)
-        .output()
-        .expect("running tether test");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stdout).contains("everything"),
-        "{}",
-        text(&out.stdout)
-    );
+    for spec in [uid.as_str(), "everything"] {
+        let out = sandbox
+            .tether(&["test", "--mcp", spec])
+            .env("PATH", &path)
+            .output()
+            .expect("running tether test");
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains("everything"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
 }
 
 #[test]
