@@ -279,7 +279,9 @@ fn install_list_remove() {
     let out = sandbox.tether(&["list"]).output().expect("running tether");
     let listing = text(&out.stdout);
     assert!(
-        listing.contains(&uid) && listing.contains("github") && listing.contains("LEVEL, GH_TOKEN"),
+        listing.contains(&uid)
+            && listing.contains("github")
+            && listing.contains("hand-written  stdio      1/2 stored; at run time: GH_TOKEN"),
         "{listing}"
     );
     assert!(!listing.contains("debug"), "a value was listed: {listing}");
