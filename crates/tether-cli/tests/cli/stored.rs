@@ -228,3 +228,58 @@ fn secrets_set_from_stdin_and_rm() {
         "SENTINEL"
     ));
 }
+
+/// `auto` with no session bus falls back to the 0600 file and says so once: where the values
+/// are, that they are not encrypted, and how to move them.
+#[test]
+fn auto_without_a_secret_service_uses_the_file_and_says_so_once() {
+    let sandbox = Sandbox::new();
+    let runtime = sandbox.path("runtime");
+    std::fs::create_dir_all(&runtime).expect("an empty runtime dir");
+    let from = config(&[server_json("echo", &[], &[("TOKEN", "{{TOKEN}}")])]);
+    let install = |name: &str| {
+        sandbox
+            .tether(&[
+                "install",
+                name,
+                "--from",
+                &from,
+                "--secret",
+                "TOKEN=env:VALUE",
+            ])
+            .env("TETHER_SECRET_STORE", "auto")
+            .env_remove(tether_env::EnvVars::DBUS_SESSION_BUS_ADDRESS)
+            .env(tether_env::EnvVars::XDG_RUNTIME_DIR, &runtime)
+            .env("VALUE", "SENTINEL-auto")
+            .output()
+            .expect("running tether install")
+    };
+    let first = install("one");
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let stderr = text(&first.stderr);
+    let file = sandbox.home().join("secrets.json");
+    assert!(
+        stderr.contains(&format!(
+            "notice: secrets are now stored in {} (mode 0600, NOT encrypted",
+            file.display()
+        )) && stderr.contains("no OS credential store")
+            && stderr.contains("tether secrets move keyring"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("SENTINEL"), "{stderr}");
+    let second = install("two");
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    assert!(
+        !text(&second.stderr).contains("notice:"),
+        "{}",
+        text(&second.stderr)
+    );
+    assert!(holds(
+        &std::fs::read(&file).expect("the file"),
+        "SENTINEL-auto"
+    ));
+    assert!(!holds(
+        &files_but_the_secret_file(&sandbox.home()),
+        "SENTINEL-auto"
+    ));
+}
