@@ -283,3 +283,42 @@ fn auto_without_a_secret_service_uses_the_file_and_says_so_once() {
         "SENTINEL-auto"
     ));
 }
+
+/// `secret_store` in config.toml chooses the backend when `TETHER_SECRET_STORE` is unset; an
+/// unknown value is a usage error naming where it came from.
+#[test]
+fn config_toml_chooses_the_secret_store() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.home()).expect("TETHER_HOME");
+    std::fs::set_permissions(sandbox.home(), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod");
+    let config_file = sandbox.home().join("config.toml");
+    let from = config(&[server_json("echo", &[], &[("TOKEN", "{{TOKEN}}")])]);
+    let install = || {
+        sandbox
+            .tether(&[
+                "install",
+                "echo",
+                "--from",
+                &from,
+                "--secret",
+                "TOKEN=env:VALUE",
+            ])
+            .env_remove("TETHER_SECRET_STORE")
+            .env("VALUE", "v")
+            .output()
+            .expect("running tether install")
+    };
+    std::fs::write(&config_file, "secret_store = \"vault\"\n").expect("config.toml");
+    let out = install();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("secret_store in config.toml: unknown secret store \"vault\""),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::write(&config_file, "secret_store = \"file\"\n").expect("config.toml");
+    let out = install();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(sandbox.home().join("secrets.json").exists());
+}
