@@ -367,3 +367,63 @@ async fn a_task_config_with_warp_ids_resolves_like_direct_specs() {
     assert_eq!(a, b);
     assert_eq!(fake.calls(), 2);
 }
+
+/// Stored secrets (issue 12 item 6) belong to their installation: two local installations
+/// with a `TOKEN` each get their own value, a run's `--secret TOKEN` overrides both for the
+/// run, and every stored value is in the session's masking set.
+#[tokio::test]
+async fn stored_secrets_apply_to_their_own_installation_under_the_runs() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let mut store = Store::open_with(
+        dir.path(),
+        tether_store::SecretStore::new(dir.path(), tether_store::Preference::File),
+    )
+    .expect("opening the local store");
+    let mut uids = Vec::new();
+    for (name, value) in [("a", "SENTINEL-a $HOME {{x}}"), ("b", "SENTINEL-b")] {
+        let mut parsed = parse_config(
+            &format!(r#"{{"{name}":{{"command":"srv","args":["--token={{{{TOKEN}}}}"]}}}}"#),
+            Origin::User,
+        )
+        .expect("parsing the test config");
+        let stored: Secrets = [("TOKEN", value)].into_iter().collect();
+        uids.push(
+            store
+                .install_with(&parsed.servers.remove(0).into_installation(), &stored, None)
+                .expect("installing into the local store"),
+        );
+    }
+    let store: Arc<Mutex<Store>> = Arc::new(Mutex::new(store));
+    let render = |secrets: Secrets| {
+        let resolver = Resolver::new(store.clone(), None);
+        let specs: Vec<McpSpec> = uids.iter().map(|uid| McpSpec::Uuid(*uid)).collect();
+        async move {
+            let session = Session::resolve(resolver, specs, secrets, EmptyEnv)
+                .await
+                .expect("resolving the specs");
+            let masking: Vec<String> = session
+                .sensitive_values()
+                .iter()
+                .map(|v| v.expose().to_owned())
+                .collect();
+            let servers: std::collections::BTreeMap<String, serde_json::Value> = session
+                .servers()
+                .iter()
+                .map(|s| (s.name.clone(), s.to_json(Exposure::Real)))
+                .collect();
+            (servers, masking)
+        }
+    };
+    let (servers, masking) = render(Secrets::new()).await;
+    assert_eq!(servers["a"]["args"][0], "--token=SENTINEL-a $HOME {{x}}");
+    assert_eq!(servers["b"]["args"][0], "--token=SENTINEL-b");
+    assert!(
+        masking.contains(&"SENTINEL-a $HOME {{x}}".to_owned()),
+        "{masking:?}"
+    );
+    assert!(masking.contains(&"SENTINEL-b".to_owned()), "{masking:?}");
+
+    let (servers, _) = render(secrets(&[("TOKEN", "from-the-run")])).await;
+    assert_eq!(servers["a"]["args"][0], "--token=from-the-run");
+    assert_eq!(servers["b"]["args"][0], "--token=from-the-run");
+}
