@@ -517,7 +517,12 @@ impl Store {
             ) else {
                 continue;
             };
-            self.secrets.delete(location, uid, &name)?;
+            // Best effort: a credential store that is unreachable now must not stop every
+            // command; the row stays and a later open tries again.
+            if let Err(error) = self.secrets.delete(location, uid, &name) {
+                tracing::debug!(%uid, %name, %error, "cannot sweep a pending value yet");
+                continue;
+            }
             self.conn
                 .execute(
                     "DELETE FROM pending_secrets WHERE installation_uid = ?1 AND name = ?2 AND location = ?3",
@@ -1148,7 +1153,17 @@ impl Store {
         }
         tx.commit().map_err(db_error)?;
         for secret in stored {
-            self.secrets.delete(secret.location, uid, &secret.name)?;
+            // Committed: the value is no longer visible. One that cannot be deleted now (the
+            // credential store is unreachable) stays pending, and a later open sweeps it.
+            if let Err(error) = self.secrets.delete(secret.location, uid, &secret.name) {
+                tracing::warn!(
+                    %uid,
+                    name = %secret.name,
+                    %error,
+                    "could not delete a stored value now; a later tether run deletes it"
+                );
+                continue;
+            }
             self.conn
                 .execute(
                     "DELETE FROM pending_secrets WHERE installation_uid = ?1 AND name = ?2 AND location = ?3",

@@ -480,3 +480,46 @@ fn install_time_secrets_are_applied_as_secrets() {
     assert!(store.list().expect("list")[0].missing().is_empty());
     assert!(!holds(&database_bytes(dir.path()), "SENTINEL-$HOME"));
 }
+
+/// A value that cannot be deleted when its installation is removed (its store is unusable
+/// now) stays pending: `remove` succeeds, later opens keep working, and the value is swept
+/// once the store is usable again.
+#[test]
+fn a_value_that_cannot_be_deleted_now_is_swept_later() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut store = open_store(dir.path()).expect("open");
+    let secrets: Secrets = [("API_TOKEN", "SENTINEL-later")].into_iter().collect();
+    let uid = store
+        .install_with(&installation(CONFIG), &secrets, None)
+        .expect("install");
+    let file = dir.path().join("secrets.json");
+    // Another user could read it now: the file backend refuses to touch it.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    assert!(store.remove(uid).expect("remove succeeds"));
+    assert!(store.list().expect("list").is_empty());
+    drop(store);
+    let store = open_store(dir.path()).expect("open with a pending value it cannot sweep yet");
+    drop(store);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // The removing process has exited by the time a later run opens the store.
+    let mut child = std::process::Command::new("true")
+        .spawn()
+        .expect("spawning true");
+    let dead_pid = child.id();
+    child.wait().expect("waiting for true");
+    {
+        let conn = tether_sqlite::open(dir.path(), DATABASE_FILE).expect("open");
+        let changed = conn
+            .execute("UPDATE pending_secrets SET pid = ?1", [dead_pid])
+            .expect("pending rows");
+        assert_eq!(changed, 3, "its three values (two written in the config) are pending");
+    }
+    let store = open_store(dir.path()).expect("open sweeps");
+    assert_eq!(
+        store
+            .secret_store()
+            .get(Location::File, uid, "API_TOKEN")
+            .expect("get"),
+        None
+    );
+}
