@@ -116,6 +116,22 @@ answers), so `tether test --mcp NAME` needs no --secret.",
     )]
     Add(AddArgs),
 
+    /// Serve the setup tools over MCP (stdio): an agent searches the registry, asks the
+    /// person for each secret on a local page, test-connects and installs, and never sees a
+    /// secret value.
+    #[command(
+        name = "setup-mcp",
+        after_help = "Examples:
+  claude mcp add tether-setup -- tether setup-mcp
+  tether setup-mcp --timeout 60
+
+Tools: mcp_setup_search, mcp_setup_get, mcp_setup_request_secret, mcp_setup_test_connection,
+mcp_setup_install_and_connect. Secrets are typed on http://127.0.0.1:PORT/secret/NONCE (one
+single-use page per request) or with `tether secrets submit NONCE`; the agent only holds
+secret:// refs, which live in this process's memory for 15 idle minutes."
+    )]
+    SetupMcp(SetupMcpArgs),
+
     /// List local installations: names, UUIDs and variable names (never values).
     List(ListArgs),
 
@@ -593,4 +609,25 @@ pub enum SecretsCommand {
         #[arg(value_parser = ["keyring", "file"])]
         to: String,
     },
+    /// Enter a value `tether setup-mcp` asked for, on this terminal instead of its page.
+    Submit {
+        /// The page's nonce (the last part of its URL) or the whole URL.
+        nonce: String,
+        /// Where the value comes from: env:VAR, file:PATH, - (stdin) or prompt. Default: a
+        /// hidden prompt on a terminal, else all of stdin (one trailing newline removed).
+        #[arg(long, value_name = "SOURCE")]
+        from: Option<String>,
+    },
+}
+
+/// `tether setup-mcp`.
+#[derive(Debug, Args)]
+pub struct SetupMcpArgs {
+    /// Test-connect timeout in seconds (a first npx/uvx/docker run downloads the package).
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub timeout: u64,
+
+    /// How long a URL elicitation waits for the person to submit the value, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = crate::setup_mcp::DEFAULT_ELICITATION_TIMEOUT.as_secs())]
+    pub elicitation_timeout: u64,
 }

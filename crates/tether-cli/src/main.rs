@@ -11,6 +11,7 @@ mod output;
 mod private_file;
 mod secrets;
 mod settings;
+mod setup_mcp;
 mod shorthand;
 
 use std::process::ExitCode;
@@ -121,6 +122,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     Command::Search(args) => commands::search(args).await,
                     Command::Show(args) => commands::show(args).await,
                     Command::Add(args) => commands::add(args).await,
+                    Command::SetupMcp(args) => commands::setup_mcp(args).await,
                     Command::Install(_)
                     | Command::List(_)
                     | Command::Remove(_)

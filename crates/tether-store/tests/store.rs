@@ -512,7 +512,10 @@ fn a_value_that_cannot_be_deleted_now_is_swept_later() {
         let changed = conn
             .execute("UPDATE pending_secrets SET pid = ?1", [dead_pid])
             .expect("pending rows");
-        assert_eq!(changed, 3, "its three values (two written in the config) are pending");
+        assert_eq!(
+            changed, 3,
+            "its three values (two written in the config) are pending"
+        );
     }
     let store = open_store(dir.path()).expect("open sweeps");
     assert_eq!(

@@ -27,13 +27,13 @@ use crate::output::{Progress, print};
 use crate::{secrets, settings};
 
 /// What `add` installs: one package or one remote of the entry.
-enum Choice<'a> {
+pub(crate) enum Choice<'a> {
     Package(&'a Package),
     Remote(&'a Remote),
 }
 
 impl Choice<'_> {
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Choice::Package(p) => format!(
                 "{} package {}{}",
@@ -57,7 +57,7 @@ impl Choice<'_> {
         option.inputs.into_iter().map(|i| i.name).collect()
     }
 
-    fn build(&self, answers: &Answers) -> Result<BuiltConfig, BuildError> {
+    pub(crate) fn build(&self, answers: &Answers) -> Result<BuiltConfig, BuildError> {
         match self {
             Choice::Package(p) => package_config(p, answers),
             Choice::Remote(r) => remote_config(r, answers),
@@ -78,7 +78,10 @@ fn on_path(program: &str) -> bool {
 
 /// `--package` decides; else the first stdio package whose runner is on PATH, else the first
 /// remote.
-fn choose<'a>(server: &'a ServerJson, asked: Option<PackageArg>) -> anyhow::Result<Choice<'a>> {
+pub(crate) fn choose<'a>(
+    server: &'a ServerJson,
+    asked: Option<PackageArg>,
+) -> anyhow::Result<Choice<'a>> {
     let available = server.transports().join(", ");
     if let Some(asked) = asked {
         let kind = asked.as_str();
@@ -193,6 +196,91 @@ fn build_error(error: BuildError) -> anyhow::Error {
     }
 }
 
+/// How a test-connect went.
+pub(crate) enum Trial {
+    /// Initialised and listed these tools.
+    Ready(Vec<tether_driver::ToolInfo>),
+    /// Did not get there, for this reason (secrets masked).
+    Failed(String),
+}
+
+/// Starts `built` as `local` in a scratch directory with `given`, runs initialize and
+/// tools/list within `timeout_secs`, and shuts it down: nothing is stored. Prints nothing on
+/// stdout (`tether setup-mcp` speaks MCP there).
+pub(crate) async fn test_connect(
+    local: &str,
+    built: &BuiltConfig,
+    given: &tether_config::Secrets,
+    timeout_secs: u64,
+    progress: &Progress,
+) -> anyhow::Result<Trial> {
+    let scratch = tempfile::tempdir().context("creating a scratch directory")?;
+    let mut trial = built.server.clone();
+    if trial.get("command").is_some() {
+        trial["cwd"] = json!(scratch.path());
+    }
+    let specs = SpecArgs {
+        mcp: Vec::new(),
+        task: None,
+        server_url: None,
+        managed_timeout: None,
+        pass_env: Vec::new(),
+    };
+    let parsed = vec![McpSpec::parse(&json!({ local: trial }).to_string())?];
+    let session = super::session_with(&specs, parsed, None, given.clone(), progress).await?;
+    let runtime = super::start(
+        &session,
+        &super::start_options(timeout_secs, false),
+        progress,
+    )
+    .await?;
+    let reports = runtime.reports().to_vec();
+    runtime.shutdown().await;
+    Ok(match reports.into_iter().next().map(|r| r.status) {
+        Some(ServerStatus::Ready { tools }) => Trial::Ready(tools),
+        Some(ServerStatus::Failed { reason }) => Trial::Failed(reason),
+        // A registry entry has no `disabled` field; an empty report means nothing started.
+        Some(ServerStatus::Disabled) | None => Trial::Failed("the server did not start".to_owned()),
+    })
+}
+
+/// Stores `built` as the local installation `local` of `server` (through `choice`), with
+/// `given`'s values in the secret store, atomically: its UUID and the open store.
+pub(crate) fn install_built(
+    server: &ServerJson,
+    choice: &Choice<'_>,
+    local: &str,
+    built: &BuiltConfig,
+    given: &tether_config::Secrets,
+) -> anyhow::Result<(uuid::Uuid, tether_store::Store)> {
+    let text = json!({ local: built.server }).to_string();
+    let parsed = parse_config(&text, Origin::User)?;
+    let [parsed_server] = <[_; 1]>::try_from(parsed.servers)
+        .map_err(|_| anyhow::anyhow!("the built config does not hold exactly one server"))?;
+    let mut installation = parsed_server.into_installation();
+    installation.server.name = local.to_owned();
+    let source = tether_store::InstallSource {
+        registry: "official".to_owned(),
+        name: server.name.clone(),
+        version: server.version.clone(),
+        package: choice.describe(),
+    };
+    let mut store = settings::open_store()?;
+    let uid = store.install_with(&installation, given, Some(&source))?;
+    settings::announce(&store);
+    Ok((uid, store))
+}
+
+/// The local name an entry installs under: the part after its last `/`.
+pub(crate) fn local_name(server: &ServerJson) -> String {
+    server
+        .name
+        .rsplit('/')
+        .next()
+        .unwrap_or(&server.name)
+        .to_owned()
+}
+
 /// `tether add`.
 pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
     if args.name.starts_with('@') {
@@ -257,42 +345,15 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
             Err(error) => return Err(build_error(error)),
         }
     };
-    let local = args.local_name.clone().unwrap_or_else(|| {
-        server
-            .name
-            .rsplit('/')
-            .next()
-            .unwrap_or(&server.name)
-            .to_owned()
-    });
+    let local = args
+        .local_name
+        .clone()
+        .unwrap_or_else(|| local_name(server));
 
-    // Test-connect in a scratch directory; nothing is stored unless it is ready.
-    let scratch = tempfile::tempdir().context("creating a scratch directory")?;
-    let mut trial = built.server.clone();
-    if trial.get("command").is_some() {
-        trial["cwd"] = json!(scratch.path());
-    }
-    let specs = SpecArgs {
-        mcp: Vec::new(),
-        task: None,
-        server_url: None,
-        managed_timeout: None,
-        pass_env: Vec::new(),
-    };
-    let parsed = vec![McpSpec::parse(&json!({ &local: trial }).to_string())?];
     let progress = Progress::new();
-    let session = super::session_with(&specs, parsed, None, given.clone(), &progress).await?;
-    let runtime = super::start(
-        &session,
-        &super::start_options(args.timeout, false),
-        &progress,
-    )
-    .await?;
-    let reports = runtime.reports().to_vec();
-    runtime.shutdown().await;
-    progress.finish();
-    match reports.first().map(|r| &r.status) {
-        Some(ServerStatus::Ready { tools }) => {
+    match test_connect(&local, &built, &given, args.timeout, &progress).await? {
+        Trial::Ready(tools) => {
+            progress.finish();
             let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
             eprintln!(
                 "test-connect: ready, {} tools: {}",
@@ -300,29 +361,14 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
                 names.join(", ")
             );
         }
-        Some(ServerStatus::Failed { reason }) => {
+        Trial::Failed(reason) => {
+            progress.finish();
             eprintln!("test-connect failed: {reason}\nnothing was stored");
             return Err(Reported(FAILED).into());
         }
-        // A registry entry has no `disabled` field; an empty report means nothing started.
-        Some(ServerStatus::Disabled) | None => return Err(Reported(FAILED).into()),
     }
 
-    let text = json!({ &local: built.server }).to_string();
-    let parsed = parse_config(&text, Origin::User)?;
-    let [parsed_server] = <[_; 1]>::try_from(parsed.servers)
-        .map_err(|_| anyhow::anyhow!("the built config does not hold exactly one server"))?;
-    let mut installation = parsed_server.into_installation();
-    installation.server.name = local.clone();
-    let source = tether_store::InstallSource {
-        registry: "official".to_owned(),
-        name: server.name.clone(),
-        version: server.version.clone(),
-        package: choice.describe(),
-    };
-    let mut store = settings::open_store()?;
-    let uid = store.install_with(&installation, &given, Some(&source))?;
-    settings::announce(&store);
+    let (uid, store) = install_built(server, &choice, &local, &built, &given)?;
     print(&format!("{uid}\n"));
     let stored = store.stored(uid)?;
     let secrets_stored: Vec<&str> = stored

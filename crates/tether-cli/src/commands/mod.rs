@@ -1,11 +1,12 @@
 //! The subcommands, and what they share: reading specs and secrets, resolving, starting.
 
-mod add;
+pub(crate) mod add;
 mod call;
 mod export;
 mod install;
 mod registry;
 mod run;
+mod setup_mcp;
 mod stored;
 mod test;
 
@@ -15,6 +16,7 @@ pub use export::export;
 pub use install::{install, list, remove};
 pub use registry::{search, show};
 pub use run::run;
+pub use setup_mcp::setup_mcp;
 pub use stored::secrets;
 pub use test::test;
 

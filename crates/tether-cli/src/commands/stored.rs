@@ -65,6 +65,7 @@ pub fn secrets(args: &SecretsArgs) -> anyhow::Result<u8> {
         } => set(installation, name, from.as_deref()),
         SecretsCommand::Rm { installation, name } => rm(installation, name),
         SecretsCommand::Move { to } => move_to(to),
+        SecretsCommand::Submit { nonce, from } => super::setup_mcp::submit(nonce, from.as_deref()),
     }
 }
 

@@ -1,0 +1,559 @@
+//! `tether setup-mcp`: an MCP server with the five `mcp_setup_*` tools that let any agent set
+//! up an MCP server from the registry while the secrets never pass through the model: the
+//! agent holds only `secret://` refs ([`refs`]); the values are typed by the person on a
+//! loopback page ([`page`]) and go from there to the test-connect and the secret store.
+//!
+//! The tools are built on the registry client and on `tether add`'s core (the choice of
+//! package, the launch config, the scratch test-connect, the atomic install).
+
+pub mod page;
+pub mod refs;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tether_config::{SecretValue, Secrets};
+use tether_registry::add::{Answers, BuildError};
+use tether_registry::{Registries, SearchQuery, Source};
+
+use crate::commands::add::{Trial, choose, install_built, local_name, test_connect};
+use crate::output::Progress;
+use refs::{RefError, Refs, masked};
+
+/// How long `request_secret` waits for the value after a URL elicitation was accepted.
+pub const DEFAULT_ELICITATION_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// What the server needs besides its refs.
+pub struct Settings {
+    /// The registries.
+    pub registries: Registries,
+    /// Startup timeout of a test-connect, in seconds.
+    pub test_timeout_secs: u64,
+    /// How long a URL elicitation waits for the value.
+    pub elicitation_timeout: Duration,
+    /// `http://127.0.0.1:PORT` of the entry page.
+    pub page_base: String,
+}
+
+struct Shared {
+    settings: Settings,
+    refs: Arc<Refs>,
+    /// The last entry `mcp_setup_get` described (the page names it).
+    last_server: Mutex<Option<String>>,
+}
+
+/// The setup server. Cheap to clone.
+#[derive(Clone)]
+pub struct SetupServer {
+    tool_router: ToolRouter<Self>,
+    shared: Arc<Shared>,
+}
+
+/// Arguments of `mcp_setup_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SearchArgs {
+    /// Text to look for in server names (and descriptions); empty or absent lists everything.
+    pub query: Option<String>,
+    /// Page number, from 1 (default 1).
+    pub page: Option<u32>,
+    /// Servers per page, 1 to 50 (default 10).
+    pub page_size: Option<u32>,
+    /// `official` or `smithery`; absent: every enabled registry.
+    pub source: Option<String>,
+}
+
+/// Arguments of `mcp_setup_get`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetArgs {
+    /// The server's name as `mcp_setup_search` gave it (e.g. `io.github.owner/server`).
+    pub qualified_name: String,
+}
+
+/// Arguments of `mcp_setup_request_secret`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RequestSecretArgs {
+    /// The key (one of `required_env_keys`).
+    pub key_name: String,
+    /// One sentence shown to the person: what the value is and where to find it.
+    pub prompt: String,
+}
+
+/// Arguments of `mcp_setup_test_connection` and `mcp_setup_install_and_connect`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ConnectArgs {
+    /// The server's name.
+    pub qualified_name: String,
+    /// Each required key → the `secret://` ref `mcp_setup_request_secret` returned for it.
+    #[serde(default)]
+    pub env_refs: BTreeMap<String, String>,
+}
+
+fn tool_error(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into())])
+}
+
+/// `values`' text replaced by `***` wherever it appears in `text` (a last guard: the driver
+/// already masks what it reports).
+fn redact(mut text: String, values: &[SecretValue]) -> String {
+    for value in values {
+        if !value.is_empty() {
+            text = text.replace(value.expose(), "***");
+        }
+    }
+    text
+}
+
+fn summary_keys(env_refs: &BTreeMap<String, String>) -> (Vec<&str>, Vec<String>) {
+    (
+        env_refs.keys().map(String::as_str).collect(),
+        env_refs.values().map(|r| masked(r)).collect(),
+    )
+}
+
+/// A registry entry as fetched.
+struct Prepared {
+    response: tether_registry::model::ServerResponse,
+    freshness: tether_registry::Freshness,
+}
+
+impl SetupServer {
+    /// A server over `settings`, handing out refs from `refs`.
+    pub fn new(settings: Settings, refs: Arc<Refs>) -> Self {
+        Self {
+            tool_router: Self::tool_router(),
+            shared: Arc::new(Shared {
+                settings,
+                refs,
+                last_server: Mutex::new(None),
+            }),
+        }
+    }
+
+    async fn entry(&self, name: &str) -> Result<Prepared, String> {
+        if name.starts_with('@') {
+            return Err(format!(
+                "{name} is a Smithery name; setup installs entries of the official registry only (for now)"
+            ));
+        }
+        let (response, freshness) = self
+            .shared
+            .settings
+            .registries
+            .official_server(name, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Prepared {
+            response,
+            freshness,
+        })
+    }
+
+    /// The answers for `env_refs` (secret inputs as secrets, others as values), resolved (or
+    /// consumed) through `take`, which names the key in its errors.
+    fn answers(
+        prepared: &Prepared,
+        env_refs: &BTreeMap<String, String>,
+        take: impl Fn(&str, &str) -> Result<SecretValue, RefError>,
+    ) -> Result<(Answers, Secrets, Vec<SecretValue>), String> {
+        let server = &prepared.response.server;
+        let choice = choose(server, None).map_err(|e| e.to_string())?;
+        let inputs = match &choice {
+            crate::commands::add::Choice::Package(p) => tether_registry::package_option(p).inputs,
+            crate::commands::add::Choice::Remote(r) => tether_registry::remote_option(r).inputs,
+        };
+        let mut answers = Answers::default();
+        let mut given = Secrets::new();
+        let mut values = Vec::new();
+        let mut errors = Vec::new();
+        for (key, reference) in env_refs {
+            let value = match take(key, reference) {
+                Ok(value) => value,
+                Err(error) => {
+                    errors.push(error.to_string());
+                    continue;
+                }
+            };
+            let Some(input) = inputs.iter().find(|i| &i.name == key) else {
+                let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+                errors.push(format!(
+                    "{key}: {} has no input of that name (its inputs: {})",
+                    server.name,
+                    if names.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        names.join(", ")
+                    }
+                ));
+                continue;
+            };
+            values.push(value.clone());
+            if input.secret {
+                answers.secrets.push(key.clone());
+                given.insert(key.clone(), value);
+            } else {
+                answers
+                    .values
+                    .entry(key.clone())
+                    .or_default()
+                    .push(value.expose().to_owned());
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors.join("\n"));
+        }
+        Ok((answers, given, values))
+    }
+
+    /// Build, test-connect, and (when `install`) store: the tool's result.
+    async fn connect(&self, args: ConnectArgs, install: bool) -> CallToolResult {
+        let prepared = match self.entry(&args.qualified_name).await {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                if install {
+                    // Consumed whatever the outcome.
+                    for (key, reference) in &args.env_refs {
+                        let _ = self.shared.refs.consume(key, reference);
+                    }
+                }
+                return tool_error(error);
+            }
+        };
+        let refs = &self.shared.refs;
+        let outcome = if install {
+            Self::answers(&prepared, &args.env_refs, |k, r| refs.consume(k, r))
+        } else {
+            Self::answers(&prepared, &args.env_refs, |k, r| refs.resolve(k, r))
+        };
+        if install {
+            // A ref the entry has no input for was not taken above: consume it as well.
+            for (key, reference) in &args.env_refs {
+                let _ = refs.consume(key, reference);
+            }
+        }
+        let (answers, given, values) = match outcome {
+            Ok(outcome) => outcome,
+            Err(error) => return tool_error(error),
+        };
+        let server = &prepared.response.server;
+        let choice = match choose(server, None) {
+            Ok(choice) => choice,
+            Err(error) => return tool_error(error.to_string()),
+        };
+        let built = match choice.build(&answers) {
+            Ok(built) => built,
+            Err(BuildError::Missing(missing)) => {
+                let names: Vec<&str> = missing.iter().map(|m| m.name.as_str()).collect();
+                return tool_error(format!(
+                    "{} still needs: {}; call mcp_setup_request_secret for each and pass the refs in env_refs",
+                    server.name,
+                    names.join(", ")
+                ));
+            }
+            Err(error) => return tool_error(redact(error.to_string(), &values)),
+        };
+        let local = local_name(server);
+        let progress = Progress::new();
+        let trial = test_connect(
+            &local,
+            &built,
+            &given,
+            self.shared.settings.test_timeout_secs,
+            &progress,
+        )
+        .await;
+        progress.finish();
+        let tools = match trial {
+            Ok(Trial::Ready(tools)) => tools,
+            Ok(Trial::Failed(reason)) => {
+                let reason = redact(reason, &values);
+                return if install {
+                    tool_error(format!(
+                        "the test-connect of {} failed, nothing was stored: {reason}; the refs are consumed, request the secrets again to retry",
+                        server.name
+                    ))
+                } else {
+                    CallToolResult::structured(json!({ "ok": false, "error": reason }))
+                };
+            }
+            Err(error) => return tool_error(redact(format!("{error:#}"), &values)),
+        };
+        let tools: Vec<Value> = tools
+            .iter()
+            .map(|t| json!({ "name": t.name, "description": t.description }))
+            .collect();
+        if !install {
+            return CallToolResult::structured(json!({ "ok": true, "tools": tools }));
+        }
+        let installed =
+            tokio::task::block_in_place(|| install_built(server, &choice, &local, &built, &given));
+        match installed {
+            Ok((uid, _store)) => {
+                tracing::info!(server = %server.name, %uid, "installed");
+                CallToolResult::structured(json!({
+                    "server_id": uid.to_string(),
+                    "status": "installed",
+                    "tools": tools,
+                }))
+            }
+            Err(error) => tool_error(redact(
+                format!(
+                    "storing {} failed, nothing was stored: {error:#}",
+                    server.name
+                ),
+                &values,
+            )),
+        }
+    }
+}
+
+#[tool_router]
+impl SetupServer {
+    /// Searches the registries.
+    #[tool(
+        name = "mcp_setup_search",
+        description = "Step 1 of setting up an MCP server: search the MCP registries. Returns {servers:[{name,title,description,transports,version,source,status}], total_pages}. Pass a server's `name` as qualified_name to mcp_setup_get. Flow: search → get → request_secret per key → test_connection → install_and_connect; you never see secret values."
+    )]
+    async fn mcp_setup_search(
+        &self,
+        Parameters(args): Parameters<SearchArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let page = args.page.unwrap_or(1).max(1) as usize;
+        let page_size = args.page_size.unwrap_or(10).clamp(1, 50) as usize;
+        tracing::info!(tool = "mcp_setup_search", query = ?args.query, page, page_size, source = ?args.source, "tool call");
+        let source = match args.source.as_deref() {
+            None | Some("") => None,
+            Some("official") => Some(Source::Official),
+            Some("smithery") => Some(Source::Smithery),
+            Some(other) => {
+                return Ok(tool_error(format!(
+                    "source {other:?}: use \"official\" or \"smithery\""
+                )));
+            }
+        };
+        let limit = (page * page_size).min(100);
+        let query = SearchQuery {
+            text: args.query.unwrap_or_default(),
+            limit,
+            source,
+            include_hidden: false,
+        };
+        let results = match self.shared.settings.registries.search(&query).await {
+            Ok(results) => results,
+            Err(error) => return Ok(tool_error(error.to_string())),
+        };
+        let total_pages = results.rows.len().div_ceil(page_size);
+        let servers: Vec<Value> = results
+            .rows
+            .iter()
+            .skip((page - 1) * page_size)
+            .take(page_size)
+            .map(|row| serde_json::to_value(row).unwrap_or(Value::Null))
+            .collect();
+        Ok(CallToolResult::structured(
+            json!({ "servers": servers, "total_pages": total_pages }),
+        ))
+    }
+
+    /// One entry and the keys it really needs.
+    #[tool(
+        name = "mcp_setup_get",
+        description = "Step 2: describe one server. Returns {detail, required_env_keys}: required_env_keys lists only the inputs the server cannot start without (no default), for the launch option tether would use. For each key call mcp_setup_request_secret; you never see the values."
+    )]
+    async fn mcp_setup_get(
+        &self,
+        Parameters(args): Parameters<GetArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        tracing::info!(tool = "mcp_setup_get", qualified_name = %args.qualified_name, "tool call");
+        let prepared = match self.entry(&args.qualified_name).await {
+            Ok(prepared) => prepared,
+            Err(error) => return Ok(tool_error(error)),
+        };
+        let server = &prepared.response.server;
+        let choice = match choose(server, None) {
+            Ok(choice) => choice,
+            Err(error) => return Ok(tool_error(error.to_string())),
+        };
+        let required: Vec<Value> = match choice.build(&Answers::default()) {
+            Ok(_) => Vec::new(),
+            Err(BuildError::Missing(missing)) => missing
+                .iter()
+                .map(|m| Value::String(m.name.clone()))
+                .collect(),
+            Err(error) => return Ok(tool_error(error.to_string())),
+        };
+        *self
+            .shared
+            .last_server
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(server.name.clone());
+        let detail = tether_registry::official_details(&prepared.response, prepared.freshness);
+        let mut detail = serde_json::to_value(&detail).unwrap_or(Value::Null);
+        if let Some(object) = detail.as_object_mut() {
+            object.remove("freshness");
+            object.insert("launch".to_owned(), json!(choice.describe()));
+        }
+        Ok(CallToolResult::structured(
+            json!({ "detail": detail, "required_env_keys": required }),
+        ))
+    }
+
+    /// A ref for a value the person enters out of band.
+    #[tool(
+        name = "mcp_setup_request_secret",
+        description = "Step 3, once per key of required_env_keys: ask the person for the value out of band. tether shows them a local page (through the client's URL elicitation when it supports it) where they type it; you never see it. Returns {ref:\"secret://…\"} once the value is in, or, when the client cannot open URLs, {ref, status:\"pending\", url, message} at once: pass the message to the person, word for word, and wait for them to say they submitted it. Use the ref in env_refs."
+    )]
+    async fn mcp_setup_request_secret(
+        &self,
+        Parameters(args): Parameters<RequestSecretArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let key = args.key_name.trim().to_owned();
+        if key.is_empty() {
+            return Ok(tool_error("key_name is empty"));
+        }
+        let server = self
+            .shared
+            .last_server
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let (requested, url) = match self.shared.refs.request(
+            &key,
+            &args.prompt,
+            server.clone(),
+            &self.shared.settings.page_base,
+        ) {
+            Ok(requested) => requested,
+            Err(error) => return Ok(tool_error(error.to_string())),
+        };
+        // The ref and the page's nonce are masked in every log line from now on (rmcp's
+        // trace of the messages included).
+        if let Some(id) = requested.reference.strip_prefix(refs::SCHEME) {
+            crate::log_mask::register([
+                &SecretValue::new(id.to_owned()),
+                &SecretValue::new(requested.nonce.clone()),
+            ]);
+        }
+        let elicit = context
+            .peer
+            .supported_elicitation_modes()
+            .contains(&rmcp::service::ElicitationMode::Url);
+        tracing::info!(tool = "mcp_setup_request_secret", key = %key, r#ref = %masked(&requested.reference), url_elicitation = elicit, "tool call");
+        let purpose = server
+            .as_deref()
+            .map(|s| format!(" for the MCP server {s}"))
+            .unwrap_or_default();
+        let message = format!(
+            "tether needs {key}{purpose}: {}. Open {url} in your browser and enter it there (the agent never sees it).",
+            args.prompt.trim_end_matches('.')
+        );
+        if elicit {
+            let timeout = self.shared.settings.elicitation_timeout;
+            let elicitation = context
+                .peer
+                .create_elicitation_with_timeout(
+                    ElicitRequestParams::UrlElicitationParams {
+                        meta: None,
+                        message: message.clone(),
+                        url: url.clone(),
+                        elicitation_id: requested.nonce.clone(),
+                    },
+                    Some(timeout),
+                )
+                .await;
+            match elicitation.map(|r| r.action) {
+                Ok(ElicitationAction::Accept) => {
+                    if self
+                        .shared
+                        .refs
+                        .wait_submitted(&requested.nonce, timeout)
+                        .await
+                    {
+                        return Ok(CallToolResult::structured(
+                            json!({ "ref": requested.reference }),
+                        ));
+                    }
+                    self.shared.refs.discard(&requested.reference);
+                    return Ok(tool_error(
+                        RefError::Declined {
+                            key,
+                            why: format!("nothing was submitted within {} s", timeout.as_secs()),
+                        }
+                        .to_string(),
+                    ));
+                }
+                Ok(action) => {
+                    self.shared.refs.discard(&requested.reference);
+                    let why = match action {
+                        ElicitationAction::Decline => "the user declined",
+                        _ => "the user cancelled",
+                    };
+                    return Ok(tool_error(
+                        RefError::Declined {
+                            key,
+                            why: why.to_owned(),
+                        }
+                        .to_string(),
+                    ));
+                }
+                Err(error) => {
+                    // E.g. a protocol version that forbids server-to-client requests: the
+                    // person opens the page themselves.
+                    tracing::info!(
+                        "URL elicitation failed ({error}); returning the page URL instead"
+                    );
+                }
+            }
+        }
+        Ok(CallToolResult::structured(json!({
+            "ref": requested.reference,
+            "status": "pending",
+            "url": url,
+            "message": message,
+        })))
+    }
+
+    /// Test-connects without storing anything.
+    #[tool(
+        name = "mcp_setup_test_connection",
+        description = "Step 4: start the server with the values behind env_refs ({KEY: \"secret://…\"}) in a scratch directory, run initialize and tools/list, and stop it; nothing is stored. Returns {ok, tools?, error?}. The refs stay usable after a failure (request a new one for a wrong value)."
+    )]
+    async fn mcp_setup_test_connection(
+        &self,
+        Parameters(args): Parameters<ConnectArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let (keys, refs) = summary_keys(&args.env_refs);
+        tracing::info!(tool = "mcp_setup_test_connection", qualified_name = %args.qualified_name, ?keys, ?refs, "tool call");
+        Ok(self.connect(args, false).await)
+    }
+
+    /// Test-connects and installs.
+    #[tool(
+        name = "mcp_setup_install_and_connect",
+        description = "Step 5: test-connect as mcp_setup_test_connection does and, only if the server is ready, install it with its secrets in the OS credential store, atomically. Returns {server_id, status, tools}. The refs are consumed whatever the outcome: after a failure, request the secrets again."
+    )]
+    async fn mcp_setup_install_and_connect(
+        &self,
+        Parameters(args): Parameters<ConnectArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let (keys, refs) = summary_keys(&args.env_refs);
+        tracing::info!(tool = "mcp_setup_install_and_connect", qualified_name = %args.qualified_name, ?keys, ?refs, "tool call");
+        Ok(self.connect(args, true).await)
+    }
+}
+
+#[tool_handler(
+    router = self.tool_router,
+    name = "tether-setup-mcp",
+    instructions = "Sets up MCP servers from the registries. Flow: mcp_setup_search → mcp_setup_get → mcp_setup_request_secret for each of required_env_keys → mcp_setup_test_connection → mcp_setup_install_and_connect. You never see a secret value: the person types it on a local tether page, and you only pass opaque secret:// refs."
+)]
+impl ServerHandler for SetupServer {}

@@ -1,0 +1,308 @@
+//! The loopback page where a person types a secret: `GET /secret/NONCE` shows one form with
+//! one password field, `POST /secret/NONCE` (`application/x-www-form-urlencoded`, field
+//! `value`) hands the value to [`Refs::submit`] and kills the nonce.
+//!
+//! Admission (kept in this module so it can be shared with other loopback servers): the
+//! `Host` header must name this listener (`127.0.0.1:PORT` or `localhost:PORT`), which
+//! defeats DNS rebinding; a POST must carry an `Origin` of the same listener, which defeats
+//! cross-site form posts. No value appears in a URL, a log line or a response.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tether_config::SecretValue;
+use zeroize::Zeroizing;
+
+use super::refs::{Refs, Submitted};
+
+/// The largest form body taken (a PEM key fits; anything bigger is refused unread).
+const MAX_BODY: usize = 64 * 1024;
+
+/// Which `Host` and `Origin` values a loopback listener accepts.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    hosts: Vec<String>,
+    origins: Vec<String>,
+}
+
+impl Admission {
+    /// For a listener on `address` (a loopback address).
+    pub fn for_address(address: SocketAddr) -> Self {
+        let port = address.port();
+        let mut hosts = vec![format!("127.0.0.1:{port}"), format!("localhost:{port}")];
+        if address.is_ipv6() {
+            hosts.push(format!("[::1]:{port}"));
+        }
+        let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
+        Self { hosts, origins }
+    }
+
+    /// Whether `headers` name this listener as their `Host`.
+    pub fn host_ok(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|host| self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)))
+    }
+
+    /// Whether `headers` carry an `Origin` of this listener (required for a state change).
+    pub fn origin_ok(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(header::ORIGIN)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|origin| self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin)))
+    }
+}
+
+#[derive(Clone)]
+struct PageState {
+    refs: Arc<Refs>,
+    admission: Admission,
+}
+
+/// Serves the page on `listener` until the process ends.
+pub fn serve(listener: tokio::net::TcpListener, refs: Arc<Refs>) -> anyhow::Result<SocketAddr> {
+    let address = listener.local_addr()?;
+    let state = PageState {
+        refs,
+        admission: Admission::for_address(address),
+    };
+    let app = Router::new()
+        .route("/secret/{nonce}", get(show).post(submit))
+        .fallback(not_found)
+        .with_state(state);
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            tracing::warn!("the secret entry page stopped: {error}");
+        }
+    });
+    Ok(address)
+}
+
+/// HTML-escapes text for an element or an attribute.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn html(status: StatusCode, title: &str, body: &str) -> Response {
+    let page = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<style>body{{font-family:sans-serif;max-width:36em;margin:2em auto;padding:0 1em;line-height:1.5}}label,input,button{{font-size:1.1em}}input{{width:100%;box-sizing:border-box;padding:.4em}}button{{margin-top:1em;padding:.4em 1.2em}}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n",
+        title = escape(title)
+    );
+    let mut response = (status, page).into_response();
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+        (header::CACHE_CONTROL, "no-store"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+fn refused(status: StatusCode, why: &str) -> Response {
+    html(
+        status,
+        "Refused",
+        &format!("<h1>Refused</h1>\n<p>{}</p>", escape(why)),
+    )
+}
+
+fn gone() -> Response {
+    html(
+        StatusCode::NOT_FOUND,
+        "Link no longer valid",
+        "<h1>This link is no longer valid</h1>\n<p>It was already used, it expired, or it never existed. Ask the agent to request the value again.</p>",
+    )
+}
+
+async fn not_found() -> Response {
+    refused(StatusCode::NOT_FOUND, "Nothing here.")
+}
+
+async fn show(
+    State(state): State<PageState>,
+    Path(nonce): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !state.admission.host_ok(&headers) {
+        return refused(StatusCode::MISDIRECTED_REQUEST, "Unexpected Host header.");
+    }
+    let Some(info) = state.refs.page(&nonce) else {
+        return gone();
+    };
+    tracing::info!(key = %info.key, "secret entry page shown");
+    let server = info
+        .server
+        .as_deref()
+        .map(|s| format!(" for <strong>{}</strong>", escape(s)))
+        .unwrap_or_default();
+    let body = format!(
+        "<h1>Enter {key}</h1>\n<p>tether is setting up an MCP server{server} and needs <strong>{key}</strong>.</p>\n<p>{prompt}</p>\n<p>The value goes to tether on this computer only; the agent never sees it.</p>\n<form method=\"post\" action=\"/secret/{nonce}\" autocomplete=\"off\">\n<label for=\"value\">{key}</label>\n<input id=\"value\" name=\"value\" type=\"password\" required autofocus autocomplete=\"off\" spellcheck=\"false\">\n<button type=\"submit\">Submit</button>\n</form>",
+        key = escape(&info.key),
+        prompt = escape(&info.prompt),
+        nonce = escape(&nonce),
+    );
+    html(StatusCode::OK, &format!("Enter {}", info.key), &body)
+}
+
+/// Decodes one `application/x-www-form-urlencoded` component (`+` is a space).
+fn form_decode(text: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
+    let mut out = Zeroizing::new(Vec::with_capacity(text.len()));
+    let mut i = 0;
+    while i < text.len() {
+        match text[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = text.get(i + 1..i + 3)?;
+                let hex = std::str::from_utf8(hex).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    Some(out)
+}
+
+/// The `value` field of a form body.
+fn form_value(body: &[u8]) -> Option<SecretValue> {
+    body.split(|b| *b == b'&').find_map(|pair| {
+        let (name, value) = match pair.iter().position(|b| *b == b'=') {
+            Some(at) => (&pair[..at], &pair[at + 1..]),
+            None => (pair, &[][..]),
+        };
+        if name != b"value" {
+            return None;
+        }
+        let bytes = form_decode(value)?;
+        let text = std::str::from_utf8(&bytes).ok()?;
+        Some(SecretValue::new(text.to_owned()))
+    })
+}
+
+async fn submit(
+    State(state): State<PageState>,
+    Path(nonce): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    // The body is copied out of `Bytes` only once it is accepted; the copy is zeroized.
+    if !state.admission.host_ok(&headers) {
+        return refused(StatusCode::MISDIRECTED_REQUEST, "Unexpected Host header.");
+    }
+    if !state.admission.origin_ok(&headers) {
+        return refused(
+            StatusCode::FORBIDDEN,
+            "This form only accepts submissions from its own page.",
+        );
+    }
+    let form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| {
+            t.split(';').next().is_some_and(|m| {
+                m.trim()
+                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+            })
+        });
+    if !form {
+        return refused(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Expected a form (application/x-www-form-urlencoded).",
+        );
+    }
+    if body.len() > MAX_BODY {
+        return refused(StatusCode::PAYLOAD_TOO_LARGE, "The value is too long.");
+    }
+    let Some(info) = state.refs.page(&nonce) else {
+        return gone();
+    };
+    let Some(value) = form_value(&body).filter(|v| !v.is_empty()) else {
+        return refused(StatusCode::BAD_REQUEST, "The form had no value.");
+    };
+    crate::log_mask::register([&value]);
+    match state.refs.submit(&nonce, value) {
+        Submitted::Accepted => {
+            tracing::info!(key = %info.key, "secret submitted on the entry page");
+            html(
+                StatusCode::OK,
+                "Received",
+                &format!(
+                    "<h1>Received</h1>\n<p>tether has {}. You can close this page and go back to the agent.</p>",
+                    escape(&info.key)
+                ),
+            )
+        }
+        Submitted::Unknown => gone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn form_values_decode_plus_and_percent() {
+        let value = form_value(b"other=1&value=a+b%26c%3D%25").expect("a value");
+        assert_eq!(value.expose(), "a b&c=%");
+        assert!(form_value(b"value=%zz").is_none());
+        assert!(form_value(b"nothing=1").is_none());
+    }
+
+    #[test]
+    fn admission_takes_this_listener_only() {
+        let admission = Admission::for_address("127.0.0.1:4242".parse().expect("an address"));
+        let mut headers = HeaderMap::new();
+        assert!(!admission.host_ok(&headers));
+        headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:4242"));
+        assert!(admission.host_ok(&headers));
+        headers.insert(header::HOST, HeaderValue::from_static("evil.example:4242"));
+        assert!(!admission.host_ok(&headers));
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://localhost:4242"),
+        );
+        assert!(admission.origin_ok(&headers));
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:4243"),
+        );
+        assert!(!admission.origin_ok(&headers));
+        headers.insert(header::ORIGIN, HeaderValue::from_static("null"));
+        assert!(!admission.origin_ok(&headers));
+    }
+
+    #[test]
+    fn escaping_keeps_markup_out() {
+        assert_eq!(
+            escape("<a href=\"x\">'&"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;"
+        );
+    }
+}

@@ -1,0 +1,645 @@
+//! `tether setup-mcp` driven by a real MCP client (rmcp) over stdio, against the loopback
+//! fixture registry. The entry `io.github.example/web-search` launches (through an `npx`
+//! shim) tether-test-mcp with `--expect-env-file SEARCH_API_KEY=…`, which refuses to start
+//! unless its environment holds the exact secret: `ok: true` proves the value went from the
+//! page (a real HTTP POST) through tether to the server, without the client.
+
+#![allow(
+    clippy::expect_used,
+    reason = "test helpers outside #[test] fns say what they were doing when they fail"
+)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ElicitationCapability, Implementation, ProtocolVersion,
+    UrlElicitationCapability,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tether_testkit::{FixtureRegistry, holds, test_server_bin};
+
+/// The secret the test server insists on; it must appear nowhere but the secret store.
+const SENTINEL: &str = "sentinel-Zq8-setup-secret-value";
+/// A wrong value (the server refuses to start with it); also a sentinel.
+const WRONG: &str = "sentinel-wrong-value-Kp3";
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+    registry: FixtureRegistry,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let expected = dir.path().join("expected-secret");
+        std::fs::write(&expected, SENTINEL).expect("writing the expected secret");
+        // npx -y web-search-mcp@1.0.0 → the test server, which checks SEARCH_API_KEY.
+        let shim = dir.path().join("shim");
+        std::fs::create_dir_all(&shim).expect("the shim directory");
+        let npx = shim.join("npx");
+        std::fs::write(
+            &npx,
+            format!(
+                "#!/bin/sh\n[ \"$1\" = -y ] && [ \"$2\" = web-search-mcp@1.0.0 ] || {{ echo \"unexpected npx $*\" >&2; exit 64; }}\nexec {} --expect-env-file SEARCH_API_KEY={}\n",
+                test_server_bin().display(),
+                expected.display()
+            ),
+        )
+        .expect("writing the npx shim");
+        std::fs::set_permissions(&npx, std::fs::Permissions::from_mode(0o755))
+            .expect("making the shim executable");
+        Self {
+            dir,
+            registry: FixtureRegistry::start(&[]),
+        }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("tether-home")
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("setup-mcp.log")
+    }
+
+    fn path_var(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.path().join("shim").display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
+    fn command(&self, program: &Path, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("TETHER_HOME", self.home())
+            .env("TETHER_REGISTRY_URL", &self.registry.url)
+            .env("TETHER_SECRET_STORE", "file")
+            .env("PATH", self.path_var())
+            .env("NO_COLOR", "1")
+            .env_remove("SMITHERY_API_KEY")
+            .env_remove("TETHER_SERVER_URL")
+            .env_remove("RUST_LOG");
+        command
+    }
+
+    /// `tether setup-mcp -vvv` served to `client`, its stderr in [`Sandbox::log`].
+    async fn connect<C: ClientHandler>(&self, client: C) -> RunningService<RoleClient, C> {
+        let command = self.command(tether(), &["-vvv", "setup-mcp", "--timeout", "30"]);
+        let log = std::fs::File::create(self.log()).expect("creating the log file");
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("starting tether setup-mcp");
+        client.serve(transport).await.expect("initialize")
+    }
+
+    /// What tether wrote under TETHER_HOME, except the secret store's own file.
+    fn files_outside_the_secret_store(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let mut stack = vec![self.home()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.file_name().is_some_and(|n| n != "secrets.json") {
+                    bytes.extend(std::fs::read(&path).unwrap_or_default());
+                }
+            }
+        }
+        bytes
+    }
+}
+
+fn tether() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tether"))
+}
+
+/// Every tool result's JSON, kept for the sentinel search.
+#[derive(Default, Clone)]
+struct Transcript(Arc<Mutex<String>>);
+
+impl Transcript {
+    fn push(&self, text: &str) {
+        self.0.lock().expect("the transcript").push_str(text);
+    }
+    fn text(&self) -> String {
+        self.0.lock().expect("the transcript").clone()
+    }
+}
+
+async fn call<S: rmcp::service::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+    transcript: &Transcript,
+    name: &'static str,
+    arguments: Value,
+) -> CallToolResult {
+    let arguments = arguments.as_object().cloned().expect("an object");
+    let result = client
+        .call_tool(CallToolRequestParams::new(name).with_arguments(arguments))
+        .await
+        .expect("tools/call");
+    transcript.push(&serde_json::to_string(&result).expect("a result as JSON"));
+    result
+}
+
+/// `tool` for the entry with one ref for `key`.
+async fn with_ref<S: rmcp::service::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+    transcript: &Transcript,
+    tool: &'static str,
+    key: &str,
+    reference: &str,
+) -> CallToolResult {
+    call(
+        client,
+        transcript,
+        tool,
+        json!({"qualified_name": ENTRY, "env_refs": {key: reference}}),
+    )
+    .await
+}
+
+/// `mcp_setup_request_secret` for SEARCH_API_KEY.
+async fn request<S: rmcp::service::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+    transcript: &Transcript,
+    prompt: &str,
+) -> CallToolResult {
+    call(
+        client,
+        transcript,
+        "mcp_setup_request_secret",
+        json!({"key_name": "SEARCH_API_KEY", "prompt": prompt}),
+    )
+    .await
+}
+
+fn structured(result: &CallToolResult) -> Value {
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    result
+        .structured_content
+        .clone()
+        .expect("structured content")
+}
+
+fn error_text(result: &CallToolResult) -> String {
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    serde_json::to_string(&result.content).expect("content as JSON")
+}
+
+/// A form POST to the page, as a browser on it would send it: the status and the body.
+async fn post(url: &str, value: &str, host: Option<&str>, origin: Option<&str>) -> (u16, String) {
+    let parsed = reqwest::Url::parse(url).expect("a page URL");
+    let own = format!(
+        "{}:{}",
+        parsed.host_str().expect("a host"),
+        parsed.port().expect("a port")
+    );
+    let mut body = String::from("value=");
+    for byte in value.bytes() {
+        body.push_str(&format!("%{byte:02X}"));
+    }
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .header("Host", host.unwrap_or(&own))
+        .body(body);
+    let origin = origin.map_or_else(|| format!("http://{own}"), str::to_owned);
+    if !origin.is_empty() {
+        request = request.header("Origin", origin);
+    }
+    let response = request.send().await.expect("posting the form");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+async fn tool_names<S: rmcp::service::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+) -> Vec<String> {
+    let mut names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+const TOOLS: [&str; 5] = [
+    "mcp_setup_get",
+    "mcp_setup_install_and_connect",
+    "mcp_setup_request_secret",
+    "mcp_setup_search",
+    "mcp_setup_test_connection",
+];
+
+const ENTRY: &str = "io.github.example/web-search";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_url_elicitation_the_agent_passes_the_page_on_and_installs_with_refs_only() {
+    let sandbox = Sandbox::new();
+    let transcript = Transcript::default();
+    let client = sandbox.connect(ClientConfig::default()).await;
+    assert_eq!(tool_names(&client).await, TOOLS);
+
+    let found = structured(
+        &call(
+            &client,
+            &transcript,
+            "mcp_setup_search",
+            json!({"query": "web-search"}),
+        )
+        .await,
+    );
+    assert_eq!(found["servers"][0]["name"], ENTRY, "{found}");
+    assert_eq!(found["total_pages"], 1, "{found}");
+
+    let got = structured(
+        &call(
+            &client,
+            &transcript,
+            "mcp_setup_get",
+            json!({"qualified_name": ENTRY}),
+        )
+        .await,
+    );
+    // SEARCH_MAX is declared but optional: only the key the server cannot start without.
+    assert_eq!(got["required_env_keys"], json!(["SEARCH_API_KEY"]), "{got}");
+    assert_eq!(got["detail"]["name"], ENTRY, "{got}");
+
+    // A wrong value first: the test fails, the ref survives the failure.
+    let asked = structured(&request(&client, &transcript, "Your search API key").await);
+    assert_eq!(asked["status"], "pending", "{asked}");
+    let wrong_ref = asked["ref"].as_str().expect("a ref").to_owned();
+    let url = asked["url"].as_str().expect("a url").to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert!(
+        asked["message"].as_str().expect("a message").contains(&url),
+        "{asked}"
+    );
+    let hex = wrong_ref
+        .strip_prefix("secret://")
+        .expect("a secret:// ref");
+    assert!(
+        hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{wrong_ref}"
+    );
+
+    // Still pending: a clear error naming the key and the URL.
+    let pending = error_text(
+        &with_ref(
+            &client,
+            &transcript,
+            "mcp_setup_test_connection",
+            "SEARCH_API_KEY",
+            &wrong_ref,
+        )
+        .await,
+    );
+    assert!(
+        pending.contains("SEARCH_API_KEY") && pending.contains(&url),
+        "{pending}"
+    );
+
+    // The page: its key, prompt, server and one password field.
+    let page = reqwest::get(&url).await.expect("GET the page");
+    assert_eq!(page.status().as_u16(), 200);
+    let html = page.text().await.expect("the page");
+    for part in [
+        "SEARCH_API_KEY",
+        "Your search API key",
+        ENTRY,
+        "type=\"password\"",
+        "method=\"post\"",
+    ] {
+        assert!(html.contains(part), "{part} missing from {html}");
+    }
+    assert!(!html.contains("http"), "no external resource: {html}");
+
+    // Wrong Host, foreign Origin, no Origin: refused, and the nonce stays alive.
+    assert_eq!(post(&url, WRONG, Some("evil.example"), None).await.0, 421);
+    assert_eq!(
+        post(&url, WRONG, None, Some("http://evil.example")).await.0,
+        403
+    );
+    assert_eq!(post(&url, WRONG, None, Some("")).await.0, 403);
+    let (status, body) = post(&url, WRONG, None, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("close this page"), "{body}");
+    assert!(!body.contains(WRONG));
+    // The nonce is dead.
+    assert_eq!(post(&url, WRONG, None, None).await.0, 404);
+    assert_eq!(
+        reqwest::get(&url).await.expect("GET").status().as_u16(),
+        404
+    );
+
+    for _ in 0..2 {
+        let failed = structured(
+            &with_ref(
+                &client,
+                &transcript,
+                "mcp_setup_test_connection",
+                "SEARCH_API_KEY",
+                &wrong_ref,
+            )
+            .await,
+        );
+        assert_eq!(failed["ok"], false, "{failed}");
+        assert!(failed["error"].is_string(), "{failed}");
+    }
+    // A ref is for its key only.
+    let wrong_key = error_text(
+        &with_ref(
+            &client,
+            &transcript,
+            "mcp_setup_test_connection",
+            "SEARCH_MAX",
+            &wrong_ref,
+        )
+        .await,
+    );
+    assert!(
+        wrong_key.contains("SEARCH_MAX") && wrong_key.contains("requested for SEARCH_API_KEY"),
+        "{wrong_key}"
+    );
+
+    // The right value, entered on the page.
+    let asked = structured(&request(&client, &transcript, "Your search API key").await);
+    let good_ref = asked["ref"].as_str().expect("a ref").to_owned();
+    assert_ne!(good_ref, wrong_ref);
+    let url = asked["url"].as_str().expect("a url").to_owned();
+    assert_eq!(post(&url, SENTINEL, None, None).await.0, 200);
+    let ok = structured(
+        &with_ref(
+            &client,
+            &transcript,
+            "mcp_setup_test_connection",
+            "SEARCH_API_KEY",
+            &good_ref,
+        )
+        .await,
+    );
+    assert_eq!(ok["ok"], true, "{ok}");
+    let tools: Vec<&str> = ok["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(tools, ["add", "echo", "env_check"]);
+
+    let installed = structured(
+        &with_ref(
+            &client,
+            &transcript,
+            "mcp_setup_install_and_connect",
+            "SEARCH_API_KEY",
+            &good_ref,
+        )
+        .await,
+    );
+    assert_eq!(installed["status"], "installed", "{installed}");
+    let uid = installed["server_id"]
+        .as_str()
+        .expect("a server id")
+        .to_owned();
+    assert_eq!(uid.len(), 36, "{uid}");
+    // Consumed: the ref is gone, and the error says so.
+    let consumed = error_text(
+        &with_ref(
+            &client,
+            &transcript,
+            "mcp_setup_test_connection",
+            "SEARCH_API_KEY",
+            &good_ref,
+        )
+        .await,
+    );
+    assert!(
+        consumed.contains("SEARCH_API_KEY") && consumed.contains("consumed"),
+        "{consumed}"
+    );
+    client.cancel().await.expect("closing the session");
+
+    // The installation runs from the store, with the secret the person typed.
+    let out = sandbox
+        .command(tether(), &["test", "--mcp", &uid])
+        .output()
+        .await
+        .expect("tether test");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let log = std::fs::read_to_string(sandbox.log()).expect("the log");
+    assert!(log.contains("mcp_setup_install_and_connect"), "{log}");
+    for sentinel in [SENTINEL, WRONG] {
+        assert!(
+            !transcript.text().contains(sentinel),
+            "a tool result holds a secret"
+        );
+        assert!(!log.contains(sentinel), "the -vvv log holds a secret");
+        assert!(!holds(&sandbox.files_outside_the_secret_store(), sentinel));
+    }
+    assert!(!log.contains(&good_ref), "a whole ref in the log");
+    let store = std::fs::read_to_string(sandbox.home().join("secrets.json")).expect("the store");
+    assert!(store.contains(SENTINEL), "the secret is in the store");
+}
+
+/// A client that declares URL elicitation and, when asked, plays the person: opens the
+/// page and submits `value` (or declines).
+#[derive(Clone)]
+struct Person {
+    value: Option<&'static str>,
+    urls: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Person {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let ElicitRequestParams::UrlElicitationParams { url, message, .. } = request else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        assert!(
+            message.contains("SEARCH_API_KEY") && message.contains(&url),
+            "{message}"
+        );
+        self.urls.lock().expect("urls").push(url.clone());
+        let Some(value) = self.value else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        // Consent first, the page a moment later (as a person would).
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let (status, _) = post(&url, value, None, None).await;
+            assert_eq!(status, 200);
+        });
+        Ok(ElicitResult::new(ElicitationAction::Accept))
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation =
+            Some(ElicitationCapability::new().with_url(UrlElicitationCapability::new()));
+        ClientConfig::new(capabilities, Implementation::new("person", "1.0"))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_url_elicitation_request_secret_returns_once_the_value_is_in() {
+    let sandbox = Sandbox::new();
+    let transcript = Transcript::default();
+    let person = Person {
+        value: Some(SENTINEL),
+        urls: Arc::default(),
+    };
+    let client = sandbox.connect(person.clone()).await;
+    assert_eq!(tool_names(&client).await, TOOLS);
+    structured(
+        &call(
+            &client,
+            &transcript,
+            "mcp_setup_get",
+            json!({"qualified_name": ENTRY}),
+        )
+        .await,
+    );
+    let asked = structured(&request(&client, &transcript, "Your search API key").await);
+    assert_eq!(
+        asked.as_object().map(|o| o.len()),
+        Some(1),
+        "only the ref: {asked}"
+    );
+    let reference = asked["ref"].as_str().expect("a ref").to_owned();
+    let urls = person.urls.lock().expect("urls").clone();
+    assert_eq!(urls.len(), 1);
+    // The page's nonce is dead once the value is in.
+    assert_eq!(post(&urls[0], "again", None, None).await.0, 404);
+
+    let installed = structured(
+        &with_ref(
+            &client,
+            &transcript,
+            "mcp_setup_install_and_connect",
+            "SEARCH_API_KEY",
+            &reference,
+        )
+        .await,
+    );
+    assert_eq!(installed["status"], "installed", "{installed}");
+    client.cancel().await.expect("closing the session");
+
+    let log = std::fs::read_to_string(sandbox.log()).expect("the log");
+    assert!(!transcript.text().contains(SENTINEL));
+    assert!(!log.contains(SENTINEL));
+    assert!(!holds(&sandbox.files_outside_the_secret_store(), SENTINEL));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_elicitation_is_a_clear_error_and_a_failed_install_consumes_the_refs() {
+    let sandbox = Sandbox::new();
+    let transcript = Transcript::default();
+    let client = sandbox
+        .connect(Person {
+            value: None,
+            urls: Arc::default(),
+        })
+        .await;
+    let declined = error_text(&request(&client, &transcript, "Your search API key").await);
+    assert!(
+        declined.contains("SEARCH_API_KEY") && declined.contains("declined"),
+        "{declined}"
+    );
+    client.cancel().await.expect("closing the session");
+
+    // Without elicitation: a wrong value, install fails, nothing stored, ref consumed.
+    let client = sandbox.connect(ClientConfig::default()).await;
+    let asked = structured(&request(&client, &transcript, "key").await);
+    let reference = asked["ref"].as_str().expect("a ref").to_owned();
+    // `tether secrets submit NONCE` does what the page does (value from stdin here).
+    let nonce = asked["url"]
+        .as_str()
+        .and_then(|u| u.rsplit('/').next())
+        .expect("a nonce")
+        .to_owned();
+    let mut submit = sandbox.command(tether(), &["secrets", "submit", &nonce]);
+    submit
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = submit.spawn().expect("tether secrets submit");
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(WRONG.as_bytes())
+            .await
+            .expect("writing the value");
+    }
+    let out = child
+        .wait_with_output()
+        .await
+        .expect("tether secrets submit");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let failed = error_text(
+        &with_ref(
+            &client,
+            &transcript,
+            "mcp_setup_install_and_connect",
+            "SEARCH_API_KEY",
+            &reference,
+        )
+        .await,
+    );
+    assert!(failed.contains("nothing was stored"), "{failed}");
+    let again = error_text(
+        &with_ref(
+            &client,
+            &transcript,
+            "mcp_setup_test_connection",
+            "SEARCH_API_KEY",
+            &reference,
+        )
+        .await,
+    );
+    assert!(again.contains("consumed"), "{again}");
+    client.cancel().await.expect("closing the session");
+    let list = sandbox
+        .command(tether(), &["list", "--json"])
+        .output()
+        .await
+        .expect("tether list");
+    let list: Value = serde_json::from_slice(&list.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        list["installations"].as_array().map(Vec::len).unwrap_or(0),
+        0,
+        "{list}"
+    );
+    assert!(!transcript.text().contains(WRONG));
+    assert!(!holds(&sandbox.files_outside_the_secret_store(), WRONG));
+}
