@@ -111,7 +111,9 @@ fn html(status: StatusCode, title: &str, body: &str) -> Response {
     for (name, value) in [
         (header::CONTENT_TYPE, "text/html; charset=utf-8"),
         (header::CACHE_CONTROL, "no-store"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        // Not `no-referrer`: under it a browser sends `Origin: null` with the form's own POST
+        // (Fetch's request-origin serialisation), which the Origin check must refuse.
+        (header::REFERRER_POLICY, "same-origin"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::X_FRAME_OPTIONS, "DENY"),
         (

@@ -9,6 +9,8 @@
     reason = "test helpers outside #[test] fns say what they were doing when they fail"
 )]
 
+mod browser;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -642,4 +644,79 @@ async fn a_declined_elicitation_is_a_clear_error_and_a_failed_install_consumes_t
     );
     assert!(!transcript.text().contains(WRONG));
     assert!(!holds(&sandbox.files_outside_the_secret_store(), WRONG));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_real_browser_the_page_takes_the_secret_once_and_refuses_foreign_hosts_and_origins() {
+    // `rebound.test` resolves to 127.0.0.1 in this browser only: a DNS-rebinding stand-in.
+    let Some(driver) = browser::Driver::start("MAP rebound.test 127.0.0.1").await else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let transcript = Transcript::default();
+    let client = sandbox.connect(ClientConfig::default()).await;
+    structured(
+        &call(
+            &client,
+            &transcript,
+            "mcp_setup_get",
+            json!({"qualified_name": ENTRY}),
+        )
+        .await,
+    );
+    let asked = structured(&request(&client, &transcript, "Your search API key").await);
+    let reference = asked["ref"].as_str().expect("a ref").to_owned();
+    let url = asked["url"].as_str().expect("a url").to_owned();
+
+    // Wrong Host: the same listener reached under another name.
+    driver.open(&url.replace("127.0.0.1", "rebound.test")).await;
+    let refused = driver.wait_for("Unexpected Host").await;
+    assert!(refused.contains("Unexpected Host"), "{refused}");
+    assert!(!refused.contains("type=\"password\""), "{refused}");
+
+    // A foreign origin's form posting to the page (a data: page: Origin null).
+    let attacker = format!(
+        "data:text/html,<form id=f method=post action=\"{url}\"><input name=value value=\"{WRONG}\"></form><script>document.getElementById('f').submit()</script>"
+    );
+    driver.open(&attacker).await;
+    let refused = driver.wait_for("own page").await;
+    assert!(
+        refused.contains("only accepts submissions from its own page"),
+        "{refused}"
+    );
+
+    // The person: opens the page, types, submits.
+    driver.open(&url).await;
+    let page = driver.source().await;
+    assert!(
+        page.contains("SEARCH_API_KEY") && page.contains(ENTRY),
+        "{page}"
+    );
+    driver.type_into("input[type=password]", SENTINEL).await;
+    driver.click("button[type=submit]").await;
+    let done = driver.wait_for("close this page").await;
+    assert!(done.contains("close this page"), "{done}");
+    assert!(!done.contains(SENTINEL), "the answer echoes the value");
+
+    // A second submission: the page is gone.
+    driver.open(&url).await;
+    let gone = driver.wait_for("no longer valid").await;
+    assert!(gone.contains("no longer valid"), "{gone}");
+    driver.quit().await;
+
+    // The value the browser sent is the one the server insists on.
+    let ok = structured(
+        &with_ref(
+            &client,
+            &transcript,
+            "mcp_setup_test_connection",
+            "SEARCH_API_KEY",
+            &reference,
+        )
+        .await,
+    );
+    assert_eq!(ok["ok"], true, "{ok}");
+    client.cancel().await.expect("closing the session");
+    let log = std::fs::read_to_string(sandbox.log()).expect("the log");
+    assert!(!log.contains(SENTINEL) && !transcript.text().contains(SENTINEL));
 }
