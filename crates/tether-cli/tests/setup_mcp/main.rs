@@ -10,6 +10,7 @@
 )]
 
 mod browser;
+mod harnesses;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
