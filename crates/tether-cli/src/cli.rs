@@ -123,7 +123,7 @@ answers), so `tether test --mcp NAME` needs no --secret.",
         name = "setup-mcp",
         after_help = "Examples:
   claude mcp add tether-setup -- tether setup-mcp
-  tether setup-mcp --timeout 60
+  tether setup-mcp --listen 127.0.0.1:8765 --token-file ~/.config/tether-setup.token
 
 Tools: mcp_setup_search, mcp_setup_get, mcp_setup_request_secret, mcp_setup_test_connection,
 mcp_setup_install_and_connect. Secrets are typed on http://127.0.0.1:PORT/secret/NONCE (one
@@ -626,6 +626,17 @@ pub struct SetupMcpArgs {
     /// Test-connect timeout in seconds (a first npx/uvx/docker run downloads the package).
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub timeout: u64,
+
+    /// Serve Streamable HTTP at http://ADDRESS/mcp instead of stdio (a loopback address only;
+    /// port 0 picks a free one, printed on stderr). The entry pages share the port. Needs
+    /// --token-file.
+    #[arg(long, value_name = "127.0.0.1:PORT", requires = "token_file")]
+    pub listen: Option<std::net::SocketAddr>,
+
+    /// With --listen: the file holding the bearer token every MCP request must carry
+    /// (`Authorization: Bearer TOKEN`).
+    #[arg(long, value_name = "PATH", requires = "listen")]
+    pub token_file: Option<std::path::PathBuf>,
 
     /// How long a URL elicitation waits for the person to submit the value, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = crate::setup_mcp::DEFAULT_ELICITATION_TIMEOUT.as_secs())]

@@ -61,21 +61,22 @@ fn announce(address: std::net::SocketAddr) -> anyhow::Result<Announcement> {
 pub async fn setup_mcp(args: &SetupMcpArgs) -> anyhow::Result<u8> {
     let registries = Registries::new(settings::registry_settings(false)?)?;
     let refs = Arc::new(Refs::new(IDLE_TTL));
+    let settings = |address: std::net::SocketAddr| Settings {
+        registries,
+        test_timeout_secs: args.timeout,
+        elicitation_timeout: Duration::from_secs(args.elicitation_timeout.max(1)),
+        page_base: format!("http://{address}"),
+    };
+    if let (Some(listen), Some(token_file)) = (args.listen, &args.token_file) {
+        return http::serve(listen, token_file, refs, settings).await;
+    }
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .context("opening the secret entry page on 127.0.0.1")?;
     let address = page::serve(listener, refs.clone())?;
     let _announcement = announce(address)?;
     tracing::info!("secret entry page on http://{address}");
-    let server = SetupServer::new(
-        Settings {
-            registries,
-            test_timeout_secs: args.timeout,
-            elicitation_timeout: Duration::from_secs(args.elicitation_timeout.max(1)),
-            page_base: format!("http://{address}"),
-        },
-        refs,
-    );
+    let server = SetupServer::new(settings(address), refs);
     let running = server
         .serve(rmcp::transport::stdio())
         .await
@@ -84,6 +85,137 @@ pub async fn setup_mcp(args: &SetupMcpArgs) -> anyhow::Result<u8> {
     match super::until_signal(work).await? {
         Ok(_) => Ok(OK),
         Err(signal) => Err(signal.into()),
+    }
+}
+
+/// `--listen`: Streamable HTTP at `/mcp` behind a bearer token, the entry pages beside it.
+mod http {
+    use std::net::SocketAddr;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use anyhow::Context;
+    use axum::Router;
+    use axum::extract::{Request, State};
+    use axum::http::{StatusCode, header};
+    use axum::middleware::{self, Next};
+    use axum::response::{IntoResponse, Response};
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    use tether_config::SecretValue;
+
+    use super::announce;
+    use crate::exit::{OK, UsageError};
+    use crate::setup_mcp::page::{self, Admission};
+    use crate::setup_mcp::refs::Refs;
+    use crate::setup_mcp::{Settings, SetupServer};
+
+    /// The path of the MCP endpoint.
+    pub const MCP_PATH: &str = "/mcp";
+
+    struct Gate {
+        admission: Admission,
+        token: SecretValue,
+    }
+
+    /// Equal in time independent of where they differ.
+    fn same(a: &[u8], b: &[u8]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).fold(0_u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+
+    /// Host must be this listener; an Origin, when sent, too; then the bearer token.
+    async fn admit(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+        let headers = request.headers();
+        if !gate.admission.host_ok(headers) {
+            return (StatusCode::MISDIRECTED_REQUEST, "unexpected Host header\n").into_response();
+        }
+        if headers.contains_key(header::ORIGIN) && !gate.admission.origin_ok(headers) {
+            return (StatusCode::FORBIDDEN, "foreign Origin\n").into_response();
+        }
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        if !same(presented.as_bytes(), gate.token.expose().as_bytes()) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "a bearer token is required (the one in --token-file)\n",
+            )
+                .into_response();
+        }
+        next.run(request).await
+    }
+
+    fn read_token(path: &Path) -> anyhow::Result<SecretValue> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            UsageError::new(format!(
+                "cannot read the token file {}: {e}",
+                path.display()
+            ))
+        })?;
+        let token = SecretValue::new(text.trim().to_owned());
+        if token.expose().len() < 16 {
+            return Err(UsageError::new(format!(
+                "the token in {} is shorter than 16 characters; use a long random one (e.g. openssl rand -hex 32)",
+                path.display()
+            ))
+            .into());
+        }
+        Ok(token)
+    }
+
+    /// Serves until SIGINT/SIGTERM.
+    pub async fn serve(
+        listen: SocketAddr,
+        token_file: &Path,
+        refs: Arc<Refs>,
+        settings: impl FnOnce(SocketAddr) -> Settings,
+    ) -> anyhow::Result<u8> {
+        if !listen.ip().is_loopback() {
+            return Err(UsageError::new(format!(
+                "--listen {listen}: tether setup-mcp listens on a loopback address only (127.0.0.1 or ::1)"
+            ))
+            .into());
+        }
+        let token = read_token(token_file)?;
+        crate::log_mask::register([&token]);
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        let address = listener.local_addr().context("reading the bound address")?;
+        let _announcement = announce(address)?;
+        let admission = Admission::for_address(address);
+        let server = SetupServer::new(settings(address), refs.clone());
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let service = StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default().with_cancellation_token(shutdown.clone()),
+        );
+        let gate = Arc::new(Gate {
+            admission: admission.clone(),
+            token,
+        });
+        let mcp = Router::new()
+            .nest_service(MCP_PATH, service)
+            .layer(middleware::from_fn_with_state(gate, admit));
+        let app = mcp
+            .merge(page::router(refs, admission))
+            .fallback(page::not_found);
+        eprintln!(
+            "tether setup-mcp: MCP on http://{address}{MCP_PATH}, entry pages on http://{address}/secret/…"
+        );
+        let stopped = super::super::until_signal(axum::serve(listener, app).into_future()).await?;
+        shutdown.cancel();
+        match stopped {
+            Ok(served) => {
+                served.context("serving HTTP")?;
+                Ok(OK)
+            }
+            Err(signal) => Err(signal.into()),
+        }
     }
 }
 

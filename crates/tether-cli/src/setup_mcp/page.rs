@@ -66,17 +66,17 @@ struct PageState {
     admission: Admission,
 }
 
-/// Serves the page on `listener` until the process ends.
+/// The page's routes (`/secret/{nonce}`), admitting by `admission`.
+pub fn router(refs: Arc<Refs>, admission: Admission) -> Router {
+    Router::new()
+        .route("/secret/{nonce}", get(show).post(submit))
+        .with_state(PageState { refs, admission })
+}
+
+/// Serves the page alone on `listener` until the process ends.
 pub fn serve(listener: tokio::net::TcpListener, refs: Arc<Refs>) -> anyhow::Result<SocketAddr> {
     let address = listener.local_addr()?;
-    let state = PageState {
-        refs,
-        admission: Admission::for_address(address),
-    };
-    let app = Router::new()
-        .route("/secret/{nonce}", get(show).post(submit))
-        .fallback(not_found)
-        .with_state(state);
+    let app = router(refs, Admission::for_address(address)).fallback(not_found);
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, app).await {
             tracing::warn!("the secret entry page stopped: {error}");
@@ -142,7 +142,8 @@ fn gone() -> Response {
     )
 }
 
-async fn not_found() -> Response {
+/// Any other path.
+pub async fn not_found() -> Response {
     refused(StatusCode::NOT_FOUND, "Nothing here.")
 }
 

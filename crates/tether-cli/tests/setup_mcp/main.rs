@@ -721,3 +721,179 @@ async fn in_a_real_browser_the_page_takes_the_secret_once_and_refuses_foreign_ho
     let log = std::fs::read_to_string(sandbox.log()).expect("the log");
     assert!(!log.contains(SENTINEL) && !transcript.text().contains(SENTINEL));
 }
+
+/// `tether setup-mcp --listen 127.0.0.1:0 --token-file …`: its `/mcp` URL, the process, and
+/// its stderr (collected in the background).
+async fn listen(
+    sandbox: &Sandbox,
+    token: &str,
+) -> (String, tokio::process::Child, Arc<Mutex<String>>) {
+    use tokio::io::AsyncBufReadExt;
+    let token_file = sandbox.dir.path().join("token");
+    std::fs::write(&token_file, format!("{token}\n")).expect("writing the token file");
+    let mut command = sandbox.command(
+        tether(),
+        &[
+            "-vvv",
+            "setup-mcp",
+            "--timeout",
+            "30",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-file",
+            &token_file.to_string_lossy(),
+        ],
+    );
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("starting tether setup-mcp --listen");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let log = Arc::new(Mutex::new(String::new()));
+    let url = loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the listening line within 30 s")
+            .expect("reading stderr")
+            .expect("tether setup-mcp exited before listening");
+        log.lock().expect("the log").push_str(&format!("{line}\n"));
+        if let Some(rest) = line.split("MCP on ").nth(1) {
+            break rest.split(',').next().expect("a URL").to_owned();
+        }
+    };
+    let collected = log.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            collected
+                .lock()
+                .expect("the log")
+                .push_str(&format!("{line}\n"));
+        }
+    });
+    (url, child, log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_streamable_http_with_a_bearer_token_and_url_elicitation() {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    const TOKEN: &str = "sentinel-bearer-token-0123456789abcdef";
+    let sandbox = Sandbox::new();
+    let (url, _child, log) = listen(&sandbox, TOKEN).await;
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{url}"
+    );
+    let authority = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+
+    // Admission: a token, this listener's Host, no foreign Origin.
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let http = reqwest::Client::new();
+    let send = |headers: Vec<(&'static str, String)>| {
+        let mut request = http
+            .post(&url)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&initialize);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        async move { request.send().await.expect("a POST").status().as_u16() }
+    };
+    let bearer = format!("Bearer {TOKEN}");
+    assert_eq!(send(vec![]).await, 401);
+    assert_eq!(
+        send(vec![(
+            "Authorization",
+            "Bearer wrong-token-0123456789".into()
+        )])
+        .await,
+        401
+    );
+    assert_eq!(
+        send(vec![
+            ("Authorization", bearer.clone()),
+            ("Host", "rebound.test".into())
+        ])
+        .await,
+        421
+    );
+    assert_eq!(
+        send(vec![
+            ("Authorization", bearer.clone()),
+            ("Origin", "http://evil.example".into())
+        ])
+        .await,
+        403
+    );
+    assert_eq!(send(vec![("Authorization", bearer.clone())]).await, 200);
+
+    let person = Person {
+        value: Some(SENTINEL),
+        urls: Arc::default(),
+    };
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(TOKEN),
+    );
+    let client = person
+        .clone()
+        .serve(transport)
+        .await
+        .expect("initialize over HTTP");
+    assert_eq!(tool_names(&client).await, TOOLS);
+    let transcript = Transcript::default();
+    structured(
+        &call(
+            &client,
+            &transcript,
+            "mcp_setup_get",
+            json!({"qualified_name": ENTRY}),
+        )
+        .await,
+    );
+    let asked = structured(&request(&client, &transcript, "Your search API key").await);
+    let reference = asked["ref"].as_str().expect("a ref").to_owned();
+    // The page shares the MCP port.
+    let urls = person.urls.lock().expect("urls").clone();
+    assert!(
+        urls[0].starts_with(&format!("http://{authority}/secret/")),
+        "{urls:?}"
+    );
+    let ok = structured(
+        &with_ref(
+            &client,
+            &transcript,
+            "mcp_setup_test_connection",
+            "SEARCH_API_KEY",
+            &reference,
+        )
+        .await,
+    );
+    assert_eq!(ok["ok"], true, "{ok}");
+    let installed = structured(
+        &with_ref(
+            &client,
+            &transcript,
+            "mcp_setup_install_and_connect",
+            "SEARCH_API_KEY",
+            &reference,
+        )
+        .await,
+    );
+    assert_eq!(installed["status"], "installed", "{installed}");
+    client.cancel().await.expect("closing the session");
+
+    let log = log.lock().expect("the log").clone();
+    assert!(log.contains("mcp_setup_install_and_connect"), "{log}");
+    for sentinel in [SENTINEL, TOKEN] {
+        assert!(!log.contains(sentinel), "the -vvv log holds {sentinel}");
+        assert!(!transcript.text().contains(sentinel));
+    }
+    assert!(!holds(&sandbox.files_outside_the_secret_store(), SENTINEL));
+}
