@@ -149,11 +149,25 @@ async fn call<S: rmcp::service::Service<RoleClient>>(
     arguments: Value,
 ) -> CallToolResult {
     let arguments = arguments.as_object().cloned().expect("an object");
+    let arguments_shown = arguments.clone();
     let result = client
         .call_tool(CallToolRequestParams::new(name).with_arguments(arguments))
         .await
         .expect("tools/call");
-    transcript.push(&serde_json::to_string(&result).expect("a result as JSON"));
+    // What the agent sent and saw, as README's transcript shows it (`--nocapture` prints it).
+    transcript.push(&format!(
+        "→ {name} {}\n← {}{}\n",
+        Value::Object(arguments_shown),
+        if result.is_error == Some(true) {
+            "error: "
+        } else {
+            ""
+        },
+        serde_json::to_string(&result.structured_content.clone().unwrap_or_else(|| {
+            serde_json::to_value(&result.content).expect("content as JSON")
+        }))
+        .expect("a result as JSON")
+    ));
     result
 }
 
@@ -462,6 +476,7 @@ async fn without_url_elicitation_the_agent_passes_the_page_on_and_installs_with_
         assert!(!holds(&sandbox.files_outside_the_secret_store(), sentinel));
     }
     assert!(!log.contains(&good_ref), "a whole ref in the log");
+    eprintln!("{}", transcript.text());
     let store = std::fs::read_to_string(sandbox.home().join("secrets.json")).expect("the store");
     assert!(store.contains(SENTINEL), "the secret is in the store");
 }
