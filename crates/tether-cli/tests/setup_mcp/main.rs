@@ -912,3 +912,46 @@ async fn over_streamable_http_with_a_bearer_token_and_url_elicitation() {
     }
     assert!(!holds(&sandbox.files_outside_the_secret_store(), SENTINEL));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_submit_says_when_no_page_takes_the_value() {
+    let sandbox = Sandbox::new();
+    let submit = |target: &str| {
+        let mut command = sandbox.command(
+            tether(),
+            &["secrets", "submit", target, "--from", "env:VALUE"],
+        );
+        command.env("VALUE", WRONG).stdin(Stdio::null());
+        command.output()
+    };
+    let out = submit("not-a-nonce").await.expect("tether secrets submit");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = submit("0123456789abcdef0123456789abcdef")
+        .await
+        .expect("tether secrets submit");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no tether setup-mcp is running"),
+        "{stderr}"
+    );
+
+    // A running server, a nonce it never issued.
+    let client = sandbox.connect(ClientConfig::default()).await;
+    let out = submit("0123456789abcdef0123456789abcdef")
+        .await
+        .expect("tether secrets submit");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no running tether setup-mcp has a page for that nonce"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(WRONG));
+    client.cancel().await.expect("closing the session");
+}
