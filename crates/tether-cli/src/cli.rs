@@ -639,6 +639,6 @@ pub struct SetupMcpArgs {
     pub token_file: Option<std::path::PathBuf>,
 
     /// How long a URL elicitation waits for the person to submit the value, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = crate::setup_mcp::DEFAULT_ELICITATION_TIMEOUT.as_secs())]
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub elicitation_timeout: u64,
 }

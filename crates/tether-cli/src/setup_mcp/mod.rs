@@ -29,9 +29,6 @@ use crate::commands::add::{Trial, choose, install_built, local_name, test_connec
 use crate::output::Progress;
 use refs::{RefError, Refs, masked};
 
-/// How long `request_secret` waits for the value after a URL elicitation was accepted.
-pub const DEFAULT_ELICITATION_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-
 /// What the server needs besides its refs.
 pub struct Settings {
     /// The registries.
