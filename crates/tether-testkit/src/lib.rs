@@ -7,7 +7,9 @@
 //! - [`FixtureRegistry`]: the loopback fixture registry (`tether-test-registry`), started
 //!   as a real process;
 //! - [`processes_in_group`] / [`wait_group_gone`]: process checks through `/proc`;
-//! - [`files_bytes`] / [`holds`]: what a store wrote to disk (sentinel searches).
+//! - [`files_bytes`] / [`holds`]: what a store wrote to disk (sentinel searches);
+//! - [`output_within`] / [`strip_ansi`]: a harness CLI run with a time limit, its coloured
+//!   listing as plain text.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
