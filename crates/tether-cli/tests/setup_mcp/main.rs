@@ -98,7 +98,18 @@ impl Sandbox {
 
     /// `tether setup-mcp -vvv` served to `client`, its stderr in [`Sandbox::log`].
     async fn connect<C: ClientHandler>(&self, client: C) -> RunningService<RoleClient, C> {
-        let command = self.command(tether(), &["-vvv", "setup-mcp", "--timeout", "30"]);
+        self.connect_with(client, &[]).await
+    }
+
+    /// [`Sandbox::connect`] with more `setup-mcp` flags.
+    async fn connect_with<C: ClientHandler>(
+        &self,
+        client: C,
+        flags: &[&str],
+    ) -> RunningService<RoleClient, C> {
+        let mut args = vec!["-vvv", "setup-mcp", "--timeout", "30"];
+        args.extend_from_slice(flags);
+        let command = self.command(tether(), &args);
         let log = std::fs::File::create(self.log()).expect("creating the log file");
         let (transport, _) = TokioChildProcess::builder(command)
             .stderr(Stdio::from(log))
@@ -482,11 +493,12 @@ async fn without_url_elicitation_the_agent_passes_the_page_on_and_installs_with_
 }
 
 /// A client that declares URL elicitation and, when asked, plays the person: opens the
-/// page and submits `value` (or declines).
+/// page and submits `value` (or declines; or, with `walks_away`, accepts and never submits).
 #[derive(Clone)]
 struct Person {
     value: Option<&'static str>,
     urls: Arc<Mutex<Vec<String>>>,
+    walks_away: bool,
 }
 
 impl ClientHandler for Person {
@@ -503,6 +515,9 @@ impl ClientHandler for Person {
             "{message}"
         );
         self.urls.lock().expect("urls").push(url.clone());
+        if self.walks_away {
+            return Ok(ElicitResult::new(ElicitationAction::Accept));
+        }
         let Some(value) = self.value else {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
@@ -531,6 +546,7 @@ async fn with_url_elicitation_request_secret_returns_once_the_value_is_in() {
     let person = Person {
         value: Some(SENTINEL),
         urls: Arc::default(),
+        walks_away: false,
     };
     let client = sandbox.connect(person.clone()).await;
     assert_eq!(tool_names(&client).await, TOOLS);
@@ -582,6 +598,7 @@ async fn a_declined_elicitation_is_a_clear_error_and_a_failed_install_consumes_t
         .connect(Person {
             value: None,
             urls: Arc::default(),
+            walks_away: false,
         })
         .await;
     let declined = error_text(&request(&client, &transcript, "Your search API key").await);
@@ -852,6 +869,7 @@ async fn over_streamable_http_with_a_bearer_token_and_url_elicitation() {
     let person = Person {
         value: Some(SENTINEL),
         urls: Arc::default(),
+        walks_away: false,
     };
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(TOKEN),
@@ -953,5 +971,31 @@ async fn secrets_submit_says_when_no_page_takes_the_value() {
         "{stderr}"
     );
     assert!(!stderr.contains(WRONG));
+    client.cancel().await.expect("closing the session");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_elicitation_with_no_submission_times_out_naming_the_key() {
+    let sandbox = Sandbox::new();
+    let transcript = Transcript::default();
+    let person = Person {
+        value: None,
+        urls: Arc::default(),
+        walks_away: true,
+    };
+    let client = sandbox
+        .connect_with(person.clone(), &["--elicitation-timeout", "1"])
+        .await;
+    let started = std::time::Instant::now();
+    let timed_out = error_text(&request(&client, &transcript, "key").await);
+    assert!(
+        timed_out.contains("SEARCH_API_KEY")
+            && timed_out.contains("nothing was submitted within 1 s"),
+        "{timed_out}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // The page died with the ref.
+    let urls = person.urls.lock().expect("urls").clone();
+    assert_eq!(post(&urls[0], WRONG, None, None).await.0, 404);
     client.cancel().await.expect("closing the session");
 }
