@@ -7,6 +7,7 @@
 )]
 
 mod add;
+mod bridge;
 mod by_name;
 mod commands;
 mod dialects;
