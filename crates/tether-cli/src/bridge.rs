@@ -16,8 +16,8 @@
 //! sends the harness `/<key>/m/<id>` instead.
 //!
 //! Limits: request bodies up to [`MAX_REQUEST_BYTES`], read within [`BODY_TIMEOUT`], only after
-//! the key and the token were checked; the upstream must answer within the server's `timeout`
-//! (or [`DEFAULT_UPSTREAM_TIMEOUT`]), and a POST/DELETE answer may not fall silent longer than
+//! the key and the token were checked; the upstream must answer within
+//! [`DEFAULT_UPSTREAM_TIMEOUT`] (or the server's own `timeout`, when longer), and a POST/DELETE answer may not fall silent longer than
 //! that (GET event streams may). Redirects are not followed (they would carry the headers to
 //! another host). Upstream 401/403 become 502 with a message: the harness cannot fix the
 //! credentials tether adds, and a 401 would send it into an OAuth flow against the bridge.
@@ -152,10 +152,13 @@ impl Bridge {
             anyhow::bail!("MCP server '{}': its URL is not a valid URL", server.name);
         }
         let key = random_token();
+        // Never stricter than the harness, which applies the server's own timeout itself.
         let timeout = server
             .options
             .timeout_ms
-            .map_or(DEFAULT_UPSTREAM_TIMEOUT, Duration::from_millis);
+            .map_or(DEFAULT_UPSTREAM_TIMEOUT, |ms| {
+                Duration::from_millis(ms).max(DEFAULT_UPSTREAM_TIMEOUT)
+            });
         self.routes.insert(
             key.clone(),
             Arc::new(Route {

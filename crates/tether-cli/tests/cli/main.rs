@@ -21,3 +21,4 @@ mod registry;
 mod remote_failures;
 mod secrets;
 mod support;
+mod timeouts;
