@@ -254,6 +254,40 @@ impl RenderedServer {
         fields
     }
 
+    /// Makes every part that came from one of `values` (clones of them, as rendering places
+    /// them: [`SecretValue::is_clone_of`]) plain text, shown and exported as is. For values
+    /// that are not secrets although the secrets supplied them: a VS Code export fills each
+    /// `${input:ID}` with the text `${input:ID}` itself, which VS Code resolves.
+    pub fn declassify(&mut self, values: &[SecretValue]) {
+        let texts: Vec<&mut RenderedText> = match &mut self.transport {
+            RenderedTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => std::iter::once(command)
+                .chain(args.iter_mut())
+                .chain(env.values_mut())
+                .chain(cwd.iter_mut())
+                .collect(),
+            RenderedTransport::Remote { url, headers, .. } => {
+                std::iter::once(url).chain(headers.values_mut()).collect()
+            }
+        };
+        for text in texts {
+            let pieces = std::mem::take(&mut text.pieces);
+            for piece in pieces {
+                match piece {
+                    Piece::Sensitive(value) if values.iter().any(|v| value.is_clone_of(v)) => {
+                        text.push_plain(value.expose());
+                    }
+                    Piece::Plain(plain) => text.push_plain(&plain),
+                    sensitive @ Piece::Sensitive(_) => text.pieces.push(sensitive),
+                }
+            }
+        }
+    }
+
     /// `${VAR}` names left literal because the variable is unset and has no default.
     pub fn unset_env_vars(&self) -> &BTreeSet<String> {
         &self.unset_env
@@ -496,6 +530,28 @@ mod tests {
 
     fn secrets(pairs: &[(&str, &str)]) -> Secrets {
         pairs.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    #[test]
+    fn declassify_makes_plain_only_the_clones_of_the_given_values() {
+        let reference = SecretValue::from("${input:tok}");
+        let mut given = Secrets::new();
+        given.insert("tok", reference.clone());
+        // Same text, another value: stays sensitive.
+        given.insert("other", SecretValue::from("${input:tok}"));
+        let mut server = render_one(
+            r#"{"s":{"url":"https://h/mcp","headers":{"A":"Bearer {{tok}}","B":"{{other}}"}}}"#,
+            Origin::User,
+            &given,
+            &EmptyEnv,
+        );
+        server.declassify(&[reference]);
+        let RenderedTransport::Remote { headers, .. } = &server.transport else {
+            panic!("not remote");
+        };
+        assert_eq!(headers["A"].masked(), "Bearer ${input:tok}");
+        assert!(!headers["A"].is_sensitive());
+        assert_eq!(headers["B"].masked(), MASK);
     }
 
     #[test]

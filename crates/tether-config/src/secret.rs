@@ -36,6 +36,12 @@ impl SecretValue {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Whether `self` and `other` are clones of one value (not merely equal text): rendering
+    /// places clones, so this tells which secret a rendered piece came from.
+    pub fn is_clone_of(&self, other: &SecretValue) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl From<&str> for SecretValue {
