@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn missing_inputs_are_the_used_ones_without_a_secret() {
-        let spec = |text: &str| McpSpec::parse(text).unwrap_or_else(|e| panic!("{e}"));
+        let spec = |text: &str| McpSpec::parse(text).expect("parsing the spec");
         let specs = [
             spec(
                 r#"{"inputs": [{"id": "a", "description": "Token A", "password": true}, {"id": "b"}, {"id": "unused"}],

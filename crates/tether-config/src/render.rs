@@ -518,14 +518,12 @@ mod tests {
         secrets: &Secrets,
         env: &dyn EnvLookup,
     ) -> RenderedServer {
-        match parse_config(text, origin) {
-            Ok(mut parsed) => parsed
-                .servers
-                .remove(0)
-                .into_installation()
-                .render(secrets, env),
-            Err(err) => panic!("{err}"),
-        }
+        parse_config(text, origin)
+            .expect("parsing the test config")
+            .servers
+            .remove(0)
+            .into_installation()
+            .render(secrets, env)
     }
 
     fn secrets(pairs: &[(&str, &str)]) -> Secrets {
