@@ -66,17 +66,19 @@ record["wrong_path"] = call("POST", url + "x", headers, init)[:2]
 json.dump(record, open(os.environ["RECORD"], "w"))
 "#;
 
-#[test]
-fn a_url_server_is_reached_through_the_bridge_with_its_header_byte_exact() {
+/// Runs `tether run --mcp {remote: upstream + Authorization: Bearer {{TOKEN}}} --secret
+/// TOKEN=file:… -- claude` with `script` as the fake `claude` and `secret` as TOKEN's value;
+/// returns tether's output, what the script recorded, and the upstream's real URL.
+fn hand_off(script: &str, secret: &str) -> (std::process::Output, serde_json::Value, String) {
     let sandbox = Sandbox::new();
     let (mut server, url) = upstream();
     let bin = sandbox.path("bin");
     std::fs::create_dir_all(&bin).expect("creating the directory");
     let harness = bin.join("claude");
-    std::fs::write(&harness, FAKE_HARNESS).expect("writing the fake harness");
+    std::fs::write(&harness, script).expect("writing the fake harness");
     std::fs::set_permissions(&harness, std::fs::Permissions::from_mode(0o755))
         .expect("setting the file mode");
-    let secret_file = sandbox.write("secret", SECRET);
+    let secret_file = sandbox.write("secret", secret);
     let spec = format!(
         r#"{{"remote": {{"url": {}, "headers": {{"Authorization": "Bearer {{{{TOKEN}}}}"}}}}}}"#,
         json_str(&url)
@@ -102,10 +104,16 @@ fn a_url_server_is_reached_through_the_bridge_with_its_header_byte_exact() {
         "tether run failed: {}",
         text(&out.stderr)
     );
-    let record: serde_json::Value = serde_json::from_str(
+    let record = serde_json::from_str(
         &std::fs::read_to_string(&record).expect("reading what the fake harness recorded"),
     )
     .expect("parsing the record");
+    (out, record, url)
+}
+
+#[test]
+fn a_url_server_is_reached_through_the_bridge_with_its_header_byte_exact() {
+    let (out, record, url) = hand_off(FAKE_HARNESS, SECRET);
     let bridged = record["url"].as_str().unwrap_or_default();
     assert!(
         bridged.starts_with("http://127.0.0.1:") && !bridged.contains(&url),
@@ -142,4 +150,46 @@ fn a_url_server_is_reached_through_the_bridge_with_its_header_byte_exact() {
         );
     }
     assert!(!text(&out.stderr).contains("w0rd"), "{}", text(&out.stderr));
+}
+
+/// A fake `claude` that posts to the server `remote` of its config a normal initialize and one
+/// with a body over the bridge's limit, and records both statuses and bodies.
+const LIMITS_HARNESS: &str = r#"#!/usr/bin/env python3
+import json, os, sys, urllib.request, urllib.error
+config_path = [a for a in sys.argv[1:] if a.startswith("--mcp-config=")][0].split("=", 1)[1]
+server = json.load(open(config_path))["mcpServers"]["remote"]
+def post(body):
+    h = dict(server["headers"]); h["Accept"] = "application/json, text/event-stream"; h["Content-Type"] = "application/json"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(server["url"], data=body, headers=h, method="POST"), timeout=20) as r:
+            return [r.status, r.read().decode("utf-8", "replace")]
+    except urllib.error.HTTPError as e:
+        return [e.code, e.read().decode("utf-8", "replace")]
+    except Exception as e:
+        return [0, str(e)]
+init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fake", "version": "0"}}}).encode()
+json.dump({"initialize": post(init), "huge": post(b" " * (17 * 1024 * 1024))}, open(os.environ["RECORD"], "w"))
+"#;
+
+/// The upstream refuses the header tether adds (the secret given is wrong): the harness gets a
+/// 502 that says so, not a 401 that would start its OAuth flow against the bridge, and tether's
+/// stderr names the server, never the value. A body over 16 MiB is refused before it is
+/// forwarded.
+#[test]
+fn a_refused_credential_is_a_502_and_a_huge_body_a_413() {
+    let (out, record, _) = hand_off(LIMITS_HARNESS, "wrong-SENTINEL-value");
+    let stderr = text(&out.stderr);
+    assert_eq!(record["initialize"][0], 502, "{record}");
+    assert!(
+        record["initialize"][1]
+            .as_str()
+            .is_some_and(|b| b.contains("refused the credentials tether added")),
+        "{record}"
+    );
+    assert_eq!(record["huge"][0], 413, "{record}");
+    assert!(
+        stderr.contains("server=remote") && stderr.contains("refused the credentials"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("wrong-SENTINEL"), "{stderr}");
 }
