@@ -3,9 +3,13 @@
 //! - A stdio server is `tether __exec SOCKET ID` in the harness's config (`exec_shim.rs`): its
 //!   command, args, env and cwd reach it from tether's memory over a socket in the run
 //!   directory, byte-exact, and no other server or the harness sees them.
+//! - A URL server with headers or a secret in its URL is `http://127.0.0.1:PORT/KEY` plus a
+//!   per-run bearer token in the harness's config (`bridge.rs`): tether forwards to the real
+//!   URL with the real headers, so neither the harness nor its environment holds them.
 //! - Secrets stay off command lines always, and off disk wherever the harness can read a value
-//!   from its environment: a remote server's config holds references (`${TETHER_SECRET_n}`,
-//!   `{env:…}`, Codex's `env_http_headers`) and the values go only into the harness process's
+//!   from its environment: what still needs one (a plain URL server has none; a stdio server's
+//!   values go through the shim) is written as a reference (`${TETHER_SECRET_n}`, `{env:…}`,
+//!   Codex's `env_http_headers`) and the value goes only into the harness process's
 //!   environment.
 //! - Files tether writes live in a private run directory (`$TETHER_HOME/run/<pid>-<random>`,
 //!   0700, files 0600), removed when the run ends — normally, on error, or on SIGTERM/SIGHUP
@@ -28,6 +32,7 @@ use tether_env::EnvVars;
 use tether_harness::{Delivery, Strict, export_with_references};
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::bridge::{self, Bridge};
 use crate::cli::HarnessArg;
 use crate::exec_shim::LaunchChannel;
 use crate::exit::UsageError;
@@ -41,6 +46,8 @@ struct Prepared {
     plain_env: Vec<(String, OsString)>,
     /// Serves the stdio servers' launches to the exec shims the harness starts.
     launches: Option<LaunchChannel>,
+    /// Forwards the harness's requests to URL servers, adding their real headers.
+    bridge: Option<Bridge>,
     dir: RunDir,
 }
 
@@ -138,23 +145,46 @@ fn prepare(
         .into());
     };
     let dir = RunDir::create()?;
+    // A config handed over in a variable would reach every stdio server the harness starts:
+    // the shim removes it too.
+    let mut hidden_env = hidden_env.to_vec();
+    if let Delivery::InlineEnv { env } = run.delivery {
+        hidden_env.push(env.to_owned());
+    }
     // Each stdio server goes through the exec shim: the harness sees `tether __exec SOCKET ID`
-    // and none of the server's values (issue 10 item 3).
-    let mut launches = None;
+    // and none of the server's values; each URL server with headers or a secret URL goes
+    // through the loopback bridge: the harness sees `http://127.0.0.1:PORT/KEY` and a per-run
+    // token (issue 10 item 3).
+    let mut launches: Option<LaunchChannel> = None;
+    let mut bridge: Option<Bridge> = None;
     let mut routed = Vec::with_capacity(servers.len());
     for server in servers {
-        if matches!(server.transport, RenderedTransport::Stdio { .. }) && launches.is_none() {
-            let program = std::env::current_exe().context("cannot locate tether's executable")?;
-            launches = Some(LaunchChannel::bind(
-                dir.path(),
-                program,
-                hidden_env.to_vec(),
-            )?);
-        }
-        routed.push(match launches.as_mut() {
-            Some(channel) => channel.route(server),
-            None => server.clone(),
-        });
+        let server = match &server.transport {
+            RenderedTransport::Stdio { .. } => {
+                let channel = match launches.as_mut() {
+                    Some(channel) => channel,
+                    None => {
+                        let program =
+                            std::env::current_exe().context("cannot locate tether's executable")?;
+                        launches.insert(LaunchChannel::bind(
+                            dir.path(),
+                            program,
+                            hidden_env.clone(),
+                        )?)
+                    }
+                };
+                channel.route(server)
+            }
+            RenderedTransport::Remote { .. } if bridge::needs_bridge(server) => {
+                let bridge = match bridge.as_mut() {
+                    Some(bridge) => bridge,
+                    None => bridge.insert(Bridge::bind()?),
+                };
+                bridge.route(server)?
+            }
+            RenderedTransport::Remote { .. } => server.clone(),
+        };
+        routed.push(server);
     }
     let export = export_with_references(&routed, harness.format, no_secrets_on_disk)?;
     for field in &export.inlined {
@@ -240,6 +270,7 @@ fn prepare(
         env: export.env,
         plain_env,
         launches,
+        bridge,
         dir,
     })
 }
@@ -313,6 +344,12 @@ pub async fn run_harness(
         .launches
         .take()
         .map(LaunchChannel::serve)
+        .transpose()?
+        .map(AbortOnDrop);
+    let _bridging = prepared
+        .bridge
+        .take()
+        .map(Bridge::serve)
         .transpose()?
         .map(AbortOnDrop);
     let args: Vec<&std::ffi::OsStr> = prepared

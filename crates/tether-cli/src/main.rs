@@ -1,6 +1,7 @@
 //! `tether`: resolve MCP servers for agent runs. This binary holds only the command line and
 //! glue; the work is in the library crates (`tether-driver` and below).
 
+mod bridge;
 mod cli;
 mod commands;
 mod exec_shim;

@@ -20,7 +20,14 @@ use crate::exit::UsageError;
 /// `tether-server admin` uses too: a name given twice, an empty name or a literal value is a
 /// usage error before any source is read.
 pub fn read(args: &SecretArgs) -> anyhow::Result<Secrets> {
-    let parsed = parse_secret_args(&args.secret).map_err(|e| UsageError::new(e.to_string()))?;
+    read_except(args, &[])
+}
+
+/// [`read`], leaving out the `--secret` values of the inputs in `skip` (their sources are not
+/// read at all: a VS Code export writes `${input:ID}`, so no value is needed or prompted for).
+pub fn read_except(args: &SecretArgs, skip: &[InputPrompt]) -> anyhow::Result<Secrets> {
+    let mut parsed = parse_secret_args(&args.secret).map_err(|e| UsageError::new(e.to_string()))?;
+    parsed.retain(|arg| !skip.iter().any(|input| input.id == arg.name));
     let mut secrets = Secrets::new();
     for file in &args.secrets_file {
         for (name, value) in read_dotenv(file)? {
@@ -49,7 +56,14 @@ pub fn env_source_names(args: &SecretArgs) -> Vec<String> {
 /// The VS Code inputs (`${input:ID}`) that a JSON spec's servers use and `secrets` lacks, once
 /// each, in spec order.
 pub fn missing_inputs(specs: &[McpSpec], secrets: &Secrets) -> Vec<InputPrompt> {
-    let mut missing: Vec<InputPrompt> = Vec::new();
+    let mut missing = used_inputs(specs);
+    missing.retain(|input| secrets.get(&input.id).is_none());
+    missing
+}
+
+/// The VS Code inputs (`${input:ID}`) that a JSON spec's servers use, once each, in spec order.
+pub fn used_inputs(specs: &[McpSpec]) -> Vec<InputPrompt> {
+    let mut used_inputs: Vec<InputPrompt> = Vec::new();
     for spec in specs {
         let McpSpec::Json { text, .. } = spec else {
             continue;
@@ -65,13 +79,12 @@ pub fn missing_inputs(specs: &[McpSpec], secrets: &Secrets) -> Vec<InputPrompt> 
                         placeholder_names(value.value.expose()).contains(&input.id.as_str())
                     })
             });
-            if used && secrets.get(&input.id).is_none() && !missing.iter().any(|m| m.id == input.id)
-            {
-                missing.push(input);
+            if used && !used_inputs.iter().any(|u| u.id == input.id) {
+                used_inputs.push(input);
             }
         }
     }
-    missing
+    used_inputs
 }
 
 /// When stdin is a terminal, asks for each input a spec uses and no `--secret` gave, as VS Code

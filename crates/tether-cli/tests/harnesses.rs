@@ -6,11 +6,14 @@
 //! secret byte for byte (`--expect-env-file`), a second stdio one that refuses to start if any
 //! variable of its environment holds the first one's secret or the HTTP one's
 //! (`--refuse-env-value-file`), and a Streamable HTTP one that answers 401 unless it gets
-//! `Authorization: Bearer <secret>`. The HTTP secret holds a quote, a backslash and `{{`; the
-//! stdio secret every character a harness might expand (`$HOME`, `${X}`, `$$`, `\$`,
-//! `$UNDEFINED`, quotes, backslashes, `{{…}}`, non-ASCII). A harness that reports all three
-//! connected has delivered each secret exactly, and only to its own server (issue 10 item 3),
-//! even though the stdio secret's source is a variable of tether's own environment.
+//! `Authorization: Bearer <secret>`, compared byte for byte. In a run both secrets hold every
+//! character a harness might expand (`$HOME`, `${X}`, `$$`, `\$`, `$UNDEFINED`, quotes,
+//! backslashes, `{{…}}`, `{env:…}`, non-ASCII): the stdio one reaches its server through
+//! tether's exec shim, the HTTP one through tether's loopback bridge, neither through the
+//! harness. A harness that reports all three connected has delivered each secret exactly, and
+//! only to its own server (issue 10 item 3), even though the stdio secret's source is a
+//! variable of tether's own environment. (An exported config holds real values the harness
+//! expands itself, so there the secrets hold a quote, a backslash and `{{` only.)
 
 #![allow(
     clippy::expect_used,
@@ -25,6 +28,10 @@ use std::time::{Duration, Instant};
 use tether_testkit::{json_str, npm_bin, output_within, strip_ansi, test_server_bin};
 
 const SECRET: &str = "a\"b\\c {{d}} e";
+
+/// The URL server's secret in a run: it reaches the server through tether's bridge, never
+/// through the harness, so it may hold what no harness would pass on intact.
+const HTTP_SECRET: &str = "a\"b\\c {{d}} e $HOME ${X} $$ \\$ $UNDEFINED 'q' {env:X} é✓秘";
 
 /// The stdio server's secret in a run: every form of `$` a harness could expand, and more.
 const STDIO_SECRET: &str = "p@$$w0rd $HOME ${X} $$ \\$ $UNDEFINED \"q\" 'q' \\ {{d}} {env:X} é✓秘";
@@ -46,16 +53,16 @@ struct Setup {
 impl Setup {
     /// The servers of a hand-off, the stdio server's secret [`STDIO_SECRET`].
     fn new() -> Self {
-        Self::with_stdio_secret(STDIO_SECRET)
+        Self::with_secrets(HTTP_SECRET, STDIO_SECRET)
     }
 
     /// For a config `tether export` writes: the harness reads real values there and expands
     /// `$` in them itself, so the stdio server's secret is [`SECRET`] too.
     fn for_export() -> Self {
-        Self::with_stdio_secret(SECRET)
+        Self::with_secrets(SECRET, SECRET)
     }
 
-    fn with_stdio_secret(stdio_secret: &str) -> Self {
+    fn with_secrets(http_secret: &str, stdio_secret: &str) -> Self {
         let dir = tempfile::tempdir().expect("creating a temporary directory");
         for sub in [
             "home",
@@ -68,7 +75,7 @@ impl Setup {
             std::fs::create_dir_all(dir.path().join(sub)).expect("creating the directory");
         }
         let secret_file = dir.path().join("secret");
-        std::fs::write(&secret_file, SECRET).expect("writing the file");
+        std::fs::write(&secret_file, http_secret).expect("writing the file");
         let stdio_secret_file = dir.path().join("stdio-secret");
         std::fs::write(&stdio_secret_file, stdio_secret).expect("writing the file");
         let mut http = Command::new(test_server_bin())
@@ -78,7 +85,7 @@ impl Setup {
                 "--require-bearer-env",
                 "UPSTREAM_TOKEN",
             ])
-            .env("UPSTREAM_TOKEN", SECRET)
+            .env("UPSTREAM_TOKEN", http_secret)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -438,7 +445,7 @@ fn opencode_run_connects_both_servers() {
 }
 
 #[test]
-fn codex_run_lists_the_servers_with_secrets_by_reference_or_through_the_shim() {
+fn codex_run_lists_the_servers_behind_the_shim_and_the_bridge() {
     let Some(codex) = npm_bin(CODEX) else {
         return;
     };
@@ -484,17 +491,58 @@ fn codex_run_lists_the_servers_with_secrets_by_reference_or_through_the_shim() {
             "{stdio}"
         );
     }
+    // The URL server is tether's bridge on loopback, with the run's token as its only header:
+    // Codex holds none of the server's values, not even by reference.
     let http = find("probe-http");
-    assert_eq!(
-        http["transport"]["url"].as_str(),
-        Some(format!("{}/mcp", setup.http_base).as_str()),
+    let url = http["transport"]["url"].as_str().unwrap_or_default();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && !url.starts_with(&setup.http_base),
         "{http}"
     );
     assert!(
-        http["transport"]["env_http_headers"]["Authorization"].is_string(),
+        http["transport"]["env_http_headers"]
+            .as_object()
+            .is_none_or(serde_json::Map::is_empty),
         "{http}"
     );
     assert_no_secret("codex mcp list", &out);
     // The user's own Codex home was not created or written.
     assert!(!setup.home().join(".codex/config.toml").exists());
+}
+
+/// A legacy SSE server with a secret header goes through tether's bridge too: the bridge
+/// rewrites the `endpoint` event of the stream so that the harness posts its messages back
+/// through the bridge, and Gemini CLI (for which `url` means SSE) connects.
+#[test]
+fn gemini_cli_reaches_a_legacy_sse_server_through_the_bridge() {
+    let (Some(gemini), Some(everything)) = (npm_bin(GEMINI), tether_testkit::server_everything())
+    else {
+        return;
+    };
+    let sse = tether_testkit::EverythingServer::start(&everything, "sse");
+    let sse_url = format!("http://127.0.0.1:{}/sse", sse.port);
+    let setup = Setup::new();
+    let spec = format!(
+        r#"{{"everything-sse": {{"url": {}, "type": "sse", "headers": {{"X-Key": "{{{{TOKEN}}}}"}}}}}}"#,
+        json_str(&sse_url)
+    );
+    let [secret, _] = setup.secrets();
+    let gemini = gemini.to_string_lossy().into_owned();
+    let mut command = setup.tether(&[
+        "run", "--mcp", &spec, "--secret", &secret, "--", &gemini, "mcp", "list",
+    ]);
+    command.env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+    let out = output_within(command, Duration::from_secs(120));
+    let listing = plain(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.contains("✓ everything-sse") && l.contains("Connected")),
+        "gemini did not connect the SSE server:\n{listing}"
+    );
+    assert!(
+        !listing.contains(&sse_url),
+        "the harness saw the real URL:\n{listing}"
+    );
+    assert_no_secret("gemini mcp list (SSE)", &out);
 }

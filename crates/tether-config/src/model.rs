@@ -312,6 +312,7 @@ impl ParsedServer {
     /// rendering fills it from the run's secrets or leaves the placeholder in place.
     pub fn into_installation(self) -> Installation {
         let mut values = self.captured;
+        values.reserve(self.server.variables.len().saturating_sub(values.len()));
         for variable in &self.server.variables {
             if !values.contains_key(&variable.name) {
                 values.insert(

@@ -22,7 +22,7 @@ use crate::model::{
     Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerOptions, ServerTemplate,
     StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
 };
-use crate::placeholder::{has_placeholders, is_valid_name, placeholder, placeholder_names};
+use crate::placeholder::{Segment, has_placeholders, is_valid_name, placeholder, segments};
 
 /// Wrapper keys, in the order they are looked for. A path of more than one key is nested.
 const WRAPPERS: [&[&str]; 5] = [
@@ -928,7 +928,7 @@ fn parse_server(
         server: TemplatableServer {
             name: name.to_owned(),
             template,
-            variables: builder.variables,
+            variables: builder.variables(),
             options,
         },
         captured: builder.captured,
@@ -937,12 +937,11 @@ fn parse_server(
     Ok(())
 }
 
-/// Collects variables and captured values while a template is built. `known` holds the
-/// variable names so that adding one is a set lookup, not a scan of the list.
+/// Collects variables and captured values while a template is built. The variables are an
+/// ordered map from name to source: adding one is a lookup, and each name is owned once.
 struct TemplateBuilder {
     origin: Origin,
-    variables: Vec<Variable>,
-    known: HashSet<String>,
+    variables: IndexMap<String, VariableSource>,
     captured: IndexMap<String, VariableValue>,
 }
 
@@ -950,21 +949,24 @@ impl TemplateBuilder {
     fn new(origin: Origin) -> Self {
         Self {
             origin,
-            variables: Vec::new(),
-            known: HashSet::new(),
+            variables: IndexMap::new(),
             captured: IndexMap::new(),
         }
     }
 
     /// Adds the variable `name` unless it already is one.
     fn add(&mut self, name: &str, source: VariableSource) {
-        if !self.known.contains(name) {
-            self.known.insert(name.to_owned());
-            self.variables.push(Variable {
-                name: name.to_owned(),
-                source,
-            });
+        if !self.variables.contains_key(name) {
+            self.variables.insert(name.to_owned(), source);
         }
+    }
+
+    /// The variables in order of first appearance.
+    fn variables(&mut self) -> Vec<Variable> {
+        std::mem::take(&mut self.variables)
+            .into_iter()
+            .map(|(name, source)| Variable { name, source })
+            .collect()
     }
 
     /// Moves each value into a captured variable named by its key and returns the template
@@ -993,8 +995,10 @@ impl TemplateBuilder {
 
     /// Adds each placeholder in `text` as a variable, unless it already is one.
     fn scan(&mut self, text: &str) {
-        for name in placeholder_names(text) {
-            self.add(name, VariableSource::Placeholder);
+        for segment in segments(text) {
+            if let Segment::Placeholder(name) = segment {
+                self.add(name, VariableSource::Placeholder);
+            }
         }
     }
 }

@@ -43,8 +43,7 @@ pub fn segments(text: &str) -> Vec<Segment<'_>> {
     let mut out = Vec::new();
     let mut literal_start = 0;
     let mut i = 0;
-    while let Some(offset) = text[i..].find("{{") {
-        let open = i + offset;
+    while let Some(open) = find_double_brace(bytes, i) {
         // Measure the whole run of opening braces: only a run of exactly two opens a placeholder.
         let mut run_end = open;
         while run_end < bytes.len() && bytes[run_end] == b'{' {
@@ -70,6 +69,20 @@ pub fn segments(text: &str) -> Vec<Segment<'_>> {
         out.push(Segment::Literal(&text[literal_start..]));
     }
     out
+}
+
+/// The index of the first `{{` at or after `from`. A byte search for `{` (memchr) and a look at
+/// the next byte: no substring searcher is built per call.
+fn find_double_brace(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(offset) = bytes.get(at..)?.iter().position(|&b| b == b'{') {
+        let brace = at + offset;
+        if bytes.get(brace + 1) == Some(&b'{') {
+            return Some(brace);
+        }
+        at = brace + 1;
+    }
+    None
 }
 
 /// With `start` just past `{{`, returns the name and the index just past the closing `}}`
@@ -113,7 +126,19 @@ pub fn placeholder_names(text: &str) -> Vec<&str> {
 
 /// `{{NAME}}` for `name`.
 pub fn placeholder(name: &str) -> String {
-    format!("{{{{{name}}}}}")
+    let mut text = String::with_capacity(name.len() + 4);
+    text.push_str("{{");
+    text.push_str(name);
+    text.push_str("}}");
+    text
+}
+
+/// Whether `text` is exactly `{{NAME}}` for `name` (whatever characters `name` holds), without
+/// building that string.
+pub fn is_placeholder_of(text: &str, name: &str) -> bool {
+    text.strip_prefix("{{")
+        .and_then(|rest| rest.strip_suffix("}}"))
+        .is_some_and(|inner| inner == name)
 }
 
 #[cfg(test)]
@@ -124,6 +149,17 @@ mod tests {
 
     fn check(text: &str, expect: &[Segment<'_>]) {
         assert_eq!(segments(text), expect, "scanning {text:?}");
+    }
+
+    #[test]
+    fn placeholder_of_a_name() {
+        assert_eq!(placeholder("A.B"), "{{A.B}}");
+        assert!(is_placeholder_of("{{A.B}}", "A.B"));
+        assert!(is_placeholder_of("{{}}", ""));
+        assert!(!is_placeholder_of("{{A}}", "B"));
+        assert!(!is_placeholder_of("{{A}", "A"));
+        assert!(!is_placeholder_of("x{{A}}", "A"));
+        assert!(!is_placeholder_of("{", ""));
     }
 
     #[test]

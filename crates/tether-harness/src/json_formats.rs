@@ -188,7 +188,10 @@ fn server_json(
                         json!({"url": url, "headers": headers})
                     }
                     RemoteTransport::StreamableHttp => json!({"httpUrl": url, "headers": headers}),
-                    RemoteTransport::Sse => json!({"url": url, "headers": headers}),
+                    // `url` alone means "try Streamable HTTP, then SSE" to Gemini CLI's
+                    // sessions, but `gemini mcp list` tries Streamable HTTP only: the type
+                    // says which.
+                    RemoteTransport::Sse => json!({"url": url, "type": "sse", "headers": headers}),
                 },
                 Format::Cursor => json!({"url": url, "headers": headers}),
                 Format::Json | Format::Claude | Format::Vscode | Format::Codex => {

@@ -224,6 +224,37 @@ impl ServersConfig {
         }
     }
 
+    /// Writes VS Code's `inputs` array (before `servers`): one `promptString` entry per input
+    /// with its id, its description when it had one, and `password: true` (tether treats every
+    /// `${input:ID}` as a secret, so VS Code hides what is typed). The servers must already
+    /// hold `${input:ID}` where the values go (see `RenderedServer::declassify`). Only the VS
+    /// Code format has prompts; for any other this does nothing.
+    pub fn set_inputs(&mut self, inputs: &[tether_config::InputPrompt]) {
+        let (Document::Json(root), Format::Vscode) = (&mut self.document, self.format) else {
+            return;
+        };
+        if inputs.is_empty() {
+            return;
+        }
+        let entries: Vec<serde_json::Value> = inputs
+            .iter()
+            .map(|input| {
+                let mut entry = serde_json::json!({"type": "promptString", "id": input.id});
+                if let Some(description) = &input.description {
+                    entry["description"] = description.clone().into();
+                }
+                entry["password"] = true.into();
+                entry
+            })
+            .collect();
+        let mut ordered = serde_json::Map::new();
+        ordered.insert("inputs".into(), entries.into());
+        if let Some(old) = root.as_object_mut() {
+            ordered.extend(std::mem::take(old));
+        }
+        *root = serde_json::Value::Object(ordered);
+    }
+
     /// Sets `name = value` in the environment of every stdio server that does not set `name`
     /// already.
     pub fn set_default_stdio_env(&mut self, name: &str, value: &str) {

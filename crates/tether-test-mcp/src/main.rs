@@ -68,6 +68,10 @@ struct Cli {
     #[arg(long, value_name = "PATH")]
     refuse_env_value_file: Vec<String>,
 
+    /// Make `echo` wait this many milliseconds before answering (to test call timeouts).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    slow_echo: u64,
+
     /// Also serve N numbered tools `tool_0`..`tool_{N-1}` (tools/list pages hold 50 tools).
     #[arg(long, value_name = "N", default_value_t = 0)]
     tools: usize,
@@ -143,7 +147,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|var| std::env::var(var).with_context(|| format!("--require-bearer-env {var}")))
         .transpose()?;
-    let server = TestServer::new(cli.tools, initialize);
+    let server = TestServer::new(cli.tools, initialize)
+        .with_echo_delay(Duration::from_millis(cli.slow_echo));
     let hang = cli.hang;
 
     let runtime = tokio::runtime::Builder::new_current_thread()

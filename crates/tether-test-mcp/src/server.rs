@@ -62,6 +62,8 @@ pub struct AddArguments {
 pub struct TestServer {
     tool_router: ToolRouter<Self>,
     initialize: InitializeBehaviour,
+    /// How long `echo` waits before answering (`--slow-echo`).
+    echo_delay: Duration,
 }
 
 impl TestServer {
@@ -79,7 +81,14 @@ impl TestServer {
         Self {
             tool_router,
             initialize,
+            echo_delay: Duration::ZERO,
         }
+    }
+
+    /// The same server whose `echo` waits `delay` before answering (`--slow-echo`).
+    pub fn with_echo_delay(mut self, delay: Duration) -> Self {
+        self.echo_delay = delay;
+        self
     }
 }
 
@@ -87,7 +96,10 @@ impl TestServer {
 impl TestServer {
     /// Sends the text back unchanged.
     #[tool(description = "Return the given text unchanged, as text content.")]
-    fn echo(&self, Parameters(EchoArguments { text }): Parameters<EchoArguments>) -> String {
+    async fn echo(&self, Parameters(EchoArguments { text }): Parameters<EchoArguments>) -> String {
+        if !self.echo_delay.is_zero() {
+            tokio::time::sleep(self.echo_delay).await;
+        }
         text
     }
 

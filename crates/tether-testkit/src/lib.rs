@@ -228,3 +228,44 @@ pub async fn wait_group_gone(pgid: i32, limit: Duration) -> Vec<i32> {
 pub fn server_everything() -> Option<PathBuf> {
     npm_bin("mcp-server-everything")
 }
+
+/// server-everything (the launcher `bin`, see [`server_everything`]) serving `mode`
+/// (`streamableHttp`: `/mcp`, or `sse`: `/sse`) on a free loopback port; killed on drop.
+pub struct EverythingServer {
+    child: std::process::Child,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+impl EverythingServer {
+    /// Starts it and waits (up to 30 s) until it accepts connections; panics otherwise.
+    pub fn start(bin: &Path, mode: &str) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|address| address.port())
+            .unwrap_or_else(|e| panic!("no free port: {e}"));
+        let child = Command::new(bin)
+            .arg(mode)
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start server-everything: {e}"));
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "server-everything did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Self { child, port }
+    }
+}
+
+impl Drop for EverythingServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,6 +1,11 @@
 //! `tether export`: the rendered config in a harness's own format.
+//!
+//! To VS Code, the `${input:ID}` references of the user's configs stay references and their
+//! `inputs` entries are written back (VS Code prompts for the values); no value is read for
+//! them.
 
 use tether_config::Exposure;
+use tether_harness::{Format, ServersConfig};
 
 use crate::cli::ExportArgs;
 use crate::exit::OK;
@@ -13,12 +18,28 @@ pub async fn export(args: &ExportArgs) -> anyhow::Result<u8> {
         check_target(path)?;
     }
     let progress = Progress::new();
-    let session = super::session(&args.specs, &args.secrets, &progress).await?;
+    let (session, inputs) = if args.format == Format::Vscode {
+        super::session_keeping_inputs(&args.specs, &args.secrets, &progress).await?
+    } else {
+        (
+            super::session(&args.specs, &args.secrets, &progress).await?,
+            super::KeptInputs::default(),
+        )
+    };
     progress.finish();
-    let servers = session.servers();
+    let mut servers = session.servers().to_vec();
+    for server in &mut servers {
+        server.declassify(&inputs.references);
+    }
+    let servers = servers.as_slice();
+    let export = |exposure| -> anyhow::Result<ServersConfig> {
+        let mut config = tether_harness::export_config(servers, args.format, exposure)?;
+        config.set_inputs(&inputs.prompts);
+        Ok(config)
+    };
     match &args.output {
         Some(path) => {
-            let config = tether_harness::export_config(servers, args.format, Exposure::Real)?;
+            let config = export(Exposure::Real)?;
             print_notes(config.notes());
             write_private(path, config.to_text().as_bytes())?;
             eprintln!(
@@ -33,7 +54,7 @@ pub async fn export(args: &ExportArgs) -> anyhow::Result<u8> {
             } else {
                 Exposure::Masked
             };
-            let config = tether_harness::export_config(servers, args.format, exposure)?;
+            let config = export(exposure)?;
             print_notes(config.notes());
             print(&config.to_text());
             if config.masked() > 0 {

@@ -135,6 +135,55 @@ pub async fn session(
     secret_args: &SecretArgs,
     progress: &Progress,
 ) -> anyhow::Result<Session> {
+    let (parsed, task_id) = parse_specs(specs)?;
+    // Secrets may be typed at a prompt (`NAME=prompt`, a VS Code input): no spinner meanwhile.
+    let secrets = progress.suspend(|| {
+        let mut secrets = secrets::read(secret_args)?;
+        secrets::prompt_for_inputs(&parsed, &mut secrets)?;
+        anyhow::Ok(secrets)
+    })?;
+    session_with(specs, parsed, task_id, secrets, progress).await
+}
+
+/// VS Code inputs kept as references: what [`session_keeping_inputs`] filled them with.
+#[derive(Default)]
+pub struct KeptInputs {
+    /// The inputs the specs' servers use, in spec order.
+    pub prompts: Vec<tether_config::InputPrompt>,
+    /// The values that filled them (`${input:ID}` each), to find them in rendered servers.
+    pub references: Vec<tether_config::SecretValue>,
+}
+
+/// [`session`] for a VS Code export: every `${input:ID}` the specs use is filled with the
+/// text `${input:ID}` itself (VS Code prompts for it), so no value is asked for or read for it,
+/// even when a `--secret ID=…` gives one.
+pub async fn session_keeping_inputs(
+    specs: &SpecArgs,
+    secret_args: &SecretArgs,
+    progress: &Progress,
+) -> anyhow::Result<(Session, KeptInputs)> {
+    let (parsed, task_id) = parse_specs(specs)?;
+    let mut secrets =
+        progress.suspend(|| secrets::read_except(secret_args, &secrets::used_inputs(&parsed)))?;
+    let prompts = secrets::used_inputs(&parsed);
+    let mut references = Vec::with_capacity(prompts.len());
+    for input in &prompts {
+        let reference = tether_config::SecretValue::new(format!("${{input:{}}}", input.id));
+        references.push(reference.clone());
+        secrets.insert(input.id.clone(), reference);
+    }
+    let session = session_with(specs, parsed, task_id, secrets, progress).await?;
+    Ok((
+        session,
+        KeptInputs {
+            prompts,
+            references,
+        },
+    ))
+}
+
+/// The specs of `--mcp` values and `--task`, and the task's id.
+fn parse_specs(specs: &SpecArgs) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
     let mut parsed = Vec::with_capacity(specs.mcp.len());
     let mut installed = None;
     for (index, value) in specs.mcp.iter().enumerate() {
@@ -164,13 +213,7 @@ pub async fn session(
     if parsed.is_empty() {
         return Err(UsageError::new("no MCP spec given: pass --mcp SPEC (a UUID, a JSON file or inline JSON) or --task FILE").into());
     }
-    // Secrets may be typed at a prompt (`NAME=prompt`, a VS Code input): no spinner meanwhile.
-    let secrets = progress.suspend(|| {
-        let mut secrets = secrets::read(secret_args)?;
-        secrets::prompt_for_inputs(&parsed, &mut secrets)?;
-        anyhow::Ok(secrets)
-    })?;
-    session_with(specs, parsed, task_id, secrets, progress).await
+    Ok((parsed, task_id))
 }
 
 /// [`session`] for specs already parsed and secrets already read (`tether add` reads its

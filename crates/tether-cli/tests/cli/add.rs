@@ -4,10 +4,10 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tether_testkit::{FixtureRegistry, server_everything};
+use tether_testkit::{EverythingServer, FixtureRegistry, server_everything};
 
 use crate::support::{Sandbox, text};
 
@@ -151,44 +151,6 @@ fn a_failing_test_connect_shows_the_servers_stderr_and_stores_nothing() {
     );
 }
 
-/// server-everything in Streamable HTTP mode on a free port.
-struct HttpEverything {
-    child: Child,
-    port: u16,
-}
-
-impl HttpEverything {
-    fn start(bin: &std::path::Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map(|address| address.port())
-            .expect("a free port");
-        let child = Command::new(bin)
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting server-everything");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "server-everything did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Self { child, port }
-    }
-}
-
-impl Drop for HttpEverything {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// `tether add` of the remote entry (server-everything in Streamable HTTP mode behind a
 /// required secret header) stores the secret in the secret store `backend`, never in
 /// `tether.db`, and `tether test --mcp NAME` then needs no `--secret`.
@@ -196,7 +158,7 @@ fn add_a_remote_with_a_required_secret_header(backend: &str) {
     let Some(everything) = server_everything() else {
         return;
     };
-    let server = HttpEverything::start(&everything);
+    let server = EverythingServer::start(&everything, "streamableHttp");
     let sandbox = Sandbox::new();
     let registry = FixtureRegistry::start(&[]);
     let key = format!("ek-remote-secret-93817-$HOME-{backend}");

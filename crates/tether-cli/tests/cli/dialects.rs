@@ -471,6 +471,98 @@ fn missing_vscode_inputs_are_prompted_for_on_a_terminal() {
     assert!(transcript.contains(r#""--region=eu-west""#), "{transcript}");
 }
 
+/// Issue 11 item 4, last part: an export to VS Code keeps each `${input:ID}` as a reference and
+/// writes its `inputs` entry back (`promptString`, `password: true`, the description kept), so
+/// VS Code prompts for it; no value is read for it, even when `--secret` gives one, and on a
+/// terminal nothing is asked. An input no server uses is left out. The file written reads back
+/// as a spec whose inputs `--secret` fills.
+#[test]
+fn a_vscode_export_writes_inputs_back_instead_of_values() {
+    let sandbox = Sandbox::new();
+    let file = sandbox.write(
+        "mcp.json",
+        r#"{"inputs": [{"type": "promptString", "id": "tok", "description": "API token", "password": true},
+                       {"type": "promptString", "id": "region"},
+                       {"type": "promptString", "id": "unused", "description": "never used"}],
+            "servers": {"s": {"command": "x", "args": ["--region=${input:region}"], "env": {"API_TOKEN": "${input:tok}", "OTHER": "{{PLAIN}}"}},
+                        "r": {"type": "http", "url": "https://mcp.example/mcp", "headers": {"Authorization": "Bearer ${input:tok}"}}}}"#,
+    );
+    let expected_inputs = json!([
+        {"type": "promptString", "id": "tok", "description": "API token", "password": true},
+        {"type": "promptString", "id": "region", "password": true},
+    ]);
+    let out_file = sandbox.path("exported.json");
+    for output in [None, Some(&out_file)] {
+        let mut args = vec![
+            "export",
+            "--mcp",
+            &file,
+            "--format",
+            "vscode",
+            "--secret",
+            "tok=env:TOK_SOURCE",
+            "--secret",
+            "PLAIN=env:PLAIN_SOURCE",
+        ];
+        let path = output.map(|p| p.to_string_lossy().into_owned());
+        if let Some(path) = &path {
+            args.extend(["-o", path]);
+        } else {
+            args.push("--show-secrets");
+        }
+        let out = sandbox
+            .tether(&args)
+            .env("TOK_SOURCE", "tok-SENTINEL")
+            .env("PLAIN_SOURCE", "plain-value")
+            .output()
+            .expect("running tether");
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let written = match output {
+            Some(path) => std::fs::read_to_string(path).expect("reading the exported file"),
+            None => text(&out.stdout),
+        };
+        assert!(!written.contains("tok-SENTINEL"), "{written}");
+        let exported: Value = serde_json::from_str(&written).expect("parsing the export");
+        assert_eq!(exported["inputs"], expected_inputs, "{written}");
+        let server = &exported["servers"]["s"];
+        assert_eq!(server["env"]["API_TOKEN"], "${input:tok}", "{written}");
+        assert_eq!(server["env"]["OTHER"], "plain-value", "{written}");
+        assert_eq!(server["args"][0], "--region=${input:region}", "{written}");
+        assert_eq!(
+            exported["servers"]["r"]["headers"]["Authorization"], "Bearer ${input:tok}",
+            "{written}"
+        );
+        // No placeholder is reported unfilled: VS Code fills them.
+        assert!(
+            !text(&out.stderr).contains("which no secret fills"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    // The export is a spec again: its inputs are secrets `--secret` fills.
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--mcp",
+            &out_file.to_string_lossy(),
+            "--format",
+            "json",
+            "--show-secrets",
+            "--secret",
+            "tok=env:TOK_SOURCE",
+            "--secret",
+            "region=env:REGION_SOURCE",
+        ])
+        .env("TOK_SOURCE", "tok-SENTINEL")
+        .env("REGION_SOURCE", "eu-west")
+        .output()
+        .expect("running tether");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let again: Value = serde_json::from_slice(&out.stdout).expect("parsing the export");
+    assert_eq!(again["mcpServers"]["s"]["env"]["API_TOKEN"], "tok-SENTINEL");
+    assert_eq!(again["mcpServers"]["s"]["args"][0], "--region=eu-west");
+}
+
 /// Issue 11 item 8 (files only): Codex's own `config.toml`, written by the real `codex mcp add`
 /// in a temporary home, is a `--mcp` file: `test` starts its stdio server, and its remote entry's
 /// `bearer_token_env_var` becomes an `Authorization` header from the environment.

@@ -165,28 +165,47 @@ fn strict_mcp_asks_claude_to_be_strict() {
     );
 }
 
-/// A secret in a remote server's `url` cannot be referenced in Codex's TOML: it goes into the
-/// private 0600 `config.toml`, or `--no-secrets-on-disk` refuses.
+/// Issue 10 item 3: a secret in a remote server's `url` (which Codex's TOML cannot reference)
+/// or headers stays in tether's bridge: every harness gets a loopback URL and the run's token,
+/// so `--no-secrets-on-disk` has nothing to refuse and the harness's environment holds no
+/// secret either. (The bridge's forwarding itself: `bridge.rs`.)
 #[test]
-fn codex_url_secret_falls_back_to_a_private_file_or_refuses() {
-    let sandbox = Sandbox::new();
-    let program = fake_harness(&sandbox, "codex", "0");
-    let spec = config(&[r#""remote": {"url": "http://127.0.0.1:9/mcp?key={{TOKEN}}"}"#.to_owned()]);
-    let out = hand_off(&sandbox, &spec, &["--no-secrets-on-disk"], &program, &[])
-        .output()
-        .expect("running tether");
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = text(&out.stderr);
-    assert!(
-        stderr.contains("MCP server 'remote': codex cannot read 'url' from the environment"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains(SECRET));
-    let out = hand_off(&sandbox, &spec, &[], &program, &[])
-        .output()
-        .expect("running tether");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(run_dirs(&sandbox), Vec::<PathBuf>::new());
+fn a_url_secret_stays_in_the_bridge_for_every_harness() {
+    for harness in ["claude", "gemini", "opencode", "codex"] {
+        let sandbox = Sandbox::new();
+        let program = fake_harness(&sandbox, harness, "0");
+        let spec = config(&[
+            r#""remote": {"url": "http://127.0.0.1:9/mcp?key={{TOKEN}}", "headers": {"X-Key": "{{TOKEN}}"}}"#
+                .to_owned(),
+        ]);
+        let out = hand_off(&sandbox, &spec, &["--no-secrets-on-disk"], &program, &[])
+            .output()
+            .expect("running tether");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{harness}: {}",
+            text(&out.stderr)
+        );
+        let stderr = text(&out.stderr);
+        assert!(!stderr.contains(SECRET), "{harness}: {stderr}");
+        let record = sandbox.path("record");
+        let config = read(&record.join("config"));
+        assert!(
+            config.contains("http://127.0.0.1:") && !config.contains("127.0.0.1:9/"),
+            "{harness}: not the bridge's URL: {config}"
+        );
+        assert!(
+            !config.contains(SECRET) && !config.contains("X-Key"),
+            "{harness}: {config}"
+        );
+        let env = read(&record.join("env"));
+        assert!(
+            !env.lines().any(|l| l.starts_with("TETHER_SECRET_")),
+            "{harness}: a URL server's value is in the harness environment: {env}"
+        );
+        assert_eq!(run_dirs(&sandbox), Vec::<PathBuf>::new());
+    }
 }
 
 /// Issue 10 item 3: a stdio server's values, a secret in `args` included, reach it through

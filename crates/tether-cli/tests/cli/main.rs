@@ -7,6 +7,7 @@
 )]
 
 mod add;
+mod bridge;
 mod by_name;
 mod commands;
 mod dialects;
@@ -21,3 +22,4 @@ mod remote_failures;
 mod secrets;
 mod stored;
 mod support;
+mod timeouts;

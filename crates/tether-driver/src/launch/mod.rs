@@ -269,7 +269,8 @@ impl McpRuntime {
             .collect()
     }
 
-    /// Calls `tool` on `server` with `arguments`, within `timeout`. Returns the MCP
+    /// Calls `tool` on `server` with `arguments`, within `timeout` (or the server's own
+    /// `timeout`, when its config sets one). Returns the MCP
     /// `CallToolResult` as JSON (a tool's own failure is `isError: true`, not an `Err`).
     pub async fn call_tool(
         &self,
@@ -295,6 +296,12 @@ impl McpRuntime {
                     .to_owned(),
             ));
         }
+        // The server's own per-request timeout (Gemini/Claude `timeout`, Codex
+        // `tool_timeout_sec`), if its config set one, replaces the caller's.
+        let timeout = running
+            .options
+            .timeout_ms
+            .map_or(timeout, Duration::from_millis);
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
@@ -445,6 +452,11 @@ async fn start_filtered(
     masking: &Arc<Vec<SecretValue>>,
 ) -> (ServerOptions, Result<Started, String>) {
     let options = server.options.clone();
+    // The server's own startup timeout (Codex `startup_timeout_sec`/`_ms`), if its config set
+    // one, replaces the run's.
+    let timeout = options
+        .startup_timeout_ms
+        .map_or(timeout, Duration::from_millis);
     let outcome = start_one(server, timeout, masking)
         .await
         .map(|mut started| {
@@ -460,7 +472,6 @@ async fn start_one(
     masking: &Arc<Vec<SecretValue>>,
 ) -> Result<Started, String> {
     let mask = |text: String| mask_known_values(&text, masking.iter());
-    let started = tokio::time::Instant::now();
     match &server.transport {
         RenderedTransport::Stdio {
             command,
@@ -544,7 +555,7 @@ async fn start_one(
                 Err(_) => {
                     let reason = format!(
                         "no answer to initialize/tools/list within {} s{}",
-                        started.elapsed().as_secs(),
+                        timeout.as_secs_f64(),
                         stderr_suffix(&child.stderr)
                     );
                     child.terminate().await;
@@ -609,7 +620,7 @@ async fn start_one(
                 Ok(Err(err)) => Err(mask(failure::describe(&url, kind, &*err))),
                 Err(_) => Err(mask(format!(
                     "no answer from {url} to initialize/tools/list within {} s",
-                    started.elapsed().as_secs()
+                    timeout.as_secs_f64()
                 ))),
             }
         }
