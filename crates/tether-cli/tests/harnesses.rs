@@ -533,7 +533,7 @@ fn gemini_cli_reaches_a_legacy_sse_server_through_the_bridge() {
     ]);
     command.env("GEMINI_CLI_TRUST_WORKSPACE", "true");
     let out = output_within(command, Duration::from_secs(120));
-    let listing = plain(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
+    let listing = strip_ansi(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
     assert!(
         listing
             .lines()
