@@ -64,6 +64,9 @@ pub struct ToolInfo {
     pub name: String,
     /// As the server describes it (`None` when it gives none).
     pub description: Option<String>,
+    /// The whole definition as the server sent it (name, description, input and output
+    /// schema, annotations, …): what a gateway offers under its own name.
+    pub definition: Value,
 }
 
 /// How a server's startup went.
@@ -304,6 +307,102 @@ impl McpRuntime {
             .map_err(|_| failed(format!("no answer within {} s", timeout.as_secs_f64())))?
             .map_err(|e| failed(e.to_string()))?;
         serde_json::to_value(result).map_err(|e| failed(format!("unreadable result: {e}")))
+    }
+
+    /// What `server` declared in its `initialize` answer (`capabilities`: `tools`,
+    /// `resources`, `prompts`, `completions`, `logging`, …) as JSON; `None` when no server of
+    /// that name is running.
+    pub fn capabilities(&self, server: &str) -> Option<Value> {
+        let running = self.running.iter().find(|s| s.name == server)?;
+        let info = running.client.peer_info()?;
+        serde_json::to_value(&info.capabilities).ok()
+    }
+
+    /// Sends one MCP request (`method` with `params`, as JSON) to `server` and returns the
+    /// server's result as JSON: what a gateway uses to pass `tools/call`, `resources/read`,
+    /// `prompts/get`, the list methods and `completion/complete` on without knowing rmcp.
+    ///
+    /// The answer is awaited until `timeout` or until `cancelled` completes, whichever is
+    /// first; in both cases the server is sent `notifications/cancelled` for the request.
+    /// A `tools/call` of a tool the server's config leaves out is refused here, as
+    /// [`McpRuntime::call_tool`] refuses it. Errors are [`DriverError::RequestFailed`] (the
+    /// server's JSON-RPC code when it answered with one), [`DriverError::Cancelled`] and
+    /// [`DriverError::UnknownServer`]; their messages are masked.
+    pub async fn forward(
+        &self,
+        server: &str,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancelled: impl Future<Output = ()>,
+    ) -> Result<Value, DriverError> {
+        let Some(running) = self.running.iter().find(|s| s.name == server) else {
+            return Err(DriverError::UnknownServer {
+                name: server.to_owned(),
+                running: self.running(),
+            });
+        };
+        let failed = |code: Option<i32>, message: String| DriverError::RequestFailed {
+            server: server.to_owned(),
+            method: method.to_owned(),
+            code,
+            message: mask_known_values(&message, self.masking.iter()),
+        };
+        if method == "tools/call"
+            && let Some(tool) = params.get("name").and_then(Value::as_str)
+            && !running.options.allows_tool(tool)
+        {
+            return Err(failed(
+                Some(rmcp::model::ErrorCode::INVALID_PARAMS.0),
+                format!(
+                    "the server's config leaves the tool '{tool}' out (includeTools/excludeTools)"
+                ),
+            ));
+        }
+        let mut message = Map::new();
+        message.insert("method".to_owned(), Value::String(method.to_owned()));
+        if !params.is_null() {
+            message.insert("params".to_owned(), params);
+        }
+        let request: rmcp::model::ClientRequest = serde_json::from_value(Value::Object(message))
+            .map_err(|e| {
+                failed(
+                    Some(rmcp::model::ErrorCode::INVALID_PARAMS.0),
+                    format!("invalid params: {e}"),
+                )
+            })?;
+        let options = rmcp::service::PeerRequestOptions::with_timeout(timeout);
+        let handle = running
+            .client
+            .send_cancellable_request(request, options)
+            .await
+            .map_err(|e| failed(None, e.to_string()))?;
+        let peer = handle.peer.clone();
+        let id = handle.id.clone();
+        let answer = tokio::select! {
+            answer = handle.await_response() => answer,
+            () = cancelled => {
+                let notice = rmcp::model::CancelledNotificationParam::new(
+                    Some(id),
+                    Some("cancelled by the client".to_owned()),
+                );
+                if let Err(error) = peer.notify_cancelled(notice).await {
+                    tracing::debug!(server, %error, "could not pass a cancellation on");
+                }
+                return Err(DriverError::Cancelled {
+                    server: server.to_owned(),
+                    method: method.to_owned(),
+                });
+            }
+        };
+        match answer {
+            Ok(result) => serde_json::to_value(result)
+                .map_err(|e| failed(None, format!("unreadable result: {e}"))),
+            Err(rmcp::ServiceError::McpError(error)) => {
+                Err(failed(Some(error.code.0), error.message.to_string()))
+            }
+            Err(error) => Err(failed(None, error.to_string())),
+        }
     }
 
     /// Replaces the server named like `server` with a fresh start of `server`, under the
@@ -642,7 +741,9 @@ fn tool_infos(tools: Vec<rmcp::model::Tool>) -> Vec<ToolInfo> {
         .into_iter()
         .map(|tool| ToolInfo {
             name: tool.name.to_string(),
-            description: tool.description.map(|d| d.to_string()),
+            description: tool.description.as_ref().map(|d| d.to_string()),
+            // A `Tool` is plain data; serializing it cannot fail.
+            definition: serde_json::to_value(&tool).unwrap_or(Value::Null),
         })
         .collect()
 }

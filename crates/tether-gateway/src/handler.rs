@@ -1,0 +1,632 @@
+//! The MCP server side: one [`GatewayHandler`] per client connection, all sharing the run's
+//! servers ([`Shared`]).
+//!
+//! - `tools/list` answers from the catalogue made at start: every running server's tools
+//!   (after its config's include/exclude filters) under namespaced names (`names.rs`), with
+//!   the server's whole definition otherwise unchanged.
+//! - `prompts/list` likewise for prompts; `resources/list` and `resources/templates/list` ask
+//!   every server that declared resources, each time, and merge (URIs stay as the servers
+//!   give them; a URI goes back to the server that listed it).
+//! - `tools/call`, `prompts/get`, `resources/read` and `completion/complete` are forwarded
+//!   to the server the name leads to; a client's cancellation is passed on. What comes back
+//!   — results and error messages — is masked (`redact.rs`) and audited (`audit.rs`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceTemplate, ServerCapabilities, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+use tether_config::Masker;
+use tether_driver::{DriverError, McpRuntime, ServerStatus};
+
+use crate::audit::{AuditLog, Outcome, Record, uri_target};
+use crate::names::{Collision, Namespace};
+use crate::redact::mask_value;
+
+/// What every connection of one gateway shares.
+pub(crate) struct Shared {
+    pub(crate) runtime: McpRuntime,
+    tools: Vec<Tool>,
+    tool_names: Namespace,
+    prompts: Vec<Prompt>,
+    prompt_names: Namespace,
+    /// Servers that declared `resources`, in spec order.
+    resource_servers: Vec<String>,
+    /// Servers that declared `completions`, in spec order.
+    completion_servers: Vec<String>,
+    /// URI → the server that listed it (the last `resources/list`).
+    resource_routes: RwLock<HashMap<String, String>>,
+    /// A template's text before its first `{` → its server (the last templates list).
+    template_routes: RwLock<Vec<(String, String)>>,
+    pub(crate) masker: Masker,
+    audit: Option<AuditLog>,
+    call_timeout: Duration,
+    capabilities: ServerCapabilities,
+}
+
+/// A list method that may span pages.
+const PAGE_LIMIT: usize = 1000;
+
+impl Shared {
+    /// Builds the catalogue from a started runtime: tools from its reports, prompts listed
+    /// now from every server that declared them.
+    pub(crate) async fn new(
+        runtime: McpRuntime,
+        masker: Masker,
+        audit: Option<AuditLog>,
+        call_timeout: Duration,
+    ) -> Self {
+        let running = runtime.running();
+        let mut tool_names = Namespace::default();
+        let mut tools = Vec::new();
+        for report in runtime.reports() {
+            let ServerStatus::Ready { tools: offered } = &report.status else {
+                continue;
+            };
+            for info in offered {
+                let name = tool_names.add(&report.name, &info.name);
+                let mut definition = info.definition.clone();
+                mask_value(&masker, &mut definition);
+                definition["name"] = Value::String(name);
+                match serde_json::from_value::<Tool>(definition) {
+                    Ok(tool) => tools.push(tool),
+                    Err(error) => tracing::warn!(
+                        server = %report.name,
+                        tool = %info.name,
+                        %error,
+                        "the tool's definition does not parse as MCP; it is not offered"
+                    ),
+                }
+            }
+        }
+        report_collisions("tool", tool_names.collisions());
+        let declares = |what: &str| -> Vec<String> {
+            running
+                .iter()
+                .filter(|name| {
+                    runtime
+                        .capabilities(name)
+                        .is_some_and(|caps| caps.get(what).is_some_and(|v| !v.is_null()))
+                })
+                .cloned()
+                .collect()
+        };
+        let prompt_servers = declares("prompts");
+        let resource_servers = declares("resources");
+        let completion_servers = declares("completions");
+        let mut prompt_names = Namespace::default();
+        let mut prompts = Vec::new();
+        let listed = futures_util::future::join_all(
+            prompt_servers
+                .iter()
+                .map(|server| list_all(&runtime, server, "prompts/list", "prompts", call_timeout)),
+        )
+        .await;
+        for (server, listed) in prompt_servers.iter().zip(listed) {
+            let items = match listed {
+                Ok(items) => items,
+                Err(error) => {
+                    tracing::warn!(server = %server, "listing prompts failed: {}", masker.mask(&error.to_string()));
+                    continue;
+                }
+            };
+            for mut item in items {
+                let Some(own) = item.get("name").and_then(Value::as_str).map(str::to_owned) else {
+                    continue;
+                };
+                mask_value(&masker, &mut item);
+                item["name"] = Value::String(prompt_names.add(server, &own));
+                if let Ok(prompt) = serde_json::from_value::<Prompt>(item) {
+                    prompts.push(prompt);
+                }
+            }
+        }
+        report_collisions("prompt", prompt_names.collisions());
+
+        let mut capabilities = ServerCapabilities::default();
+        capabilities.tools = serde_json::from_value(json!({"listChanged": false})).ok();
+        if !prompts.is_empty() {
+            capabilities.prompts = serde_json::from_value(json!({"listChanged": false})).ok();
+        }
+        if !resource_servers.is_empty() {
+            capabilities.resources =
+                serde_json::from_value(json!({"listChanged": false, "subscribe": false})).ok();
+        }
+        if !completion_servers.is_empty() {
+            capabilities.completions = Some(Map::new());
+        }
+        Self {
+            runtime,
+            tools,
+            tool_names,
+            prompts,
+            prompt_names,
+            resource_servers,
+            completion_servers,
+            resource_routes: RwLock::new(HashMap::new()),
+            template_routes: RwLock::new(Vec::new()),
+            masker,
+            audit,
+            call_timeout,
+            capabilities,
+        }
+    }
+
+    /// The namespaced tool names, in order (spec order, then each server's order).
+    pub(crate) fn tool_names(&self) -> &[String] {
+        self.tool_names.names()
+    }
+
+    /// `text` masked.
+    fn mask(&self, text: &str) -> String {
+        self.masker.mask(text)
+    }
+
+    fn audit(&self, record: &Record<'_>) {
+        if let Some(audit) = &self.audit {
+            audit.append(record);
+        }
+    }
+
+    /// The MCP error a driver error becomes for the client, masked.
+    fn error_for(&self, error: &DriverError) -> ErrorData {
+        let message = self.mask(&error.to_string());
+        match error {
+            DriverError::RequestFailed {
+                code: Some(code), ..
+            } => ErrorData::new(ErrorCode(*code), message, None),
+            _ => ErrorData::internal_error(message, None),
+        }
+    }
+}
+
+fn report_collisions(kind: &str, collisions: &[Collision]) {
+    for collision in collisions {
+        tracing::warn!(
+            "{kind} name collision: '{}' of server '{}' would be '{}', which '{}' of server '{}' has; it is offered as '{}'",
+            collision.renamed.name,
+            collision.renamed.server,
+            collision.wanted,
+            collision.kept_by.name,
+            collision.kept_by.server,
+            collision.renamed_to
+        );
+    }
+}
+
+/// Every item of a paginated list method on `server` (`key` is the result's array).
+async fn list_all(
+    runtime: &McpRuntime,
+    server: &str,
+    method: &str,
+    key: &str,
+    timeout: Duration,
+) -> Result<Vec<Value>, DriverError> {
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..PAGE_LIMIT {
+        let params = match &cursor {
+            Some(cursor) => json!({ "cursor": cursor }),
+            None => json!({}),
+        };
+        let page = runtime
+            .forward(server, method, params, timeout, std::future::pending())
+            .await?;
+        if let Some(list) = page.get(key).and_then(Value::as_array) {
+            items.extend(list.iter().cloned());
+        }
+        cursor = page
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    Ok(items)
+}
+
+/// One client connection's handler. Cheap to clone; Streamable HTTP makes one per session.
+#[derive(Clone)]
+pub struct GatewayHandler {
+    shared: Arc<Shared>,
+    /// A random id for this connection, used in audit records.
+    session: Arc<str>,
+}
+
+impl GatewayHandler {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            session: uuid::Uuid::new_v4().simple().to_string().into(),
+        }
+    }
+
+    /// Forwards one request and masks the answer; audits it when `audit` names the target.
+    async fn forward(
+        &self,
+        server: &str,
+        method: &str,
+        params: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> (Result<Value, DriverError>, Duration) {
+        let started = Instant::now();
+        let answer = self
+            .shared
+            .runtime
+            .forward(
+                server,
+                method,
+                params,
+                self.shared.call_timeout,
+                context.ct.cancelled(),
+            )
+            .await;
+        let elapsed = started.elapsed();
+        let answer = answer.map(|mut value| {
+            mask_value(&self.shared.masker, &mut value);
+            value
+        });
+        (answer, elapsed)
+    }
+
+    fn refuse(&self, method: &str, target: &str, message: String) -> ErrorData {
+        self.shared.audit(&Record {
+            session: &self.session,
+            method,
+            server: None,
+            target,
+            duration: Duration::ZERO,
+            outcome: Outcome::Refused,
+            arguments: None,
+            result: None,
+        });
+        ErrorData::invalid_params(message, None)
+    }
+
+    /// The server a resource URI goes to: the one that listed it, else the one whose
+    /// template it fits (longest literal prefix), else the only server with resources.
+    fn resource_server(&self, uri: &str) -> Option<String> {
+        let routes = self
+            .shared
+            .resource_routes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(server) = routes.get(uri) {
+            return Some(server.clone());
+        }
+        drop(routes);
+        let templates = self
+            .shared
+            .template_routes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, server)) = templates
+            .iter()
+            .filter(|(prefix, _)| !prefix.is_empty() && uri.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _)| prefix.len())
+        {
+            return Some(server.clone());
+        }
+        match self.shared.resource_servers.as_slice() {
+            [only] => Some(only.clone()),
+            _ => None,
+        }
+    }
+
+    /// Lists `method` on every server with resources, merges, and records the routes.
+    async fn list_resources_everywhere(&self, method: &str, key: &str) -> Vec<(String, Value)> {
+        let shared = &self.shared;
+        let listed = futures_util::future::join_all(
+            shared
+                .resource_servers
+                .iter()
+                .map(|server| list_all(&shared.runtime, server, method, key, shared.call_timeout)),
+        )
+        .await;
+        let mut merged = Vec::new();
+        for (server, listed) in shared.resource_servers.iter().zip(listed) {
+            match listed {
+                Ok(items) => merged.extend(items.into_iter().map(|item| (server.clone(), item))),
+                Err(error) => tracing::warn!(
+                    server = %server,
+                    "{method} failed: {}",
+                    shared.mask(&error.to_string())
+                ),
+            }
+        }
+        for (_, item) in &mut merged {
+            mask_value(&shared.masker, item);
+        }
+        merged
+    }
+}
+
+/// The part of a URI template before its first variable.
+fn template_prefix(template: &str) -> String {
+    template.split('{').next().unwrap_or_default().to_owned()
+}
+
+impl ServerHandler for GatewayHandler {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(self.shared.capabilities.clone())
+            .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "tether gateway: the tools, prompts and resources of several MCP servers. \
+                 Tool and prompt names are SERVER__NAME.",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        // Sessions (and DELETE) exist up to the last version with `initialize`.
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
+            &ProtocolVersion::LATEST_WITH_INITIALIZE,
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        const METHOD: &str = "tools/call";
+        let Some(route) = self.shared.tool_names.route(&request.name).cloned() else {
+            return Err(self.refuse(
+                METHOD,
+                &request.name,
+                format!("no tool named '{}' behind this gateway", request.name),
+            ));
+        };
+        let mut arguments = request.arguments.clone().map(Value::Object);
+        if let Some(arguments) = &mut arguments {
+            mask_value(&self.shared.masker, arguments);
+        }
+        let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        params["name"] = Value::String(route.name.clone());
+        let (answer, duration) = self.forward(&route.server, METHOD, params, &context).await;
+        let (outcome, response) = match answer {
+            Ok(value) => match serde_json::from_value::<CallToolResult>(value.clone()) {
+                Ok(result) => {
+                    let outcome = if result.is_error == Some(true) {
+                        Outcome::ToolError
+                    } else {
+                        Outcome::Ok
+                    };
+                    (outcome, Ok((result, value)))
+                }
+                Err(error) => (
+                    Outcome::Error,
+                    Err(ErrorData::internal_error(
+                        format!(
+                            "server '{}' sent a tools/call result that is not MCP: {error}",
+                            route.server
+                        ),
+                        None,
+                    )),
+                ),
+            },
+            Err(DriverError::Cancelled { .. }) => (
+                Outcome::Cancelled,
+                Err(ErrorData::internal_error("the call was cancelled", None)),
+            ),
+            Err(error @ DriverError::RequestFailed { code: Some(_), .. }) => {
+                (Outcome::Error, Err(self.shared.error_for(&error)))
+            }
+            Err(error) => {
+                // The server broke off or is not running: the model should read why.
+                let text = self.shared.mask(&error.to_string());
+                let result = CallToolResult::error(vec![ContentBlock::text(text)]);
+                let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+                (Outcome::Error, Ok((result, value)))
+            }
+        };
+        let result_value = response.as_ref().ok().map(|(_, value)| value);
+        self.shared.audit(&Record {
+            session: &self.session,
+            method: METHOD,
+            server: Some(&route.server),
+            target: &route.name,
+            duration,
+            outcome,
+            arguments: arguments.as_ref(),
+            result: result_value,
+        });
+        tracing::debug!(tool = %request.name, server = %route.server, ?duration, outcome = outcome.as_str(), "tools/call");
+        response.map(|(result, _)| result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(
+            self.shared.prompts.clone(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        const METHOD: &str = "prompts/get";
+        let Some(route) = self.shared.prompt_names.route(&request.name).cloned() else {
+            return Err(self.refuse(
+                METHOD,
+                &request.name,
+                format!("no prompt named '{}' behind this gateway", request.name),
+            ));
+        };
+        let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        params["name"] = Value::String(route.name.clone());
+        let arguments = params.get("arguments").cloned().map(|mut a| {
+            mask_value(&self.shared.masker, &mut a);
+            a
+        });
+        let (answer, duration) = self.forward(&route.server, METHOD, params, &context).await;
+        let outcome = match &answer {
+            Ok(_) => Outcome::Ok,
+            Err(DriverError::Cancelled { .. }) => Outcome::Cancelled,
+            Err(_) => Outcome::Error,
+        };
+        self.shared.audit(&Record {
+            session: &self.session,
+            method: METHOD,
+            server: Some(&route.server),
+            target: &route.name,
+            duration,
+            outcome,
+            arguments: arguments.as_ref(),
+            result: answer.as_ref().ok(),
+        });
+        let value = answer.map_err(|e| self.shared.error_for(&e))?;
+        serde_json::from_value::<GetPromptResult>(value)
+            .map(Into::into)
+            .map_err(|e| ErrorData::internal_error(format!("not an MCP prompt: {e}"), None))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let merged = self
+            .list_resources_everywhere("resources/list", "resources")
+            .await;
+        let mut routes = HashMap::new();
+        let mut resources = Vec::new();
+        for (server, item) in merged {
+            let Some(uri) = item.get("uri").and_then(Value::as_str).map(str::to_owned) else {
+                continue;
+            };
+            if routes.contains_key(&uri) {
+                tracing::debug!(server = %server, "a resource URI another server listed first is left out");
+                continue;
+            }
+            if let Ok(resource) = serde_json::from_value::<Resource>(item) {
+                routes.insert(uri, server);
+                resources.push(resource);
+            }
+        }
+        *self
+            .shared
+            .resource_routes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = routes;
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let merged = self
+            .list_resources_everywhere("resources/templates/list", "resourceTemplates")
+            .await;
+        let mut routes = Vec::new();
+        let mut templates = Vec::new();
+        for (server, item) in merged {
+            let Some(template) = item.get("uriTemplate").and_then(Value::as_str) else {
+                continue;
+            };
+            routes.push((template_prefix(template), server));
+            if let Ok(template) = serde_json::from_value::<ResourceTemplate>(item) {
+                templates.push(template);
+            }
+        }
+        *self
+            .shared
+            .template_routes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = routes;
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        const METHOD: &str = "resources/read";
+        let target = uri_target(&request.uri);
+        let Some(server) = self.resource_server(&request.uri) else {
+            return Err(self.refuse(
+                METHOD,
+                &target,
+                "no server behind this gateway listed this resource URI (list resources or templates first)".to_owned(),
+            ));
+        };
+        let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        let (answer, duration) = self.forward(&server, METHOD, params, &context).await;
+        let outcome = match &answer {
+            Ok(_) => Outcome::Ok,
+            Err(DriverError::Cancelled { .. }) => Outcome::Cancelled,
+            Err(_) => Outcome::Error,
+        };
+        self.shared.audit(&Record {
+            session: &self.session,
+            method: METHOD,
+            server: Some(&server),
+            target: &target,
+            duration,
+            outcome,
+            arguments: None,
+            result: answer.as_ref().ok(),
+        });
+        let value = answer.map_err(|e| self.shared.error_for(&e))?;
+        serde_json::from_value::<ReadResourceResult>(value)
+            .map(Into::into)
+            .map_err(|e| ErrorData::internal_error(format!("not an MCP resource: {e}"), None))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        // A prompt reference carries the namespaced name; a resource one carries a URI.
+        let server = match params["ref"]["type"].as_str() {
+            Some("ref/prompt") => {
+                let name = params["ref"]["name"].as_str().unwrap_or_default();
+                let route = self.shared.prompt_names.route(name).cloned();
+                route.map(|route| {
+                    params["ref"]["name"] = Value::String(route.name);
+                    route.server
+                })
+            }
+            _ => params["ref"]["uri"]
+                .as_str()
+                .and_then(|uri| self.resource_server(uri)),
+        };
+        let Some(server) = server.filter(|s| self.shared.completion_servers.contains(s)) else {
+            return Ok(CompleteResult::default());
+        };
+        let (answer, _) = self
+            .forward(&server, "completion/complete", params, &context)
+            .await;
+        let value = answer.map_err(|e| self.shared.error_for(&e))?;
+        serde_json::from_value::<CompleteResult>(value)
+            .map_err(|e| ErrorData::internal_error(format!("not an MCP completion: {e}"), None))
+    }
+}

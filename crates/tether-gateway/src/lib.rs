@@ -1,0 +1,126 @@
+//! `tether serve`: a run's resolved MCP servers behind one MCP endpoint.
+//!
+//! A [`Gateway`] takes a started [`tether_driver::McpRuntime`] and the run's masking values
+//! and serves, over stdio or Streamable HTTP, the union of the servers' tools, prompts and
+//! resources under namespaced names ([`names`]), forwarding each call to its server. Every
+//! result and error message is masked with the run's secret values before it leaves
+//! ([`redact`]), and every forwarded call is recorded without its values ([`audit`]).
+//!
+//! ```no_run
+//! # async fn demo(session: tether_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use tether_gateway::{Gateway, GatewayOptions};
+//!
+//! let runtime = session.start(&tether_driver::StartOptions::default()).await?;
+//! let options = GatewayOptions { call_timeout: Duration::from_secs(60), audit: None };
+//! let gateway = Gateway::new(runtime, session.sensitive_values(), options).await;
+//! gateway.serve_stdio().await?; // until the client closes stdin
+//! gateway.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! **Invariant:** rmcp's server side is used only in this crate; the servers behind it are
+//! reached through `McpRuntime::forward` (JSON in, JSON out), never through rmcp types.
+
+#![deny(missing_docs)]
+
+pub mod audit;
+mod error;
+mod handler;
+mod http;
+pub mod names;
+pub mod redact;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use tether_config::{Masker, SecretValue};
+use tether_driver::McpRuntime;
+use tokio_util::sync::CancellationToken;
+
+pub use audit::AuditLog;
+pub use error::GatewayError;
+pub use http::{MCP_PATH, generate_token, is_loopback};
+
+use handler::{GatewayHandler, Shared};
+
+/// How a gateway forwards and records.
+#[derive(Debug)]
+pub struct GatewayOptions {
+    /// The longest a forwarded call may take before it fails (and is cancelled upstream).
+    pub call_timeout: Duration,
+    /// Where calls are recorded; `None` records nothing.
+    pub audit: Option<AuditLog>,
+}
+
+/// The run's servers, served as one MCP server.
+pub struct Gateway {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("tools", &self.shared.tool_names().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// Builds the catalogue from `runtime` (its tools; prompts are listed now) and masks
+    /// `masking` — the session's sensitive values — in everything it sends back.
+    pub async fn new(
+        runtime: McpRuntime,
+        masking: &[SecretValue],
+        options: GatewayOptions,
+    ) -> Self {
+        let masker = Masker::new(masking);
+        let shared = Shared::new(runtime, masker, options.audit, options.call_timeout).await;
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// The namespaced tool names offered, in order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.shared.tool_names().to_vec()
+    }
+
+    /// Serves one client on this process's stdin and stdout until the client closes stdin.
+    pub async fn serve_stdio(&self) -> Result<(), GatewayError> {
+        let handler = GatewayHandler::new(Arc::clone(&self.shared));
+        let running = handler
+            .serve((tokio::io::stdin(), tokio::io::stdout()))
+            .await
+            .map_err(|e| GatewayError::Handshake {
+                message: self.shared.masker.mask(&e.to_string()),
+            })?;
+        if let Err(error) = running.waiting().await {
+            tracing::debug!(%error, "the stdio session ended abnormally");
+        }
+        Ok(())
+    }
+
+    /// Serves Streamable HTTP at [`MCP_PATH`] on `listener` (bound to a loopback address by
+    /// the caller; see [`is_loopback`]) until `shutdown` is cancelled. With `token`, every
+    /// request needs `Authorization: Bearer TOKEN`.
+    pub async fn serve_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        token: Option<SecretValue>,
+        shutdown: CancellationToken,
+    ) -> Result<(), GatewayError> {
+        http::serve(Arc::clone(&self.shared), listener, token, shutdown).await
+    }
+
+    /// Stops every server. Connections still open keep their handlers until they close;
+    /// the servers' processes are ended either way.
+    pub async fn shutdown(self) {
+        match Arc::try_unwrap(self.shared) {
+            Ok(shared) => shared.runtime.shutdown().await,
+            // A connection still holds it: dropping the last handle kills the children.
+            Err(shared) => drop(shared),
+        }
+    }
+}
