@@ -63,6 +63,23 @@ Exit code 0 only if every server is ready.")]
   tether call --mcp 2f0c…-uuid github list_issues --json")]
     Call(CallArgs),
 
+    /// Serve every resolved server as one MCP server (a gateway): tools and prompts named
+    /// SERVER__NAME, results and errors masked, each call audited.
+    #[command(after_help = "Examples:
+  tether serve --mcp ./mcp.json --secret API_TOKEN=env:API_TOKEN          (stdio)
+  tether serve --mcp ./mcp.json --listen 127.0.0.1:8765                    (Streamable HTTP)
+  tether serve --mcp ./mcp.json --listen 127.0.0.1:8765 --token env:GATEWAY_TOKEN
+
+Over HTTP the endpoint is http://ADDRESS/mcp; every request needs `Authorization: Bearer
+TOKEN` (a token is generated and printed once on stderr unless --token gives one). Only
+loopback addresses are accepted. Each call is recorded in an audit log (sizes and SHA-256,
+never values): --audit PATH, default $TETHER_HOME/audit/serve-TIME-PID.jsonl.")]
+    Serve(ServeArgs),
+
+    /// Read the gateway's audit logs.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+
     /// Store a templatable server locally and print its UUID.
     #[command(after_help = "Examples:
   tether install github --from ./github.json
@@ -356,6 +373,69 @@ pub struct CallArgs {
     /// Print the whole MCP result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `tether serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub specs: SpecArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+
+    /// Serve one client on stdin/stdout (the default).
+    #[arg(long, conflicts_with = "listen")]
+    pub stdio: bool,
+
+    /// Serve Streamable HTTP at http://ADDRESS/mcp (a loopback address; port 0 picks one,
+    /// and the URL is printed on stdout).
+    #[arg(long, value_name = "ADDRESS")]
+    pub listen: Option<String>,
+
+    /// Where the HTTP bearer token comes from: env:VAR, file:PATH or - (default: a new
+    /// random token, printed once on stderr).
+    #[arg(
+        long,
+        value_name = "SOURCE",
+        requires = "listen",
+        conflicts_with = "no_auth"
+    )]
+    pub token: Option<String>,
+
+    /// Accept HTTP requests without a token (loopback only; for local tools and tests).
+    #[arg(long, requires = "listen")]
+    pub no_auth: bool,
+
+    /// The audit log to create (must not exist; mode 0600).
+    #[arg(long, value_name = "PATH")]
+    pub audit: Option<PathBuf>,
+
+    /// Per-server startup timeout in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+
+    /// The longest a forwarded call may take, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub call_timeout: u64,
+}
+
+/// `tether audit`.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Print the last lines of an audit log (default: the newest in $TETHER_HOME/audit).
+    Tail(AuditTailArgs),
+}
+
+/// `tether audit tail`.
+#[derive(Debug, Args)]
+pub struct AuditTailArgs {
+    /// How many lines.
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 20)]
+    pub lines: usize,
+
+    /// The log to read (default: the newest one).
+    #[arg(value_name = "PATH")]
+    pub path: Option<PathBuf>,
 }
 
 /// `tether install`.

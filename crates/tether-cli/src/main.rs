@@ -97,6 +97,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         Command::Install(args) => commands::install(args),
         Command::List(args) => commands::list(args),
         Command::Remove(args) => commands::remove(args),
+        Command::Audit(command) => commands::audit(command),
         Command::Completions(args) => {
             clap_complete::generate(
                 args.shell,
@@ -120,9 +121,11 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     Command::Search(args) => commands::search(args).await,
                     Command::Show(args) => commands::show(args).await,
                     Command::Add(args) => commands::add(args).await,
+                    Command::Serve(args) => commands::serve(args).await,
                     Command::Install(_)
                     | Command::List(_)
                     | Command::Remove(_)
+                    | Command::Audit(_)
                     | Command::Completions(_) => Ok(exit::OK),
                 }
             })

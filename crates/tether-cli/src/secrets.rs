@@ -105,6 +105,17 @@ pub fn prompt_for_inputs(specs: &[McpSpec], secrets: &mut Secrets) -> anyhow::Re
     Ok(())
 }
 
+/// Reads a single value from `source` (`env:VAR`, `file:PATH`, `-`, `prompt`), as a
+/// `--secret` source; `what` names it in errors. A literal is refused.
+pub fn read_one(what: &str, source: &str) -> anyhow::Result<SecretValue> {
+    let parsed = tether_config::parse_secret_args([format!("{what}={source}")])
+        .map_err(|e| UsageError::new(e.to_string()))?;
+    match parsed.as_slice() {
+        [arg] => read_source(arg),
+        _ => Err(UsageError::new(format!("{what}: expected one source")).into()),
+    }
+}
+
 /// Reads one secret's value from its source.
 fn read_source(arg: &SecretArg) -> anyhow::Result<SecretValue> {
     let name = &arg.name;

@@ -1,19 +1,23 @@
 //! The subcommands, and what they share: reading specs and secrets, resolving, starting.
 
 mod add;
+mod audit;
 mod call;
 mod export;
 mod install;
 mod registry;
 mod run;
+mod serve;
 mod test;
 
 pub use add::add;
+pub use audit::audit;
 pub use call::call;
 pub use export::export;
 pub use install::{install, list, remove};
 pub use registry::{search, show};
 pub use run::run;
+pub use serve::serve;
 pub use test::test;
 
 use std::path::Path;
