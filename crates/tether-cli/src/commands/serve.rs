@@ -103,8 +103,10 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     )
     .await;
 
+    let offered = gateway.tool_names().len();
     match transport.listen {
         None => {
+            eprintln!("tether serve: serving {offered} tools on stdio");
             // Ends when the client closes stdin, or on SIGINT/SIGTERM: both are a normal end.
             let served = super::until_signal(gateway.serve_stdio()).await?;
             if let Ok(result) = served {
@@ -124,6 +126,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
                 log_mask::register([token]);
             }
             crate::output::print(&format!("listening on http://{bound}{MCP_PATH}\n"));
+            eprintln!("tether serve: serving {offered} tools on http://{bound}{MCP_PATH}");
             let shutdown = CancellationToken::new();
             let served =
                 super::until_signal(gateway.serve_http(listener, token, shutdown.clone())).await?;

@@ -1,0 +1,504 @@
+//! `tether serve` (issue 14), end to end: a real MCP client (rmcp) talks to the `tether`
+//! binary, which fronts several real servers at once — server-everything over stdio and over
+//! Streamable HTTP, and our test server — through namespaced names. A secret a server puts in
+//! a tool result reaches the client masked, and the audit log holds no value.
+
+#![allow(
+    clippy::expect_used,
+    reason = "a test binary: helpers outside #[test] functions panic on setup failure too"
+)]
+
+use std::io::{BufRead as _, BufReader};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+use tether_testkit::{json_str, server_everything, test_server_bin};
+
+/// Every character a shell or a harness might expand, and a placeholder.
+const SECRET: &str = "gw-s3cr3t $HOME \"q\" {{x}} é";
+/// An argument value that must never reach the audit log.
+const ARGUMENT_SENTINEL: &str = "audit-sentinel-argument-value";
+const MASK: &str = "********";
+
+type Client = RunningService<RoleClient, ()>;
+
+/// The `tether` binary this test was built with.
+fn tether_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tether"))
+}
+
+/// `tether ARGS` with its own TETHER_HOME under `dir`, the secret in `GW_SECRET`.
+fn tether_command(dir: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(tether_bin());
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("TETHER_HOME", dir.join("home"))
+        .env("GW_SECRET", SECRET)
+        .env("NO_COLOR", "1")
+        .env_remove("TETHER_SERVER_URL")
+        .env_remove("TETHER_API_KEY")
+        .env_remove("RUST_LOG");
+    command
+}
+
+/// server-everything in Streamable HTTP mode on a free loopback port.
+async fn everything_http(bin: &Path) -> (tokio::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("binding a loopback port");
+    let child = tokio::process::Command::new(bin)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawning server-everything");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "server-everything did not listen"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (child, port)
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn call(client: &Client, name: &str, arguments: Value) -> Value {
+    let mut params = CallToolRequestParams::new(name.to_owned());
+    if let Value::Object(map) = arguments {
+        params = params.with_arguments(map);
+    }
+    let result = client
+        .call_tool(params)
+        .await
+        .unwrap_or_else(|e| panic!("calling {name} through the gateway: {e}"));
+    serde_json::to_value(result).expect("serializing a result")
+}
+
+fn valid_name(name: &str) -> bool {
+    name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_reaches_three_servers_through_namespaced_names() {
+    let Some(everything) = server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let (_remote, port) = everything_http(&everything).await;
+    let config = format!(
+        r#"{{"mcpServers": {{
+            "local": {{"command": {everything}, "args": ["stdio"], "env": {{"GW_TOKEN": "{{{{TOKEN}}}}"}}}},
+            "remote": {{"url": "http://127.0.0.1:{port}/mcp"}},
+            "test": {{"command": {test}}}
+        }}}}"#,
+        everything = json_str(&everything.to_string_lossy()),
+        test = json_str(&test_server_bin().to_string_lossy()),
+    );
+    let spec = dir.path().join("mcp.json");
+    std::fs::write(&spec, config).expect("writing the spec");
+    let audit = dir.path().join("audit.jsonl");
+    let spec_arg = spec.to_string_lossy().into_owned();
+    let audit_arg = audit.to_string_lossy().into_owned();
+    let command = tether_command(
+        dir.path(),
+        &[
+            "serve",
+            "--mcp",
+            &spec_arg,
+            "--secret",
+            "TOKEN=env:GW_SECRET",
+            "--audit",
+            &audit_arg,
+        ],
+    );
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting tether serve");
+    let client: Client = tokio::time::timeout(Duration::from_secs(90), ().serve(transport))
+        .await
+        .expect("tether serve answered initialize in time")
+        .expect("initializing through the gateway");
+
+    let info = client.peer_info().expect("the gateway's initialize answer");
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("tether")
+    );
+
+    // tools/list: the union, namespaced, every name one clients accept.
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    for expected in [
+        "local__echo",
+        "local__get-env",
+        "remote__echo",
+        "test__echo",
+        "test__add",
+        "test__env_check",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in {names:?}"
+        );
+    }
+    assert!(names.iter().all(|n| valid_name(n)), "{names:?}");
+    // The definition is the server's own, but for the name.
+    let add = tools
+        .iter()
+        .find(|t| t.name == "test__add")
+        .expect("test__add is listed");
+    assert_eq!(
+        add.input_schema.get("required"),
+        Some(&json!(["a", "b"])),
+        "{add:?}"
+    );
+
+    // Calls reach the right server.
+    let sum = call(&client, "test__add", json!({"a": 2, "b": 40})).await;
+    assert_eq!(text_of(&sum), "42");
+    let echoed = call(
+        &client,
+        "remote__echo",
+        json!({"message": ARGUMENT_SENTINEL}),
+    )
+    .await;
+    assert!(text_of(&echoed).contains(ARGUMENT_SENTINEL), "{echoed}");
+    let echoed = call(&client, "test__echo", json!({"text": ARGUMENT_SENTINEL})).await;
+    assert_eq!(text_of(&echoed), ARGUMENT_SENTINEL);
+
+    // The secret reached the server (its env) and comes back masked.
+    let env = call(&client, "local__get-env", json!({})).await;
+    let env_text = env.to_string();
+    assert!(env_text.contains("GW_TOKEN"), "{env_text}");
+    assert!(env_text.contains(MASK), "{env_text}");
+    for part in ["gw-s3cr3t", "\\\"q\\\" {{x}}"] {
+        assert!(!env_text.contains(part), "{part} left in {env_text}");
+    }
+
+    // An unknown name is an error, not a hang.
+    let unknown = client
+        .call_tool(CallToolRequestParams::new("nobody__nothing"))
+        .await;
+    assert!(unknown.is_err(), "{unknown:?}");
+
+    // Prompts and resources.
+    let prompts = client.list_all_prompts().await.expect("prompts/list");
+    let prompt_names: Vec<String> = prompts.iter().map(|p| p.name.clone()).collect();
+    assert!(
+        prompt_names.iter().any(|n| n == "local__simple-prompt"),
+        "{prompt_names:?}"
+    );
+    let prompt = client
+        .get_prompt(GetPromptRequestParams::new("local__simple-prompt"))
+        .await
+        .expect("prompts/get through the gateway");
+    assert!(!prompt.messages.is_empty());
+    let resources = client.list_all_resources().await.expect("resources/list");
+    let first = resources
+        .first()
+        .expect("server-everything lists resources");
+    let read = client
+        .read_resource(ReadResourceRequestParams::new(first.uri.clone()))
+        .await
+        .expect("resources/read through the gateway");
+    assert!(!read.contents.is_empty());
+
+    client.cancel().await.expect("closing the client");
+
+    // The audit log: one line per forwarded call, private, and no value in it.
+    let log = std::fs::read_to_string(&audit).expect("reading the audit log");
+    let mode = std::fs::metadata(&audit)
+        .expect("stat of the audit log")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each audit line is JSON"))
+        .collect();
+    let tool_calls: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["method"] == "tools/call")
+        .collect();
+    assert_eq!(tool_calls.len(), 5, "{log}");
+    assert!(tool_calls.iter().any(|l| l["server"] == "test"
+        && l["target"] == "add"
+        && l["outcome"] == "ok"
+        && l["arguments_sha256"].as_str().map(str::len) == Some(64)));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["target"] == "nobody__nothing" && l["outcome"] == "refused"),
+        "{log}"
+    );
+    for needle in [ARGUMENT_SENTINEL, "gw-s3cr3t"] {
+        assert!(!log.contains(needle), "{needle} in {log}");
+    }
+
+    // Nothing on stderr holds the secret.
+    let mut stderr_text = String::new();
+    if let Some(stderr) = stderr {
+        use tokio::io::AsyncReadExt as _;
+        let mut stderr = stderr;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(10),
+            stderr.read_to_string(&mut stderr_text),
+        )
+        .await;
+    }
+    assert!(!stderr_text.contains("gw-s3cr3t"), "{stderr_text}");
+    assert!(
+        stderr_text.contains("test: ready, 3 tools"),
+        "{stderr_text}"
+    );
+}
+
+/// A `tether serve --listen` process, its URL and the token it printed.
+struct HttpGateway {
+    child: Child,
+    url: String,
+    token: Option<String>,
+}
+
+impl Drop for HttpGateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_gateway(dir: &Path, extra: &[&str]) -> HttpGateway {
+    let spec = format!(
+        r#"{{"test": {{"command": {}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let mut args = vec!["serve", "--mcp", &spec, "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let mut child = Command::new(tether_bin())
+        .args(&args)
+        .current_dir(dir)
+        .env("TETHER_HOME", dir.join("home"))
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting tether serve --listen");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut url = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut url)
+        .expect("reading the listening line");
+    let url = url
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {url:?}"))
+        .to_owned();
+    let stderr = child.stderr.take().expect("piped stderr");
+    let mut token = None;
+    let mut lines = BufReader::new(stderr).lines();
+    for line in lines.by_ref() {
+        let line = line.expect("reading stderr");
+        if let Some(found) = line.strip_prefix("tether serve: bearer token ") {
+            token = Some(found.to_owned());
+        }
+        if line.starts_with("tether serve: serving ") {
+            break;
+        }
+    }
+    // Keep draining stderr so that the gateway never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    HttpGateway { child, url, token }
+}
+
+fn initialize_body() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}})
+}
+
+fn post(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: &Value,
+) -> reqwest::RequestBuilder {
+    let mut request = http
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(body.to_string());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(session) = session {
+        request = request
+            .header("Mcp-Session-Id", session)
+            .header("Mcp-Protocol-Version", "2025-06-18");
+    }
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_needs_the_token_checks_the_host_and_closes_a_session_on_delete() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let gateway = http_gateway(dir.path(), &[]);
+    let token = gateway.token.clone().expect("a generated token on stderr");
+    assert_eq!(token.len(), 64);
+    let http = reqwest::Client::new();
+    let url = &gateway.url;
+
+    let anonymous = post(&http, url, None, None, &initialize_body())
+        .send()
+        .await
+        .expect("posting without a token");
+    assert_eq!(anonymous.status().as_u16(), 401);
+    let wrong = post(&http, url, Some("not-the-token"), None, &initialize_body())
+        .send()
+        .await
+        .expect("posting a wrong token");
+    assert_eq!(wrong.status().as_u16(), 401);
+
+    // DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends its own Host/Origin.
+    let rebound = post(&http, url, Some(&token), None, &initialize_body())
+        .header("Host", "evil.example")
+        .send()
+        .await
+        .expect("posting with a foreign Host");
+    assert_eq!(rebound.status().as_u16(), 403);
+    let foreign_origin = post(&http, url, Some(&token), None, &initialize_body())
+        .header("Origin", "http://evil.example")
+        .send()
+        .await
+        .expect("posting with a foreign Origin");
+    assert_eq!(foreign_origin.status().as_u16(), 403);
+
+    let initialized = post(&http, url, Some(&token), None, &initialize_body())
+        .send()
+        .await
+        .expect("initializing");
+    assert!(initialized.status().is_success(), "{initialized:?}");
+    let session = initialized
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("an Mcp-Session-Id")
+        .to_owned();
+    let _ = initialized.text().await;
+    let notified = post(
+        &http,
+        url,
+        Some(&token),
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .send()
+    .await
+    .expect("notifying initialized");
+    assert!(notified.status().is_success(), "{notified:?}");
+    let listed = post(
+        &http,
+        url,
+        Some(&token),
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .send()
+    .await
+    .expect("tools/list")
+    .text()
+    .await
+    .expect("reading tools/list");
+    assert!(listed.contains("test__echo"), "{listed}");
+
+    let deleted = http
+        .delete(url)
+        .bearer_auth(&token)
+        .header("Mcp-Session-Id", &session)
+        .header("Mcp-Protocol-Version", "2025-06-18")
+        .send()
+        .await
+        .expect("deleting the session");
+    assert!(deleted.status().is_success(), "{deleted:?}");
+    let after = post(
+        &http,
+        url,
+        Some(&token),
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+    )
+    .send()
+    .await
+    .expect("tools/list after DELETE");
+    assert_eq!(after.status().as_u16(), 404, "a closed session is gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rmcp_client_calls_through_http_with_a_token_from_a_source() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "gateway-token-from-a-file\n").expect("writing the token");
+    let source = format!("file:{}", token_file.display());
+    let gateway = http_gateway(dir.path(), &["--token", &source]);
+    assert_eq!(gateway.token, None, "a given token is never printed");
+    let config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            gateway.url.clone(),
+        )
+        .auth_header("gateway-token-from-a-file");
+    let client: Client = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
+            config,
+        ))
+        .await
+        .expect("connecting over HTTP");
+    let result = call(&client, "test__echo", json!({"text": "over http"})).await;
+    assert_eq!(text_of(&result), "over http");
+    client.cancel().await.expect("closing the client");
+}
+
+#[test]
+fn only_loopback_addresses_are_served() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    for address in ["0.0.0.0:0", "192.0.2.1:80"] {
+        let out = Command::new(tether_bin())
+            .args(["serve", "--mcp", "{}", "--listen", address, "--no-auth"])
+            .env("TETHER_HOME", dir.path().join("home"))
+            .output()
+            .expect("running tether serve");
+        assert_eq!(out.status.code(), Some(2), "{address}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("loopback"), "{stderr}");
+    }
+}
