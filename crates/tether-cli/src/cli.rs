@@ -35,6 +35,7 @@ pub enum Command {
   tether run --mcp 2f0c…-uuid --secret API_TOKEN=env:API_TOKEN
   tether run --mcp ./mcp.json --strict-mcp -- claude -p 'list my issues'
   tether run --task task.json --harness codex -- codex exec 'fix the bug'
+  tether run --mcp ./mcp.json --gateway -- gemini -p 'list my issues'
 
 Exit codes: 0 success (with a command: the command's own code), 1 a server or the harness
 failed, 2 bad input or usage, 3 managed resolution failed.")]
@@ -304,6 +305,16 @@ pub struct RunArgs {
     /// Refuse to write any secret to a file, even a private temporary one.
     #[arg(long)]
     pub no_secrets_on_disk: bool,
+
+    /// Hand the harness ONE stdio server, tether's gateway (`tether serve` for this run): the
+    /// servers run in this tether process; the harness sees SERVER__NAME tools, masked results
+    /// and no value of any server.
+    #[arg(long)]
+    pub gateway: bool,
+
+    /// With --gateway: the audit log to create (default $TETHER_HOME/audit/serve-TIME-PID.jsonl).
+    #[arg(long, value_name = "PATH", requires = "gateway")]
+    pub audit: Option<PathBuf>,
 
     /// The harness command and its arguments.
     #[arg(last = true, value_name = "CMD")]

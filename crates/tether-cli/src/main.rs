@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod exec_shim;
 mod exit;
+mod gateway_relay;
 mod handoff;
 mod log_mask;
 mod output;
@@ -27,6 +28,9 @@ fn main() -> ExitCode {
     }
     if let Some(rest) = internal_subcommand(&argv, exec_shim::SUBCOMMAND) {
         return ExitCode::from(exec_shim::main(rest));
+    }
+    if let Some(rest) = internal_subcommand(&argv, gateway_relay::SUBCOMMAND) {
+        return ExitCode::from(gateway_relay::main(rest));
     }
     // Every process tether starts goes through tether itself as its supervisor, so that none
     // outlives this one (issue 10 item 7).

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use tether_testkit::{json_str, npm_bin, test_server_bin};
+use tether_testkit::{json_str, npm_bin, output_within, strip_ansi as plain, test_server_bin};
 
 const SECRET: &str = "a\"b\\c {{d}} e";
 
@@ -210,45 +210,8 @@ impl Drop for Setup {
     }
 }
 
-/// Runs `command` to completion within `limit`, killing it if it takes longer.
-fn output_within(mut command: Command, limit: Duration) -> Output {
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning the process");
-    let pid = child.id();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        if receiver.recv_timeout(limit).is_err() {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-        }
-    });
-    let out = child.wait_with_output().expect("waiting for the harness");
-    let _ = sender.send(());
-    out
-}
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Removes ANSI escape sequences.
-fn plain(text: &str) -> String {
-    let mut out = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            for next in chars.by_ref() {
-                if next.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn assert_no_secret(what: &str, output: &Output) {

@@ -54,7 +54,9 @@ pub struct GatewayOptions {
     pub audit: Option<AuditLog>,
 }
 
-/// The run's servers, served as one MCP server.
+/// The run's servers, served as one MCP server. Clones share the servers: each serves its own
+/// clients (a hand-off serves every connection the harness opens).
+#[derive(Clone)]
 pub struct Gateway {
     shared: Arc<Shared>,
 }
@@ -89,17 +91,52 @@ impl Gateway {
 
     /// Serves one client on this process's stdin and stdout until the client closes stdin.
     pub async fn serve_stdio(&self) -> Result<(), GatewayError> {
+        self.serve_io(tokio::io::stdin(), tokio::io::stdout()).await
+    }
+
+    /// Serves one client speaking newline-delimited JSON-RPC (the stdio framing) on `reader`
+    /// and `writer` until it closes its side.
+    pub async fn serve_io<R, W>(&self, reader: R, writer: W) -> Result<(), GatewayError>
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
         let handler = GatewayHandler::new(Arc::clone(&self.shared));
-        let running = handler
-            .serve((tokio::io::stdin(), tokio::io::stdout()))
-            .await
-            .map_err(|e| GatewayError::Handshake {
-                message: self.shared.masker.mask(&e.to_string()),
-            })?;
+        let running =
+            handler
+                .serve((reader, writer))
+                .await
+                .map_err(|e| GatewayError::Handshake {
+                    message: self.shared.masker.mask(&e.to_string()),
+                })?;
         if let Err(error) = running.waiting().await {
-            tracing::debug!(%error, "the stdio session ended abnormally");
+            tracing::debug!(%error, "the session ended abnormally");
         }
         Ok(())
+    }
+
+    /// Serves every connection to `listener` (a Unix socket in a private directory) as one
+    /// client, concurrently, until the returned task is aborted. A peer of another user is
+    /// closed at once: the socket's directory is 0700 already; this is the second lock.
+    pub fn serve_unix(&self, listener: tokio::net::UnixListener) -> tokio::task::JoinHandle<()> {
+        let gateway = self.clone();
+        let uid = nix::unistd::getuid().as_raw();
+        tokio::spawn(async move {
+            let mut clients = tokio::task::JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                if stream.peer_cred().map(|c| c.uid()).ok() != Some(uid) {
+                    tracing::warn!("refused a gateway connection from another user");
+                    continue;
+                }
+                let gateway = gateway.clone();
+                clients.spawn(async move {
+                    let (reader, writer) = stream.into_split();
+                    if let Err(error) = gateway.serve_io(reader, writer).await {
+                        tracing::debug!(%error, "a gateway client left during initialize");
+                    }
+                });
+            }
+        })
     }
 
     /// Serves Streamable HTTP at [`MCP_PATH`] on `listener` (bound to a loopback address by

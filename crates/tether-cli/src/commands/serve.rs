@@ -2,19 +2,21 @@
 //! loopback Streamable HTTP.
 
 use std::net::{SocketAddr, ToSocketAddrs as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tether_driver::ServerStatus;
+use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::{AuditLog, Gateway, GatewayOptions, MCP_PATH, generate_token, is_loopback};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::ServeArgs;
+use crate::cli::{HarnessArg, RunArgs, ServeArgs};
 use crate::exit::{OK, UsageError};
+use crate::handoff::RunDir;
 use crate::output::Progress;
 use crate::{log_mask, secrets, settings};
+use tether_config::RenderedServer;
 
 /// The flags, checked before anything is resolved or started.
 struct Transport {
@@ -56,23 +58,21 @@ fn default_audit_path() -> anyhow::Result<PathBuf> {
     Ok(settings::data_dir()?.join("audit").join(name))
 }
 
-pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
-    let transport = transport(args)?;
-    let token = match (&transport.listen, &args.token, args.no_auth) {
-        (None, _, _) | (Some(_), _, true) => None,
-        (Some(_), Some(source), false) => Some(secrets::read_one("--token", source)?),
-        (Some(_), None, false) => Some(generate_token()?),
-    };
-    let audit_path = match &args.audit {
-        Some(path) => path.clone(),
+/// Starts every server of `session` and builds the gateway over them: per-server status and the
+/// audit log's path on stderr. `strict` fails when any server does not start.
+pub(super) async fn start_gateway(
+    session: &Session,
+    audit: Option<&Path>,
+    options: &StartOptions,
+    call_timeout: Duration,
+    progress: &Progress,
+) -> anyhow::Result<Gateway> {
+    let audit_path = match audit {
+        Some(path) => path.to_path_buf(),
         None => default_audit_path()?,
     };
     let audit = AuditLog::create(&audit_path)?;
-
-    let progress = Progress::new();
-    let session = super::session(&args.specs, &args.secrets, &progress).await?;
-    let options = super::start_options(args.timeout, false);
-    let runtime = super::start(&session, &options, &progress).await?;
+    let runtime = super::start(session, options, progress).await?;
     progress.finish();
     for report in runtime.reports() {
         match &report.status {
@@ -93,15 +93,34 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         }
     }
     eprintln!("tether serve: audit log {}", audit.path().display());
-    let gateway = Gateway::new(
+    Ok(Gateway::new(
         runtime,
         session.sensitive_values(),
         GatewayOptions {
-            call_timeout: Duration::from_secs(args.call_timeout.max(1)),
+            call_timeout,
             audit: Some(audit),
         },
     )
-    .await;
+    .await)
+}
+
+pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
+    let transport = transport(args)?;
+    let token = match (&transport.listen, &args.token, args.no_auth) {
+        (None, _, _) | (Some(_), _, true) => None,
+        (Some(_), Some(source), false) => Some(secrets::read_one("--token", source)?),
+        (Some(_), None, false) => Some(generate_token()?),
+    };
+    let progress = Progress::new();
+    let session = super::session(&args.specs, &args.secrets, &progress).await?;
+    let gateway = start_gateway(
+        &session,
+        args.audit.as_deref(),
+        &super::start_options(args.timeout, false),
+        Duration::from_secs(args.call_timeout.max(1)),
+        &progress,
+    )
+    .await?;
 
     let offered = gateway.tool_names().len();
     match transport.listen {
@@ -139,3 +158,62 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     gateway.shutdown().await;
     Ok(OK)
 }
+
+/// `tether run --gateway -- HARNESS …`: the servers start here, behind the gateway, which
+/// listens on a Unix socket in a private run directory; the harness gets one stdio server,
+/// `tether __gateway SOCKET` (itself started through the exec shim), and no value of any
+/// server. Returns the harness's exit code.
+pub async fn run_through_gateway(
+    args: &RunArgs,
+    harness: HarnessArg,
+    session: &Session,
+    progress: &Progress,
+) -> anyhow::Result<u8> {
+    let options = super::start_options(args.timeout, args.strict_mcp);
+    let gateway = start_gateway(
+        session,
+        args.audit.as_deref(),
+        &options,
+        GATEWAY_CALL_TIMEOUT,
+        progress,
+    )
+    .await?;
+    let dir = RunDir::create()?;
+    let socket = dir.path().join(GATEWAY_SOCKET);
+    let listener = tokio::net::UnixListener::bind(&socket)
+        .with_context(|| format!("cannot listen on {}", socket.display()))?;
+    let serving = gateway.serve_unix(listener);
+    eprintln!(
+        "tether: the harness gets one MCP server, `{GATEWAY_NAME}`, with {} tools",
+        gateway.tool_names().len()
+    );
+    let program = std::env::current_exe().context("cannot locate tether's executable")?;
+    let entry = RenderedServer::plain_stdio(
+        GATEWAY_NAME,
+        &program.to_string_lossy(),
+        &[crate::gateway_relay::SUBCOMMAND, &socket.to_string_lossy()],
+    );
+    let code = crate::handoff::run_harness(
+        harness,
+        &args.command,
+        std::slice::from_ref(&entry),
+        args.strict_mcp,
+        args.no_secrets_on_disk,
+        &secrets::env_source_names(&args.secrets),
+    )
+    .await;
+    serving.abort();
+    let _ = serving.await;
+    gateway.shutdown().await;
+    drop(dir);
+    code
+}
+
+/// The name of the one server a hand-off through the gateway gives the harness.
+pub const GATEWAY_NAME: &str = "tether";
+
+/// The gateway's socket in the run directory (short: a socket path has at most 107 bytes).
+const GATEWAY_SOCKET: &str = "gw.sock";
+
+/// How long a call through a hand-off's gateway may take (as `tether serve`'s default).
+const GATEWAY_CALL_TIMEOUT: Duration = Duration::from_secs(300);

@@ -42,6 +42,8 @@ fn version_and_help_document_exit_codes() {
         "search",
         "show",
         "add",
+        "serve",
+        "audit",
         "completions",
     ] {
         let out = sandbox.run(&[command, "--help"]);
