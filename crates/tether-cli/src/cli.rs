@@ -45,6 +45,7 @@ failed, 2 bad input or usage, 3 managed resolution failed.")]
     #[command(after_help = "Examples:
   tether export --mcp ./mcp.json --format claude
   tether export --mcp 2f0c…-uuid --secret TOKEN=prompt --format codex -o codex.toml
+  tether export --mcp ./mcp.json --secret TOKEN=env:TOKEN --gateway --format gemini
 
 On stdout, values that came from secrets (and captured env/header values) are masked unless
 --show-secrets; a file written with -o holds real values and is created with mode 0600.")]
@@ -340,6 +341,12 @@ pub struct ExportArgs {
     /// Show real secret values on stdout.
     #[arg(long)]
     pub show_secrets: bool,
+
+    /// Write ONE server instead: tether's gateway, `tether serve` with these specs and secret
+    /// sources (never values). Specs must be UUIDs, installation names or files; secret
+    /// sources env: or file:. Nothing is resolved now: each start of the gateway resolves.
+    #[arg(long)]
+    pub gateway: bool,
 }
 
 /// `tether test`.

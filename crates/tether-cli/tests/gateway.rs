@@ -502,3 +502,57 @@ fn only_loopback_addresses_are_served() {
         assert!(stderr.contains("loopback"), "{stderr}");
     }
 }
+
+#[test]
+fn export_gateway_writes_sources_never_values_and_refuses_what_would_leak_or_hang() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = dir.path().join("mcp.json");
+    std::fs::write(&spec, r#"{"a": {"command": "x"}}"#).expect("writing the spec");
+    let export = |extra: &[&str]| {
+        let mut args = vec!["export", "--gateway", "--format", "json"];
+        args.extend_from_slice(extra);
+        Command::new(tether_bin())
+            .args(&args)
+            .env("TETHER_HOME", dir.path().join("home"))
+            .env("GW_SECRET", SECRET)
+            .output()
+            .expect("running tether export --gateway")
+    };
+    let spec_arg = spec.to_string_lossy().into_owned();
+    let out = export(&["--mcp", &spec_arg, "--secret", "TOKEN=env:GW_SECRET"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config: Value = serde_json::from_slice(&out.stdout).expect("the export is JSON");
+    let entry = &config["mcpServers"]["tether"];
+    assert_eq!(
+        entry["args"],
+        json!([
+            "serve",
+            "--mcp",
+            spec_arg,
+            "--secret",
+            "TOKEN=env:GW_SECRET"
+        ])
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("gw-s3cr3t"));
+
+    for (extra, why) in [
+        (vec!["--mcp", r#"{"a":{"command":"x"}}"#], "inline JSON"),
+        (
+            vec!["--mcp", &spec_arg, "--secret", "TOKEN=prompt"],
+            "without a terminal",
+        ),
+        (
+            vec!["--mcp", &spec_arg, "--secret", "TOKEN=-"],
+            "without a terminal",
+        ),
+    ] {
+        let out = export(&extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(why), "{stderr}");
+    }
+}

@@ -298,3 +298,71 @@ fn claude_code_connects_the_gateway_and_sees_namespaced_tools() {
     }
     assert_both_ready_and_nothing_shown("claude run", &out);
 }
+
+/// `tether export --gateway --format gemini`: one entry running `tether serve` with the specs
+/// and secret *sources*; Gemini CLI connects it from its user settings, and the file holds no
+/// value. (Gemini passes a server only variables whose names do not look like credentials —
+/// no `*TOKEN*`, `*KEY*`, `*SECRET*` — so `file:` sources are the dependable kind here.)
+#[test]
+fn an_exported_gateway_entry_connects_in_gemini_cli_and_holds_no_value() {
+    let Some(gemini) = npm_bin("gemini") else {
+        return;
+    };
+    let setup = Setup::new();
+    let spec_file = setup.dir.path().join("mcp.json");
+    std::fs::write(&spec_file, &setup.spec).expect("writing the spec file");
+    let settings = setup.home().join(".gemini/settings.json");
+    std::fs::create_dir_all(setup.home().join(".gemini")).expect("creating ~/.gemini");
+    let export = Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args([
+            "export",
+            "--gateway",
+            "--format",
+            "gemini",
+            "--mcp",
+            &spec_file.to_string_lossy(),
+            "--secret",
+            &format!(
+                "TOKEN=file:{}",
+                setup.dir.path().join("http-secret").display()
+            ),
+            "--secret",
+            &format!(
+                "STDIO_TOKEN=file:{}",
+                setup.dir.path().join("stdio-secret").display()
+            ),
+            "-o",
+            &settings.to_string_lossy(),
+        ])
+        .env("TETHER_HOME", setup.dir.path().join("tether-home"))
+        .output()
+        .expect("running tether export --gateway");
+    assert!(export.status.success(), "{}", text(&export.stderr));
+    let written = std::fs::read_to_string(&settings).expect("reading the settings");
+    let config: serde_json::Value = serde_json::from_str(&written).expect("settings are JSON");
+    let servers = config["mcpServers"]
+        .as_object()
+        .expect("an mcpServers object");
+    assert_eq!(servers.keys().collect::<Vec<_>>(), ["tether"], "{written}");
+    assert_eq!(servers["tether"]["args"][0], "serve", "{written}");
+    assert!(
+        !written.contains("gw-p@$$") && !written.contains("gw-http"),
+        "{written}"
+    );
+    let mut list = Command::new(&gemini);
+    list.args(["mcp", "list"])
+        .current_dir(setup.dir.path().join("work"))
+        .env("HOME", setup.home())
+        .env("TETHER_HOME", setup.dir.path().join("tether-home"))
+        .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+        .env_remove("GEMINI_CLI_HOME")
+        .stdin(Stdio::null());
+    let out = output_within(list, Duration::from_secs(120));
+    let listing = plain(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.contains("✓ tether") && l.contains("Connected")),
+        "gemini did not connect the exported gateway:\n{listing}"
+    );
+}
