@@ -556,3 +556,111 @@ fn export_gateway_writes_sources_never_values_and_refuses_what_would_leak_or_han
         assert!(stderr.contains(why), "{stderr}");
     }
 }
+
+/// The pids of live processes whose program (first word of the command line) is `program`.
+fn pids_running(program: &Path) -> Vec<i32> {
+    let wanted = program.to_string_lossy().into_owned();
+    tether_testkit::processes_with(&wanted)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|cmdline| cmdline.split(|b| *b == 0).next() == Some(wanted.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+async fn status_of(client: &Client, server: &str) -> Value {
+    let status = call(client, "tether_status", json!({})).await;
+    let servers = status["structuredContent"]["servers"].clone();
+    servers
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["name"] == server)
+        .cloned()
+        .unwrap_or_else(|| panic!("{server} not in {status}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_server_fails_fast_then_is_restarted() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    // A name of its own, so that its process can be told from every other test server.
+    let program = dir.path().join("crashy-mcp");
+    std::os::unix::fs::symlink(test_server_bin(), &program).expect("linking the test server");
+    let spec = format!(
+        r#"{{"crashy": {{"command": {}}}, "steady": {{"command": {}}}}}"#,
+        json_str(&program.to_string_lossy()),
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let audit = dir.path().join("audit.jsonl");
+    let audit_arg = audit.to_string_lossy().into_owned();
+    let command = tether_command(
+        dir.path(),
+        &["serve", "--mcp", &spec, "--audit", &audit_arg],
+    );
+    let (transport, _stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve");
+    let client: Client = ().serve(transport).await.expect("initializing");
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.iter().any(|n| n == "tether_status"), "{names:?}");
+    assert_eq!(
+        text_of(&call(&client, "crashy__echo", json!({"text": "one"})).await),
+        "one"
+    );
+    assert_eq!(status_of(&client, "crashy").await["state"], "ready");
+
+    let before = pids_running(&program);
+    assert_eq!(before.len(), 1, "{before:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(before[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("killing the server");
+
+    // Meanwhile a call fails at once with a tool error that says why; the other server works.
+    let started = std::time::Instant::now();
+    let down = call(&client, "crashy__echo", json!({"text": "two"})).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(down["isError"], json!(true), "{down}");
+    assert!(text_of(&down).contains("'crashy'"), "{down}");
+    eprintln!("the call while down: {}", text_of(&down));
+    assert_eq!(
+        text_of(&call(&client, "steady__echo", json!({"text": "s"})).await),
+        "s"
+    );
+
+    // Restarted with backoff: ready again, one restart counted, a new process.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = status_of(&client, "crashy").await;
+        if status["state"] == "ready" && status["restarts"] == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not restarted: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        text_of(&call(&client, "crashy__echo", json!({"text": "three"})).await),
+        "three"
+    );
+    let after = pids_running(&program);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_ne!(after, before);
+    client.cancel().await.expect("closing the client");
+}

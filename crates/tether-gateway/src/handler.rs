@@ -27,15 +27,19 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 use tether_config::Masker;
-use tether_driver::{DriverError, McpRuntime, ServerStatus};
+use tether_driver::{DriverError, McpRuntime, ServerStatus, Session, StartOptions};
 
 use crate::audit::{AuditLog, Outcome, Record, uri_target};
 use crate::names::{Collision, Namespace};
 use crate::redact::mask_value;
+use crate::supervise::Supervisor;
+
+/// The gateway's own tool: each server's state, tools, restarts and last error.
+pub const STATUS_TOOL: &str = "tether_status";
 
 /// What every connection of one gateway shares.
 pub(crate) struct Shared {
-    pub(crate) runtime: McpRuntime,
+    pub(crate) supervisor: Arc<Supervisor>,
     tools: Vec<Tool>,
     tool_names: Namespace,
     prompts: Vec<Prompt>,
@@ -61,6 +65,8 @@ impl Shared {
     /// Builds the catalogue from a started runtime: tools from its reports, prompts listed
     /// now from every server that declared them.
     pub(crate) async fn new(
+        session: Session,
+        options: StartOptions,
         runtime: McpRuntime,
         masker: Masker,
         audit: Option<AuditLog>,
@@ -90,6 +96,7 @@ impl Shared {
             }
         }
         report_collisions("tool", tool_names.collisions());
+        tools.push(status_tool());
         let declares = |what: &str| -> Vec<String> {
             running
                 .iter()
@@ -145,8 +152,22 @@ impl Shared {
         if !completion_servers.is_empty() {
             capabilities.completions = Some(Map::new());
         }
+        let failed_at_start = runtime
+            .reports()
+            .iter()
+            .filter_map(|report| match &report.status {
+                ServerStatus::Failed { reason } => Some((report.name.clone(), masker.mask(reason))),
+                ServerStatus::Ready { .. } | ServerStatus::Disabled => None,
+            })
+            .collect();
+        let supervisor = Arc::new(Supervisor::new(
+            session,
+            options,
+            Arc::new(runtime),
+            failed_at_start,
+        ));
         Self {
-            runtime,
+            supervisor,
             tools,
             tool_names,
             prompts,
@@ -261,17 +282,36 @@ impl GatewayHandler {
         context: &RequestContext<RoleServer>,
     ) -> (Result<Value, DriverError>, Duration) {
         let started = Instant::now();
-        let answer = self
-            .shared
-            .runtime
-            .forward(
-                server,
-                method,
-                params,
-                self.shared.call_timeout,
-                context.ct.cancelled(),
-            )
-            .await;
+        let answer = match self.shared.supervisor.runtime(server) {
+            Ok(runtime) => {
+                let answer = runtime
+                    .forward(
+                        server,
+                        method,
+                        params,
+                        self.shared.call_timeout,
+                        context.ct.cancelled(),
+                    )
+                    .await;
+                match answer {
+                    // The connection broke under this call: say so plainly, and restart now
+                    // rather than at the watcher's next look.
+                    Err(error @ DriverError::RequestFailed { code: None, .. })
+                        if connection_closed(&runtime, server).await =>
+                    {
+                        self.shared.supervisor.went_down(server);
+                        Err(self
+                            .shared
+                            .supervisor
+                            .runtime(server)
+                            .err()
+                            .unwrap_or(error))
+                    }
+                    answer => answer,
+                }
+            }
+            Err(unavailable) => Err(unavailable),
+        };
         let elapsed = started.elapsed();
         let answer = answer.map(|mut value| {
             mask_value(&self.shared.masker, &mut value);
@@ -327,12 +367,12 @@ impl GatewayHandler {
     /// Lists `method` on every server with resources, merges, and records the routes.
     async fn list_resources_everywhere(&self, method: &str, key: &str) -> Vec<(String, Value)> {
         let shared = &self.shared;
-        let listed = futures_util::future::join_all(
-            shared
-                .resource_servers
-                .iter()
-                .map(|server| list_all(&shared.runtime, server, method, key, shared.call_timeout)),
-        )
+        let listed = futures_util::future::join_all(shared.resource_servers.iter().map(
+            |server| async move {
+                let runtime = shared.supervisor.runtime(server)?;
+                list_all(&runtime, server, method, key, shared.call_timeout).await
+            },
+        ))
         .await;
         let mut merged = Vec::new();
         for (server, listed) in shared.resource_servers.iter().zip(listed) {
@@ -350,6 +390,50 @@ impl GatewayHandler {
         }
         merged
     }
+}
+
+impl GatewayHandler {
+    /// `tether_status`'s answer: the supervisor's report as JSON text and structured content.
+    fn status(&self) -> CallToolResult {
+        let tool_names = &self.shared.tool_names;
+        let status = self.shared.supervisor.status(|server| {
+            tool_names
+                .names()
+                .iter()
+                .filter(|name| tool_names.route(name).is_some_and(|r| r.server == server))
+                .count()
+        });
+        let mut status = status;
+        mask_value(&self.shared.masker, &mut status);
+        let mut result = CallToolResult::success(vec![ContentBlock::text(status.to_string())]);
+        result.structured_content = Some(status);
+        result
+    }
+}
+
+/// The definition of `tether_status`.
+fn status_tool() -> Tool {
+    let schema = json!({"type": "object", "properties": {}});
+    let definition = json!({
+        "name": STATUS_TOOL,
+        "description": "tether gateway: the state of each MCP server behind this gateway (ready, restarting, stopped, failed), its tool count, restarts and last error.",
+        "inputSchema": schema,
+        "annotations": {"readOnlyHint": true, "openWorldHint": false}
+    });
+    serde_json::from_value(definition)
+        .unwrap_or_else(|_| Tool::new(STATUS_TOOL, "tether gateway: server status", Map::new()))
+}
+
+/// Whether `server`'s connection in `runtime` is closed, allowing its service loop a moment to
+/// notice a write that failed.
+async fn connection_closed(runtime: &McpRuntime, server: &str) -> bool {
+    for _ in 0..10 {
+        if runtime.closed().iter().any(|name| name == server) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    false
 }
 
 /// The part of a URI template before its first variable.
@@ -388,6 +472,9 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         const METHOD: &str = "tools/call";
+        if request.name == STATUS_TOOL {
+            return Ok(self.status().into());
+        }
         let Some(route) = self.shared.tool_names.route(&request.name).cloned() else {
             return Err(self.refuse(
                 METHOD,

@@ -2,7 +2,8 @@
 //!
 //! A [`Gateway`] takes a started [`tether_driver::McpRuntime`] and the run's masking values
 //! and serves, over stdio or Streamable HTTP, the union of the servers' tools, prompts and
-//! resources under namespaced names ([`names`]), forwarding each call to its server. Every
+//! resources under namespaced names ([`names`]), forwarding each call to its server and
+//! restarting a server whose connection closes ([`supervise`]). Every
 //! result and error message is masked with the run's secret values before it leaves
 //! ([`redact`]), and every forwarded call is recorded without its values ([`audit`]).
 //!
@@ -11,9 +12,10 @@
 //! use std::time::Duration;
 //! use tether_gateway::{Gateway, GatewayOptions};
 //!
-//! let runtime = session.start(&tether_driver::StartOptions::default()).await?;
-//! let options = GatewayOptions { call_timeout: Duration::from_secs(60), audit: None };
-//! let gateway = Gateway::new(runtime, session.sensitive_values(), options).await;
+//! let start = tether_driver::StartOptions::default();
+//! let runtime = session.start(&start).await?;
+//! let options = GatewayOptions { call_timeout: Duration::from_secs(60), audit: None, start };
+//! let gateway = Gateway::new(session, runtime, options).await;
 //! gateway.serve_stdio().await?; // until the client closes stdin
 //! gateway.shutdown().await;
 //! # Ok(()) }
@@ -30,13 +32,14 @@ mod handler;
 mod http;
 pub mod names;
 pub mod redact;
+pub mod supervise;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServiceExt as _;
 use tether_config::{Masker, SecretValue};
-use tether_driver::McpRuntime;
+use tether_driver::{McpRuntime, Session, StartOptions};
 use tokio_util::sync::CancellationToken;
 
 pub use audit::AuditLog;
@@ -52,6 +55,8 @@ pub struct GatewayOptions {
     pub call_timeout: Duration,
     /// Where calls are recorded; `None` records nothing.
     pub audit: Option<AuditLog>,
+    /// How a server that stopped is started again (its startup timeout).
+    pub start: StartOptions,
 }
 
 /// The run's servers, served as one MCP server. Clones share the servers: each serves its own
@@ -70,18 +75,24 @@ impl std::fmt::Debug for Gateway {
 }
 
 impl Gateway {
-    /// Builds the catalogue from `runtime` (its tools; prompts are listed now) and masks
-    /// `masking` — the session's sensitive values — in everything it sends back.
-    pub async fn new(
-        runtime: McpRuntime,
-        masking: &[SecretValue],
-        options: GatewayOptions,
-    ) -> Self {
-        let masker = Masker::new(masking);
-        let shared = Shared::new(runtime, masker, options.audit, options.call_timeout).await;
-        Self {
-            shared: Arc::new(shared),
-        }
+    /// Builds the catalogue from `runtime` — `session`'s started servers — (its tools; prompts
+    /// are listed now), masks the session's sensitive values in everything it sends back, and
+    /// starts watching the servers: one whose connection closes is started again from the
+    /// session. Must be called within a tokio runtime.
+    pub async fn new(session: Session, runtime: McpRuntime, options: GatewayOptions) -> Self {
+        let masker = Masker::new(session.sensitive_values());
+        let shared = Shared::new(
+            session,
+            options.start,
+            runtime,
+            masker,
+            options.audit,
+            options.call_timeout,
+        )
+        .await;
+        let shared = Arc::new(shared);
+        tokio::spawn(supervise::watch(Arc::downgrade(&shared.supervisor)));
+        Self { shared }
     }
 
     /// The namespaced tool names offered, in order.
@@ -152,12 +163,15 @@ impl Gateway {
     }
 
     /// Stops every server. Connections still open keep their handlers until they close;
-    /// the servers' processes are ended either way.
+    /// the servers' processes are ended either way (a runtime still held elsewhere kills its
+    /// children when the last holder drops it).
     pub async fn shutdown(self) {
-        match Arc::try_unwrap(self.shared) {
-            Ok(shared) => shared.runtime.shutdown().await,
-            // A connection still holds it: dropping the last handle kills the children.
-            Err(shared) => drop(shared),
+        let runtimes = self.shared.supervisor.runtimes();
+        drop(self);
+        for runtime in runtimes {
+            if let Ok(runtime) = Arc::try_unwrap(runtime) {
+                runtime.shutdown().await;
+            }
         }
     }
 }

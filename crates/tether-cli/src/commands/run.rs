@@ -62,7 +62,7 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
             )
             .into());
         }
-        return super::serve::run_through_gateway(args, harness, &session, &progress).await;
+        return super::serve::run_through_gateway(args, harness, session, &progress).await;
     }
     if harness != HarnessArg::Builtin {
         progress.finish();

@@ -61,7 +61,7 @@ fn default_audit_path() -> anyhow::Result<PathBuf> {
 /// Starts every server of `session` and builds the gateway over them: per-server status and the
 /// audit log's path on stderr. `strict` fails when any server does not start.
 pub(super) async fn start_gateway(
-    session: &Session,
+    session: Session,
     audit: Option<&Path>,
     options: &StartOptions,
     call_timeout: Duration,
@@ -72,7 +72,7 @@ pub(super) async fn start_gateway(
         None => default_audit_path()?,
     };
     let audit = AuditLog::create(&audit_path)?;
-    let runtime = super::start(session, options, progress).await?;
+    let runtime = super::start(&session, options, progress).await?;
     progress.finish();
     for report in runtime.reports() {
         match &report.status {
@@ -94,11 +94,12 @@ pub(super) async fn start_gateway(
     }
     eprintln!("tether serve: audit log {}", audit.path().display());
     Ok(Gateway::new(
+        session,
         runtime,
-        session.sensitive_values(),
         GatewayOptions {
             call_timeout,
             audit: Some(audit),
+            start: options.clone(),
         },
     )
     .await)
@@ -114,7 +115,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
     let gateway = start_gateway(
-        &session,
+        session,
         args.audit.as_deref(),
         &super::start_options(args.timeout, false),
         Duration::from_secs(args.call_timeout.max(1)),
@@ -166,7 +167,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
 pub async fn run_through_gateway(
     args: &RunArgs,
     harness: HarnessArg,
-    session: &Session,
+    session: Session,
     progress: &Progress,
 ) -> anyhow::Result<u8> {
     let options = super::start_options(args.timeout, args.strict_mcp);

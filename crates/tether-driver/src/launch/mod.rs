@@ -264,6 +264,17 @@ impl McpRuntime {
         self.running.iter().map(|s| s.name.clone()).collect()
     }
 
+    /// The servers whose connection has closed since they started: a stdio server that exited
+    /// or crashed, a remote one that went away. Their calls fail; a holder that supervises
+    /// (the gateway) starts them again.
+    pub fn closed(&self) -> Vec<String> {
+        self.running
+            .iter()
+            .filter(|s| s.client.is_transport_closed())
+            .map(|s| s.name.clone())
+            .collect()
+    }
+
     /// The process group ids of running stdio servers (for tests and diagnostics).
     pub fn process_groups(&self) -> Vec<i32> {
         self.running
