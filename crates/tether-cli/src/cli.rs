@@ -82,6 +82,15 @@ never values): --audit PATH, default $TETHER_HOME/audit/serve-TIME-PID.jsonl.")]
     #[command(subcommand)]
     Audit(AuditCommand),
 
+    /// Accept a server's tool definitions as they are now: show what changed since they were
+    /// pinned, and pin them again (the gateway withholds a changed tool until then).
+    #[command(after_help = "Examples:
+  tether trust --mcp ./mcp.json github
+  tether trust --mcp ./mcp.json github create_issue
+
+Pins live in $TETHER_HOME/pins.json (SHA-256 of each tool's whole definition).")]
+    Trust(TrustArgs),
+
     /// Store a templatable server locally and print its UUID.
     #[command(after_help = "Examples:
   tether install github --from ./github.json
@@ -435,6 +444,46 @@ pub struct ServeArgs {
     /// The longest a forwarded call may take, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub call_timeout: u64,
+
+    /// What the prompt-injection scan of tool, prompt and resource descriptions does with a
+    /// finding: report it on stderr (warn), also withhold the entry (block), or nothing (off).
+    #[arg(long, value_enum, default_value_t = ScanArg::Warn)]
+    pub scan: ScanArg,
+
+    /// Do not pin tool definitions (by default a tool whose definition changed since it was
+    /// first seen is withheld until `tether trust SERVER TOOL`).
+    #[arg(long)]
+    pub no_pins: bool,
+}
+
+/// `--scan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScanArg {
+    /// No scan.
+    Off,
+    /// Report findings on stderr; offer the entry anyway.
+    Warn,
+    /// Report findings and withhold the entry.
+    Block,
+}
+
+/// `tether trust`.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    #[command(flatten)]
+    pub specs: SpecArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+
+    /// The server's name.
+    pub server: String,
+
+    /// Only this tool (default: every tool the server offers now).
+    pub tool: Option<String>,
+
+    /// Startup timeout in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
 }
 
 /// `tether audit`.

@@ -126,6 +126,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     Command::Show(args) => commands::show(args).await,
                     Command::Add(args) => commands::add(args).await,
                     Command::Serve(args) => commands::serve(args).await,
+                    Command::Trust(args) => commands::trust(args).await,
                     Command::Install(_)
                     | Command::List(_)
                     | Command::Remove(_)

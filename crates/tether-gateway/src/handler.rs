@@ -11,7 +11,7 @@
 //!   to the server the name leads to; a client's cancellation is passed on. What comes back
 //!   — results and error messages — is masked (`redact.rs`) and audited (`audit.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -21,17 +21,21 @@ use rmcp::model::{
     Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, Tool,
+    ResourceTemplate, ServerCapabilities, SetLevelRequestMethod, SubscribeRequestParams, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 use tether_config::Masker;
-use tether_driver::{DriverError, McpRuntime, ServerStatus, Session, StartOptions};
+use tether_driver::{DriverError, McpRuntime, ServerStatus, Session};
 
+use crate::GatewayOptions;
 use crate::audit::{AuditLog, Outcome, Record, uri_target};
 use crate::names::{Collision, Namespace};
+use crate::pins::{Pin, Verdict};
 use crate::redact::mask_value;
+use crate::scan::{ScanPolicy, scan};
 use crate::supervise::Supervisor;
 
 /// The gateway's own tool: each server's state, tools, restarts and last error.
@@ -48,6 +52,8 @@ pub(crate) struct Shared {
     resource_servers: Vec<String>,
     /// Servers that declared `completions`, in spec order.
     completion_servers: Vec<String>,
+    /// Servers that declared `logging`, in spec order.
+    logging_servers: Vec<String>,
     /// URI → the server that listed it (the last `resources/list`).
     resource_routes: RwLock<HashMap<String, String>>,
     /// A template's text before its first `{` → its server (the last templates list).
@@ -56,6 +62,10 @@ pub(crate) struct Shared {
     audit: Option<AuditLog>,
     call_timeout: Duration,
     capabilities: ServerCapabilities,
+    /// Namespaced names of tools and prompts not offered (a changed pin, a blocked scan),
+    /// with the reason a call gets.
+    withheld: HashMap<String, String>,
+    scan: ScanPolicy,
 }
 
 /// A list method that may span pages.
@@ -66,21 +76,93 @@ impl Shared {
     /// now from every server that declared them.
     pub(crate) async fn new(
         session: Session,
-        options: StartOptions,
         runtime: McpRuntime,
         masker: Masker,
-        audit: Option<AuditLog>,
-        call_timeout: Duration,
+        options: GatewayOptions,
     ) -> Self {
+        let GatewayOptions {
+            call_timeout,
+            audit,
+            start,
+            pins,
+            scan: scan_policy,
+        } = options;
         let running = runtime.running();
         let mut tool_names = Namespace::default();
         let mut tools = Vec::new();
+        let mut withheld = HashMap::new();
+        // Each tool's own name with its server, for the shadowing rule.
+        let all_tools: Vec<(String, String)> = runtime
+            .reports()
+            .iter()
+            .filter_map(|report| match &report.status {
+                ServerStatus::Ready { tools } => Some(
+                    tools
+                        .iter()
+                        .map(|t| (report.name.clone(), t.name.clone()))
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            })
+            .flatten()
+            .collect();
         for report in runtime.reports() {
             let ServerStatus::Ready { tools: offered } = &report.status else {
                 continue;
             };
+            let verdicts = match &pins {
+                Some(pins) => {
+                    let definitions: Vec<(String, Value)> = offered
+                        .iter()
+                        .map(|info| (info.name.clone(), info.definition.clone()))
+                        .collect();
+                    match pins.check(&report.name, &definitions) {
+                        Ok(verdicts) => verdicts.into_iter().collect(),
+                        Err(error) => {
+                            tracing::warn!("{error}; tools are offered without pinning");
+                            HashMap::new()
+                        }
+                    }
+                }
+                None => HashMap::new(),
+            };
+            let others: HashSet<String> = all_tools
+                .iter()
+                .filter(|(server, _)| *server != report.name)
+                .map(|(_, tool)| tool.clone())
+                .collect();
             for info in offered {
                 let name = tool_names.add(&report.name, &info.name);
+                if let Some(Verdict::Changed { pinned }) = verdicts.get(&info.name) {
+                    tracing::warn!(
+                        server = %report.name,
+                        "tool '{}' changed since it was pinned (sha256 {} → {}); withheld until `tether trust {} {}`",
+                        info.name,
+                        &pinned.sha256[..12],
+                        &Pin::of(&info.definition).sha256[..12],
+                        report.name,
+                        info.name
+                    );
+                    withheld.insert(
+                        name,
+                        format!(
+                            "the tool '{}' of server '{}' is withheld: its definition changed since it was first seen; run `tether trust {} {}` to review the change and accept it",
+                            info.name, report.name, report.name, info.name
+                        ),
+                    );
+                    continue;
+                }
+                if let Some(reason) = scanned(
+                    scan_policy,
+                    &report.name,
+                    "tool",
+                    &info.name,
+                    &info.definition,
+                    &others,
+                ) {
+                    withheld.insert(name, reason);
+                    continue;
+                }
                 let mut definition = info.definition.clone();
                 mask_value(&masker, &mut definition);
                 definition["name"] = Value::String(name);
@@ -111,6 +193,12 @@ impl Shared {
         let prompt_servers = declares("prompts");
         let resource_servers = declares("resources");
         let completion_servers = declares("completions");
+        let logging_servers = declares("logging");
+        let subscribe = running.iter().any(|name| {
+            runtime.capabilities(name).is_some_and(|caps| {
+                caps.pointer("/resources/subscribe") == Some(&Value::Bool(true))
+            })
+        });
         let mut prompt_names = Namespace::default();
         let mut prompts = Vec::new();
         let listed = futures_util::future::join_all(
@@ -131,8 +219,15 @@ impl Shared {
                 let Some(own) = item.get("name").and_then(Value::as_str).map(str::to_owned) else {
                     continue;
                 };
+                let name = prompt_names.add(server, &own);
+                if let Some(reason) =
+                    scanned(scan_policy, server, "prompt", &own, &item, &HashSet::new())
+                {
+                    withheld.insert(name, reason);
+                    continue;
+                }
                 mask_value(&masker, &mut item);
-                item["name"] = Value::String(prompt_names.add(server, &own));
+                item["name"] = Value::String(name);
                 if let Ok(prompt) = serde_json::from_value::<Prompt>(item) {
                     prompts.push(prompt);
                 }
@@ -147,7 +242,10 @@ impl Shared {
         }
         if !resource_servers.is_empty() {
             capabilities.resources =
-                serde_json::from_value(json!({"listChanged": false, "subscribe": false})).ok();
+                serde_json::from_value(json!({"listChanged": false, "subscribe": subscribe})).ok();
+        }
+        if !logging_servers.is_empty() {
+            capabilities.logging = Some(Map::new());
         }
         if !completion_servers.is_empty() {
             capabilities.completions = Some(Map::new());
@@ -162,7 +260,7 @@ impl Shared {
             .collect();
         let supervisor = Arc::new(Supervisor::new(
             session,
-            options,
+            start,
             Arc::new(runtime),
             failed_at_start,
         ));
@@ -174,12 +272,15 @@ impl Shared {
             prompt_names,
             resource_servers,
             completion_servers,
+            logging_servers,
             resource_routes: RwLock::new(HashMap::new()),
             template_routes: RwLock::new(Vec::new()),
             masker,
             audit,
             call_timeout,
             capabilities,
+            withheld,
+            scan: scan_policy,
         }
     }
 
@@ -209,6 +310,46 @@ impl Shared {
             _ => ErrorData::internal_error(message, None),
         }
     }
+}
+
+/// Runs the scan on one entry under `policy`; reports findings on stderr. `Some(reason)` when
+/// the entry is to be withheld.
+fn scanned(
+    policy: ScanPolicy,
+    server: &str,
+    kind: &str,
+    name: &str,
+    definition: &Value,
+    other_tools: &HashSet<String>,
+) -> Option<String> {
+    if policy == ScanPolicy::Off {
+        return None;
+    }
+    let findings = scan(definition, other_tools);
+    if findings.is_empty() {
+        return None;
+    }
+    let listed: Vec<String> = findings
+        .iter()
+        .map(|f| format!("{}: {}", f.rule, f.excerpt))
+        .collect();
+    let blocked = policy == ScanPolicy::Block;
+    tracing::warn!(
+        server,
+        "{kind} '{name}' looks like a prompt injection ({}){}",
+        listed.join("; "),
+        if blocked {
+            "; blocked"
+        } else {
+            "; offered anyway (--scan block withholds it)"
+        }
+    );
+    blocked.then(|| {
+        format!(
+            "the {kind} '{name}' of server '{server}' is withheld by tether's prompt-injection scan ({})",
+            listed.join("; ")
+        )
+    })
 }
 
 fn report_collisions(kind: &str, collisions: &[Collision]) {
@@ -385,6 +526,14 @@ impl GatewayHandler {
                 ),
             }
         }
+        merged.retain(|(server, item)| {
+            let name = item
+                .get("name")
+                .or_else(|| item.get("uri"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            scanned(shared.scan, server, "resource", name, item, &HashSet::new()).is_none()
+        });
         for (_, item) in &mut merged {
             mask_value(&shared.masker, item);
         }
@@ -393,6 +542,24 @@ impl GatewayHandler {
 }
 
 impl GatewayHandler {
+    /// Forwards `resources/subscribe` or `resources/unsubscribe` to the URI's server.
+    async fn pass_subscription(
+        &self,
+        method: &str,
+        uri: &str,
+        params: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let Some(server) = self.resource_server(uri) else {
+            return Err(ErrorData::invalid_params(
+                "no server behind this gateway listed this resource URI",
+                None,
+            ));
+        };
+        let (answer, _) = self.forward(&server, method, params, context).await;
+        answer.map(drop).map_err(|e| self.shared.error_for(&e))
+    }
+
     /// `tether_status`'s answer: the supervisor's report as JSON text and structured content.
     fn status(&self) -> CallToolResult {
         let tool_names = &self.shared.tool_names;
@@ -404,6 +571,25 @@ impl GatewayHandler {
                 .count()
         });
         let mut status = status;
+        if let Some(servers) = status["servers"].as_array_mut() {
+            for server in servers {
+                let name = server["name"].as_str().unwrap_or_default().to_owned();
+                let mut withheld: Vec<&String> = self
+                    .shared
+                    .withheld
+                    .keys()
+                    .filter(|n| {
+                        self.shared
+                            .tool_names
+                            .route(n)
+                            .or_else(|| self.shared.prompt_names.route(n))
+                            .is_some_and(|r| r.server == name)
+                    })
+                    .collect();
+                withheld.sort();
+                server["withheld"] = json!(withheld);
+            }
+        }
         mask_value(&self.shared.masker, &mut status);
         let mut result = CallToolResult::success(vec![ContentBlock::text(status.to_string())]);
         result.structured_content = Some(status);
@@ -475,12 +661,22 @@ impl ServerHandler for GatewayHandler {
         if request.name == STATUS_TOOL {
             return Ok(self.status().into());
         }
+        if let Some(reason) = self.shared.withheld.get(request.name.as_ref()) {
+            let refused = self.refuse(METHOD, &request.name, reason.clone());
+            return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
+        }
         let Some(route) = self.shared.tool_names.route(&request.name).cloned() else {
-            return Err(self.refuse(
+            // A tool error, not a protocol error: clients show it to the model, which can
+            // then pick a listed name.
+            let refused = self.refuse(
                 METHOD,
                 &request.name,
-                format!("no tool named '{}' behind this gateway", request.name),
-            ));
+                format!(
+                    "no tool named '{}' behind this gateway; its tools are named SERVER__TOOL (see tools/list)",
+                    request.name
+                ),
+            );
+            return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
         };
         let mut arguments = request.arguments.clone().map(Value::Object);
         if let Some(arguments) = &mut arguments {
@@ -556,6 +752,9 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         const METHOD: &str = "prompts/get";
+        if let Some(reason) = self.shared.withheld.get(&request.name) {
+            return Err(self.refuse(METHOD, &request.name, reason.clone()));
+        }
         let Some(route) = self.shared.prompt_names.route(&request.name).cloned() else {
             return Err(self.refuse(
                 METHOD,
@@ -684,6 +883,54 @@ impl ServerHandler for GatewayHandler {
         serde_json::from_value::<ReadResourceResult>(value)
             .map(Into::into)
             .map_err(|e| ErrorData::internal_error(format!("not an MCP resource: {e}"), None))
+    }
+
+    #[expect(
+        deprecated,
+        reason = "logging/setLevel is still part of the protocol versions the gateway speaks"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if self.shared.logging_servers.is_empty() {
+            return Err(ErrorData::method_not_found::<SetLevelRequestMethod>());
+        }
+        let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        let answers = futures_util::future::join_all(
+            self.shared
+                .logging_servers
+                .iter()
+                .map(|server| self.forward(server, "logging/setLevel", params.clone(), &context)),
+        )
+        .await;
+        for (server, (answer, _)) in self.shared.logging_servers.iter().zip(answers) {
+            if let Err(error) = answer {
+                tracing::debug!(server = %server, "logging/setLevel: {}", self.shared.mask(&error.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        self.pass_subscription("resources/subscribe", &request.uri, params, &context)
+            .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        self.pass_subscription("resources/unsubscribe", &request.uri, params, &context)
+            .await
     }
 
     async fn complete(

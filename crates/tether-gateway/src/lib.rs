@@ -14,7 +14,13 @@
 //!
 //! let start = tether_driver::StartOptions::default();
 //! let runtime = session.start(&start).await?;
-//! let options = GatewayOptions { call_timeout: Duration::from_secs(60), audit: None, start };
+//! let options = GatewayOptions {
+//!     call_timeout: Duration::from_secs(60),
+//!     audit: None,
+//!     start,
+//!     pins: None,
+//!     scan: tether_gateway::ScanPolicy::Warn,
+//! };
 //! let gateway = Gateway::new(session, runtime, options).await;
 //! gateway.serve_stdio().await?; // until the client closes stdin
 //! gateway.shutdown().await;
@@ -31,7 +37,9 @@ mod error;
 mod handler;
 mod http;
 pub mod names;
+pub mod pins;
 pub mod redact;
+pub mod scan;
 pub mod supervise;
 
 use std::sync::Arc;
@@ -45,6 +53,8 @@ use tokio_util::sync::CancellationToken;
 pub use audit::AuditLog;
 pub use error::GatewayError;
 pub use http::{MCP_PATH, generate_token, is_loopback};
+pub use pins::PinStore;
+pub use scan::ScanPolicy;
 
 use handler::{GatewayHandler, Shared};
 
@@ -57,6 +67,10 @@ pub struct GatewayOptions {
     pub audit: Option<AuditLog>,
     /// How a server that stopped is started again (its startup timeout).
     pub start: StartOptions,
+    /// Where tool definitions are pinned; `None` pins nothing.
+    pub pins: Option<PinStore>,
+    /// What the prompt-injection scan does with a finding.
+    pub scan: ScanPolicy,
 }
 
 /// The run's servers, served as one MCP server. Clones share the servers: each serves its own
@@ -81,15 +95,7 @@ impl Gateway {
     /// session. Must be called within a tokio runtime.
     pub async fn new(session: Session, runtime: McpRuntime, options: GatewayOptions) -> Self {
         let masker = Masker::new(session.sensitive_values());
-        let shared = Shared::new(
-            session,
-            options.start,
-            runtime,
-            masker,
-            options.audit,
-            options.call_timeout,
-        )
-        .await;
+        let shared = Shared::new(session, runtime, masker, options).await;
         let shared = Arc::new(shared);
         tokio::spawn(supervise::watch(Arc::downgrade(&shared.supervisor)));
         Self { shared }

@@ -9,6 +9,7 @@ mod registry;
 mod run;
 mod serve;
 mod test;
+mod trust;
 
 pub use add::add;
 pub use audit::audit;
@@ -19,6 +20,7 @@ pub use registry::{search, show};
 pub use run::run;
 pub use serve::serve;
 pub use test::test;
+pub use trust::trust;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

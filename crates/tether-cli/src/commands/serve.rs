@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tether_driver::{ServerStatus, Session, StartOptions};
-use tether_gateway::{AuditLog, Gateway, GatewayOptions, MCP_PATH, generate_token, is_loopback};
+use tether_gateway::{
+    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, generate_token, is_loopback,
+};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{HarnessArg, RunArgs, ServeArgs};
+use crate::cli::{HarnessArg, RunArgs, ScanArg, ServeArgs};
 use crate::exit::{OK, UsageError};
 use crate::handoff::RunDir;
 use crate::output::Progress;
@@ -42,6 +44,18 @@ fn transport(args: &ServeArgs) -> anyhow::Result<Transport> {
     })
 }
 
+/// What a gateway applies to calls and definitions.
+pub(super) struct Policy {
+    pub call_timeout: Duration,
+    pub pins: bool,
+    pub scan: ScanPolicy,
+}
+
+/// `$TETHER_HOME/pins.json`.
+pub(super) fn pins_path() -> anyhow::Result<PathBuf> {
+    Ok(settings::data_dir()?.join("pins.json"))
+}
+
 /// The default audit log: `$TETHER_HOME/audit/serve-TIME-PID.jsonl`.
 fn default_audit_path() -> anyhow::Result<PathBuf> {
     let now = OffsetDateTime::now_utc();
@@ -64,7 +78,7 @@ pub(super) async fn start_gateway(
     session: Session,
     audit: Option<&Path>,
     options: &StartOptions,
-    call_timeout: Duration,
+    policy: Policy,
     progress: &Progress,
 ) -> anyhow::Result<Gateway> {
     let audit_path = match audit {
@@ -97,9 +111,15 @@ pub(super) async fn start_gateway(
         session,
         runtime,
         GatewayOptions {
-            call_timeout,
+            call_timeout: policy.call_timeout,
             audit: Some(audit),
             start: options.clone(),
+            pins: if policy.pins {
+                Some(PinStore::new(pins_path()?))
+            } else {
+                None
+            },
+            scan: policy.scan,
         },
     )
     .await)
@@ -118,7 +138,15 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         session,
         args.audit.as_deref(),
         &super::start_options(args.timeout, false),
-        Duration::from_secs(args.call_timeout.max(1)),
+        Policy {
+            call_timeout: Duration::from_secs(args.call_timeout.max(1)),
+            pins: !args.no_pins,
+            scan: match args.scan {
+                ScanArg::Off => ScanPolicy::Off,
+                ScanArg::Warn => ScanPolicy::Warn,
+                ScanArg::Block => ScanPolicy::Block,
+            },
+        },
         &progress,
     )
     .await?;
@@ -175,7 +203,11 @@ pub async fn run_through_gateway(
         session,
         args.audit.as_deref(),
         &options,
-        GATEWAY_CALL_TIMEOUT,
+        Policy {
+            call_timeout: GATEWAY_CALL_TIMEOUT,
+            pins: true,
+            scan: ScanPolicy::Warn,
+        },
         progress,
     )
     .await?;
