@@ -44,6 +44,7 @@ fn version_and_help_document_exit_codes() {
         "add",
         "serve",
         "audit",
+        "trust",
         "completions",
     ] {
         let out = sandbox.run(&[command, "--help"]);
