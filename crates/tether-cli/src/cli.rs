@@ -454,6 +454,16 @@ pub struct ServeArgs {
     /// first seen is withheld until `tether trust SERVER TOOL`).
     #[arg(long)]
     pub no_pins: bool,
+
+    /// Offer only the tools whose SERVER__TOOL name matches PATTERN (`*` matches any run of
+    /// characters, e.g. `github__*`). Repeatable.
+    #[arg(long = "include-tools", value_name = "PATTERN")]
+    pub include_tools: Vec<String>,
+
+    /// Never offer the tools whose SERVER__TOOL name matches PATTERN (e.g. `*__delete_*`).
+    /// Repeatable; wins over --include-tools.
+    #[arg(long = "exclude-tools", value_name = "PATTERN")]
+    pub exclude_tools: Vec<String>,
 }
 
 /// `--scan`.

@@ -802,3 +802,32 @@ async fn a_poisoned_description_is_reported_and_blocked_on_request() {
     );
     drop(stderr_of(client, stderr).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn include_and_exclude_patterns_choose_the_tools_offered() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"a": {{"command": {server}}}, "b": {{"command": {server}}}}}"#,
+        server = json_str(&test_server_bin().to_string_lossy())
+    );
+    let (client, stderr) = serve_client(
+        dir.path(),
+        &spec,
+        &[
+            "--include-tools",
+            "a__*",
+            "--include-tools",
+            "b__echo",
+            "--exclude-tools",
+            "*__env_*",
+        ],
+    )
+    .await;
+    let mut names = tool_names(&client).await;
+    names.sort();
+    assert_eq!(names, ["a__add", "a__echo", "b__echo", "tether_status"]);
+    let refused = call(&client, "a__env_check", json!({"name": "HOME"})).await;
+    assert_eq!(refused["isError"], json!(true), "{refused}");
+    assert!(text_of(&refused).contains("--exclude-tools"), "{refused}");
+    drop(stderr_of(client, stderr).await);
+}

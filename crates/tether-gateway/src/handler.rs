@@ -86,6 +86,7 @@ impl Shared {
             start,
             pins,
             scan: scan_policy,
+            filter,
         } = options;
         let running = runtime.running();
         let mut tool_names = Namespace::default();
@@ -133,6 +134,16 @@ impl Shared {
                 .collect();
             for info in offered {
                 let name = tool_names.add(&report.name, &info.name);
+                if !filter.allows(&name) {
+                    withheld.insert(
+                        name,
+                        format!(
+                            "the tool '{}' of server '{}' is left out by this gateway's --include-tools/--exclude-tools",
+                            info.name, report.name
+                        ),
+                    );
+                    continue;
+                }
                 if let Some(Verdict::Changed { pinned }) = verdicts.get(&info.name) {
                     tracing::warn!(
                         server = %report.name,

@@ -20,6 +20,7 @@
 //!     start,
 //!     pins: None,
 //!     scan: tether_gateway::ScanPolicy::Warn,
+//!     filter: tether_gateway::names::ToolFilter::default(),
 //! };
 //! let gateway = Gateway::new(session, runtime, options).await;
 //! gateway.serve_stdio().await?; // until the client closes stdin
@@ -71,6 +72,8 @@ pub struct GatewayOptions {
     pub pins: Option<PinStore>,
     /// What the prompt-injection scan does with a finding.
     pub scan: ScanPolicy,
+    /// Which namespaced tools are offered.
+    pub filter: names::ToolFilter,
 }
 
 /// The run's servers, served as one MCP server. Clones share the servers: each serves its own

@@ -110,6 +110,47 @@ impl Namespace {
     }
 }
 
+/// Which namespaced tools a gateway offers (`--include-tools`, `--exclude-tools`): patterns
+/// over `SERVER__TOOL` names where `*` stands for any run of characters (`github__*`,
+/// `*__delete_*`). A name is offered when no exclude pattern matches it and, if include
+/// patterns are given, one of them does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFilter {
+    /// Offer only names matching one of these (all when empty).
+    pub include: Vec<String>,
+    /// Never offer names matching one of these.
+    pub exclude: Vec<String>,
+}
+
+impl ToolFilter {
+    /// Whether `namespaced` is offered.
+    pub fn allows(&self, namespaced: &str) -> bool {
+        !self.exclude.iter().any(|p| glob_match(p, namespaced))
+            && (self.include.is_empty() || self.include.iter().any(|p| glob_match(p, namespaced)))
+    }
+}
+
+/// Whether `text` matches `pattern`, where `*` matches any run of characters (none included)
+/// and every other character itself.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
 /// `SERVER__NAME`, sanitized and no longer than [`MAX_NAME_LEN`] (rules 1 and 2).
 pub fn namespaced(server: &str, name: &str) -> String {
     let joined = format!("{}{SEPARATOR}{}", sanitize(server), sanitize(name));
@@ -208,6 +249,33 @@ mod tests {
         let collision = &namespace.collisions()[0];
         assert_eq!(collision.kept_by.server, "a__b");
         assert_eq!(collision.renamed_to, "a__b__c_2");
+    }
+
+    #[test]
+    fn globs_match_runs_and_filters_combine() {
+        for (pattern, text, expected) in [
+            ("github__*", "github__create_issue", true),
+            ("github__*", "gitlab__create_issue", false),
+            ("*__delete_*", "fs__delete_file", true),
+            ("*__delete_*", "fs__undelete", false),
+            ("exact__name", "exact__name", true),
+            ("exact__name", "exact__names", false),
+            ("*", "", true),
+            ("a*b*c", "abc", true),
+            ("a*b*c", "acb", false),
+            ("ab*ba", "aba", false),
+        ] {
+            assert_eq!(glob_match(pattern, text), expected, "{pattern} {text}");
+        }
+        let filter = ToolFilter {
+            include: vec!["fs__*".into(), "web__fetch".into()],
+            exclude: vec!["*__delete_*".into()],
+        };
+        assert!(filter.allows("fs__read_file"));
+        assert!(filter.allows("web__fetch"));
+        assert!(!filter.allows("fs__delete_file"));
+        assert!(!filter.allows("web__post"));
+        assert!(ToolFilter::default().allows("anything__at_all"));
     }
 
     #[test]

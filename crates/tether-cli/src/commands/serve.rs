@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tether_driver::{ServerStatus, Session, StartOptions};
+use tether_gateway::names::ToolFilter;
 use tether_gateway::{
     AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, generate_token, is_loopback,
 };
@@ -49,6 +50,7 @@ pub(super) struct Policy {
     pub call_timeout: Duration,
     pub pins: bool,
     pub scan: ScanPolicy,
+    pub filter: ToolFilter,
 }
 
 /// `$TETHER_HOME/pins.json`.
@@ -120,6 +122,7 @@ pub(super) async fn start_gateway(
                 None
             },
             scan: policy.scan,
+            filter: policy.filter,
         },
     )
     .await)
@@ -145,6 +148,10 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
                 ScanArg::Off => ScanPolicy::Off,
                 ScanArg::Warn => ScanPolicy::Warn,
                 ScanArg::Block => ScanPolicy::Block,
+            },
+            filter: ToolFilter {
+                include: args.include_tools.clone(),
+                exclude: args.exclude_tools.clone(),
             },
         },
         &progress,
@@ -207,6 +214,7 @@ pub async fn run_through_gateway(
             call_timeout: GATEWAY_CALL_TIMEOUT,
             pins: true,
             scan: ScanPolicy::Warn,
+            filter: ToolFilter::default(),
         },
         progress,
     )
