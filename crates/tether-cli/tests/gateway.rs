@@ -831,3 +831,62 @@ async fn include_and_exclude_patterns_choose_the_tools_offered() {
     assert!(text_of(&refused).contains("--exclude-tools"), "{refused}");
     drop(stderr_of(client, stderr).await);
 }
+
+/// A client that counts the progress notifications it receives, and the tokens they carry.
+#[derive(Clone, Default)]
+struct ProgressCounter {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl rmcp::ClientHandler for ProgressCounter {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let value = serde_json::to_value(&params).expect("serializing progress");
+        self.seen.lock().expect("the progress list").push(value);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_of_a_long_call_reaches_the_client_under_its_own_token() {
+    let Some(everything) = server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
+        json_str(&everything.to_string_lossy())
+    );
+    let (transport, _) =
+        TokioChildProcess::builder(tether_command(dir.path(), &["serve", "--mcp", &spec]))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tether serve");
+    let counter = ProgressCounter::default();
+    let client = counter
+        .clone()
+        .serve(transport)
+        .await
+        .expect("initializing");
+    let arguments = json!({"duration": 1, "steps": 4});
+    let params = CallToolRequestParams::new("ev__trigger-long-running-operation")
+        .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+    let result = client.call_tool(params).await.expect("the long call");
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let seen = counter.seen.lock().expect("the progress list").clone();
+    assert!(seen.len() >= 3, "progress notifications: {seen:?}");
+    // Every one carries the token this client's request had (rmcp numbers them from 0), not
+    // the one tether gave its own request upstream.
+    let tokens: std::collections::HashSet<String> = seen
+        .iter()
+        .map(|p| p["progressToken"].to_string())
+        .collect();
+    assert_eq!(tokens.len(), 1, "{seen:?}");
+    assert!(
+        seen.iter().all(|p| p["total"].as_f64() == Some(4.0)),
+        "{seen:?}"
+    );
+    client.cancel().await.expect("closing the client");
+}

@@ -393,7 +393,14 @@ async fn list_all(
             None => json!({}),
         };
         let page = runtime
-            .forward(server, method, params, timeout, std::future::pending())
+            .forward(
+                server,
+                method,
+                params,
+                timeout,
+                std::future::pending(),
+                None,
+            )
             .await?;
         if let Some(list) = page.get(key).and_then(Value::as_array) {
             items.extend(list.iter().cloned());
@@ -433,6 +440,20 @@ impl GatewayHandler {
         params: Value,
         context: &RequestContext<RoleServer>,
     ) -> (Result<Value, DriverError>, Duration) {
+        self.forward_with_progress(server, method, params, context, None)
+            .await
+    }
+
+    /// [`GatewayHandler::forward`], passing the server's progress notifications for this
+    /// request to `progress`.
+    async fn forward_with_progress(
+        &self,
+        server: &str,
+        method: &str,
+        params: Value,
+        context: &RequestContext<RoleServer>,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
+    ) -> (Result<Value, DriverError>, Duration) {
         let started = Instant::now();
         let answer = match self.shared.supervisor.runtime(server) {
             Ok(runtime) => {
@@ -443,6 +464,7 @@ impl GatewayHandler {
                         params,
                         self.shared.call_timeout,
                         context.ct.cancelled(),
+                        progress,
                     )
                     .await;
                 match answer {
@@ -553,6 +575,37 @@ impl GatewayHandler {
 }
 
 impl GatewayHandler {
+    /// When the client asked for progress (a `progressToken` in the request's `_meta`): a
+    /// sender whose messages — the server's progress params — go to the client under the
+    /// client's own token, in order, until the request ends.
+    fn pass_progress(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<tokio::sync::mpsc::UnboundedSender<Value>> {
+        let token = context.meta.get_progress_token()?;
+        let token = serde_json::to_value(token).ok()?;
+        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Value>();
+        let peer = context.peer.clone();
+        let masker = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            while let Some(mut params) = receiver.recv().await {
+                params["progressToken"] = token.clone();
+                mask_value(&masker.masker, &mut params);
+                match serde_json::from_value(params) {
+                    Ok(params) => {
+                        if peer.notify_progress(params).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "a progress notification that is not MCP")
+                    }
+                }
+            }
+        });
+        Some(sender)
+    }
+
     /// Forwards `resources/subscribe` or `resources/unsubscribe` to the URI's server.
     async fn pass_subscription(
         &self,
@@ -695,7 +748,10 @@ impl ServerHandler for GatewayHandler {
         }
         let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         params["name"] = Value::String(route.name.clone());
-        let (answer, duration) = self.forward(&route.server, METHOD, params, &context).await;
+        let progress = self.pass_progress(&context);
+        let (answer, duration) = self
+            .forward_with_progress(&route.server, METHOD, params, &context, progress)
+            .await;
         let (outcome, response) = match answer {
             Ok(value) => match serde_json::from_value::<CallToolResult>(value.clone()) {
                 Ok(result) => {

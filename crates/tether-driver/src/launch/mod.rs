@@ -96,7 +96,55 @@ pub struct ServerReport {
     pub status: ServerStatus,
 }
 
-type Client = RunningService<RoleClient, ClientConfig>;
+type Client = RunningService<RoleClient, TetherClient>;
+
+/// Where progress notifications of forwarded requests go, by the progress token rmcp gave the
+/// request (see [`McpRuntime::forward`]).
+type ProgressRoutes = Arc<
+    std::sync::Mutex<
+        HashMap<rmcp::model::ProgressToken, tokio::sync::mpsc::UnboundedSender<Value>>,
+    >,
+>;
+
+/// tether's MCP client: its name and capabilities, and the progress notifications it passes
+/// on to whoever forwarded the request they belong to.
+#[derive(Clone)]
+struct TetherClient {
+    info: ClientConfig,
+    progress: ProgressRoutes,
+}
+
+impl TetherClient {
+    fn new() -> Self {
+        Self {
+            info: client_config(),
+            progress: ProgressRoutes::default(),
+        }
+    }
+}
+
+impl rmcp::ClientHandler for TetherClient {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let sender = self
+            .progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&params.progress_token)
+            .cloned();
+        if let (Some(sender), Ok(value)) = (sender, serde_json::to_value(&params)) {
+            // The forwarder may have finished; a late notification has nowhere to go.
+            let _ = sender.send(value);
+        }
+    }
+}
 
 struct RunningServer {
     name: String,
@@ -335,6 +383,8 @@ impl McpRuntime {
     ///
     /// The answer is awaited until `timeout` or until `cancelled` completes, whichever is
     /// first; in both cases the server is sent `notifications/cancelled` for the request.
+    /// With `progress`, the server's `notifications/progress` for this request are sent there
+    /// (their params as JSON, with the progress token tether gave the request) until it ends.
     /// A `tools/call` of a tool the server's config leaves out is refused here, as
     /// [`McpRuntime::call_tool`] refuses it. Errors are [`DriverError::RequestFailed`] (the
     /// server's JSON-RPC code when it answered with one), [`DriverError::Cancelled`] and
@@ -346,6 +396,7 @@ impl McpRuntime {
         params: Value,
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
     ) -> Result<Value, DriverError> {
         let Some(running) = self.running.iter().find(|s| s.name == server) else {
             return Err(DriverError::UnknownServer {
@@ -390,6 +441,19 @@ impl McpRuntime {
             .map_err(|e| failed(None, e.to_string()))?;
         let peer = handle.peer.clone();
         let id = handle.id.clone();
+        let routes = &running.client.service().progress;
+        let token = handle.progress_token.clone();
+        if let Some(progress) = progress {
+            routes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(token.clone(), progress);
+        }
+        // Removed however this function ends (an answer, a cancellation, a dropped future).
+        let _route = RemoveOnDrop {
+            routes: Arc::clone(routes),
+            token,
+        };
         let answer = tokio::select! {
             answer = handle.await_response() => answer,
             () = cancelled => {
@@ -476,6 +540,21 @@ impl McpRuntime {
     }
 }
 
+/// Removes a progress route when a forwarded request ends.
+struct RemoveOnDrop {
+    routes: ProgressRoutes,
+    token: rmcp::model::ProgressToken,
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        self.routes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.token);
+    }
+}
+
 /// Closes one server: the MCP session first (bounded), then the child's process group.
 async fn stop(server: RunningServer) {
     let RunningServer {
@@ -518,7 +597,7 @@ async fn remote_handshake(
     let client = match kind {
         RemoteTransport::Sse => {
             let sse = SseClientTransport::connect(http, url, headers.clone(), timeout).await?;
-            client_config().serve(sse).await?
+            TetherClient::new().serve(sse).await?
         }
         RemoteTransport::StreamableHttp => {
             let custom: HashMap<HeaderName, HeaderValue> = headers
@@ -527,7 +606,7 @@ async fn remote_handshake(
                 .collect();
             let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
                 .custom_headers(custom);
-            client_config()
+            TetherClient::new()
                 .serve(StreamableHttpClientTransport::with_client(http, config))
                 .await?
         }
@@ -614,7 +693,7 @@ async fn start_one(
                     mask(format!("cannot start '{shown}': {why}"))
                 })?;
             let handshake = tokio::time::timeout(timeout, async {
-                let client = client_config().serve((stdout, stdin)).await?;
+                let client = TetherClient::new().serve((stdout, stdin)).await?;
                 let tools = client.list_all_tools().await?;
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
             });
