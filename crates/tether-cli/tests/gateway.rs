@@ -890,3 +890,70 @@ async fn progress_of_a_long_call_reaches_the_client_under_its_own_token() {
     );
     client.cancel().await.expect("closing the client");
 }
+
+/// A client that records the log messages it receives.
+#[derive(Clone, Default)]
+struct LogRecorder {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl rmcp::ClientHandler for LogRecorder {
+    #[expect(
+        deprecated,
+        reason = "notifications/message of the protocol versions the test speaks"
+    )]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let value = serde_json::to_value(&params).expect("serializing a log message");
+        self.seen.lock().expect("the log list").push(value);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_log_messages_reach_the_client_named_by_server() {
+    let Some(everything) = server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
+        json_str(&everything.to_string_lossy())
+    );
+    let (transport, _) =
+        TokioChildProcess::builder(tether_command(dir.path(), &["serve", "--mcp", &spec]))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tether serve");
+    let recorder = LogRecorder::default();
+    let client = recorder
+        .clone()
+        .serve(transport)
+        .await
+        .expect("initializing");
+    let info = client.peer_info().expect("the gateway's initialize answer");
+    assert!(info.capabilities.logging.is_some(), "{info:?}");
+    // server-everything sends one message at once when simulated logging is switched on.
+    let params = CallToolRequestParams::new("ev__toggle-simulated-logging");
+    client
+        .call_tool(params)
+        .await
+        .expect("switching logging on");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while recorder.seen.lock().expect("the log list").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log message arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let seen = recorder.seen.lock().expect("the log list").clone();
+    assert!(
+        seen.iter()
+            .all(|m| m["logger"].as_str().is_some_and(|l| l.starts_with("ev"))),
+        "{seen:?}"
+    );
+    client.cancel().await.expect("closing the client");
+}

@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     /// with the reason a call gets.
     withheld: HashMap<String, String>,
     scan: ScanPolicy,
+    /// Every client that completed initialize (log messages go to all of them).
+    peers: std::sync::Mutex<Vec<rmcp::Peer<RoleServer>>>,
 }
 
 /// A list method that may span pages.
@@ -87,6 +89,7 @@ impl Shared {
             pins,
             scan: scan_policy,
             filter,
+            log_messages: _,
         } = options;
         let running = runtime.running();
         let mut tool_names = Namespace::default();
@@ -292,6 +295,7 @@ impl Shared {
             capabilities,
             withheld,
             scan: scan_policy,
+            peers: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -319,6 +323,51 @@ impl Shared {
                 code: Some(code), ..
             } => ErrorData::new(ErrorCode(*code), message, None),
             _ => ErrorData::internal_error(message, None),
+        }
+    }
+}
+
+/// Passes each server's log message on to every connected client, masked, with `logger` set
+/// to `SERVER` (or `SERVER/LOGGER`). A client whose connection is gone is dropped from the
+/// list. Ends when the gateway or the senders are gone.
+#[expect(
+    deprecated,
+    reason = "notifications/message is still part of the protocol versions the gateway speaks"
+)]
+pub(crate) async fn pass_log_messages(
+    shared: std::sync::Weak<Shared>,
+    mut receiver: tokio::sync::mpsc::UnboundedReceiver<(String, Value)>,
+) {
+    while let Some((server, mut params)) = receiver.recv().await {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let logger = match params.get("logger").and_then(Value::as_str) {
+            Some(own) => format!("{server}/{own}"),
+            None => server,
+        };
+        params["logger"] = Value::String(logger);
+        mask_value(&shared.masker, &mut params);
+        let Ok(message) =
+            serde_json::from_value::<rmcp::model::LoggingMessageNotificationParam>(params)
+        else {
+            continue;
+        };
+        let peers: Vec<rmcp::Peer<RoleServer>> = shared
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut any_gone = false;
+        for peer in &peers {
+            any_gone |= peer.notify_logging_message(message.clone()).await.is_err();
+        }
+        if any_gone {
+            let mut peers = shared
+                .peers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            peers.retain(|peer| !peer.is_transport_closed());
         }
     }
 }
@@ -706,6 +755,14 @@ impl ServerHandler for GatewayHandler {
         std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
             &ProtocolVersion::LATEST_WITH_INITIALIZE,
         ))
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.shared
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(context.peer);
     }
 
     async fn list_tools(

@@ -21,6 +21,7 @@
 //!     pins: None,
 //!     scan: tether_gateway::ScanPolicy::Warn,
 //!     filter: tether_gateway::names::ToolFilter::default(),
+//!     log_messages: None,
 //! };
 //! let gateway = Gateway::new(session, runtime, options).await;
 //! gateway.serve_stdio().await?; // until the client closes stdin
@@ -74,6 +75,9 @@ pub struct GatewayOptions {
     pub scan: ScanPolicy,
     /// Which namespaced tools are offered.
     pub filter: names::ToolFilter,
+    /// The servers' log messages, when `start.log_messages` sends them here: passed on to
+    /// every connected client (`notifications/message`, `logger` set to the server's name).
+    pub log_messages: Option<tokio::sync::mpsc::UnboundedReceiver<(String, serde_json::Value)>>,
 }
 
 /// The run's servers, served as one MCP server. Clones share the servers: each serves its own
@@ -96,11 +100,18 @@ impl Gateway {
     /// are listed now), masks the session's sensitive values in everything it sends back, and
     /// starts watching the servers: one whose connection closes is started again from the
     /// session. Must be called within a tokio runtime.
-    pub async fn new(session: Session, runtime: McpRuntime, options: GatewayOptions) -> Self {
+    pub async fn new(session: Session, runtime: McpRuntime, mut options: GatewayOptions) -> Self {
         let masker = Masker::new(session.sensitive_values());
+        let log_messages = options.log_messages.take();
         let shared = Shared::new(session, runtime, masker, options).await;
         let shared = Arc::new(shared);
         tokio::spawn(supervise::watch(Arc::downgrade(&shared.supervisor)));
+        if let Some(receiver) = log_messages {
+            tokio::spawn(handler::pass_log_messages(
+                Arc::downgrade(&shared),
+                receiver,
+            ));
+        }
         Self { shared }
     }
 

@@ -88,7 +88,13 @@ pub(super) async fn start_gateway(
         None => default_audit_path()?,
     };
     let audit = AuditLog::create(&audit_path)?;
-    let runtime = super::start(&session, options, progress).await?;
+    // The servers' log messages go to the gateway's clients (restarted servers' too).
+    let (log_sink, log_messages) = tokio::sync::mpsc::unbounded_channel();
+    let options = StartOptions {
+        log_messages: Some(log_sink),
+        ..options.clone()
+    };
+    let runtime = super::start(&session, &options, progress).await?;
     progress.finish();
     for report in runtime.reports() {
         match &report.status {
@@ -123,6 +129,7 @@ pub(super) async fn start_gateway(
             },
             scan: policy.scan,
             filter: policy.filter,
+            log_messages: Some(log_messages),
         },
     )
     .await)

@@ -45,7 +45,13 @@ pub struct StartOptions {
     pub concurrency: usize,
     /// Fail the run if any server fails (default: degraded startup).
     pub strict: bool,
+    /// Where the servers' log messages (`notifications/message` params, as JSON) go, with the
+    /// server's name; `None` drops them (a gateway passes them on to its clients).
+    pub log_messages: Option<LogSink>,
 }
+
+/// A receiver of servers' log messages: `(server name, notifications/message params)`.
+pub type LogSink = tokio::sync::mpsc::UnboundedSender<(String, Value)>;
 
 impl Default for StartOptions {
     fn default() -> Self {
@@ -53,6 +59,7 @@ impl Default for StartOptions {
             startup_timeout: Duration::from_secs(30),
             concurrency: 8,
             strict: false,
+            log_messages: None,
         }
     }
 }
@@ -112,13 +119,16 @@ type ProgressRoutes = Arc<
 struct TetherClient {
     info: ClientConfig,
     progress: ProgressRoutes,
+    /// The server's name and where its log messages go.
+    logs: Option<(Arc<str>, LogSink)>,
 }
 
 impl TetherClient {
-    fn new() -> Self {
+    fn for_server(name: &str, logs: Option<LogSink>) -> Self {
         Self {
             info: client_config(),
             progress: ProgressRoutes::default(),
+            logs: logs.map(|sink| (Arc::from(name), sink)),
         }
     }
 }
@@ -126,6 +136,21 @@ impl TetherClient {
 impl rmcp::ClientHandler for TetherClient {
     fn get_info(&self) -> ClientConfig {
         self.info.clone()
+    }
+
+    #[expect(
+        deprecated,
+        reason = "notifications/message is still part of the protocol versions tether speaks"
+    )]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        if let (Some((server, sink)), Ok(value)) = (&self.logs, serde_json::to_value(&params)) {
+            // Nobody listening any more: the message is dropped.
+            let _ = sink.send((server.to_string(), value));
+        }
     }
 
     async fn on_progress(
@@ -233,8 +258,13 @@ impl McpRuntime {
                     let masking = Arc::clone(&masking);
                     async move {
                         let name = server.name.clone();
-                        let (server_options, outcome) =
-                            start_filtered(server, options.startup_timeout, &masking).await;
+                        let (server_options, outcome) = start_filtered(
+                            server,
+                            options.startup_timeout,
+                            &masking,
+                            options.log_messages.clone(),
+                        )
+                        .await;
                         (name, server_options, outcome)
                     }
                 })
@@ -495,7 +525,15 @@ impl McpRuntime {
         let started = if server.options.disabled {
             None
         } else {
-            Some(start_filtered(server, self.options.startup_timeout, &self.masking).await)
+            Some(
+                start_filtered(
+                    server,
+                    self.options.startup_timeout,
+                    &self.masking,
+                    self.options.log_messages.clone(),
+                )
+                .await,
+            )
         };
         let report = match started {
             None => ServerReport {
@@ -588,6 +626,7 @@ type Handshake = Result<(Client, Vec<rmcp::model::Tool>), Box<dyn std::error::Er
 
 /// Connects to a remote server over `kind`, runs `initialize` and lists its tools.
 async fn remote_handshake(
+    client: TetherClient,
     kind: RemoteTransport,
     http: reqwest::Client,
     url: &str,
@@ -597,7 +636,7 @@ async fn remote_handshake(
     let client = match kind {
         RemoteTransport::Sse => {
             let sse = SseClientTransport::connect(http, url, headers.clone(), timeout).await?;
-            TetherClient::new().serve(sse).await?
+            client.serve(sse).await?
         }
         RemoteTransport::StreamableHttp => {
             let custom: HashMap<HeaderName, HeaderValue> = headers
@@ -606,7 +645,7 @@ async fn remote_handshake(
                 .collect();
             let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
                 .custom_headers(custom);
-            TetherClient::new()
+            client
                 .serve(StreamableHttpClientTransport::with_client(http, config))
                 .await?
         }
@@ -632,9 +671,10 @@ async fn start_filtered(
     server: RenderedServer,
     timeout: Duration,
     masking: &Arc<Vec<SecretValue>>,
+    logs: Option<LogSink>,
 ) -> (ServerOptions, Result<Started, String>) {
     let options = server.options.clone();
-    let outcome = start_one(server, timeout, masking)
+    let outcome = start_one(server, timeout, masking, logs)
         .await
         .map(|mut started| {
             started.tools.retain(|tool| options.allows_tool(&tool.name));
@@ -647,8 +687,10 @@ async fn start_one(
     server: RenderedServer,
     timeout: Duration,
     masking: &Arc<Vec<SecretValue>>,
+    logs: Option<LogSink>,
 ) -> Result<Started, String> {
     let mask = |text: String| mask_known_values(&text, masking.iter());
+    let client = TetherClient::for_server(&server.name, logs);
     let started = tokio::time::Instant::now();
     match &server.transport {
         RenderedTransport::Stdio {
@@ -693,7 +735,7 @@ async fn start_one(
                     mask(format!("cannot start '{shown}': {why}"))
                 })?;
             let handshake = tokio::time::timeout(timeout, async {
-                let client = TetherClient::new().serve((stdout, stdin)).await?;
+                let client = client.serve((stdout, stdin)).await?;
                 let tools = client.list_all_tools().await?;
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
             });
@@ -758,7 +800,9 @@ async fn start_one(
                 .map_err(|e| mask(format!("cannot build the HTTP client: {e}")))?;
             let kind = *transport;
             let handshake = tokio::time::timeout(timeout, async {
-                let outcome = remote_handshake(kind, http.clone(), &url, &headers, timeout).await;
+                let outcome =
+                    remote_handshake(client.clone(), kind, http.clone(), &url, &headers, timeout)
+                        .await;
                 match outcome {
                     // A URL without a `type`: the MCP specification's backwards-compatibility
                     // rule is to fall back to the legacy SSE transport.
@@ -766,7 +810,7 @@ async fn start_one(
                         if kind == RemoteTransport::StreamableHttp
                             && server.options.transport_guessed =>
                     {
-                        match remote_handshake(RemoteTransport::Sse, http, &url, &headers, timeout)
+                        match remote_handshake(client, RemoteTransport::Sse, http, &url, &headers, timeout)
                             .await
                         {
                             Ok(connected) => {
