@@ -832,6 +832,26 @@ async fn include_and_exclude_patterns_choose_the_tools_offered() {
     drop(stderr_of(client, stderr).await);
 }
 
+/// `tether serve` in front of server-everything over stdio (as `ev`), with a client of
+/// `handler`; `None` when npm is absent. The directory holds TETHER_HOME.
+async fn everything_behind_gateway<H: rmcp::ClientHandler>(
+    handler: H,
+) -> Option<(tempfile::TempDir, RunningService<RoleClient, H>)> {
+    let everything = server_everything()?;
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
+        json_str(&everything.to_string_lossy())
+    );
+    let (transport, _) =
+        TokioChildProcess::builder(tether_command(dir.path(), &["serve", "--mcp", &spec]))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tether serve");
+    let client = handler.serve(transport).await.expect("initializing");
+    Some((dir, client))
+}
+
 /// A client that counts the progress notifications it receives, and the tokens they carry.
 #[derive(Clone, Default)]
 struct ProgressCounter {
@@ -851,25 +871,10 @@ impl rmcp::ClientHandler for ProgressCounter {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_of_a_long_call_reaches_the_client_under_its_own_token() {
-    let Some(everything) = server_everything() else {
+    let counter = ProgressCounter::default();
+    let Some((_dir, client)) = everything_behind_gateway(counter.clone()).await else {
         return;
     };
-    let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = format!(
-        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
-        json_str(&everything.to_string_lossy())
-    );
-    let (transport, _) =
-        TokioChildProcess::builder(tether_command(dir.path(), &["serve", "--mcp", &spec]))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting tether serve");
-    let counter = ProgressCounter::default();
-    let client = counter
-        .clone()
-        .serve(transport)
-        .await
-        .expect("initializing");
     let arguments = json!({"duration": 1, "steps": 4});
     let params = CallToolRequestParams::new("ev__trigger-long-running-operation")
         .with_arguments(arguments.as_object().cloned().unwrap_or_default());
@@ -914,25 +919,10 @@ impl rmcp::ClientHandler for LogRecorder {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_servers_log_messages_reach_the_client_named_by_server() {
-    let Some(everything) = server_everything() else {
+    let recorder = LogRecorder::default();
+    let Some((_dir, client)) = everything_behind_gateway(recorder.clone()).await else {
         return;
     };
-    let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = format!(
-        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
-        json_str(&everything.to_string_lossy())
-    );
-    let (transport, _) =
-        TokioChildProcess::builder(tether_command(dir.path(), &["serve", "--mcp", &spec]))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting tether serve");
-    let recorder = LogRecorder::default();
-    let client = recorder
-        .clone()
-        .serve(transport)
-        .await
-        .expect("initializing");
     let info = client.peer_info().expect("the gateway's initialize answer");
     assert!(info.capabilities.logging.is_some(), "{info:?}");
     // server-everything sends one message at once when simulated logging is switched on.
