@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use tether_config::RenderedServer;
 use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::names::ToolFilter;
 use tether_gateway::{
@@ -15,11 +16,10 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{HarnessArg, RunArgs, ScanArg, ServeArgs};
-use crate::exit::{OK, UsageError};
+use crate::exit::OK;
 use crate::handoff::RunDir;
 use crate::output::Progress;
 use crate::{log_mask, secrets, settings};
-use tether_config::RenderedServer;
 
 /// The flags, checked before anything is resolved or started.
 struct Transport {
@@ -35,10 +35,8 @@ fn transport(args: &ServeArgs) -> anyhow::Result<Transport> {
         .to_socket_addrs()
         .ok()
         .and_then(|mut addresses| addresses.find(is_loopback))
-        .ok_or_else(|| {
-            UsageError::new(format!(
-                "--listen {text}: not a loopback address with a port (e.g. 127.0.0.1:8765); tether serve has no TLS, so it listens on loopback only"
-            ))
+        .ok_or_else(|| tether_gateway::GatewayError::NotLoopback {
+            address: text.clone(),
         })?;
     Ok(Transport {
         listen: Some(address),
