@@ -35,6 +35,7 @@ pub enum Command {
   tether run --mcp 2f0c…-uuid --secret API_TOKEN=env:API_TOKEN
   tether run --mcp ./mcp.json --strict-mcp -- claude -p 'list my issues'
   tether run --task task.json --harness codex -- codex exec 'fix the bug'
+  tether run --mcp ./mcp.json --gateway -- gemini -p 'list my issues'
 
 Exit codes: 0 success (with a command: the command's own code), 1 a server or the harness
 failed, 2 bad input or usage, 3 managed resolution failed.")]
@@ -44,6 +45,7 @@ failed, 2 bad input or usage, 3 managed resolution failed.")]
     #[command(after_help = "Examples:
   tether export --mcp ./mcp.json --format claude
   tether export --mcp 2f0c…-uuid --secret TOKEN=prompt --format codex -o codex.toml
+  tether export --mcp ./mcp.json --secret TOKEN=env:TOKEN --gateway --format gemini
 
 On stdout, values that came from secrets (and captured env/header values) are masked unless
 --show-secrets; a file written with -o holds real values and is created with mode 0600.")]
@@ -62,6 +64,32 @@ Exit code 0 only if every server is ready.")]
   tether call --mcp ./mcp.json everything echo --args '{\"message\":\"hi\"}'
   tether call --mcp 2f0c…-uuid github list_issues --json")]
     Call(CallArgs),
+
+    /// Serve every resolved server as one MCP server (a gateway): tools and prompts named
+    /// SERVER__NAME, results and errors masked, each call audited.
+    #[command(after_help = "Examples:
+  tether serve --mcp ./mcp.json --secret API_TOKEN=env:API_TOKEN          (stdio)
+  tether serve --mcp ./mcp.json --listen 127.0.0.1:8765                    (Streamable HTTP)
+  tether serve --mcp ./mcp.json --listen 127.0.0.1:8765 --token env:GATEWAY_TOKEN
+
+Over HTTP the endpoint is http://ADDRESS/mcp; every request needs `Authorization: Bearer
+TOKEN` (a token is generated and printed once on stderr unless --token gives one). Only
+loopback addresses are accepted. Each call is recorded in an audit log (sizes and SHA-256,
+never values): --audit PATH, default $TETHER_HOME/audit/serve-TIME-PID.jsonl.")]
+    Serve(ServeArgs),
+
+    /// Read the gateway's audit logs.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+
+    /// Accept a server's tool definitions as they are now: show what changed since they were
+    /// pinned, and pin them again (the gateway withholds a changed tool until then).
+    #[command(after_help = "Examples:
+  tether trust --mcp ./mcp.json github
+  tether trust --mcp ./mcp.json github create_issue
+
+Pins live in $TETHER_HOME/pins.json (SHA-256 of each tool's whole definition).")]
+    Trust(TrustArgs),
 
     /// Store a templatable server locally and print its UUID.
     #[command(after_help = "Examples:
@@ -323,6 +351,16 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_secrets_on_disk: bool,
 
+    /// Hand the harness ONE stdio server, tether's gateway (`tether serve` for this run): the
+    /// servers run in this tether process; the harness sees SERVER__NAME tools, masked results
+    /// and no value of any server.
+    #[arg(long)]
+    pub gateway: bool,
+
+    /// With --gateway: the audit log to create (default $TETHER_HOME/audit/serve-TIME-PID.jsonl).
+    #[arg(long, value_name = "PATH", requires = "gateway")]
+    pub audit: Option<PathBuf>,
+
     /// The harness command and its arguments.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -347,6 +385,12 @@ pub struct ExportArgs {
     /// Show real secret values on stdout.
     #[arg(long)]
     pub show_secrets: bool,
+
+    /// Write ONE server instead: tether's gateway, `tether serve` with these specs and secret
+    /// sources (never values). Specs must be UUIDs, installation names or files; secret
+    /// sources env: or file:. Nothing is resolved now: each start of the gateway resolves.
+    #[arg(long)]
+    pub gateway: bool,
 }
 
 /// `tether test`.
@@ -391,6 +435,119 @@ pub struct CallArgs {
     /// Print the whole MCP result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `tether serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub specs: SpecArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+
+    /// Serve one client on stdin/stdout (the default).
+    #[arg(long, conflicts_with = "listen")]
+    pub stdio: bool,
+
+    /// Serve Streamable HTTP at http://ADDRESS/mcp (a loopback address; port 0 picks one,
+    /// and the URL is printed on stdout).
+    #[arg(long, value_name = "ADDRESS")]
+    pub listen: Option<String>,
+
+    /// Where the HTTP bearer token comes from: env:VAR, file:PATH or - (default: a new
+    /// random token, printed once on stderr).
+    #[arg(
+        long,
+        value_name = "SOURCE",
+        requires = "listen",
+        conflicts_with = "no_auth"
+    )]
+    pub token: Option<String>,
+
+    /// Accept HTTP requests without a token (loopback only; for local tools and tests).
+    #[arg(long, requires = "listen")]
+    pub no_auth: bool,
+
+    /// The audit log to create (must not exist; mode 0600).
+    #[arg(long, value_name = "PATH")]
+    pub audit: Option<PathBuf>,
+
+    /// Per-server startup timeout in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+
+    /// The longest a forwarded call may take, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub call_timeout: u64,
+
+    /// What the prompt-injection scan of tool, prompt and resource descriptions does with a
+    /// finding: report it on stderr (warn), also withhold the entry (block), or nothing (off).
+    #[arg(long, value_enum, default_value_t = ScanArg::Warn)]
+    pub scan: ScanArg,
+
+    /// Do not pin tool definitions (by default a tool whose definition changed since it was
+    /// first seen is withheld until `tether trust SERVER TOOL`).
+    #[arg(long)]
+    pub no_pins: bool,
+
+    /// Offer only the tools whose SERVER__TOOL name matches PATTERN (`*` matches any run of
+    /// characters, e.g. `github__*`). Repeatable.
+    #[arg(long = "include-tools", value_name = "PATTERN")]
+    pub include_tools: Vec<String>,
+
+    /// Never offer the tools whose SERVER__TOOL name matches PATTERN (e.g. `*__delete_*`).
+    /// Repeatable; wins over --include-tools.
+    #[arg(long = "exclude-tools", value_name = "PATTERN")]
+    pub exclude_tools: Vec<String>,
+}
+
+/// `--scan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScanArg {
+    /// No scan.
+    Off,
+    /// Report findings on stderr; offer the entry anyway.
+    Warn,
+    /// Report findings and withhold the entry.
+    Block,
+}
+
+/// `tether trust`.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    #[command(flatten)]
+    pub specs: SpecArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+
+    /// The server's name.
+    pub server: String,
+
+    /// Only this tool (default: every tool the server offers now).
+    pub tool: Option<String>,
+
+    /// Startup timeout in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+}
+
+/// `tether audit`.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Print the last lines of an audit log (default: the newest in $TETHER_HOME/audit).
+    Tail(AuditTailArgs),
+}
+
+/// `tether audit tail`.
+#[derive(Debug, Args)]
+pub struct AuditTailArgs {
+    /// How many lines.
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 20)]
+    pub lines: usize,
+
+    /// The log to read (default: the newest one).
+    #[arg(value_name = "PATH")]
+    pub path: Option<PathBuf>,
 }
 
 /// `tether install`.

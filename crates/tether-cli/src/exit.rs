@@ -90,7 +90,17 @@ pub fn code(err: &anyhow::Error) -> u8 {
                 DriverError::StartupFailed { .. }
                 | DriverError::ServerFailedToStart { .. }
                 | DriverError::ToolCallFailed { .. }
+                | DriverError::RequestFailed { .. }
+                | DriverError::Cancelled { .. }
                 | DriverError::Store(_) => FAILED,
+            };
+        }
+        if let Some(gateway) = cause.downcast_ref::<tether_gateway::GatewayError>() {
+            return match gateway {
+                tether_gateway::GatewayError::Audit { .. }
+                | tether_gateway::GatewayError::NotLoopback { .. } => USAGE,
+                tether_gateway::GatewayError::Io { .. }
+                | tether_gateway::GatewayError::Handshake { .. } => FAILED,
             };
         }
     }

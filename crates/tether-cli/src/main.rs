@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod exec_shim;
 mod exit;
+mod gateway_relay;
 mod handoff;
 mod log_mask;
 mod output;
@@ -29,6 +30,9 @@ fn main() -> ExitCode {
     }
     if let Some(rest) = internal_subcommand(&argv, exec_shim::SUBCOMMAND) {
         return ExitCode::from(exec_shim::main(rest));
+    }
+    if let Some(rest) = internal_subcommand(&argv, gateway_relay::SUBCOMMAND) {
+        return ExitCode::from(gateway_relay::main(rest));
     }
     // Every process tether starts goes through tether itself as its supervisor, so that none
     // outlives this one (issue 10 item 7).
@@ -100,6 +104,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
         Command::List(args) => commands::list(args),
         Command::Remove(args) => commands::remove(args),
         Command::Secrets(args) => commands::secrets(args),
+        Command::Audit(command) => commands::audit(command),
         Command::Completions(args) => {
             clap_complete::generate(
                 args.shell,
@@ -124,10 +129,13 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     Command::Show(args) => commands::show(args).await,
                     Command::Add(args) => commands::add(args).await,
                     Command::SetupMcp(args) => commands::setup_mcp(args).await,
+                    Command::Serve(args) => commands::serve(args).await,
+                    Command::Trust(args) => commands::trust(args).await,
                     Command::Install(_)
                     | Command::List(_)
                     | Command::Remove(_)
                     | Command::Secrets(_)
+                    | Command::Audit(_)
                     | Command::Completions(_) => Ok(exit::OK),
                 }
             })

@@ -203,6 +203,23 @@ impl fmt::Display for Field<'_> {
 }
 
 impl RenderedServer {
+    /// A stdio server tether supplies itself (no template, no secret, default options): the
+    /// one entry a hand-off through the gateway gives a harness, `tether __gateway SOCKET`.
+    pub fn plain_stdio(name: &str, command: &str, args: &[&str]) -> Self {
+        Self {
+            name: name.to_owned(),
+            transport: RenderedTransport::Stdio {
+                command: RenderedText::plain(command),
+                args: args.iter().map(|arg| RenderedText::plain(arg)).collect(),
+                env: IndexMap::new(),
+                cwd: None,
+            },
+            options: ServerOptions::default(),
+            unresolved: BTreeSet::new(),
+            unset_env: BTreeSet::new(),
+        }
+    }
+
     /// Placeholder names still in the output because no secret supplied them. A strict caller
     /// refuses to launch when this is not empty.
     pub fn unresolved_placeholders(&self) -> &BTreeSet<String> {

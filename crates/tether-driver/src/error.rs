@@ -121,6 +121,32 @@ pub enum DriverError {
         message: String,
     },
 
+    /// A request forwarded with [`crate::McpRuntime::forward`] (a gateway's `resources/read`,
+    /// `prompts/get`, `tools/call`, …) failed: the server answered with an MCP error (`code`
+    /// is its JSON-RPC code, to pass on), the connection broke, or no answer came in time
+    /// (`code` is `None`). The caller reports it to whoever asked.
+    #[error("MCP server '{server}' could not answer {method}: {message}")]
+    RequestFailed {
+        /// The running server the request went to.
+        server: String,
+        /// The MCP method, e.g. `resources/read`.
+        method: String,
+        /// The server's JSON-RPC error code, when it answered with an error.
+        code: Option<i32>,
+        /// Why, with known secret values masked.
+        message: String,
+    },
+
+    /// A forwarded request was cancelled by the caller before the server answered; the
+    /// server was sent `notifications/cancelled`.
+    #[error("the {method} request to MCP server '{server}' was cancelled")]
+    Cancelled {
+        /// The running server the request went to.
+        server: String,
+        /// The MCP method.
+        method: String,
+    },
+
     /// The local store failed.
     #[error(transparent)]
     Store(#[from] tether_store::StoreError),

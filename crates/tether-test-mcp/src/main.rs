@@ -75,6 +75,11 @@ struct Cli {
     /// Also serve N numbered tools `tool_0`..`tool_{N-1}` (tools/list pages hold 50 tools).
     #[arg(long, value_name = "N", default_value_t = 0)]
     tools: usize,
+
+    /// Also serve a tool `extra` described by TEXT (for the gateway's pinning and
+    /// prompt-injection tests: a changed or poisoned description).
+    #[arg(long, value_name = "TEXT")]
+    extra_tool: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -148,7 +153,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .map(|var| std::env::var(var).with_context(|| format!("--require-bearer-env {var}")))
         .transpose()?;
     let server = TestServer::new(cli.tools, initialize)
-        .with_echo_delay(Duration::from_millis(cli.slow_echo));
+        .with_echo_delay(Duration::from_millis(cli.slow_echo))
+        .with_extra_tool(cli.extra_tool.as_deref());
     let hang = cli.hang;
 
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -92,6 +92,19 @@ impl TestServer {
     }
 }
 
+impl TestServer {
+    /// Adds a tool `extra` described by `description` (none when `None`).
+    #[must_use]
+    pub fn with_extra_tool(mut self, description: Option<&str>) -> Self {
+        if let Some(description) = description {
+            let attr = Tool::new("extra", description.to_owned(), empty_object_schema());
+            self.tool_router
+                .add_route(ToolRoute::new(attr, numbered_tool));
+        }
+        self
+    }
+}
+
 #[tool_router]
 impl TestServer {
     /// Sends the text back unchanged.

@@ -110,6 +110,46 @@ pub fn holds(haystack: &[u8], needle: &str) -> bool {
             .any(|window| window == needle.as_bytes())
 }
 
+/// Runs `command` to completion with stdout and stderr captured, killing it (SIGKILL) if it
+/// takes longer than `limit`: for harness CLIs, which may wait for input forever.
+pub fn output_within(mut command: Command, limit: Duration) -> std::process::Output {
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot spawn {command:?}: {e}"));
+    let pid = child.id();
+    let (sender, receiver) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if receiver.recv_timeout(limit).is_err() {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    });
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("cannot wait for the process: {e}"));
+    let _ = sender.send(());
+    out
+}
+
+/// `text` without ANSI escape sequences (harness CLIs colour their listings).
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for next in chars.by_ref() {
+                if next.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A JSON string literal for `text` (for building configs by hand).
 pub fn json_str(text: &str) -> String {
     serde_json::Value::String(text.to_owned()).to_string()

@@ -4,11 +4,12 @@
 //! `inputs` entries are written back (VS Code prompts for the values); no value is read for
 //! them.
 
-use tether_config::Exposure;
+use anyhow::Context as _;
+use tether_config::{Exposure, RenderedServer, SecretSource};
 use tether_harness::{Format, ServersConfig};
 
 use crate::cli::ExportArgs;
-use crate::exit::OK;
+use crate::exit::{OK, UsageError};
 use crate::output::{Progress, print};
 use crate::private_file::{check_target, write_private};
 
@@ -16,6 +17,9 @@ pub async fn export(args: &ExportArgs) -> anyhow::Result<u8> {
     if let Some(path) = &args.output {
         // Before anything is resolved (a managed config may be minted for nothing otherwise).
         check_target(path)?;
+    }
+    if args.gateway {
+        return export_gateway(args);
     }
     let progress = Progress::new();
     let (session, inputs) = if args.format == Format::Vscode {
@@ -64,6 +68,81 @@ pub async fn export(args: &ExportArgs) -> anyhow::Result<u8> {
                 );
             }
         }
+    }
+    Ok(OK)
+}
+
+/// `--gateway`: one stdio server, `tether serve --mcp … --secret NAME=SOURCE …`, built from the
+/// flags alone. What it holds is what the user typed: spec references and secret sources, never
+/// a value — so an inline JSON spec (which may hold a credential, and would sit on a command
+/// line) and sources a harness cannot answer (`-`, `prompt`) are refused.
+fn export_gateway(args: &ExportArgs) -> anyhow::Result<u8> {
+    // The harness starts the gateway in a directory of its own choosing.
+    let absolute = |path: &str| -> String {
+        std::fs::canonicalize(path)
+            .map_or_else(|_| path.to_owned(), |p| p.to_string_lossy().into_owned())
+    };
+    let mut serve: Vec<String> = vec!["serve".to_owned()];
+    for (index, value) in args.specs.mcp.iter().enumerate() {
+        if value.trim_start().starts_with(['{', '"', '[']) {
+            return Err(UsageError::new(format!(
+                "--gateway: --mcp value #{} is inline JSON, which would sit on the harness's command line; write it to a file and pass the path",
+                index + 1
+            ))
+            .into());
+        }
+        serve.extend(["--mcp".to_owned(), absolute(value)]);
+    }
+    if let Some(task) = &args.specs.task {
+        serve.extend(["--task".to_owned(), absolute(&task.to_string_lossy())]);
+    }
+    if args.specs.mcp.is_empty() && args.specs.task.is_none() {
+        return Err(UsageError::new("no MCP spec given: pass --mcp SPEC or --task FILE").into());
+    }
+    if let Some(url) = &args.specs.server_url {
+        serve.extend(["--server-url".to_owned(), url.clone()]);
+    }
+    for name in &args.specs.pass_env {
+        serve.extend(["--pass-env".to_owned(), name.clone()]);
+    }
+    for arg in tether_config::parse_secret_args(&args.secrets.secret)
+        .map_err(|e| UsageError::new(e.to_string()))?
+    {
+        let source = match &arg.source {
+            SecretSource::Env(var) => format!("env:{var}"),
+            SecretSource::File(path) => format!("file:{}", absolute(path)),
+            SecretSource::Stdin | SecretSource::Prompt => {
+                return Err(UsageError::new(format!(
+                    "--gateway: secret {}: a harness starts the gateway without a terminal or stdin to read it from; use env:VAR or file:PATH",
+                    arg.name
+                ))
+                .into());
+            }
+        };
+        serve.extend(["--secret".to_owned(), format!("{}={source}", arg.name)]);
+    }
+    for file in &args.secrets.secrets_file {
+        serve.extend([
+            "--secrets-file".to_owned(),
+            absolute(&file.to_string_lossy()),
+        ]);
+    }
+    let program = std::env::current_exe().context("cannot locate tether's executable")?;
+    let serve: Vec<&str> = serve.iter().map(String::as_str).collect();
+    let entry = RenderedServer::plain_stdio(
+        super::serve::GATEWAY_NAME,
+        &program.to_string_lossy(),
+        &serve,
+    );
+    let config =
+        tether_harness::export_config(std::slice::from_ref(&entry), args.format, Exposure::Real)?;
+    print_notes(config.notes());
+    match &args.output {
+        Some(path) => {
+            write_private(path, config.to_text().as_bytes())?;
+            eprintln!("wrote {} (1 server: the tether gateway)", path.display());
+        }
+        None => print(&config.to_text()),
     }
     Ok(OK)
 }

@@ -1,24 +1,30 @@
 //! The subcommands, and what they share: reading specs and secrets, resolving, starting.
 
 pub(crate) mod add;
+mod audit;
 mod call;
 mod export;
 mod install;
 mod registry;
 mod run;
+mod serve;
 mod setup_mcp;
 mod stored;
 mod test;
+mod trust;
 
 pub use add::add;
+pub use audit::audit;
 pub use call::call;
 pub use export::export;
 pub use install::{install, list, remove};
 pub use registry::{search, show};
 pub use run::run;
+pub use serve::serve;
 pub use setup_mcp::setup_mcp;
 pub use stored::secrets;
 pub use test::test;
+pub use trust::trust;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

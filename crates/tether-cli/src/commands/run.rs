@@ -55,6 +55,15 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
         // Strict: a placeholder no secret filled stops the run before anything starts.
         tether_driver::require_resolved(session.servers())?;
     }
+    if args.gateway {
+        if harness == HarnessArg::Builtin {
+            return Err(UsageError::new(
+                "--gateway hands the servers to a harness: give its command after `--` (or use `tether serve`)",
+            )
+            .into());
+        }
+        return super::serve::run_through_gateway(args, harness, session, &progress).await;
+    }
     if harness != HarnessArg::Builtin {
         progress.finish();
         return handoff::run_harness(

@@ -42,6 +42,9 @@ fn version_and_help_document_exit_codes() {
         "search",
         "show",
         "add",
+        "serve",
+        "audit",
+        "trust",
         "completions",
     ] {
         let out = sandbox.run(&[command, "--help"]);

@@ -45,7 +45,13 @@ pub struct StartOptions {
     pub concurrency: usize,
     /// Fail the run if any server fails (default: degraded startup).
     pub strict: bool,
+    /// Where the servers' log messages (`notifications/message` params, as JSON) go, with the
+    /// server's name; `None` drops them (a gateway passes them on to its clients).
+    pub log_messages: Option<LogSink>,
 }
+
+/// A receiver of servers' log messages: `(server name, notifications/message params)`.
+pub type LogSink = tokio::sync::mpsc::UnboundedSender<(String, Value)>;
 
 impl Default for StartOptions {
     fn default() -> Self {
@@ -53,6 +59,7 @@ impl Default for StartOptions {
             startup_timeout: Duration::from_secs(30),
             concurrency: 8,
             strict: false,
+            log_messages: None,
         }
     }
 }
@@ -64,6 +71,9 @@ pub struct ToolInfo {
     pub name: String,
     /// As the server describes it (`None` when it gives none).
     pub description: Option<String>,
+    /// The whole definition as the server sent it (name, description, input and output
+    /// schema, annotations, …): what a gateway offers under its own name.
+    pub definition: Value,
 }
 
 /// How a server's startup went.
@@ -93,7 +103,73 @@ pub struct ServerReport {
     pub status: ServerStatus,
 }
 
-type Client = RunningService<RoleClient, ClientConfig>;
+type Client = RunningService<RoleClient, TetherClient>;
+
+/// Where progress notifications of forwarded requests go, by the progress token rmcp gave the
+/// request (see [`McpRuntime::forward`]).
+type ProgressRoutes = Arc<
+    std::sync::Mutex<
+        HashMap<rmcp::model::ProgressToken, tokio::sync::mpsc::UnboundedSender<Value>>,
+    >,
+>;
+
+/// tether's MCP client: its name and capabilities, and the progress notifications it passes
+/// on to whoever forwarded the request they belong to.
+#[derive(Clone)]
+struct TetherClient {
+    info: ClientConfig,
+    progress: ProgressRoutes,
+    /// The server's name and where its log messages go.
+    logs: Option<(Arc<str>, LogSink)>,
+}
+
+impl TetherClient {
+    fn for_server(name: &str, logs: Option<LogSink>) -> Self {
+        Self {
+            info: client_config(),
+            progress: ProgressRoutes::default(),
+            logs: logs.map(|sink| (Arc::from(name), sink)),
+        }
+    }
+}
+
+impl rmcp::ClientHandler for TetherClient {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    #[expect(
+        deprecated,
+        reason = "notifications/message is still part of the protocol versions tether speaks"
+    )]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        if let (Some((server, sink)), Ok(value)) = (&self.logs, serde_json::to_value(&params)) {
+            // Nobody listening any more: the message is dropped.
+            let _ = sink.send((server.to_string(), value));
+        }
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let sender = self
+            .progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&params.progress_token)
+            .cloned();
+        if let (Some(sender), Ok(value)) = (sender, serde_json::to_value(&params)) {
+            // The forwarder may have finished; a late notification has nowhere to go.
+            let _ = sender.send(value);
+        }
+    }
+}
 
 struct RunningServer {
     name: String,
@@ -182,8 +258,13 @@ impl McpRuntime {
                     let masking = Arc::clone(&masking);
                     async move {
                         let name = server.name.clone();
-                        let (server_options, outcome) =
-                            start_filtered(server, options.startup_timeout, &masking).await;
+                        let (server_options, outcome) = start_filtered(
+                            server,
+                            options.startup_timeout,
+                            &masking,
+                            options.log_messages.clone(),
+                        )
+                        .await;
                         (name, server_options, outcome)
                     }
                 })
@@ -261,6 +342,17 @@ impl McpRuntime {
         self.running.iter().map(|s| s.name.clone()).collect()
     }
 
+    /// The servers whose connection has closed since they started: a stdio server that exited
+    /// or crashed, a remote one that went away. Their calls fail; a holder that supervises
+    /// (the gateway) starts them again.
+    pub fn closed(&self) -> Vec<String> {
+        self.running
+            .iter()
+            .filter(|s| s.client.is_transport_closed())
+            .map(|s| s.name.clone())
+            .collect()
+    }
+
     /// The process group ids of running stdio servers (for tests and diagnostics).
     pub fn process_groups(&self) -> Vec<i32> {
         self.running
@@ -313,6 +405,118 @@ impl McpRuntime {
         serde_json::to_value(result).map_err(|e| failed(format!("unreadable result: {e}")))
     }
 
+    /// What `server` declared in its `initialize` answer (`capabilities`: `tools`,
+    /// `resources`, `prompts`, `completions`, `logging`, …) as JSON; `None` when no server of
+    /// that name is running.
+    pub fn capabilities(&self, server: &str) -> Option<Value> {
+        let running = self.running.iter().find(|s| s.name == server)?;
+        let info = running.client.peer_info()?;
+        serde_json::to_value(&info.capabilities).ok()
+    }
+
+    /// Sends one MCP request (`method` with `params`, as JSON) to `server` and returns the
+    /// server's result as JSON: what a gateway uses to pass `tools/call`, `resources/read`,
+    /// `prompts/get`, the list methods and `completion/complete` on without knowing rmcp.
+    ///
+    /// The answer is awaited until `timeout` or until `cancelled` completes, whichever is
+    /// first; in both cases the server is sent `notifications/cancelled` for the request.
+    /// With `progress`, the server's `notifications/progress` for this request are sent there
+    /// (their params as JSON, with the progress token tether gave the request) until it ends.
+    /// A `tools/call` of a tool the server's config leaves out is refused here, as
+    /// [`McpRuntime::call_tool`] refuses it. Errors are [`DriverError::RequestFailed`] (the
+    /// server's JSON-RPC code when it answered with one), [`DriverError::Cancelled`] and
+    /// [`DriverError::UnknownServer`]; their messages are masked.
+    pub async fn forward(
+        &self,
+        server: &str,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancelled: impl Future<Output = ()>,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
+    ) -> Result<Value, DriverError> {
+        let Some(running) = self.running.iter().find(|s| s.name == server) else {
+            return Err(DriverError::UnknownServer {
+                name: server.to_owned(),
+                running: self.running(),
+            });
+        };
+        let failed = |code: Option<i32>, message: String| DriverError::RequestFailed {
+            server: server.to_owned(),
+            method: method.to_owned(),
+            code,
+            message: mask_known_values(&message, self.masking.iter()),
+        };
+        if method == "tools/call"
+            && let Some(tool) = params.get("name").and_then(Value::as_str)
+            && !running.options.allows_tool(tool)
+        {
+            return Err(failed(
+                Some(rmcp::model::ErrorCode::INVALID_PARAMS.0),
+                format!(
+                    "the server's config leaves the tool '{tool}' out (includeTools/excludeTools)"
+                ),
+            ));
+        }
+        let mut message = Map::new();
+        message.insert("method".to_owned(), Value::String(method.to_owned()));
+        if !params.is_null() {
+            message.insert("params".to_owned(), params);
+        }
+        let request: rmcp::model::ClientRequest = serde_json::from_value(Value::Object(message))
+            .map_err(|e| {
+                failed(
+                    Some(rmcp::model::ErrorCode::INVALID_PARAMS.0),
+                    format!("invalid params: {e}"),
+                )
+            })?;
+        let options = rmcp::service::PeerRequestOptions::with_timeout(timeout);
+        let handle = running
+            .client
+            .send_cancellable_request(request, options)
+            .await
+            .map_err(|e| failed(None, e.to_string()))?;
+        let peer = handle.peer.clone();
+        let id = handle.id.clone();
+        let routes = &running.client.service().progress;
+        let token = handle.progress_token.clone();
+        if let Some(progress) = progress {
+            routes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(token.clone(), progress);
+        }
+        // Removed however this function ends (an answer, a cancellation, a dropped future).
+        let _route = RemoveOnDrop {
+            routes: Arc::clone(routes),
+            token,
+        };
+        let answer = tokio::select! {
+            answer = handle.await_response() => answer,
+            () = cancelled => {
+                let notice = rmcp::model::CancelledNotificationParam::new(
+                    Some(id),
+                    Some("cancelled by the client".to_owned()),
+                );
+                if let Err(error) = peer.notify_cancelled(notice).await {
+                    tracing::debug!(server, %error, "could not pass a cancellation on");
+                }
+                return Err(DriverError::Cancelled {
+                    server: server.to_owned(),
+                    method: method.to_owned(),
+                });
+            }
+        };
+        match answer {
+            Ok(result) => serde_json::to_value(result)
+                .map_err(|e| failed(None, format!("unreadable result: {e}"))),
+            Err(rmcp::ServiceError::McpError(error)) => {
+                Err(failed(Some(error.code.0), error.message.to_string()))
+            }
+            Err(error) => Err(failed(None, error.to_string())),
+        }
+    }
+
     /// Replaces the server named like `server` with a fresh start of `server`, under the
     /// runtime's own options (a session does this when a re-minted managed config renders
     /// differently). Its new sensitive values join the masking set. Returns the new report.
@@ -328,7 +532,15 @@ impl McpRuntime {
         let started = if server.options.disabled {
             None
         } else {
-            Some(start_filtered(server, self.options.startup_timeout, &self.masking).await)
+            Some(
+                start_filtered(
+                    server,
+                    self.options.startup_timeout,
+                    &self.masking,
+                    self.options.log_messages.clone(),
+                )
+                .await,
+            )
         };
         let report = match started {
             None => ServerReport {
@@ -373,6 +585,21 @@ impl McpRuntime {
     }
 }
 
+/// Removes a progress route when a forwarded request ends.
+struct RemoveOnDrop {
+    routes: ProgressRoutes,
+    token: rmcp::model::ProgressToken,
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        self.routes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.token);
+    }
+}
+
 /// Closes one server: the MCP session first (bounded), then the child's process group.
 async fn stop(server: RunningServer) {
     let RunningServer {
@@ -406,6 +633,7 @@ type Handshake = Result<(Client, Vec<rmcp::model::Tool>), Box<dyn std::error::Er
 
 /// Connects to a remote server over `kind`, runs `initialize` and lists its tools.
 async fn remote_handshake(
+    client: TetherClient,
     kind: RemoteTransport,
     http: reqwest::Client,
     url: &str,
@@ -415,7 +643,7 @@ async fn remote_handshake(
     let client = match kind {
         RemoteTransport::Sse => {
             let sse = SseClientTransport::connect(http, url, headers.clone(), timeout).await?;
-            client_config().serve(sse).await?
+            client.serve(sse).await?
         }
         RemoteTransport::StreamableHttp => {
             let custom: HashMap<HeaderName, HeaderValue> = headers
@@ -424,7 +652,7 @@ async fn remote_handshake(
                 .collect();
             let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
                 .custom_headers(custom);
-            client_config()
+            client
                 .serve(StreamableHttpClientTransport::with_client(http, config))
                 .await?
         }
@@ -450,6 +678,7 @@ async fn start_filtered(
     server: RenderedServer,
     timeout: Duration,
     masking: &Arc<Vec<SecretValue>>,
+    logs: Option<LogSink>,
 ) -> (ServerOptions, Result<Started, String>) {
     let options = server.options.clone();
     // The server's own startup timeout (Codex `startup_timeout_sec`/`_ms`), if its config set
@@ -457,7 +686,7 @@ async fn start_filtered(
     let timeout = options
         .startup_timeout_ms
         .map_or(timeout, Duration::from_millis);
-    let outcome = start_one(server, timeout, masking)
+    let outcome = start_one(server, timeout, masking, logs)
         .await
         .map(|mut started| {
             started.tools.retain(|tool| options.allows_tool(&tool.name));
@@ -470,8 +699,11 @@ async fn start_one(
     server: RenderedServer,
     timeout: Duration,
     masking: &Arc<Vec<SecretValue>>,
+    logs: Option<LogSink>,
 ) -> Result<Started, String> {
     let mask = |text: String| mask_known_values(&text, masking.iter());
+    let client = TetherClient::for_server(&server.name, logs);
+    let started = tokio::time::Instant::now();
     match &server.transport {
         RenderedTransport::Stdio {
             command,
@@ -515,7 +747,7 @@ async fn start_one(
                     mask(format!("cannot start '{shown}': {why}"))
                 })?;
             let handshake = tokio::time::timeout(timeout, async {
-                let client = client_config().serve((stdout, stdin)).await?;
+                let client = client.serve((stdout, stdin)).await?;
                 let tools = client.list_all_tools().await?;
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
             });
@@ -580,7 +812,9 @@ async fn start_one(
                 .map_err(|e| mask(format!("cannot build the HTTP client: {e}")))?;
             let kind = *transport;
             let handshake = tokio::time::timeout(timeout, async {
-                let outcome = remote_handshake(kind, http.clone(), &url, &headers, timeout).await;
+                let outcome =
+                    remote_handshake(client.clone(), kind, http.clone(), &url, &headers, timeout)
+                        .await;
                 match outcome {
                     // A URL without a `type`: the MCP specification's backwards-compatibility
                     // rule is to fall back to the legacy SSE transport.
@@ -588,7 +822,7 @@ async fn start_one(
                         if kind == RemoteTransport::StreamableHttp
                             && server.options.transport_guessed =>
                     {
-                        match remote_handshake(RemoteTransport::Sse, http, &url, &headers, timeout)
+                        match remote_handshake(client, RemoteTransport::Sse, http, &url, &headers, timeout)
                             .await
                         {
                             Ok(connected) => {
@@ -653,7 +887,9 @@ fn tool_infos(tools: Vec<rmcp::model::Tool>) -> Vec<ToolInfo> {
         .into_iter()
         .map(|tool| ToolInfo {
             name: tool.name.to_string(),
-            description: tool.description.map(|d| d.to_string()),
+            description: tool.description.as_ref().map(|d| d.to_string()),
+            // A `Tool` is plain data; serializing it cannot fail.
+            definition: serde_json::to_value(&tool).unwrap_or(Value::Null),
         })
         .collect()
 }

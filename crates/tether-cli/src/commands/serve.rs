@@ -1,0 +1,265 @@
+//! `tether serve`: the run's servers behind one MCP endpoint (the gateway), over stdio or
+//! loopback Streamable HTTP.
+
+use std::net::{SocketAddr, ToSocketAddrs as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tether_config::RenderedServer;
+use tether_driver::{ServerStatus, Session, StartOptions};
+use tether_gateway::names::ToolFilter;
+use tether_gateway::{
+    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, generate_token, is_loopback,
+};
+use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{HarnessArg, RunArgs, ScanArg, ServeArgs};
+use crate::exit::OK;
+use crate::handoff::RunDir;
+use crate::output::Progress;
+use crate::{log_mask, secrets, settings};
+
+/// The flags, checked before anything is resolved or started.
+struct Transport {
+    /// `None`: stdio.
+    listen: Option<SocketAddr>,
+}
+
+fn transport(args: &ServeArgs) -> anyhow::Result<Transport> {
+    let Some(text) = &args.listen else {
+        return Ok(Transport { listen: None });
+    };
+    let address = text
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addresses| addresses.find(is_loopback))
+        .ok_or_else(|| tether_gateway::GatewayError::NotLoopback {
+            address: text.clone(),
+        })?;
+    Ok(Transport {
+        listen: Some(address),
+    })
+}
+
+/// What a gateway applies to calls and definitions.
+pub(super) struct Policy {
+    pub call_timeout: Duration,
+    pub pins: bool,
+    pub scan: ScanPolicy,
+    pub filter: ToolFilter,
+}
+
+/// `$TETHER_HOME/pins.json`.
+pub(super) fn pins_path() -> anyhow::Result<PathBuf> {
+    Ok(settings::data_dir()?.join("pins.json"))
+}
+
+/// The default audit log: `$TETHER_HOME/audit/serve-TIME-PID.jsonl`.
+fn default_audit_path() -> anyhow::Result<PathBuf> {
+    let now = OffsetDateTime::now_utc();
+    let name = format!(
+        "serve-{:04}{:02}{:02}T{:02}{:02}{:02}Z-{}.jsonl",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second(),
+        std::process::id()
+    );
+    Ok(settings::data_dir()?.join("audit").join(name))
+}
+
+/// Starts every server of `session` and builds the gateway over them: per-server status and the
+/// audit log's path on stderr. `strict` fails when any server does not start.
+pub(super) async fn start_gateway(
+    session: Session,
+    audit: Option<&Path>,
+    options: &StartOptions,
+    policy: Policy,
+    progress: &Progress,
+) -> anyhow::Result<Gateway> {
+    let audit_path = match audit {
+        Some(path) => path.to_path_buf(),
+        None => default_audit_path()?,
+    };
+    let audit = AuditLog::create(&audit_path)?;
+    // The servers' log messages go to the gateway's clients (restarted servers' too).
+    let (log_sink, log_messages) = tokio::sync::mpsc::unbounded_channel();
+    let options = StartOptions {
+        log_messages: Some(log_sink),
+        ..options.clone()
+    };
+    let runtime = super::start(&session, &options, progress).await?;
+    progress.finish();
+    for report in runtime.reports() {
+        match &report.status {
+            ServerStatus::Ready { tools } => {
+                eprintln!(
+                    "tether serve: {}: ready, {} tools",
+                    report.name,
+                    tools.len()
+                );
+            }
+            ServerStatus::Failed { reason } => log_mask::eprintln_masked!(
+                "tether serve: {}: failed to start, its tools are not offered: {reason}",
+                report.name
+            ),
+            ServerStatus::Disabled => {
+                eprintln!("tether serve: {}: disabled in its config", report.name);
+            }
+        }
+    }
+    eprintln!("tether serve: audit log {}", audit.path().display());
+    Ok(Gateway::new(
+        session,
+        runtime,
+        GatewayOptions {
+            call_timeout: policy.call_timeout,
+            audit: Some(audit),
+            start: options.clone(),
+            pins: if policy.pins {
+                Some(PinStore::new(pins_path()?))
+            } else {
+                None
+            },
+            scan: policy.scan,
+            filter: policy.filter,
+            log_messages: Some(log_messages),
+        },
+    )
+    .await)
+}
+
+pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
+    let transport = transport(args)?;
+    let token = match (&transport.listen, &args.token, args.no_auth) {
+        (None, _, _) | (Some(_), _, true) => None,
+        (Some(_), Some(source), false) => Some(secrets::read_one("--token", source)?),
+        (Some(_), None, false) => Some(generate_token()?),
+    };
+    let progress = Progress::new();
+    let session = super::session(&args.specs, &args.secrets, &progress).await?;
+    let gateway = start_gateway(
+        session,
+        args.audit.as_deref(),
+        &super::start_options(args.timeout, false),
+        Policy {
+            call_timeout: Duration::from_secs(args.call_timeout.max(1)),
+            pins: !args.no_pins,
+            scan: match args.scan {
+                ScanArg::Off => ScanPolicy::Off,
+                ScanArg::Warn => ScanPolicy::Warn,
+                ScanArg::Block => ScanPolicy::Block,
+            },
+            filter: ToolFilter {
+                include: args.include_tools.clone(),
+                exclude: args.exclude_tools.clone(),
+            },
+        },
+        &progress,
+    )
+    .await?;
+
+    let offered = gateway.tool_names().len();
+    match transport.listen {
+        None => {
+            eprintln!("tether serve: serving {offered} tools on stdio");
+            // Ends when the client closes stdin, or on SIGINT/SIGTERM: both are a normal end.
+            let served = super::until_signal(gateway.serve_stdio()).await?;
+            if let Ok(result) = served {
+                result?;
+            }
+        }
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("binding {address}"))?;
+            let bound = listener.local_addr().context("reading the bound address")?;
+            if let Some(token) = &token {
+                if args.token.is_none() {
+                    // Printed this once; masked in everything printed later.
+                    eprintln!("tether serve: bearer token {}", token.expose());
+                }
+                log_mask::register([token]);
+            }
+            crate::output::print(&format!("listening on http://{bound}{MCP_PATH}\n"));
+            eprintln!("tether serve: serving {offered} tools on http://{bound}{MCP_PATH}");
+            let shutdown = CancellationToken::new();
+            let served =
+                super::until_signal(gateway.serve_http(listener, token, shutdown.clone())).await?;
+            shutdown.cancel();
+            if let Ok(result) = served {
+                result?;
+            }
+        }
+    }
+    gateway.shutdown().await;
+    Ok(OK)
+}
+
+/// `tether run --gateway -- HARNESS …`: the servers start here, behind the gateway, which
+/// listens on a Unix socket in a private run directory; the harness gets one stdio server,
+/// `tether __gateway SOCKET` (itself started through the exec shim), and no value of any
+/// server. Returns the harness's exit code.
+pub async fn run_through_gateway(
+    args: &RunArgs,
+    harness: HarnessArg,
+    session: Session,
+    progress: &Progress,
+) -> anyhow::Result<u8> {
+    let options = super::start_options(args.timeout, args.strict_mcp);
+    let gateway = start_gateway(
+        session,
+        args.audit.as_deref(),
+        &options,
+        Policy {
+            call_timeout: GATEWAY_CALL_TIMEOUT,
+            pins: true,
+            scan: ScanPolicy::Warn,
+            filter: ToolFilter::default(),
+        },
+        progress,
+    )
+    .await?;
+    let dir = RunDir::create()?;
+    let socket = dir.path().join(GATEWAY_SOCKET);
+    let listener = tokio::net::UnixListener::bind(&socket)
+        .with_context(|| format!("cannot listen on {}", socket.display()))?;
+    let serving = gateway.serve_unix(listener);
+    eprintln!(
+        "tether: the harness gets one MCP server, `{GATEWAY_NAME}`, with {} tools",
+        gateway.tool_names().len()
+    );
+    let program = std::env::current_exe().context("cannot locate tether's executable")?;
+    let entry = RenderedServer::plain_stdio(
+        GATEWAY_NAME,
+        &program.to_string_lossy(),
+        &[crate::gateway_relay::SUBCOMMAND, &socket.to_string_lossy()],
+    );
+    let code = crate::handoff::run_harness(
+        harness,
+        &args.command,
+        std::slice::from_ref(&entry),
+        args.strict_mcp,
+        args.no_secrets_on_disk,
+        &secrets::env_source_names(&args.secrets),
+    )
+    .await;
+    serving.abort();
+    let _ = serving.await;
+    gateway.shutdown().await;
+    drop(dir);
+    code
+}
+
+/// The name of the one server a hand-off through the gateway gives the harness.
+pub const GATEWAY_NAME: &str = "tether";
+
+/// The gateway's socket in the run directory (short: a socket path has at most 107 bytes).
+const GATEWAY_SOCKET: &str = "gw.sock";
+
+/// How long a call through a hand-off's gateway may take (as `tether serve`'s default).
+const GATEWAY_CALL_TIMEOUT: Duration = Duration::from_secs(300);

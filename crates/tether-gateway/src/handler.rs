@@ -1,0 +1,1090 @@
+//! The MCP server side: one [`GatewayHandler`] per client connection, all sharing the run's
+//! servers ([`Shared`]).
+//!
+//! - `tools/list` answers from the catalogue made at start: every running server's tools
+//!   (after its config's include/exclude filters) under namespaced names (`names.rs`), with
+//!   the server's whole definition otherwise unchanged.
+//! - `prompts/list` likewise for prompts; `resources/list` and `resources/templates/list` ask
+//!   every server that declared resources, each time, and merge (URIs stay as the servers
+//!   give them; a URI goes back to the server that listed it).
+//! - `tools/call`, `prompts/get`, `resources/read` and `completion/complete` are forwarded
+//!   to the server the name leads to; a client's cancellation is passed on. What comes back
+//!   — results and error messages — is masked (`redact.rs`) and audited (`audit.rs`).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceTemplate, ServerCapabilities, SetLevelRequestMethod, SubscribeRequestParams, Tool,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+use tether_config::Masker;
+use tether_driver::{DriverError, McpRuntime, ServerStatus, Session};
+
+use crate::GatewayOptions;
+use crate::audit::{AuditLog, Outcome, Record, uri_target};
+use crate::names::{Collision, Namespace};
+use crate::pins::{Pin, Verdict};
+use crate::redact::mask_value;
+use crate::scan::{ScanPolicy, scan};
+use crate::supervise::Supervisor;
+
+/// The gateway's own tool: each server's state, tools, restarts and last error.
+pub const STATUS_TOOL: &str = "tether_status";
+
+/// What every connection of one gateway shares.
+pub(crate) struct Shared {
+    pub(crate) supervisor: Arc<Supervisor>,
+    tools: Vec<Tool>,
+    tool_names: Namespace,
+    prompts: Vec<Prompt>,
+    prompt_names: Namespace,
+    /// Servers that declared `resources`, in spec order.
+    resource_servers: Vec<String>,
+    /// Servers that declared `completions`, in spec order.
+    completion_servers: Vec<String>,
+    /// Servers that declared `logging`, in spec order.
+    logging_servers: Vec<String>,
+    /// URI → the server that listed it (the last `resources/list`).
+    resource_routes: RwLock<HashMap<String, String>>,
+    /// A template's text before its first `{` → its server (the last templates list).
+    template_routes: RwLock<Vec<(String, String)>>,
+    pub(crate) masker: Masker,
+    audit: Option<AuditLog>,
+    call_timeout: Duration,
+    capabilities: ServerCapabilities,
+    /// Namespaced names of tools and prompts not offered (a changed pin, a blocked scan),
+    /// with the reason a call gets.
+    withheld: HashMap<String, String>,
+    scan: ScanPolicy,
+    /// Every client that completed initialize (log messages go to all of them).
+    peers: std::sync::Mutex<Vec<rmcp::Peer<RoleServer>>>,
+}
+
+/// A list method that may span pages.
+const PAGE_LIMIT: usize = 1000;
+
+impl Shared {
+    /// Builds the catalogue from a started runtime: tools from its reports, prompts listed
+    /// now from every server that declared them.
+    pub(crate) async fn new(
+        session: Session,
+        runtime: McpRuntime,
+        masker: Masker,
+        options: GatewayOptions,
+    ) -> Self {
+        let GatewayOptions {
+            call_timeout,
+            audit,
+            start,
+            pins,
+            scan: scan_policy,
+            filter,
+            log_messages: _,
+        } = options;
+        let running = runtime.running();
+        let mut tool_names = Namespace::default();
+        let mut tools = Vec::new();
+        let mut withheld = HashMap::new();
+        // Each tool's own name with its server, for the shadowing rule.
+        let all_tools: Vec<(String, String)> = runtime
+            .reports()
+            .iter()
+            .filter_map(|report| match &report.status {
+                ServerStatus::Ready { tools } => Some(
+                    tools
+                        .iter()
+                        .map(|t| (report.name.clone(), t.name.clone()))
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        for report in runtime.reports() {
+            let ServerStatus::Ready { tools: offered } = &report.status else {
+                continue;
+            };
+            let verdicts = match &pins {
+                Some(pins) => {
+                    let definitions: Vec<(String, Value)> = offered
+                        .iter()
+                        .map(|info| (info.name.clone(), info.definition.clone()))
+                        .collect();
+                    match pins.check(&report.name, &definitions) {
+                        Ok(verdicts) => verdicts.into_iter().collect(),
+                        Err(error) => {
+                            tracing::warn!("{error}; tools are offered without pinning");
+                            HashMap::new()
+                        }
+                    }
+                }
+                None => HashMap::new(),
+            };
+            let others: HashSet<String> = all_tools
+                .iter()
+                .filter(|(server, _)| *server != report.name)
+                .map(|(_, tool)| tool.clone())
+                .collect();
+            for info in offered {
+                let name = tool_names.add(&report.name, &info.name);
+                if !filter.allows(&name) {
+                    withheld.insert(
+                        name,
+                        format!(
+                            "the tool '{}' of server '{}' is left out by this gateway's --include-tools/--exclude-tools",
+                            info.name, report.name
+                        ),
+                    );
+                    continue;
+                }
+                if let Some(Verdict::Changed { pinned }) = verdicts.get(&info.name) {
+                    tracing::warn!(
+                        server = %report.name,
+                        "tool '{}' changed since it was pinned (sha256 {} → {}); withheld until `tether trust {} {}`",
+                        info.name,
+                        &pinned.sha256[..12],
+                        &Pin::of(&info.definition).sha256[..12],
+                        report.name,
+                        info.name
+                    );
+                    withheld.insert(
+                        name,
+                        format!(
+                            "the tool '{}' of server '{}' is withheld: its definition changed since it was first seen; run `tether trust {} {}` to review the change and accept it",
+                            info.name, report.name, report.name, info.name
+                        ),
+                    );
+                    continue;
+                }
+                if let Some(reason) = scanned(
+                    scan_policy,
+                    &report.name,
+                    "tool",
+                    &info.name,
+                    &info.definition,
+                    &others,
+                ) {
+                    withheld.insert(name, reason);
+                    continue;
+                }
+                let mut definition = info.definition.clone();
+                mask_value(&masker, &mut definition);
+                definition["name"] = Value::String(name);
+                match serde_json::from_value::<Tool>(definition) {
+                    Ok(tool) => tools.push(tool),
+                    Err(error) => tracing::warn!(
+                        server = %report.name,
+                        tool = %info.name,
+                        %error,
+                        "the tool's definition does not parse as MCP; it is not offered"
+                    ),
+                }
+            }
+        }
+        report_collisions("tool", tool_names.collisions());
+        tools.push(status_tool());
+        let declares = |what: &str| -> Vec<String> {
+            running
+                .iter()
+                .filter(|name| {
+                    runtime
+                        .capabilities(name)
+                        .is_some_and(|caps| caps.get(what).is_some_and(|v| !v.is_null()))
+                })
+                .cloned()
+                .collect()
+        };
+        let prompt_servers = declares("prompts");
+        let resource_servers = declares("resources");
+        let completion_servers = declares("completions");
+        let logging_servers = declares("logging");
+        let subscribe = running.iter().any(|name| {
+            runtime.capabilities(name).is_some_and(|caps| {
+                caps.pointer("/resources/subscribe") == Some(&Value::Bool(true))
+            })
+        });
+        let mut prompt_names = Namespace::default();
+        let mut prompts = Vec::new();
+        let listed = futures_util::future::join_all(
+            prompt_servers
+                .iter()
+                .map(|server| list_all(&runtime, server, "prompts/list", "prompts", call_timeout)),
+        )
+        .await;
+        for (server, listed) in prompt_servers.iter().zip(listed) {
+            let items = match listed {
+                Ok(items) => items,
+                Err(error) => {
+                    tracing::warn!(server = %server, "listing prompts failed: {}", masker.mask(&error.to_string()));
+                    continue;
+                }
+            };
+            for mut item in items {
+                let Some(own) = item.get("name").and_then(Value::as_str).map(str::to_owned) else {
+                    continue;
+                };
+                let name = prompt_names.add(server, &own);
+                if let Some(reason) =
+                    scanned(scan_policy, server, "prompt", &own, &item, &HashSet::new())
+                {
+                    withheld.insert(name, reason);
+                    continue;
+                }
+                mask_value(&masker, &mut item);
+                item["name"] = Value::String(name);
+                if let Ok(prompt) = serde_json::from_value::<Prompt>(item) {
+                    prompts.push(prompt);
+                }
+            }
+        }
+        report_collisions("prompt", prompt_names.collisions());
+
+        let mut capabilities = ServerCapabilities::default();
+        capabilities.tools = serde_json::from_value(json!({"listChanged": false})).ok();
+        if !prompts.is_empty() {
+            capabilities.prompts = serde_json::from_value(json!({"listChanged": false})).ok();
+        }
+        if !resource_servers.is_empty() {
+            capabilities.resources =
+                serde_json::from_value(json!({"listChanged": false, "subscribe": subscribe})).ok();
+        }
+        if !logging_servers.is_empty() {
+            capabilities.logging = Some(Map::new());
+        }
+        if !completion_servers.is_empty() {
+            capabilities.completions = Some(Map::new());
+        }
+        let failed_at_start = runtime
+            .reports()
+            .iter()
+            .filter_map(|report| match &report.status {
+                ServerStatus::Failed { reason } => Some((report.name.clone(), masker.mask(reason))),
+                ServerStatus::Ready { .. } | ServerStatus::Disabled => None,
+            })
+            .collect();
+        let supervisor = Arc::new(Supervisor::new(
+            session,
+            start,
+            Arc::new(runtime),
+            failed_at_start,
+        ));
+        Self {
+            supervisor,
+            tools,
+            tool_names,
+            prompts,
+            prompt_names,
+            resource_servers,
+            completion_servers,
+            logging_servers,
+            resource_routes: RwLock::new(HashMap::new()),
+            template_routes: RwLock::new(Vec::new()),
+            masker,
+            audit,
+            call_timeout,
+            capabilities,
+            withheld,
+            scan: scan_policy,
+            peers: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The namespaced tool names, in order (spec order, then each server's order).
+    pub(crate) fn tool_names(&self) -> &[String] {
+        self.tool_names.names()
+    }
+
+    /// `text` masked.
+    fn mask(&self, text: &str) -> String {
+        self.masker.mask(text)
+    }
+
+    fn audit(&self, record: &Record<'_>) {
+        if let Some(audit) = &self.audit {
+            audit.append(record);
+        }
+    }
+
+    /// The MCP error a driver error becomes for the client, masked.
+    fn error_for(&self, error: &DriverError) -> ErrorData {
+        let message = self.mask(&error.to_string());
+        match error {
+            DriverError::RequestFailed {
+                code: Some(code), ..
+            } => ErrorData::new(ErrorCode(*code), message, None),
+            _ => ErrorData::internal_error(message, None),
+        }
+    }
+}
+
+/// Passes each server's log message on to every connected client, masked, with `logger` set
+/// to `SERVER` (or `SERVER/LOGGER`). A client whose connection is gone is dropped from the
+/// list. Ends when the gateway or the senders are gone.
+#[expect(
+    deprecated,
+    reason = "notifications/message is still part of the protocol versions the gateway speaks"
+)]
+pub(crate) async fn pass_log_messages(
+    shared: std::sync::Weak<Shared>,
+    mut receiver: tokio::sync::mpsc::UnboundedReceiver<(String, Value)>,
+) {
+    while let Some((server, mut params)) = receiver.recv().await {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let logger = match params.get("logger").and_then(Value::as_str) {
+            Some(own) => format!("{server}/{own}"),
+            None => server,
+        };
+        params["logger"] = Value::String(logger);
+        mask_value(&shared.masker, &mut params);
+        let Ok(message) =
+            serde_json::from_value::<rmcp::model::LoggingMessageNotificationParam>(params)
+        else {
+            continue;
+        };
+        let peers: Vec<rmcp::Peer<RoleServer>> = shared
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut any_gone = false;
+        for peer in &peers {
+            any_gone |= peer.notify_logging_message(message.clone()).await.is_err();
+        }
+        if any_gone {
+            let mut peers = shared
+                .peers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            peers.retain(|peer| !peer.is_transport_closed());
+        }
+    }
+}
+
+/// Runs the scan on one entry under `policy`; reports findings on stderr. `Some(reason)` when
+/// the entry is to be withheld.
+fn scanned(
+    policy: ScanPolicy,
+    server: &str,
+    kind: &str,
+    name: &str,
+    definition: &Value,
+    other_tools: &HashSet<String>,
+) -> Option<String> {
+    if policy == ScanPolicy::Off {
+        return None;
+    }
+    let findings = scan(definition, other_tools);
+    if findings.is_empty() {
+        return None;
+    }
+    let listed: Vec<String> = findings
+        .iter()
+        .map(|f| format!("{}: {}", f.rule, f.excerpt))
+        .collect();
+    let blocked = policy == ScanPolicy::Block;
+    tracing::warn!(
+        server,
+        "{kind} '{name}' looks like a prompt injection ({}){}",
+        listed.join("; "),
+        if blocked {
+            "; blocked"
+        } else {
+            "; offered anyway (--scan block withholds it)"
+        }
+    );
+    blocked.then(|| {
+        format!(
+            "the {kind} '{name}' of server '{server}' is withheld by tether's prompt-injection scan ({})",
+            listed.join("; ")
+        )
+    })
+}
+
+fn report_collisions(kind: &str, collisions: &[Collision]) {
+    for collision in collisions {
+        tracing::warn!(
+            "{kind} name collision: '{}' of server '{}' would be '{}', which '{}' of server '{}' has; it is offered as '{}'",
+            collision.renamed.name,
+            collision.renamed.server,
+            collision.wanted,
+            collision.kept_by.name,
+            collision.kept_by.server,
+            collision.renamed_to
+        );
+    }
+}
+
+/// Every item of a paginated list method on `server` (`key` is the result's array).
+async fn list_all(
+    runtime: &McpRuntime,
+    server: &str,
+    method: &str,
+    key: &str,
+    timeout: Duration,
+) -> Result<Vec<Value>, DriverError> {
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..PAGE_LIMIT {
+        let params = match &cursor {
+            Some(cursor) => json!({ "cursor": cursor }),
+            None => json!({}),
+        };
+        let page = runtime
+            .forward(
+                server,
+                method,
+                params,
+                timeout,
+                std::future::pending(),
+                None,
+            )
+            .await?;
+        if let Some(list) = page.get(key).and_then(Value::as_array) {
+            items.extend(list.iter().cloned());
+        }
+        cursor = page
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    Ok(items)
+}
+
+/// One client connection's handler. Cheap to clone; Streamable HTTP makes one per session.
+#[derive(Clone)]
+pub struct GatewayHandler {
+    shared: Arc<Shared>,
+    /// A random id for this connection, used in audit records.
+    session: Arc<str>,
+}
+
+impl GatewayHandler {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            session: uuid::Uuid::new_v4().simple().to_string().into(),
+        }
+    }
+
+    /// Forwards one request and masks the answer; audits it when `audit` names the target.
+    async fn forward(
+        &self,
+        server: &str,
+        method: &str,
+        params: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> (Result<Value, DriverError>, Duration) {
+        self.forward_with_progress(server, method, params, context, None)
+            .await
+    }
+
+    /// [`GatewayHandler::forward`], passing the server's progress notifications for this
+    /// request to `progress`.
+    async fn forward_with_progress(
+        &self,
+        server: &str,
+        method: &str,
+        params: Value,
+        context: &RequestContext<RoleServer>,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
+    ) -> (Result<Value, DriverError>, Duration) {
+        let started = Instant::now();
+        let answer = match self.shared.supervisor.runtime(server) {
+            Ok(runtime) => {
+                let answer = runtime
+                    .forward(
+                        server,
+                        method,
+                        params,
+                        self.shared.call_timeout,
+                        context.ct.cancelled(),
+                        progress,
+                    )
+                    .await;
+                match answer {
+                    // The connection broke under this call: say so plainly, and restart now
+                    // rather than at the watcher's next look.
+                    Err(error @ DriverError::RequestFailed { code: None, .. })
+                        if connection_closed(&runtime, server).await =>
+                    {
+                        self.shared.supervisor.went_down(server);
+                        Err(self
+                            .shared
+                            .supervisor
+                            .runtime(server)
+                            .err()
+                            .unwrap_or(error))
+                    }
+                    answer => answer,
+                }
+            }
+            Err(unavailable) => Err(unavailable),
+        };
+        let elapsed = started.elapsed();
+        let answer = answer.map(|mut value| {
+            mask_value(&self.shared.masker, &mut value);
+            value
+        });
+        (answer, elapsed)
+    }
+
+    fn refuse(&self, method: &str, target: &str, message: String) -> ErrorData {
+        self.shared.audit(&Record {
+            session: &self.session,
+            method,
+            server: None,
+            target,
+            duration: Duration::ZERO,
+            outcome: Outcome::Refused,
+            arguments: None,
+            result: None,
+        });
+        ErrorData::invalid_params(message, None)
+    }
+
+    /// The server a resource URI goes to: the one that listed it, else the one whose
+    /// template it fits (longest literal prefix), else the only server with resources.
+    fn resource_server(&self, uri: &str) -> Option<String> {
+        let routes = self
+            .shared
+            .resource_routes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(server) = routes.get(uri) {
+            return Some(server.clone());
+        }
+        drop(routes);
+        let templates = self
+            .shared
+            .template_routes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, server)) = templates
+            .iter()
+            .filter(|(prefix, _)| !prefix.is_empty() && uri.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _)| prefix.len())
+        {
+            return Some(server.clone());
+        }
+        match self.shared.resource_servers.as_slice() {
+            [only] => Some(only.clone()),
+            _ => None,
+        }
+    }
+
+    /// Lists `method` on every server with resources, merges, and records the routes.
+    async fn list_resources_everywhere(&self, method: &str, key: &str) -> Vec<(String, Value)> {
+        let shared = &self.shared;
+        let listed = futures_util::future::join_all(shared.resource_servers.iter().map(
+            |server| async move {
+                let runtime = shared.supervisor.runtime(server)?;
+                list_all(&runtime, server, method, key, shared.call_timeout).await
+            },
+        ))
+        .await;
+        let mut merged = Vec::new();
+        for (server, listed) in shared.resource_servers.iter().zip(listed) {
+            match listed {
+                Ok(items) => merged.extend(items.into_iter().map(|item| (server.clone(), item))),
+                Err(error) => tracing::warn!(
+                    server = %server,
+                    "{method} failed: {}",
+                    shared.mask(&error.to_string())
+                ),
+            }
+        }
+        merged.retain(|(server, item)| {
+            let name = item
+                .get("name")
+                .or_else(|| item.get("uri"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            scanned(shared.scan, server, "resource", name, item, &HashSet::new()).is_none()
+        });
+        for (_, item) in &mut merged {
+            mask_value(&shared.masker, item);
+        }
+        merged
+    }
+}
+
+impl GatewayHandler {
+    /// When the client asked for progress (a `progressToken` in the request's `_meta`): a
+    /// sender whose messages — the server's progress params — go to the client under the
+    /// client's own token, in order, until the request ends.
+    fn pass_progress(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<tokio::sync::mpsc::UnboundedSender<Value>> {
+        let token = context.meta.get_progress_token()?;
+        let token = serde_json::to_value(token).ok()?;
+        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Value>();
+        let peer = context.peer.clone();
+        let masker = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            while let Some(mut params) = receiver.recv().await {
+                params["progressToken"] = token.clone();
+                mask_value(&masker.masker, &mut params);
+                match serde_json::from_value(params) {
+                    Ok(params) => {
+                        if peer.notify_progress(params).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "a progress notification that is not MCP")
+                    }
+                }
+            }
+        });
+        Some(sender)
+    }
+
+    /// Forwards `resources/subscribe` or `resources/unsubscribe` to the URI's server.
+    async fn pass_subscription(
+        &self,
+        method: &str,
+        uri: &str,
+        params: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let Some(server) = self.resource_server(uri) else {
+            return Err(ErrorData::invalid_params(
+                "no server behind this gateway listed this resource URI",
+                None,
+            ));
+        };
+        let (answer, _) = self.forward(&server, method, params, context).await;
+        answer.map(drop).map_err(|e| self.shared.error_for(&e))
+    }
+
+    /// `tether_status`'s answer: the supervisor's report as JSON text and structured content.
+    fn status(&self) -> CallToolResult {
+        let tool_names = &self.shared.tool_names;
+        let status = self.shared.supervisor.status(|server| {
+            tool_names
+                .names()
+                .iter()
+                .filter(|name| tool_names.route(name).is_some_and(|r| r.server == server))
+                .count()
+        });
+        let mut status = status;
+        if let Some(servers) = status["servers"].as_array_mut() {
+            for server in servers {
+                let name = server["name"].as_str().unwrap_or_default().to_owned();
+                let mut withheld: Vec<&String> = self
+                    .shared
+                    .withheld
+                    .keys()
+                    .filter(|n| {
+                        self.shared
+                            .tool_names
+                            .route(n)
+                            .or_else(|| self.shared.prompt_names.route(n))
+                            .is_some_and(|r| r.server == name)
+                    })
+                    .collect();
+                withheld.sort();
+                server["withheld"] = json!(withheld);
+            }
+        }
+        mask_value(&self.shared.masker, &mut status);
+        let mut result = CallToolResult::success(vec![ContentBlock::text(status.to_string())]);
+        result.structured_content = Some(status);
+        result
+    }
+}
+
+/// The definition of `tether_status`.
+fn status_tool() -> Tool {
+    let schema = json!({"type": "object", "properties": {}});
+    let definition = json!({
+        "name": STATUS_TOOL,
+        "description": "tether gateway: the state of each MCP server behind this gateway (ready, restarting, stopped, failed), its tool count, restarts and last error.",
+        "inputSchema": schema,
+        "annotations": {"readOnlyHint": true, "openWorldHint": false}
+    });
+    serde_json::from_value(definition)
+        .unwrap_or_else(|_| Tool::new(STATUS_TOOL, "tether gateway: server status", Map::new()))
+}
+
+/// Whether `server`'s connection in `runtime` is closed, allowing its service loop a moment to
+/// notice a write that failed.
+async fn connection_closed(runtime: &McpRuntime, server: &str) -> bool {
+    for _ in 0..10 {
+        if runtime.closed().iter().any(|name| name == server) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    false
+}
+
+/// The part of a URI template before its first variable.
+fn template_prefix(template: &str) -> String {
+    template.split('{').next().unwrap_or_default().to_owned()
+}
+
+impl ServerHandler for GatewayHandler {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(self.shared.capabilities.clone())
+            .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "tether gateway: the tools, prompts and resources of several MCP servers. \
+                 Tool and prompt names are SERVER__NAME.",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        // Sessions (and DELETE) exist up to the last version with `initialize`.
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
+            &ProtocolVersion::LATEST_WITH_INITIALIZE,
+        ))
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.shared
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        const METHOD: &str = "tools/call";
+        if request.name == STATUS_TOOL {
+            return Ok(self.status().into());
+        }
+        if let Some(reason) = self.shared.withheld.get(request.name.as_ref()) {
+            let refused = self.refuse(METHOD, &request.name, reason.clone());
+            return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
+        }
+        let Some(route) = self.shared.tool_names.route(&request.name).cloned() else {
+            // A tool error, not a protocol error: clients show it to the model, which can
+            // then pick a listed name.
+            let refused = self.refuse(
+                METHOD,
+                &request.name,
+                format!(
+                    "no tool named '{}' behind this gateway; its tools are named SERVER__TOOL (see tools/list)",
+                    request.name
+                ),
+            );
+            return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
+        };
+        let mut arguments = request.arguments.clone().map(Value::Object);
+        if let Some(arguments) = &mut arguments {
+            mask_value(&self.shared.masker, arguments);
+        }
+        let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        params["name"] = Value::String(route.name.clone());
+        let progress = self.pass_progress(&context);
+        let (answer, duration) = self
+            .forward_with_progress(&route.server, METHOD, params, &context, progress)
+            .await;
+        let (outcome, response) = match answer {
+            Ok(value) => match serde_json::from_value::<CallToolResult>(value.clone()) {
+                Ok(result) => {
+                    let outcome = if result.is_error == Some(true) {
+                        Outcome::ToolError
+                    } else {
+                        Outcome::Ok
+                    };
+                    (outcome, Ok((result, value)))
+                }
+                Err(error) => (
+                    Outcome::Error,
+                    Err(ErrorData::internal_error(
+                        format!(
+                            "server '{}' sent a tools/call result that is not MCP: {error}",
+                            route.server
+                        ),
+                        None,
+                    )),
+                ),
+            },
+            Err(DriverError::Cancelled { .. }) => (
+                Outcome::Cancelled,
+                Err(ErrorData::internal_error("the call was cancelled", None)),
+            ),
+            Err(error @ DriverError::RequestFailed { code: Some(_), .. }) => {
+                (Outcome::Error, Err(self.shared.error_for(&error)))
+            }
+            Err(error) => {
+                // The server broke off or is not running: the model should read why.
+                let text = self.shared.mask(&error.to_string());
+                let result = CallToolResult::error(vec![ContentBlock::text(text)]);
+                let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+                (Outcome::Error, Ok((result, value)))
+            }
+        };
+        let result_value = response.as_ref().ok().map(|(_, value)| value);
+        self.shared.audit(&Record {
+            session: &self.session,
+            method: METHOD,
+            server: Some(&route.server),
+            target: &route.name,
+            duration,
+            outcome,
+            arguments: arguments.as_ref(),
+            result: result_value,
+        });
+        tracing::debug!(tool = %request.name, server = %route.server, ?duration, outcome = outcome.as_str(), "tools/call");
+        response.map(|(result, _)| result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(
+            self.shared.prompts.clone(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        const METHOD: &str = "prompts/get";
+        if let Some(reason) = self.shared.withheld.get(&request.name) {
+            return Err(self.refuse(METHOD, &request.name, reason.clone()));
+        }
+        let Some(route) = self.shared.prompt_names.route(&request.name).cloned() else {
+            return Err(self.refuse(
+                METHOD,
+                &request.name,
+                format!("no prompt named '{}' behind this gateway", request.name),
+            ));
+        };
+        let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        params["name"] = Value::String(route.name.clone());
+        let arguments = params.get("arguments").cloned().map(|mut a| {
+            mask_value(&self.shared.masker, &mut a);
+            a
+        });
+        let (answer, duration) = self.forward(&route.server, METHOD, params, &context).await;
+        let outcome = match &answer {
+            Ok(_) => Outcome::Ok,
+            Err(DriverError::Cancelled { .. }) => Outcome::Cancelled,
+            Err(_) => Outcome::Error,
+        };
+        self.shared.audit(&Record {
+            session: &self.session,
+            method: METHOD,
+            server: Some(&route.server),
+            target: &route.name,
+            duration,
+            outcome,
+            arguments: arguments.as_ref(),
+            result: answer.as_ref().ok(),
+        });
+        let value = answer.map_err(|e| self.shared.error_for(&e))?;
+        serde_json::from_value::<GetPromptResult>(value)
+            .map(Into::into)
+            .map_err(|e| ErrorData::internal_error(format!("not an MCP prompt: {e}"), None))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let merged = self
+            .list_resources_everywhere("resources/list", "resources")
+            .await;
+        let mut routes = HashMap::new();
+        let mut resources = Vec::new();
+        for (server, item) in merged {
+            let Some(uri) = item.get("uri").and_then(Value::as_str).map(str::to_owned) else {
+                continue;
+            };
+            if routes.contains_key(&uri) {
+                tracing::debug!(server = %server, "a resource URI another server listed first is left out");
+                continue;
+            }
+            if let Ok(resource) = serde_json::from_value::<Resource>(item) {
+                routes.insert(uri, server);
+                resources.push(resource);
+            }
+        }
+        *self
+            .shared
+            .resource_routes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = routes;
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let merged = self
+            .list_resources_everywhere("resources/templates/list", "resourceTemplates")
+            .await;
+        let mut routes = Vec::new();
+        let mut templates = Vec::new();
+        for (server, item) in merged {
+            let Some(template) = item.get("uriTemplate").and_then(Value::as_str) else {
+                continue;
+            };
+            routes.push((template_prefix(template), server));
+            if let Ok(template) = serde_json::from_value::<ResourceTemplate>(item) {
+                templates.push(template);
+            }
+        }
+        *self
+            .shared
+            .template_routes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = routes;
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        const METHOD: &str = "resources/read";
+        let target = uri_target(&request.uri);
+        let Some(server) = self.resource_server(&request.uri) else {
+            return Err(self.refuse(
+                METHOD,
+                &target,
+                "no server behind this gateway listed this resource URI (list resources or templates first)".to_owned(),
+            ));
+        };
+        let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        let (answer, duration) = self.forward(&server, METHOD, params, &context).await;
+        let outcome = match &answer {
+            Ok(_) => Outcome::Ok,
+            Err(DriverError::Cancelled { .. }) => Outcome::Cancelled,
+            Err(_) => Outcome::Error,
+        };
+        self.shared.audit(&Record {
+            session: &self.session,
+            method: METHOD,
+            server: Some(&server),
+            target: &target,
+            duration,
+            outcome,
+            arguments: None,
+            result: answer.as_ref().ok(),
+        });
+        let value = answer.map_err(|e| self.shared.error_for(&e))?;
+        serde_json::from_value::<ReadResourceResult>(value)
+            .map(Into::into)
+            .map_err(|e| ErrorData::internal_error(format!("not an MCP resource: {e}"), None))
+    }
+
+    #[expect(
+        deprecated,
+        reason = "logging/setLevel is still part of the protocol versions the gateway speaks"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if self.shared.logging_servers.is_empty() {
+            return Err(ErrorData::method_not_found::<SetLevelRequestMethod>());
+        }
+        let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        let answers = futures_util::future::join_all(
+            self.shared
+                .logging_servers
+                .iter()
+                .map(|server| self.forward(server, "logging/setLevel", params.clone(), &context)),
+        )
+        .await;
+        for (server, (answer, _)) in self.shared.logging_servers.iter().zip(answers) {
+            if let Err(error) = answer {
+                tracing::debug!(server = %server, "logging/setLevel: {}", self.shared.mask(&error.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        self.pass_subscription("resources/subscribe", &request.uri, params, &context)
+            .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        self.pass_subscription("resources/unsubscribe", &request.uri, params, &context)
+            .await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        // A prompt reference carries the namespaced name; a resource one carries a URI.
+        let server = match params["ref"]["type"].as_str() {
+            Some("ref/prompt") => {
+                let name = params["ref"]["name"].as_str().unwrap_or_default();
+                let route = self.shared.prompt_names.route(name).cloned();
+                route.map(|route| {
+                    params["ref"]["name"] = Value::String(route.name);
+                    route.server
+                })
+            }
+            _ => params["ref"]["uri"]
+                .as_str()
+                .and_then(|uri| self.resource_server(uri)),
+        };
+        let Some(server) = server.filter(|s| self.shared.completion_servers.contains(s)) else {
+            return Ok(CompleteResult::default());
+        };
+        let (answer, _) = self
+            .forward(&server, "completion/complete", params, &context)
+            .await;
+        let value = answer.map_err(|e| self.shared.error_for(&e))?;
+        serde_json::from_value::<CompleteResult>(value)
+            .map_err(|e| ErrorData::internal_error(format!("not an MCP completion: {e}"), None))
+    }
+}

@@ -1,0 +1,158 @@
+//! Streamable HTTP at `/mcp` on a loopback address, behind a bearer token.
+//!
+//! Order of checks for every request: the bearer token (401 without it, unless the gateway
+//! runs `--no-auth`), then rmcp's own: `Host` must be a loopback name (DNS rebinding), an
+//! `Origin`, when a browser sends one, must be this very address, then the MCP session.
+//! DELETE with an `Mcp-Session-Id` closes that session.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse as _, Response};
+use axum::serve::ListenerExt as _;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tether_config::SecretValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::GatewayError;
+use crate::handler::{GatewayHandler, Shared};
+
+/// The path the MCP endpoint is served at.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Serves `shared` on `listener` until `shutdown` is cancelled.
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    listener: tokio::net::TcpListener,
+    token: Option<SecretValue>,
+    shutdown: CancellationToken,
+) -> Result<(), GatewayError> {
+    let address = listener.local_addr().map_err(|source| GatewayError::Io {
+        what: "reading the bound address".to_owned(),
+        source,
+    })?;
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(shutdown.child_token())
+        .with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"])
+        .with_allowed_origins(origins(address));
+    let service = StreamableHttpService::new(
+        move || Ok(GatewayHandler::new(Arc::clone(&shared))),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let mut router = Router::new().nest_service(MCP_PATH, service);
+    if let Some(token) = token {
+        let expected = SecretValue::new(format!("Bearer {}", token.expose()));
+        router = router.layer(middleware::from_fn_with_state(
+            Arc::new(expected),
+            require_bearer,
+        ));
+    }
+    // Small streamed writes must not wait for the peer's delayed ACK.
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+    });
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .map_err(|source| GatewayError::Io {
+            what: format!("serving HTTP on {address}"),
+            source,
+        })
+}
+
+/// The origins a browser page on this very address sends.
+fn origins(address: SocketAddr) -> Vec<String> {
+    let port = address.port();
+    vec![
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+        format!("http://[::1]:{port}"),
+    ]
+}
+
+async fn require_bearer(
+    State(expected): State<Arc<SecretValue>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|value| value.as_bytes())
+        .unwrap_or_default();
+    if constant_time_eq(given, expected.expose().as_bytes()) {
+        return next.run(request).await;
+    }
+    tracing::warn!("refusing a request without the gateway's bearer token");
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer realm=\"tether\"")],
+        "missing or wrong bearer token\n",
+    )
+        .into_response()
+}
+
+/// Equal bytes, compared in time that depends only on the lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Whether `address` may be listened on: loopback only (there is no TLS).
+pub fn is_loopback(address: &SocketAddr) -> bool {
+    address.ip().is_loopback()
+}
+
+/// A fresh bearer token: 32 random bytes as 64 hex digits.
+pub fn generate_token() -> Result<SecretValue, GatewayError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| GatewayError::Io {
+        what: "generating a bearer token".to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(SecretValue::new(hex))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_long_and_fresh() {
+        let first = generate_token().expect("generating a token");
+        let second = generate_token().expect("generating a token");
+        assert_eq!(first.expose().len(), 64);
+        assert_ne!(first.expose(), second.expose());
+    }
+
+    #[test]
+    fn equal_only_when_every_byte_is() {
+        assert!(constant_time_eq(b"Bearer ab", b"Bearer ab"));
+        assert!(!constant_time_eq(b"Bearer ab", b"Bearer ac"));
+        assert!(!constant_time_eq(b"Bearer a", b"Bearer ab"));
+    }
+
+    #[test]
+    fn only_loopback_addresses_are_allowed() {
+        for (address, allowed) in [
+            ("127.0.0.1:0", true),
+            ("[::1]:8080", true),
+            ("0.0.0.0:8080", false),
+            ("192.168.1.2:80", false),
+        ] {
+            let address: SocketAddr = address.parse().expect("parsing an address");
+            assert_eq!(is_loopback(&address), allowed, "{address}");
+        }
+    }
+}

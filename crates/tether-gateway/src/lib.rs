@@ -1,0 +1,197 @@
+//! `tether serve`: a run's resolved MCP servers behind one MCP endpoint.
+//!
+//! A [`Gateway`] takes a started [`tether_driver::McpRuntime`] and the run's masking values
+//! and serves, over stdio or Streamable HTTP, the union of the servers' tools, prompts and
+//! resources under namespaced names ([`names`]), forwarding each call to its server and
+//! restarting a server whose connection closes ([`supervise`]). Every
+//! result and error message is masked with the run's secret values before it leaves
+//! ([`redact`]), and every forwarded call is recorded without its values ([`audit`]).
+//!
+//! ```no_run
+//! # async fn demo(session: tether_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use tether_gateway::{Gateway, GatewayOptions};
+//!
+//! let start = tether_driver::StartOptions::default();
+//! let runtime = session.start(&start).await?;
+//! let options = GatewayOptions {
+//!     call_timeout: Duration::from_secs(60),
+//!     audit: None,
+//!     start,
+//!     pins: None,
+//!     scan: tether_gateway::ScanPolicy::Warn,
+//!     filter: tether_gateway::names::ToolFilter::default(),
+//!     log_messages: None,
+//! };
+//! let gateway = Gateway::new(session, runtime, options).await;
+//! gateway.serve_stdio().await?; // until the client closes stdin
+//! gateway.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! **Invariant:** rmcp's server side is used only in this crate; the servers behind it are
+//! reached through `McpRuntime::forward` (JSON in, JSON out), never through rmcp types.
+
+#![deny(missing_docs)]
+
+pub mod audit;
+mod error;
+mod handler;
+mod http;
+pub mod names;
+pub mod pins;
+pub mod redact;
+pub mod scan;
+pub mod supervise;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use tether_config::{Masker, SecretValue};
+use tether_driver::{McpRuntime, Session, StartOptions};
+use tokio_util::sync::CancellationToken;
+
+pub use audit::AuditLog;
+pub use error::GatewayError;
+pub use http::{MCP_PATH, generate_token, is_loopback};
+pub use pins::PinStore;
+pub use scan::ScanPolicy;
+
+use handler::{GatewayHandler, Shared};
+
+/// How a gateway forwards and records.
+#[derive(Debug)]
+pub struct GatewayOptions {
+    /// The longest a forwarded call may take before it fails (and is cancelled upstream).
+    pub call_timeout: Duration,
+    /// Where calls are recorded; `None` records nothing.
+    pub audit: Option<AuditLog>,
+    /// How a server that stopped is started again (its startup timeout).
+    pub start: StartOptions,
+    /// Where tool definitions are pinned; `None` pins nothing.
+    pub pins: Option<PinStore>,
+    /// What the prompt-injection scan does with a finding.
+    pub scan: ScanPolicy,
+    /// Which namespaced tools are offered.
+    pub filter: names::ToolFilter,
+    /// The servers' log messages, when `start.log_messages` sends them here: passed on to
+    /// every connected client (`notifications/message`, `logger` set to the server's name).
+    pub log_messages: Option<tokio::sync::mpsc::UnboundedReceiver<(String, serde_json::Value)>>,
+}
+
+/// The run's servers, served as one MCP server. Clones share the servers: each serves its own
+/// clients (a hand-off serves every connection the harness opens).
+#[derive(Clone)]
+pub struct Gateway {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("tools", &self.shared.tool_names().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// Builds the catalogue from `runtime` — `session`'s started servers — (its tools; prompts
+    /// are listed now), masks the session's sensitive values in everything it sends back, and
+    /// starts watching the servers: one whose connection closes is started again from the
+    /// session. Must be called within a tokio runtime.
+    pub async fn new(session: Session, runtime: McpRuntime, mut options: GatewayOptions) -> Self {
+        let masker = Masker::new(session.sensitive_values());
+        let log_messages = options.log_messages.take();
+        let shared = Shared::new(session, runtime, masker, options).await;
+        let shared = Arc::new(shared);
+        tokio::spawn(supervise::watch(Arc::downgrade(&shared.supervisor)));
+        if let Some(receiver) = log_messages {
+            tokio::spawn(handler::pass_log_messages(
+                Arc::downgrade(&shared),
+                receiver,
+            ));
+        }
+        Self { shared }
+    }
+
+    /// The namespaced tool names offered, in order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.shared.tool_names().to_vec()
+    }
+
+    /// Serves one client on this process's stdin and stdout until the client closes stdin.
+    pub async fn serve_stdio(&self) -> Result<(), GatewayError> {
+        self.serve_io(tokio::io::stdin(), tokio::io::stdout()).await
+    }
+
+    /// Serves one client speaking newline-delimited JSON-RPC (the stdio framing) on `reader`
+    /// and `writer` until it closes its side.
+    pub async fn serve_io<R, W>(&self, reader: R, writer: W) -> Result<(), GatewayError>
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let handler = GatewayHandler::new(Arc::clone(&self.shared));
+        let running =
+            handler
+                .serve((reader, writer))
+                .await
+                .map_err(|e| GatewayError::Handshake {
+                    message: self.shared.masker.mask(&e.to_string()),
+                })?;
+        if let Err(error) = running.waiting().await {
+            tracing::debug!(%error, "the session ended abnormally");
+        }
+        Ok(())
+    }
+
+    /// Serves every connection to `listener` (a Unix socket in a private directory) as one
+    /// client, concurrently, until the returned task is aborted. A peer of another user is
+    /// closed at once: the socket's directory is 0700 already; this is the second lock.
+    pub fn serve_unix(&self, listener: tokio::net::UnixListener) -> tokio::task::JoinHandle<()> {
+        let gateway = self.clone();
+        let uid = nix::unistd::getuid().as_raw();
+        tokio::spawn(async move {
+            let mut clients = tokio::task::JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                if stream.peer_cred().map(|c| c.uid()).ok() != Some(uid) {
+                    tracing::warn!("refused a gateway connection from another user");
+                    continue;
+                }
+                let gateway = gateway.clone();
+                clients.spawn(async move {
+                    let (reader, writer) = stream.into_split();
+                    if let Err(error) = gateway.serve_io(reader, writer).await {
+                        tracing::debug!(%error, "a gateway client left during initialize");
+                    }
+                });
+            }
+        })
+    }
+
+    /// Serves Streamable HTTP at [`MCP_PATH`] on `listener` (bound to a loopback address by
+    /// the caller; see [`is_loopback`]) until `shutdown` is cancelled. With `token`, every
+    /// request needs `Authorization: Bearer TOKEN`.
+    pub async fn serve_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        token: Option<SecretValue>,
+        shutdown: CancellationToken,
+    ) -> Result<(), GatewayError> {
+        http::serve(Arc::clone(&self.shared), listener, token, shutdown).await
+    }
+
+    /// Stops every server. Connections still open keep their handlers until they close;
+    /// the servers' processes are ended either way (a runtime still held elsewhere kills its
+    /// children when the last holder drops it).
+    pub async fn shutdown(self) {
+        let runtimes = self.shared.supervisor.runtimes();
+        drop(self);
+        for runtime in runtimes {
+            if let Ok(runtime) = Arc::try_unwrap(runtime) {
+                runtime.shutdown().await;
+            }
+        }
+    }
+}
