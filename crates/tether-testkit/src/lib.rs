@@ -155,50 +155,6 @@ pub fn json_str(text: &str) -> String {
     serde_json::Value::String(text.to_owned()).to_string()
 }
 
-/// Runs `command` to completion with piped output, killing it (SIGKILL) if it takes longer
-/// than `limit`: for harness CLIs that may wait on something forever.
-pub fn output_within(mut command: std::process::Command, limit: Duration) -> std::process::Output {
-    use std::process::Stdio;
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawning {command:?}: {e}"));
-    let pid = child.id();
-    let (sender, receiver) = std::sync::mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        if receiver.recv_timeout(limit).is_err() {
-            let _ = std::process::Command::new("kill")
-                .arg("-9")
-                .arg(pid.to_string())
-                .status();
-        }
-    });
-    let out = child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("waiting for the process: {e}"));
-    let _ = sender.send(());
-    out
-}
-
-/// `text` without ANSI escape sequences (a harness's coloured listing, as plain text).
-pub fn strip_ansi(text: &str) -> String {
-    let mut out = String::new();
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            for next in chars.by_ref() {
-                if next.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// A live (not zombie) process, read from /proc.
 struct Process {
     pid: i32,

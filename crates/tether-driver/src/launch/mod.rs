@@ -703,7 +703,6 @@ async fn start_one(
 ) -> Result<Started, String> {
     let mask = |text: String| mask_known_values(&text, masking.iter());
     let client = TetherClient::for_server(&server.name, logs);
-    let started = tokio::time::Instant::now();
     match &server.transport {
         RenderedTransport::Stdio {
             command,
