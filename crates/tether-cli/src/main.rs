@@ -7,6 +7,7 @@ mod exec_shim;
 mod exit;
 mod handoff;
 mod log_mask;
+mod oauth;
 mod output;
 mod private_file;
 mod secrets;
@@ -123,6 +124,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     Command::Show(args) => commands::show(args).await,
                     Command::Add(args) => commands::add(args).await,
                     Command::SetupMcp(args) => commands::setup_mcp(args).await,
+                    Command::Auth(args) => commands::auth(args).await,
                     Command::Install(_)
                     | Command::List(_)
                     | Command::Remove(_)

@@ -1,6 +1,7 @@
 //! The subcommands, and what they share: reading specs and secrets, resolving, starting.
 
 pub(crate) mod add;
+mod auth;
 mod call;
 mod export;
 mod install;
@@ -11,6 +12,7 @@ mod stored;
 mod test;
 
 pub use add::add;
+pub use auth::auth;
 pub use call::call;
 pub use export::export;
 pub use install::{install, list, remove};
@@ -208,6 +210,7 @@ pub async fn session_with(
     let session = Session::resolve(resolver, parsed, secrets, ProcessEnv)
         .await?
         .with_pass_env(&specs.pass_env);
+    let session = auth::apply_stored_tokens(session).await;
     crate::log_mask::register(session.sensitive_values());
     Ok(session)
 }

@@ -1,0 +1,271 @@
+//! `tether auth login|status|logout`, and the stored OAuth tokens a run applies (refreshed
+//! first when they are about to expire). See specs/oauth/TECH.md.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::json;
+use tether_config::{RenderedTransport, SecretValue};
+use tether_driver::Session;
+use tether_store::{Location, Preference, SecretStore};
+use uuid::Uuid;
+
+use crate::cli::{AuthArgs, AuthCommand};
+use crate::exit::{FAILED, OK, Reported};
+use crate::oauth::{self, OAuthError, Tokens};
+use crate::output::{print, print_json};
+use crate::settings;
+
+/// The namespace of the UUIDs tokens are stored under: `uuid v5(NAMESPACE, resource)`, so a
+/// resource's tokens never share a key with an installation's secrets (v4 UUIDs).
+const NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_5d3e_8a2b_4c7d_9e0f_1a2b_3c4d_5e6f);
+
+/// The variable name the tokens of a resource are stored under.
+const NAME: &str = "OAUTH";
+
+fn key(resource: &str) -> Uuid {
+    Uuid::new_v5(&NAMESPACE, resource.as_bytes())
+}
+
+/// Where tokens are read from: the file when the settings say so (no probe), else wherever
+/// new values go.
+fn location(store: &SecretStore) -> anyhow::Result<Location> {
+    Ok(match store.preference() {
+        Preference::File => Location::File,
+        _ => store.location()?,
+    })
+}
+
+fn load(store: &SecretStore, resource: &str) -> anyhow::Result<Option<Tokens>> {
+    let value = store.get(location(store)?, key(resource), NAME)?;
+    Ok(value.as_ref().and_then(Tokens::from_secret))
+}
+
+fn save(store: &SecretStore, tokens: &Tokens) -> anyhow::Result<()> {
+    store.set_in(
+        location(store)?,
+        key(&tokens.resource),
+        NAME,
+        &tokens.to_secret(),
+    )?;
+    if let Some(notice) = store.take_notice() {
+        eprintln!("{notice}");
+    }
+    Ok(())
+}
+
+pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
+    match &args.command {
+        AuthCommand::Login {
+            server,
+            no_browser,
+            client_id,
+            timeout,
+        } => login(server, *no_browser, client_id.as_deref(), *timeout).await,
+        AuthCommand::Status { server, json } => status(server, *json).await,
+        AuthCommand::Logout { server } => logout(server),
+    }
+}
+
+async fn login(
+    server: &str,
+    no_browser: bool,
+    client_id: Option<&str>,
+    timeout: u64,
+) -> anyhow::Result<u8> {
+    let store = settings::secret_store()?;
+    let http = oauth::http_client()?;
+    let discovered = oauth::discover(&http, server)
+        .await
+        .with_context(|| format!("discovering how {server} is authorized"))?;
+    tracing::debug!(
+        resource = %discovered.resource,
+        authorization_endpoint = %discovered.authorization_endpoint,
+        token_endpoint = %discovered.token_endpoint,
+        "OAuth discovery"
+    );
+    let listener = oauth::Listener::bind().await?;
+    let client = match client_id {
+        Some(id) => oauth::Client {
+            client_id: id.to_owned(),
+            client_secret: None,
+            auth_method: "none".to_owned(),
+        },
+        None => oauth::register(&http, &discovered, &listener.redirect_uri)
+            .await
+            .context("registering tether as an OAuth client")?,
+    };
+    let pending = oauth::authorization_request(&discovered, &client, &listener.redirect_uri)?;
+    let wait = Duration::from_secs(timeout.max(1));
+    let code = if no_browser {
+        eprintln!(
+            "Open this URL in a browser, log in, then paste the URL the browser was sent to (it starts with {}):\n{}",
+            pending.redirect_uri, pending.url
+        );
+        drop(listener);
+        tokio::time::timeout(wait, oauth::pasted_code(&pending.state))
+            .await
+            .map_err(|_| OAuthError::TimedOut(wait.as_secs()))??
+    } else {
+        open_browser(&pending.url);
+        listener.code(&pending.state, wait).await?
+    };
+    let tokens = oauth::exchange(&http, &discovered, &client, &pending, &code)
+        .await
+        .context("exchanging the authorization code")?;
+    save(&store, &tokens)?;
+    eprintln!(
+        "logged in to {}{}",
+        tokens.resource,
+        expiry_text(tokens.expires_at)
+    );
+    Ok(OK)
+}
+
+/// `$BROWSER URL` when `$BROWSER` is set, else the URL on stderr.
+fn open_browser(url: &str) {
+    match std::env::var(tether_env::EnvVars::BROWSER) {
+        Ok(browser) if !browser.trim().is_empty() => {
+            eprintln!("opening the authorization page with $BROWSER…");
+            let spawned = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("{browser} \"$1\""))
+                .arg("sh")
+                .arg(url)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .spawn();
+            if let Err(e) = spawned {
+                eprintln!("cannot run $BROWSER ({e}); open this URL yourself:\n{url}");
+            }
+        }
+        _ => eprintln!("Open this URL in a browser to log in:\n{url}"),
+    }
+}
+
+fn expiry_text(expires_at: Option<i64>) -> String {
+    match expires_at {
+        Some(at) => {
+            let left = at.saturating_sub(oauth::now_unix());
+            if left <= 0 {
+                " (access token expired; it is refreshed at the next use)".to_owned()
+            } else {
+                format!(" (access token expires in {left} s)")
+            }
+        }
+        None => String::new(),
+    }
+}
+
+async fn status(server: &str, json: bool) -> anyhow::Result<u8> {
+    let store = settings::secret_store()?;
+    let resource = oauth::canonical_resource(server)?;
+    let tokens = load(&store, &resource)?;
+    let http = oauth::http_client()?;
+    let probe = oauth::probe(&http, server).await.ok();
+    let needs_auth = probe.as_ref().map(|p| p.unauthorized);
+    if json {
+        print_json(&json!({
+            "server": resource,
+            "needs_auth": needs_auth,
+            "logged_in": tokens.is_some(),
+            "expires_at": tokens.as_ref().and_then(|t| t.expires_at),
+            "refreshable": tokens.as_ref().is_some_and(|t| t.refresh_token.is_some()),
+        }));
+    } else {
+        let needs = match needs_auth {
+            Some(true) => "needs OAuth",
+            Some(false) => "answers without a token",
+            None => "unreachable",
+        };
+        let state = match &tokens {
+            Some(tokens) => format!("logged in{}", expiry_text(tokens.expires_at)),
+            None => format!("not logged in (run `tether auth login {server}`)"),
+        };
+        print(&format!("{resource}: {needs}; {state}"));
+    }
+    Ok(OK)
+}
+
+fn logout(server: &str) -> anyhow::Result<u8> {
+    let store = settings::secret_store()?;
+    let resource = oauth::canonical_resource(server)?;
+    if store.delete(location(&store)?, key(&resource), NAME)? {
+        eprintln!("logged out of {resource}: its tokens are deleted");
+        Ok(OK)
+    } else {
+        eprintln!("no tokens are stored for {resource}");
+        Err(Reported(FAILED).into())
+    }
+}
+
+/// Gives each remote server of `session` with a stored token its `Authorization: Bearer`
+/// header, refreshing a token that expires within [`oauth::REFRESH_MARGIN`] first. A token
+/// that cannot be refreshed is left out with a warning that says to log in again (the server
+/// then answers 401 as it would without one).
+pub async fn apply_stored_tokens(mut session: Session) -> Session {
+    let urls: Vec<String> = session
+        .servers()
+        .iter()
+        .filter_map(|server| match &server.transport {
+            RenderedTransport::Remote { url, headers, .. }
+                if !headers
+                    .keys()
+                    .any(|name| name.eq_ignore_ascii_case("authorization")) =>
+            {
+                Some(url.expose())
+            }
+            _ => None,
+        })
+        .collect();
+    if urls.is_empty() {
+        return session;
+    }
+    let store = match settings::secret_store() {
+        Ok(store) => store,
+        Err(e) => {
+            tracing::debug!("no secret store for OAuth tokens: {e:#}");
+            return session;
+        }
+    };
+    let mut tokens: HashMap<String, SecretValue> = HashMap::new();
+    for url in urls {
+        let Ok(resource) = oauth::canonical_resource(&url) else {
+            continue;
+        };
+        match current_token(&store, &resource).await {
+            Ok(Some(token)) => {
+                tokens.insert(url, token);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                "the stored OAuth token for {resource} could not be refreshed ({e:#}): run `tether auth login {resource}`"
+            ),
+        }
+    }
+    let applied = session.apply_bearer_tokens(|url| tokens.get(url).cloned());
+    for name in applied {
+        tracing::debug!(server = %name, "OAuth bearer token applied");
+    }
+    session
+}
+
+/// The access token stored for `resource`, refreshed (and stored again) when it is about to
+/// expire. `Ok(None)` when none is stored.
+async fn current_token(store: &SecretStore, resource: &str) -> anyhow::Result<Option<SecretValue>> {
+    let Some(tokens) = load(store, resource)? else {
+        return Ok(None);
+    };
+    if !tokens.expires_within(oauth::now_unix(), oauth::REFRESH_MARGIN) {
+        return Ok(Some(tokens.access_token));
+    }
+    if tokens.refresh_token.is_none() {
+        anyhow::bail!("the access token expired and no refresh token is stored");
+    }
+    let http = oauth::http_client()?;
+    let fresh = oauth::refresh(&http, &tokens).await?;
+    save(store, &fresh)?;
+    tracing::debug!(%resource, "OAuth access token refreshed");
+    Ok(Some(fresh.access_token))
+}
