@@ -237,7 +237,9 @@ pub async fn probe(http: &reqwest::Client, url: &str) -> Result<Probe, OAuthErro
         ..Probe::default()
     };
     for header in response.headers().get_all(WWW_AUTHENTICATE) {
-        let Ok(header) = header.to_str() else { continue };
+        let Ok(header) = header.to_str() else {
+            continue;
+        };
         for (name, value) in challenge_params(header) {
             match name.as_str() {
                 "resource_metadata" => probe.resource_metadata = Some(value),
@@ -301,8 +303,8 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
             .collect();
         (!scopes.is_empty()).then(|| scopes.join(" "))
     });
-    let issuer_url =
-        Url::parse(&issuer).map_err(|e| protocol(format!("authorization server '{issuer}': {e}")))?;
+    let issuer_url = Url::parse(&issuer)
+        .map_err(|e| protocol(format!("authorization server '{issuer}': {e}")))?;
     let mut as_candidates = well_known(&issuer_url, "oauth-authorization-server");
     as_candidates.extend(well_known(&issuer_url, "openid-configuration"));
     if !issuer_url.path().trim_end_matches('/').is_empty() {
@@ -329,10 +331,12 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
     };
     let (authorization_endpoint, token_endpoint, registration_endpoint) = match &metadata {
         Some(_) => (
-            field("authorization_endpoint")
-                .ok_or_else(|| protocol("the authorization server metadata has no authorization_endpoint"))?,
-            field("token_endpoint")
-                .ok_or_else(|| protocol("the authorization server metadata has no token_endpoint"))?,
+            field("authorization_endpoint").ok_or_else(|| {
+                protocol("the authorization server metadata has no authorization_endpoint")
+            })?,
+            field("token_endpoint").ok_or_else(|| {
+                protocol("the authorization server metadata has no token_endpoint")
+            })?,
             field("registration_endpoint"),
         ),
         // The 2025-03-26 default endpoints.
@@ -529,8 +533,14 @@ pub fn code_from_redirect(target: &str, state: &str) -> Result<SecretValue, OAut
         ));
     }
     if let Some(error) = error {
-        let error: String = error.chars().filter(char::is_ascii_graphic).take(64).collect();
-        return Err(protocol(format!("the authorization server refused: {error}")));
+        let error: String = error
+            .chars()
+            .filter(char::is_ascii_graphic)
+            .take(64)
+            .collect();
+        return Err(protocol(format!(
+            "the authorization server refused: {error}"
+        )));
     }
     code.ok_or_else(|| protocol("the redirect holds no code"))
 }
@@ -634,7 +644,12 @@ pub async fn pasted_code(state: &str) -> Result<SecretValue, OAuthError> {
     let mut line = String::new();
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
     let mut byte = [0u8; 1];
-    while stdin.read(&mut byte).await.map_err(|e| protocol(e.to_string()))? == 1 {
+    while stdin
+        .read(&mut byte)
+        .await
+        .map_err(|e| protocol(e.to_string()))?
+        == 1
+    {
         if byte[0] == b'\n' {
             break;
         }
@@ -678,9 +693,20 @@ async fn token_request(
         .body(body.expose().to_owned())
         .send()
         .await
-        .map_err(|e| protocol(format!("token request to {token_endpoint}: {}", e.without_url())))?;
+        .map_err(|e| {
+            protocol(format!(
+                "token request to {token_endpoint}: {}",
+                e.without_url()
+            ))
+        })?;
     let status = response.status();
-    let bytes = zeroize::Zeroizing::new(response.bytes().await.map(|b| b.to_vec()).unwrap_or_default());
+    let bytes = zeroize::Zeroizing::new(
+        response
+            .bytes()
+            .await
+            .map(|b| b.to_vec())
+            .unwrap_or_default(),
+    );
     let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     if !status.is_success() {
         return Err(protocol(format!(
@@ -713,7 +739,10 @@ async fn token_request(
 fn url_encode(text: &str) -> String {
     let mut url = Url::parse("http://x/").unwrap_or_else(|_| unreachable!("a constant URL"));
     url.query_pairs_mut().append_pair("v", text);
-    url.query().unwrap_or("").trim_start_matches("v=").to_owned()
+    url.query()
+        .unwrap_or("")
+        .trim_start_matches("v=")
+        .to_owned()
 }
 
 fn form_body(form: &[(&str, String)]) -> SecretValue {
@@ -814,7 +843,8 @@ mod tests {
 
     #[test]
     fn redirect_state_is_checked() {
-        let code = code_from_redirect("/callback?code=abc&state=s1", "s1").expect("a good redirect");
+        let code =
+            code_from_redirect("/callback?code=abc&state=s1", "s1").expect("a good redirect");
         assert_eq!(code.expose(), "abc");
         assert!(code_from_redirect("/callback?code=abc&state=s2", "s1").is_err());
         assert!(code_from_redirect("/callback?code=abc", "s1").is_err());
@@ -837,7 +867,10 @@ mod tests {
         };
         let back = Tokens::from_secret(&tokens.to_secret()).expect("reading the stored form");
         assert_eq!(back.access_token.expose(), "a");
-        assert_eq!(back.refresh_token.as_ref().map(SecretValue::expose), Some("r"));
+        assert_eq!(
+            back.refresh_token.as_ref().map(SecretValue::expose),
+            Some("r")
+        );
         assert_eq!(back.expires_at, Some(100));
         assert!(back.expires_within(50, Duration::from_secs(60)));
         assert!(!back.expires_within(0, Duration::from_secs(60)));

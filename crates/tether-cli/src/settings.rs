@@ -72,7 +72,10 @@ fn secret_preference(dir: &Path) -> anyhow::Result<tether_store::Preference> {
 /// to a server URL rather than an installation).
 pub fn secret_store() -> anyhow::Result<tether_store::SecretStore> {
     let dir = data_dir()?;
-    Ok(tether_store::SecretStore::new(&dir, secret_preference(&dir)?))
+    Ok(tether_store::SecretStore::new(
+        &dir,
+        secret_preference(&dir)?,
+    ))
 }
 
 /// The local store in the data directory, its values in the secret store the settings

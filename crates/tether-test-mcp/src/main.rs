@@ -163,9 +163,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     runtime.block_on(async move {
         let served = match cli.http {
             Some(address) => {
-                let oauth_ttl = cli
-                    .oauth
-                    .then(|| Duration::from_secs(cli.oauth_token_ttl));
+                let oauth_ttl = cli.oauth.then(|| Duration::from_secs(cli.oauth_token_ttl));
                 http::serve(address, server, expected_bearer, oauth_ttl).await
             }
             None => serve_stdio(server).await,

@@ -178,7 +178,9 @@ async fn register(State(server): State<Shared>, body: String) -> Response {
     }
     let mut inner = server.lock();
     let client_id = inner.fresh("client-");
-    inner.clients.insert(client_id.clone(), redirect_uris.clone());
+    inner
+        .clients
+        .insert(client_id.clone(), redirect_uris.clone());
     tracing::info!(%client_id, "registered a client");
     json_response(
         StatusCode::CREATED,
@@ -260,7 +262,10 @@ fn percent_encode(text: &str) -> String {
     out
 }
 
-async fn token(State(server): State<Shared>, Form(form): Form<HashMap<String, String>>) -> Response {
+async fn token(
+    State(server): State<Shared>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
     let field = |name: &str| form.get(name).cloned().unwrap_or_default();
     if field("resource") != server.resource() {
         return oauth_error("invalid_target");

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde_json::json;
 use tether_config::{RenderedTransport, SecretValue};
-use tether_driver::Session;
+use tether_driver::{ServerReport, ServerStatus, Session};
 use tether_store::{Location, Preference, SecretStore};
 use uuid::Uuid;
 
@@ -268,4 +268,58 @@ async fn current_token(store: &SecretStore, resource: &str) -> anyhow::Result<Op
     save(store, &fresh)?;
     tracing::debug!(%resource, "OAuth access token refreshed");
     Ok(Some(fresh.access_token))
+}
+
+/// Rewrites the failure of a remote server that answered 401 into what to do about it:
+/// `needs login` when it publishes OAuth metadata and no token was sent, and the same when
+/// the stored token was refused (revoked, or issued for something else).
+pub async fn explain_unauthorized(session: &Session, reports: &mut [ServerReport]) {
+    for report in reports {
+        let ServerStatus::Failed { reason } = &mut report.status else {
+            continue;
+        };
+        if !(reason.contains("authorization required") || reason.contains("HTTP 401")) {
+            continue;
+        }
+        let Ok(server) = session.server(&report.name) else {
+            continue;
+        };
+        let RenderedTransport::Remote { url, headers, .. } = &server.transport else {
+            continue;
+        };
+        let url = url.expose();
+        let Ok(resource) = oauth::canonical_resource(&url) else {
+            continue;
+        };
+        if headers
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case("authorization"))
+            && !stored_tokens(&resource)
+        {
+            // The config's own credentials were refused: not an OAuth matter.
+            continue;
+        }
+        if stored_tokens(&resource) {
+            *reason = format!(
+                "needs login: {resource} refused the stored OAuth token; run `tether auth login {resource}`"
+            );
+            continue;
+        }
+        let Ok(http) = oauth::http_client() else {
+            continue;
+        };
+        if oauth::discover(&http, &url).await.is_ok() {
+            *reason = format!(
+                "needs login: {resource} requires OAuth and no token is stored; run `tether auth login {resource}`"
+            );
+        }
+    }
+}
+
+/// Whether tokens are stored for `resource` (an unreadable store counts as none).
+fn stored_tokens(resource: &str) -> bool {
+    settings::secret_store()
+        .ok()
+        .and_then(|store| load(&store, resource).ok().flatten())
+        .is_some()
 }
