@@ -677,6 +677,10 @@ pub enum AuthCommand {
         /// A pre-registered client id (skips dynamic client registration).
         #[arg(long, value_name = "ID")]
         client_id: Option<String>,
+        /// With --client-id: the client's secret, from env:VAR, file:PATH, - (stdin) or prompt
+        /// (never a literal).
+        #[arg(long, value_name = "SOURCE", requires = "client_id")]
+        client_secret: Option<String>,
         /// How long to wait for the browser's redirect, in seconds.
         #[arg(long, value_name = "SECS", default_value_t = 300)]
         timeout: u64,

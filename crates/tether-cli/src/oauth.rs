@@ -38,8 +38,10 @@ fn protocol(text: impl Into<String>) -> OAuthError {
 /// What discovery found for a protected resource.
 #[derive(Debug, Clone)]
 pub struct Discovered {
-    /// The canonical resource URI sent as `resource` (RFC 8707) and the key tokens are stored
-    /// under.
+    /// The canonical URL of the MCP server logged in to: the key tokens are stored under.
+    pub server: String,
+    /// The resource URI sent as `resource` (RFC 8707): the protected resource metadata's
+    /// `resource`, else the server's URL.
     pub resource: String,
     /// The scope to ask for: `WWW-Authenticate`'s `scope`, else the resource's
     /// `scopes_supported` joined, else none.
@@ -63,6 +65,8 @@ pub struct Client {
 /// What is stored per resource: the tokens and how to refresh them.
 #[derive(Debug, Clone)]
 pub struct Tokens {
+    /// The canonical server URL: the storage key.
+    pub server: String,
     pub resource: String,
     pub access_token: SecretValue,
     pub refresh_token: Option<SecretValue>,
@@ -83,6 +87,7 @@ impl Tokens {
     /// The stored form: one JSON document, itself a secret.
     pub fn to_secret(&self) -> SecretValue {
         let value = json!({
+            "server": self.server,
             "resource": self.resource,
             "access_token": self.access_token.expose(),
             "refresh_token": self.refresh_token.as_ref().map(SecretValue::expose),
@@ -105,8 +110,10 @@ impl Tokens {
                 .and_then(Value::as_str)
                 .map(|s| SecretValue::new(s.to_owned()))
         };
+        let resource = text("resource")?;
         Some(Self {
-            resource: text("resource")?,
+            server: text("server").unwrap_or_else(|| resource.clone()),
+            resource,
             access_token: secret("access_token")?,
             refresh_token: secret("refresh_token"),
             expires_at: value.get("expires_at").and_then(Value::as_i64),
@@ -266,8 +273,8 @@ fn well_known(url: &Url, name: &str) -> Vec<String> {
 
 /// Discovery for `server_url` (see the module docs and specs/oauth/TECH.md for the order).
 pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discovered, OAuthError> {
-    let resource = canonical_resource(server_url)?;
-    let url = Url::parse(&resource).map_err(|e| protocol(e.to_string()))?;
+    let server = canonical_resource(server_url)?;
+    let url = Url::parse(&server).map_err(|e| protocol(e.to_string()))?;
     let probe = probe(http, server_url).await?;
     let mut candidates: Vec<String> = probe.resource_metadata.clone().into_iter().collect();
     candidates.extend(well_known(&url, "oauth-protected-resource"));
@@ -292,7 +299,7 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
         .as_ref()
         .and_then(|m| m.get("resource"))
         .and_then(Value::as_str)
-        .map_or(resource, str::to_owned);
+        .map_or_else(|| server.clone(), str::to_owned);
     let scope = probe.scope.clone().or_else(|| {
         let scopes: Vec<&str> = resource_metadata
             .as_ref()?
@@ -305,14 +312,21 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
     });
     let issuer_url = Url::parse(&issuer)
         .map_err(|e| protocol(format!("authorization server '{issuer}': {e}")))?;
-    let mut as_candidates = well_known(&issuer_url, "oauth-authorization-server");
-    as_candidates.extend(well_known(&issuer_url, "openid-configuration"));
-    if !issuer_url.path().trim_end_matches('/').is_empty() {
-        as_candidates.push(format!(
-            "{}/.well-known/openid-configuration",
-            issuer.trim_end_matches('/')
-        ));
-    }
+    // RFC 8414 §3.1 and OIDC discovery: an issuer with a path is never looked up at the root.
+    let issuer_origin = issuer_url.origin().ascii_serialization();
+    let issuer_path = issuer_url.path().trim_end_matches('/');
+    let as_candidates = if issuer_path.is_empty() {
+        vec![
+            format!("{issuer_origin}/.well-known/oauth-authorization-server"),
+            format!("{issuer_origin}/.well-known/openid-configuration"),
+        ]
+    } else {
+        vec![
+            format!("{issuer_origin}/.well-known/oauth-authorization-server{issuer_path}"),
+            format!("{issuer_origin}/.well-known/openid-configuration{issuer_path}"),
+            format!("{issuer_origin}{issuer_path}/.well-known/openid-configuration"),
+        ]
+    };
     let mut metadata = None;
     for candidate in &as_candidates {
         if let Some(found) = get_json(http, candidate).await {
@@ -359,6 +373,7 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
         })
         .unwrap_or_default();
     Ok(Discovered {
+        server,
         resource,
         scope,
         authorization_endpoint,
@@ -720,6 +735,7 @@ async fn token_request(
         .ok_or_else(|| protocol("the token answer has no access_token"))?;
     let now = now_unix();
     Ok(Tokens {
+        server: resource.to_owned(),
         resource: resource.to_owned(),
         access_token: SecretValue::new(access_token.to_owned()),
         refresh_token: answer
@@ -764,7 +780,7 @@ pub async fn exchange(
     pending: &Pending,
     code: &SecretValue,
 ) -> Result<Tokens, OAuthError> {
-    token_request(
+    let mut tokens = token_request(
         http,
         &discovered.token_endpoint,
         &discovered.resource,
@@ -777,7 +793,9 @@ pub async fn exchange(
         ],
         None,
     )
-    .await
+    .await?;
+    tokens.server.clone_from(&discovered.server);
+    Ok(tokens)
 }
 
 /// Refreshes `tokens` with their refresh token.
@@ -786,7 +804,7 @@ pub async fn refresh(http: &reqwest::Client, tokens: &Tokens) -> Result<Tokens, 
         .refresh_token
         .clone()
         .ok_or_else(|| protocol("no refresh token is stored"))?;
-    token_request(
+    let mut fresh = token_request(
         http,
         &tokens.token_endpoint,
         &tokens.resource,
@@ -797,7 +815,9 @@ pub async fn refresh(http: &reqwest::Client, tokens: &Tokens) -> Result<Tokens, 
         ],
         Some(refresh_token),
     )
-    .await
+    .await?;
+    fresh.server.clone_from(&tokens.server);
+    Ok(fresh)
 }
 
 /// Seconds since the Unix epoch.
@@ -854,6 +874,7 @@ mod tests {
     #[test]
     fn stored_form_round_trips() {
         let tokens = Tokens {
+            server: "http://127.0.0.1:1/mcp".to_owned(),
             resource: "http://127.0.0.1:1/mcp".to_owned(),
             access_token: "a".into(),
             refresh_token: Some("r".into()),
@@ -867,6 +888,7 @@ mod tests {
         };
         let back = Tokens::from_secret(&tokens.to_secret()).expect("reading the stored form");
         assert_eq!(back.access_token.expose(), "a");
+        assert_eq!(back.server, "http://127.0.0.1:1/mcp");
         assert_eq!(
             back.refresh_token.as_ref().map(SecretValue::expose),
             Some("r")

@@ -45,7 +45,7 @@ fn load(store: &SecretStore, resource: &str) -> anyhow::Result<Option<Tokens>> {
 fn save(store: &SecretStore, tokens: &Tokens) -> anyhow::Result<()> {
     store.set_in(
         location(store)?,
-        key(&tokens.resource),
+        key(&tokens.server),
         NAME,
         &tokens.to_secret(),
     )?;
@@ -61,8 +61,22 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
             server,
             no_browser,
             client_id,
+            client_secret,
             timeout,
-        } => login(server, *no_browser, client_id.as_deref(), *timeout).await,
+        } => {
+            let client_secret = client_secret
+                .as_deref()
+                .map(|source| crate::secrets::read_one("the client secret", source))
+                .transpose()?;
+            login(
+                server,
+                *no_browser,
+                client_id.as_deref(),
+                client_secret,
+                *timeout,
+            )
+            .await
+        }
         AuthCommand::Status { server, json } => status(server, *json).await,
         AuthCommand::Logout { server } => logout(server),
     }
@@ -72,6 +86,7 @@ async fn login(
     server: &str,
     no_browser: bool,
     client_id: Option<&str>,
+    client_secret: Option<SecretValue>,
     timeout: u64,
 ) -> anyhow::Result<u8> {
     let store = settings::secret_store()?;
@@ -89,8 +104,26 @@ async fn login(
     let client = match client_id {
         Some(id) => oauth::Client {
             client_id: id.to_owned(),
-            client_secret: None,
-            auth_method: "none".to_owned(),
+            auth_method: match &client_secret {
+                None => "none",
+                // Basic unless the server lists only post (RFC 8414's default is basic).
+                Some(_)
+                    if !discovered.auth_methods.is_empty()
+                        && !discovered
+                            .auth_methods
+                            .iter()
+                            .any(|m| m == "client_secret_basic")
+                        && discovered
+                            .auth_methods
+                            .iter()
+                            .any(|m| m == "client_secret_post") =>
+                {
+                    "client_secret_post"
+                }
+                Some(_) => "client_secret_basic",
+            }
+            .to_owned(),
+            client_secret,
         },
         None => oauth::register(&http, &discovered, &listener.redirect_uri)
             .await
@@ -117,7 +150,7 @@ async fn login(
     save(&store, &tokens)?;
     eprintln!(
         "logged in to {}{}",
-        tokens.resource,
+        tokens.server,
         expiry_text(tokens.expires_at)
     );
     Ok(OK)
