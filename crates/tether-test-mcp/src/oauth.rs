@@ -12,6 +12,8 @@
 //! - `POST /token`: `authorization_code` (PKCE checked) and `refresh_token` (rotated: the old
 //!   one stops working); access tokens live `--oauth-token-ttl` seconds.
 //! - `POST /revoke`: revokes every token issued so far (a test's "the user revoked access").
+//! - `POST /expire`: ends every access token early, refresh tokens stay valid (a server that
+//!   refuses a token the client still thinks is fresh).
 //! - `GET /stats`: `{"codes":N,"refreshes":N,"registrations":N}`.
 //!
 //! Issued tokens start with `SENTINEL-AT-` / `SENTINEL-RT-`, so a test can look for them in
@@ -108,6 +110,7 @@ pub fn routes(server: Shared) -> Router {
         .route("/authorize", get(authorize))
         .route("/token", post(token))
         .route("/revoke", post(revoke))
+        .route("/expire", post(expire))
         .route("/stats", get(stats))
         .with_state(server)
 }
@@ -323,6 +326,12 @@ async fn revoke(State(server): State<Shared>) -> Response {
     inner.access.clear();
     inner.refresh.clear();
     tracing::info!("revoked every token");
+    StatusCode::OK.into_response()
+}
+
+async fn expire(State(server): State<Shared>) -> Response {
+    server.lock().access.clear();
+    tracing::info!("expired every access token (refresh tokens stay valid)");
     StatusCode::OK.into_response()
 }
 

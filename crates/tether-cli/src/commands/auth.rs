@@ -356,3 +356,37 @@ fn stored_tokens(resource: &str) -> bool {
         .and_then(|store| load(&store, resource).ok().flatten())
         .is_some()
 }
+
+/// The driver's hook for a remote server that refused its bearer token at connect: refresh the
+/// stored tokens for its URL once (storing the new ones) and hand back the new access token,
+/// registered for log masking first. `None` (with a warning that says to log in again) when
+/// nothing is stored for the URL or the refresh fails.
+pub fn bearer_refresh() -> tether_driver::BearerRefresh {
+    std::sync::Arc::new(|url: String| {
+        Box::pin(async move {
+            let resource = oauth::canonical_resource(&url).ok()?;
+            let store = settings::secret_store().ok()?;
+            let tokens = load(&store, &resource).ok().flatten()?;
+            let refreshed = async {
+                let http = oauth::http_client()?;
+                let fresh = oauth::refresh(&http, &tokens).await?;
+                save(&store, &fresh)?;
+                anyhow::Ok(fresh)
+            }
+            .await;
+            match refreshed {
+                Ok(fresh) => {
+                    crate::log_mask::register(std::slice::from_ref(&fresh.access_token));
+                    tracing::debug!(%resource, "OAuth access token refused; refreshed");
+                    Some(fresh.access_token)
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "{resource} refused the stored OAuth token and it could not be refreshed ({e:#}): run `tether auth login {resource}`"
+                    );
+                    None
+                }
+            }
+        })
+    })
+}

@@ -290,3 +290,44 @@ fn no_browser_reads_the_pasted_redirect() {
     assert_eq!(output.status.code(), Some(1));
     assert!(text(&output.stderr).contains("state does not match"));
 }
+
+/// A token tether still thinks fresh but the server refuses (401) is refreshed once at connect
+/// and the connection retried; a refresh the server refuses too leaves `needs login`.
+#[test]
+fn a_refused_token_is_refreshed_once_at_connect() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let spec = spec(&server);
+    let login = tether(&sandbox, &["auth", "login", &url]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+
+    server.request("POST", "/expire");
+    let retried = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(retried.status.code(), Some(0), "{}", text(&retried.stderr));
+    assert!(text(&retried.stdout).starts_with("ready   remote  3 tools"));
+    assert_eq!(server.stats()["refreshes"], 1);
+    // The refreshed token was stored: the next run uses it without refreshing.
+    let again = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(server.stats()["refreshes"], 1);
+
+    server.request("POST", "/revoke");
+    let refused = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains(&format!(
+            "{url} refused the stored OAuth token and it could not be refreshed"
+        )),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert!(
+        text(&refused.stdout).contains(&format!(
+            "needs login: {url} refused the stored OAuth token; run `tether auth login {url}`"
+        )),
+        "{}",
+        text(&refused.stdout)
+    );
+    assert_eq!(server.stats()["refreshes"], 1);
+}

@@ -35,9 +35,16 @@ use sse::SseClientTransport;
 
 use crate::error::DriverError;
 
+/// Asked at most once per server start, when a remote server that was sent an
+/// `Authorization` header answers 401: a fresh bearer token for its URL (the caller's OAuth
+/// refresh, which also registers the new value for masking), or `None` to leave the failure.
+pub type BearerRefresh = Arc<
+    dyn Fn(String) -> futures_util::future::BoxFuture<'static, Option<SecretValue>> + Send + Sync,
+>;
+
 /// How servers are started. A runtime keeps its options: a server it restarts later (a
 /// re-minted managed config) starts under the same limits.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StartOptions {
     /// Per-server limit for connect + `initialize` + `tools/list` (default 30 s).
     pub startup_timeout: Duration,
@@ -45,6 +52,19 @@ pub struct StartOptions {
     pub concurrency: usize,
     /// Fail the run if any server fails (default: degraded startup).
     pub strict: bool,
+    /// A fresh bearer token for a remote server that answered 401 (default: none).
+    pub refresh_bearer: Option<BearerRefresh>,
+}
+
+impl std::fmt::Debug for StartOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartOptions")
+            .field("startup_timeout", &self.startup_timeout)
+            .field("concurrency", &self.concurrency)
+            .field("strict", &self.strict)
+            .field("refresh_bearer", &self.refresh_bearer.is_some())
+            .finish()
+    }
 }
 
 impl Default for StartOptions {
@@ -53,6 +73,7 @@ impl Default for StartOptions {
             startup_timeout: Duration::from_secs(30),
             concurrency: 8,
             strict: false,
+            refresh_bearer: None,
         }
     }
 }
@@ -183,7 +204,7 @@ impl McpRuntime {
                     async move {
                         let name = server.name.clone();
                         let (server_options, outcome) =
-                            start_filtered(server, options.startup_timeout, &masking).await;
+                            start_filtered(server, options, &masking).await;
                         (name, server_options, outcome)
                     }
                 })
@@ -321,7 +342,7 @@ impl McpRuntime {
         let started = if server.options.disabled {
             None
         } else {
-            Some(start_filtered(server, self.options.startup_timeout, &self.masking).await)
+            Some(start_filtered(server, &self.options, &self.masking).await)
         };
         let report = match started {
             None => ServerReport {
@@ -441,24 +462,23 @@ fn passed_env(server: &RenderedServer) -> Vec<(String, String)> {
 /// `excludeTools`); returns its options too, for the calls that follow.
 async fn start_filtered(
     server: RenderedServer,
-    timeout: Duration,
+    start: &StartOptions,
     masking: &Arc<Vec<SecretValue>>,
 ) -> (ServerOptions, Result<Started, String>) {
     let options = server.options.clone();
-    let outcome = start_one(server, timeout, masking)
-        .await
-        .map(|mut started| {
-            started.tools.retain(|tool| options.allows_tool(&tool.name));
-            started
-        });
+    let outcome = start_one(server, start, masking).await.map(|mut started| {
+        started.tools.retain(|tool| options.allows_tool(&tool.name));
+        started
+    });
     (options, outcome)
 }
 
 async fn start_one(
     server: RenderedServer,
-    timeout: Duration,
+    start: &StartOptions,
     masking: &Arc<Vec<SecretValue>>,
 ) -> Result<Started, String> {
+    let timeout = start.startup_timeout;
     let mask = |text: String| mask_known_values(&text, masking.iter());
     let started = tokio::time::Instant::now();
     match &server.transport {
@@ -561,13 +581,14 @@ async fn start_one(
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err("the url must start with http:// or https://".to_owned());
             }
-            let headers = header_map(headers)?;
+            let mut headers = header_map(headers)?;
             let http = reqwest::Client::builder()
                 .connect_timeout(timeout.min(Duration::from_secs(10)))
                 .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .map_err(|e| mask(format!("cannot build the HTTP client: {e}")))?;
             let kind = *transport;
+            let retry_http = http.clone();
             let handshake = tokio::time::timeout(timeout, async {
                 let outcome = remote_handshake(kind, http.clone(), &url, &headers, timeout).await;
                 match outcome {
@@ -600,6 +621,35 @@ async fn start_one(
                 }
             })
             .await;
+            let handshake = match (handshake, &start.refresh_bearer) {
+                // A bearer token the server refused: one fresh token, one more try.
+                (Ok(Err(err)), Some(refresh))
+                    if headers.contains_key(reqwest::header::AUTHORIZATION)
+                        && failure::describe(&url, kind, &*err)
+                            .contains("authorization required") =>
+                {
+                    match refresh(url.clone()).await {
+                        Some(token) => {
+                            tracing::debug!(server = %server.name, "bearer token refused; retrying once with a fresh one");
+                            let mut value =
+                                HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+                                    .map_err(|_| {
+                                        "the refreshed token holds characters HTTP does not allow"
+                                            .to_owned()
+                                    })?;
+                            value.set_sensitive(true);
+                            headers.insert(reqwest::header::AUTHORIZATION, value);
+                            tokio::time::timeout(
+                                timeout,
+                                remote_handshake(kind, retry_http, &url, &headers, timeout),
+                            )
+                            .await
+                        }
+                        None => Ok(Err(err)),
+                    }
+                }
+                (other, _) => other,
+            };
             match handshake {
                 Ok(Ok((client, tools))) => Ok(Started {
                     client,
