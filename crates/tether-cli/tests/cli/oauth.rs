@@ -90,11 +90,16 @@ fn spec(server: &AuthorizedServer) -> String {
 /// Runs tether at -vvv with the file secret store and `$BROWSER` set to curl following
 /// redirects; asserts no issued token shows in what it printed.
 fn tether(sandbox: &Sandbox, args: &[&str]) -> Output {
+    tether_in(sandbox, "file", args)
+}
+
+/// [`tether`] with `TETHER_SECRET_STORE=store`.
+fn tether_in(sandbox: &Sandbox, store: &str, args: &[&str]) -> Output {
     let mut all = vec!["-vvv"];
     all.extend_from_slice(args);
     let output = sandbox
         .tether(&all)
-        .env("TETHER_SECRET_STORE", "file")
+        .env("TETHER_SECRET_STORE", store)
         .env("BROWSER", "curl -s -L -o /dev/null")
         .timeout(Duration::from_secs(60))
         .output()
@@ -330,4 +335,33 @@ fn a_refused_token_is_refreshed_once_at_connect() {
         text(&refused.stdout)
     );
     assert_eq!(server.stats()["refreshes"], 1);
+}
+
+/// With the OS credential store (a Secret Service; `.ci/with-secret-service`): the tokens go
+/// there, no file is written, and a run finds them.
+#[test]
+fn login_use_logout_in_the_secret_service() {
+    if !crate::stored::secret_service_or_skip() {
+        return;
+    }
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let spec = spec(&server);
+    let login = tether_in(&sandbox, "keyring", &["auth", "login", &url]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert!(!sandbox.home().join("secrets.json").exists());
+    let used = tether_in(&sandbox, "keyring", &["test", "--mcp", &spec]);
+    assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
+    let status = tether_in(&sandbox, "keyring", &["auth", "status", &url]);
+    assert!(
+        text(&status.stdout).contains("; logged in (access token expires in "),
+        "{}",
+        text(&status.stdout)
+    );
+    let logout = tether_in(&sandbox, "keyring", &["auth", "logout", &url]);
+    assert_eq!(logout.status.code(), Some(0), "{}", text(&logout.stderr));
+    let after = tether_in(&sandbox, "keyring", &["test", "--mcp", &spec]);
+    assert_eq!(after.status.code(), Some(1));
+    assert!(text(&after.stdout).contains("needs login"));
 }
