@@ -669,7 +669,7 @@ pub enum AuthCommand {
     /// Log in to a remote MCP server: discovery, client registration, the browser step,
     /// tokens stored in the secret store.
     Login {
-        /// The server's URL (its Streamable HTTP endpoint).
+        /// The server's URL (its Streamable HTTP endpoint), or a local installation's name.
         server: String,
         /// Print the authorization URL and read the redirect URL pasted back on stdin.
         #[arg(long)]
@@ -688,7 +688,7 @@ pub enum AuthCommand {
     /// Whether a server needs OAuth, and whether a token is stored (with its expiry; never a
     /// value).
     Status {
-        /// The server's URL.
+        /// The server's URL, or a local installation's name.
         server: String,
         /// Print JSON.
         #[arg(long)]
@@ -696,7 +696,7 @@ pub enum AuthCommand {
     },
     /// Delete the stored tokens of a server.
     Logout {
-        /// The server's URL.
+        /// The server's URL, or a local installation's name.
         server: String,
     },
 }

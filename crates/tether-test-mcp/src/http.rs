@@ -56,7 +56,11 @@ pub async fn serve(
     }
 
     if let Some(ttl) = oauth_ttl {
-        let auth = crate::oauth::AuthServer::new(format!("http://{bound}"), ttl);
+        let auth = crate::oauth::AuthServer::new(
+            format!("http://{bound}"),
+            format!("http://{bound}{MCP_PATH}"),
+            ttl,
+        );
         router = router
             .layer(middleware::from_fn_with_state(
                 Arc::clone(&auth),

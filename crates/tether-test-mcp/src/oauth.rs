@@ -37,6 +37,7 @@ use sha2::{Digest as _, Sha256};
 /// The server's state: registrations, pending codes, live tokens.
 pub struct AuthServer {
     base: String,
+    resource: String,
     ttl: Duration,
     inner: Mutex<Inner>,
 }
@@ -61,10 +62,12 @@ struct PendingCode {
 type Shared = Arc<AuthServer>;
 
 impl AuthServer {
-    /// A server whose origin is `base` (`http://127.0.0.1:PORT`).
-    pub fn new(base: String, ttl: Duration) -> Shared {
+    /// A server whose origin is `base` (`http://127.0.0.1:PORT`), protecting `resource` (the
+    /// MCP endpoint's URL).
+    pub fn new(base: String, resource: String, ttl: Duration) -> Shared {
         Arc::new(Self {
             base,
+            resource,
             ttl,
             inner: Mutex::new(Inner::default()),
         })
@@ -77,7 +80,7 @@ impl AuthServer {
     }
 
     fn resource(&self) -> String {
-        format!("{}{}", self.base, crate::http::MCP_PATH)
+        self.resource.clone()
     }
 }
 

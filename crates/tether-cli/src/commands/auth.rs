@@ -55,6 +55,49 @@ fn save(store: &SecretStore, tokens: &Tokens) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The URL `server` names: itself when it is an http(s) URL, else the one remote server of the
+/// MCP spec it is (an installation's name, a `--mcp NAME:` shorthand, inline JSON), resolved
+/// and rendered as a run would.
+async fn server_url(server: &str) -> anyhow::Result<String> {
+    if server.starts_with("http://") || server.starts_with("https://") {
+        return Ok(server.to_owned());
+    }
+    let specs = crate::cli::SpecArgs {
+        mcp: vec![server.to_owned()],
+        task: None,
+        server_url: None,
+        managed_timeout: None,
+        pass_env: Vec::new(),
+    };
+    let secrets = crate::cli::SecretArgs {
+        secret: Vec::new(),
+        secrets_file: Vec::new(),
+    };
+    let progress = crate::output::Progress::new();
+    let session = super::session(&specs, &secrets, &progress).await?;
+    progress.finish();
+    let urls: Vec<String> = session
+        .servers()
+        .iter()
+        .filter_map(|s| match &s.transport {
+            RenderedTransport::Remote { url, .. } => Some(url.expose()),
+            RenderedTransport::Stdio { .. } => None,
+        })
+        .collect();
+    match urls.as_slice() {
+        [url] => Ok(url.clone()),
+        [] => Err(crate::exit::UsageError::new(format!(
+            "'{server}' has no remote (URL) server: OAuth is for servers reached over HTTP"
+        ))
+        .into()),
+        _ => Err(crate::exit::UsageError::new(format!(
+            "'{server}' holds {} remote servers: name one by its URL",
+            urls.len()
+        ))
+        .into()),
+    }
+}
+
 pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
     match &args.command {
         AuthCommand::Login {
@@ -68,8 +111,9 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
                 .as_deref()
                 .map(|source| crate::secrets::read_one("the client secret", source))
                 .transpose()?;
+            let url = server_url(server).await?;
             login(
-                server,
+                &url,
                 *no_browser,
                 client_id.as_deref(),
                 client_secret,
@@ -77,8 +121,8 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
             )
             .await
         }
-        AuthCommand::Status { server, json } => status(server, *json).await,
-        AuthCommand::Logout { server } => logout(server),
+        AuthCommand::Status { server, json } => status(&server_url(server).await?, *json).await,
+        AuthCommand::Logout { server } => logout(&server_url(server).await?),
     }
 }
 

@@ -365,3 +365,21 @@ fn login_use_logout_in_the_secret_service() {
     assert_eq!(after.status.code(), Some(1));
     assert!(text(&after.stdout).contains("needs login"));
 }
+
+/// `tether auth login NAME`: a local installation's name stands for its URL.
+#[test]
+fn login_by_installation_name() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let from = format!(r#"{{"type":"http","url":"{url}"}}"#);
+    let install = tether(&sandbox, &["install", "remote", "--from", &from]);
+    assert_eq!(install.status.code(), Some(0), "{}", text(&install.stderr));
+    let login = tether(&sandbox, &["auth", "login", "remote"]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert!(text(&login.stderr).contains(&format!("logged in to {url}")));
+    let used = tether(&sandbox, &["test", "--mcp", "remote"]);
+    assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
+    let logout = tether(&sandbox, &["auth", "logout", "remote"]);
+    assert_eq!(logout.status.code(), Some(0), "{}", text(&logout.stderr));
+}
