@@ -12,7 +12,7 @@ prefix=$PWD/.cache/conformance
 for attempt in 1 2 3; do
   test -x "$prefix/node_modules/.bin/conformance" && break
   npm install --no-audit --no-fund --loglevel=error --prefix "$prefix" \
-    node@22 @modelcontextprotocol/conformance@0.1.16 >&2 || sleep $(( attempt * 10 ))
+    node@22.23.3 @modelcontextprotocol/conformance@0.1.16 >&2 || sleep $(( attempt * 10 ))
 done
 test -x "$prefix/node_modules/.bin/conformance" || { echo "npm could not install the conformance suite" >&2; exit 1; }
 export PATH=$prefix/node_modules/.bin:$PATH

@@ -181,6 +181,19 @@ answers, else in $TETHER_HOME/secrets.json (mode 0600, not encrypted). TETHER_SE
 (auto|keyring|file) or secret_store in config.toml decides where new values go.")]
     Secrets(SecretsArgs),
 
+    /// OAuth for remote MCP servers: log in (browser, PKCE), show status, log out. Tokens live
+    /// in the secret store and are applied as `Authorization: Bearer` by run, test, call and
+    /// export; never printed.
+    #[command(after_help = "Examples:
+  tether auth login https://mcp.example.com/mcp
+  tether auth login https://mcp.example.com/mcp --no-browser   (paste the redirect URL back)
+  tether auth status https://mcp.example.com/mcp
+  tether auth logout https://mcp.example.com/mcp
+
+The browser step opens $BROWSER when set, else prints the URL; the redirect comes back to a
+listener on 127.0.0.1 (random port).")]
+    Auth(AuthArgs),
+
     /// Print shell completions.
     #[command(
         after_help = "Example:\n  tether completions bash > ~/.local/share/bash-completion/completions/tether"
@@ -798,4 +811,49 @@ pub struct SetupMcpArgs {
     /// How long a URL elicitation waits for the person to submit the value, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub elicitation_timeout: u64,
+}
+
+/// `tether auth`.
+#[derive(Debug, Args)]
+pub struct AuthArgs {
+    #[command(subcommand)]
+    pub command: AuthCommand,
+}
+
+/// What `tether auth` does.
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Log in to a remote MCP server: discovery, client registration, the browser step,
+    /// tokens stored in the secret store.
+    Login {
+        /// The server's URL (its Streamable HTTP endpoint), or a local installation's name.
+        server: String,
+        /// Print the authorization URL and read the redirect URL pasted back on stdin.
+        #[arg(long)]
+        no_browser: bool,
+        /// A pre-registered client id (skips dynamic client registration).
+        #[arg(long, value_name = "ID")]
+        client_id: Option<String>,
+        /// With --client-id: the client's secret, from env:VAR, file:PATH, - (stdin) or prompt
+        /// (never a literal).
+        #[arg(long, value_name = "SOURCE", requires = "client_id")]
+        client_secret: Option<String>,
+        /// How long to wait for the browser's redirect, in seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 300)]
+        timeout: u64,
+    },
+    /// Whether a server needs OAuth, and whether a token is stored (with its expiry; never a
+    /// value).
+    Status {
+        /// The server's URL, or a local installation's name.
+        server: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete the stored tokens of a server.
+    Logout {
+        /// The server's URL, or a local installation's name.
+        server: String,
+    },
 }

@@ -9,6 +9,7 @@ mod exit;
 mod gateway_relay;
 mod handoff;
 mod log_mask;
+mod oauth;
 mod output;
 mod private_file;
 mod secrets;
@@ -129,6 +130,7 @@ fn run(cli: &Cli) -> anyhow::Result<u8> {
                     Command::Show(args) => commands::show(args).await,
                     Command::Add(args) => commands::add(args).await,
                     Command::SetupMcp(args) => commands::setup_mcp(args).await,
+                    Command::Auth(args) => commands::auth(args).await,
                     Command::Serve(args) => commands::serve(args).await,
                     Command::Trust(args) => commands::trust(args).await,
                     Command::Install(_)

@@ -48,6 +48,14 @@ impl RenderedText {
         rendered
     }
 
+    /// `prefix` then a sensitive `value`: a header tether adds itself (`Bearer ` and an OAuth
+    /// access token), masked wherever it is shown.
+    pub fn plain_then_sensitive(prefix: &str, value: SecretValue) -> Self {
+        let mut rendered = Self::plain(prefix);
+        rendered.pieces.push(Piece::Sensitive(value));
+        rendered
+    }
+
     /// The real text. Use it only where the value is really needed.
     pub fn expose(&self) -> String {
         self.join(|piece| match piece {

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tether_config::{EnvLookup, RenderedServer, RenderedTransport, SecretValue, Secrets};
+use tether_config::{
+    EnvLookup, RenderedServer, RenderedText, RenderedTransport, SecretValue, Secrets,
+};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -125,6 +127,41 @@ impl Session {
     pub fn with_refresh_policy(mut self, policy: RefreshPolicy) -> Self {
         self.refresher = Refresher::new(policy);
         self
+    }
+
+    /// Gives every remote server whose config sends no `Authorization` header the bearer
+    /// token `token_for` returns for its URL (an OAuth access token from `tether auth login`),
+    /// as a sensitive header that is masked wherever it is shown; each token joins the masking
+    /// set. Returns the names of the servers that got one. A later re-mint or re-resolve
+    /// renders afresh, without these headers.
+    pub fn apply_bearer_tokens(
+        &mut self,
+        mut token_for: impl FnMut(&str) -> Option<SecretValue>,
+    ) -> Vec<String> {
+        let mut applied = Vec::new();
+        for server in &mut self.servers {
+            let RenderedTransport::Remote { url, headers, .. } = &mut server.transport else {
+                continue;
+            };
+            if headers
+                .keys()
+                .any(|name| name.eq_ignore_ascii_case("authorization"))
+            {
+                continue;
+            }
+            let Some(token) = token_for(&url.expose()) else {
+                continue;
+            };
+            if !self.masking.contains(&token) {
+                self.masking.push(token.clone());
+            }
+            headers.insert(
+                "Authorization".to_owned(),
+                RenderedText::plain_then_sensitive("Bearer ", token),
+            );
+            applied.push(server.name.clone());
+        }
+        applied
     }
 
     /// The rendered servers, real values in memory, in spec order: what a harness hand-off

@@ -100,6 +100,10 @@ impl EnvVars {
     /// fail instead of skipping when it is unreachable.
     pub const CI: &'static str = "CI";
 
+    /// The command `tether auth login` opens the authorization URL with (the URL is its last
+    /// argument); unset, the URL is printed.
+    pub const BROWSER: &'static str = "BROWSER";
+
     /// Disables colour in tether's output when set to anything (<https://no-color.org>).
     pub const NO_COLOR: &'static str = "NO_COLOR";
 
@@ -193,6 +197,11 @@ impl EnvVars {
             Self::XDG_RUNTIME_DIR,
             Reader::Tether,
             "where the D-Bus session bus socket is looked for",
+        ),
+        doc(
+            Self::BROWSER,
+            Reader::Tether,
+            "the command `tether auth login` opens the authorization URL with",
         ),
         doc(Self::NO_COLOR, Reader::Tether, "no colour in output"),
         doc(

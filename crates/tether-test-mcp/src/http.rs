@@ -31,6 +31,7 @@ pub async fn serve(
     address: SocketAddr,
     server: TestServer,
     expected_bearer: Option<String>,
+    oauth_ttl: Option<std::time::Duration>,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
@@ -52,6 +53,20 @@ pub async fn serve(
             Arc::new(expected),
             require_bearer,
         ));
+    }
+
+    if let Some(ttl) = oauth_ttl {
+        let auth = crate::oauth::AuthServer::new(
+            format!("http://{bound}"),
+            format!("http://{bound}{MCP_PATH}"),
+            ttl,
+        );
+        router = router
+            .layer(middleware::from_fn_with_state(
+                Arc::clone(&auth),
+                crate::oauth::require_token,
+            ))
+            .merge(crate::oauth::routes(auth));
     }
 
     let mut stdout = tokio::io::stdout();

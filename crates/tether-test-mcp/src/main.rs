@@ -6,6 +6,7 @@
 //! `--spawn-child`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
 
 mod http;
+mod oauth;
 mod server;
 
 use std::{net::SocketAddr, process::ExitCode, time::Duration};
@@ -34,6 +35,15 @@ struct Cli {
     /// With --http: answer 401 unless `Authorization: Bearer <value of VAR>` is sent.
     #[arg(long, value_name = "VAR", requires = "http")]
     require_bearer_env: Option<String>,
+
+    /// With --http: also be an OAuth authorization server on the same port, and answer `/mcp`
+    /// only with an access token it issued (see src/oauth.rs).
+    #[arg(long, requires = "http", conflicts_with = "require_bearer_env")]
+    oauth: bool,
+
+    /// With --oauth: how long an access token lives, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 3600, requires = "oauth")]
+    oauth_token_ttl: u64,
 
     /// Wait this many milliseconds before answering `initialize`.
     #[arg(long, value_name = "MS", conflicts_with = "hang")]
@@ -163,7 +173,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .context("building the tokio runtime")?;
     runtime.block_on(async move {
         let served = match cli.http {
-            Some(address) => http::serve(address, server, expected_bearer).await,
+            Some(address) => {
+                let oauth_ttl = cli.oauth.then(|| Duration::from_secs(cli.oauth_token_ttl));
+                http::serve(address, server, expected_bearer, oauth_ttl).await
+            }
             None => serve_stdio(server).await,
         };
         if hang {

@@ -2,6 +2,7 @@
 
 pub(crate) mod add;
 mod audit;
+mod auth;
 mod call;
 mod export;
 mod install;
@@ -15,6 +16,7 @@ mod trust;
 
 pub use add::add;
 pub use audit::audit;
+pub use auth::auth;
 pub use call::call;
 pub use export::export;
 pub use install::{install, list, remove};
@@ -257,6 +259,7 @@ pub async fn session_with(
     let session = Session::resolve(resolver, parsed, secrets, ProcessEnv)
         .await?
         .with_pass_env(&specs.pass_env);
+    let session = auth::apply_stored_tokens(session).await;
     crate::log_mask::register(session.sensitive_values());
     Ok(session)
 }
@@ -299,6 +302,7 @@ pub fn start_options(timeout_secs: u64, strict: bool) -> StartOptions {
     StartOptions {
         startup_timeout: Duration::from_secs(timeout_secs.max(1)),
         strict,
+        refresh_bearer: Some(auth::bearer_refresh()),
         ..StartOptions::default()
     }
 }

@@ -12,8 +12,9 @@ pub async fn test(args: &TestArgs) -> anyhow::Result<u8> {
     let options = super::start_options(args.timeout, false);
     let runtime = super::start(&session, &options, &progress).await?;
     progress.step("shutting down…");
-    let reports = runtime.reports().to_vec();
+    let mut reports = runtime.reports().to_vec();
     runtime.shutdown().await;
+    super::auth::explain_unauthorized(&session, &mut reports).await;
     progress.finish();
     if args.json {
         print_json(&reports_json(&reports));

@@ -16,6 +16,7 @@ mod harness;
 mod lifetime;
 mod log_mask;
 mod managed_timeout;
+mod oauth;
 mod placeholders;
 mod registry;
 mod remote_failures;

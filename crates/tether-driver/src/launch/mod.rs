@@ -35,9 +35,16 @@ use sse::SseClientTransport;
 
 use crate::error::DriverError;
 
+/// Asked at most once per server start, when a remote server that was sent an
+/// `Authorization` header answers 401: a fresh bearer token for its URL (the caller's OAuth
+/// refresh, which also registers the new value for masking), or `None` to leave the failure.
+pub type BearerRefresh = Arc<
+    dyn Fn(String) -> futures_util::future::BoxFuture<'static, Option<SecretValue>> + Send + Sync,
+>;
+
 /// How servers are started. A runtime keeps its options: a server it restarts later (a
 /// re-minted managed config) starts under the same limits.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StartOptions {
     /// Per-server limit for connect + `initialize` + `tools/list` (default 30 s).
     pub startup_timeout: Duration,
@@ -48,6 +55,20 @@ pub struct StartOptions {
     /// Where the servers' log messages (`notifications/message` params, as JSON) go, with the
     /// server's name; `None` drops them (a gateway passes them on to its clients).
     pub log_messages: Option<LogSink>,
+    /// A fresh bearer token for a remote server that answered 401 (default: none).
+    pub refresh_bearer: Option<BearerRefresh>,
+}
+
+impl std::fmt::Debug for StartOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartOptions")
+            .field("startup_timeout", &self.startup_timeout)
+            .field("concurrency", &self.concurrency)
+            .field("strict", &self.strict)
+            .field("log_messages", &self.log_messages.is_some())
+            .field("refresh_bearer", &self.refresh_bearer.is_some())
+            .finish()
+    }
 }
 
 /// A receiver of servers' log messages: `(server name, notifications/message params)`.
@@ -60,6 +81,7 @@ impl Default for StartOptions {
             concurrency: 8,
             strict: false,
             log_messages: None,
+            refresh_bearer: None,
         }
     }
 }
@@ -258,13 +280,8 @@ impl McpRuntime {
                     let masking = Arc::clone(&masking);
                     async move {
                         let name = server.name.clone();
-                        let (server_options, outcome) = start_filtered(
-                            server,
-                            options.startup_timeout,
-                            &masking,
-                            options.log_messages.clone(),
-                        )
-                        .await;
+                        let (server_options, outcome) =
+                            start_filtered(server, options, &masking).await;
                         (name, server_options, outcome)
                     }
                 })
@@ -532,15 +549,7 @@ impl McpRuntime {
         let started = if server.options.disabled {
             None
         } else {
-            Some(
-                start_filtered(
-                    server,
-                    self.options.startup_timeout,
-                    &self.masking,
-                    self.options.log_messages.clone(),
-                )
-                .await,
-            )
+            Some(start_filtered(server, &self.options, &self.masking).await)
         };
         let report = match started {
             None => ServerReport {
@@ -676,17 +685,16 @@ fn passed_env(server: &RenderedServer) -> Vec<(String, String)> {
 /// `excludeTools`); returns its options too, for the calls that follow.
 async fn start_filtered(
     server: RenderedServer,
-    timeout: Duration,
+    start: &StartOptions,
     masking: &Arc<Vec<SecretValue>>,
-    logs: Option<LogSink>,
 ) -> (ServerOptions, Result<Started, String>) {
     let options = server.options.clone();
     // The server's own startup timeout (Codex `startup_timeout_sec`/`_ms`), if its config set
     // one, replaces the run's.
     let timeout = options
         .startup_timeout_ms
-        .map_or(timeout, Duration::from_millis);
-    let outcome = start_one(server, timeout, masking, logs)
+        .map_or(start.startup_timeout, Duration::from_millis);
+    let outcome = start_one(server, start, timeout, masking)
         .await
         .map(|mut started| {
             started.tools.retain(|tool| options.allows_tool(&tool.name));
@@ -695,14 +703,15 @@ async fn start_filtered(
     (options, outcome)
 }
 
+/// Starts `server` within `timeout` (the run's, or the server's own).
 async fn start_one(
     server: RenderedServer,
+    start: &StartOptions,
     timeout: Duration,
     masking: &Arc<Vec<SecretValue>>,
-    logs: Option<LogSink>,
 ) -> Result<Started, String> {
     let mask = |text: String| mask_known_values(&text, masking.iter());
-    let client = TetherClient::for_server(&server.name, logs);
+    let client = TetherClient::for_server(&server.name, start.log_messages.clone());
     match &server.transport {
         RenderedTransport::Stdio {
             command,
@@ -803,13 +812,14 @@ async fn start_one(
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err("the url must start with http:// or https://".to_owned());
             }
-            let headers = header_map(headers)?;
+            let mut headers = header_map(headers)?;
             let http = reqwest::Client::builder()
                 .connect_timeout(timeout.min(Duration::from_secs(10)))
                 .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .map_err(|e| mask(format!("cannot build the HTTP client: {e}")))?;
             let kind = *transport;
+            let retry_http = http.clone();
             let handshake = tokio::time::timeout(timeout, async {
                 let outcome =
                     remote_handshake(client.clone(), kind, http.clone(), &url, &headers, timeout)
@@ -844,6 +854,35 @@ async fn start_one(
                 }
             })
             .await;
+            let handshake = match (handshake, &start.refresh_bearer) {
+                // A bearer token the server refused: one fresh token, one more try.
+                (Ok(Err(err)), Some(refresh))
+                    if headers.contains_key(reqwest::header::AUTHORIZATION)
+                        && failure::describe(&url, kind, &*err)
+                            .contains("authorization required") =>
+                {
+                    match refresh(url.clone()).await {
+                        Some(token) => {
+                            tracing::debug!(server = %server.name, "bearer token refused; retrying once with a fresh one");
+                            let mut value =
+                                HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+                                    .map_err(|_| {
+                                        "the refreshed token holds characters HTTP does not allow"
+                                            .to_owned()
+                                    })?;
+                            value.set_sensitive(true);
+                            headers.insert(reqwest::header::AUTHORIZATION, value);
+                            tokio::time::timeout(
+                                timeout,
+                                remote_handshake(kind, retry_http, &url, &headers, timeout),
+                            )
+                            .await
+                        }
+                        None => Ok(Err(err)),
+                    }
+                }
+                (other, _) => other,
+            };
             match handshake {
                 Ok(Ok((client, tools))) => Ok(Started {
                     client,

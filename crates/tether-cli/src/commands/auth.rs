@@ -1,0 +1,436 @@
+//! `tether auth login|status|logout`, and the stored OAuth tokens a run applies (refreshed
+//! first when they are about to expire). See specs/oauth/TECH.md.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::json;
+use tether_config::{RenderedTransport, SecretValue};
+use tether_driver::{ServerReport, ServerStatus, Session};
+use tether_store::{Location, Preference, SecretStore};
+use uuid::Uuid;
+
+use crate::cli::{AuthArgs, AuthCommand};
+use crate::exit::{FAILED, OK, Reported};
+use crate::oauth::{self, OAuthError, Tokens};
+use crate::output::{print, print_json};
+use crate::settings;
+
+/// The namespace of the UUIDs tokens are stored under: `uuid v5(NAMESPACE, resource)`, so a
+/// resource's tokens never share a key with an installation's secrets (v4 UUIDs).
+const NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_5d3e_8a2b_4c7d_9e0f_1a2b_3c4d_5e6f);
+
+/// The variable name the tokens of a resource are stored under.
+const NAME: &str = "OAUTH";
+
+fn key(resource: &str) -> Uuid {
+    Uuid::new_v5(&NAMESPACE, resource.as_bytes())
+}
+
+/// Where tokens are read from: the file when the settings say so (no probe), else wherever
+/// new values go.
+fn location(store: &SecretStore) -> anyhow::Result<Location> {
+    Ok(match store.preference() {
+        Preference::File => Location::File,
+        _ => store.location()?,
+    })
+}
+
+fn load(store: &SecretStore, resource: &str) -> anyhow::Result<Option<Tokens>> {
+    let value = store.get(location(store)?, key(resource), NAME)?;
+    Ok(value.as_ref().and_then(Tokens::from_secret))
+}
+
+fn save(store: &SecretStore, tokens: &Tokens) -> anyhow::Result<()> {
+    store.set_in(
+        location(store)?,
+        key(&tokens.server),
+        NAME,
+        &tokens.to_secret(),
+    )?;
+    if let Some(notice) = store.take_notice() {
+        eprintln!("{notice}");
+    }
+    Ok(())
+}
+
+/// The URL `server` names: itself when it is an http(s) URL, else the one remote server of the
+/// MCP spec it is (an installation's name, a `--mcp NAME:` shorthand, inline JSON), resolved
+/// and rendered as a run would.
+async fn server_url(server: &str) -> anyhow::Result<String> {
+    if server.starts_with("http://") || server.starts_with("https://") {
+        return Ok(server.to_owned());
+    }
+    let specs = crate::cli::SpecArgs {
+        mcp: vec![server.to_owned()],
+        task: None,
+        server_url: None,
+        managed_timeout: None,
+        pass_env: Vec::new(),
+    };
+    let secrets = crate::cli::SecretArgs {
+        secret: Vec::new(),
+        secrets_file: Vec::new(),
+    };
+    let progress = crate::output::Progress::new();
+    let session = super::session(&specs, &secrets, &progress).await?;
+    progress.finish();
+    let urls: Vec<String> = session
+        .servers()
+        .iter()
+        .filter_map(|s| match &s.transport {
+            RenderedTransport::Remote { url, .. } => Some(url.expose()),
+            RenderedTransport::Stdio { .. } => None,
+        })
+        .collect();
+    match urls.as_slice() {
+        [url] => Ok(url.clone()),
+        [] => Err(crate::exit::UsageError::new(format!(
+            "'{server}' has no remote (URL) server: OAuth is for servers reached over HTTP"
+        ))
+        .into()),
+        _ => Err(crate::exit::UsageError::new(format!(
+            "'{server}' holds {} remote servers: name one by its URL",
+            urls.len()
+        ))
+        .into()),
+    }
+}
+
+pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
+    match &args.command {
+        AuthCommand::Login {
+            server,
+            no_browser,
+            client_id,
+            client_secret,
+            timeout,
+        } => {
+            let client_secret = client_secret
+                .as_deref()
+                .map(|source| crate::secrets::read_one("the client secret", source))
+                .transpose()?;
+            let url = server_url(server).await?;
+            login(
+                &url,
+                *no_browser,
+                client_id.as_deref(),
+                client_secret,
+                *timeout,
+            )
+            .await
+        }
+        AuthCommand::Status { server, json } => status(&server_url(server).await?, *json).await,
+        AuthCommand::Logout { server } => logout(&server_url(server).await?),
+    }
+}
+
+async fn login(
+    server: &str,
+    no_browser: bool,
+    client_id: Option<&str>,
+    client_secret: Option<SecretValue>,
+    timeout: u64,
+) -> anyhow::Result<u8> {
+    let store = settings::secret_store()?;
+    let http = oauth::http_client()?;
+    let discovered = oauth::discover(&http, server)
+        .await
+        .with_context(|| format!("discovering how {server} is authorized"))?;
+    tracing::debug!(
+        resource = %discovered.resource,
+        authorization_endpoint = %discovered.authorization_endpoint,
+        token_endpoint = %discovered.token_endpoint,
+        "OAuth discovery"
+    );
+    let listener = oauth::Listener::bind().await?;
+    let client = match client_id {
+        Some(id) => oauth::Client {
+            client_id: id.to_owned(),
+            auth_method: match &client_secret {
+                None => "none",
+                // Basic unless the server lists only post (RFC 8414's default is basic).
+                Some(_)
+                    if !discovered.auth_methods.is_empty()
+                        && !discovered
+                            .auth_methods
+                            .iter()
+                            .any(|m| m == "client_secret_basic")
+                        && discovered
+                            .auth_methods
+                            .iter()
+                            .any(|m| m == "client_secret_post") =>
+                {
+                    "client_secret_post"
+                }
+                Some(_) => "client_secret_basic",
+            }
+            .to_owned(),
+            client_secret,
+        },
+        None => oauth::register(&http, &discovered, &listener.redirect_uri)
+            .await
+            .context("registering tether as an OAuth client")?,
+    };
+    let pending = oauth::authorization_request(&discovered, &client, &listener.redirect_uri)?;
+    let wait = Duration::from_secs(timeout.max(1));
+    let code = if no_browser {
+        eprintln!(
+            "Open this URL in a browser, log in, then paste the URL the browser was sent to (it starts with {}):\n{}",
+            pending.redirect_uri, pending.url
+        );
+        drop(listener);
+        tokio::time::timeout(wait, oauth::pasted_code(&pending.state))
+            .await
+            .map_err(|_| OAuthError::TimedOut(wait.as_secs()))??
+    } else {
+        open_browser(&pending.url);
+        listener.code(&pending.state, wait).await?
+    };
+    let tokens = oauth::exchange(&http, &discovered, &client, &pending, &code)
+        .await
+        .context("exchanging the authorization code")?;
+    save(&store, &tokens)?;
+    eprintln!(
+        "logged in to {}{}",
+        tokens.server,
+        expiry_text(tokens.expires_at)
+    );
+    Ok(OK)
+}
+
+/// `$BROWSER URL` when `$BROWSER` is set, else the URL on stderr.
+fn open_browser(url: &str) {
+    match std::env::var(tether_env::EnvVars::BROWSER) {
+        Ok(browser) if !browser.trim().is_empty() => {
+            eprintln!("opening the authorization page with $BROWSER…");
+            let spawned = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("{browser} \"$1\""))
+                .arg("sh")
+                .arg(url)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .spawn();
+            if let Err(e) = spawned {
+                eprintln!("cannot run $BROWSER ({e}); open this URL yourself:\n{url}");
+            }
+        }
+        _ => eprintln!("Open this URL in a browser to log in:\n{url}"),
+    }
+}
+
+fn expiry_text(expires_at: Option<i64>) -> String {
+    match expires_at {
+        Some(at) => {
+            let left = at.saturating_sub(oauth::now_unix());
+            if left <= 0 {
+                " (access token expired; it is refreshed at the next use)".to_owned()
+            } else {
+                format!(" (access token expires in {left} s)")
+            }
+        }
+        None => String::new(),
+    }
+}
+
+async fn status(server: &str, json: bool) -> anyhow::Result<u8> {
+    let store = settings::secret_store()?;
+    let resource = oauth::canonical_resource(server)?;
+    let tokens = load(&store, &resource)?;
+    let http = oauth::http_client()?;
+    let probe = oauth::probe(&http, server).await.ok();
+    let needs_auth = probe.as_ref().map(|p| p.unauthorized);
+    if json {
+        print_json(&json!({
+            "server": resource,
+            "needs_auth": needs_auth,
+            "logged_in": tokens.is_some(),
+            "expires_at": tokens.as_ref().and_then(|t| t.expires_at),
+            "refreshable": tokens.as_ref().is_some_and(|t| t.refresh_token.is_some()),
+        }));
+    } else {
+        let needs = match needs_auth {
+            Some(true) => "needs OAuth",
+            Some(false) => "answers without a token",
+            None => "unreachable",
+        };
+        let state = match &tokens {
+            Some(tokens) => format!("logged in{}", expiry_text(tokens.expires_at)),
+            None => format!("not logged in (run `tether auth login {server}`)"),
+        };
+        print(&format!("{resource}: {needs}; {state}"));
+    }
+    Ok(OK)
+}
+
+fn logout(server: &str) -> anyhow::Result<u8> {
+    let store = settings::secret_store()?;
+    let resource = oauth::canonical_resource(server)?;
+    if store.delete(location(&store)?, key(&resource), NAME)? {
+        eprintln!("logged out of {resource}: its tokens are deleted");
+        Ok(OK)
+    } else {
+        eprintln!("no tokens are stored for {resource}");
+        Err(Reported(FAILED).into())
+    }
+}
+
+/// Gives each remote server of `session` with a stored token its `Authorization: Bearer`
+/// header, refreshing a token that expires within [`oauth::REFRESH_MARGIN`] first. A token
+/// that cannot be refreshed is left out with a warning that says to log in again (the server
+/// then answers 401 as it would without one).
+pub async fn apply_stored_tokens(mut session: Session) -> Session {
+    let urls: Vec<String> = session
+        .servers()
+        .iter()
+        .filter_map(|server| match &server.transport {
+            RenderedTransport::Remote { url, headers, .. }
+                if !headers
+                    .keys()
+                    .any(|name| name.eq_ignore_ascii_case("authorization")) =>
+            {
+                Some(url.expose())
+            }
+            _ => None,
+        })
+        .collect();
+    if urls.is_empty() {
+        return session;
+    }
+    let store = match settings::secret_store() {
+        Ok(store) => store,
+        Err(e) => {
+            tracing::debug!("no secret store for OAuth tokens: {e:#}");
+            return session;
+        }
+    };
+    let mut tokens: HashMap<String, SecretValue> = HashMap::new();
+    for url in urls {
+        let Ok(resource) = oauth::canonical_resource(&url) else {
+            continue;
+        };
+        match current_token(&store, &resource).await {
+            Ok(Some(token)) => {
+                tokens.insert(url, token);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                "the stored OAuth token for {resource} could not be refreshed ({e:#}): run `tether auth login {resource}`"
+            ),
+        }
+    }
+    let applied = session.apply_bearer_tokens(|url| tokens.get(url).cloned());
+    for name in applied {
+        tracing::debug!(server = %name, "OAuth bearer token applied");
+    }
+    session
+}
+
+/// The access token stored for `resource`, refreshed (and stored again) when it is about to
+/// expire. `Ok(None)` when none is stored.
+async fn current_token(store: &SecretStore, resource: &str) -> anyhow::Result<Option<SecretValue>> {
+    let Some(tokens) = load(store, resource)? else {
+        return Ok(None);
+    };
+    if !tokens.expires_within(oauth::now_unix(), oauth::REFRESH_MARGIN) {
+        return Ok(Some(tokens.access_token));
+    }
+    if tokens.refresh_token.is_none() {
+        anyhow::bail!("the access token expired and no refresh token is stored");
+    }
+    let http = oauth::http_client()?;
+    let fresh = oauth::refresh(&http, &tokens).await?;
+    save(store, &fresh)?;
+    tracing::debug!(%resource, "OAuth access token refreshed");
+    Ok(Some(fresh.access_token))
+}
+
+/// Rewrites the failure of a remote server that answered 401 into what to do about it:
+/// `needs login` when it publishes OAuth metadata and no token was sent, and the same when
+/// the stored token was refused (revoked, or issued for something else).
+pub async fn explain_unauthorized(session: &Session, reports: &mut [ServerReport]) {
+    for report in reports {
+        let ServerStatus::Failed { reason } = &mut report.status else {
+            continue;
+        };
+        if !(reason.contains("authorization required") || reason.contains("HTTP 401")) {
+            continue;
+        }
+        let Ok(server) = session.server(&report.name) else {
+            continue;
+        };
+        let RenderedTransport::Remote { url, headers, .. } = &server.transport else {
+            continue;
+        };
+        let url = url.expose();
+        let Ok(resource) = oauth::canonical_resource(&url) else {
+            continue;
+        };
+        if headers
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case("authorization"))
+            && !stored_tokens(&resource)
+        {
+            // The config's own credentials were refused: not an OAuth matter.
+            continue;
+        }
+        if stored_tokens(&resource) {
+            *reason = format!(
+                "needs login: {resource} refused the stored OAuth token; run `tether auth login {resource}`"
+            );
+            continue;
+        }
+        let Ok(http) = oauth::http_client() else {
+            continue;
+        };
+        if oauth::discover(&http, &url).await.is_ok() {
+            *reason = format!(
+                "needs login: {resource} requires OAuth and no token is stored; run `tether auth login {resource}`"
+            );
+        }
+    }
+}
+
+/// Whether tokens are stored for `resource` (an unreadable store counts as none).
+fn stored_tokens(resource: &str) -> bool {
+    settings::secret_store()
+        .ok()
+        .and_then(|store| load(&store, resource).ok().flatten())
+        .is_some()
+}
+
+/// The driver's hook for a remote server that refused its bearer token at connect: refresh the
+/// stored tokens for its URL once (storing the new ones) and hand back the new access token,
+/// registered for log masking first. `None` (with a warning that says to log in again) when
+/// nothing is stored for the URL or the refresh fails.
+pub fn bearer_refresh() -> tether_driver::BearerRefresh {
+    std::sync::Arc::new(|url: String| {
+        Box::pin(async move {
+            let resource = oauth::canonical_resource(&url).ok()?;
+            let store = settings::secret_store().ok()?;
+            let tokens = load(&store, &resource).ok().flatten()?;
+            let refreshed = async {
+                let http = oauth::http_client()?;
+                let fresh = oauth::refresh(&http, &tokens).await?;
+                save(&store, &fresh)?;
+                anyhow::Ok(fresh)
+            }
+            .await;
+            match refreshed {
+                Ok(fresh) => {
+                    crate::log_mask::register(std::slice::from_ref(&fresh.access_token));
+                    tracing::debug!(%resource, "OAuth access token refused; refreshed");
+                    Some(fresh.access_token)
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "{resource} refused the stored OAuth token and it could not be refreshed ({e:#}): run `tether auth login {resource}`"
+                    );
+                    None
+                }
+            }
+        })
+    })
+}

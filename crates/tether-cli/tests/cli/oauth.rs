@@ -1,0 +1,385 @@
+//! Issue 15: `tether auth` against a real authorization server on loopback
+//! (`tether-test-mcp --http … --oauth`, which also answers `/mcp` only with a token it issued):
+//! needs login, login through `$BROWSER` (curl following the redirect to tether's loopback
+//! listener), use, refresh before expiry, a revoked refresh token, logout — and no token in any
+//! output at -vvv.
+
+use std::io::{BufRead as _, Read as _, Write as _};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{Sandbox, text};
+
+/// Every token the test server issues starts with this.
+const SENTINEL: &str = "SENTINEL-";
+
+/// `tether-test-mcp --http 127.0.0.1:0 --oauth --oauth-token-ttl TTL`.
+struct AuthorizedServer {
+    child: Child,
+    origin: String,
+}
+
+impl AuthorizedServer {
+    fn start(ttl_secs: u64) -> Self {
+        let mut child = Command::new(tether_testkit::test_server_bin())
+            .args(["--http", "127.0.0.1:0", "--oauth", "--oauth-token-ttl"])
+            .arg(ttl_secs.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tether-test-mcp --oauth");
+        let stdout = child.stdout.take().expect("its stdout");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("reading the listening line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .expect("the listening line");
+        let origin = url.strip_suffix("/mcp").expect("a /mcp URL").to_owned();
+        Self { child, origin }
+    }
+
+    fn url(&self) -> String {
+        format!("{}/mcp", self.origin)
+    }
+
+    /// A raw HTTP/1.1 request to the server; the response body.
+    fn request(&self, method: &str, path: &str) -> String {
+        let address = self.origin.strip_prefix("http://").expect("an http origin");
+        let mut stream = std::net::TcpStream::connect(address).expect("connecting to the server");
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nhost: {address}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        )
+        .expect("sending the request");
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .expect("reading the response");
+        response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_owned())
+            .unwrap_or_default()
+    }
+
+    fn stats(&self) -> Value {
+        serde_json::from_str(&self.request("GET", "/stats")).expect("stats are JSON")
+    }
+}
+
+impl Drop for AuthorizedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The server as an inline spec called `remote`.
+fn spec(server: &AuthorizedServer) -> String {
+    format!(
+        r#"{{"mcpServers":{{"remote":{{"type":"http","url":"{}"}}}}}}"#,
+        server.url()
+    )
+}
+
+/// Runs tether at -vvv with the file secret store and `$BROWSER` set to curl following
+/// redirects; asserts no issued token shows in what it printed.
+fn tether(sandbox: &Sandbox, args: &[&str]) -> Output {
+    tether_in(sandbox, "file", args)
+}
+
+/// [`tether`] with `TETHER_SECRET_STORE=store`.
+fn tether_in(sandbox: &Sandbox, store: &str, args: &[&str]) -> Output {
+    let mut all = vec!["-vvv"];
+    all.extend_from_slice(args);
+    let output = sandbox
+        .tether(&all)
+        .env("TETHER_SECRET_STORE", store)
+        .env("BROWSER", "curl -s -L -o /dev/null")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("running tether");
+    for stream in [&output.stdout, &output.stderr] {
+        assert!(
+            !tether_testkit::holds(stream, SENTINEL),
+            "a token shows in the output of tether {args:?}:\n{}",
+            text(stream)
+        );
+    }
+    output
+}
+
+fn stored_file(sandbox: &Sandbox) -> String {
+    std::fs::read_to_string(sandbox.home().join("secrets.json")).unwrap_or_default()
+}
+
+#[test]
+fn login_use_refresh_revoke_logout() {
+    let server = AuthorizedServer::start(63);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let spec = spec(&server);
+
+    // No token: `tether test` says what to do, not a generic failure.
+    let before = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(before.status.code(), Some(1));
+    let stdout = text(&before.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "needs login: {url} requires OAuth and no token is stored; run `tether auth login {url}`"
+        )),
+        "{stdout}"
+    );
+    let status = tether(&sandbox, &["auth", "status", &url]);
+    assert_eq!(
+        text(&status.stdout).trim(),
+        format!("{url}: needs OAuth; not logged in (run `tether auth login {url}`)")
+    );
+
+    // Login: discovery, registration, the browser step through $BROWSER, the code exchange.
+    let login = tether(&sandbox, &["auth", "login", &url]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert!(
+        text(&login.stderr).contains(&format!("logged in to {url} (access token expires in ")),
+        "{}",
+        text(&login.stderr)
+    );
+    assert_eq!(
+        server.stats(),
+        serde_json::json!({"codes": 1, "refreshes": 0, "registrations": 1})
+    );
+    let stored = stored_file(&sandbox);
+    assert!(
+        stored.contains("SENTINEL-AT-"),
+        "the token is in the 0600 file"
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(sandbox.home().join("secrets.json"))
+            .expect("the secrets file")
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+
+    // Use: the token goes out as a bearer header; 63 s from expiry it is not refreshed.
+    let used = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
+    assert!(text(&used.stdout).starts_with("ready   remote  3 tools"));
+    let called = tether(
+        &sandbox,
+        &[
+            "call",
+            "--mcp",
+            &spec,
+            "remote",
+            "echo",
+            "--args",
+            r#"{"text":"hi"}"#,
+        ],
+    );
+    assert_eq!(called.status.code(), Some(0), "{}", text(&called.stderr));
+    assert!(text(&called.stdout).contains("hi"));
+    assert_eq!(server.stats()["refreshes"], 0);
+
+    // Within 60 s of expiry: refreshed before use, and the new tokens are stored.
+    std::thread::sleep(Duration::from_secs(4));
+    let refreshed = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(
+        refreshed.status.code(),
+        Some(0),
+        "{}",
+        text(&refreshed.stderr)
+    );
+    assert_eq!(server.stats()["refreshes"], 1);
+    assert_ne!(
+        stored_file(&sandbox),
+        stored,
+        "the refreshed tokens are stored"
+    );
+
+    // Revoked: the refresh fails and tether says to log in again.
+    server.request("POST", "/revoke");
+    std::thread::sleep(Duration::from_secs(4));
+    let revoked = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(revoked.status.code(), Some(1));
+    let stderr = text(&revoked.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "the stored OAuth token for {url} could not be refreshed"
+        )) && stderr.contains(&format!("run `tether auth login {url}`")),
+        "{stderr}"
+    );
+
+    // Logout deletes the tokens; a second logout finds none.
+    let logout = tether(&sandbox, &["auth", "logout", &url]);
+    assert_eq!(logout.status.code(), Some(0), "{}", text(&logout.stderr));
+    assert!(!stored_file(&sandbox).contains(SENTINEL));
+    let again = tether(&sandbox, &["auth", "logout", &url]);
+    assert_eq!(again.status.code(), Some(1));
+    let status = tether(&sandbox, &["auth", "status", &url]);
+    assert!(text(&status.stdout).contains("not logged in"));
+}
+
+#[test]
+fn no_browser_reads_the_pasted_redirect() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tether"))
+        .args(["-vvv", "auth", "login", &url, "--no-browser"])
+        .env("TETHER_HOME", sandbox.home())
+        .env("TETHER_SECRET_STORE", "file")
+        .env("NO_COLOR", "1")
+        .env_remove("BROWSER")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting tether auth login --no-browser");
+    // The authorization URL is the stderr line that starts with the authorize endpoint.
+    let stderr = child.stderr.take().expect("its stderr");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let authorize = format!("{}/authorize?", server.origin);
+    let mut seen = Vec::new();
+    let address = loop {
+        let line = lines
+            .next()
+            .expect("the authorization URL before stderr ends")
+            .expect("reading stderr");
+        if line.starts_with(&authorize) {
+            break line;
+        }
+        seen.push(line);
+    };
+    // Follow the authorization URL by hand: the Location is the redirect to paste.
+    let path = address
+        .strip_prefix(&server.origin)
+        .expect("the authorize path");
+    let origin_host = server.origin.strip_prefix("http://").expect("http");
+    let mut stream = std::net::TcpStream::connect(origin_host).expect("connecting");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nhost: {origin_host}\r\nconnection: close\r\n\r\n"
+    )
+    .expect("sending");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("reading");
+    let location = response
+        .lines()
+        .find_map(|line| line.strip_prefix("location: "))
+        .expect("a redirect")
+        .to_owned();
+    let mut stdin = child.stdin.take().expect("its stdin");
+    writeln!(stdin, "{location}").expect("pasting the redirect URL");
+    drop(stdin);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().expect("waiting for tether");
+    let all = format!("{}\n{}", seen.join("\n"), rest.join("\n"));
+    assert!(status.success(), "{all}");
+    assert!(!all.contains(SENTINEL), "{all}");
+    assert!(all.contains(&format!("logged in to {url}")), "{all}");
+    assert_eq!(server.stats()["codes"], 1);
+    // A pasted redirect with a wrong state is refused.
+    let wrong = crate::support::Sandbox::new();
+    let output = wrong
+        .tether(&["auth", "login", &url, "--no-browser"])
+        .env("TETHER_SECRET_STORE", "file")
+        .write_stdin("http://127.0.0.1:1/callback?code=x&state=forged\n")
+        .timeout(Duration::from_secs(30))
+        .output()
+        .expect("running tether");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("state does not match"));
+}
+
+/// A token tether still thinks fresh but the server refuses (401) is refreshed once at connect
+/// and the connection retried; a refresh the server refuses too leaves `needs login`.
+#[test]
+fn a_refused_token_is_refreshed_once_at_connect() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let spec = spec(&server);
+    let login = tether(&sandbox, &["auth", "login", &url]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+
+    server.request("POST", "/expire");
+    let retried = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(retried.status.code(), Some(0), "{}", text(&retried.stderr));
+    assert!(text(&retried.stdout).starts_with("ready   remote  3 tools"));
+    assert_eq!(server.stats()["refreshes"], 1);
+    // The refreshed token was stored: the next run uses it without refreshing.
+    let again = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(server.stats()["refreshes"], 1);
+
+    server.request("POST", "/revoke");
+    let refused = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains(&format!(
+            "{url} refused the stored OAuth token and it could not be refreshed"
+        )),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert!(
+        text(&refused.stdout).contains(&format!(
+            "needs login: {url} refused the stored OAuth token; run `tether auth login {url}`"
+        )),
+        "{}",
+        text(&refused.stdout)
+    );
+    assert_eq!(server.stats()["refreshes"], 1);
+}
+
+/// With the OS credential store (a Secret Service; `.ci/with-secret-service`): the tokens go
+/// there, no file is written, and a run finds them.
+#[test]
+fn login_use_logout_in_the_secret_service() {
+    if !crate::stored::secret_service_or_skip() {
+        return;
+    }
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let spec = spec(&server);
+    let login = tether_in(&sandbox, "keyring", &["auth", "login", &url]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert!(!sandbox.home().join("secrets.json").exists());
+    let used = tether_in(&sandbox, "keyring", &["test", "--mcp", &spec]);
+    assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
+    let status = tether_in(&sandbox, "keyring", &["auth", "status", &url]);
+    assert!(
+        text(&status.stdout).contains("; logged in (access token expires in "),
+        "{}",
+        text(&status.stdout)
+    );
+    let logout = tether_in(&sandbox, "keyring", &["auth", "logout", &url]);
+    assert_eq!(logout.status.code(), Some(0), "{}", text(&logout.stderr));
+    let after = tether_in(&sandbox, "keyring", &["test", "--mcp", &spec]);
+    assert_eq!(after.status.code(), Some(1));
+    assert!(text(&after.stdout).contains("needs login"));
+}
+
+/// `tether auth login NAME`: a local installation's name stands for its URL.
+#[test]
+fn login_by_installation_name() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let from = format!(r#"{{"type":"http","url":"{url}"}}"#);
+    let install = tether(&sandbox, &["install", "remote", "--from", &from]);
+    assert_eq!(install.status.code(), Some(0), "{}", text(&install.stderr));
+    let login = tether(&sandbox, &["auth", "login", "remote"]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert!(text(&login.stderr).contains(&format!("logged in to {url}")));
+    let used = tether(&sandbox, &["test", "--mcp", "remote"]);
+    assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
+    let logout = tether(&sandbox, &["auth", "logout", "remote"]);
+    assert_eq!(logout.status.code(), Some(0), "{}", text(&logout.stderr));
+}
