@@ -831,7 +831,7 @@ async fn start_one(
                         if kind == RemoteTransport::StreamableHttp
                             && server.options.transport_guessed =>
                     {
-                        match remote_handshake(client, RemoteTransport::Sse, http, &url, &headers, timeout)
+                        match remote_handshake(client.clone(), RemoteTransport::Sse, http, &url, &headers, timeout)
                             .await
                         {
                             Ok(connected) => {
@@ -874,7 +874,7 @@ async fn start_one(
                             headers.insert(reqwest::header::AUTHORIZATION, value);
                             tokio::time::timeout(
                                 timeout,
-                                remote_handshake(kind, retry_http, &url, &headers, timeout),
+                                remote_handshake(client, kind, retry_http, &url, &headers, timeout),
                             )
                             .await
                         }
