@@ -107,21 +107,52 @@ pub(crate) fn choose<'a>(
                 .into()
             });
     }
-    if let Some(package) = server
-        .packages
-        .iter()
-        .find(|p| p.transport.kind == "stdio" && p.registry_type != "mcpb" && on_path(&runner(p)))
-    {
-        return Ok(Choice::Package(package));
-    }
-    if let Some(remote) = server.remotes.first() {
-        return Ok(Choice::Remote(remote));
+    if let Some(first) = usable(server).into_iter().next() {
+        return Ok(first);
     }
     let runners: Vec<String> = server.packages.iter().map(runner).collect();
     Err(UsageError::new(format!(
         "{} has no remote and none of its packages' runners is on PATH ({}); install one, or pick a package with --package",
         server.name,
         runners.join(", ")
+    ))
+    .into())
+}
+
+/// What `add` can use without `--package`, in the order it prefers them: each stdio package
+/// whose runner is on PATH, then each remote.
+fn usable(server: &ServerJson) -> Vec<Choice<'_>> {
+    server
+        .packages
+        .iter()
+        .filter(|p| p.transport.kind == "stdio" && p.registry_type != "mcpb" && on_path(&runner(p)))
+        .map(Choice::Package)
+        .chain(server.remotes.iter().map(Choice::Remote))
+        .collect()
+}
+
+/// Lets the user pick one of `choices` (more than one) by number on the terminal; an empty
+/// answer takes the first, the one `choose` would take.
+fn pick<'a>(name: &str, mut choices: Vec<Choice<'a>>) -> anyhow::Result<Choice<'a>> {
+    eprintln!("{name} can run in {} ways:", choices.len());
+    for (number, choice) in choices.iter().enumerate() {
+        eprintln!("  {}. {}", number + 1, choice.describe());
+    }
+    for _ in 0..3 {
+        let answer = secrets::ask("which one (Enter for 1)", None, false)?;
+        let answer = answer.expose().trim();
+        if answer.is_empty() {
+            return Ok(choices.swap_remove(0));
+        }
+        match answer.parse::<usize>() {
+            Ok(number) if (1..=choices.len()).contains(&number) => {
+                return Ok(choices.swap_remove(number - 1));
+            }
+            _ => eprintln!("answer a number from 1 to {}", choices.len()),
+        }
+    }
+    Err(UsageError::new(format!(
+        "no choice made for {name}; pass --package npm|pypi|oci|nuget|mcpb|remote"
     ))
     .into())
 }
@@ -302,7 +333,25 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
             response.status().as_str()
         );
     }
-    let choice = choose(server, args.package)?;
+    // Several usable ways and a person at the terminal: ask which; otherwise the preferred one
+    // (a local package whose runner is on PATH, else a remote), saying what else there was.
+    let interactive = !args.yes && std::io::stdin().is_terminal();
+    let choice = match args.package {
+        None if interactive && usable(server).len() > 1 => pick(&server.name, usable(server))?,
+        asked => {
+            let choice = choose(server, asked)?;
+            let others = usable(server).len().saturating_sub(1);
+            if asked.is_none() && others > 0 {
+                eprintln!(
+                    "{} has {others} other way{} to run (see `tether show {}`); --package picks one",
+                    server.name,
+                    if others == 1 { "" } else { "s" },
+                    server.name
+                );
+            }
+            choice
+        }
+    };
     eprintln!(
         "using the {} of {} {}",
         choice.describe(),
@@ -327,7 +376,6 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
     }
     // Ask for what is missing, on a terminal and without --yes; a wrong answer (a value
     // outside the choices) is an error like a wrong --set.
-    let interactive = !args.yes && std::io::stdin().is_terminal();
     let mut rounds = 0;
     let built = loop {
         match choice.build(&answers) {

@@ -664,3 +664,58 @@ fn add_asks_for_a_missing_secret_on_a_terminal_and_yes_never_asks() {
         std::fs::read_to_string(sandbox.home().join("secrets.json")).expect("the secret file");
     assert!(secret_file.contains(typed));
 }
+
+/// Issue 12 item 4: with more than one usable way to run an entry (here a local npm package
+/// whose runner is on PATH, and a remote), `add` on a terminal asks which; `--yes` takes the
+/// preferred one and says what else there was.
+#[test]
+fn add_asks_which_package_on_a_terminal_when_several_fit() {
+    let server = HttpTestMcp::start();
+    let registry = FixtureRegistry::start(&[]);
+    let sandbox = Sandbox::new();
+    // An npx that would fail: picking the remote must not run it.
+    let shim = npx_shim(&sandbox, "echo 'the npm package was launched' >&2; exit 1");
+    let path = path_with(&shim);
+    let port = format!("port={}", server.port);
+    let env = [
+        ("TETHER_REGISTRY_URL", registry.url.as_str()),
+        ("TETHER_SECRET_STORE", "file"),
+        ("PATH", path.as_str()),
+        ("KEY", "SENTINEL-picked-remote-7f3a"),
+    ];
+    let (shown, code) = on_a_terminal(
+        &sandbox,
+        &env,
+        &[
+            "add",
+            "io.github.example/everything",
+            "--set",
+            &port,
+            "--secret",
+            "X-Api-Key=env:KEY",
+        ],
+        "which one (Enter for 1): ",
+        "2\n",
+    )
+    .expect("script is installed");
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("can run in 2 ways"), "{shown}");
+    assert!(shown.contains("  2. remote"), "{shown}");
+    assert!(!shown.contains("the npm package was launched"), "{shown}");
+    assert!(!shown.contains("SENTINEL-picked-remote-7f3a"), "{shown}");
+
+    let sandbox = Sandbox::new();
+    let (shown, _) = on_a_terminal(
+        &sandbox,
+        &env,
+        &["add", "io.github.example/everything", "--yes"],
+        "",
+        "",
+    )
+    .expect("script is installed");
+    assert!(!shown.contains("can run in"), "--yes asked: {shown}");
+    assert!(
+        shown.contains("has 1 other way to run (see `tether show io.github.example/everything`); --package picks one"),
+        "{shown}"
+    );
+}
