@@ -424,15 +424,7 @@ pub async fn register(
         .send()
         .await
         .map_err(|e| protocol(format!("client registration at {endpoint}: {e}")))?;
-    let status = response.status();
-    let bytes = zeroize::Zeroizing::new(
-        response
-            .bytes()
-            .await
-            .map(|b| b.to_vec())
-            .unwrap_or_default(),
-    );
-    let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let (status, answer) = json_answer(response).await;
     if !status.is_success() {
         return Err(protocol(format!(
             "client registration at {endpoint} answered {status}{}",
@@ -470,6 +462,23 @@ pub async fn register(
 
 /// ` (error: CODE)` from an OAuth error body, or nothing. The code is a fixed vocabulary, not
 /// a secret; descriptions are not quoted.
+/// An authorization server's answer: its status and its body as JSON (`Null` when it is not
+/// JSON); the raw body, which may hold tokens or a client secret, is zeroed once parsed.
+async fn json_answer(response: reqwest::Response) -> (reqwest::StatusCode, Value) {
+    let status = response.status();
+    let bytes = zeroize::Zeroizing::new(
+        response
+            .bytes()
+            .await
+            .map(|b| b.to_vec())
+            .unwrap_or_default(),
+    );
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
 fn oauth_error_code(answer: &Value) -> String {
     answer
         .get("error")
@@ -714,15 +723,7 @@ async fn token_request(
                 e.without_url()
             ))
         })?;
-    let status = response.status();
-    let bytes = zeroize::Zeroizing::new(
-        response
-            .bytes()
-            .await
-            .map(|b| b.to_vec())
-            .unwrap_or_default(),
-    );
-    let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let (status, answer) = json_answer(response).await;
     if !status.is_success() {
         return Err(protocol(format!(
             "the token endpoint {token_endpoint} answered {status}{}",
