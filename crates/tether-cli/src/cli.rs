@@ -755,23 +755,36 @@ pub enum SecretsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Store a value for one variable of an installation (replacing a stored one).
+    /// Store a value for one variable of an installation (replacing a stored one), or a
+    /// registry's API key with --registry.
     Set {
         /// The installation's name or UUID.
-        installation: String,
+        #[arg(required_unless_present = "registry")]
+        installation: Option<String>,
         /// The variable.
-        name: String,
+        #[arg(required_unless_present = "registry")]
+        name: Option<String>,
+        /// Store this registry's API key instead (read by `search`, `show` and `add` when
+        /// SMITHERY_API_KEY is not set).
+        #[arg(long, value_parser = ["smithery"], conflicts_with_all = ["installation", "name"])]
+        registry: Option<String>,
         /// Where the value comes from: env:VAR, file:PATH, - (stdin) or prompt. Default: a
         /// hidden prompt on a terminal, else all of stdin (one trailing newline removed).
         #[arg(long, value_name = "SOURCE")]
         from: Option<String>,
     },
-    /// Delete the stored value of one variable (each run then passes it with --secret).
+    /// Delete the stored value of one variable (each run then passes it with --secret), or a
+    /// registry's API key with --registry.
     Rm {
         /// The installation's name or UUID.
-        installation: String,
+        #[arg(required_unless_present = "registry")]
+        installation: Option<String>,
         /// The variable.
-        name: String,
+        #[arg(required_unless_present = "registry")]
+        name: Option<String>,
+        /// Delete this registry's stored API key instead.
+        #[arg(long, value_parser = ["smithery"], conflicts_with_all = ["installation", "name"])]
+        registry: Option<String>,
     },
     /// Move every stored value into the OS credential store (`keyring`) or the file (`file`).
     Move {

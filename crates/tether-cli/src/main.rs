@@ -4,6 +4,7 @@
 mod bridge;
 mod cli;
 mod commands;
+mod credentials;
 mod exec_shim;
 mod exit;
 mod gateway_relay;

@@ -6,7 +6,8 @@
 //! `--managed-timeout` > `TETHER_MANAGED_TIMEOUT` > `managed_timeout` in config.toml > 30 s.
 //! The registries: `TETHER_REGISTRY_URL` / `TETHER_SMITHERY_URL` > `registry_url` /
 //! `smithery_url` in config.toml > the public ones; Smithery's key: `SMITHERY_API_KEY` >
-//! `smithery_api_key_file` in config.toml.
+//! `smithery_api_key_file` in config.toml > the secret store (`tether secrets set --registry
+//! smithery`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +18,9 @@ use tether_config::SecretValue;
 use tether_env::EnvVars;
 use tether_graphql::{HttpClientSettings, HttpManagedMcpClient, ManagedMcpClient};
 
+use tether_registry::ApiKey;
+
+use crate::credentials::{Registry, RegistryKey};
 use crate::exit::UsageError;
 
 const TETHER_HOME: &str = EnvVars::TETHER_HOME;
@@ -190,36 +194,73 @@ fn env_text(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// Smithery's API base URL: `TETHER_SMITHERY_URL` > `smithery_url` in config.toml > the
+/// public one.
+fn smithery_url(file: &ConfigFile) -> String {
+    env_text(EnvVars::TETHER_SMITHERY_URL)
+        .or_else(|| file.smithery_url.clone())
+        .unwrap_or_else(|| tether_registry::RegistrySettings::default().smithery_url)
+}
+
+/// The stored-key entry of `registry` at the URL the settings give it.
+pub fn registry_key(registry: Registry) -> anyhow::Result<RegistryKey> {
+    let file = config_file(&data_dir()?)?;
+    Ok(RegistryKey {
+        registry,
+        url: match registry {
+            Registry::Smithery => smithery_url(&file),
+        },
+    })
+}
+
 /// Where the registries are, Smithery's key, and the cache in `$TETHER_HOME/cache/registry`.
 pub fn registry_settings(refresh: bool) -> anyhow::Result<tether_registry::RegistrySettings> {
     let dir = data_dir()?;
     let file = config_file(&dir)?;
-    let smithery_key = match env_text(EnvVars::SMITHERY_API_KEY) {
-        Some(key) => Some(SecretValue::new(key.trim().to_owned())),
-        None => match &file.smithery_api_key_file {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    UsageError::new(format!(
-                        "cannot read smithery_api_key_file {}: {e}",
-                        path.display()
-                    ))
-                })?;
-                Some(SecretValue::new(text.trim().to_owned()))
-            }
-            None => None,
-        },
-    };
     let defaults = tether_registry::RegistrySettings::default();
     Ok(tether_registry::RegistrySettings {
         official_url: env_text(EnvVars::TETHER_REGISTRY_URL)
-            .or(file.registry_url)
+            .or(file.registry_url.clone())
             .unwrap_or(defaults.official_url),
-        smithery_url: env_text(EnvVars::TETHER_SMITHERY_URL)
-            .or(file.smithery_url)
-            .unwrap_or(defaults.smithery_url),
-        smithery_key: smithery_key.filter(|k| !k.is_empty()),
+        smithery_url: smithery_url(&file),
+        smithery_key: smithery_key(&dir, &file)?,
         cache_dir: Some(dir.join("cache").join("registry")),
         timeout: defaults.timeout,
         refresh,
     })
+}
+
+/// Smithery's key: `SMITHERY_API_KEY` > `smithery_api_key_file` > the secret store (read
+/// only when a request needs it). An empty value is no key.
+fn smithery_key(dir: &Path, file: &ConfigFile) -> anyhow::Result<Option<ApiKey>> {
+    let given = |text: String| {
+        let value = SecretValue::new(text.trim().to_owned());
+        (!value.is_empty()).then_some(ApiKey::Given(value))
+    };
+    if let Some(key) = env_text(EnvVars::SMITHERY_API_KEY) {
+        return Ok(given(key));
+    }
+    if let Some(path) = &file.smithery_api_key_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            UsageError::new(format!(
+                "cannot read smithery_api_key_file {}: {e}",
+                path.display()
+            ))
+        })?;
+        return Ok(given(text));
+    }
+    let key = RegistryKey {
+        registry: Registry::Smithery,
+        url: smithery_url(file),
+    };
+    if !crate::credentials::recorded(dir, &key) {
+        return Ok(None);
+    }
+    let store = tether_store::SecretStore::new(dir, secret_preference(dir)?);
+    let lookup = move || {
+        crate::credentials::load(&store, &key)
+            .map(|found| found.map(|(value, _)| value))
+            .map_err(|e| e.to_string())
+    };
+    Ok(Some(ApiKey::Stored(Box::new(lookup))))
 }

@@ -84,7 +84,7 @@ pub struct RegistrySettings {
     /// Smithery's base URL (default [`SMITHERY_URL`]).
     pub smithery_url: String,
     /// Smithery's API key; Smithery is skipped by a search without one.
-    pub smithery_key: Option<SecretValue>,
+    pub smithery_key: Option<ApiKey>,
     /// The cache directory (`$TETHER_HOME/cache/registry`); `None` disables caching.
     pub cache_dir: Option<std::path::PathBuf>,
     /// Per-request timeout.
@@ -106,13 +106,38 @@ impl Default for RegistrySettings {
     }
 }
 
+/// Reads a key kept elsewhere (the OS credential store): `Ok(None)` when none is stored,
+/// `Err` with what went wrong (never a value).
+pub type KeyLookup = Box<dyn Fn() -> Result<Option<SecretValue>, String> + Send + Sync>;
+
+/// A registry's API key: given, or looked up only when a request needs it (an answer from a
+/// fresh cache then costs no credential-store round trip, and no access prompt on systems
+/// that ask for one).
+pub enum ApiKey {
+    /// The value (from the environment or a file).
+    Given(SecretValue),
+    /// Where to read it the first time a request is sent.
+    Stored(KeyLookup),
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Given(_) => "ApiKey::Given(..)",
+            Self::Stored(_) => "ApiKey::Stored(..)",
+        })
+    }
+}
+
 /// The registry clients. The HTTP client is built on first use, so an answer from a fresh
 /// cache costs no TLS set-up.
 #[derive(Debug)]
 pub struct Registries {
     pub(crate) official: Url,
     pub(crate) smithery: Url,
-    smithery_key: Option<SecretValue>,
+    smithery_key: Option<ApiKey>,
+    /// The stored key, once read.
+    smithery_stored: OnceLock<Result<Option<SecretValue>, String>>,
     cache: Option<Cache>,
     timeout: Duration,
     refresh: bool,
@@ -145,6 +170,7 @@ impl Registries {
             official: base_url(Source::Official, &settings.official_url)?,
             smithery: base_url(Source::Smithery, &settings.smithery_url)?,
             smithery_key: settings.smithery_key,
+            smithery_stored: OnceLock::new(),
             cache: settings.cache_dir.map(Cache::new),
             timeout: settings.timeout,
             refresh: settings.refresh,
@@ -152,7 +178,22 @@ impl Registries {
         })
     }
 
-    /// Whether Smithery can be asked (an API key is set).
+    /// Smithery's key: the given one, or the stored one read now (once a process).
+    fn smithery_key(&self) -> Result<&SecretValue, RegistryError> {
+        match &self.smithery_key {
+            None => Err(RegistryError::NoSmitheryKey),
+            Some(ApiKey::Given(value)) => Ok(value),
+            Some(ApiKey::Stored(lookup)) => match self.smithery_stored.get_or_init(lookup) {
+                Ok(Some(value)) => Ok(value),
+                Ok(None) => Err(RegistryError::NoSmitheryKey),
+                Err(reason) => Err(RegistryError::Client(format!(
+                    "cannot read Smithery's stored API key: {reason}"
+                ))),
+            },
+        }
+    }
+
+    /// Whether Smithery can be asked (an API key is set or stored).
     pub fn smithery_enabled(&self) -> bool {
         self.smithery_key.is_some()
     }
@@ -205,10 +246,7 @@ impl Registries {
             .get(url.clone())
             .header("Accept", "application/json");
         if source == Source::Smithery {
-            let key = self
-                .smithery_key
-                .as_ref()
-                .ok_or(RegistryError::NoSmitheryKey)?;
+            let key = self.smithery_key()?;
             let mut value =
                 HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
                     RegistryError::Client(

@@ -73,7 +73,7 @@ pub enum RegistryError {
 
     /// `--source smithery` without an API key.
     #[error(
-        "Smithery needs an API key: set SMITHERY_API_KEY (or smithery_api_key_file in config.toml)"
+        "Smithery needs an API key: store it once with `tether secrets set --registry smithery`, or set SMITHERY_API_KEY (or smithery_api_key_file in config.toml)"
     )]
     NoSmitheryKey,
 

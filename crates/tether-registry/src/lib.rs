@@ -27,7 +27,8 @@ mod search;
 mod show;
 
 pub use client::{
-    FRESH_FOR, Freshness, OFFICIAL_URL, Registries, RegistrySettings, SMITHERY_URL, Source,
+    ApiKey, FRESH_FOR, Freshness, KeyLookup, OFFICIAL_URL, Registries, RegistrySettings,
+    SMITHERY_URL, Source,
 };
 pub use error::RegistryError;
 pub use search::{SearchQuery, SearchResults, SearchRow, SourceReport};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use tether_config::SecretValue;
 use tether_registry::{
-    Freshness, InputKind, Registries, RegistryError, RegistrySettings, SearchQuery, Source,
+    ApiKey, Freshness, InputKind, Registries, RegistryError, RegistrySettings, SearchQuery, Source,
 };
 use tether_testkit::{FIXTURE_SMITHERY_KEY, FixtureRegistry};
 
@@ -31,7 +31,7 @@ impl Setup {
         Registries::new(RegistrySettings {
             official_url: self.registry.url.clone(),
             smithery_url: self.registry.url.clone(),
-            smithery_key: key.map(|k| SecretValue::new(k.to_owned())),
+            smithery_key: key.map(|k| ApiKey::Given(SecretValue::new(k.to_owned()))),
             cache_dir: Some(self.cache.path().to_owned()),
             timeout: Duration::from_secs(2),
             refresh,
@@ -42,6 +42,18 @@ impl Setup {
     fn requests(&self) -> u64 {
         self.registry.stats()["requests"].as_u64().expect("a count")
     }
+}
+
+/// A stored key: counts its lookups.
+fn stored_key(
+    value: Option<&'static str>,
+    lookups: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> ApiKey {
+    let lookups = std::sync::Arc::clone(lookups);
+    ApiKey::Stored(Box::new(move || {
+        lookups.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(value.map(|v| SecretValue::new(v.to_owned())))
+    }))
 }
 
 fn query(text: &str, limit: usize, source: Option<Source>) -> SearchQuery {
@@ -171,6 +183,65 @@ async fn both_registries_are_searched_and_merged_with_their_source() {
     );
     assert_eq!(smithery.rows[0].transports, ["remote"]);
     assert_eq!(smithery.rows[1].transports, ["local"]);
+    assert_eq!(setup.registry.stats()["unauthorized"], 0);
+}
+
+#[tokio::test]
+async fn a_stored_key_is_read_once_and_only_when_a_request_needs_it() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let setup = Setup::new(&[]);
+    let lookups = std::sync::Arc::new(AtomicUsize::new(0));
+    let settings = |refresh| RegistrySettings {
+        official_url: setup.registry.url.clone(),
+        smithery_url: setup.registry.url.clone(),
+        smithery_key: Some(stored_key(Some(FIXTURE_SMITHERY_KEY), &lookups)),
+        cache_dir: Some(setup.cache.path().to_owned()),
+        timeout: Duration::from_secs(2),
+        refresh,
+    };
+    let clients = Registries::new(settings(false)).expect("building the clients");
+    assert!(clients.smithery_enabled());
+    let first = clients
+        .search(&query("", 10, Some(Source::Smithery)))
+        .await
+        .expect("searching Smithery");
+    assert_eq!(first.rows.len(), 3);
+    clients
+        .search(&query("git", 10, Some(Source::Smithery)))
+        .await
+        .expect("searching Smithery again");
+    // Two searches that asked Smithery: one lookup (the value is kept for the process).
+    assert_eq!(lookups.load(Ordering::SeqCst), 1);
+    assert_eq!(setup.registry.stats()["unauthorized"], 0);
+
+    // A new process with a fresh cache: no request, so no lookup.
+    let clients = Registries::new(settings(false)).expect("building the clients");
+    let cached = clients
+        .search(&query("", 10, Some(Source::Smithery)))
+        .await
+        .expect("searching from the cache");
+    assert_eq!(cached.rows.len(), 3);
+    assert_eq!(lookups.load(Ordering::SeqCst), 1);
+
+    // Recorded but gone from the store: no request without a key; the cached answer is shown
+    // with the reason.
+    let requests = setup.requests();
+    let gone = Registries::new(RegistrySettings {
+        smithery_key: Some(stored_key(None, &lookups)),
+        ..settings(true)
+    })
+    .expect("building the clients");
+    let offline = gone
+        .search(&query("", 10, Some(Source::Smithery)))
+        .await
+        .expect("the cached answer");
+    match &offline.sources[0].freshness {
+        Some(Freshness::Offline { reason, .. }) => {
+            assert!(reason.starts_with("Smithery needs an API key"), "{reason}");
+        }
+        other => panic!("expected the cached answer with a reason, got {other:?}"),
+    }
+    assert_eq!(setup.requests(), requests);
     assert_eq!(setup.registry.stats()["unauthorized"], 0);
 }
 

@@ -7,6 +7,7 @@ use serde_json::json;
 use tether_store::{InstalledSummary, Location, Store};
 
 use crate::cli::{SecretsArgs, SecretsCommand};
+use crate::credentials::{self, Registry, RegistryKey};
 use crate::exit::{OK, UsageError};
 use crate::output::{print, print_json};
 use crate::{secrets, settings};
@@ -44,9 +45,13 @@ type Row = (String, String, String, Option<Location>);
 
 /// Where a location is, for people.
 fn describe(store: &Store, location: Location) -> String {
+    describe_location(store.secret_store(), location)
+}
+
+fn describe_location(store: &tether_store::SecretStore, location: Location) -> String {
     match location {
         Location::Keyring => "keyring (OS credential store)".to_owned(),
-        Location::File => format!("file {}", store.secret_store().file_path().display()),
+        Location::File => format!("file {}", store.file_path().display()),
     }
 }
 
@@ -62,8 +67,21 @@ pub fn secrets(args: &SecretsArgs) -> anyhow::Result<u8> {
             installation,
             name,
             from,
-        } => set(installation, name, from.as_deref()),
-        SecretsCommand::Rm { installation, name } => rm(installation, name),
+            registry,
+        } => match (registry, installation, name) {
+            (Some(registry), _, _) => set_registry_key(registry_key(registry)?, from.as_deref()),
+            (None, Some(installation), Some(name)) => set(installation, name, from.as_deref()),
+            _ => Err(missing_operands()),
+        },
+        SecretsCommand::Rm {
+            installation,
+            name,
+            registry,
+        } => match (registry, installation, name) {
+            (Some(registry), _, _) => rm_registry_key(registry_key(registry)?),
+            (None, Some(installation), Some(name)) => rm(installation, name),
+            _ => Err(missing_operands()),
+        },
         SecretsCommand::Move { to } => move_to(to),
         SecretsCommand::Submit { nonce, from } => super::setup_mcp::submit(nonce, from.as_deref()),
     }
@@ -95,6 +113,20 @@ fn list(installation: Option<&str>, name: Option<&str>, as_json: bool) -> anyhow
             ));
         }
     }
+    // Registry keys belong to no installation: listed when no installation is named.
+    let registry_rows = if installation.is_none() {
+        stored_registry_keys(&store, name)?
+    } else {
+        Vec::new()
+    };
+    rows.extend(registry_rows.iter().map(|(key, location)| {
+        (
+            format!("registry:{}", key.registry.id()),
+            key.uid().to_string(),
+            key.variable().to_owned(),
+            Some(*location),
+        )
+    }));
     if as_json {
         let items: Vec<_> = rows
             .iter()
@@ -141,6 +173,99 @@ fn list(installation: Option<&str>, name: Option<&str>, as_json: bool) -> anyhow
     Ok(OK)
 }
 
+/// The stored-key entry of the registry `--registry` names (clap has checked it is one).
+fn registry_key(text: &str) -> anyhow::Result<RegistryKey> {
+    let registry = Registry::parse(text).ok_or_else(|| {
+        UsageError::new(format!(
+            "no registry takes a stored key: {text:?} (try smithery)"
+        ))
+    })?;
+    settings::registry_key(registry)
+}
+
+fn missing_operands() -> anyhow::Error {
+    UsageError::new("name an installation and a variable, or a registry with --registry").into()
+}
+
+/// The registry keys that are stored, and where, leaving out those whose variable is not
+/// `name` (when given).
+fn stored_registry_keys(
+    store: &Store,
+    name: Option<&str>,
+) -> anyhow::Result<Vec<(RegistryKey, Location)>> {
+    let mut found = Vec::new();
+    for registry in Registry::ALL {
+        let key = settings::registry_key(registry)?;
+        if name.is_some_and(|n| n != key.variable()) {
+            continue;
+        }
+        if let Some((_, location)) = credentials::load(store.secret_store(), &key)? {
+            found.push((key, location));
+        }
+    }
+    Ok(found)
+}
+
+/// Reads a value for `name` from `from`, a hidden prompt on a terminal, or all of stdin.
+fn read_value(name: &str, from: Option<&str>) -> anyhow::Result<tether_config::SecretValue> {
+    match from {
+        Some(source) => secrets::read_one(name, source),
+        None if std::io::stdin().is_terminal() => secrets::read_one(name, "prompt"),
+        None => secrets::read_stdin_all(name),
+    }
+}
+
+fn set_registry_key(key: RegistryKey, from: Option<&str>) -> anyhow::Result<u8> {
+    let value = read_value(key.variable(), from)?;
+    if value.is_empty() {
+        return Err(UsageError::new(format!("{} is empty; nothing stored", key.variable())).into());
+    }
+    let store = settings::secret_store()?;
+    let to = store.location()?;
+    // Recorded first: a record without a value makes a search say the key is missing; a value
+    // without a record would be ignored silently.
+    let dir = settings::data_dir()?;
+    credentials::record(&dir, &key, true)?;
+    if let Err(error) = credentials::save(&store, &key, &value, to) {
+        let _ = credentials::record(&dir, &key, false);
+        return Err(error.into());
+    }
+    if let Some(notice) = store.take_notice() {
+        eprintln!("{notice}");
+    }
+    eprintln!(
+        "stored {} for {} in the {}; search, show and add use it when {} is not set",
+        key.variable(),
+        key.url,
+        describe_location(&store, to),
+        key.variable()
+    );
+    Ok(OK)
+}
+
+fn rm_registry_key(key: RegistryKey) -> anyhow::Result<u8> {
+    let store = settings::secret_store()?;
+    let removed = credentials::delete(&store, &key)?;
+    credentials::record(&settings::data_dir()?, &key, false)?;
+    if removed {
+        eprintln!(
+            "removed the stored {} for {}; search skips {} unless {} is set",
+            key.variable(),
+            key.url,
+            key.registry.id(),
+            key.variable()
+        );
+        Ok(OK)
+    } else {
+        Err(UsageError::new(format!(
+            "no {} is stored for {} (see `tether secrets list`)",
+            key.variable(),
+            key.url
+        ))
+        .into())
+    }
+}
+
 fn set(installation: &str, name: &str, from: Option<&str>) -> anyhow::Result<u8> {
     let mut store = settings::open_store()?;
     let entry = find_installation(&store, installation)?;
@@ -156,11 +281,7 @@ fn set(installation: &str, name: &str, from: Option<&str>) -> anyhow::Result<u8>
         ))
         .into());
     }
-    let value = match from {
-        Some(source) => secrets::read_one(name, source)?,
-        None if std::io::stdin().is_terminal() => secrets::read_one(name, "prompt")?,
-        None => secrets::read_stdin_all(name)?,
-    };
+    let value = read_value(name, from)?;
     let location = store.set_secret(entry.uid, name, &value)?;
     settings::announce(&store);
     eprintln!(
@@ -201,7 +322,26 @@ fn move_to(to: &str) -> anyhow::Result<u8> {
         );
         probe.location()?;
     }
-    let moved = store.move_secrets(location)?;
+    let mut moved = store.move_secrets(location)?;
+    for registry in Registry::ALL {
+        let key = settings::registry_key(registry)?;
+        let Some((value, from)) = credentials::load(store.secret_store(), &key)? else {
+            continue;
+        };
+        if from == location {
+            continue;
+        }
+        if credentials::looked_in(store.secret_store(), location)? {
+            credentials::save(store.secret_store(), &key, &value, location)?;
+            moved += 1;
+        } else {
+            eprintln!(
+                "{} stays in the {}: with secret_store = file the credential store is not read for it",
+                key.variable(),
+                describe(&store, from)
+            );
+        }
+    }
     settings::announce(&store);
     eprintln!(
         "moved {moved} value{} into the {}",

@@ -144,7 +144,7 @@ fn search_errors_name_the_registry_and_never_show_the_smithery_key() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
-        "error: Smithery needs an API key: set SMITHERY_API_KEY (or smithery_api_key_file in config.toml)\n"
+        "error: Smithery needs an API key: store it once with `tether secrets set --registry smithery`, or set SMITHERY_API_KEY (or smithery_api_key_file in config.toml)\n"
     );
 
     let wrong = "sk-smithery-wrong-0042";
@@ -263,4 +263,117 @@ fn the_registry_cache_creates_tether_home_private() {
         let mode = std::fs::metadata(&dir).expect("stat").permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "{}", dir.display());
     }
+}
+
+/// `tether secrets set --registry smithery` stores Smithery's key in the secret store (the
+/// file or the OS credential store); `search`, `show` and `secrets list` use it with no
+/// SMITHERY_API_KEY, and `secrets rm --registry smithery` removes it.
+fn smithery_key_from_the_secret_store(backend: &str) {
+    let sandbox = Sandbox::new();
+    let registry = FixtureRegistry::start(&[]);
+    let run = |args: &[&str]| {
+        let mut command = sandbox.tether(args);
+        command
+            .env("TETHER_REGISTRY_URL", &registry.url)
+            .env("TETHER_SMITHERY_URL", &registry.url)
+            .env("TETHER_SECRET_STORE", backend)
+            .env("STORED_KEY", FIXTURE_SMITHERY_KEY)
+            .env_remove("SMITHERY_API_KEY");
+        command.output().expect("running tether")
+    };
+    let out = run(&[
+        "secrets",
+        "set",
+        "--registry",
+        "smithery",
+        "--from",
+        "env:STORED_KEY",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains(FIXTURE_SMITHERY_KEY), "{stderr}");
+    assert!(
+        stderr.contains(&format!("stored SMITHERY_API_KEY for {}", registry.url)),
+        "{stderr}"
+    );
+
+    // The key is found without the environment variable: Smithery's rows come back.
+    let out = run(&["-vvv", "search", "file", "--source", "smithery"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        text(&out.stdout).contains("smithery"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!stderr.contains(FIXTURE_SMITHERY_KEY), "{stderr}");
+
+    let out = run(&["secrets", "list", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = listed["secrets"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{listed}");
+    assert_eq!(rows[0]["installation"], "registry:smithery");
+    assert_eq!(rows[0]["name"], "SMITHERY_API_KEY");
+    assert_eq!(rows[0]["location"], backend);
+    assert!(!text(&out.stdout).contains(FIXTURE_SMITHERY_KEY));
+
+    // A key stored for this URL is not sent to another Smithery.
+    let out = sandbox
+        .tether(&["search", "x", "--source", "smithery"])
+        .env("TETHER_SMITHERY_URL", "http://127.0.0.1:9")
+        .env("TETHER_SECRET_STORE", backend)
+        .env_remove("SMITHERY_API_KEY")
+        .output()
+        .expect("running tether");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+
+    let out = run(&["secrets", "rm", "--registry", "smithery"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = run(&["search", "x", "--source", "smithery"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = run(&["secrets", "rm", "--registry", "smithery"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: no SMITHERY_API_KEY is stored for {} (see `tether secrets list`)\n",
+            registry.url
+        )
+    );
+    // The file store holds nothing more (it is removed once empty).
+    if let Ok(file) = std::fs::read(sandbox.home().join("secrets.json")) {
+        assert!(!String::from_utf8_lossy(&file).contains(FIXTURE_SMITHERY_KEY));
+    }
+}
+
+#[test]
+fn smithery_key_from_the_secret_file() {
+    smithery_key_from_the_secret_store("file");
+}
+
+#[test]
+fn smithery_key_from_the_os_credential_store() {
+    if crate::stored::secret_service_or_skip() {
+        smithery_key_from_the_secret_store("keyring");
+    }
+}
+
+#[test]
+fn secrets_set_needs_an_installation_and_variable_or_a_registry() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.run(&["secrets", "set", "only-one"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("<NAME>"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = sandbox.run(&["secrets", "set", "inst", "VAR", "--registry", "smithery"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cannot be used with"),
+        "{}",
+        text(&out.stderr)
+    );
 }
