@@ -2,6 +2,7 @@
 //! glue; the work is in the library crates (`tether-driver` and below).
 
 mod bridge;
+mod bundle;
 mod cli;
 mod commands;
 mod credentials;

@@ -262,7 +262,7 @@ fn validate(name: &str, input: &Input, value: &str) -> Result<(), BuildError> {
 pub fn package_config(package: &Package, answers: &Answers) -> Result<BuiltConfig, BuildError> {
     if package.registry_type == "mcpb" && package.runtime_hint.is_none() {
         return Err(BuildError::Unsupported(
-            "an mcpb bundle (tether does not download and unpack bundles)".to_owned(),
+            "an mcpb bundle this way (`tether add --package mcpb` downloads, verifies and unpacks bundles)".to_owned(),
         ));
     }
     if package.transport.kind != "stdio" {

@@ -22,6 +22,7 @@ pub mod add;
 pub mod cache;
 mod client;
 mod error;
+pub mod mcpb;
 pub mod model;
 mod search;
 mod show;

@@ -367,7 +367,7 @@ pub fn package_option(package: &Package) -> LaunchOption {
     sort_inputs(&mut inputs);
     let note = (package.registry_type == "mcpb").then(|| {
         format!(
-            "download {}, check its SHA-256 ({}), unpack it and run the entry point its manifest names",
+            "`tether add --package mcpb` downloads {}, checks its SHA-256 ({}), unpacks it and runs what its manifest names; the bundle's inputs are in its manifest",
             package.identifier,
             package.file_sha256.as_deref().unwrap_or("no checksum published")
         )

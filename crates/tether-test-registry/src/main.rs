@@ -8,6 +8,8 @@
 //! Fault injection through the search text: `fail-500`, `fail-400` answer that status, `slow`
 //! answers after 5 s. `POST /_touch/{name}` marks an official entry updated now (for
 //! `updated_since`); `GET /_stats` counts requests, 304s and unauthorised Smithery requests.
+//! `--entry FILE` adds an official entry and `--file NAME=PATH` serves a file at
+//! `/_files/NAME` (an mcpb bundle for `tether add`).
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -44,10 +46,19 @@ struct Args {
     /// Port to listen on (0: any free one).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// An extra official entry: a JSON file holding one list item (`{"server": …, "_meta":
+    /// …}`); `{base}` in it becomes this registry's URL. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    entry: Vec<std::path::PathBuf>,
+    /// Serve the file PATH at `/_files/NAME` (a bundle to download). Repeatable.
+    #[arg(long, value_name = "NAME=PATH")]
+    file: Vec<String>,
 }
 
 struct Registry {
     args: Args,
+    /// `--file` bytes by name.
+    files: std::collections::HashMap<String, Vec<u8>>,
     official: Mutex<Vec<Value>>,
     smithery: Value,
     requests: AtomicU64,
@@ -346,13 +357,33 @@ async fn smithery_detail(
     }
 }
 
+/// `GET /_files/{name}`: a `--file`'s bytes.
+async fn file(State(registry): State<Shared>, Path(name): Path<String>) -> Response {
+    registry.requests.fetch_add(1, Ordering::Relaxed);
+    match registry.files.get(&name) {
+        Some(bytes) => ([(header::CONTENT_TYPE, "application/zip")], bytes.clone()).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let official: Vec<Value> = serde_json::from_str(OFFICIAL)?;
+    let mut official: Vec<Value> = serde_json::from_str(OFFICIAL)?;
     let smithery: Value = serde_json::from_str(SMITHERY)?;
-    let port = args.port;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    for path in &args.entry {
+        let text = std::fs::read_to_string(path)?.replace("{base}", &base);
+        official.push(serde_json::from_str(&text)?);
+    }
+    let mut files = std::collections::HashMap::new();
+    for spec in &args.file {
+        let (name, path) = spec.split_once('=').ok_or("--file takes NAME=PATH")?;
+        files.insert(name.to_owned(), std::fs::read(path)?);
+    }
     let registry = Arc::new(Registry {
+        files,
         args,
         official: Mutex::new(official),
         smithery,
@@ -368,9 +399,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/servers/{name}", get(smithery_detail))
         .route("/_touch/{name}", post(touch))
         .route("/_stats", get(stats))
+        .route("/_files/{name}", get(file))
         .with_state(registry);
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
-    println!("http://{}", listener.local_addr()?);
+    println!("{base}");
     let stdin_closed = async {
         let mut buffer = [0u8; 64];
         let mut stdin = tokio::io::stdin();

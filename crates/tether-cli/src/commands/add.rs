@@ -18,18 +18,22 @@ use tether_driver::{McpSpec, ServerStatus};
 use tether_registry::add::{
     Answers, BuildError, BuiltConfig, MissingInput, package_config, remote_config,
 };
+use tether_registry::mcpb::bundle_config;
 use tether_registry::model::{Package, Remote, ServerJson};
 use tether_registry::{Registries, runner};
 
+use crate::bundle::Bundle;
 use crate::cli::{AddArgs, PackageArg, SpecArgs};
 use crate::exit::{FAILED, OK, Reported, UsageError};
 use crate::output::{Progress, print};
 use crate::{secrets, settings};
 
-/// What `add` installs: one package or one remote of the entry.
+/// What `add` installs: one package or one remote of the entry, or a downloaded bundle.
 pub(crate) enum Choice<'a> {
     Package(&'a Package),
     Remote(&'a Remote),
+    /// An mcpb package, downloaded, verified and unpacked.
+    Bundle(&'a Package, Box<Bundle>),
 }
 
 impl Choice<'_> {
@@ -45,6 +49,7 @@ impl Choice<'_> {
                     .unwrap_or_default()
             ),
             Choice::Remote(r) => format!("remote {} ({})", r.url, r.kind),
+            Choice::Bundle(p, _) => Choice::Package(p).describe(),
         }
     }
 
@@ -53,6 +58,7 @@ impl Choice<'_> {
         let option = match self {
             Choice::Package(p) => tether_registry::package_option(p),
             Choice::Remote(r) => tether_registry::remote_option(r),
+            Choice::Bundle(_, bundle) => return bundle.manifest.input_names(),
         };
         option.inputs.into_iter().map(|i| i.name).collect()
     }
@@ -61,6 +67,9 @@ impl Choice<'_> {
         match self {
             Choice::Package(p) => package_config(p, answers),
             Choice::Remote(r) => remote_config(r, answers),
+            Choice::Bundle(_, bundle) => {
+                bundle_config(&bundle.manifest, &bundle.dir.to_string_lossy(), answers)
+            }
         }
     }
 }
@@ -128,6 +137,14 @@ fn usable(server: &ServerJson) -> Vec<Choice<'_>> {
         .filter(|p| p.transport.kind == "stdio" && p.registry_type != "mcpb" && on_path(&runner(p)))
         .map(Choice::Package)
         .chain(server.remotes.iter().map(Choice::Remote))
+        // Last: a bundle is downloaded and unpacked before it can even be tried.
+        .chain(
+            server
+                .packages
+                .iter()
+                .filter(|p| p.registry_type == "mcpb" && p.runtime_hint.is_none())
+                .map(Choice::Package),
+        )
         .collect()
 }
 
@@ -358,7 +375,47 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
         server.name,
         server.version
     );
+    let choice = match choice {
+        Choice::Package(package)
+            if package.registry_type == "mcpb" && package.runtime_hint.is_none() =>
+        {
+            let progress = Progress::new();
+            let bundle = crate::bundle::fetch(
+                &package.identifier,
+                package.file_sha256.as_deref(),
+                &settings::data_dir()?,
+                &progress,
+            )
+            .await?;
+            progress.finish();
+            eprintln!(
+                "verified and unpacked the bundle {} {} into {}",
+                bundle.manifest.name,
+                bundle.manifest.version.as_deref().unwrap_or(""),
+                bundle.dir.display()
+            );
+            Choice::Bundle(package, Box::new(bundle))
+        }
+        other => other,
+    };
+    let outcome = add_chosen(args, server, &choice).await;
+    // Nothing stays behind from a failed add: a bundle this run unpacked goes again.
+    if outcome.is_err()
+        && let Choice::Bundle(_, bundle) = &choice
+    {
+        bundle.discard();
+    }
+    outcome
+}
 
+/// `add` once the way to run it is chosen (and a bundle unpacked): inputs, test-connect,
+/// install.
+async fn add_chosen(
+    args: &AddArgs,
+    server: &ServerJson,
+    choice: &Choice<'_>,
+) -> anyhow::Result<u8> {
+    let interactive = !args.yes && std::io::stdin().is_terminal();
     let mut given = secrets::read(&args.secrets)?;
     let mut answers = answers(args, given.names().map(str::to_owned).collect())?;
     let known = choice.input_names();
@@ -416,7 +473,7 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
         }
     }
 
-    let (uid, store) = install_built(server, &choice, &local, &built, &given)?;
+    let (uid, store) = install_built(server, choice, &local, &built, &given)?;
     print(&format!("{uid}\n"));
     let stored = store.stored(uid)?;
     let secrets_stored: Vec<&str> = stored

@@ -158,11 +158,53 @@ pub fn list(args: &ListArgs) -> anyhow::Result<u8> {
     Ok(OK)
 }
 
+/// The unpacked bundles (`$TETHER_HOME/bundles/<sha256>`) the launch config of `uid` names.
+fn bundles_of(
+    store: &tether_store::Store,
+    uid: Uuid,
+    bundles: &std::path::Path,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let Some(installation) = store.get(uid)? else {
+        return Ok(Vec::new());
+    };
+    // Masked: the text is only searched for paths, but no secret needs to be in it.
+    let text = installation
+        .render(&tether_config::Secrets::new(), &tether_config::EmptyEnv)
+        .to_json(tether_config::Exposure::Masked)
+        .to_string();
+    let prefix = format!("{}/", bundles.display());
+    Ok(text
+        .match_indices(&prefix)
+        .filter_map(|(at, _)| text.get(at + prefix.len()..at + prefix.len() + 64))
+        .filter(|sha| sha.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(|sha| bundles.join(sha))
+        .collect())
+}
+
 pub fn remove(args: &RemoveArgs) -> anyhow::Result<u8> {
     let uid = Uuid::parse_str(args.uid.trim())
         .map_err(|_| UsageError::new("remove takes an installation UUID (see `tether list`)"))?;
-    if open_store()?.remove(uid)? {
+    let mut store = open_store()?;
+    let bundles = crate::bundle::bundles_dir(&crate::settings::data_dir()?);
+    let mut unpacked = bundles_of(&store, uid, &bundles)?;
+    if store.remove(uid)? {
         eprintln!("removed {uid}");
+        // A bundle no other installation runs goes with it.
+        for other in store.list()? {
+            let kept = bundles_of(&store, other.uid, &bundles)?;
+            unpacked.retain(|dir| !kept.contains(dir));
+        }
+        unpacked.dedup();
+        for dir in unpacked {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => eprintln!("removed the unpacked bundle {}", dir.display()),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => eprintln!(
+                    "warning: could not remove the unpacked bundle {}: {error}",
+                    dir.display()
+                ),
+            }
+        }
         Ok(OK)
     } else {
         Err(UsageError::new(format!("no local installation {uid} (see `tether list`)")).into())

@@ -164,7 +164,11 @@ impl SetupServer {
         let server = &prepared.response.server;
         let choice = choose(server, None).map_err(|e| e.to_string())?;
         let inputs = match &choice {
-            crate::commands::add::Choice::Package(p) => tether_registry::package_option(p).inputs,
+            // `choose` never downloads a bundle: the registry's description of its inputs.
+            crate::commands::add::Choice::Package(p)
+            | crate::commands::add::Choice::Bundle(p, _) => {
+                tether_registry::package_option(p).inputs
+            }
             crate::commands::add::Choice::Remote(r) => tether_registry::remote_option(r).inputs,
         };
         let mut answers = Answers::default();

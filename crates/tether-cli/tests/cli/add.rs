@@ -382,7 +382,7 @@ fn add_killed_at_each_step_leaves_nothing_or_everything() {
 fn add_validates_inputs_before_launching_anything() {
     let sandbox = Sandbox::new();
     let registry = FixtureRegistry::start(&[]);
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &["add", "@smithery-ai/github"],
             "error: @smithery-ai/github looks like a Smithery name; tether add takes entries of the official registry only (for now); `tether show @smithery-ai/github --source smithery` describes it\n",
@@ -434,15 +434,6 @@ fn add_validates_inputs_before_launching_anything() {
                 "api_token=sk-in-argv",
             ],
             "error: api_token is a secret: give it with --secret api_token=SOURCE, not --set\n",
-        ),
-        (
-            &[
-                "add",
-                "io.github.example/desktop-bundle",
-                "--package",
-                "mcpb",
-            ],
-            "error: an mcpb bundle (tether does not download and unpack bundles) cannot be added yet\n",
         ),
         (
             &["add", "io.github.example/weather", "--package", "oci"],
@@ -718,4 +709,255 @@ fn add_asks_which_package_on_a_terminal_when_several_fit() {
         shown.contains("has 1 other way to run (see `tether show io.github.example/everything`); --package picks one"),
         "{shown}"
     );
+}
+
+/// A zip archive of `entries` (name, bytes, unix mode).
+fn zip_bytes(entries: &[(&str, &[u8], u32)]) -> Vec<u8> {
+    use std::io::Write;
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, bytes, mode) in entries {
+        let options = zip::write::SimpleFileOptions::default().unix_permissions(*mode);
+        writer.start_file(*name, options).expect("a zip entry");
+        writer.write_all(bytes).expect("writing a zip entry");
+    }
+    writer.finish().expect("finishing the zip").into_inner()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// An official entry (as `--entry` takes it) whose one mcpb package is at `url` (`{base}` is
+/// the fixture registry).
+fn bundle_entry(sandbox: &Sandbox, name: &str, url: &str, sha256: &str) -> String {
+    let entry = serde_json::json!({
+        "server": {
+            "name": format!("io.github.example/{name}"),
+            "description": "A bundle",
+            "version": "1.0.0",
+            "packages": [{
+                "registryType": "mcpb",
+                "identifier": url,
+                "version": "1.0.0",
+                "fileSha256": sha256,
+                "transport": {"type": "stdio"}
+            }]
+        },
+        "_meta": {"io.modelcontextprotocol.registry/official": {
+            "status": "active", "publishedAt": "2026-11-01T10:00:00Z",
+            "updatedAt": "2026-11-01T10:00:00Z", "isLatest": true
+        }}
+    });
+    let path = sandbox.path(&format!("{name}.json"));
+    std::fs::write(&path, entry.to_string()).expect("writing the entry");
+    path.display().to_string()
+}
+
+/// Every file name under `dir`, recursively (empty when it does not exist).
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut names = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    names
+}
+
+#[test]
+fn add_an_mcpb_bundle_downloads_verifies_unpacks_and_runs_it_with_its_stored_secret() {
+    let sandbox = Sandbox::new();
+    let manifest = serde_json::json!({
+        "manifest_version": "0.3", "name": "demo", "version": "1.0.0", "author": {"name": "t"},
+        "server": {"type": "binary", "entry_point": "server/run.sh", "mcp_config": {
+            "command": "${__dirname}/server/run.sh",
+            "args": ["--tools", "${user_config.tools}", "--expect-env-file", "API_KEY=${user_config.expect_file}"],
+            "env": {"API_KEY": "${user_config.api_key}"}
+        }},
+        "user_config": {
+            "api_key": {"type": "string", "title": "API key", "sensitive": true, "required": true},
+            "tools": {"type": "number", "default": 2, "min": 0, "max": 10},
+            "expect_file": {"type": "file", "required": true}
+        }
+    });
+    let script = format!(
+        "#!/bin/sh\nexec {} \"$@\"\n",
+        tether_testkit::test_server_bin().display()
+    );
+    let good = zip_bytes(&[
+        ("manifest.json", manifest.to_string().as_bytes(), 0o644),
+        ("server/run.sh", script.as_bytes(), 0o755),
+    ]);
+    let slip = zip_bytes(&[
+        ("manifest.json", manifest.to_string().as_bytes(), 0o644),
+        ("../evil.txt", b"outside", 0o644),
+    ]);
+    std::fs::write(sandbox.path("demo.mcpb"), &good).expect("writing the bundle");
+    std::fs::write(sandbox.path("slip.mcpb"), &slip).expect("writing the bundle");
+    let entries = [
+        bundle_entry(
+            &sandbox,
+            "demo",
+            "{base}/_files/demo.mcpb",
+            &sha256_hex(&good),
+        ),
+        bundle_entry(
+            &sandbox,
+            "tampered",
+            "{base}/_files/demo.mcpb",
+            &sha256_hex(b"other bytes"),
+        ),
+        bundle_entry(
+            &sandbox,
+            "slip",
+            "{base}/_files/slip.mcpb",
+            &sha256_hex(&slip),
+        ),
+        bundle_entry(
+            &sandbox,
+            "plain",
+            "http://bundles.example/demo.mcpb",
+            &sha256_hex(&good),
+        ),
+        bundle_entry(
+            &sandbox,
+            "unverified",
+            "{base}/_files/demo.mcpb",
+            "not-a-sha",
+        ),
+    ];
+    let demo_file = format!("demo.mcpb={}", sandbox.path("demo.mcpb").display());
+    let slip_file = format!("slip.mcpb={}", sandbox.path("slip.mcpb").display());
+    let mut args = vec!["--file", &demo_file, "--file", &slip_file];
+    for entry in &entries {
+        args.extend(["--entry", entry.as_str()]);
+    }
+    let registry = FixtureRegistry::start(&args);
+    let secret = "p@$$w0rd \"q\" \\ {{x}} $HOME %s ü";
+    let expect = sandbox.path("expected-key");
+    std::fs::write(&expect, secret).expect("writing the expected value");
+    let set_expect = format!("expect_file={}", expect.display());
+    let add = |name: &str| {
+        sandbox
+            .tether(&[
+                "-vvv",
+                "add",
+                &format!("io.github.example/{name}"),
+                "--secret",
+                "api_key=env:BUNDLE_KEY",
+                "--set",
+                &set_expect,
+                "--yes",
+            ])
+            .env("TETHER_REGISTRY_URL", &registry.url)
+            .env("TETHER_SECRET_STORE", "file")
+            .env("BUNDLE_KEY", secret)
+            .output()
+            .expect("running tether add")
+    };
+    let bundles = sandbox.home().join("bundles");
+
+    // Only https (or loopback http), and only with a checksum: refused before any download.
+    let out = add("plain");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("error: the bundle's address http://bundles.example/demo.mcpb is not https; tether downloads bundles over https only"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = add("unverified");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("gives no valid fileSha256 for the bundle"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A bundle whose bytes are not the registry's: nothing stored, nothing unpacked.
+    let out = add("tampered");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "has SHA-256 {}, but the registry says {}; nothing was installed",
+            sha256_hex(&good),
+            sha256_hex(b"other bytes")
+        )),
+        "{stderr}"
+    );
+    assert_eq!(files_under(&bundles), Vec::<String>::new());
+    // An entry that climbs out of the bundle: refused, nothing written outside.
+    let out = add("slip");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "the bundle's entry \"../evil.txt\" points outside the bundle; not installed"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(files_under(&bundles), Vec::<String>::new());
+    assert!(!sandbox.home().join("evil.txt").exists());
+    assert_eq!(
+        installations(&sandbox)["installations"],
+        serde_json::json!([])
+    );
+
+    let out = add("demo");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains(secret) && !stderr.contains("p@$$w0rd"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("test-connect: ready"), "{stderr}");
+    let sha = sha256_hex(&good);
+    assert_eq!(files_under(&bundles), vec![sha.clone()]);
+    let unpacked = bundles.join(&sha);
+    let mode = std::fs::metadata(unpacked.join("server/run.sh"))
+        .expect("the unpacked script")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+    let listed = installations(&sandbox);
+    let stored = listed["installations"][0]["stored"]
+        .as_array()
+        .expect("stored values");
+    assert!(
+        stored.contains(&serde_json::json!({"name": "api_key", "location": "file"})),
+        "{listed}"
+    );
+    let db = std::fs::read(sandbox.home().join("tether.db")).expect("the store");
+    assert!(!String::from_utf8_lossy(&db).contains("p@$$w0rd"));
+
+    // Runs by name with no --secret: the server checks API_KEY byte for byte.
+    let out = sandbox
+        .tether(&["test", "--mcp", "demo"])
+        .env("TETHER_SECRET_STORE", "file")
+        .output()
+        .expect("running tether test");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("ready"), "{}", text(&out.stdout));
+
+    // Removing the installation removes the bundle no other installation runs.
+    let uid = listed["installations"][0]["uid"]
+        .as_str()
+        .expect("a uid")
+        .to_owned();
+    let out = sandbox.run(&["remove", &uid]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "removed the unpacked bundle {}",
+            unpacked.display()
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(files_under(&bundles), Vec::<String>::new());
 }
