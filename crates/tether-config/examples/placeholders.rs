@@ -1,0 +1,80 @@
+//! One parse + render of a server with N distinct placeholders (`spread` or `one_string`), or
+//! one masking of text holding N distinct secret values (`mask`), for
+//! counting instructions and cache misses with valgrind (`bench/placeholders-callgrind.sh`):
+//! `cargo run --release --example placeholders -- spread 40000`.
+
+use serde_json::{Map, Value, json};
+use tether_config::{
+    EmptyEnv, Exposure, Installation, Origin, SecretValue, Secrets, mask_known_values,
+    parse_config, render_server_map,
+};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let shape = args.next().unwrap_or_else(|| "spread".to_owned());
+    let count: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(10_000);
+    let text = match shape.as_str() {
+        "one_string" => {
+            let arg: String = (0..count).map(|i| format!("{{{{P{i}}}}} ")).collect();
+            json!({ "mcpServers": { "wide": { "command": "/opt/mcp/wide", "args": [arg] } } })
+                .to_string()
+        }
+        _ => {
+            let half = count / 2;
+            let server = json!({
+                "command": "/opt/mcp/wide",
+                "args": (0..half).map(|i| format!("--a{i}={{{{P{i}}}}}")).collect::<Vec<_>>(),
+                "env": (0..count - half)
+                    .map(|i| (format!("E{i}"), Value::from(format!("v-{{{{S{i}}}}}"))))
+                    .collect::<Map<_, _>>(),
+            });
+            json!({ "mcpServers": { "wide": server } }).to_string()
+        }
+    };
+    let secrets: Secrets = (0..count)
+        .flat_map(|i| {
+            [
+                (format!("P{i}"), format!("p-value-{i}")),
+                (format!("S{i}"), format!("s-value-{i}")),
+            ]
+        })
+        .collect();
+    if shape == "mask" {
+        let values: Vec<SecretValue> = (0..count)
+            .map(|i| SecretValue::new(format!("secret-value-{i:06}")))
+            .collect();
+        let text: String = (0..count)
+            .map(|i| format!("line {i} token=secret-value-{i:06} done\n"))
+            .collect();
+        println!("{}", mask(&text, &values));
+        return;
+    }
+    println!("{}", parse_and_render(&text, &secrets));
+}
+
+/// What the `mask` criterion bench times.
+#[inline(never)]
+fn mask(text: &str, values: &[SecretValue]) -> usize {
+    mask_known_values(text, values).len()
+}
+
+/// What the `placeholders` criterion bench times; the script counts only this function.
+#[inline(never)]
+fn parse_and_render(text: &str, secrets: &Secrets) -> usize {
+    let parsed = match parse_config(text, Origin::Managed) {
+        Ok(parsed) => parsed,
+        Err(error) => panic!("the config does not parse: {error}"),
+    };
+    let installations: Vec<Installation> = parsed
+        .servers
+        .into_iter()
+        .map(|s| s.into_installation())
+        .collect();
+    let rendered: Vec<_> = installations
+        .iter()
+        .map(|i| i.render(secrets, &EmptyEnv))
+        .collect();
+    render_server_map(&rendered, Exposure::Real)
+        .to_string()
+        .len()
+}
