@@ -130,6 +130,7 @@ fn sweep_stale(root: &Path) {
 fn prepare(
     harness: HarnessArg,
     servers: &[RenderedServer],
+    user_args: &[String],
     strict: bool,
     no_secrets_on_disk: bool,
     hidden_env: &[String],
@@ -236,12 +237,25 @@ fn prepare(
             });
             let user_dir = user_home.map(|h| join_nonempty(h, config_dir));
             let home = PathBuf::from(format!("{}-home", harness.name));
+            // Strict: the allowed list in the settings too, which subcommands read.
+            let allowed: Option<(&[&str], Vec<String>)> = match run.strict {
+                Strict::AllowedNames { setting, .. } if strict => {
+                    Some((setting, servers.iter().map(|s| s.name.clone()).collect()))
+                }
+                _ => None,
+            };
             private_home(
                 &dir,
                 user_dir.as_deref(),
                 &join_nonempty(home.clone(), config_dir),
                 harness.config_file,
-                |user_text| Ok(config.merged_into(user_text)?),
+                |user_text| {
+                    let merged = config.merged_into(user_text)?;
+                    Ok(match &allowed {
+                        Some((setting, names)) => with_setting(&merged, setting, names)?,
+                        None => merged,
+                    })
+                },
             )?;
             plain_env.push((env.to_owned(), dir.path().join(home).into_os_string()));
         }
@@ -255,13 +269,21 @@ fn prepare(
             Strict::Unavailable => {}
             Strict::Flag(flag) => args.push(flag.into()),
             // `FLAG=NAME` once per server: Gemini's flag takes one value per occurrence, so
-            // `FLAG a b` would make `b` the prompt.
-            Strict::AllowedNames(flag) => {
-                args.extend(
-                    servers
-                        .iter()
-                        .map(|s| OsString::from(format!("{flag}={}", s.name))),
-                );
+            // `FLAG a b` would make `b` the prompt. A subcommand (`gemini mcp list`) refuses
+            // the flag and reads the setting written above instead.
+            Strict::AllowedNames {
+                flag, subcommands, ..
+            } => {
+                let subcommand = user_args
+                    .first()
+                    .is_some_and(|first| subcommands.contains(&first.as_str()));
+                if !subcommand {
+                    args.extend(
+                        servers
+                            .iter()
+                            .map(|s| OsString::from(format!("{flag}={}", s.name))),
+                    );
+                }
             }
         }
     }
@@ -273,6 +295,25 @@ fn prepare(
         bridge,
         dir,
     })
+}
+
+/// The JSON text `config` with `names` at the object path `setting` (created as needed,
+/// replacing what was there).
+fn with_setting(config: &str, setting: &[&str], names: &[String]) -> anyhow::Result<String> {
+    let mut value: serde_json::Value =
+        serde_json::from_str(config).context("re-reading the harness config tether wrote")?;
+    let Some((last, parents)) = setting.split_last() else {
+        return Ok(config.to_owned());
+    };
+    let mut at = &mut value;
+    for key in parents {
+        if !at.get(*key).is_some_and(serde_json::Value::is_object) {
+            at[*key] = serde_json::json!({});
+        }
+        at = &mut at[*key];
+    }
+    at[*last] = serde_json::json!(names);
+    Ok(serde_json::to_string_pretty(&value)?)
 }
 
 /// `path/part`, or `path` itself when `part` is empty.
@@ -338,7 +379,14 @@ pub async fn run_harness(
             UsageError::new(format!("cannot start the harness command `{program}`: {e}")).into(),
         );
     }
-    let mut prepared = prepare(harness, servers, strict, no_secrets_on_disk, hidden_env)?;
+    let mut prepared = prepare(
+        harness,
+        servers,
+        rest,
+        strict,
+        no_secrets_on_disk,
+        hidden_env,
+    )?;
     // Stops answering shims when this function returns, however it returns.
     let _serving = prepared
         .launches

@@ -192,6 +192,11 @@ impl Setup {
 
     /// `tether run --mcp SPEC --secret TOKEN=file:… --secret STDIO_TOKEN=file:… -- HARNESS ARGS`.
     fn run_harness(&self, harness: &Path, args: &[&str]) -> Command {
+        self.run_harness_with(&[], harness, args)
+    }
+
+    /// [`Setup::run_harness`] with `options` for `tether run` before `--`.
+    fn run_harness_with(&self, options: &[&str], harness: &Path, args: &[&str]) -> Command {
         let [secret, stdio_secret] = self.secrets();
         let harness = harness.to_string_lossy().into_owned();
         let mut all = vec![
@@ -202,9 +207,9 @@ impl Setup {
             secret.as_str(),
             "--secret",
             stdio_secret.as_str(),
-            "--",
-            harness.as_str(),
         ];
+        all.extend_from_slice(options);
+        all.extend(["--", harness.as_str()]);
         all.extend_from_slice(args);
         self.tether(&all)
     }
@@ -420,6 +425,47 @@ fn gemini_cli_run_connects_both_servers() {
         "tether wrote the user's Gemini settings"
     );
     assert_no_secret("gemini mcp list", &out);
+}
+
+/// `--strict-mcp` with a Gemini subcommand: `gemini mcp list` refuses
+/// `--allowed-mcp-server-names`, so tether leaves the flag out there and writes the same list
+/// as `mcp.allowed` in the private settings: the run succeeds, tether's servers connect, and a
+/// server of the project's own `.gemini/settings.json` is blocked.
+#[test]
+fn gemini_cli_strict_mcp_list_blocks_project_servers() {
+    let Some(gemini) = npm_bin(GEMINI) else {
+        return;
+    };
+    let setup = Setup::new();
+    let work = setup.dir.path().join("work");
+    std::fs::create_dir_all(work.join(".gemini")).expect("creating the project settings dir");
+    std::fs::write(
+        work.join(".gemini/settings.json"),
+        r#"{"mcpServers": {"project-only": {"command": "/bin/false"}}}"#,
+    )
+    .expect("writing the project settings");
+    let mut command = setup.run_harness_with(&["--strict-mcp"], &gemini, &["mcp", "list"]);
+    command
+        .current_dir(&work)
+        .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+    let out = output_within(command, Duration::from_secs(120));
+    let listing = strip_ansi(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
+    assert!(out.status.success(), "gemini mcp list failed:\n{listing}");
+    for name in ["probe-stdio", "probe-other", "probe-http"] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.contains(&format!("✓ {name}")) && l.contains("Connected")),
+            "gemini did not connect {name}:\n{listing}"
+        );
+    }
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.contains("project-only") && l.contains("Blocked")),
+        "the project's server was not blocked:\n{listing}"
+    );
+    assert_no_secret("gemini --strict-mcp mcp list", &out);
 }
 
 #[test]

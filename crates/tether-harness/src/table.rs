@@ -181,8 +181,18 @@ pub enum Strict {
     Unavailable,
     /// A flag on its own.
     Flag(&'static str),
-    /// A flag followed by the names of the servers to allow.
-    AllowedNames(&'static str),
+    /// The names of the servers to allow: `FLAG=NAME` once per server, and the same list
+    /// at `setting` in the private home's config (the harness's subcommands take no such
+    /// flag, and a subcommand such as `gemini mcp list` reads the setting).
+    AllowedNames {
+        /// The flag.
+        flag: &'static str,
+        /// The path of the list in the config file (`["mcp", "allowed"]`).
+        setting: &'static [&'static str],
+        /// The harness's subcommands: when the user's command starts with one, only the
+        /// setting is used.
+        subcommands: &'static [&'static str],
+    },
 }
 
 /// Every harness and export format, one row each, in [`Format`]'s order.
@@ -262,7 +272,20 @@ pub const HARNESSES: &[Harness] = &[
                 default_home: "",
                 config_dir: ".gemini",
             },
-            strict: Strict::AllowedNames("--allowed-mcp-server-names"),
+            strict: Strict::AllowedNames {
+                flag: "--allowed-mcp-server-names",
+                setting: &["mcp", "allowed"],
+                subcommands: &[
+                    "mcp",
+                    "extensions",
+                    "extension",
+                    "skills",
+                    "skill",
+                    "hooks",
+                    "hook",
+                    "gemma",
+                ],
+            },
             private_cache_env: None,
         }),
         own_configs: &[

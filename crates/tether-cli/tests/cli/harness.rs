@@ -329,6 +329,19 @@ fn strict_mcp_names_each_gemini_server_in_its_own_argument() {
         ],
         "{argv}"
     );
+    // A subcommand takes no such flag (`gemini mcp list` refuses it): the user's arguments
+    // alone, the list being in the private settings instead.
+    hand_off(
+        &sandbox,
+        &spec,
+        &["--strict-mcp"],
+        &program,
+        &["mcp", "list"],
+    )
+    .assert()
+    .success();
+    let argv = read(&sandbox.path("record").join("argv"));
+    assert_eq!(argv.lines().collect::<Vec<_>>(), ["mcp", "list"], "{argv}");
 }
 
 #[test]
