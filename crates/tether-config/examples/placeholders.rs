@@ -49,6 +49,20 @@ fn main() {
         println!("{}", mask(&text, &values));
         return;
     }
+    // A third argument N: time N runs and print the fastest (for quick comparisons; the
+    // criterion bench is the reference).
+    if let Some(runs) = args.next().and_then(|n| n.parse::<usize>().ok()) {
+        let best = (0..runs.max(1))
+            .map(|_| {
+                let started = std::time::Instant::now();
+                std::hint::black_box(parse_and_render(&text, &secrets));
+                started.elapsed()
+            })
+            .min()
+            .unwrap_or_default();
+        println!("{shape} {count}: best of {runs} {:.2} ms", best.as_secs_f64() * 1e3);
+        return;
+    }
     println!("{}", parse_and_render(&text, &secrets));
 }
 
