@@ -402,6 +402,18 @@ fn claude_code_subcommand_arguments_survive_the_run() {
     }
 }
 
+/// Every server of the setup is listed connected by `gemini mcp list`.
+fn assert_gemini_connected_all(listing: &str) {
+    for name in ["probe-stdio", "probe-other", "probe-http"] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.contains(&format!("✓ {name}")) && l.contains("Connected")),
+            "gemini did not connect {name}:\n{listing}"
+        );
+    }
+}
+
 #[test]
 fn gemini_cli_run_connects_both_servers() {
     let Some(gemini) = npm_bin(GEMINI) else {
@@ -412,14 +424,7 @@ fn gemini_cli_run_connects_both_servers() {
     command.env("GEMINI_CLI_TRUST_WORKSPACE", "true");
     let out = output_within(command, Duration::from_secs(120));
     let listing = strip_ansi(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
-    for name in ["probe-stdio", "probe-other", "probe-http"] {
-        assert!(
-            listing
-                .lines()
-                .any(|l| l.contains(&format!("✓ {name}")) && l.contains("Connected")),
-            "gemini did not connect {name}:\n{listing}"
-        );
-    }
+    assert_gemini_connected_all(&listing);
     assert!(
         !setup.home().join(".gemini/settings.json").exists(),
         "tether wrote the user's Gemini settings"
@@ -451,14 +456,7 @@ fn gemini_cli_strict_mcp_list_blocks_project_servers() {
     let out = output_within(command, Duration::from_secs(120));
     let listing = strip_ansi(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
     assert!(out.status.success(), "gemini mcp list failed:\n{listing}");
-    for name in ["probe-stdio", "probe-other", "probe-http"] {
-        assert!(
-            listing
-                .lines()
-                .any(|l| l.contains(&format!("✓ {name}")) && l.contains("Connected")),
-            "gemini did not connect {name}:\n{listing}"
-        );
-    }
+    assert_gemini_connected_all(&listing);
     assert!(
         listing
             .lines()

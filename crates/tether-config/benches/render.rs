@@ -11,6 +11,10 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Map, Value, json};
+#[path = "support/wide.rs"]
+mod wide;
+use wide::{one_string_config, spread_config, wide_secrets};
+
 use tether_config::{
     EmptyEnv, Exposure, Installation, Origin, SecretValue, Secrets, mask_known_values,
     parse_config, render_server_map,
@@ -90,38 +94,6 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
-}
-
-/// One stdio server with `count` distinct placeholders: half in args (`--a{i}={{P{i}}}`), half
-/// in env values (`v-{{S{i}}}`).
-fn spread_config(count: usize) -> String {
-    let half = count / 2;
-    let server = json!({
-        "command": "/opt/mcp/wide",
-        "args": (0..half).map(|i| format!("--a{i}={{{{P{i}}}}}")).collect::<Vec<_>>(),
-        "env": (0..count - half)
-            .map(|i| (format!("E{i}"), Value::from(format!("v-{{{{S{i}}}}}"))))
-            .collect::<Map<_, _>>(),
-    });
-    json!({ "mcpServers": { "wide": server } }).to_string()
-}
-
-/// One stdio server whose single arg holds `count` distinct placeholders.
-fn one_string_config(count: usize) -> String {
-    let arg: String = (0..count).map(|i| format!("{{{{P{i}}}}} ")).collect();
-    json!({ "mcpServers": { "wide": { "command": "/opt/mcp/wide", "args": [arg] } } }).to_string()
-}
-
-/// A secret for every `P{i}` and `S{i}` below `count`.
-fn wide_secrets(count: usize) -> Secrets {
-    (0..count)
-        .flat_map(|i| {
-            [
-                (format!("P{i}"), format!("p-value-{i}")),
-                (format!("S{i}"), format!("s-value-{i}")),
-            ]
-        })
-        .collect()
 }
 
 fn parse_and_render(text: &str, secrets: &Secrets) -> Option<String> {

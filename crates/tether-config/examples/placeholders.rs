@@ -3,7 +3,10 @@
 //! counting instructions and cache misses with valgrind (`bench/placeholders-callgrind.sh`):
 //! `cargo run --release --example placeholders -- spread 40000`.
 
-use serde_json::{Map, Value, json};
+#[path = "../benches/support/wide.rs"]
+mod wide;
+use wide::{one_string_config, spread_config, wide_secrets};
+
 use tether_config::{
     EmptyEnv, Exposure, Installation, Origin, SecretValue, Secrets, mask_known_values,
     parse_config, render_server_map,
@@ -14,31 +17,10 @@ fn main() {
     let shape = args.next().unwrap_or_else(|| "spread".to_owned());
     let count: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(10_000);
     let text = match shape.as_str() {
-        "one_string" => {
-            let arg: String = (0..count).map(|i| format!("{{{{P{i}}}}} ")).collect();
-            json!({ "mcpServers": { "wide": { "command": "/opt/mcp/wide", "args": [arg] } } })
-                .to_string()
-        }
-        _ => {
-            let half = count / 2;
-            let server = json!({
-                "command": "/opt/mcp/wide",
-                "args": (0..half).map(|i| format!("--a{i}={{{{P{i}}}}}")).collect::<Vec<_>>(),
-                "env": (0..count - half)
-                    .map(|i| (format!("E{i}"), Value::from(format!("v-{{{{S{i}}}}}"))))
-                    .collect::<Map<_, _>>(),
-            });
-            json!({ "mcpServers": { "wide": server } }).to_string()
-        }
+        "one_string" => one_string_config(count),
+        _ => spread_config(count),
     };
-    let secrets: Secrets = (0..count)
-        .flat_map(|i| {
-            [
-                (format!("P{i}"), format!("p-value-{i}")),
-                (format!("S{i}"), format!("s-value-{i}")),
-            ]
-        })
-        .collect();
+    let secrets = wide_secrets(count);
     if shape == "mask" {
         let values: Vec<SecretValue> = (0..count)
             .map(|i| SecretValue::new(format!("secret-value-{i:06}")))
@@ -60,7 +42,10 @@ fn main() {
             })
             .min()
             .unwrap_or_default();
-        println!("{shape} {count}: best of {runs} {:.2} ms", best.as_secs_f64() * 1e3);
+        println!(
+            "{shape} {count}: best of {runs} {:.2} ms",
+            best.as_secs_f64() * 1e3
+        );
         return;
     }
     println!("{}", parse_and_render(&text, &secrets));

@@ -64,6 +64,44 @@ pub struct BuiltConfig {
     pub placeholders: Vec<String>,
 }
 
+/// A secret input, as [`secret_values`] needs it.
+pub(crate) struct SecretInput<'a> {
+    pub name: &'a str,
+    pub required: bool,
+    pub description: Option<&'a str>,
+}
+
+/// The values of a secret input: its `{{NAME}}` placeholder (filled at run time) when it is
+/// supplied with `--secret` or required — a required one not supplied is recorded in
+/// `missing` — and nothing for an optional one not supplied. A `--set` value for it is refused:
+/// it would be stored in plain text.
+pub(crate) fn secret_values(
+    input: SecretInput<'_>,
+    answers: &Answers,
+    missing: &mut Vec<MissingInput>,
+    placeholders: &mut Vec<String>,
+) -> Result<Vec<String>, BuildError> {
+    let name = input.name;
+    if answers.values.contains_key(name) {
+        return Err(BuildError::SecretGivenAsValue(name.to_owned()));
+    }
+    let supplied = answers.secrets.iter().any(|s| s == name);
+    if !supplied && !input.required {
+        return Ok(Vec::new());
+    }
+    if !supplied {
+        missing.push(MissingInput {
+            name: name.to_owned(),
+            secret: true,
+            description: input.description.map(str::to_owned),
+        });
+    }
+    if !placeholders.iter().any(|p| p == name) {
+        placeholders.push(name.to_owned());
+    }
+    Ok(vec![format!("{{{{{name}}}}}")])
+}
+
 struct Builder<'a> {
     answers: &'a Answers,
     missing: Vec<MissingInput>,
@@ -78,24 +116,16 @@ impl Builder<'_> {
     fn values(&mut self, name: &str, input: &Input) -> Result<Vec<String>, BuildError> {
         let given = self.answers.values.get(name);
         if input.is_secret {
-            if given.is_some() {
-                return Err(BuildError::SecretGivenAsValue(name.to_owned()));
-            }
-            let supplied = self.answers.secrets.iter().any(|s| s == name);
-            if !supplied && !input.is_required {
-                return Ok(Vec::new());
-            }
-            if !supplied {
-                self.missing.push(MissingInput {
-                    name: name.to_owned(),
-                    secret: true,
-                    description: input.description.clone(),
-                });
-            }
-            if !self.placeholders.iter().any(|p| p == name) {
-                self.placeholders.push(name.to_owned());
-            }
-            return Ok(vec![format!("{{{{{name}}}}}")]);
+            return secret_values(
+                SecretInput {
+                    name,
+                    required: input.is_required,
+                    description: input.description.as_deref(),
+                },
+                self.answers,
+                &mut self.missing,
+                &mut self.placeholders,
+            );
         }
         let values = match given {
             Some(values) => values.clone(),

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::add::{Answers, BuildError, BuiltConfig, MissingInput};
+use crate::add::{Answers, BuildError, BuiltConfig, MissingInput, SecretInput, secret_values};
 
 /// The parts of `manifest.json` a launch needs (unknown fields ignored).
 #[derive(Debug, Clone, Deserialize)]
@@ -183,24 +183,16 @@ impl Values<'_> {
     fn of(&mut self, key: &str, input: &UserConfig) -> Result<Vec<String>, BuildError> {
         let given = self.answers.values.get(key);
         if input.sensitive {
-            if given.is_some() {
-                return Err(BuildError::SecretGivenAsValue(key.to_owned()));
-            }
-            let supplied = self.answers.secrets.iter().any(|s| s == key);
-            if !supplied && !input.required {
-                return Ok(Vec::new());
-            }
-            if !supplied {
-                self.missing.push(MissingInput {
-                    name: key.to_owned(),
-                    secret: true,
-                    description: input.description.clone().or(input.title.clone()),
-                });
-            }
-            if !self.placeholders.iter().any(|p| p == key) {
-                self.placeholders.push(key.to_owned());
-            }
-            return Ok(vec![format!("{{{{{key}}}}}")]);
+            return secret_values(
+                SecretInput {
+                    name: key,
+                    required: input.required,
+                    description: input.description.as_deref().or(input.title.as_deref()),
+                },
+                self.answers,
+                &mut self.missing,
+                &mut self.placeholders,
+            );
         }
         let values = match given {
             Some(values) => values.clone(),
