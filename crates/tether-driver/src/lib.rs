@@ -42,7 +42,7 @@ pub mod supervisor;
 
 pub use error::DriverError;
 pub use launch::{
-    BearerRefresh, ENV_WHITELIST, LogSink, McpRuntime, STDERR_TAIL_BYTES, ServerReport,
+    BearerAuth, ENV_WHITELIST, LogSink, MAX_STEP_UPS, McpRuntime, STDERR_TAIL_BYTES, ServerReport,
     ServerStatus, StartOptions, TERMINATE_GRACE, ToolInfo,
 };
 pub use refresh::{RefreshOutcome, RefreshPolicy};

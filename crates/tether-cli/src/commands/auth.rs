@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use futures_util::future::BoxFuture;
 use serde_json::json;
 use tether_config::{RenderedTransport, SecretValue};
 use tether_driver::{ServerReport, ServerStatus, Session};
@@ -401,12 +402,20 @@ fn stored_tokens(resource: &str) -> bool {
         .is_some()
 }
 
-/// The driver's hook for a remote server that refused its bearer token at connect: refresh the
-/// stored tokens for its URL once (storing the new ones) and hand back the new access token,
-/// registered for log masking first. `None` (with a warning that says to log in again) when
-/// nothing is stored for the URL or the refresh fails.
-pub fn bearer_refresh() -> tether_driver::BearerRefresh {
-    std::sync::Arc::new(|url: String| {
+/// The driver's source of fresh bearer tokens ([`tether_driver::BearerAuth`]): asked at any
+/// request of a run whose Streamable HTTP server refused the stored token.
+pub fn bearer_auth() -> std::sync::Arc<dyn tether_driver::BearerAuth> {
+    std::sync::Arc::new(StoredTokens)
+}
+
+/// Tokens from the secret store, renewed there.
+struct StoredTokens;
+
+impl tether_driver::BearerAuth for StoredTokens {
+    /// Refreshes the stored tokens for the URL once (storing the new ones) and hands back the
+    /// new access token, registered for log masking first. `None` (with a warning that says to
+    /// log in again) when nothing is stored for the URL or the refresh fails.
+    fn refresh(&self, url: String) -> BoxFuture<'static, Option<SecretValue>> {
         Box::pin(async move {
             let resource = oauth::canonical_resource(&url).ok()?;
             let store = settings::secret_store().ok()?;
@@ -432,5 +441,9 @@ pub fn bearer_refresh() -> tether_driver::BearerRefresh {
                 }
             }
         })
-    })
+    }
+
+    fn step_up(&self, _url: String, _challenge: String) -> BoxFuture<'static, Option<SecretValue>> {
+        Box::pin(async { None })
+    }
 }

@@ -302,7 +302,7 @@ pub fn start_options(timeout_secs: u64, strict: bool) -> StartOptions {
     StartOptions {
         startup_timeout: Duration::from_secs(timeout_secs.max(1)),
         strict,
-        refresh_bearer: Some(auth::bearer_refresh()),
+        bearer_auth: Some(auth::bearer_auth()),
         ..StartOptions::default()
     }
 }

@@ -383,3 +383,161 @@ fn login_by_installation_name() {
     let logout = tether(&sandbox, &["auth", "logout", "remote"]);
     assert_eq!(logout.status.code(), Some(0), "{}", text(&logout.stderr));
 }
+
+/// `tether serve` over stdio, driven line by line (newline-delimited JSON-RPC), every answer
+/// awaited at most 30 s.
+struct StdioGateway {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl StdioGateway {
+    fn start(sandbox: &Sandbox, spec: &str) -> Self {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tether"))
+            .args(["-vvv", "serve", "--mcp", spec])
+            .current_dir(sandbox.dir.path())
+            .env("TETHER_HOME", sandbox.home())
+            .env("TETHER_SECRET_STORE", "file")
+            .env("BROWSER", "curl -s -L -o /dev/null")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting tether serve");
+        let stdout = child.stdout.take().expect("its stdout");
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut stderr = child.stderr.take().expect("its stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let _ = stderr.read_to_end(&mut all);
+            all
+        });
+        let mut gateway = Self {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            stderr,
+        };
+        gateway.request(
+            1,
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"}}),
+        );
+        gateway.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        gateway
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{message}").expect("writing to tether serve");
+        stdin.flush().expect("flushing");
+    }
+
+    /// Sends a request and returns the answer with its id (notifications in between skipped).
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .expect("an answer from tether serve within 30 s");
+            let message: Value = serde_json::from_str(&line).expect("a JSON-RPC line");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Closes stdin (the client leaves) and returns what tether printed on stderr.
+    fn finish(mut self) -> String {
+        drop(self.stdin.take());
+        for _ in 0..100 {
+            if self
+                .child
+                .try_wait()
+                .expect("polling tether serve")
+                .is_some()
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let stderr = std::mem::replace(&mut self.stderr, std::thread::spawn(Vec::new));
+        text(&stderr.join().expect("the stderr reader"))
+    }
+}
+
+/// Mid-run (issue 15 item 1): a gateway whose upstream token is refused between two calls
+/// refreshes it once and retries the call, which succeeds; the next call uses the new token.
+#[test]
+fn a_token_refused_mid_run_is_refreshed_and_the_call_retried() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let login = tether(&sandbox, &["auth", "login", &server.url()]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+
+    let mut gateway = StdioGateway::start(&sandbox, &spec(&server));
+    let echo = |gateway: &mut StdioGateway, id: u64, word: &str| {
+        gateway.request(
+            id,
+            "tools/call",
+            serde_json::json!({"name": "remote__echo", "arguments": {"text": word}}),
+        )
+    };
+    let first = echo(&mut gateway, 2, "first");
+    assert!(first["result"].to_string().contains("first"), "{first}");
+    assert_eq!(server.stats()["refreshes"], 0);
+
+    server.request("POST", "/expire");
+    let second = echo(&mut gateway, 3, "second");
+    assert!(second["result"].to_string().contains("second"), "{second}");
+    assert_ne!(second["result"]["isError"], true, "{second}");
+    assert_eq!(server.stats()["refreshes"], 1);
+    let third = echo(&mut gateway, 4, "third");
+    assert!(third["result"].to_string().contains("third"), "{third}");
+    assert_eq!(
+        server.stats()["refreshes"],
+        1,
+        "the refreshed token is kept"
+    );
+
+    // Revoked: one refresh is tried, it fails, the call fails and the log says what to do.
+    server.request("POST", "/revoke");
+    let refused = echo(&mut gateway, 5, "fourth");
+    assert!(
+        refused.get("error").is_some() || refused["result"]["isError"] == true,
+        "{refused}"
+    );
+    assert!(!refused.to_string().contains(SENTINEL), "{refused}");
+    let stderr = gateway.finish();
+    assert!(
+        stderr.contains(&format!(
+            "{} refused the stored OAuth token and it could not be refreshed",
+            server.url()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(SENTINEL),
+        "a token shows on stderr:\n{stderr}"
+    );
+    assert_eq!(server.stats()["refreshes"], 1);
+}

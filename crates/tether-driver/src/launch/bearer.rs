@@ -1,0 +1,284 @@
+//! The bearer token of a remote server, renewed at the HTTP transport level: every request
+//! of a Streamable HTTP connection (the handshake, each tool call of a long run, a gateway's
+//! forwarded calls) goes out with the token in use now; a 401 gets one renewal from the
+//! caller's [`BearerAuth`] and one retry, a 403 with a challenge (`insufficient_scope`) at most
+//! [`MAX_STEP_UPS`] step-ups and retries. Requests that fail at the same time share one
+//! renewal: whoever comes second finds the token already changed and retries with it.
+//!
+//! **Invariant:** this module knows nothing about OAuth: what a challenge means and how a
+//! token is had is the [`BearerAuth`]'s business; here only "refused, ask once, retry".
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use tether_config::SecretValue;
+
+/// How many step-ups one request may ask for before its 403 stands.
+pub const MAX_STEP_UPS: usize = 2;
+
+/// Where a remote server's fresh bearer tokens come from (the CLI's OAuth client). Asked only
+/// for a server that was sent an `Authorization` header; `None` leaves the refusal standing.
+pub trait BearerAuth: Send + Sync {
+    /// The server at `url` refused the token (401): a new one (an OAuth refresh), or `None`.
+    fn refresh(&self, url: String) -> BoxFuture<'static, Option<SecretValue>>;
+
+    /// The server at `url` refused the token with 403 and `challenge` (its
+    /// `WWW-Authenticate` value, e.g. `Bearer error="insufficient_scope", scope="…"`): a token
+    /// with more access (an OAuth step-up), or `None` when the challenge asks for nothing
+    /// that can be had.
+    fn step_up(&self, url: String, challenge: String) -> BoxFuture<'static, Option<SecretValue>>;
+}
+
+/// The `Authorization` value for `token`, marked sensitive; `None` when HTTP forbids it.
+fn bearer_header(token: &SecretValue) -> Option<HeaderValue> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose())).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
+/// A `reqwest::Client` that renews the bearer token of one server as the module docs say.
+#[derive(Clone)]
+pub(super) struct BearerHttp {
+    http: reqwest::Client,
+    renewal: Option<Renewal>,
+}
+
+#[derive(Clone)]
+struct Renewal {
+    url: String,
+    auth: Arc<dyn BearerAuth>,
+    /// The `Authorization` value in use; locked while it is renewed.
+    current: Arc<tokio::sync::Mutex<HeaderValue>>,
+}
+
+/// What a failed request asks for.
+enum Ask {
+    Refresh,
+    StepUp(String),
+}
+
+impl BearerHttp {
+    /// `http` as is when there is no `auth` or no `Authorization` header in `headers`, else
+    /// renewing that header through `auth`.
+    pub(super) fn new(
+        http: reqwest::Client,
+        url: &str,
+        headers: &reqwest::header::HeaderMap,
+        auth: Option<Arc<dyn BearerAuth>>,
+    ) -> Self {
+        let renewal = auth
+            .zip(headers.get(AUTHORIZATION).cloned())
+            .map(|(auth, current)| Renewal {
+                url: url.to_owned(),
+                auth,
+                current: Arc::new(tokio::sync::Mutex::new(current)),
+            });
+        Self { http, renewal }
+    }
+
+    /// Runs `call` with the headers of this moment (the current token), renewing and
+    /// retrying as the module docs say.
+    async fn renewing<T, F, Fut>(
+        &self,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        call: F,
+    ) -> Result<T, StreamableHttpError<reqwest::Error>>
+    where
+        F: Fn(HashMap<HeaderName, HeaderValue>) -> Fut,
+        Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
+    {
+        let Some(renewal) = &self.renewal else {
+            return call(custom_headers).await;
+        };
+        let mut refreshed = false;
+        let mut step_ups = 0;
+        loop {
+            let sent = renewal.current.lock().await.clone();
+            let mut headers = custom_headers.clone();
+            headers.insert(AUTHORIZATION, sent.clone());
+            let outcome = call(headers).await;
+            let ask = match &outcome {
+                Err(StreamableHttpError::AuthRequired(_)) if !refreshed => {
+                    refreshed = true;
+                    Ask::Refresh
+                }
+                Err(StreamableHttpError::InsufficientScope(refusal)) if step_ups < MAX_STEP_UPS => {
+                    step_ups += 1;
+                    Ask::StepUp(refusal.www_authenticate_header.clone())
+                }
+                _ => return outcome,
+            };
+            if !renewal.renew(&sent, ask).await {
+                return outcome;
+            }
+        }
+    }
+}
+
+impl Renewal {
+    /// A new token unless another request already replaced `sent`; whether there is one.
+    async fn renew(&self, sent: &HeaderValue, ask: Ask) -> bool {
+        let mut current = self.current.lock().await;
+        if *current != *sent {
+            return true;
+        }
+        let token = match ask {
+            Ask::Refresh => {
+                tracing::debug!(url = %self.url, "bearer token refused (401); asking for a fresh one");
+                self.auth.refresh(self.url.clone()).await
+            }
+            Ask::StepUp(challenge) => {
+                tracing::debug!(url = %self.url, "bearer token refused (403); asking for more access");
+                self.auth.step_up(self.url.clone(), challenge).await
+            }
+        };
+        match token.as_ref().and_then(bearer_header) {
+            Some(value) => {
+                *current = value;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl StreamableHttpClient for BearerHttp {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.renewing(custom_headers, |headers| {
+            self.http.post_message(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth_header.clone(),
+                headers,
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.renewing(custom_headers, |headers| {
+            self.http.post_message_with_max_sse_event_size(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth_header.clone(),
+                headers,
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.renewing(custom_headers, |headers| {
+            self.http.post_message_with_response_limits(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth_header.clone(),
+                headers,
+                limits,
+            )
+        })
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.renewing(custom_headers, |headers| {
+            self.http.delete_session(
+                uri.clone(),
+                session_id.clone(),
+                auth_header.clone(),
+                headers,
+            )
+        })
+        .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<
+        futures_util::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
+        StreamableHttpError<Self::Error>,
+    > {
+        self.renewing(custom_headers, |headers| {
+            self.http.get_stream(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                auth_header.clone(),
+                headers,
+            )
+        })
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<
+        futures_util::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
+        StreamableHttpError<Self::Error>,
+    > {
+        self.renewing(custom_headers, |headers| {
+            self.http.get_stream_with_max_sse_event_size(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                auth_header.clone(),
+                headers,
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+}
