@@ -74,6 +74,12 @@ pub struct Tokens {
     pub expires_at: Option<i64>,
     pub token_endpoint: String,
     pub client: Client,
+    /// The scope granted (the token answer's `scope`, else the one asked for); `None` when
+    /// none was asked for or given.
+    pub scope: Option<String>,
+    /// The redirect URI the client used (a step-up listens on the same port when it can:
+    /// a registered client's redirect URI is fixed).
+    pub redirect_uri: Option<String>,
 }
 
 impl Tokens {
@@ -96,6 +102,8 @@ impl Tokens {
             "client_id": self.client.client_id,
             "client_secret": self.client.client_secret.as_ref().map(SecretValue::expose),
             "auth_method": self.client.auth_method,
+            "scope": self.scope,
+            "redirect_uri": self.redirect_uri,
         });
         SecretValue::new(value.to_string())
     }
@@ -123,6 +131,8 @@ impl Tokens {
                 client_secret: secret("client_secret"),
                 auth_method: text("auth_method").unwrap_or_else(|| "none".to_owned()),
             },
+            scope: text("scope"),
+            redirect_uri: text("redirect_uri"),
         })
     }
 }
@@ -460,8 +470,6 @@ pub async fn register(
     })
 }
 
-/// ` (error: CODE)` from an OAuth error body, or nothing. The code is a fixed vocabulary, not
-/// a secret; descriptions are not quoted.
 /// An authorization server's answer: its status and its body as JSON (`Null` when it is not
 /// JSON); the raw body, which may hold tokens or a client secret, is zeroed once parsed.
 async fn json_answer(response: reqwest::Response) -> (reqwest::StatusCode, Value) {
@@ -479,6 +487,8 @@ async fn json_answer(response: reqwest::Response) -> (reqwest::StatusCode, Value
     )
 }
 
+/// ` (error: CODE)` from an OAuth error body, or nothing. The code is a fixed vocabulary, not
+/// a secret; descriptions are not quoted.
 fn oauth_error_code(answer: &Value) -> String {
     answer
         .get("error")
@@ -569,6 +579,35 @@ pub fn code_from_redirect(target: &str, state: &str) -> Result<SecretValue, OAut
     code.ok_or_else(|| protocol("the redirect holds no code"))
 }
 
+/// The scope to ask for in a step-up after a 403 whose `WWW-Authenticate` is `challenge`:
+/// the challenge's `scope` joined to `held` (what the token has), in that order, without
+/// repeats. `None` when the challenge is not `insufficient_scope`, names no scope, or names
+/// only scopes already held (asking again would not change the answer).
+pub fn step_up_scope(challenge: &str, held: Option<&str>) -> Option<String> {
+    let params = challenge_params(challenge);
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    };
+    if param("error") != Some("insufficient_scope") {
+        return None;
+    }
+    let held: Vec<&str> = held.unwrap_or("").split_whitespace().collect();
+    let wanted: Vec<&str> = param("scope")?.split_whitespace().collect();
+    if wanted.iter().all(|scope| held.contains(scope)) {
+        return None;
+    }
+    let mut scopes = held;
+    for scope in wanted {
+        if !scopes.contains(&scope) {
+            scopes.push(scope);
+        }
+    }
+    Some(scopes.join(" "))
+}
+
 /// The loopback listener the authorization server redirects to.
 pub struct Listener {
     listener: tokio::net::TcpListener,
@@ -578,7 +617,25 @@ pub struct Listener {
 impl Listener {
     /// Binds 127.0.0.1 on a random port.
     pub async fn bind() -> Result<Self, OAuthError> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        Self::bind_on(0).await
+    }
+
+    /// Binds 127.0.0.1 on the port of `redirect_uri` (a registered client's), else a random
+    /// one.
+    pub async fn bind_like(redirect_uri: Option<&str>) -> Result<Self, OAuthError> {
+        let port = redirect_uri
+            .and_then(|uri| Url::parse(uri).ok())
+            .and_then(|url| url.port());
+        if let Some(port) = port
+            && let Ok(listener) = Self::bind_on(port).await
+        {
+            return Ok(listener);
+        }
+        Self::bind().await
+    }
+
+    async fn bind_on(port: u16) -> Result<Self, OAuthError> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .map_err(|e| protocol(format!("cannot listen on 127.0.0.1: {e}")))?;
         let port = listener
@@ -690,7 +747,7 @@ async fn token_request(
     resource: &str,
     client: &Client,
     mut form: Vec<(&str, String)>,
-    previous_refresh: Option<SecretValue>,
+    previous: Previous,
 ) -> Result<Tokens, OAuthError> {
     form.push(("resource", resource.to_owned()));
     let mut request = http.post(token_endpoint).header(ACCEPT, "application/json");
@@ -743,14 +800,27 @@ async fn token_request(
             .get("refresh_token")
             .and_then(Value::as_str)
             .map(|s| SecretValue::new(s.to_owned()))
-            .or(previous_refresh),
+            .or(previous.refresh_token),
         expires_at: answer
             .get("expires_in")
             .and_then(Value::as_i64)
             .map(|seconds| now.saturating_add(seconds)),
         token_endpoint: token_endpoint.to_owned(),
         client: client.clone(),
+        scope: answer
+            .get("scope")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or(previous.scope),
+        redirect_uri: previous.redirect_uri,
     })
+}
+
+/// What a token answer may leave out and is then kept from before.
+struct Previous {
+    refresh_token: Option<SecretValue>,
+    scope: Option<String>,
+    redirect_uri: Option<String>,
 }
 
 fn url_encode(text: &str) -> String {
@@ -792,7 +862,11 @@ pub async fn exchange(
             ("redirect_uri", pending.redirect_uri.clone()),
             ("code_verifier", pending.verifier.expose().to_owned()),
         ],
-        None,
+        Previous {
+            refresh_token: None,
+            scope: discovered.scope.clone(),
+            redirect_uri: Some(pending.redirect_uri.clone()),
+        },
     )
     .await?;
     tokens.server.clone_from(&discovered.server);
@@ -814,7 +888,11 @@ pub async fn refresh(http: &reqwest::Client, tokens: &Tokens) -> Result<Tokens, 
             ("grant_type", "refresh_token".to_owned()),
             ("refresh_token", refresh_token.expose().to_owned()),
         ],
-        Some(refresh_token),
+        Previous {
+            refresh_token: Some(refresh_token),
+            scope: tokens.scope.clone(),
+            redirect_uri: tokens.redirect_uri.clone(),
+        },
     )
     .await?;
     fresh.server.clone_from(&tokens.server);
@@ -847,6 +925,36 @@ mod tests {
                 ),
                 ("scope".to_owned(), "read".to_owned()),
             ]
+        );
+    }
+
+    #[test]
+    fn step_up_asks_for_what_is_missing_only() {
+        let challenge = |scope: &str| {
+            format!(
+                r#"Bearer error="insufficient_scope", scope="{scope}", resource_metadata="http://a/x""#
+            )
+        };
+        assert_eq!(
+            step_up_scope(&challenge("mcp mcp:write"), Some("mcp")).as_deref(),
+            Some("mcp mcp:write")
+        );
+        assert_eq!(
+            step_up_scope(&challenge("b"), Some("a c")).as_deref(),
+            Some("a c b")
+        );
+        assert_eq!(
+            step_up_scope(&challenge("write"), None).as_deref(),
+            Some("write")
+        );
+        assert_eq!(step_up_scope(&challenge("a"), Some("a b")), None);
+        assert_eq!(
+            step_up_scope(r#"Bearer error="invalid_token", scope="x""#, None),
+            None
+        );
+        assert_eq!(
+            step_up_scope(r#"Bearer error="insufficient_scope""#, None),
+            None
         );
     }
 
@@ -886,6 +994,8 @@ mod tests {
                 client_secret: None,
                 auth_method: "none".to_owned(),
             },
+            scope: Some("mcp".to_owned()),
+            redirect_uri: Some("http://127.0.0.1:2/callback".to_owned()),
         };
         let back = Tokens::from_secret(&tokens.to_secret()).expect("reading the stored form");
         assert_eq!(back.access_token.expose(), "a");
@@ -895,6 +1005,11 @@ mod tests {
             Some("r")
         );
         assert_eq!(back.expires_at, Some(100));
+        assert_eq!(back.scope.as_deref(), Some("mcp"));
+        assert_eq!(
+            back.redirect_uri.as_deref(),
+            Some("http://127.0.0.1:2/callback")
+        );
         assert!(back.expires_within(50, Duration::from_secs(60)));
         assert!(!back.expires_within(0, Duration::from_secs(60)));
     }

@@ -174,8 +174,31 @@ async fn login(
             .await
             .context("registering tether as an OAuth client")?,
     };
-    let pending = oauth::authorization_request(&discovered, &client, &listener.redirect_uri)?;
     let wait = Duration::from_secs(timeout.max(1));
+    let tokens = authorize(&http, &discovered, &client, listener, no_browser, wait).await?;
+    save(&store, &tokens)?;
+    eprintln!(
+        "logged in to {}{}",
+        tokens.server,
+        expiry_text(tokens.expires_at)
+    );
+    Ok(OK)
+}
+
+/// How long a step-up waits for the browser's redirect.
+const STEP_UP_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The browser step (or the pasted redirect with `no_browser`) and the code exchange: the
+/// tokens for `discovered` with `client`, not yet stored.
+async fn authorize(
+    http: &reqwest::Client,
+    discovered: &oauth::Discovered,
+    client: &oauth::Client,
+    listener: oauth::Listener,
+    no_browser: bool,
+    wait: Duration,
+) -> anyhow::Result<Tokens> {
+    let pending = oauth::authorization_request(discovered, client, &listener.redirect_uri)?;
     let code = if no_browser {
         eprintln!(
             "Open this URL in a browser, log in, then paste the URL the browser was sent to (it starts with {}):\n{}",
@@ -189,16 +212,38 @@ async fn login(
         open_browser(&pending.url);
         listener.code(&pending.state, wait).await?
     };
-    let tokens = oauth::exchange(&http, &discovered, &client, &pending, &code)
+    oauth::exchange(http, discovered, client, &pending, &code)
         .await
-        .context("exchanging the authorization code")?;
-    save(&store, &tokens)?;
+        .context("exchanging the authorization code")
+}
+
+/// A new authorization of the stored client for `scope` (more than `tokens` hold): the
+/// browser step again, the new tokens stored.
+async fn step_up(
+    store: &SecretStore,
+    url: &str,
+    tokens: &Tokens,
+    scope: String,
+) -> anyhow::Result<Tokens> {
+    let http = oauth::http_client()?;
+    let mut discovered = oauth::discover(&http, url).await?;
     eprintln!(
-        "logged in to {}{}",
-        tokens.server,
-        expiry_text(tokens.expires_at)
+        "{} asks for more access (scope {scope}): authorize it in the browser",
+        discovered.server
     );
-    Ok(OK)
+    discovered.scope = Some(scope);
+    let listener = oauth::Listener::bind_like(tokens.redirect_uri.as_deref()).await?;
+    let fresh = authorize(
+        &http,
+        &discovered,
+        &tokens.client,
+        listener,
+        false,
+        STEP_UP_TIMEOUT,
+    )
+    .await?;
+    save(store, &fresh)?;
+    Ok(fresh)
 }
 
 /// `$BROWSER URL` when `$BROWSER` is set, else the URL on stderr.
@@ -443,7 +488,35 @@ impl tether_driver::BearerAuth for StoredTokens {
         })
     }
 
-    fn step_up(&self, _url: String, _challenge: String) -> BoxFuture<'static, Option<SecretValue>> {
-        Box::pin(async { None })
+    /// A 403 `insufficient_scope` whose scope the stored token lacks: the stored client is
+    /// authorized again for that scope joined to the one held (the browser step), the new
+    /// tokens are stored, and the new access token is handed back, registered for log masking
+    /// first. `None` (with a warning) for any other 403, a scope already held, or a failed
+    /// authorization.
+    fn step_up(&self, url: String, challenge: String) -> BoxFuture<'static, Option<SecretValue>> {
+        Box::pin(async move {
+            let resource = oauth::canonical_resource(&url).ok()?;
+            let store = settings::secret_store().ok()?;
+            let tokens = load(&store, &resource).ok().flatten()?;
+            let Some(scope) = oauth::step_up_scope(&challenge, tokens.scope.as_deref()) else {
+                tracing::warn!(
+                    "{resource} refused the stored OAuth token (403) without asking for a scope it lacks: not authorizing again"
+                );
+                return None;
+            };
+            match step_up(&store, &url, &tokens, scope).await {
+                Ok(fresh) => {
+                    crate::log_mask::register(std::slice::from_ref(&fresh.access_token));
+                    tracing::debug!(%resource, "OAuth step-up done");
+                    Some(fresh.access_token)
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "{resource} asks for more access and it could not be had ({e:#}): run `tether auth login {resource}`"
+                    );
+                    None
+                }
+            }
+        })
     }
 }

@@ -541,3 +541,48 @@ fn a_token_refused_mid_run_is_refreshed_and_the_call_retried() {
     );
     assert_eq!(server.stats()["refreshes"], 1);
 }
+
+/// Step-up (issue 15 item 2): `add` needs the scope `mcp:write`, which the login did not ask
+/// for; the 403 `insufficient_scope` leads to a second authorization (through `$BROWSER`) for
+/// `mcp mcp:write`, the call is retried and succeeds, and the wider token is stored.
+#[test]
+fn a_403_insufficient_scope_steps_up_once_and_retries() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let spec = spec(&server);
+    let login = tether(&sandbox, &["auth", "login", &url]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert_eq!(server.stats()["codes"], 1);
+
+    let add = |sandbox: &Sandbox| {
+        tether(
+            sandbox,
+            &[
+                "call",
+                "--mcp",
+                &spec,
+                "remote",
+                "add",
+                "--args",
+                r#"{"a":2,"b":40}"#,
+            ],
+        )
+    };
+    let stepped = add(&sandbox);
+    assert_eq!(stepped.status.code(), Some(0), "{}", text(&stepped.stderr));
+    assert_eq!(text(&stepped.stdout).trim(), "42");
+    assert!(
+        text(&stepped.stderr)
+            .contains(&format!("{url} asks for more access (scope mcp mcp:write)")),
+        "{}",
+        text(&stepped.stderr)
+    );
+    assert_eq!(server.stats()["codes"], 2);
+    assert_eq!(server.stats()["registrations"], 1, "the same client");
+
+    // The wider token was stored: no third authorization.
+    let again = add(&sandbox);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(server.stats()["codes"], 2);
+}
