@@ -838,6 +838,11 @@ pub enum AuthCommand {
         /// (never a literal).
         #[arg(long, value_name = "SOURCE", requires = "client_id")]
         client_secret: Option<String>,
+        /// The URL of tether's client-id metadata document (an https URL you host): the client
+        /// id when the authorization server supports such documents, instead of dynamic
+        /// registration. Default: `oauth_client_metadata_url` in config.toml.
+        #[arg(long, value_name = "URL", conflicts_with = "client_id")]
+        client_metadata_url: Option<String>,
         /// How long to wait for the browser's redirect, in seconds.
         #[arg(long, value_name = "SECS", default_value_t = 300)]
         timeout: u64,

@@ -51,6 +51,9 @@ pub struct Discovered {
     pub registration_endpoint: Option<String>,
     /// `token_endpoint_auth_methods_supported` (empty when the server lists none).
     pub auth_methods: Vec<String>,
+    /// `client_id_metadata_document_supported`: a client-id metadata document URL may be the
+    /// client id.
+    pub client_metadata_documents: bool,
 }
 
 /// A client registration: dynamic (RFC 7591) or configured.
@@ -370,6 +373,11 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
             Some(format!("{origin}/register")),
         ),
     };
+    let client_metadata_documents = metadata
+        .as_ref()
+        .and_then(|m| m.get("client_id_metadata_document_supported"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let auth_methods = metadata
         .as_ref()
         .and_then(|m| m.get("token_endpoint_auth_methods_supported"))
@@ -390,7 +398,30 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
         token_endpoint,
         registration_endpoint,
         auth_methods,
+        client_metadata_documents,
     })
+}
+
+/// Checks a client-id metadata document URL (draft-ietf-oauth-client-id-metadata-document):
+/// `https` with a path beyond `/` and no fragment.
+pub fn client_metadata_url(url: &str) -> Result<String, OAuthError> {
+    let parsed = Url::parse(url).map_err(|e| protocol(format!("'{url}' is not a URL: {e}")))?;
+    if parsed.scheme() != "https" || parsed.path().len() <= 1 || parsed.fragment().is_some() {
+        return Err(protocol(format!(
+            "'{url}' cannot be a client-id metadata document URL: it must be https, with a path, without a fragment"
+        )));
+    }
+    Ok(url.to_owned())
+}
+
+/// The client a client-id metadata document URL stands for: the URL is the client id, a
+/// public client (the document says `none`).
+pub fn metadata_document_client(url: &str) -> Client {
+    Client {
+        client_id: url.to_owned(),
+        client_secret: None,
+        auth_method: "none".to_owned(),
+    }
 }
 
 /// Dynamic client registration (RFC 7591) for `redirect_uri`.
@@ -956,6 +987,20 @@ mod tests {
             step_up_scope(r#"Bearer error="insufficient_scope""#, None),
             None
         );
+    }
+
+    #[test]
+    fn client_metadata_urls_are_https_with_a_path() {
+        assert!(client_metadata_url("https://example.com/tether.json").is_ok());
+        for bad in [
+            "http://example.com/tether.json",
+            "https://example.com/",
+            "https://example.com",
+            "https://example.com/c.json#x",
+            "not a url",
+        ] {
+            assert!(client_metadata_url(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -48,6 +48,16 @@ struct ConfigFile {
     smithery_url: Option<String>,
     smithery_api_key_file: Option<PathBuf>,
     secret_store: Option<String>,
+    oauth_client_metadata_url: Option<String>,
+}
+
+/// The client-id metadata document URL `tether auth login` uses: the flag, else
+/// `oauth_client_metadata_url` in config.toml, else none.
+pub fn client_metadata_url(flag: Option<&str>) -> anyhow::Result<Option<String>> {
+    match flag {
+        Some(url) => Ok(Some(url.to_owned())),
+        None => Ok(config_file(&data_dir()?)?.oauth_client_metadata_url),
+    }
 }
 
 /// The data directory.

@@ -7,6 +7,10 @@
 //!   `/mcp` URL, the authorization server is this origin, `scopes_supported: ["mcp"]`).
 //! - `GET /.well-known/oauth-authorization-server`: RFC 8414 metadata.
 //! - `POST /register`: RFC 7591 dynamic registration (public clients, `none`).
+//! - With `--oauth-cimd`, the metadata says `client_id_metadata_document_supported` and any
+//!   `https://` client id is taken as a client-id metadata document URL, unregistered (the
+//!   document is not fetched: tests have no https server; a real server fetches it and checks
+//!   its `redirect_uris`).
 //! - `GET /authorize`: checks the client, redirect URI, PKCE S256 and `resource`, then
 //!   redirects at once with a code (no login page) and `state`. The scopes granted are those
 //!   asked for among `mcp` and `mcp:write` (`mcp` when none is asked for).
@@ -44,6 +48,7 @@ pub struct AuthServer {
     base: String,
     resource: String,
     ttl: Duration,
+    client_metadata_documents: bool,
     inner: Mutex<Inner>,
 }
 
@@ -92,11 +97,17 @@ type Shared = Arc<AuthServer>;
 impl AuthServer {
     /// A server whose origin is `base` (`http://127.0.0.1:PORT`), protecting `resource` (the
     /// MCP endpoint's URL).
-    pub fn new(base: String, resource: String, ttl: Duration) -> Shared {
+    pub fn new(
+        base: String,
+        resource: String,
+        ttl: Duration,
+        client_metadata_documents: bool,
+    ) -> Shared {
         Arc::new(Self {
             base,
             resource,
             ttl,
+            client_metadata_documents,
             inner: Mutex::new(Inner::default()),
         })
     }
@@ -176,9 +187,7 @@ async fn resource_metadata(State(server): State<Shared>) -> Response {
 
 async fn server_metadata(State(server): State<Shared>) -> Response {
     let base = &server.base;
-    json_response(
-        StatusCode::OK,
-        &json!({
+    let mut metadata = json!({
             "issuer": base,
             "authorization_endpoint": format!("{base}/authorize"),
             "token_endpoint": format!("{base}/token"),
@@ -189,8 +198,11 @@ async fn server_metadata(State(server): State<Shared>) -> Response {
             "code_challenge_methods_supported": ["S256"],
             "token_endpoint_auth_methods_supported": ["none"],
             "scopes_supported": SCOPES,
-        }),
-    )
+    });
+    if server.client_metadata_documents {
+        metadata["client_id_metadata_document_supported"] = json!(true);
+    }
+    json_response(StatusCode::OK, &metadata)
 }
 
 async fn register(State(server): State<Shared>, body: String) -> Response {
@@ -238,7 +250,8 @@ async fn authorize(
     let known = inner
         .clients
         .get(&client_id)
-        .is_some_and(|uris| uris.contains(&redirect_uri));
+        .is_some_and(|uris| uris.contains(&redirect_uri))
+        || (server.client_metadata_documents && client_id.starts_with("https://"));
     if !known {
         return (StatusCode::BAD_REQUEST, "unknown client or redirect_uri\n").into_response();
     }

@@ -106,34 +106,52 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
             no_browser,
             client_id,
             client_secret,
+            client_metadata_url,
             timeout,
         } => {
             let client_secret = client_secret
                 .as_deref()
                 .map(|source| crate::secrets::read_one("the client secret", source))
                 .transpose()?;
+            let client_metadata_url =
+                settings::client_metadata_url(client_metadata_url.as_deref())?
+                    .map(|url| oauth::client_metadata_url(&url))
+                    .transpose()
+                    .map_err(|e| crate::exit::UsageError::new(e.to_string()))?;
             let url = server_url(server).await?;
-            login(
-                &url,
-                *no_browser,
-                client_id.as_deref(),
+            let client = ClientChoice {
+                client_id: client_id.clone(),
                 client_secret,
-                *timeout,
-            )
-            .await
+                client_metadata_url,
+            };
+            login(&url, *no_browser, client, *timeout).await
         }
         AuthCommand::Status { server, json } => status(&server_url(server).await?, *json).await,
         AuthCommand::Logout { server } => logout(&server_url(server).await?),
     }
 }
 
+/// Who tether is to the authorization server, as the flags and settings say.
+struct ClientChoice {
+    /// `--client-id`: pre-registered.
+    client_id: Option<String>,
+    client_secret: Option<SecretValue>,
+    /// `--client-metadata-url` or `oauth_client_metadata_url`: used when the server supports
+    /// client-id metadata documents.
+    client_metadata_url: Option<String>,
+}
+
 async fn login(
     server: &str,
     no_browser: bool,
-    client_id: Option<&str>,
-    client_secret: Option<SecretValue>,
+    choice: ClientChoice,
     timeout: u64,
 ) -> anyhow::Result<u8> {
+    let ClientChoice {
+        client_id,
+        client_secret,
+        client_metadata_url,
+    } = choice;
     let store = settings::secret_store()?;
     let http = oauth::http_client()?;
     let discovered = oauth::discover(&http, server)
@@ -146,8 +164,9 @@ async fn login(
         "OAuth discovery"
     );
     let listener = oauth::Listener::bind().await?;
-    let client = match client_id {
-        Some(id) => oauth::Client {
+    let metadata_document = client_metadata_url.filter(|_| discovered.client_metadata_documents);
+    let client = match (client_id, metadata_document) {
+        (Some(id), _) => oauth::Client {
             client_id: id.to_owned(),
             auth_method: match &client_secret {
                 None => "none",
@@ -170,7 +189,11 @@ async fn login(
             .to_owned(),
             client_secret,
         },
-        None => oauth::register(&http, &discovered, &listener.redirect_uri)
+        (None, Some(url)) => {
+            tracing::debug!(%url, "the client-id metadata document URL is the client id");
+            oauth::metadata_document_client(&url)
+        }
+        (None, None) => oauth::register(&http, &discovered, &listener.redirect_uri)
             .await
             .context("registering tether as an OAuth client")?,
     };

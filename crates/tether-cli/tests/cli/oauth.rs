@@ -23,9 +23,15 @@ struct AuthorizedServer {
 
 impl AuthorizedServer {
     fn start(ttl_secs: u64) -> Self {
+        Self::start_with(ttl_secs, &[])
+    }
+
+    /// [`AuthorizedServer::start`] with more `tether-test-mcp` flags.
+    fn start_with(ttl_secs: u64, extra: &[&str]) -> Self {
         let mut child = Command::new(tether_testkit::test_server_bin())
             .args(["--http", "127.0.0.1:0", "--oauth", "--oauth-token-ttl"])
             .arg(ttl_secs.to_string())
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -584,5 +590,74 @@ fn a_403_insufficient_scope_steps_up_once_and_retries() {
     // The wider token was stored: no third authorization.
     let again = add(&sandbox);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(server.stats()["codes"], 2);
+}
+
+/// Client-id metadata documents (issue 15 item 3): with a document URL configured (flag or
+/// config.toml) and a server that supports them, the URL is the client id and nothing is
+/// registered; a server without support gets dynamic registration; a URL that cannot be one
+/// is refused before anything is sent.
+#[test]
+fn a_client_metadata_document_url_is_the_client_id_where_supported() {
+    const DOCUMENT: &str = "https://tether.example/oauth/client.json";
+    let server = AuthorizedServer::start_with(3600, &["--oauth-cimd"]);
+    let url = server.url();
+    let sandbox = Sandbox::new();
+    let login = tether(
+        &sandbox,
+        &["auth", "login", &url, "--client-metadata-url", DOCUMENT],
+    );
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert_eq!(
+        server.stats(),
+        serde_json::json!({"codes": 1, "refreshes": 0, "registrations": 0})
+    );
+    let used = tether(&sandbox, &["test", "--mcp", &spec(&server)]);
+    assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
+
+    // From config.toml.
+    let configured = Sandbox::new();
+    std::fs::create_dir_all(configured.home()).expect("creating TETHER_HOME");
+    std::fs::write(
+        configured.home().join("config.toml"),
+        format!("oauth_client_metadata_url = \"{DOCUMENT}\"\n"),
+    )
+    .expect("writing config.toml");
+    let login = tether(&configured, &["auth", "login", &url]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert_eq!(server.stats()["registrations"], 0);
+    assert_eq!(server.stats()["codes"], 2);
+
+    // A server without support: dynamic registration.
+    let plain = AuthorizedServer::start(3600);
+    let login = tether(
+        &sandbox,
+        &[
+            "auth",
+            "login",
+            &plain.url(),
+            "--client-metadata-url",
+            DOCUMENT,
+        ],
+    );
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert_eq!(plain.stats()["registrations"], 1);
+
+    let refused = tether(
+        &sandbox,
+        &[
+            "auth",
+            "login",
+            &url,
+            "--client-metadata-url",
+            "http://tether.example/c.json",
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("must be https, with a path, without a fragment"),
+        "{}",
+        text(&refused.stderr)
+    );
     assert_eq!(server.stats()["codes"], 2);
 }
