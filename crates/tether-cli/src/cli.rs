@@ -850,8 +850,9 @@ pub enum AuthCommand {
     /// Whether a server needs OAuth, and whether a token is stored (with its expiry; never a
     /// value).
     Status {
-        /// The server's URL, or a local installation's name.
-        server: String,
+        /// The server's URL, or a local installation's name. Without one: every installed
+        /// remote server and every server with stored tokens.
+        server: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,

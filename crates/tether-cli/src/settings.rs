@@ -78,16 +78,6 @@ fn secret_preference(dir: &Path) -> anyhow::Result<tether_store::Preference> {
         .map_err(|e| UsageError::new(format!("{source}: {e}")).into())
 }
 
-/// The secret store the settings choose, without the local store (OAuth tokens, which belong
-/// to a server URL rather than an installation).
-pub fn secret_store() -> anyhow::Result<tether_store::SecretStore> {
-    let dir = data_dir()?;
-    Ok(tether_store::SecretStore::new(
-        &dir,
-        secret_preference(&dir)?,
-    ))
-}
-
 /// The local store in the data directory, its values in the secret store the settings
 /// choose. Prints the secret store's one-time notice when opening it created the file (an
 /// older store's values moved there).

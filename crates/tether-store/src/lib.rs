@@ -90,7 +90,29 @@ const MIGRATIONS: &[&str] = &[
      );
      ALTER TABLE installations ADD COLUMN source_json TEXT;
      ALTER TABLE installations ADD COLUMN inputs_json TEXT;",
+    // 3: where each OAuth token entry lives and which server it is for (never its value).
+    "CREATE TABLE oauth_entries (
+         key        TEXT PRIMARY KEY NOT NULL,
+         server     TEXT NOT NULL,
+         location   TEXT NOT NULL,
+         created_at INTEGER NOT NULL
+     );",
 ];
+
+/// The name an OAuth token entry's value is stored under in the secret store (its key is the
+/// caller's: `tether auth` uses uuid v5 of the server URL, never an installation's v4 UUID).
+pub const OAUTH_NAME: &str = "OAUTH";
+
+/// An OAuth token entry: the server it is for and where its value lives (never the value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthEntry {
+    /// The key its value is stored under (with [`OAUTH_NAME`]).
+    pub key: Uuid,
+    /// The server URL it is for.
+    pub server: String,
+    /// Where its value is.
+    pub location: Location,
+}
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -1054,7 +1076,8 @@ impl Store {
         tx.commit().map_err(db_error)
     }
 
-    /// Moves every stored value that lives elsewhere into `to`; returns how many moved.
+    /// Moves every stored value (OAuth token entries too) that lives elsewhere into `to`;
+    /// returns how many moved.
     pub fn move_secrets(&mut self, to: Location) -> Result<usize, StoreError> {
         let mut moved = 0;
         for summary in self.list()? {
@@ -1069,7 +1092,126 @@ impl Store {
                 moved += 1;
             }
         }
+        for entry in self.oauth_entries()? {
+            if entry.location == to {
+                continue;
+            }
+            let Some(value) = self.secrets.get(entry.location, entry.key, OAUTH_NAME)? else {
+                continue;
+            };
+            self.secrets.set_in(to, entry.key, OAUTH_NAME, &value)?;
+            self.conn
+                .execute(
+                    "UPDATE oauth_entries SET location = ?1 WHERE key = ?2",
+                    params![to.as_str(), entry.key.to_string()],
+                )
+                .map_err(self.db_error())?;
+            self.secrets.delete(entry.location, entry.key, OAUTH_NAME)?;
+            moved += 1;
+        }
         Ok(moved)
+    }
+
+    /// Stores the OAuth token entry `value` of `server` under `key` where new values go,
+    /// replacing one stored elsewhere, and records where it lives. Returns that location.
+    pub fn set_oauth(
+        &self,
+        key: Uuid,
+        server: &str,
+        value: &SecretValue,
+    ) -> Result<Location, StoreError> {
+        let previous = self.oauth_location(key)?;
+        let location = self.secrets.set(key, OAUTH_NAME, value)?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO oauth_entries (key, server, location, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![key.to_string(), server, location.as_str(), now()],
+            )
+            .map_err(self.db_error())?;
+        if let Some(previous) = previous.filter(|previous| *previous != location) {
+            self.secrets.delete(previous, key, OAUTH_NAME)?;
+        }
+        Ok(location)
+    }
+
+    /// The OAuth token entry under `key`: from where it is recorded, else (an entry written
+    /// before entries were recorded) from where new values go.
+    pub fn get_oauth(&self, key: Uuid) -> Result<Option<SecretValue>, StoreError> {
+        let location = match self.oauth_location(key)? {
+            Some(location) => location,
+            None => self.unrecorded_location()?,
+        };
+        Ok(self.secrets.get(location, key, OAUTH_NAME)?)
+    }
+
+    /// Deletes the OAuth token entry under `key` and its record; whether there was one.
+    pub fn remove_oauth(&self, key: Uuid) -> Result<bool, StoreError> {
+        let location = match self.oauth_location(key)? {
+            Some(location) => location,
+            None => self.unrecorded_location()?,
+        };
+        let removed = self.secrets.delete(location, key, OAUTH_NAME)?;
+        let recorded = self
+            .conn
+            .execute(
+                "DELETE FROM oauth_entries WHERE key = ?1",
+                params![key.to_string()],
+            )
+            .map_err(self.db_error())?;
+        Ok(removed || recorded > 0)
+    }
+
+    /// Every recorded OAuth token entry, by server URL.
+    pub fn oauth_entries(&self) -> Result<Vec<OAuthEntry>, StoreError> {
+        let mut statement = self
+            .conn
+            .prepare("SELECT key, server, location FROM oauth_entries ORDER BY server")
+            .map_err(self.db_error())?;
+        let rows = statement
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                ))
+            })
+            .map_err(self.db_error())?;
+        let mut entries = Vec::new();
+        for row in rows {
+            let (key, server, location) = row.map_err(self.db_error())?;
+            let key = Uuid::parse_str(&key).map_err(|_| StoreError::Corrupt {
+                uid: Uuid::nil(),
+                reason: "an OAuth entry's key is not a UUID".to_owned(),
+            })?;
+            entries.push(OAuthEntry {
+                key,
+                server,
+                location: location.parse()?,
+            });
+        }
+        Ok(entries)
+    }
+
+    fn oauth_location(&self, key: Uuid) -> Result<Option<Location>, StoreError> {
+        let text: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT location FROM oauth_entries WHERE key = ?1",
+                params![key.to_string()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(self.db_error())?;
+        Ok(text.map(|text| text.parse()).transpose()?)
+    }
+
+    /// Where an unrecorded entry is looked for: the file when the settings say so (no probe),
+    /// else where new values go.
+    fn unrecorded_location(&self) -> Result<Location, StoreError> {
+        Ok(match self.secrets.preference() {
+            Preference::File => Location::File,
+            _ => self.secrets.location()?,
+        })
     }
 
     /// Deletes the stored value of `name` of `uid` (the variable then comes from each run's

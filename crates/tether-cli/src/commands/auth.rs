@@ -9,7 +9,6 @@ use futures_util::future::BoxFuture;
 use serde_json::json;
 use tether_config::{RenderedTransport, SecretValue};
 use tether_driver::{ServerReport, ServerStatus, Session};
-use tether_store::{Location, Preference, SecretStore};
 use uuid::Uuid;
 
 use crate::cli::{AuthArgs, AuthCommand};
@@ -22,37 +21,22 @@ use crate::settings;
 /// resource's tokens never share a key with an installation's secrets (v4 UUIDs).
 const NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_5d3e_8a2b_4c7d_9e0f_1a2b_3c4d_5e6f);
 
-/// The variable name the tokens of a resource are stored under.
-const NAME: &str = "OAUTH";
-
 fn key(resource: &str) -> Uuid {
     Uuid::new_v5(&NAMESPACE, resource.as_bytes())
 }
 
-/// Where tokens are read from: the file when the settings say so (no probe), else wherever
-/// new values go.
-fn location(store: &SecretStore) -> anyhow::Result<Location> {
-    Ok(match store.preference() {
-        Preference::File => Location::File,
-        _ => store.location()?,
-    })
-}
-
-fn load(store: &SecretStore, resource: &str) -> anyhow::Result<Option<Tokens>> {
-    let value = store.get(location(store)?, key(resource), NAME)?;
+/// The tokens stored for `resource`. (The local store is opened for each read and write: it
+/// is not `Sync`, and these run inside the driver's `Send` futures.)
+fn load(resource: &str) -> anyhow::Result<Option<Tokens>> {
+    let value = settings::open_store()?.get_oauth(key(resource))?;
     Ok(value.as_ref().and_then(Tokens::from_secret))
 }
 
-fn save(store: &SecretStore, tokens: &Tokens) -> anyhow::Result<()> {
-    store.set_in(
-        location(store)?,
-        key(&tokens.server),
-        NAME,
-        &tokens.to_secret(),
-    )?;
-    if let Some(notice) = store.take_notice() {
-        eprintln!("{notice}");
-    }
+/// Stores `tokens` (where new values go; the local store records where and for which server).
+fn save(tokens: &Tokens) -> anyhow::Result<()> {
+    let store = settings::open_store()?;
+    store.set_oauth(key(&tokens.server), &tokens.server, &tokens.to_secret())?;
+    settings::announce(&store);
     Ok(())
 }
 
@@ -126,7 +110,11 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
             };
             login(&url, *no_browser, client, *timeout).await
         }
-        AuthCommand::Status { server, json } => status(&server_url(server).await?, *json).await,
+        AuthCommand::Status {
+            server: Some(server),
+            json,
+        } => status(&server_url(server).await?, *json).await,
+        AuthCommand::Status { server: None, json } => status_all(*json).await,
         AuthCommand::Logout { server } => logout(&server_url(server).await?),
     }
 }
@@ -152,7 +140,8 @@ async fn login(
         client_secret,
         client_metadata_url,
     } = choice;
-    let store = settings::secret_store()?;
+    // A store that cannot be opened fails now, not after the browser step.
+    settings::open_store()?;
     let http = oauth::http_client()?;
     let discovered = oauth::discover(&http, server)
         .await
@@ -199,7 +188,7 @@ async fn login(
     };
     let wait = Duration::from_secs(timeout.max(1));
     let tokens = authorize(&http, &discovered, &client, listener, no_browser, wait).await?;
-    save(&store, &tokens)?;
+    save(&tokens)?;
     eprintln!(
         "logged in to {}{}",
         tokens.server,
@@ -242,12 +231,7 @@ async fn authorize(
 
 /// A new authorization of the stored client for `scope` (more than `tokens` hold): the
 /// browser step again, the new tokens stored.
-async fn step_up(
-    store: &SecretStore,
-    url: &str,
-    tokens: &Tokens,
-    scope: String,
-) -> anyhow::Result<Tokens> {
+async fn step_up(url: &str, tokens: &Tokens, scope: String) -> anyhow::Result<Tokens> {
     let http = oauth::http_client()?;
     let mut discovered = oauth::discover(&http, url).await?;
     eprintln!(
@@ -265,7 +249,7 @@ async fn step_up(
         STEP_UP_TIMEOUT,
     )
     .await?;
-    save(store, &fresh)?;
+    save(&fresh)?;
     Ok(fresh)
 }
 
@@ -304,40 +288,147 @@ fn expiry_text(expires_at: Option<i64>) -> String {
     }
 }
 
-async fn status(server: &str, json: bool) -> anyhow::Result<u8> {
-    let store = settings::secret_store()?;
-    let resource = oauth::canonical_resource(server)?;
-    let tokens = load(&store, &resource)?;
-    let http = oauth::http_client()?;
-    let probe = oauth::probe(&http, server).await.ok();
-    let needs_auth = probe.as_ref().map(|p| p.unauthorized);
-    if json {
-        print_json(&json!({
-            "server": resource,
-            "needs_auth": needs_auth,
-            "logged_in": tokens.is_some(),
-            "expires_at": tokens.as_ref().and_then(|t| t.expires_at),
-            "refreshable": tokens.as_ref().is_some_and(|t| t.refresh_token.is_some()),
-        }));
-    } else {
-        let needs = match needs_auth {
+/// What `auth status` says of one server.
+struct ServerAuth {
+    /// The canonical URL.
+    server: String,
+    /// The local installations that use it.
+    installations: Vec<String>,
+    /// Whether it answered an unauthenticated request with 401 (`None`: unreachable).
+    needs_auth: Option<bool>,
+    tokens: Option<Tokens>,
+}
+
+impl ServerAuth {
+    /// Probes `url` (bounded by [`PROBE_TIMEOUT`]) and reads its stored tokens.
+    async fn of(url: &str, installations: Vec<String>) -> anyhow::Result<Self> {
+        let server = oauth::canonical_resource(url)?;
+        let tokens = load(&server)?;
+        let http = oauth::http_client()?;
+        let needs_auth = tokio::time::timeout(PROBE_TIMEOUT, oauth::probe(&http, url))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|probe| probe.unauthorized);
+        Ok(Self {
+            server,
+            installations,
+            needs_auth,
+            tokens,
+        })
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "server": self.server,
+            "installations": self.installations,
+            "needs_auth": self.needs_auth,
+            "logged_in": self.tokens.is_some(),
+            "expires_at": self.tokens.as_ref().and_then(|t| t.expires_at),
+            "refreshable": self.tokens.as_ref().is_some_and(|t| t.refresh_token.is_some()),
+        })
+    }
+
+    /// `URL (installed as NAME): needs OAuth; logged in (…)`.
+    fn line(&self) -> String {
+        let needs = match self.needs_auth {
             Some(true) => "needs OAuth",
             Some(false) => "answers without a token",
             None => "unreachable",
         };
-        let state = match &tokens {
+        let state = match &self.tokens {
             Some(tokens) => format!("logged in{}", expiry_text(tokens.expires_at)),
-            None => format!("not logged in (run `tether auth login {server}`)"),
+            None => format!("not logged in (run `tether auth login {}`)", self.server),
         };
-        print(&format!("{resource}: {needs}; {state}"));
+        let installed = match self.installations.as_slice() {
+            [] => String::new(),
+            names => format!(" (installed as {})", names.join(", ")),
+        };
+        format!("{}{installed}: {needs}; {state}", self.server)
+    }
+}
+
+/// How long `auth status` waits for a server's answer to its probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn status(server: &str, json: bool) -> anyhow::Result<u8> {
+    let found = ServerAuth::of(server, Vec::new()).await?;
+    if json {
+        print_json(&found.to_json());
+    } else {
+        print(&format!("{}\n", found.line()));
+    }
+    Ok(OK)
+}
+
+/// `auth status` without a server: every installed remote server and every server with
+/// stored tokens, probed at once; those that neither need OAuth nor hold tokens are left out.
+async fn status_all(json: bool) -> anyhow::Result<u8> {
+    let store = settings::open_store()?;
+    let installed: Vec<(String, String)> = store
+        .list()?
+        .into_iter()
+        .filter(|summary| summary.transport != "stdio")
+        .map(|summary| (summary.uid.to_string(), summary.name))
+        .collect();
+    let entries = store.oauth_entries()?;
+    drop(store);
+    // URL → installation names, in the order found.
+    let mut servers: indexmap::IndexMap<String, (String, Vec<String>)> = indexmap::IndexMap::new();
+    for (uid, name) in installed {
+        match server_url(&uid).await {
+            Ok(url) => {
+                let canonical = oauth::canonical_resource(&url)?;
+                servers
+                    .entry(canonical)
+                    .or_insert((url, Vec::new()))
+                    .1
+                    .push(name);
+            }
+            Err(e) => tracing::debug!(installation = %name, "its URL cannot be rendered: {e:#}"),
+        }
+    }
+    for entry in entries {
+        servers
+            .entry(entry.server.clone())
+            .or_insert((entry.server, Vec::new()));
+    }
+    let found = futures_util::future::join_all(
+        servers
+            .into_values()
+            .map(|(url, names)| async move { ServerAuth::of(&url, names).await }),
+    )
+    .await;
+    let mut shown = Vec::new();
+    for server in found {
+        let server = server?;
+        if server.needs_auth == Some(false) && server.tokens.is_none() {
+            continue;
+        }
+        shown.push(server);
+    }
+    if json {
+        print_json(&json!({
+            "servers": shown.iter().map(ServerAuth::to_json).collect::<Vec<_>>(),
+        }));
+    } else if shown.is_empty() {
+        eprintln!(
+            "no server needs OAuth or has tokens stored (log in with `tether auth login URL`)"
+        );
+    } else {
+        let lines: String = shown
+            .iter()
+            .map(|server| format!("{}\n", server.line()))
+            .collect();
+        print(&lines);
     }
     Ok(OK)
 }
 
 fn logout(server: &str) -> anyhow::Result<u8> {
-    let store = settings::secret_store()?;
+    let store = settings::open_store()?;
     let resource = oauth::canonical_resource(server)?;
-    if store.delete(location(&store)?, key(&resource), NAME)? {
+    if store.remove_oauth(key(&resource))? {
         eprintln!("logged out of {resource}: its tokens are deleted");
         Ok(OK)
     } else {
@@ -368,19 +459,12 @@ pub async fn apply_stored_tokens(mut session: Session) -> Session {
     if urls.is_empty() {
         return session;
     }
-    let store = match settings::secret_store() {
-        Ok(store) => store,
-        Err(e) => {
-            tracing::debug!("no secret store for OAuth tokens: {e:#}");
-            return session;
-        }
-    };
     let mut tokens: HashMap<String, SecretValue> = HashMap::new();
     for url in urls {
         let Ok(resource) = oauth::canonical_resource(&url) else {
             continue;
         };
-        match current_token(&store, &resource).await {
+        match current_token(&resource).await {
             Ok(Some(token)) => {
                 tokens.insert(url, token);
             }
@@ -399,8 +483,8 @@ pub async fn apply_stored_tokens(mut session: Session) -> Session {
 
 /// The access token stored for `resource`, refreshed (and stored again) when it is about to
 /// expire. `Ok(None)` when none is stored.
-async fn current_token(store: &SecretStore, resource: &str) -> anyhow::Result<Option<SecretValue>> {
-    let Some(tokens) = load(store, resource)? else {
+async fn current_token(resource: &str) -> anyhow::Result<Option<SecretValue>> {
+    let Some(tokens) = load(resource)? else {
         return Ok(None);
     };
     if !tokens.expires_within(oauth::now_unix(), oauth::REFRESH_MARGIN) {
@@ -411,7 +495,7 @@ async fn current_token(store: &SecretStore, resource: &str) -> anyhow::Result<Op
     }
     let http = oauth::http_client()?;
     let fresh = oauth::refresh(&http, &tokens).await?;
-    save(store, &fresh)?;
+    save(&fresh)?;
     tracing::debug!(%resource, "OAuth access token refreshed");
     Ok(Some(fresh.access_token))
 }
@@ -464,10 +548,7 @@ pub async fn explain_unauthorized(session: &Session, reports: &mut [ServerReport
 
 /// Whether tokens are stored for `resource` (an unreadable store counts as none).
 fn stored_tokens(resource: &str) -> bool {
-    settings::secret_store()
-        .ok()
-        .and_then(|store| load(&store, resource).ok().flatten())
-        .is_some()
+    load(resource).ok().flatten().is_some()
 }
 
 /// The driver's source of fresh bearer tokens ([`tether_driver::BearerAuth`]): asked at any
@@ -486,12 +567,11 @@ impl tether_driver::BearerAuth for StoredTokens {
     fn refresh(&self, url: String) -> BoxFuture<'static, Option<SecretValue>> {
         Box::pin(async move {
             let resource = oauth::canonical_resource(&url).ok()?;
-            let store = settings::secret_store().ok()?;
-            let tokens = load(&store, &resource).ok().flatten()?;
+            let tokens = load(&resource).ok().flatten()?;
             let refreshed = async {
                 let http = oauth::http_client()?;
                 let fresh = oauth::refresh(&http, &tokens).await?;
-                save(&store, &fresh)?;
+                save(&fresh)?;
                 anyhow::Ok(fresh)
             }
             .await;
@@ -519,15 +599,14 @@ impl tether_driver::BearerAuth for StoredTokens {
     fn step_up(&self, url: String, challenge: String) -> BoxFuture<'static, Option<SecretValue>> {
         Box::pin(async move {
             let resource = oauth::canonical_resource(&url).ok()?;
-            let store = settings::secret_store().ok()?;
-            let tokens = load(&store, &resource).ok().flatten()?;
+            let tokens = load(&resource).ok().flatten()?;
             let Some(scope) = oauth::step_up_scope(&challenge, tokens.scope.as_deref()) else {
                 tracing::warn!(
                     "{resource} refused the stored OAuth token (403) without asking for a scope it lacks: not authorizing again"
                 );
                 return None;
             };
-            match step_up(&store, &url, &tokens, scope).await {
+            match step_up(&url, &tokens, scope).await {
                 Ok(fresh) => {
                     crate::log_mask::register(std::slice::from_ref(&fresh.access_token));
                     tracing::debug!(%resource, "OAuth step-up done");

@@ -95,6 +95,23 @@ fn list(installation: Option<&str>, name: Option<&str>, as_json: bool) -> anyhow
             ));
         }
     }
+    // OAuth tokens (`tether auth login`): listed by their server's URL.
+    let oauth_rows = if installation.is_none() {
+        store.oauth_entries()?
+    } else {
+        Vec::new()
+    };
+    for entry in oauth_rows {
+        if name.is_some_and(|n| n != tether_store::OAUTH_NAME) {
+            continue;
+        }
+        rows.push((
+            entry.server,
+            entry.key.to_string(),
+            tether_store::OAUTH_NAME.to_owned(),
+            Some(entry.location),
+        ));
+    }
     if as_json {
         let items: Vec<_> = rows
             .iter()

@@ -143,8 +143,8 @@ fn login_use_refresh_revoke_logout() {
     );
     let status = tether(&sandbox, &["auth", "status", &url]);
     assert_eq!(
-        text(&status.stdout).trim(),
-        format!("{url}: needs OAuth; not logged in (run `tether auth login {url}`)")
+        text(&status.stdout),
+        format!("{url}: needs OAuth; not logged in (run `tether auth login {url}`)\n")
     );
 
     // Login: discovery, registration, the browser step through $BROWSER, the code exchange.
@@ -365,6 +365,33 @@ fn login_use_logout_in_the_secret_service() {
         "{}",
         text(&status.stdout)
     );
+
+    // `secrets move` moves the tokens too; runs find them where they went.
+    let listed = tether_in(&sandbox, "keyring", &["secrets", "list"]);
+    assert!(
+        text(&listed.stdout).contains(&format!("{url}  ")),
+        "{}",
+        text(&listed.stdout)
+    );
+    assert!(text(&listed.stdout).contains("OAUTH  keyring (OS credential store)"));
+    let moved = tether_in(&sandbox, "keyring", &["secrets", "move", "file"]);
+    assert_eq!(moved.status.code(), Some(0), "{}", text(&moved.stderr));
+    assert!(
+        text(&moved.stderr).contains("moved 1 value into the file"),
+        "{}",
+        text(&moved.stderr)
+    );
+    assert!(stored_file(&sandbox).contains("SENTINEL-AT-"));
+    let used = tether_in(&sandbox, "keyring", &["test", "--mcp", &spec]);
+    assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
+    let moved = tether_in(&sandbox, "keyring", &["secrets", "move", "keyring"]);
+    assert!(
+        text(&moved.stderr).contains("moved 1 value into the keyring"),
+        "{}",
+        text(&moved.stderr)
+    );
+    assert!(!stored_file(&sandbox).contains(SENTINEL));
+
     let logout = tether_in(&sandbox, "keyring", &["auth", "logout", &url]);
     assert_eq!(logout.status.code(), Some(0), "{}", text(&logout.stderr));
     let after = tether_in(&sandbox, "keyring", &["test", "--mcp", &spec]);
@@ -660,4 +687,108 @@ fn a_client_metadata_document_url_is_the_client_id_where_supported() {
         text(&refused.stderr)
     );
     assert_eq!(server.stats()["codes"], 2);
+}
+
+/// `tether auth status` without a server (issue 15 item 4): every installed remote server (by
+/// name) and every other server with stored tokens, logged in or not, with expiry; a server that needs no
+/// token and has none is left out; `secrets list` shows the stored tokens (never a value).
+#[test]
+fn status_without_a_server_lists_every_server_with_auth() {
+    let installed = AuthorizedServer::start(3600);
+    let inline = AuthorizedServer::start(3600);
+    let pending = AuthorizedServer::start(3600);
+    let plain = OpenServer::start();
+    let sandbox = Sandbox::new();
+    for (name, url) in [
+        ("remote", installed.url()),
+        ("pending", pending.url()),
+        ("open", plain.url.clone()),
+    ] {
+        let from = format!(r#"{{"type":"http","url":"{url}"}}"#);
+        let install = tether(&sandbox, &["install", name, "--from", &from]);
+        assert_eq!(install.status.code(), Some(0), "{}", text(&install.stderr));
+    }
+    for server in ["remote", &inline.url()] {
+        let login = tether(&sandbox, &["auth", "login", server]);
+        assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    }
+
+    let status = tether(&sandbox, &["auth", "status"]);
+    assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    let stdout = text(&status.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    let (remote, pending_url, inline_url) = (installed.url(), pending.url(), inline.url());
+    // Installed servers by name, then servers with tokens only.
+    assert_eq!(
+        lines[0],
+        format!(
+            "{pending_url} (installed as pending): needs OAuth; not logged in (run `tether auth login {pending_url}`)"
+        )
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "{remote} (installed as remote): needs OAuth; logged in (access token expires in "
+        )),
+        "{stdout}"
+    );
+    assert!(
+        lines[2].starts_with(&format!(
+            "{inline_url}: needs OAuth; logged in (access token expires in "
+        )),
+        "{stdout}"
+    );
+
+    let json = tether(&sandbox, &["auth", "status", "--json"]);
+    let value: Value = serde_json::from_slice(&json.stdout).expect("status --json is JSON");
+    let servers = value["servers"].as_array().expect("a servers array");
+    assert_eq!(servers.len(), 3);
+    assert_eq!(servers[1]["installations"], serde_json::json!(["remote"]));
+    assert_eq!(servers[0]["logged_in"], false);
+    assert_eq!(servers[2]["refreshable"], true);
+
+    let listed = tether(&sandbox, &["secrets", "list"]);
+    let stdout = text(&listed.stdout);
+    for url in [&remote, &inline_url] {
+        let row = stdout
+            .lines()
+            .find(|line| line.starts_with(url.as_str()))
+            .unwrap_or_else(|| panic!("no row for {url}:\n{stdout}"));
+        assert!(row.contains("  OAUTH  file "), "{row}");
+    }
+}
+
+/// `tether-test-mcp --http 127.0.0.1:0` without OAuth.
+struct OpenServer {
+    child: Child,
+    url: String,
+}
+
+impl OpenServer {
+    fn start() -> Self {
+        let mut child = Command::new(tether_testkit::test_server_bin())
+            .args(["--http", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tether-test-mcp --http");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("its stdout"))
+            .read_line(&mut line)
+            .expect("reading the listening line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .expect("the listening line")
+            .to_owned();
+        Self { child, url }
+    }
+}
+
+impl Drop for OpenServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
