@@ -253,24 +253,56 @@ async fn step_up(url: &str, tokens: &Tokens, scope: String) -> anyhow::Result<To
     Ok(fresh)
 }
 
-/// `$BROWSER URL` when `$BROWSER` is set, else the URL on stderr.
+/// The platform's opener of URLs in the default browser, run when `$BROWSER` is unset.
+const PLATFORM_OPENER: Option<&str> = if cfg!(target_os = "macos") {
+    Some("open")
+} else if cfg!(any(
+    target_os = "linux",
+    target_os = "freebsd",
+    target_os = "openbsd",
+    target_os = "netbsd"
+)) {
+    Some("xdg-open")
+} else {
+    None
+};
+
+/// `$BROWSER URL` when `$BROWSER` is set, else the platform opener (`xdg-open`, `open`) with
+/// the URL also on stderr (the opener may find no browser), else the URL on stderr.
 fn open_browser(url: &str) {
+    let quiet = |command: &mut std::process::Command| {
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+    };
     match std::env::var(tether_env::EnvVars::BROWSER) {
         Ok(browser) if !browser.trim().is_empty() => {
             eprintln!("opening the authorization page with $BROWSER…");
-            let spawned = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(format!("{browser} \"$1\""))
-                .arg("sh")
-                .arg(url)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .spawn();
+            let spawned = quiet(
+                std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("{browser} \"$1\""))
+                    .arg("sh")
+                    .arg(url),
+            );
             if let Err(e) = spawned {
                 eprintln!("cannot run $BROWSER ({e}); open this URL yourself:\n{url}");
             }
         }
-        _ => eprintln!("Open this URL in a browser to log in:\n{url}"),
+        _ => match PLATFORM_OPENER
+            .map(|opener| (opener, quiet(std::process::Command::new(opener).arg(url))))
+        {
+            Some((opener, Ok(_))) => eprintln!(
+                "opening the authorization page with {opener}; if no browser opens, open this URL:\n{url}"
+            ),
+            Some((opener, Err(e))) => {
+                tracing::debug!("cannot run {opener}: {e}");
+                eprintln!("Open this URL in a browser to log in:\n{url}");
+            }
+            None => eprintln!("Open this URL in a browser to log in:\n{url}"),
+        },
     }
 }
 

@@ -792,3 +792,72 @@ impl Drop for OpenServer {
         let _ = self.child.wait();
     }
 }
+
+/// The platform opener (issue 15 item 5): with `$BROWSER` unset, `xdg-open URL` opens the
+/// authorization page (here an `xdg-open` of ours on PATH that follows it with curl) and the
+/// URL is printed too; without any opener the URL is printed and the wait times out.
+#[cfg(target_os = "linux")]
+#[test]
+fn without_browser_the_platform_opener_opens_the_page() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let server = AuthorizedServer::start(3600);
+    let url = server.url();
+    let sandbox = Sandbox::new();
+    let bin = sandbox.path("bin");
+    std::fs::create_dir_all(&bin).expect("creating the bin directory");
+    let opener = bin.join("xdg-open");
+    std::fs::write(&opener, "#!/bin/sh\nexec curl -s -L -o /dev/null \"$1\"\n")
+        .expect("writing xdg-open");
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755))
+        .expect("making it executable");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let login = sandbox
+        .tether(&["-vvv", "auth", "login", &url, "--timeout", "20"])
+        .env("TETHER_SECRET_STORE", "file")
+        .env_remove("BROWSER")
+        .env("PATH", &path)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("running tether");
+    let stderr = text(&login.stderr);
+    assert_eq!(login.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "opening the authorization page with xdg-open; if no browser opens, open this URL:"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{}/authorize?", server.origin)),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("logged in to {url}")), "{stderr}");
+    assert!(!stderr.contains(SENTINEL), "{stderr}");
+
+    // No opener on PATH: the URL is printed, and nothing comes back within the timeout.
+    let empty = sandbox.path("empty");
+    std::fs::create_dir_all(&empty).expect("creating an empty directory");
+    let alone = sandbox
+        .tether(&["auth", "login", &url, "--timeout", "1"])
+        .env("TETHER_SECRET_STORE", "file")
+        .env_remove("BROWSER")
+        .env("PATH", &empty)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("running tether");
+    let stderr = text(&alone.stderr);
+    assert_eq!(alone.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("Open this URL in a browser to log in:"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("no authorization redirect came back within 1 s"),
+        "{stderr}"
+    );
+    assert_eq!(server.stats()["codes"], 1);
+}
