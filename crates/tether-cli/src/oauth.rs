@@ -17,6 +17,9 @@ use sha2::{Digest as _, Sha256};
 use tether_config::SecretValue;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
+/// The scope that asks for a refresh token (SEP-2207), where the authorization server lists it.
+const OFFLINE_ACCESS: &str = "offline_access";
+
 /// A token this close to its expiry is refreshed before use.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 
@@ -44,7 +47,8 @@ pub struct Discovered {
     /// `resource`, else the server's URL.
     pub resource: String,
     /// The scope to ask for: `WWW-Authenticate`'s `scope`, else the resource's
-    /// `scopes_supported` joined, else none.
+    /// `scopes_supported` joined, else none; plus `offline_access` when there is one and the
+    /// authorization server lists it.
     pub scope: Option<String>,
     pub authorization_endpoint: String,
     pub token_endpoint: String,
@@ -271,6 +275,25 @@ pub async fn probe(http: &reqwest::Client, url: &str) -> Result<Probe, OAuthErro
     Ok(probe)
 }
 
+/// Whether the protected resource `resource` covers the MCP server at `server`: the same
+/// origin, and the server's path is the resource's or below it (a resource may be the bare
+/// origin or a parent path of the endpoint, as the MCP authorization rules allow).
+fn resource_covers(resource: &str, server: &str) -> bool {
+    let (Ok(resource), Ok(server)) = (Url::parse(resource), Url::parse(server)) else {
+        return false;
+    };
+    if resource.origin() != server.origin() {
+        return false;
+    }
+    let parent = resource.path().trim_end_matches('/');
+    let path = server.path().trim_end_matches('/');
+    parent.is_empty()
+        || path == parent
+        || path
+            .strip_prefix(parent)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// `origin` + `/.well-known/<name>` + `path` (RFC 8414/9728 path insertion), and without the
 /// path.
 fn well_known(url: &Url, name: &str) -> Vec<String> {
@@ -313,6 +336,13 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
         .and_then(|m| m.get("resource"))
         .and_then(Value::as_str)
         .map_or_else(|| server.clone(), str::to_owned);
+    // RFC 9728 §3.3: metadata for another resource is not this server's; a token asked for
+    // it would be for someone else.
+    if !resource_covers(&resource, &server) {
+        return Err(protocol(format!(
+            "the protected resource metadata of {server} is for another resource ({resource}): not authorizing"
+        )));
+    }
     let scope = probe.scope.clone().or_else(|| {
         let scopes: Vec<&str> = resource_metadata
             .as_ref()?
@@ -390,6 +420,19 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
                 .collect()
         })
         .unwrap_or_default();
+    // SEP-2207: tether wants a refresh token; where the authorization server lists
+    // `offline_access`, it is asked for too (never where it is not listed).
+    let offline = metadata
+        .as_ref()
+        .and_then(|m| m.get("scopes_supported"))
+        .and_then(Value::as_array)
+        .is_some_and(|scopes| scopes.iter().any(|s| s.as_str() == Some(OFFLINE_ACCESS)));
+    let scope = match scope {
+        Some(scope) if offline && !scope.split_whitespace().any(|s| s == OFFLINE_ACCESS) => {
+            Some(format!("{scope} {OFFLINE_ACCESS}"))
+        }
+        scope => scope,
+    };
     Ok(Discovered {
         server,
         resource,
@@ -1000,6 +1043,30 @@ mod tests {
             "not a url",
         ] {
             assert!(client_metadata_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_resource_covers_its_own_url_and_what_is_below_it() {
+        let server = "http://127.0.0.1:8/tenant/mcp";
+        for resource in [
+            "http://127.0.0.1:8",
+            "http://127.0.0.1:8/",
+            "http://127.0.0.1:8/tenant",
+            "http://127.0.0.1:8/tenant/mcp",
+            "http://127.0.0.1:8/tenant/mcp/",
+        ] {
+            assert!(resource_covers(resource, server), "{resource}");
+        }
+        for resource in [
+            "https://evil.example.com/mcp",
+            "http://127.0.0.1:9/tenant/mcp",
+            "https://127.0.0.1:8/tenant/mcp",
+            "http://127.0.0.1:8/ten",
+            "http://127.0.0.1:8/tenant/mcp/deeper",
+            "not a url",
+        ] {
+            assert!(!resource_covers(resource, server), "{resource}");
         }
     }
 
