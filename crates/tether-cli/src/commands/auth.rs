@@ -607,19 +607,11 @@ impl tether_driver::BearerAuth for StoredTokens {
                 anyhow::Ok(fresh)
             }
             .await;
-            match refreshed {
-                Ok(fresh) => {
-                    crate::log_mask::register(std::slice::from_ref(&fresh.access_token));
-                    tracing::debug!(%resource, "OAuth access token refused; refreshed");
-                    Some(fresh.access_token)
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        "{resource} refused the stored OAuth token and it could not be refreshed ({e:#}): run `tether auth login {resource}`"
-                    );
-                    None
-                }
-            }
+            hand_over(
+                &resource,
+                refreshed,
+                "refused the stored OAuth token and it could not be refreshed",
+            )
         })
     }
 
@@ -638,19 +630,27 @@ impl tether_driver::BearerAuth for StoredTokens {
                 );
                 return None;
             };
-            match step_up(&url, &tokens, scope).await {
-                Ok(fresh) => {
-                    crate::log_mask::register(std::slice::from_ref(&fresh.access_token));
-                    tracing::debug!(%resource, "OAuth step-up done");
-                    Some(fresh.access_token)
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        "{resource} asks for more access and it could not be had ({e:#}): run `tether auth login {resource}`"
-                    );
-                    None
-                }
-            }
+            hand_over(
+                &resource,
+                step_up(&url, &tokens, scope).await,
+                "asks for more access and it could not be had",
+            )
         })
+    }
+}
+
+/// The new access token of `renewed`, registered for log masking first; `None` with a warning
+/// "RESOURCE FAILED (why): run `tether auth login RESOURCE`".
+fn hand_over(resource: &str, renewed: anyhow::Result<Tokens>, failed: &str) -> Option<SecretValue> {
+    match renewed {
+        Ok(fresh) => {
+            crate::log_mask::register(std::slice::from_ref(&fresh.access_token));
+            tracing::debug!(%resource, "OAuth access token renewed");
+            Some(fresh.access_token)
+        }
+        Err(e) => {
+            tracing::warn!("{resource} {failed} ({e:#}): run `tether auth login {resource}`");
+            None
+        }
     }
 }

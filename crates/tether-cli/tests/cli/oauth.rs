@@ -28,15 +28,27 @@ impl AuthorizedServer {
 
     /// [`AuthorizedServer::start`] with more `tether-test-mcp` flags.
     fn start_with(ttl_secs: u64, extra: &[&str]) -> Self {
+        let ttl = ttl_secs.to_string();
+        let mut args = vec!["--oauth", "--oauth-token-ttl", &ttl];
+        args.extend_from_slice(extra);
+        Self::spawn(&args)
+    }
+
+    /// The test server without OAuth: it answers anyone.
+    fn open() -> Self {
+        Self::spawn(&[])
+    }
+
+    /// `tether-test-mcp --http 127.0.0.1:0 ARGS`.
+    fn spawn(args: &[&str]) -> Self {
         let mut child = Command::new(tether_testkit::test_server_bin())
-            .args(["--http", "127.0.0.1:0", "--oauth", "--oauth-token-ttl"])
-            .arg(ttl_secs.to_string())
-            .args(extra)
+            .args(["--http", "127.0.0.1:0"])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("starting tether-test-mcp --oauth");
+            .expect("starting tether-test-mcp --http");
         let stdout = child.stdout.take().expect("its stdout");
         let mut line = String::new();
         std::io::BufReader::new(stdout)
@@ -120,6 +132,13 @@ fn tether_in(sandbox: &Sandbox, store: &str, args: &[&str]) -> Output {
     output
 }
 
+/// `tether auth login SERVER` (through `$BROWSER`), which must succeed.
+fn log_in(sandbox: &Sandbox, server: &str) -> Output {
+    let login = tether(sandbox, &["auth", "login", server]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    login
+}
+
 fn stored_file(sandbox: &Sandbox) -> String {
     std::fs::read_to_string(sandbox.home().join("secrets.json")).unwrap_or_default()
 }
@@ -148,8 +167,7 @@ fn login_use_refresh_revoke_logout() {
     );
 
     // Login: discovery, registration, the browser step through $BROWSER, the code exchange.
-    let login = tether(&sandbox, &["auth", "login", &url]);
-    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    let login = log_in(&sandbox, &url);
     assert!(
         text(&login.stderr).contains(&format!("logged in to {url} (access token expires in ")),
         "{}",
@@ -310,8 +328,7 @@ fn a_refused_token_is_refreshed_once_at_connect() {
     let sandbox = Sandbox::new();
     let url = server.url();
     let spec = spec(&server);
-    let login = tether(&sandbox, &["auth", "login", &url]);
-    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    log_in(&sandbox, &url);
 
     server.request("POST", "/expire");
     let retried = tether(&sandbox, &["test", "--mcp", &spec]);
@@ -524,8 +541,7 @@ impl StdioGateway {
 fn a_token_refused_mid_run_is_refreshed_and_the_call_retried() {
     let server = AuthorizedServer::start(3600);
     let sandbox = Sandbox::new();
-    let login = tether(&sandbox, &["auth", "login", &server.url()]);
-    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    log_in(&sandbox, &server.url());
 
     let mut gateway = StdioGateway::start(&sandbox, &spec(&server));
     let echo = |gateway: &mut StdioGateway, id: u64, word: &str| {
@@ -584,8 +600,7 @@ fn a_403_insufficient_scope_steps_up_once_and_retries() {
     let sandbox = Sandbox::new();
     let url = server.url();
     let spec = spec(&server);
-    let login = tether(&sandbox, &["auth", "login", &url]);
-    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    log_in(&sandbox, &url);
     assert_eq!(server.stats()["codes"], 1);
 
     let add = |sandbox: &Sandbox| {
@@ -697,12 +712,12 @@ fn status_without_a_server_lists_every_server_with_auth() {
     let installed = AuthorizedServer::start(3600);
     let inline = AuthorizedServer::start(3600);
     let pending = AuthorizedServer::start(3600);
-    let plain = OpenServer::start();
+    let plain = AuthorizedServer::open();
     let sandbox = Sandbox::new();
     for (name, url) in [
         ("remote", installed.url()),
         ("pending", pending.url()),
-        ("open", plain.url.clone()),
+        ("open", plain.url()),
     ] {
         let from = format!(r#"{{"type":"http","url":"{url}"}}"#);
         let install = tether(&sandbox, &["install", name, "--from", &from]);
@@ -758,41 +773,6 @@ fn status_without_a_server_lists_every_server_with_auth() {
     }
 }
 
-/// `tether-test-mcp --http 127.0.0.1:0` without OAuth.
-struct OpenServer {
-    child: Child,
-    url: String,
-}
-
-impl OpenServer {
-    fn start() -> Self {
-        let mut child = Command::new(tether_testkit::test_server_bin())
-            .args(["--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting tether-test-mcp --http");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("its stdout"))
-            .read_line(&mut line)
-            .expect("reading the listening line");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect("the listening line")
-            .to_owned();
-        Self { child, url }
-    }
-}
-
-impl Drop for OpenServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The platform opener (issue 15 item 5): with `$BROWSER` unset, `xdg-open URL` opens the
 /// authorization page (here an `xdg-open` of ours on PATH that follows it with curl) and the
 /// URL is printed too; without any opener the URL is printed and the wait times out.
@@ -815,14 +795,18 @@ fn without_browser_the_platform_opener_opens_the_page() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let login = sandbox
-        .tether(&["-vvv", "auth", "login", &url, "--timeout", "20"])
-        .env("TETHER_SECRET_STORE", "file")
-        .env_remove("BROWSER")
-        .env("PATH", &path)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .expect("running tether");
+    // `tether -vvv auth login URL --timeout SECS` without $BROWSER, with PATH.
+    let log_in = |timeout: &str, path: &str| {
+        sandbox
+            .tether(&["-vvv", "auth", "login", &url, "--timeout", timeout])
+            .env("TETHER_SECRET_STORE", "file")
+            .env_remove("BROWSER")
+            .env("PATH", path)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("running tether")
+    };
+    let login = log_in("20", &path);
     let stderr = text(&login.stderr);
     assert_eq!(login.status.code(), Some(0), "{stderr}");
     assert!(
@@ -841,14 +825,7 @@ fn without_browser_the_platform_opener_opens_the_page() {
     // No opener on PATH: the URL is printed, and nothing comes back within the timeout.
     let empty = sandbox.path("empty");
     std::fs::create_dir_all(&empty).expect("creating an empty directory");
-    let alone = sandbox
-        .tether(&["auth", "login", &url, "--timeout", "1"])
-        .env("TETHER_SECRET_STORE", "file")
-        .env_remove("BROWSER")
-        .env("PATH", &empty)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .expect("running tether");
+    let alone = log_in("1", &empty.to_string_lossy());
     let stderr = text(&alone.stderr);
     assert_eq!(alone.status.code(), Some(1), "{stderr}");
     assert!(

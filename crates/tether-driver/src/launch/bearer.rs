@@ -149,6 +149,8 @@ impl Renewal {
     }
 }
 
+// Every request goes through the most general method of each kind (the one with limits), so
+// the renewal is written once per kind.
 impl StreamableHttpClient for BearerHttp {
     type Error = reqwest::Error;
 
@@ -160,15 +162,14 @@ impl StreamableHttpClient for BearerHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.renewing(custom_headers, |headers| {
-            self.http.post_message(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                headers,
-            )
-        })
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default(),
+        )
         .await
     }
 
@@ -181,16 +182,16 @@ impl StreamableHttpClient for BearerHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.renewing(custom_headers, |headers| {
-            self.http.post_message_with_max_sse_event_size(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                headers,
-                max_sse_event_size,
-            )
-        })
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = max_sse_event_size;
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
         .await
     }
 
@@ -245,15 +246,14 @@ impl StreamableHttpClient for BearerHttp {
         futures_util::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
         StreamableHttpError<Self::Error>,
     > {
-        self.renewing(custom_headers, |headers| {
-            self.http.get_stream(
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                auth_header.clone(),
-                headers,
-            )
-        })
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default().max_sse_event_size,
+        )
         .await
     }
 
