@@ -42,8 +42,8 @@ pub mod supervisor;
 
 pub use error::DriverError;
 pub use launch::{
-    BearerAuth, ENV_WHITELIST, LogSink, MAX_STEP_UPS, McpRuntime, STDERR_TAIL_BYTES, ServerReport,
-    ServerStatus, StartOptions, TERMINATE_GRACE, ToolInfo,
+    BearerAuth, BearerSlot, ENV_WHITELIST, LogSink, MAX_STEP_UPS, McpRuntime, Refusal, RetryBudget,
+    STDERR_TAIL_BYTES, ServerReport, ServerStatus, StartOptions, TERMINATE_GRACE, ToolInfo,
 };
 pub use refresh::{RefreshOutcome, RefreshPolicy};
 pub use resolve::{

@@ -838,3 +838,92 @@ fn without_browser_the_platform_opener_opens_the_page() {
     );
     assert_eq!(server.stats()["codes"], 1);
 }
+
+/// A fake `claude` for [`a_harness_behind_the_bridge_gets_renewed_tokens`]: it initializes the
+/// server `remote` of the config it was handed, calls `echo`, has the upstream end every access
+/// token (`POST $EXPIRE_URL`), calls `echo` again, then `add` (which needs `mcp:write`), and
+/// writes the statuses and bodies to `$RECORD`.
+const RENEWING_HARNESS: &str = r#"#!/usr/bin/env python3
+import json, os, sys, urllib.request, urllib.error
+config_path = [a for a in sys.argv[1:] if a.startswith("--mcp-config=")][0].split("=", 1)[1]
+server = json.load(open(config_path))["mcpServers"]["remote"]
+url, headers = server["url"], server.get("headers", {})
+def call(headers, body):
+    h = dict(headers)
+    h["Accept"] = "application/json, text/event-stream"
+    h["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=h, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, r.read().decode("utf-8", "replace"), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace"), dict(e.headers)
+def tool(id, name, arguments):
+    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fake", "version": "0"}}}
+status, body, got = call(headers, init)
+session = {k: v for k, v in got.items() if k.lower() == "mcp-session-id"}
+sh = dict(headers); sh.update(session); sh["Mcp-Protocol-Version"] = "2025-06-18"
+call(sh, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+record = {"initialize": status, "first": call(sh, tool(2, "echo", {"text": "first"}))[:2]}
+urllib.request.urlopen(urllib.request.Request(os.environ["EXPIRE_URL"], data=b"", method="POST"), timeout=10).read()
+record["second"] = call(sh, tool(3, "echo", {"text": "second"}))[:2]
+record["add"] = call(sh, tool(4, "add", {"a": 2, "b": 40}))[:2]
+json.dump(record, open(os.environ["RECORD"], "w"))
+"#;
+
+/// A harness hand-off (`tether run -- claude`): the remote's OAuth token goes through the
+/// loopback bridge, which renews it like the driver does — a token refused mid-run (401) is
+/// refreshed once and the request retried, a 403 `insufficient_scope` steps up — so the
+/// harness never sees a refusal, nor a token.
+#[test]
+fn a_harness_behind_the_bridge_gets_renewed_tokens() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    log_in(&sandbox, &server.url());
+    let bin = sandbox.path("bin");
+    std::fs::create_dir_all(&bin).expect("creating the bin directory");
+    let harness = bin.join("claude");
+    std::fs::write(&harness, RENEWING_HARNESS).expect("writing the fake harness");
+    std::fs::set_permissions(&harness, std::fs::Permissions::from_mode(0o755))
+        .expect("making it executable");
+    let record = sandbox.path("record.json");
+    let output = sandbox
+        .tether(&[
+            "-vvv",
+            "run",
+            "--mcp",
+            &spec(&server),
+            "--",
+            &harness.to_string_lossy(),
+        ])
+        .env("TETHER_SECRET_STORE", "file")
+        .env("BROWSER", "curl -s -L -o /dev/null")
+        .env("RECORD", &record)
+        .env("EXPIRE_URL", format!("{}/expire", server.origin))
+        .timeout(Duration::from_secs(90))
+        .output()
+        .expect("running tether");
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains(SENTINEL), "{stderr}");
+    let recorded = std::fs::read_to_string(&record).expect("reading what the harness recorded");
+    assert!(
+        !recorded.contains(SENTINEL),
+        "the harness saw a token: {recorded}"
+    );
+    let record: Value = serde_json::from_str(&recorded).expect("parsing the record");
+    assert_eq!(record["initialize"], 200, "{record}");
+    for (call, word) in [("first", "first"), ("second", "second"), ("add", "42")] {
+        assert_eq!(record[call][0], 200, "{call}: {record}");
+        assert!(
+            record[call][1].as_str().unwrap_or_default().contains(word),
+            "{call}: {record}"
+        );
+    }
+    assert_eq!(
+        server.stats(),
+        serde_json::json!({"codes": 2, "refreshes": 1, "registrations": 1})
+    );
+}

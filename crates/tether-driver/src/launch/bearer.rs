@@ -43,25 +43,98 @@ fn bearer_header(token: &SecretValue) -> Option<HeaderValue> {
     Some(value)
 }
 
+/// Why a server refused a request's bearer token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// 401: the token is not (or no longer) good; a refresh may help.
+    Unauthorized,
+    /// 403 with a `WWW-Authenticate` challenge (e.g. `insufficient_scope`); a step-up may help.
+    Forbidden {
+        /// The `WWW-Authenticate` value.
+        challenge: String,
+    },
+}
+
+/// The renewals one request may still ask for: one refresh, [`MAX_STEP_UPS`] step-ups.
+#[derive(Debug, Default)]
+pub struct RetryBudget {
+    refreshed: bool,
+    step_ups: usize,
+}
+
+impl RetryBudget {
+    /// Whether `refusal` may be answered with a renewal and a retry (and counts it).
+    pub fn take(&mut self, refusal: &Refusal) -> bool {
+        match refusal {
+            Refusal::Unauthorized if !self.refreshed => {
+                self.refreshed = true;
+                true
+            }
+            Refusal::Forbidden { .. } if self.step_ups < MAX_STEP_UPS => {
+                self.step_ups += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// One server's `Authorization` header in use, renewed through a [`BearerAuth`]: what the
+/// driver's Streamable HTTP client and the CLI's hand-off bridge share. Locked while it is
+/// renewed, so requests refused at the same time share one renewal.
+pub struct BearerSlot {
+    url: String,
+    auth: Arc<dyn BearerAuth>,
+    current: tokio::sync::Mutex<HeaderValue>,
+}
+
+impl BearerSlot {
+    /// The slot of the server at `url`, starting with `authorization` (the header's value).
+    pub fn new(url: &str, auth: Arc<dyn BearerAuth>, authorization: HeaderValue) -> Self {
+        Self {
+            url: url.to_owned(),
+            auth,
+            current: tokio::sync::Mutex::new(authorization),
+        }
+    }
+
+    /// The `Authorization` value to send now.
+    pub async fn current(&self) -> HeaderValue {
+        self.current.lock().await.clone()
+    }
+
+    /// After `refusal` of a request sent with `sent`: a new value unless another request
+    /// already replaced `sent`. Whether there is one to retry with.
+    pub async fn renew(&self, sent: &HeaderValue, refusal: Refusal) -> bool {
+        let mut current = self.current.lock().await;
+        if *current != *sent {
+            return true;
+        }
+        let token = match refusal {
+            Refusal::Unauthorized => {
+                tracing::debug!(url = %self.url, "bearer token refused (401); asking for a fresh one");
+                self.auth.refresh(self.url.clone()).await
+            }
+            Refusal::Forbidden { challenge } => {
+                tracing::debug!(url = %self.url, "bearer token refused (403); asking for more access");
+                self.auth.step_up(self.url.clone(), challenge).await
+            }
+        };
+        match token.as_ref().and_then(bearer_header) {
+            Some(value) => {
+                *current = value;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// A `reqwest::Client` that renews the bearer token of one server as the module docs say.
 #[derive(Clone)]
 pub(super) struct BearerHttp {
     http: reqwest::Client,
-    renewal: Option<Renewal>,
-}
-
-#[derive(Clone)]
-struct Renewal {
-    url: String,
-    auth: Arc<dyn BearerAuth>,
-    /// The `Authorization` value in use; locked while it is renewed.
-    current: Arc<tokio::sync::Mutex<HeaderValue>>,
-}
-
-/// What a failed request asks for.
-enum Ask {
-    Refresh,
-    StepUp(String),
+    slot: Option<Arc<BearerSlot>>,
 }
 
 impl BearerHttp {
@@ -73,14 +146,10 @@ impl BearerHttp {
         headers: &reqwest::header::HeaderMap,
         auth: Option<Arc<dyn BearerAuth>>,
     ) -> Self {
-        let renewal = auth
+        let slot = auth
             .zip(headers.get(AUTHORIZATION).cloned())
-            .map(|(auth, current)| Renewal {
-                url: url.to_owned(),
-                auth,
-                current: Arc::new(tokio::sync::Mutex::new(current)),
-            });
-        Self { http, renewal }
+            .map(|(auth, current)| Arc::new(BearerSlot::new(url, auth, current)));
+        Self { http, slot }
     }
 
     /// Runs `call` with the headers of this moment (the current token), renewing and
@@ -94,57 +163,25 @@ impl BearerHttp {
         F: Fn(HashMap<HeaderName, HeaderValue>) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
     {
-        let Some(renewal) = &self.renewal else {
+        let Some(slot) = &self.slot else {
             return call(custom_headers).await;
         };
-        let mut refreshed = false;
-        let mut step_ups = 0;
+        let mut budget = RetryBudget::default();
         loop {
-            let sent = renewal.current.lock().await.clone();
+            let sent = slot.current().await;
             let mut headers = custom_headers.clone();
             headers.insert(AUTHORIZATION, sent.clone());
             let outcome = call(headers).await;
-            let ask = match &outcome {
-                Err(StreamableHttpError::AuthRequired(_)) if !refreshed => {
-                    refreshed = true;
-                    Ask::Refresh
-                }
-                Err(StreamableHttpError::InsufficientScope(refusal)) if step_ups < MAX_STEP_UPS => {
-                    step_ups += 1;
-                    Ask::StepUp(refusal.www_authenticate_header.clone())
-                }
+            let refusal = match &outcome {
+                Err(StreamableHttpError::AuthRequired(_)) => Refusal::Unauthorized,
+                Err(StreamableHttpError::InsufficientScope(refusal)) => Refusal::Forbidden {
+                    challenge: refusal.www_authenticate_header.clone(),
+                },
                 _ => return outcome,
             };
-            if !renewal.renew(&sent, ask).await {
+            if !budget.take(&refusal) || !slot.renew(&sent, refusal).await {
                 return outcome;
             }
-        }
-    }
-}
-
-impl Renewal {
-    /// A new token unless another request already replaced `sent`; whether there is one.
-    async fn renew(&self, sent: &HeaderValue, ask: Ask) -> bool {
-        let mut current = self.current.lock().await;
-        if *current != *sent {
-            return true;
-        }
-        let token = match ask {
-            Ask::Refresh => {
-                tracing::debug!(url = %self.url, "bearer token refused (401); asking for a fresh one");
-                self.auth.refresh(self.url.clone()).await
-            }
-            Ask::StepUp(challenge) => {
-                tracing::debug!(url = %self.url, "bearer token refused (403); asking for more access");
-                self.auth.step_up(self.url.clone(), challenge).await
-            }
-        };
-        match token.as_ref().and_then(bearer_header) {
-            Some(value) => {
-                *current = value;
-                true
-            }
-            None => false,
         }
     }
 }

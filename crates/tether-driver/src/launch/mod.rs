@@ -36,7 +36,7 @@ use sse::SseClientTransport;
 
 use crate::error::DriverError;
 
-pub use bearer::{BearerAuth, MAX_STEP_UPS};
+pub use bearer::{BearerAuth, BearerSlot, MAX_STEP_UPS, Refusal, RetryBudget};
 
 /// How servers are started. A runtime keeps its options: a server it restarts later (a
 /// re-minted managed config) starts under the same limits.
