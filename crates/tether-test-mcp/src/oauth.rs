@@ -26,7 +26,9 @@
 //! step-up).
 //!
 //! Issued tokens start with `SENTINEL-AT-` / `SENTINEL-RT-`, so a test can look for them in
-//! every output.
+//! every output, and hold what a shell, a template or an encoder could mangle (`$HOME`, `$$`,
+//! `%`, a space, quotes, `\`, `{{x}}`; everything an HTTP header value allows, so no line
+//! break and no non-ASCII).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -71,6 +73,9 @@ struct PendingCode {
     challenge: String,
     scopes: Vec<String>,
 }
+
+/// In every token: what a shell, a template or an encoder could mangle.
+const HOSTILE: &str = r#"$HOME $$ %41 "q" 'q' \ {{x}} ${X}"#;
 
 /// The scopes this server grants.
 const SCOPES: [&str; 2] = ["mcp", "mcp:write"];
@@ -348,8 +353,8 @@ async fn token(
 }
 
 fn issue(server: &AuthServer, inner: &mut Inner, client_id: &str, scopes: Vec<String>) -> Response {
-    let access = inner.fresh("SENTINEL-AT-");
-    let refresh = inner.fresh("SENTINEL-RT-");
+    let access = inner.fresh(&format!("SENTINEL-AT-{HOSTILE}-"));
+    let refresh = inner.fresh(&format!("SENTINEL-RT-{HOSTILE}-"));
     let scope = scopes.join(" ");
     inner.access.insert(
         access.clone(),
