@@ -36,7 +36,7 @@ use futures_util::{Stream, StreamExt as _};
 use tether_config::{
     RemoteTransport, RenderedServer, RenderedText, RenderedTransport, SecretValue,
 };
-use tether_driver::{BearerAuth, BearerSlot, Refusal, RetryBudget};
+use tether_driver::{BearerAuth, BearerSlot, Refusal, send_renewing};
 
 /// The largest request body forwarded (JSON-RPC messages are small).
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
@@ -309,46 +309,25 @@ async fn forward(
         }
     }
     // A refused bearer token: renewed and the request sent again, within the request's budget.
-    let mut budget = RetryBudget::default();
-    let sent = loop {
-        let authorization = match &route.authorization {
-            Some(slot) => Some(slot.current().await),
-            None => None,
-        };
-        let mut request_headers = outgoing.clone();
-        if let Some(value) = &authorization {
-            request_headers.insert(header::AUTHORIZATION, value.clone());
-        }
-        let mut request = shared.client.request(method.clone(), target.expose());
-        if !body.is_empty() {
-            request = request.body(body.clone());
-        }
-        let sent =
-            tokio::time::timeout(route.timeout, request.headers(request_headers).send()).await;
-        let (Some(slot), Some(authorization), Ok(Ok(response))) =
-            (&route.authorization, &authorization, &sent)
-        else {
-            break sent;
-        };
-        let refusal = match response.status() {
-            StatusCode::UNAUTHORIZED => Refusal::Unauthorized,
-            StatusCode::FORBIDDEN => match response
-                .headers()
-                .get(header::WWW_AUTHENTICATE)
-                .and_then(|v| v.to_str().ok())
-            {
-                Some(challenge) => Refusal::Forbidden {
-                    challenge: challenge.to_owned(),
-                },
-                None => break sent,
-            },
-            _ => break sent,
-        };
-        if !budget.take(&refusal) || !slot.renew(authorization, refusal).await {
-            break sent;
-        }
-        tracing::debug!(server = %route.name, %method, "bridge: retrying with a renewed token");
-    };
+    let sent = send_renewing(
+        route.authorization.as_ref(),
+        |authorization| {
+            let mut request_headers = outgoing.clone();
+            if let Some(value) = authorization {
+                request_headers.insert(header::AUTHORIZATION, value);
+            }
+            let mut request = shared.client.request(method.clone(), target.expose());
+            if !body.is_empty() {
+                request = request.body(body.clone());
+            }
+            tokio::time::timeout(route.timeout, request.headers(request_headers).send())
+        },
+        |sent| match sent {
+            Ok(Ok(response)) => Refusal::of(response.status(), response.headers()),
+            _ => None,
+        },
+    )
+    .await;
     let response = match sent {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => {

@@ -55,16 +55,64 @@ pub enum Refusal {
     },
 }
 
+impl Refusal {
+    /// The refusal an HTTP answer with `status` and `headers` is: 401, or 403 with a
+    /// `WWW-Authenticate` challenge.
+    pub fn of(status: reqwest::StatusCode, headers: &reqwest::header::HeaderMap) -> Option<Self> {
+        match status {
+            reqwest::StatusCode::UNAUTHORIZED => Some(Self::Unauthorized),
+            reqwest::StatusCode::FORBIDDEN => headers
+                .get(reqwest::header::WWW_AUTHENTICATE)
+                .and_then(|value| value.to_str().ok())
+                .map(|challenge| Self::Forbidden {
+                    challenge: challenge.to_owned(),
+                }),
+            _ => None,
+        }
+    }
+}
+
+/// Runs `send` with the `Authorization` value of `slot` of this moment (`None` without a
+/// slot) and, while `refused` finds the outcome a [`Refusal`] and the request may still be
+/// retried (one refresh, [`MAX_STEP_UPS`] step-ups), renews the value and runs `send` again.
+/// Returns the last outcome. The one renewal loop of the driver's HTTP transports and the
+/// CLI's hand-off bridge.
+pub async fn send_renewing<R, Send, Sending, Refused>(
+    slot: Option<&BearerSlot>,
+    send: Send,
+    refused: Refused,
+) -> R
+where
+    Send: Fn(Option<HeaderValue>) -> Sending,
+    Sending: Future<Output = R>,
+    Refused: Fn(&R) -> Option<Refusal>,
+{
+    let Some(slot) = slot else {
+        return send(None).await;
+    };
+    let mut budget = RetryBudget::default();
+    loop {
+        let sent = slot.current().await;
+        let outcome = send(Some(sent.clone())).await;
+        let Some(refusal) = refused(&outcome) else {
+            return outcome;
+        };
+        if !budget.take(&refusal) || !slot.renew(&sent, refusal).await {
+            return outcome;
+        }
+    }
+}
+
 /// The renewals one request may still ask for: one refresh, [`MAX_STEP_UPS`] step-ups.
 #[derive(Debug, Default)]
-pub struct RetryBudget {
+struct RetryBudget {
     refreshed: bool,
     step_ups: usize,
 }
 
 impl RetryBudget {
     /// Whether `refusal` may be answered with a renewal and a retry (and counts it).
-    pub fn take(&mut self, refusal: &Refusal) -> bool {
+    fn take(&mut self, refusal: &Refusal) -> bool {
         match refusal {
             Refusal::Unauthorized if !self.refreshed => {
                 self.refreshed = true;
@@ -130,6 +178,17 @@ impl BearerSlot {
     }
 }
 
+/// The slot of a server at `url` sent `headers`: `None` without `auth` or without an
+/// `Authorization` header (then nothing is renewed).
+pub(super) fn slot_for(
+    url: &str,
+    headers: &reqwest::header::HeaderMap,
+    auth: Option<Arc<dyn BearerAuth>>,
+) -> Option<Arc<BearerSlot>> {
+    auth.zip(headers.get(AUTHORIZATION).cloned())
+        .map(|(auth, current)| Arc::new(BearerSlot::new(url, auth, current)))
+}
+
 /// A `reqwest::Client` that renews the bearer token of one server as the module docs say.
 #[derive(Clone)]
 pub(super) struct BearerHttp {
@@ -138,17 +197,8 @@ pub(super) struct BearerHttp {
 }
 
 impl BearerHttp {
-    /// `http` as is when there is no `auth` or no `Authorization` header in `headers`, else
-    /// renewing that header through `auth`.
-    pub(super) fn new(
-        http: reqwest::Client,
-        url: &str,
-        headers: &reqwest::header::HeaderMap,
-        auth: Option<Arc<dyn BearerAuth>>,
-    ) -> Self {
-        let slot = auth
-            .zip(headers.get(AUTHORIZATION).cloned())
-            .map(|(auth, current)| Arc::new(BearerSlot::new(url, auth, current)));
+    /// `http` renewing the `Authorization` header of `slot` (as is without one).
+    pub(super) fn new(http: reqwest::Client, slot: Option<Arc<BearerSlot>>) -> Self {
         Self { http, slot }
     }
 
@@ -163,26 +213,24 @@ impl BearerHttp {
         F: Fn(HashMap<HeaderName, HeaderValue>) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
     {
-        let Some(slot) = &self.slot else {
-            return call(custom_headers).await;
-        };
-        let mut budget = RetryBudget::default();
-        loop {
-            let sent = slot.current().await;
-            let mut headers = custom_headers.clone();
-            headers.insert(AUTHORIZATION, sent.clone());
-            let outcome = call(headers).await;
-            let refusal = match &outcome {
-                Err(StreamableHttpError::AuthRequired(_)) => Refusal::Unauthorized,
-                Err(StreamableHttpError::InsufficientScope(refusal)) => Refusal::Forbidden {
+        send_renewing(
+            self.slot.as_deref(),
+            |authorization| {
+                let mut headers = custom_headers.clone();
+                if let Some(value) = authorization {
+                    headers.insert(AUTHORIZATION, value);
+                }
+                call(headers)
+            },
+            |outcome| match outcome {
+                Err(StreamableHttpError::AuthRequired(_)) => Some(Refusal::Unauthorized),
+                Err(StreamableHttpError::InsufficientScope(refusal)) => Some(Refusal::Forbidden {
                     challenge: refusal.www_authenticate_header.clone(),
-                },
-                _ => return outcome,
-            };
-            if !budget.take(&refusal) || !slot.renew(&sent, refusal).await {
-                return outcome;
-            }
-        }
+                }),
+                _ => None,
+            },
+        )
+        .await
     }
 }
 

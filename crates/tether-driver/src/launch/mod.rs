@@ -36,7 +36,7 @@ use sse::SseClientTransport;
 
 use crate::error::DriverError;
 
-pub use bearer::{BearerAuth, BearerSlot, MAX_STEP_UPS, Refusal, RetryBudget};
+pub use bearer::{BearerAuth, BearerSlot, MAX_STEP_UPS, Refusal, send_renewing};
 
 /// How servers are started. A runtime keeps its options: a server it restarts later (a
 /// re-minted managed config) starts under the same limits.
@@ -637,8 +637,8 @@ fn add_masking(masking: &mut Vec<SecretValue>, server: &RenderedServer) {
 
 type Handshake = Result<(Client, Vec<rmcp::model::Tool>), Box<dyn std::error::Error + Send + Sync>>;
 
-/// Connects to a remote server over `kind`, runs `initialize` and lists its tools. Over
-/// Streamable HTTP a refused bearer token is renewed through `bearer_auth` at any request.
+/// Connects to a remote server over `kind`, runs `initialize` and lists its tools. A refused
+/// bearer token is renewed through `bearer_auth` at any request.
 async fn remote_handshake(
     client: TetherClient,
     kind: RemoteTransport,
@@ -648,9 +648,11 @@ async fn remote_handshake(
     timeout: Duration,
     bearer_auth: Option<Arc<dyn BearerAuth>>,
 ) -> Handshake {
+    let slot = bearer::slot_for(url, headers, bearer_auth);
     let client = match kind {
         RemoteTransport::Sse => {
-            let sse = SseClientTransport::connect(http, url, headers.clone(), timeout).await?;
+            let sse =
+                SseClientTransport::connect(http, url, headers.clone(), slot, timeout).await?;
             client.serve(sse).await?
         }
         RemoteTransport::StreamableHttp => {
@@ -660,7 +662,7 @@ async fn remote_handshake(
                 .collect();
             let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
                 .custom_headers(custom);
-            let http = bearer::BearerHttp::new(http, url, headers, bearer_auth);
+            let http = bearer::BearerHttp::new(http, slot);
             client
                 .serve(StreamableHttpClientTransport::with_client(http, config))
                 .await?
@@ -830,7 +832,7 @@ async fn start_one(
                         if kind == RemoteTransport::StreamableHttp
                             && server.options.transport_guessed =>
                     {
-                        match remote_handshake(client.clone(), RemoteTransport::Sse, http, &url, &headers, timeout, None)
+                        match remote_handshake(client.clone(), RemoteTransport::Sse, http, &url, &headers, timeout, start.bearer_auth.clone())
                             .await
                         {
                             Ok(connected) => {

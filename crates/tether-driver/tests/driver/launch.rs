@@ -698,3 +698,57 @@ async fn step_ups_are_bounded_per_request() {
         ["Bearer first", "Bearer stepped-up-0", "Bearer stepped-up-1"]
     );
 }
+
+/// The legacy SSE transport renews a refused token too: its event stream's GET, refused with
+/// 401, is sent again with the refreshed token (the stream then ends, so the handshake fails
+/// later for that reason, which this test does not look at).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sse_transport_renews_a_refused_token() {
+    use wiremock::matchers::{header, method};
+    let upstream = wiremock::MockServer::start().await;
+    wiremock::Mock::given(method("GET"))
+        .and(header("authorization", "Bearer fresh"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string("event: endpoint\ndata: /messages\n\n"),
+        )
+        .mount(&upstream)
+        .await;
+    wiremock::Mock::given(method("GET"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(401)
+                .insert_header("WWW-Authenticate", r#"Bearer error="invalid_token""#),
+        )
+        .mount(&upstream)
+        .await;
+    let config = format!(
+        r#"{{"remote": {{"type": "sse", "url": "{}/sse", "headers": {{"Authorization": "Bearer stale"}}}}}}"#,
+        upstream.uri()
+    );
+    let auth = CountingAuth::new("fresh");
+    let options = StartOptions {
+        startup_timeout: Duration::from_secs(3),
+        ..with_auth(&auth)
+    };
+    let runtime = start(config, options, &Secrets::new())
+        .await
+        .expect("starting the servers");
+    drop(runtime);
+    assert_eq!(auth.counts(), (1, 0));
+    let gets: Vec<String> = upstream
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.method == wiremock::http::Method::GET)
+        .filter_map(|r| {
+            r.headers
+                .get("authorization")?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(gets, ["Bearer stale", "Bearer fresh"]);
+}
