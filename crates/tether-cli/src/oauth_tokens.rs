@@ -26,8 +26,15 @@ pub(crate) fn key(resource: &str) -> Uuid {
 }
 
 /// The tokens stored for `resource`. (The local store is opened for each read and write: it
-/// is not `Sync`, and these run inside the driver's `Send` futures.)
+/// is not `Sync`, and these run inside the driver's `Send` futures.) Without a local store
+/// nothing is recorded, so nothing is read: a run of inline specs creates no database.
 pub(crate) fn load(resource: &str) -> anyhow::Result<Option<Tokens>> {
+    if !settings::data_dir()?
+        .join(tether_store::DATABASE_FILE)
+        .exists()
+    {
+        return Ok(None);
+    }
     let value = settings::open_store()?.get_oauth(key(resource))?;
     Ok(value.as_ref().and_then(Tokens::from_secret))
 }
