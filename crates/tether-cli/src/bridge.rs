@@ -36,6 +36,7 @@ use futures_util::{Stream, StreamExt as _};
 use tether_config::{
     RemoteTransport, RenderedServer, RenderedText, RenderedTransport, SecretValue,
 };
+use tether_driver::{BearerAuth, BearerSlot, Refusal, send_renewing};
 
 /// The largest request body forwarded (JSON-RPC messages are small).
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
@@ -87,6 +88,9 @@ struct Route {
     timeout: Duration,
     /// Legacy SSE message endpoints the upstream announced, by the id the harness was given.
     endpoints: Mutex<HashMap<String, SecretValue>>,
+    /// Its `Authorization` header (then not in `headers`), renewed when the server refuses it
+    /// (an OAuth token of `tether auth login`: refreshed on 401, stepped up on 403).
+    authorization: Option<BearerSlot>,
 }
 
 struct Shared {
@@ -101,6 +105,8 @@ pub struct Bridge {
     base: String,
     bearer: SecretValue,
     routes: HashMap<String, Arc<Route>>,
+    /// Where renewed upstream tokens come from.
+    bearer_auth: Arc<dyn BearerAuth>,
 }
 
 impl Bridge {
@@ -115,6 +121,7 @@ impl Bridge {
             base,
             bearer: SecretValue::new(random_token()),
             routes: HashMap::new(),
+            bearer_auth: crate::oauth_tokens::bearer_auth(),
         })
     }
 
@@ -131,6 +138,7 @@ impl Bridge {
             return Ok(server.clone());
         };
         let mut real = Vec::with_capacity(headers.len());
+        let mut authorization = None;
         for (name, value) in headers {
             let header = HeaderName::from_bytes(name.as_bytes()).with_context(|| {
                 format!(
@@ -145,9 +153,17 @@ impl Bridge {
                     server.name
                 );
             }
+            if header == header::AUTHORIZATION {
+                let mut value = HeaderValue::from_bytes(value.expose().as_bytes())?;
+                value.set_sensitive(true);
+                authorization = Some(value);
+                continue;
+            }
             real.push((header, value));
         }
         let url = SecretValue::new(url.expose());
+        let authorization = authorization
+            .map(|value| BearerSlot::new(url.expose(), Arc::clone(&self.bearer_auth), value));
         if reqwest::Url::parse(url.expose()).is_err() {
             anyhow::bail!("MCP server '{}': its URL is not a valid URL", server.name);
         }
@@ -168,6 +184,7 @@ impl Bridge {
                 transport: *transport,
                 timeout,
                 endpoints: Mutex::new(HashMap::new()),
+                authorization,
             }),
         );
         let mut bridged_headers = indexmap::IndexMap::new();
@@ -291,11 +308,26 @@ async fn forward(
             outgoing.insert(name.clone(), value);
         }
     }
-    let mut request = shared.client.request(method.clone(), target.expose());
-    if !body.is_empty() {
-        request = request.body(body);
-    }
-    let sent = tokio::time::timeout(route.timeout, request.headers(outgoing).send()).await;
+    // A refused bearer token: renewed and the request sent again, within the request's budget.
+    let sent = send_renewing(
+        route.authorization.as_ref(),
+        |authorization| {
+            let mut request_headers = outgoing.clone();
+            if let Some(value) = authorization {
+                request_headers.insert(header::AUTHORIZATION, value);
+            }
+            let mut request = shared.client.request(method.clone(), target.expose());
+            if !body.is_empty() {
+                request = request.body(body.clone());
+            }
+            tokio::time::timeout(route.timeout, request.headers(request_headers).send())
+        },
+        |sent| match sent {
+            Ok(Ok(response)) => Refusal::of(response.status(), response.headers()),
+            _ => None,
+        },
+    )
+    .await;
     let response = match sent {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => {
@@ -499,6 +531,7 @@ mod tests {
                 transport: RemoteTransport::Sse,
                 timeout: DEFAULT_UPSTREAM_TIMEOUT,
                 endpoints: Mutex::new(HashMap::new()),
+                authorization: None,
             }),
             prefix: "/k/m/".into(),
             pending: Vec::new(),

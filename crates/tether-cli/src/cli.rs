@@ -851,6 +851,11 @@ pub enum AuthCommand {
         /// (never a literal).
         #[arg(long, value_name = "SOURCE", requires = "client_id")]
         client_secret: Option<String>,
+        /// The URL of tether's client-id metadata document (an https URL you host): the client
+        /// id when the authorization server supports such documents, instead of dynamic
+        /// registration. Default: `oauth_client_metadata_url` in config.toml.
+        #[arg(long, value_name = "URL", conflicts_with = "client_id")]
+        client_metadata_url: Option<String>,
         /// How long to wait for the browser's redirect, in seconds.
         #[arg(long, value_name = "SECS", default_value_t = 300)]
         timeout: u64,
@@ -858,8 +863,9 @@ pub enum AuthCommand {
     /// Whether a server needs OAuth, and whether a token is stored (with its expiry; never a
     /// value).
     Status {
-        /// The server's URL, or a local installation's name.
-        server: String,
+        /// The server's URL, or a local installation's name. Without one: every installed
+        /// remote server and every server with stored tokens.
+        server: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,

@@ -12,6 +12,7 @@ mod gateway_relay;
 mod handoff;
 mod log_mask;
 mod oauth;
+mod oauth_tokens;
 mod output;
 mod private_file;
 mod secrets;

@@ -17,6 +17,9 @@ use sha2::{Digest as _, Sha256};
 use tether_config::SecretValue;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
+/// The scope that asks for a refresh token (SEP-2207), where the authorization server lists it.
+const OFFLINE_ACCESS: &str = "offline_access";
+
 /// A token this close to its expiry is refreshed before use.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 
@@ -44,13 +47,17 @@ pub struct Discovered {
     /// `resource`, else the server's URL.
     pub resource: String,
     /// The scope to ask for: `WWW-Authenticate`'s `scope`, else the resource's
-    /// `scopes_supported` joined, else none.
+    /// `scopes_supported` joined, else none; plus `offline_access` when there is one and the
+    /// authorization server lists it.
     pub scope: Option<String>,
     pub authorization_endpoint: String,
     pub token_endpoint: String,
     pub registration_endpoint: Option<String>,
     /// `token_endpoint_auth_methods_supported` (empty when the server lists none).
     pub auth_methods: Vec<String>,
+    /// `client_id_metadata_document_supported`: a client-id metadata document URL may be the
+    /// client id.
+    pub client_metadata_documents: bool,
 }
 
 /// A client registration: dynamic (RFC 7591) or configured.
@@ -74,6 +81,12 @@ pub struct Tokens {
     pub expires_at: Option<i64>,
     pub token_endpoint: String,
     pub client: Client,
+    /// The scope granted (the token answer's `scope`, else the one asked for); `None` when
+    /// none was asked for or given.
+    pub scope: Option<String>,
+    /// The redirect URI the client used (a step-up listens on the same port when it can:
+    /// a registered client's redirect URI is fixed).
+    pub redirect_uri: Option<String>,
 }
 
 impl Tokens {
@@ -96,6 +109,8 @@ impl Tokens {
             "client_id": self.client.client_id,
             "client_secret": self.client.client_secret.as_ref().map(SecretValue::expose),
             "auth_method": self.client.auth_method,
+            "scope": self.scope,
+            "redirect_uri": self.redirect_uri,
         });
         SecretValue::new(value.to_string())
     }
@@ -123,6 +138,8 @@ impl Tokens {
                 client_secret: secret("client_secret"),
                 auth_method: text("auth_method").unwrap_or_else(|| "none".to_owned()),
             },
+            scope: text("scope"),
+            redirect_uri: text("redirect_uri"),
         })
     }
 }
@@ -258,6 +275,25 @@ pub async fn probe(http: &reqwest::Client, url: &str) -> Result<Probe, OAuthErro
     Ok(probe)
 }
 
+/// Whether the protected resource `resource` covers the MCP server at `server`: the same
+/// origin, and the server's path is the resource's or below it (a resource may be the bare
+/// origin or a parent path of the endpoint, as the MCP authorization rules allow).
+fn resource_covers(resource: &str, server: &str) -> bool {
+    let (Ok(resource), Ok(server)) = (Url::parse(resource), Url::parse(server)) else {
+        return false;
+    };
+    if resource.origin() != server.origin() {
+        return false;
+    }
+    let parent = resource.path().trim_end_matches('/');
+    let path = server.path().trim_end_matches('/');
+    parent.is_empty()
+        || path == parent
+        || path
+            .strip_prefix(parent)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// `origin` + `/.well-known/<name>` + `path` (RFC 8414/9728 path insertion), and without the
 /// path.
 fn well_known(url: &Url, name: &str) -> Vec<String> {
@@ -300,6 +336,13 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
         .and_then(|m| m.get("resource"))
         .and_then(Value::as_str)
         .map_or_else(|| server.clone(), str::to_owned);
+    // RFC 9728 §3.3: metadata for another resource is not this server's; a token asked for
+    // it would be for someone else.
+    if !resource_covers(&resource, &server) {
+        return Err(protocol(format!(
+            "the protected resource metadata of {server} is for another resource ({resource}): not authorizing"
+        )));
+    }
     let scope = probe.scope.clone().or_else(|| {
         let scopes: Vec<&str> = resource_metadata
             .as_ref()?
@@ -360,6 +403,11 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
             Some(format!("{origin}/register")),
         ),
     };
+    let client_metadata_documents = metadata
+        .as_ref()
+        .and_then(|m| m.get("client_id_metadata_document_supported"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let auth_methods = metadata
         .as_ref()
         .and_then(|m| m.get("token_endpoint_auth_methods_supported"))
@@ -372,6 +420,19 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
                 .collect()
         })
         .unwrap_or_default();
+    // SEP-2207: tether wants a refresh token; where the authorization server lists
+    // `offline_access`, it is asked for too (never where it is not listed).
+    let offline = metadata
+        .as_ref()
+        .and_then(|m| m.get("scopes_supported"))
+        .and_then(Value::as_array)
+        .is_some_and(|scopes| scopes.iter().any(|s| s.as_str() == Some(OFFLINE_ACCESS)));
+    let scope = match scope {
+        Some(scope) if offline && !scope.split_whitespace().any(|s| s == OFFLINE_ACCESS) => {
+            Some(format!("{scope} {OFFLINE_ACCESS}"))
+        }
+        scope => scope,
+    };
     Ok(Discovered {
         server,
         resource,
@@ -380,7 +441,30 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
         token_endpoint,
         registration_endpoint,
         auth_methods,
+        client_metadata_documents,
     })
+}
+
+/// Checks a client-id metadata document URL (draft-ietf-oauth-client-id-metadata-document):
+/// `https` with a path beyond `/` and no fragment.
+pub fn client_metadata_url(url: &str) -> Result<String, OAuthError> {
+    let parsed = Url::parse(url).map_err(|e| protocol(format!("'{url}' is not a URL: {e}")))?;
+    if parsed.scheme() != "https" || parsed.path().len() <= 1 || parsed.fragment().is_some() {
+        return Err(protocol(format!(
+            "'{url}' cannot be a client-id metadata document URL: it must be https, with a path, without a fragment"
+        )));
+    }
+    Ok(url.to_owned())
+}
+
+/// The client a client-id metadata document URL stands for: the URL is the client id, a
+/// public client (the document says `none`).
+pub fn metadata_document_client(url: &str) -> Client {
+    Client {
+        client_id: url.to_owned(),
+        client_secret: None,
+        auth_method: "none".to_owned(),
+    }
 }
 
 /// Dynamic client registration (RFC 7591) for `redirect_uri`.
@@ -460,8 +544,6 @@ pub async fn register(
     })
 }
 
-/// ` (error: CODE)` from an OAuth error body, or nothing. The code is a fixed vocabulary, not
-/// a secret; descriptions are not quoted.
 /// An authorization server's answer: its status and its body as JSON (`Null` when it is not
 /// JSON); the raw body, which may hold tokens or a client secret, is zeroed once parsed.
 async fn json_answer(response: reqwest::Response) -> (reqwest::StatusCode, Value) {
@@ -479,6 +561,8 @@ async fn json_answer(response: reqwest::Response) -> (reqwest::StatusCode, Value
     )
 }
 
+/// ` (error: CODE)` from an OAuth error body, or nothing. The code is a fixed vocabulary, not
+/// a secret; descriptions are not quoted.
 fn oauth_error_code(answer: &Value) -> String {
     answer
         .get("error")
@@ -569,6 +653,35 @@ pub fn code_from_redirect(target: &str, state: &str) -> Result<SecretValue, OAut
     code.ok_or_else(|| protocol("the redirect holds no code"))
 }
 
+/// The scope to ask for in a step-up after a 403 whose `WWW-Authenticate` is `challenge`:
+/// the challenge's `scope` joined to `held` (what the token has), in that order, without
+/// repeats. `None` when the challenge is not `insufficient_scope`, names no scope, or names
+/// only scopes already held (asking again would not change the answer).
+pub fn step_up_scope(challenge: &str, held: Option<&str>) -> Option<String> {
+    let params = challenge_params(challenge);
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    };
+    if param("error") != Some("insufficient_scope") {
+        return None;
+    }
+    let held: Vec<&str> = held.unwrap_or("").split_whitespace().collect();
+    let wanted: Vec<&str> = param("scope")?.split_whitespace().collect();
+    if wanted.iter().all(|scope| held.contains(scope)) {
+        return None;
+    }
+    let mut scopes = held;
+    for scope in wanted {
+        if !scopes.contains(&scope) {
+            scopes.push(scope);
+        }
+    }
+    Some(scopes.join(" "))
+}
+
 /// The loopback listener the authorization server redirects to.
 pub struct Listener {
     listener: tokio::net::TcpListener,
@@ -578,7 +691,25 @@ pub struct Listener {
 impl Listener {
     /// Binds 127.0.0.1 on a random port.
     pub async fn bind() -> Result<Self, OAuthError> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        Self::bind_on(0).await
+    }
+
+    /// Binds 127.0.0.1 on the port of `redirect_uri` (a registered client's), else a random
+    /// one.
+    pub async fn bind_like(redirect_uri: Option<&str>) -> Result<Self, OAuthError> {
+        let port = redirect_uri
+            .and_then(|uri| Url::parse(uri).ok())
+            .and_then(|url| url.port());
+        if let Some(port) = port
+            && let Ok(listener) = Self::bind_on(port).await
+        {
+            return Ok(listener);
+        }
+        Self::bind().await
+    }
+
+    async fn bind_on(port: u16) -> Result<Self, OAuthError> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .map_err(|e| protocol(format!("cannot listen on 127.0.0.1: {e}")))?;
         let port = listener
@@ -690,7 +821,7 @@ async fn token_request(
     resource: &str,
     client: &Client,
     mut form: Vec<(&str, String)>,
-    previous_refresh: Option<SecretValue>,
+    previous: Previous,
 ) -> Result<Tokens, OAuthError> {
     form.push(("resource", resource.to_owned()));
     let mut request = http.post(token_endpoint).header(ACCEPT, "application/json");
@@ -743,14 +874,27 @@ async fn token_request(
             .get("refresh_token")
             .and_then(Value::as_str)
             .map(|s| SecretValue::new(s.to_owned()))
-            .or(previous_refresh),
+            .or(previous.refresh_token),
         expires_at: answer
             .get("expires_in")
             .and_then(Value::as_i64)
             .map(|seconds| now.saturating_add(seconds)),
         token_endpoint: token_endpoint.to_owned(),
         client: client.clone(),
+        scope: answer
+            .get("scope")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or(previous.scope),
+        redirect_uri: previous.redirect_uri,
     })
+}
+
+/// What a token answer may leave out and is then kept from before.
+struct Previous {
+    refresh_token: Option<SecretValue>,
+    scope: Option<String>,
+    redirect_uri: Option<String>,
 }
 
 fn url_encode(text: &str) -> String {
@@ -792,7 +936,11 @@ pub async fn exchange(
             ("redirect_uri", pending.redirect_uri.clone()),
             ("code_verifier", pending.verifier.expose().to_owned()),
         ],
-        None,
+        Previous {
+            refresh_token: None,
+            scope: discovered.scope.clone(),
+            redirect_uri: Some(pending.redirect_uri.clone()),
+        },
     )
     .await?;
     tokens.server.clone_from(&discovered.server);
@@ -814,7 +962,11 @@ pub async fn refresh(http: &reqwest::Client, tokens: &Tokens) -> Result<Tokens, 
             ("grant_type", "refresh_token".to_owned()),
             ("refresh_token", refresh_token.expose().to_owned()),
         ],
-        Some(refresh_token),
+        Previous {
+            refresh_token: Some(refresh_token),
+            scope: tokens.scope.clone(),
+            redirect_uri: tokens.redirect_uri.clone(),
+        },
     )
     .await?;
     fresh.server.clone_from(&tokens.server);
@@ -848,6 +1000,74 @@ mod tests {
                 ("scope".to_owned(), "read".to_owned()),
             ]
         );
+    }
+
+    #[test]
+    fn step_up_asks_for_what_is_missing_only() {
+        let challenge = |scope: &str| {
+            format!(
+                r#"Bearer error="insufficient_scope", scope="{scope}", resource_metadata="http://a/x""#
+            )
+        };
+        assert_eq!(
+            step_up_scope(&challenge("mcp mcp:write"), Some("mcp")).as_deref(),
+            Some("mcp mcp:write")
+        );
+        assert_eq!(
+            step_up_scope(&challenge("b"), Some("a c")).as_deref(),
+            Some("a c b")
+        );
+        assert_eq!(
+            step_up_scope(&challenge("write"), None).as_deref(),
+            Some("write")
+        );
+        assert_eq!(step_up_scope(&challenge("a"), Some("a b")), None);
+        assert_eq!(
+            step_up_scope(r#"Bearer error="invalid_token", scope="x""#, None),
+            None
+        );
+        assert_eq!(
+            step_up_scope(r#"Bearer error="insufficient_scope""#, None),
+            None
+        );
+    }
+
+    #[test]
+    fn client_metadata_urls_are_https_with_a_path() {
+        assert!(client_metadata_url("https://example.com/tether.json").is_ok());
+        for bad in [
+            "http://example.com/tether.json",
+            "https://example.com/",
+            "https://example.com",
+            "https://example.com/c.json#x",
+            "not a url",
+        ] {
+            assert!(client_metadata_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_resource_covers_its_own_url_and_what_is_below_it() {
+        let server = "http://127.0.0.1:8/tenant/mcp";
+        for resource in [
+            "http://127.0.0.1:8",
+            "http://127.0.0.1:8/",
+            "http://127.0.0.1:8/tenant",
+            "http://127.0.0.1:8/tenant/mcp",
+            "http://127.0.0.1:8/tenant/mcp/",
+        ] {
+            assert!(resource_covers(resource, server), "{resource}");
+        }
+        for resource in [
+            "https://evil.example.com/mcp",
+            "http://127.0.0.1:9/tenant/mcp",
+            "https://127.0.0.1:8/tenant/mcp",
+            "http://127.0.0.1:8/ten",
+            "http://127.0.0.1:8/tenant/mcp/deeper",
+            "not a url",
+        ] {
+            assert!(!resource_covers(resource, server), "{resource}");
+        }
     }
 
     #[test]
@@ -886,6 +1106,8 @@ mod tests {
                 client_secret: None,
                 auth_method: "none".to_owned(),
             },
+            scope: Some("mcp".to_owned()),
+            redirect_uri: Some("http://127.0.0.1:2/callback".to_owned()),
         };
         let back = Tokens::from_secret(&tokens.to_secret()).expect("reading the stored form");
         assert_eq!(back.access_token.expose(), "a");
@@ -895,6 +1117,11 @@ mod tests {
             Some("r")
         );
         assert_eq!(back.expires_at, Some(100));
+        assert_eq!(back.scope.as_deref(), Some("mcp"));
+        assert_eq!(
+            back.redirect_uri.as_deref(),
+            Some("http://127.0.0.1:2/callback")
+        );
         assert!(back.expires_within(50, Duration::from_secs(60)));
         assert!(!back.expires_within(0, Duration::from_secs(60)));
     }

@@ -52,6 +52,16 @@ struct ConfigFile {
     smithery_url: Option<String>,
     smithery_api_key_file: Option<PathBuf>,
     secret_store: Option<String>,
+    oauth_client_metadata_url: Option<String>,
+}
+
+/// The client-id metadata document URL `tether auth login` uses: the flag, else
+/// `oauth_client_metadata_url` in config.toml, else none.
+pub fn client_metadata_url(flag: Option<&str>) -> anyhow::Result<Option<String>> {
+    match flag {
+        Some(url) => Ok(Some(url.to_owned())),
+        None => Ok(config_file(&data_dir()?)?.oauth_client_metadata_url),
+    }
 }
 
 /// The data directory.
@@ -70,16 +80,6 @@ fn secret_preference(dir: &Path) -> anyhow::Result<tether_store::Preference> {
     };
     text.parse()
         .map_err(|e| UsageError::new(format!("{source}: {e}")).into())
-}
-
-/// The secret store the settings choose, without the local store (OAuth tokens, which belong
-/// to a server URL rather than an installation).
-pub fn secret_store() -> anyhow::Result<tether_store::SecretStore> {
-    let dir = data_dir()?;
-    Ok(tether_store::SecretStore::new(
-        &dir,
-        secret_preference(&dir)?,
-    ))
 }
 
 /// The local store in the data directory, its values in the secret store the settings
@@ -223,7 +223,7 @@ pub fn registry_settings(refresh: bool) -> anyhow::Result<tether_registry::Regis
             .or(file.registry_url.clone())
             .unwrap_or(defaults.official_url),
         smithery_url: smithery_url(&file),
-        smithery_key: smithery_key(&dir, &file)?,
+        smithery_key: smithery_key(&file)?,
         cache_dir: Some(dir.join("cache").join("registry")),
         timeout: defaults.timeout,
         refresh,
@@ -232,7 +232,7 @@ pub fn registry_settings(refresh: bool) -> anyhow::Result<tether_registry::Regis
 
 /// Smithery's key: `SMITHERY_API_KEY` > `smithery_api_key_file` > the secret store (read
 /// only when a request needs it). An empty value is no key.
-fn smithery_key(dir: &Path, file: &ConfigFile) -> anyhow::Result<Option<ApiKey>> {
+fn smithery_key(file: &ConfigFile) -> anyhow::Result<Option<ApiKey>> {
     let given = |text: String| {
         let value = SecretValue::new(text.trim().to_owned());
         (!value.is_empty()).then_some(ApiKey::Given(value))
@@ -253,14 +253,9 @@ fn smithery_key(dir: &Path, file: &ConfigFile) -> anyhow::Result<Option<ApiKey>>
         registry: Registry::Smithery,
         url: smithery_url(file),
     };
-    if !crate::credentials::recorded(dir, &key) {
+    if !crate::credentials::recorded(&key)? {
         return Ok(None);
     }
-    let store = tether_store::SecretStore::new(dir, secret_preference(dir)?);
-    let lookup = move || {
-        crate::credentials::load(&store, &key)
-            .map(|found| found.map(|(value, _)| value))
-            .map_err(|e| e.to_string())
-    };
+    let lookup = move || crate::credentials::load(&key).map_err(|e| e.to_string());
     Ok(Some(ApiKey::Stored(Box::new(lookup))))
 }

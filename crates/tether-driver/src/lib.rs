@@ -42,8 +42,9 @@ pub mod supervisor;
 
 pub use error::DriverError;
 pub use launch::{
-    BearerRefresh, ENV_WHITELIST, LogSink, McpRuntime, STDERR_TAIL_BYTES, ServerReport,
-    ServerStatus, StartOptions, TERMINATE_GRACE, ToolInfo,
+    BearerAuth, BearerSlot, ENV_WHITELIST, LogSink, MAX_STEP_UPS, McpRuntime, Refusal,
+    STDERR_TAIL_BYTES, ServerReport, ServerStatus, StartOptions, TERMINATE_GRACE, ToolInfo,
+    send_renewing,
 };
 pub use refresh::{RefreshOutcome, RefreshPolicy};
 pub use resolve::{

@@ -101,7 +101,7 @@ impl EnvVars {
     pub const CI: &'static str = "CI";
 
     /// The command `tether auth login` opens the authorization URL with (the URL is its last
-    /// argument); unset, the URL is printed.
+    /// argument); unset, the platform opener (`xdg-open`, `open`) is run and the URL printed.
     pub const BROWSER: &'static str = "BROWSER";
 
     /// Disables colour in tether's output when set to anything (<https://no-color.org>).
@@ -201,7 +201,7 @@ impl EnvVars {
         doc(
             Self::BROWSER,
             Reader::Tether,
-            "the command `tether auth login` opens the authorization URL with",
+            "the command `tether auth login` opens the authorization URL with (unset: `xdg-open` or `open`)",
         ),
         doc(Self::NO_COLOR, Reader::Tether, "no colour in output"),
         doc(

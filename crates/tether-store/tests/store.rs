@@ -526,3 +526,57 @@ fn a_value_that_cannot_be_deleted_now_is_swept_later() {
         None
     );
 }
+
+/// OAuth token entries: stored where new values go and recorded with their server, read back
+/// from there, listed without values, and deleted with their record.
+#[test]
+fn oauth_entries_are_recorded_read_and_removed() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = open_store(dir.path()).expect("opening the store");
+    let key = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, b"http://127.0.0.1:1/mcp");
+    let value = tether_config::SecretValue::new("{\"access_token\":\"SENTINEL $HOME\"}".to_owned());
+    assert_eq!(store.get_oauth(key).expect("reading"), None);
+    let location = store
+        .set_oauth(key, "http://127.0.0.1:1/mcp", &value)
+        .expect("storing");
+    assert_eq!(location, tether_store::Location::File);
+    assert_eq!(
+        store.oauth_entries().expect("listing"),
+        [tether_store::CredentialEntry {
+            key,
+            name: tether_store::OAUTH_NAME.to_owned(),
+            server: "http://127.0.0.1:1/mcp".to_owned(),
+            location,
+        }]
+    );
+    assert_eq!(store.get_oauth(key).expect("reading"), Some(value));
+    // Another credential under the same key (a registry's API key): listed with the OAuth
+    // entry, kept apart from it.
+    let api_key = tether_config::SecretValue::new("SENTINEL-API-KEY".to_owned());
+    store
+        .set_credential(key, "SMITHERY_API_KEY", "http://127.0.0.1:2", &api_key)
+        .expect("storing the key");
+    assert_eq!(store.credentials().expect("listing").len(), 2);
+    assert_eq!(store.oauth_entries().expect("listing").len(), 1);
+    assert_eq!(
+        store
+            .get_credential(key, "SMITHERY_API_KEY")
+            .expect("reading"),
+        Some(api_key)
+    );
+    assert!(
+        store
+            .remove_credential(key, "SMITHERY_API_KEY")
+            .expect("removing")
+    );
+    assert_eq!(store.credentials().expect("listing").len(), 1);
+    let database = std::fs::read(store.path()).expect("reading the database");
+    assert!(
+        !tether_testkit::holds(&database, "SENTINEL"),
+        "no value in SQLite"
+    );
+    assert!(store.remove_oauth(key).expect("removing"));
+    assert_eq!(store.get_oauth(key).expect("reading"), None);
+    assert!(store.oauth_entries().expect("listing").is_empty());
+    assert!(!store.remove_oauth(key).expect("removing again"));
+}

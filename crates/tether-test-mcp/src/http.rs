@@ -23,6 +23,14 @@ use crate::server::TestServer;
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
 
+/// `--oauth`: the authorization server in front of `/mcp`.
+pub struct OAuthOptions {
+    /// How long an access token lives.
+    pub ttl: std::time::Duration,
+    /// `--oauth-cimd`.
+    pub client_metadata_documents: bool,
+}
+
 /// Serves `server` on `address` until SIGINT or SIGTERM.
 ///
 /// Once bound, prints `listening on http://ADDRESS/mcp` as the only line on stdout.
@@ -31,7 +39,7 @@ pub async fn serve(
     address: SocketAddr,
     server: TestServer,
     expected_bearer: Option<String>,
-    oauth_ttl: Option<std::time::Duration>,
+    oauth: Option<OAuthOptions>,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
@@ -55,11 +63,12 @@ pub async fn serve(
         ));
     }
 
-    if let Some(ttl) = oauth_ttl {
+    if let Some(oauth) = oauth {
         let auth = crate::oauth::AuthServer::new(
             format!("http://{bound}"),
             format!("http://{bound}{MCP_PATH}"),
-            ttl,
+            oauth.ttl,
+            oauth.client_metadata_documents,
         );
         router = router
             .layer(middleware::from_fn_with_state(

@@ -45,6 +45,11 @@ struct Cli {
     #[arg(long, value_name = "SECS", default_value_t = 3600, requires = "oauth")]
     oauth_token_ttl: u64,
 
+    /// With --oauth: support client-id metadata documents (an `https://` client id is taken
+    /// unregistered; see src/oauth.rs).
+    #[arg(long, requires = "oauth")]
+    oauth_cimd: bool,
+
     /// Wait this many milliseconds before answering `initialize`.
     #[arg(long, value_name = "MS", conflicts_with = "hang")]
     slow_start: Option<u64>,
@@ -174,8 +179,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     runtime.block_on(async move {
         let served = match cli.http {
             Some(address) => {
-                let oauth_ttl = cli.oauth.then(|| Duration::from_secs(cli.oauth_token_ttl));
-                http::serve(address, server, expected_bearer, oauth_ttl).await
+                let oauth = cli.oauth.then(|| http::OAuthOptions {
+                    ttl: Duration::from_secs(cli.oauth_token_ttl),
+                    client_metadata_documents: cli.oauth_cimd,
+                });
+                http::serve(address, server, expected_bearer, oauth).await
             }
             None => serve_stdio(server).await,
         };

@@ -7,8 +7,13 @@
 //!   `/mcp` URL, the authorization server is this origin, `scopes_supported: ["mcp"]`).
 //! - `GET /.well-known/oauth-authorization-server`: RFC 8414 metadata.
 //! - `POST /register`: RFC 7591 dynamic registration (public clients, `none`).
+//! - With `--oauth-cimd`, the metadata says `client_id_metadata_document_supported` and any
+//!   `https://` client id is taken as a client-id metadata document URL, unregistered (the
+//!   document is not fetched: tests have no https server; a real server fetches it and checks
+//!   its `redirect_uris`).
 //! - `GET /authorize`: checks the client, redirect URI, PKCE S256 and `resource`, then
-//!   redirects at once with a code (no login page) and `state`.
+//!   redirects at once with a code (no login page) and `state`. The scopes granted are those
+//!   asked for among `mcp` and `mcp:write` (`mcp` when none is asked for).
 //! - `POST /token`: `authorization_code` (PKCE checked) and `refresh_token` (rotated: the old
 //!   one stops working); access tokens live `--oauth-token-ttl` seconds.
 //! - `POST /revoke`: revokes every token issued so far (a test's "the user revoked access").
@@ -16,8 +21,14 @@
 //!   refuses a token the client still thinks is fresh).
 //! - `GET /stats`: `{"codes":N,"refreshes":N,"registrations":N}`.
 //!
+//! In front of `/mcp`: a live access token, else 401; and a `tools/call` of `add` needs the
+//! scope `mcp:write` too, else 403 `insufficient_scope` with `scope="mcp mcp:write"` (a
+//! step-up).
+//!
 //! Issued tokens start with `SENTINEL-AT-` / `SENTINEL-RT-`, so a test can look for them in
-//! every output.
+//! every output, and hold what a shell, a template or an encoder could mangle (`$HOME`, `$$`,
+//! `%`, a space, quotes, `\`, `{{x}}`; everything an HTTP header value allows, so no line
+//! break and no non-ASCII).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,6 +50,7 @@ pub struct AuthServer {
     base: String,
     resource: String,
     ttl: Duration,
+    client_metadata_documents: bool,
     inner: Mutex<Inner>,
 }
 
@@ -47,8 +59,10 @@ struct Inner {
     counter: u64,
     clients: HashMap<String, Vec<String>>,
     codes: HashMap<String, PendingCode>,
-    access: HashMap<String, Instant>,
-    refresh: HashMap<String, String>,
+    /// Access token → (end of life, scopes).
+    access: HashMap<String, (Instant, Vec<String>)>,
+    /// Refresh token → (client id, scopes).
+    refresh: HashMap<String, (String, Vec<String>)>,
     issued_codes: u64,
     refreshes: u64,
 }
@@ -57,6 +71,30 @@ struct PendingCode {
     client_id: String,
     redirect_uri: String,
     challenge: String,
+    scopes: Vec<String>,
+}
+
+/// In every token: what a shell, a template or an encoder could mangle.
+const HOSTILE: &str = r#"$HOME $$ %41 "q" 'q' \ {{x}} ${X}"#;
+
+/// The scopes this server grants.
+const SCOPES: [&str; 2] = ["mcp", "mcp:write"];
+
+/// The scope a `tools/call` of `add` needs besides `mcp`.
+const WRITE_SCOPE: &str = "mcp:write";
+
+/// The scopes granted for `asked` (a space-separated `scope`): those known, else `mcp`.
+fn granted(asked: &str) -> Vec<String> {
+    let scopes: Vec<String> = asked
+        .split_whitespace()
+        .filter(|scope| SCOPES.contains(scope))
+        .map(str::to_owned)
+        .collect();
+    if scopes.is_empty() {
+        vec!["mcp".to_owned()]
+    } else {
+        scopes
+    }
 }
 
 type Shared = Arc<AuthServer>;
@@ -64,11 +102,17 @@ type Shared = Arc<AuthServer>;
 impl AuthServer {
     /// A server whose origin is `base` (`http://127.0.0.1:PORT`), protecting `resource` (the
     /// MCP endpoint's URL).
-    pub fn new(base: String, resource: String, ttl: Duration) -> Shared {
+    pub fn new(
+        base: String,
+        resource: String,
+        ttl: Duration,
+        client_metadata_documents: bool,
+    ) -> Shared {
         Arc::new(Self {
             base,
             resource,
             ttl,
+            client_metadata_documents,
             inner: Mutex::new(Inner::default()),
         })
     }
@@ -148,9 +192,7 @@ async fn resource_metadata(State(server): State<Shared>) -> Response {
 
 async fn server_metadata(State(server): State<Shared>) -> Response {
     let base = &server.base;
-    json_response(
-        StatusCode::OK,
-        &json!({
+    let mut metadata = json!({
             "issuer": base,
             "authorization_endpoint": format!("{base}/authorize"),
             "token_endpoint": format!("{base}/token"),
@@ -160,9 +202,12 @@ async fn server_metadata(State(server): State<Shared>) -> Response {
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
             "token_endpoint_auth_methods_supported": ["none"],
-            "scopes_supported": ["mcp"],
-        }),
-    )
+            "scopes_supported": SCOPES,
+    });
+    if server.client_metadata_documents {
+        metadata["client_id_metadata_document_supported"] = json!(true);
+    }
+    json_response(StatusCode::OK, &metadata)
 }
 
 async fn register(State(server): State<Shared>, body: String) -> Response {
@@ -210,7 +255,8 @@ async fn authorize(
     let known = inner
         .clients
         .get(&client_id)
-        .is_some_and(|uris| uris.contains(&redirect_uri));
+        .is_some_and(|uris| uris.contains(&redirect_uri))
+        || (server.client_metadata_documents && client_id.starts_with("https://"));
     if !known {
         return (StatusCode::BAD_REQUEST, "unknown client or redirect_uri\n").into_response();
     }
@@ -234,6 +280,7 @@ async fn authorize(
                 client_id,
                 redirect_uri: redirect_uri.clone(),
                 challenge: field("code_challenge"),
+                scopes: granted(&field("scope")),
             },
         );
         inner.issued_codes += 1;
@@ -289,29 +336,33 @@ async fn token(
             {
                 return oauth_error("invalid_grant");
             }
-            issue(&server, &mut inner, &pending.client_id)
+            issue(&server, &mut inner, &pending.client_id, pending.scopes)
         }
         "refresh_token" => {
-            let Some(client_id) = inner.refresh.remove(&field("refresh_token")) else {
+            let Some((client_id, scopes)) = inner.refresh.remove(&field("refresh_token")) else {
                 return oauth_error("invalid_grant");
             };
             if client_id != field("client_id") {
                 return oauth_error("invalid_grant");
             }
             inner.refreshes += 1;
-            issue(&server, &mut inner, &client_id)
+            issue(&server, &mut inner, &client_id, scopes)
         }
         _ => oauth_error("unsupported_grant_type"),
     }
 }
 
-fn issue(server: &AuthServer, inner: &mut Inner, client_id: &str) -> Response {
-    let access = inner.fresh("SENTINEL-AT-");
-    let refresh = inner.fresh("SENTINEL-RT-");
+fn issue(server: &AuthServer, inner: &mut Inner, client_id: &str, scopes: Vec<String>) -> Response {
+    let access = inner.fresh(&format!("SENTINEL-AT-{HOSTILE}-"));
+    let refresh = inner.fresh(&format!("SENTINEL-RT-{HOSTILE}-"));
+    let scope = scopes.join(" ");
+    inner.access.insert(
+        access.clone(),
+        (Instant::now() + server.ttl, scopes.clone()),
+    );
     inner
-        .access
-        .insert(access.clone(), Instant::now() + server.ttl);
-    inner.refresh.insert(refresh.clone(), client_id.to_owned());
+        .refresh
+        .insert(refresh.clone(), (client_id.to_owned(), scopes));
     json_response(
         StatusCode::OK,
         &json!({
@@ -319,7 +370,7 @@ fn issue(server: &AuthServer, inner: &mut Inner, client_id: &str) -> Response {
             "token_type": "Bearer",
             "expires_in": server.ttl.as_secs(),
             "refresh_token": refresh,
-            "scope": "mcp",
+            "scope": scope,
         }),
     )
 }
@@ -351,31 +402,53 @@ async fn stats(State(server): State<Shared>) -> Response {
 }
 
 /// The bearer check in front of `/mcp`: a live access token this server issued, else 401
-/// with the challenge that points at the resource metadata.
+/// with the challenge that points at the resource metadata; a `tools/call` of `add` without
+/// `mcp:write`, 403 `insufficient_scope`.
 pub async fn require_token(State(server): State<Shared>, request: Request, next: Next) -> Response {
-    let live = request
+    let scopes = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "))
-        .is_some_and(|token| {
+        .and_then(|token| {
             server
                 .lock()
                 .access
                 .get(token)
-                .is_some_and(|until| Instant::now() < *until)
+                .filter(|(until, _)| Instant::now() < *until)
+                .map(|(_, scopes)| scopes.clone())
         });
-    if live {
+    let metadata = format!("{}/.well-known/oauth-protected-resource/mcp", server.base);
+    let Some(scopes) = scopes else {
+        let challenge = format!(
+            "Bearer error=\"invalid_token\", resource_metadata=\"{metadata}\", scope=\"mcp\""
+        );
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, challenge)],
+            "missing, expired or revoked access token\n",
+        )
+            .into_response();
+    };
+    if scopes.iter().any(|scope| scope == WRITE_SCOPE) {
         return next.run(request).await;
     }
-    let challenge = format!(
-        "Bearer error=\"invalid_token\", resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\", scope=\"mcp\"",
-        server.base
-    );
-    (
-        StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, challenge)],
-        "missing, expired or revoked access token\n",
-    )
-        .into_response()
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "body too large\n").into_response();
+    };
+    let message: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    if message["method"] == "tools/call" && message["params"]["name"] == "add" {
+        let challenge = format!(
+            "Bearer error=\"insufficient_scope\", scope=\"mcp {WRITE_SCOPE}\", resource_metadata=\"{metadata}\""
+        );
+        return (
+            StatusCode::FORBIDDEN,
+            [(header::WWW_AUTHENTICATE, challenge)],
+            "add needs the scope mcp:write\n",
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }

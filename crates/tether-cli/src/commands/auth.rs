@@ -1,59 +1,19 @@
-//! `tether auth login|status|logout`, and the stored OAuth tokens a run applies (refreshed
-//! first when they are about to expire). See specs/oauth/TECH.md.
+//! `tether auth login|status|logout`, and `tether test`'s `needs login`. The stored tokens and
+//! their use at run time are `oauth_tokens.rs`. See specs/oauth/TECH.md.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use serde_json::json;
 use tether_config::{RenderedTransport, SecretValue};
 use tether_driver::{ServerReport, ServerStatus, Session};
-use tether_store::{Location, Preference, SecretStore};
-use uuid::Uuid;
 
 use crate::cli::{AuthArgs, AuthCommand};
 use crate::exit::{FAILED, OK, Reported};
-use crate::oauth::{self, OAuthError, Tokens};
+use crate::oauth::{self, Tokens};
+use crate::oauth_tokens::{authorize, key, load, save};
 use crate::output::{print, print_json};
 use crate::settings;
-
-/// The namespace of the UUIDs tokens are stored under: `uuid v5(NAMESPACE, resource)`, so a
-/// resource's tokens never share a key with an installation's secrets (v4 UUIDs).
-const NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_5d3e_8a2b_4c7d_9e0f_1a2b_3c4d_5e6f);
-
-/// The variable name the tokens of a resource are stored under.
-const NAME: &str = "OAUTH";
-
-fn key(resource: &str) -> Uuid {
-    Uuid::new_v5(&NAMESPACE, resource.as_bytes())
-}
-
-/// Where tokens are read from: the file when the settings say so (no probe), else wherever
-/// new values go.
-fn location(store: &SecretStore) -> anyhow::Result<Location> {
-    Ok(match store.preference() {
-        Preference::File => Location::File,
-        _ => store.location()?,
-    })
-}
-
-fn load(store: &SecretStore, resource: &str) -> anyhow::Result<Option<Tokens>> {
-    let value = store.get(location(store)?, key(resource), NAME)?;
-    Ok(value.as_ref().and_then(Tokens::from_secret))
-}
-
-fn save(store: &SecretStore, tokens: &Tokens) -> anyhow::Result<()> {
-    store.set_in(
-        location(store)?,
-        key(&tokens.server),
-        NAME,
-        &tokens.to_secret(),
-    )?;
-    if let Some(notice) = store.take_notice() {
-        eprintln!("{notice}");
-    }
-    Ok(())
-}
 
 /// The URL `server` names: itself when it is an http(s) URL, else the one remote server of the
 /// MCP spec it is (an installation's name, a `--mcp NAME:` shorthand, inline JSON), resolved
@@ -105,35 +65,58 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
             no_browser,
             client_id,
             client_secret,
+            client_metadata_url,
             timeout,
         } => {
             let client_secret = client_secret
                 .as_deref()
                 .map(|source| crate::secrets::read_one("the client secret", source))
                 .transpose()?;
+            let client_metadata_url =
+                settings::client_metadata_url(client_metadata_url.as_deref())?
+                    .map(|url| oauth::client_metadata_url(&url))
+                    .transpose()
+                    .map_err(|e| crate::exit::UsageError::new(e.to_string()))?;
             let url = server_url(server).await?;
-            login(
-                &url,
-                *no_browser,
-                client_id.as_deref(),
+            let client = ClientChoice {
+                client_id: client_id.clone(),
                 client_secret,
-                *timeout,
-            )
-            .await
+                client_metadata_url,
+            };
+            login(&url, *no_browser, client, *timeout).await
         }
-        AuthCommand::Status { server, json } => status(&server_url(server).await?, *json).await,
+        AuthCommand::Status {
+            server: Some(server),
+            json,
+        } => status(&server_url(server).await?, *json).await,
+        AuthCommand::Status { server: None, json } => status_all(*json).await,
         AuthCommand::Logout { server } => logout(&server_url(server).await?),
     }
+}
+
+/// Who tether is to the authorization server, as the flags and settings say.
+struct ClientChoice {
+    /// `--client-id`: pre-registered.
+    client_id: Option<String>,
+    client_secret: Option<SecretValue>,
+    /// `--client-metadata-url` or `oauth_client_metadata_url`: used when the server supports
+    /// client-id metadata documents.
+    client_metadata_url: Option<String>,
 }
 
 async fn login(
     server: &str,
     no_browser: bool,
-    client_id: Option<&str>,
-    client_secret: Option<SecretValue>,
+    choice: ClientChoice,
     timeout: u64,
 ) -> anyhow::Result<u8> {
-    let store = settings::secret_store()?;
+    let ClientChoice {
+        client_id,
+        client_secret,
+        client_metadata_url,
+    } = choice;
+    // A store that cannot be opened fails now, not after the browser step.
+    settings::open_store()?;
     let http = oauth::http_client()?;
     let discovered = oauth::discover(&http, server)
         .await
@@ -145,8 +128,9 @@ async fn login(
         "OAuth discovery"
     );
     let listener = oauth::Listener::bind().await?;
-    let client = match client_id {
-        Some(id) => oauth::Client {
+    let metadata_document = client_metadata_url.filter(|_| discovered.client_metadata_documents);
+    let client = match (client_id, metadata_document) {
+        (Some(id), _) => oauth::Client {
             client_id: id.to_owned(),
             auth_method: match &client_secret {
                 None => "none",
@@ -169,56 +153,23 @@ async fn login(
             .to_owned(),
             client_secret,
         },
-        None => oauth::register(&http, &discovered, &listener.redirect_uri)
+        (None, Some(url)) => {
+            tracing::debug!(%url, "the client-id metadata document URL is the client id");
+            oauth::metadata_document_client(&url)
+        }
+        (None, None) => oauth::register(&http, &discovered, &listener.redirect_uri)
             .await
             .context("registering tether as an OAuth client")?,
     };
-    let pending = oauth::authorization_request(&discovered, &client, &listener.redirect_uri)?;
     let wait = Duration::from_secs(timeout.max(1));
-    let code = if no_browser {
-        eprintln!(
-            "Open this URL in a browser, log in, then paste the URL the browser was sent to (it starts with {}):\n{}",
-            pending.redirect_uri, pending.url
-        );
-        drop(listener);
-        tokio::time::timeout(wait, oauth::pasted_code(&pending.state))
-            .await
-            .map_err(|_| OAuthError::TimedOut(wait.as_secs()))??
-    } else {
-        open_browser(&pending.url);
-        listener.code(&pending.state, wait).await?
-    };
-    let tokens = oauth::exchange(&http, &discovered, &client, &pending, &code)
-        .await
-        .context("exchanging the authorization code")?;
-    save(&store, &tokens)?;
+    let tokens = authorize(&http, &discovered, &client, listener, no_browser, wait).await?;
+    save(&tokens)?;
     eprintln!(
         "logged in to {}{}",
         tokens.server,
         expiry_text(tokens.expires_at)
     );
     Ok(OK)
-}
-
-/// `$BROWSER URL` when `$BROWSER` is set, else the URL on stderr.
-fn open_browser(url: &str) {
-    match std::env::var(tether_env::EnvVars::BROWSER) {
-        Ok(browser) if !browser.trim().is_empty() => {
-            eprintln!("opening the authorization page with $BROWSER…");
-            let spawned = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(format!("{browser} \"$1\""))
-                .arg("sh")
-                .arg(url)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .spawn();
-            if let Err(e) = spawned {
-                eprintln!("cannot run $BROWSER ({e}); open this URL yourself:\n{url}");
-            }
-        }
-        _ => eprintln!("Open this URL in a browser to log in:\n{url}"),
-    }
 }
 
 fn expiry_text(expires_at: Option<i64>) -> String {
@@ -235,116 +186,153 @@ fn expiry_text(expires_at: Option<i64>) -> String {
     }
 }
 
-async fn status(server: &str, json: bool) -> anyhow::Result<u8> {
-    let store = settings::secret_store()?;
-    let resource = oauth::canonical_resource(server)?;
-    let tokens = load(&store, &resource)?;
-    let http = oauth::http_client()?;
-    let probe = oauth::probe(&http, server).await.ok();
-    let needs_auth = probe.as_ref().map(|p| p.unauthorized);
-    if json {
-        print_json(&json!({
-            "server": resource,
-            "needs_auth": needs_auth,
-            "logged_in": tokens.is_some(),
-            "expires_at": tokens.as_ref().and_then(|t| t.expires_at),
-            "refreshable": tokens.as_ref().is_some_and(|t| t.refresh_token.is_some()),
-        }));
-    } else {
-        let needs = match needs_auth {
+/// What `auth status` says of one server.
+struct ServerAuth {
+    /// The canonical URL.
+    server: String,
+    /// The local installations that use it.
+    installations: Vec<String>,
+    /// Whether it answered an unauthenticated request with 401 (`None`: unreachable).
+    needs_auth: Option<bool>,
+    tokens: Option<Tokens>,
+}
+
+impl ServerAuth {
+    /// Probes `url` (bounded by [`PROBE_TIMEOUT`]) and reads its stored tokens.
+    async fn of(url: &str, installations: Vec<String>) -> anyhow::Result<Self> {
+        let server = oauth::canonical_resource(url)?;
+        let tokens = load(&server)?;
+        let http = oauth::http_client()?;
+        let needs_auth = tokio::time::timeout(PROBE_TIMEOUT, oauth::probe(&http, url))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|probe| probe.unauthorized);
+        Ok(Self {
+            server,
+            installations,
+            needs_auth,
+            tokens,
+        })
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "server": self.server,
+            "installations": self.installations,
+            "needs_auth": self.needs_auth,
+            "logged_in": self.tokens.is_some(),
+            "expires_at": self.tokens.as_ref().and_then(|t| t.expires_at),
+            "refreshable": self.tokens.as_ref().is_some_and(|t| t.refresh_token.is_some()),
+        })
+    }
+
+    /// `URL (installed as NAME): needs OAuth; logged in (…)`.
+    fn line(&self) -> String {
+        let needs = match self.needs_auth {
             Some(true) => "needs OAuth",
             Some(false) => "answers without a token",
             None => "unreachable",
         };
-        let state = match &tokens {
+        let state = match &self.tokens {
             Some(tokens) => format!("logged in{}", expiry_text(tokens.expires_at)),
-            None => format!("not logged in (run `tether auth login {server}`)"),
+            None => format!("not logged in (run `tether auth login {}`)", self.server),
         };
-        print(&format!("{resource}: {needs}; {state}"));
+        let installed = match self.installations.as_slice() {
+            [] => String::new(),
+            names => format!(" (installed as {})", names.join(", ")),
+        };
+        format!("{}{installed}: {needs}; {state}", self.server)
+    }
+}
+
+/// How long `auth status` waits for a server's answer to its probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn status(server: &str, json: bool) -> anyhow::Result<u8> {
+    let found = ServerAuth::of(server, Vec::new()).await?;
+    if json {
+        print_json(&found.to_json());
+    } else {
+        print(&format!("{}\n", found.line()));
+    }
+    Ok(OK)
+}
+
+/// `auth status` without a server: every installed remote server and every server with
+/// stored tokens, probed at once; those that neither need OAuth nor hold tokens are left out.
+async fn status_all(json: bool) -> anyhow::Result<u8> {
+    let store = settings::open_store()?;
+    let installed: Vec<(String, String)> = store
+        .list()?
+        .into_iter()
+        .filter(|summary| summary.transport != "stdio")
+        .map(|summary| (summary.uid.to_string(), summary.name))
+        .collect();
+    let entries = store.oauth_entries()?;
+    drop(store);
+    // URL → installation names, in the order found.
+    let mut servers: indexmap::IndexMap<String, (String, Vec<String>)> = indexmap::IndexMap::new();
+    for (uid, name) in installed {
+        match server_url(&uid).await {
+            Ok(url) => {
+                let canonical = oauth::canonical_resource(&url)?;
+                servers
+                    .entry(canonical)
+                    .or_insert((url, Vec::new()))
+                    .1
+                    .push(name);
+            }
+            Err(e) => tracing::debug!(installation = %name, "its URL cannot be rendered: {e:#}"),
+        }
+    }
+    for entry in entries {
+        servers
+            .entry(entry.server.clone())
+            .or_insert((entry.server, Vec::new()));
+    }
+    let found = futures_util::future::join_all(
+        servers
+            .into_values()
+            .map(|(url, names)| async move { ServerAuth::of(&url, names).await }),
+    )
+    .await;
+    let mut shown = Vec::new();
+    for server in found {
+        let server = server?;
+        if server.needs_auth == Some(false) && server.tokens.is_none() {
+            continue;
+        }
+        shown.push(server);
+    }
+    if json {
+        print_json(&json!({
+            "servers": shown.iter().map(ServerAuth::to_json).collect::<Vec<_>>(),
+        }));
+    } else if shown.is_empty() {
+        eprintln!(
+            "no server needs OAuth or has tokens stored (log in with `tether auth login URL`)"
+        );
+    } else {
+        let lines: String = shown
+            .iter()
+            .map(|server| format!("{}\n", server.line()))
+            .collect();
+        print(&lines);
     }
     Ok(OK)
 }
 
 fn logout(server: &str) -> anyhow::Result<u8> {
-    let store = settings::secret_store()?;
+    let store = settings::open_store()?;
     let resource = oauth::canonical_resource(server)?;
-    if store.delete(location(&store)?, key(&resource), NAME)? {
+    if store.remove_oauth(key(&resource))? {
         eprintln!("logged out of {resource}: its tokens are deleted");
         Ok(OK)
     } else {
         eprintln!("no tokens are stored for {resource}");
         Err(Reported(FAILED).into())
     }
-}
-
-/// Gives each remote server of `session` with a stored token its `Authorization: Bearer`
-/// header, refreshing a token that expires within [`oauth::REFRESH_MARGIN`] first. A token
-/// that cannot be refreshed is left out with a warning that says to log in again (the server
-/// then answers 401 as it would without one).
-pub async fn apply_stored_tokens(mut session: Session) -> Session {
-    let urls: Vec<String> = session
-        .servers()
-        .iter()
-        .filter_map(|server| match &server.transport {
-            RenderedTransport::Remote { url, headers, .. }
-                if !headers
-                    .keys()
-                    .any(|name| name.eq_ignore_ascii_case("authorization")) =>
-            {
-                Some(url.expose())
-            }
-            _ => None,
-        })
-        .collect();
-    if urls.is_empty() {
-        return session;
-    }
-    let store = match settings::secret_store() {
-        Ok(store) => store,
-        Err(e) => {
-            tracing::debug!("no secret store for OAuth tokens: {e:#}");
-            return session;
-        }
-    };
-    let mut tokens: HashMap<String, SecretValue> = HashMap::new();
-    for url in urls {
-        let Ok(resource) = oauth::canonical_resource(&url) else {
-            continue;
-        };
-        match current_token(&store, &resource).await {
-            Ok(Some(token)) => {
-                tokens.insert(url, token);
-            }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(
-                "the stored OAuth token for {resource} could not be refreshed ({e:#}): run `tether auth login {resource}`"
-            ),
-        }
-    }
-    let applied = session.apply_bearer_tokens(|url| tokens.get(url).cloned());
-    for name in applied {
-        tracing::debug!(server = %name, "OAuth bearer token applied");
-    }
-    session
-}
-
-/// The access token stored for `resource`, refreshed (and stored again) when it is about to
-/// expire. `Ok(None)` when none is stored.
-async fn current_token(store: &SecretStore, resource: &str) -> anyhow::Result<Option<SecretValue>> {
-    let Some(tokens) = load(store, resource)? else {
-        return Ok(None);
-    };
-    if !tokens.expires_within(oauth::now_unix(), oauth::REFRESH_MARGIN) {
-        return Ok(Some(tokens.access_token));
-    }
-    if tokens.refresh_token.is_none() {
-        anyhow::bail!("the access token expired and no refresh token is stored");
-    }
-    let http = oauth::http_client()?;
-    let fresh = oauth::refresh(&http, &tokens).await?;
-    save(store, &fresh)?;
-    tracing::debug!(%resource, "OAuth access token refreshed");
-    Ok(Some(fresh.access_token))
 }
 
 /// Rewrites the failure of a remote server that answered 401 into what to do about it:
@@ -395,42 +383,5 @@ pub async fn explain_unauthorized(session: &Session, reports: &mut [ServerReport
 
 /// Whether tokens are stored for `resource` (an unreadable store counts as none).
 fn stored_tokens(resource: &str) -> bool {
-    settings::secret_store()
-        .ok()
-        .and_then(|store| load(&store, resource).ok().flatten())
-        .is_some()
-}
-
-/// The driver's hook for a remote server that refused its bearer token at connect: refresh the
-/// stored tokens for its URL once (storing the new ones) and hand back the new access token,
-/// registered for log masking first. `None` (with a warning that says to log in again) when
-/// nothing is stored for the URL or the refresh fails.
-pub fn bearer_refresh() -> tether_driver::BearerRefresh {
-    std::sync::Arc::new(|url: String| {
-        Box::pin(async move {
-            let resource = oauth::canonical_resource(&url).ok()?;
-            let store = settings::secret_store().ok()?;
-            let tokens = load(&store, &resource).ok().flatten()?;
-            let refreshed = async {
-                let http = oauth::http_client()?;
-                let fresh = oauth::refresh(&http, &tokens).await?;
-                save(&store, &fresh)?;
-                anyhow::Ok(fresh)
-            }
-            .await;
-            match refreshed {
-                Ok(fresh) => {
-                    crate::log_mask::register(std::slice::from_ref(&fresh.access_token));
-                    tracing::debug!(%resource, "OAuth access token refused; refreshed");
-                    Some(fresh.access_token)
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        "{resource} refused the stored OAuth token and it could not be refreshed ({e:#}): run `tether auth login {resource}`"
-                    );
-                    None
-                }
-            }
-        })
-    })
+    load(resource).ok().flatten().is_some()
 }

@@ -259,7 +259,7 @@ pub async fn session_with(
     let session = Session::resolve(resolver, parsed, secrets, ProcessEnv)
         .await?
         .with_pass_env(&specs.pass_env);
-    let session = auth::apply_stored_tokens(session).await;
+    let session = crate::oauth_tokens::apply_stored_tokens(session).await;
     crate::log_mask::register(session.sensitive_values());
     Ok(session)
 }
@@ -302,7 +302,7 @@ pub fn start_options(timeout_secs: u64, strict: bool) -> StartOptions {
     StartOptions {
         startup_timeout: Duration::from_secs(timeout_secs.max(1)),
         strict,
-        refresh_bearer: Some(auth::bearer_refresh()),
+        bearer_auth: Some(crate::oauth_tokens::bearer_auth()),
         ..StartOptions::default()
     }
 }

@@ -113,20 +113,24 @@ fn list(installation: Option<&str>, name: Option<&str>, as_json: bool) -> anyhow
             ));
         }
     }
-    // Registry keys belong to no installation: listed when no installation is named.
-    let registry_rows = if installation.is_none() {
-        stored_registry_keys(&store, name)?
+    // Credentials of no installation — OAuth tokens (`tether auth login`), registry keys
+    // (`--registry`): listed by their server's or registry's URL when no installation is named.
+    let credential_rows = if installation.is_none() {
+        store.credentials()?
     } else {
         Vec::new()
     };
-    rows.extend(registry_rows.iter().map(|(key, location)| {
-        (
-            format!("registry:{}", key.registry.id()),
-            key.uid().to_string(),
-            key.variable().to_owned(),
-            Some(*location),
-        )
-    }));
+    for entry in credential_rows {
+        if name.is_some_and(|n| n != entry.name) {
+            continue;
+        }
+        rows.push((
+            entry.server,
+            entry.key.to_string(),
+            entry.name,
+            Some(entry.location),
+        ));
+    }
     if as_json {
         let items: Vec<_> = rows
             .iter()
@@ -187,25 +191,6 @@ fn missing_operands() -> anyhow::Error {
     UsageError::new("name an installation and a variable, or a registry with --registry").into()
 }
 
-/// The registry keys that are stored, and where, leaving out those whose variable is not
-/// `name` (when given).
-fn stored_registry_keys(
-    store: &Store,
-    name: Option<&str>,
-) -> anyhow::Result<Vec<(RegistryKey, Location)>> {
-    let mut found = Vec::new();
-    for registry in Registry::ALL {
-        let key = settings::registry_key(registry)?;
-        if name.is_some_and(|n| n != key.variable()) {
-            continue;
-        }
-        if let Some((_, location)) = credentials::load(store.secret_store(), &key)? {
-            found.push((key, location));
-        }
-    }
-    Ok(found)
-}
-
 /// Reads a value for `name` from `from`, a hidden prompt on a terminal, or all of stdin.
 fn read_value(name: &str, from: Option<&str>) -> anyhow::Result<tether_config::SecretValue> {
     match from {
@@ -220,34 +205,20 @@ fn set_registry_key(key: RegistryKey, from: Option<&str>) -> anyhow::Result<u8> 
     if value.is_empty() {
         return Err(UsageError::new(format!("{} is empty; nothing stored", key.variable())).into());
     }
-    let store = settings::secret_store()?;
-    let to = store.location()?;
-    // Recorded first: a record without a value makes a search say the key is missing; a value
-    // without a record would be ignored silently.
-    let dir = settings::data_dir()?;
-    credentials::record(&dir, &key, true)?;
-    if let Err(error) = credentials::save(&store, &key, &value, to) {
-        let _ = credentials::record(&dir, &key, false);
-        return Err(error.into());
-    }
-    if let Some(notice) = store.take_notice() {
-        eprintln!("{notice}");
-    }
+    let location = credentials::save(&key, &value)?;
+    let store = settings::open_store()?;
     eprintln!(
         "stored {} for {} in the {}; search, show and add use it when {} is not set",
         key.variable(),
         key.url,
-        describe_location(&store, to),
+        describe(&store, location),
         key.variable()
     );
     Ok(OK)
 }
 
 fn rm_registry_key(key: RegistryKey) -> anyhow::Result<u8> {
-    let store = settings::secret_store()?;
-    let removed = credentials::delete(&store, &key)?;
-    credentials::record(&settings::data_dir()?, &key, false)?;
-    if removed {
+    if credentials::delete(&key)? {
         eprintln!(
             "removed the stored {} for {}; search skips {} unless {} is set",
             key.variable(),
@@ -322,26 +293,7 @@ fn move_to(to: &str) -> anyhow::Result<u8> {
         );
         probe.location()?;
     }
-    let mut moved = store.move_secrets(location)?;
-    for registry in Registry::ALL {
-        let key = settings::registry_key(registry)?;
-        let Some((value, from)) = credentials::load(store.secret_store(), &key)? else {
-            continue;
-        };
-        if from == location {
-            continue;
-        }
-        if credentials::looked_in(store.secret_store(), location)? {
-            credentials::save(store.secret_store(), &key, &value, location)?;
-            moved += 1;
-        } else {
-            eprintln!(
-                "{} stays in the {}: with secret_store = file the credential store is not read for it",
-                key.variable(),
-                describe(&store, from)
-            );
-        }
-    }
+    let moved = store.move_secrets(location)?;
     settings::announce(&store);
     eprintln!(
         "moved {moved} value{} into the {}",

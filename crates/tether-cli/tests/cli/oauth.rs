@@ -23,14 +23,32 @@ struct AuthorizedServer {
 
 impl AuthorizedServer {
     fn start(ttl_secs: u64) -> Self {
+        Self::start_with(ttl_secs, &[])
+    }
+
+    /// [`AuthorizedServer::start`] with more `tether-test-mcp` flags.
+    fn start_with(ttl_secs: u64, extra: &[&str]) -> Self {
+        let ttl = ttl_secs.to_string();
+        let mut args = vec!["--oauth", "--oauth-token-ttl", &ttl];
+        args.extend_from_slice(extra);
+        Self::spawn(&args)
+    }
+
+    /// The test server without OAuth: it answers anyone.
+    fn open() -> Self {
+        Self::spawn(&[])
+    }
+
+    /// `tether-test-mcp --http 127.0.0.1:0 ARGS`.
+    fn spawn(args: &[&str]) -> Self {
         let mut child = Command::new(tether_testkit::test_server_bin())
-            .args(["--http", "127.0.0.1:0", "--oauth", "--oauth-token-ttl"])
-            .arg(ttl_secs.to_string())
+            .args(["--http", "127.0.0.1:0"])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("starting tether-test-mcp --oauth");
+            .expect("starting tether-test-mcp --http");
         let stdout = child.stdout.take().expect("its stdout");
         let mut line = String::new();
         std::io::BufReader::new(stdout)
@@ -114,6 +132,13 @@ fn tether_in(sandbox: &Sandbox, store: &str, args: &[&str]) -> Output {
     output
 }
 
+/// `tether auth login SERVER` (through `$BROWSER`), which must succeed.
+fn log_in(sandbox: &Sandbox, server: &str) -> Output {
+    let login = tether(sandbox, &["auth", "login", server]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    login
+}
+
 fn stored_file(sandbox: &Sandbox) -> String {
     std::fs::read_to_string(sandbox.home().join("secrets.json")).unwrap_or_default()
 }
@@ -137,13 +162,12 @@ fn login_use_refresh_revoke_logout() {
     );
     let status = tether(&sandbox, &["auth", "status", &url]);
     assert_eq!(
-        text(&status.stdout).trim(),
-        format!("{url}: needs OAuth; not logged in (run `tether auth login {url}`)")
+        text(&status.stdout),
+        format!("{url}: needs OAuth; not logged in (run `tether auth login {url}`)\n")
     );
 
     // Login: discovery, registration, the browser step through $BROWSER, the code exchange.
-    let login = tether(&sandbox, &["auth", "login", &url]);
-    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    let login = log_in(&sandbox, &url);
     assert!(
         text(&login.stderr).contains(&format!("logged in to {url} (access token expires in ")),
         "{}",
@@ -304,8 +328,7 @@ fn a_refused_token_is_refreshed_once_at_connect() {
     let sandbox = Sandbox::new();
     let url = server.url();
     let spec = spec(&server);
-    let login = tether(&sandbox, &["auth", "login", &url]);
-    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    log_in(&sandbox, &url);
 
     server.request("POST", "/expire");
     let retried = tether(&sandbox, &["test", "--mcp", &spec]);
@@ -359,6 +382,33 @@ fn login_use_logout_in_the_secret_service() {
         "{}",
         text(&status.stdout)
     );
+
+    // `secrets move` moves the tokens too; runs find them where they went.
+    let listed = tether_in(&sandbox, "keyring", &["secrets", "list"]);
+    assert!(
+        text(&listed.stdout).contains(&format!("{url}  ")),
+        "{}",
+        text(&listed.stdout)
+    );
+    assert!(text(&listed.stdout).contains("OAUTH  keyring (OS credential store)"));
+    let moved = tether_in(&sandbox, "keyring", &["secrets", "move", "file"]);
+    assert_eq!(moved.status.code(), Some(0), "{}", text(&moved.stderr));
+    assert!(
+        text(&moved.stderr).contains("moved 1 value into the file"),
+        "{}",
+        text(&moved.stderr)
+    );
+    assert!(stored_file(&sandbox).contains("SENTINEL-AT-"));
+    let used = tether_in(&sandbox, "keyring", &["test", "--mcp", &spec]);
+    assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
+    let moved = tether_in(&sandbox, "keyring", &["secrets", "move", "keyring"]);
+    assert!(
+        text(&moved.stderr).contains("moved 1 value into the keyring"),
+        "{}",
+        text(&moved.stderr)
+    );
+    assert!(!stored_file(&sandbox).contains(SENTINEL));
+
     let logout = tether_in(&sandbox, "keyring", &["auth", "logout", &url]);
     assert_eq!(logout.status.code(), Some(0), "{}", text(&logout.stderr));
     let after = tether_in(&sandbox, "keyring", &["test", "--mcp", &spec]);
@@ -382,4 +432,498 @@ fn login_by_installation_name() {
     assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
     let logout = tether(&sandbox, &["auth", "logout", "remote"]);
     assert_eq!(logout.status.code(), Some(0), "{}", text(&logout.stderr));
+}
+
+/// `tether serve` over stdio, driven line by line (newline-delimited JSON-RPC), every answer
+/// awaited at most 30 s.
+struct StdioGateway {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl StdioGateway {
+    fn start(sandbox: &Sandbox, spec: &str) -> Self {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tether"))
+            .args(["-vvv", "serve", "--mcp", spec])
+            .current_dir(sandbox.dir.path())
+            .env("TETHER_HOME", sandbox.home())
+            .env("TETHER_SECRET_STORE", "file")
+            .env("BROWSER", "curl -s -L -o /dev/null")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting tether serve");
+        let stdout = child.stdout.take().expect("its stdout");
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut stderr = child.stderr.take().expect("its stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let _ = stderr.read_to_end(&mut all);
+            all
+        });
+        let mut gateway = Self {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            stderr,
+        };
+        gateway.request(
+            1,
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"}}),
+        );
+        gateway.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        gateway
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{message}").expect("writing to tether serve");
+        stdin.flush().expect("flushing");
+    }
+
+    /// Sends a request and returns the answer with its id (notifications in between skipped).
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .expect("an answer from tether serve within 30 s");
+            let message: Value = serde_json::from_str(&line).expect("a JSON-RPC line");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Closes stdin (the client leaves) and returns what tether printed on stderr.
+    fn finish(mut self) -> String {
+        drop(self.stdin.take());
+        for _ in 0..100 {
+            if self
+                .child
+                .try_wait()
+                .expect("polling tether serve")
+                .is_some()
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let stderr = std::mem::replace(&mut self.stderr, std::thread::spawn(Vec::new));
+        text(&stderr.join().expect("the stderr reader"))
+    }
+}
+
+/// Mid-run (issue 15 item 1): a gateway whose upstream token is refused between two calls
+/// refreshes it once and retries the call, which succeeds; the next call uses the new token.
+#[test]
+fn a_token_refused_mid_run_is_refreshed_and_the_call_retried() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    log_in(&sandbox, &server.url());
+
+    let mut gateway = StdioGateway::start(&sandbox, &spec(&server));
+    let echo = |gateway: &mut StdioGateway, id: u64, word: &str| {
+        gateway.request(
+            id,
+            "tools/call",
+            serde_json::json!({"name": "remote__echo", "arguments": {"text": word}}),
+        )
+    };
+    let first = echo(&mut gateway, 2, "first");
+    assert!(first["result"].to_string().contains("first"), "{first}");
+    assert_eq!(server.stats()["refreshes"], 0);
+
+    server.request("POST", "/expire");
+    let second = echo(&mut gateway, 3, "second");
+    assert!(second["result"].to_string().contains("second"), "{second}");
+    assert_ne!(second["result"]["isError"], true, "{second}");
+    assert_eq!(server.stats()["refreshes"], 1);
+    let third = echo(&mut gateway, 4, "third");
+    assert!(third["result"].to_string().contains("third"), "{third}");
+    assert_eq!(
+        server.stats()["refreshes"],
+        1,
+        "the refreshed token is kept"
+    );
+
+    // Revoked: one refresh is tried, it fails, the call fails and the log says what to do.
+    server.request("POST", "/revoke");
+    let refused = echo(&mut gateway, 5, "fourth");
+    assert!(
+        refused.get("error").is_some() || refused["result"]["isError"] == true,
+        "{refused}"
+    );
+    assert!(!refused.to_string().contains(SENTINEL), "{refused}");
+    let stderr = gateway.finish();
+    assert!(
+        stderr.contains(&format!(
+            "{} refused the stored OAuth token and it could not be refreshed",
+            server.url()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(SENTINEL),
+        "a token shows on stderr:\n{stderr}"
+    );
+    assert_eq!(server.stats()["refreshes"], 1);
+}
+
+/// Step-up (issue 15 item 2): `add` needs the scope `mcp:write`, which the login did not ask
+/// for; the 403 `insufficient_scope` leads to a second authorization (through `$BROWSER`) for
+/// `mcp mcp:write`, the call is retried and succeeds, and the wider token is stored.
+#[test]
+fn a_403_insufficient_scope_steps_up_once_and_retries() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let spec = spec(&server);
+    log_in(&sandbox, &url);
+    assert_eq!(server.stats()["codes"], 1);
+
+    let add = |sandbox: &Sandbox| {
+        tether(
+            sandbox,
+            &[
+                "call",
+                "--mcp",
+                &spec,
+                "remote",
+                "add",
+                "--args",
+                r#"{"a":2,"b":40}"#,
+            ],
+        )
+    };
+    let stepped = add(&sandbox);
+    assert_eq!(stepped.status.code(), Some(0), "{}", text(&stepped.stderr));
+    assert_eq!(text(&stepped.stdout).trim(), "42");
+    assert!(
+        text(&stepped.stderr)
+            .contains(&format!("{url} asks for more access (scope mcp mcp:write)")),
+        "{}",
+        text(&stepped.stderr)
+    );
+    assert_eq!(server.stats()["codes"], 2);
+    assert_eq!(server.stats()["registrations"], 1, "the same client");
+
+    // The wider token was stored: no third authorization.
+    let again = add(&sandbox);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(server.stats()["codes"], 2);
+}
+
+/// Client-id metadata documents (issue 15 item 3): with a document URL configured (flag or
+/// config.toml) and a server that supports them, the URL is the client id and nothing is
+/// registered; a server without support gets dynamic registration; a URL that cannot be one
+/// is refused before anything is sent.
+#[test]
+fn a_client_metadata_document_url_is_the_client_id_where_supported() {
+    const DOCUMENT: &str = "https://tether.example/oauth/client.json";
+    let server = AuthorizedServer::start_with(3600, &["--oauth-cimd"]);
+    let url = server.url();
+    let sandbox = Sandbox::new();
+    let login = tether(
+        &sandbox,
+        &["auth", "login", &url, "--client-metadata-url", DOCUMENT],
+    );
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert_eq!(
+        server.stats(),
+        serde_json::json!({"codes": 1, "refreshes": 0, "registrations": 0})
+    );
+    let used = tether(&sandbox, &["test", "--mcp", &spec(&server)]);
+    assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
+
+    // From config.toml.
+    let configured = Sandbox::new();
+    std::fs::create_dir_all(configured.home()).expect("creating TETHER_HOME");
+    std::fs::write(
+        configured.home().join("config.toml"),
+        format!("oauth_client_metadata_url = \"{DOCUMENT}\"\n"),
+    )
+    .expect("writing config.toml");
+    let login = tether(&configured, &["auth", "login", &url]);
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert_eq!(server.stats()["registrations"], 0);
+    assert_eq!(server.stats()["codes"], 2);
+
+    // A server without support: dynamic registration.
+    let plain = AuthorizedServer::start(3600);
+    let login = tether(
+        &sandbox,
+        &[
+            "auth",
+            "login",
+            &plain.url(),
+            "--client-metadata-url",
+            DOCUMENT,
+        ],
+    );
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert_eq!(plain.stats()["registrations"], 1);
+
+    let refused = tether(
+        &sandbox,
+        &[
+            "auth",
+            "login",
+            &url,
+            "--client-metadata-url",
+            "http://tether.example/c.json",
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("must be https, with a path, without a fragment"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert_eq!(server.stats()["codes"], 2);
+}
+
+/// `tether auth status` without a server (issue 15 item 4): every installed remote server (by
+/// name) and every other server with stored tokens, logged in or not, with expiry; a server that needs no
+/// token and has none is left out; `secrets list` shows the stored tokens (never a value).
+#[test]
+fn status_without_a_server_lists_every_server_with_auth() {
+    let installed = AuthorizedServer::start(3600);
+    let inline = AuthorizedServer::start(3600);
+    let pending = AuthorizedServer::start(3600);
+    let plain = AuthorizedServer::open();
+    let sandbox = Sandbox::new();
+    for (name, url) in [
+        ("remote", installed.url()),
+        ("pending", pending.url()),
+        ("open", plain.url()),
+    ] {
+        let from = format!(r#"{{"type":"http","url":"{url}"}}"#);
+        let install = tether(&sandbox, &["install", name, "--from", &from]);
+        assert_eq!(install.status.code(), Some(0), "{}", text(&install.stderr));
+    }
+    for server in ["remote", &inline.url()] {
+        let login = tether(&sandbox, &["auth", "login", server]);
+        assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    }
+
+    let status = tether(&sandbox, &["auth", "status"]);
+    assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    let stdout = text(&status.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    let (remote, pending_url, inline_url) = (installed.url(), pending.url(), inline.url());
+    // Installed servers by name, then servers with tokens only.
+    assert_eq!(
+        lines[0],
+        format!(
+            "{pending_url} (installed as pending): needs OAuth; not logged in (run `tether auth login {pending_url}`)"
+        )
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "{remote} (installed as remote): needs OAuth; logged in (access token expires in "
+        )),
+        "{stdout}"
+    );
+    assert!(
+        lines[2].starts_with(&format!(
+            "{inline_url}: needs OAuth; logged in (access token expires in "
+        )),
+        "{stdout}"
+    );
+
+    let json = tether(&sandbox, &["auth", "status", "--json"]);
+    let value: Value = serde_json::from_slice(&json.stdout).expect("status --json is JSON");
+    let servers = value["servers"].as_array().expect("a servers array");
+    assert_eq!(servers.len(), 3);
+    assert_eq!(servers[1]["installations"], serde_json::json!(["remote"]));
+    assert_eq!(servers[0]["logged_in"], false);
+    assert_eq!(servers[2]["refreshable"], true);
+
+    let listed = tether(&sandbox, &["secrets", "list"]);
+    let stdout = text(&listed.stdout);
+    for url in [&remote, &inline_url] {
+        let row = stdout
+            .lines()
+            .find(|line| line.starts_with(url.as_str()))
+            .unwrap_or_else(|| panic!("no row for {url}:\n{stdout}"));
+        assert!(row.contains("  OAUTH  file "), "{row}");
+    }
+}
+
+/// The platform opener (issue 15 item 5): with `$BROWSER` unset, `xdg-open URL` opens the
+/// authorization page (here an `xdg-open` of ours on PATH that follows it with curl) and the
+/// URL is printed too; without any opener the URL is printed and the wait times out.
+#[cfg(target_os = "linux")]
+#[test]
+fn without_browser_the_platform_opener_opens_the_page() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let server = AuthorizedServer::start(3600);
+    let url = server.url();
+    let sandbox = Sandbox::new();
+    let bin = sandbox.path("bin");
+    std::fs::create_dir_all(&bin).expect("creating the bin directory");
+    let opener = bin.join("xdg-open");
+    std::fs::write(&opener, "#!/bin/sh\nexec curl -s -L -o /dev/null \"$1\"\n")
+        .expect("writing xdg-open");
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755))
+        .expect("making it executable");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // `tether -vvv auth login URL --timeout SECS` without $BROWSER, with PATH.
+    let log_in = |timeout: &str, path: &str| {
+        sandbox
+            .tether(&["-vvv", "auth", "login", &url, "--timeout", timeout])
+            .env("TETHER_SECRET_STORE", "file")
+            .env_remove("BROWSER")
+            .env("PATH", path)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("running tether")
+    };
+    let login = log_in("20", &path);
+    let stderr = text(&login.stderr);
+    assert_eq!(login.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "opening the authorization page with xdg-open; if no browser opens, open this URL:"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{}/authorize?", server.origin)),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("logged in to {url}")), "{stderr}");
+    assert!(!stderr.contains(SENTINEL), "{stderr}");
+
+    // No opener on PATH: the URL is printed, and nothing comes back within the timeout.
+    let empty = sandbox.path("empty");
+    std::fs::create_dir_all(&empty).expect("creating an empty directory");
+    let alone = log_in("1", &empty.to_string_lossy());
+    let stderr = text(&alone.stderr);
+    assert_eq!(alone.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("Open this URL in a browser to log in:"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("no authorization redirect came back within 1 s"),
+        "{stderr}"
+    );
+    assert_eq!(server.stats()["codes"], 1);
+}
+
+/// A fake `claude` for [`a_harness_behind_the_bridge_gets_renewed_tokens`]: it initializes the
+/// server `remote` of the config it was handed, calls `echo`, has the upstream end every access
+/// token (`POST $EXPIRE_URL`), calls `echo` again, then `add` (which needs `mcp:write`), and
+/// writes the statuses and bodies to `$RECORD`.
+const RENEWING_HARNESS: &str = r#"#!/usr/bin/env python3
+import json, os, sys, urllib.request, urllib.error
+config_path = [a for a in sys.argv[1:] if a.startswith("--mcp-config=")][0].split("=", 1)[1]
+server = json.load(open(config_path))["mcpServers"]["remote"]
+url, headers = server["url"], server.get("headers", {})
+def call(headers, body):
+    h = dict(headers)
+    h["Accept"] = "application/json, text/event-stream"
+    h["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=h, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, r.read().decode("utf-8", "replace"), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace"), dict(e.headers)
+def tool(id, name, arguments):
+    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fake", "version": "0"}}}
+status, body, got = call(headers, init)
+session = {k: v for k, v in got.items() if k.lower() == "mcp-session-id"}
+sh = dict(headers); sh.update(session); sh["Mcp-Protocol-Version"] = "2025-06-18"
+call(sh, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+record = {"initialize": status, "first": call(sh, tool(2, "echo", {"text": "first"}))[:2]}
+urllib.request.urlopen(urllib.request.Request(os.environ["EXPIRE_URL"], data=b"", method="POST"), timeout=10).read()
+record["second"] = call(sh, tool(3, "echo", {"text": "second"}))[:2]
+record["add"] = call(sh, tool(4, "add", {"a": 2, "b": 40}))[:2]
+json.dump(record, open(os.environ["RECORD"], "w"))
+"#;
+
+/// A harness hand-off (`tether run -- claude`): the remote's OAuth token goes through the
+/// loopback bridge, which renews it like the driver does — a token refused mid-run (401) is
+/// refreshed once and the request retried, a 403 `insufficient_scope` steps up — so the
+/// harness never sees a refusal, nor a token.
+#[test]
+fn a_harness_behind_the_bridge_gets_renewed_tokens() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    log_in(&sandbox, &server.url());
+    let bin = sandbox.path("bin");
+    std::fs::create_dir_all(&bin).expect("creating the bin directory");
+    let harness = bin.join("claude");
+    std::fs::write(&harness, RENEWING_HARNESS).expect("writing the fake harness");
+    std::fs::set_permissions(&harness, std::fs::Permissions::from_mode(0o755))
+        .expect("making it executable");
+    let record = sandbox.path("record.json");
+    let output = sandbox
+        .tether(&[
+            "-vvv",
+            "run",
+            "--mcp",
+            &spec(&server),
+            "--",
+            &harness.to_string_lossy(),
+        ])
+        .env("TETHER_SECRET_STORE", "file")
+        .env("BROWSER", "curl -s -L -o /dev/null")
+        .env("RECORD", &record)
+        .env("EXPIRE_URL", format!("{}/expire", server.origin))
+        .timeout(Duration::from_secs(90))
+        .output()
+        .expect("running tether");
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains(SENTINEL), "{stderr}");
+    let recorded = std::fs::read_to_string(&record).expect("reading what the harness recorded");
+    assert!(
+        !recorded.contains(SENTINEL),
+        "the harness saw a token: {recorded}"
+    );
+    let record: Value = serde_json::from_str(&recorded).expect("parsing the record");
+    assert_eq!(record["initialize"], 200, "{record}");
+    for (call, word) in [("first", "first"), ("second", "second"), ("add", "42")] {
+        assert_eq!(record[call][0], 200, "{call}: {record}");
+        assert!(
+            record[call][1].as_str().unwrap_or_default().contains(word),
+            "{call}: {record}"
+        );
+    }
+    assert_eq!(
+        server.stats(),
+        serde_json::json!({"codes": 2, "refreshes": 1, "registrations": 1})
+    );
 }

@@ -313,7 +313,7 @@ fn smithery_key_from_the_secret_store(backend: &str) {
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let rows = listed["secrets"].as_array().expect("rows");
     assert_eq!(rows.len(), 1, "{listed}");
-    assert_eq!(rows[0]["installation"], "registry:smithery");
+    assert_eq!(rows[0]["installation"], registry.url.as_str());
     assert_eq!(rows[0]["name"], "SMITHERY_API_KEY");
     assert_eq!(rows[0]["location"], backend);
     assert!(!text(&out.stdout).contains(FIXTURE_SMITHERY_KEY));

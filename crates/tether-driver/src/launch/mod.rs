@@ -8,6 +8,7 @@
 //!
 //! **Invariant:** rmcp is used only in this module.
 
+mod bearer;
 mod failure;
 mod process;
 mod sse;
@@ -35,12 +36,7 @@ use sse::SseClientTransport;
 
 use crate::error::DriverError;
 
-/// Asked at most once per server start, when a remote server that was sent an
-/// `Authorization` header answers 401: a fresh bearer token for its URL (the caller's OAuth
-/// refresh, which also registers the new value for masking), or `None` to leave the failure.
-pub type BearerRefresh = Arc<
-    dyn Fn(String) -> futures_util::future::BoxFuture<'static, Option<SecretValue>> + Send + Sync,
->;
+pub use bearer::{BearerAuth, BearerSlot, MAX_STEP_UPS, Refusal, send_renewing};
 
 /// How servers are started. A runtime keeps its options: a server it restarts later (a
 /// re-minted managed config) starts under the same limits.
@@ -55,8 +51,9 @@ pub struct StartOptions {
     /// Where the servers' log messages (`notifications/message` params, as JSON) go, with the
     /// server's name; `None` drops them (a gateway passes them on to its clients).
     pub log_messages: Option<LogSink>,
-    /// A fresh bearer token for a remote server that answered 401 (default: none).
-    pub refresh_bearer: Option<BearerRefresh>,
+    /// Fresh bearer tokens for a Streamable HTTP server that refuses the one it was sent
+    /// (401) or asks for more access (403), at any request of the run (default: none).
+    pub bearer_auth: Option<Arc<dyn BearerAuth>>,
 }
 
 impl std::fmt::Debug for StartOptions {
@@ -66,7 +63,7 @@ impl std::fmt::Debug for StartOptions {
             .field("concurrency", &self.concurrency)
             .field("strict", &self.strict)
             .field("log_messages", &self.log_messages.is_some())
-            .field("refresh_bearer", &self.refresh_bearer.is_some())
+            .field("bearer_auth", &self.bearer_auth.is_some())
             .finish()
     }
 }
@@ -81,7 +78,7 @@ impl Default for StartOptions {
             concurrency: 8,
             strict: false,
             log_messages: None,
-            refresh_bearer: None,
+            bearer_auth: None,
         }
     }
 }
@@ -640,7 +637,8 @@ fn add_masking(masking: &mut Vec<SecretValue>, server: &RenderedServer) {
 
 type Handshake = Result<(Client, Vec<rmcp::model::Tool>), Box<dyn std::error::Error + Send + Sync>>;
 
-/// Connects to a remote server over `kind`, runs `initialize` and lists its tools.
+/// Connects to a remote server over `kind`, runs `initialize` and lists its tools. A refused
+/// bearer token is renewed through `bearer_auth` at any request.
 async fn remote_handshake(
     client: TetherClient,
     kind: RemoteTransport,
@@ -648,10 +646,13 @@ async fn remote_handshake(
     url: &str,
     headers: &reqwest::header::HeaderMap,
     timeout: Duration,
+    bearer_auth: Option<Arc<dyn BearerAuth>>,
 ) -> Handshake {
+    let slot = bearer::slot_for(url, headers, bearer_auth);
     let client = match kind {
         RemoteTransport::Sse => {
-            let sse = SseClientTransport::connect(http, url, headers.clone(), timeout).await?;
+            let sse =
+                SseClientTransport::connect(http, url, headers.clone(), slot, timeout).await?;
             client.serve(sse).await?
         }
         RemoteTransport::StreamableHttp => {
@@ -661,6 +662,7 @@ async fn remote_handshake(
                 .collect();
             let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
                 .custom_headers(custom);
+            let http = bearer::BearerHttp::new(http, slot);
             client
                 .serve(StreamableHttpClientTransport::with_client(http, config))
                 .await?
@@ -812,17 +814,16 @@ async fn start_one(
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err("the url must start with http:// or https://".to_owned());
             }
-            let mut headers = header_map(headers)?;
+            let headers = header_map(headers)?;
             let http = reqwest::Client::builder()
                 .connect_timeout(timeout.min(Duration::from_secs(10)))
                 .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .map_err(|e| mask(format!("cannot build the HTTP client: {e}")))?;
             let kind = *transport;
-            let retry_http = http.clone();
             let handshake = tokio::time::timeout(timeout, async {
                 let outcome =
-                    remote_handshake(client.clone(), kind, http.clone(), &url, &headers, timeout)
+                    remote_handshake(client.clone(), kind, http.clone(), &url, &headers, timeout, start.bearer_auth.clone())
                         .await;
                 match outcome {
                     // A URL without a `type`: the MCP specification's backwards-compatibility
@@ -831,7 +832,7 @@ async fn start_one(
                         if kind == RemoteTransport::StreamableHttp
                             && server.options.transport_guessed =>
                     {
-                        match remote_handshake(client.clone(), RemoteTransport::Sse, http, &url, &headers, timeout)
+                        match remote_handshake(client.clone(), RemoteTransport::Sse, http, &url, &headers, timeout, start.bearer_auth.clone())
                             .await
                         {
                             Ok(connected) => {
@@ -854,35 +855,6 @@ async fn start_one(
                 }
             })
             .await;
-            let handshake = match (handshake, &start.refresh_bearer) {
-                // A bearer token the server refused: one fresh token, one more try.
-                (Ok(Err(err)), Some(refresh))
-                    if headers.contains_key(reqwest::header::AUTHORIZATION)
-                        && failure::describe(&url, kind, &*err)
-                            .contains("authorization required") =>
-                {
-                    match refresh(url.clone()).await {
-                        Some(token) => {
-                            tracing::debug!(server = %server.name, "bearer token refused; retrying once with a fresh one");
-                            let mut value =
-                                HeaderValue::from_str(&format!("Bearer {}", token.expose()))
-                                    .map_err(|_| {
-                                        "the refreshed token holds characters HTTP does not allow"
-                                            .to_owned()
-                                    })?;
-                            value.set_sensitive(true);
-                            headers.insert(reqwest::header::AUTHORIZATION, value);
-                            tokio::time::timeout(
-                                timeout,
-                                remote_handshake(client, kind, retry_http, &url, &headers, timeout),
-                            )
-                            .await
-                        }
-                        None => Ok(Err(err)),
-                    }
-                }
-                (other, _) => other,
-            };
             match handshake {
                 Ok(Ok((client, tools))) => Ok(Started {
                     client,

@@ -7,15 +7,18 @@
 //! offers it for rmcp; the SSE framing itself comes from `sse-stream` (which rmcp also uses).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+use super::bearer::{BearerSlot, Refusal, send_renewing};
 
 /// Why the SSE transport failed. Messages hold no header value.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +44,8 @@ pub enum SseError {
 pub struct SseClientTransport {
     http: reqwest::Client,
     headers: HeaderMap,
+    /// The `Authorization` header, renewed when refused (`None`: as in `headers`).
+    slot: Option<Arc<BearerSlot>>,
     post_url: reqwest::Url,
     incoming: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
     reader: JoinHandle<()>,
@@ -48,20 +53,21 @@ pub struct SseClientTransport {
 
 impl SseClientTransport {
     /// Opens the event stream at `url` and waits (at most `timeout`) for the `endpoint` event.
+    /// The `Authorization` header of `slot` replaces the one in `headers` and is renewed when
+    /// refused, here and at each message sent.
     pub async fn connect(
         http: reqwest::Client,
         url: &str,
         headers: HeaderMap,
+        slot: Option<Arc<BearerSlot>>,
         timeout: Duration,
     ) -> Result<Self, SseError> {
         let base = reqwest::Url::parse(url).map_err(|_| SseError::BadEndpoint)?;
-        let response = http
-            .get(base.clone())
-            .headers(headers.clone())
-            .header(ACCEPT, HeaderValue::from_static("text/event-stream"))
-            .send()
-            .await
-            .map_err(|e| SseError::Http(e.without_url()))?;
+        let response = send(slot.as_deref(), |authorization| {
+            with_authorization(http.get(base.clone()), &headers, authorization)
+                .header(ACCEPT, HeaderValue::from_static("text/event-stream"))
+        })
+        .await?;
         if !response.status().is_success() {
             return Err(SseError::Status(response.status().as_u16()));
         }
@@ -106,6 +112,7 @@ impl SseClientTransport {
         Ok(Self {
             http,
             headers,
+            slot,
             post_url,
             incoming,
             reader,
@@ -126,17 +133,17 @@ impl Transport<RoleClient> for SseClientTransport {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let http = self.http.clone();
         let headers = self.headers.clone();
+        let slot = self.slot.clone();
         let url = self.post_url.clone();
         let body = serde_json::to_vec(&item).map_err(|e| SseError::Serialize(e.to_string()));
         async move {
-            let response = http
-                .post(url)
-                .headers(headers)
-                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .body(body?)
-                .send()
-                .await
-                .map_err(|e| SseError::Http(e.without_url()))?;
+            let body = body?;
+            let response = send(slot.as_deref(), |authorization| {
+                with_authorization(http.post(url.clone()), &headers, authorization)
+                    .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                    .body(body.clone())
+            })
+            .await?;
             if response.status().is_success() {
                 Ok(())
             } else {
@@ -153,6 +160,37 @@ impl Transport<RoleClient> for SseClientTransport {
         self.reader.abort();
         Ok(())
     }
+}
+
+/// `request` with `headers`, the `Authorization` of `authorization` in place of theirs.
+fn with_authorization(
+    request: reqwest::RequestBuilder,
+    headers: &HeaderMap,
+    authorization: Option<HeaderValue>,
+) -> reqwest::RequestBuilder {
+    let mut headers = headers.clone();
+    if let Some(value) = authorization {
+        headers.insert(AUTHORIZATION, value);
+    }
+    request.headers(headers)
+}
+
+/// Sends the request `build` makes, renewing a refused token through `slot`.
+async fn send(
+    slot: Option<&BearerSlot>,
+    build: impl Fn(Option<HeaderValue>) -> reqwest::RequestBuilder,
+) -> Result<reqwest::Response, SseError> {
+    send_renewing(
+        slot,
+        |authorization| build(authorization).send(),
+        |sent| {
+            sent.as_ref()
+                .ok()
+                .and_then(|response| Refusal::of(response.status(), response.headers()))
+        },
+    )
+    .await
+    .map_err(|e| SseError::Http(e.without_url()))
 }
 
 impl Drop for SseClientTransport {

@@ -559,3 +559,196 @@ async fn an_untyped_url_falls_back_to_sse() {
     runtime.shutdown().await;
     let _ = sse.kill().await;
 }
+
+/// A [`tether_driver::BearerAuth`] that counts what it is asked: a refresh hands out
+/// `refreshed`, a step-up a new token each time.
+struct CountingAuth {
+    refreshed: String,
+    refreshes: std::sync::atomic::AtomicUsize,
+    step_ups: std::sync::atomic::AtomicUsize,
+}
+
+impl CountingAuth {
+    fn new(refreshed: &str) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            refreshed: refreshed.to_owned(),
+            refreshes: 0.into(),
+            step_ups: 0.into(),
+        })
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (self.refreshes.load(SeqCst), self.step_ups.load(SeqCst))
+    }
+}
+
+impl tether_driver::BearerAuth for CountingAuth {
+    fn refresh(
+        &self,
+        _url: String,
+    ) -> futures_util::future::BoxFuture<'static, Option<tether_config::SecretValue>> {
+        self.refreshes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let token = self.refreshed.clone();
+        Box::pin(async move { Some(token.into()) })
+    }
+
+    fn step_up(
+        &self,
+        _url: String,
+        challenge: String,
+    ) -> futures_util::future::BoxFuture<'static, Option<tether_config::SecretValue>> {
+        assert!(challenge.contains("insufficient_scope"), "{challenge}");
+        let n = self
+            .step_ups
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move { Some(format!("stepped-up-{n}").into()) })
+    }
+}
+
+fn with_auth(auth: &std::sync::Arc<CountingAuth>) -> StartOptions {
+    StartOptions {
+        bearer_auth: Some(auth.clone()),
+        ..StartOptions::default()
+    }
+}
+
+/// Issue 15 item 1: a refused bearer token (401) is renewed once through `bearer_auth` and the
+/// request retried; later requests use the new token; a renewal the server refuses too is not
+/// asked for again within the same request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_bearer_token_is_renewed_once_per_request() {
+    let (mut child, url) = http_server(
+        &["--require-bearer-env", "UPSTREAM_TOKEN"],
+        &[("UPSTREAM_TOKEN", "fresh-SENTINEL")],
+    )
+    .await;
+    let secrets: Secrets = [("TOKEN", "stale-SENTINEL")].into_iter().collect();
+    let config = format!(
+        r#"{{"remote": {{"type": "http", "url": {}, "headers": {{"Authorization": "Bearer {{{{TOKEN}}}}"}}}}}}"#,
+        json_str(&url)
+    );
+    let auth = CountingAuth::new("fresh-SENTINEL");
+    let runtime = start(config.clone(), with_auth(&auth), &secrets)
+        .await
+        .expect("starting the servers");
+    assert_eq!(
+        tools(&runtime.reports()[0].status),
+        ["add", "echo", "env_check"]
+    );
+    let out = call(&runtime, "remote", "add", json!({"a": 2, "b": 40})).await;
+    assert_eq!(out["content"][0]["text"], "42");
+    assert_eq!(
+        auth.counts(),
+        (1, 0),
+        "one refresh, kept for later requests"
+    );
+    runtime.shutdown().await;
+
+    let wrong = CountingAuth::new("also-wrong-SENTINEL");
+    let runtime = start(config, with_auth(&wrong), &secrets)
+        .await
+        .expect("starting the servers");
+    let reason = failure(&runtime.reports()[0].status);
+    assert!(reason.contains("authorization required"), "{reason}");
+    assert!(!reason.contains("SENTINEL"), "{reason}");
+    assert_eq!(wrong.counts(), (1, 0));
+    let _ = child.kill().await;
+}
+
+/// Issue 15 item 2: a server that answers every request 403 `insufficient_scope` gets at most
+/// `MAX_STEP_UPS` step-ups per request, then its refusal stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_ups_are_bounded_per_request() {
+    use wiremock::matchers::method;
+    let upstream = wiremock::MockServer::start().await;
+    wiremock::Mock::given(method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(403).insert_header(
+            "WWW-Authenticate",
+            r#"Bearer error="insufficient_scope", scope="more""#,
+        ))
+        .mount(&upstream)
+        .await;
+    let config = format!(
+        r#"{{"remote": {{"type": "http", "url": "{}/mcp", "headers": {{"Authorization": "Bearer first"}}}}}}"#,
+        upstream.uri()
+    );
+    let auth = CountingAuth::new("unused");
+    let runtime = start(config, with_auth(&auth), &Secrets::new())
+        .await
+        .expect("starting the servers");
+    failure(&runtime.reports()[0].status);
+    assert_eq!(auth.counts(), (0, tether_driver::MAX_STEP_UPS));
+    let sent: Vec<String> = upstream
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| {
+            r.headers
+                .get("authorization")?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(
+        sent,
+        ["Bearer first", "Bearer stepped-up-0", "Bearer stepped-up-1"]
+    );
+}
+
+/// The legacy SSE transport renews a refused token too: its event stream's GET, refused with
+/// 401, is sent again with the refreshed token (the stream then ends, so the handshake fails
+/// later for that reason, which this test does not look at).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sse_transport_renews_a_refused_token() {
+    use wiremock::matchers::{header, method};
+    let upstream = wiremock::MockServer::start().await;
+    wiremock::Mock::given(method("GET"))
+        .and(header("authorization", "Bearer fresh"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string("event: endpoint\ndata: /messages\n\n"),
+        )
+        .mount(&upstream)
+        .await;
+    wiremock::Mock::given(method("GET"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(401)
+                .insert_header("WWW-Authenticate", r#"Bearer error="invalid_token""#),
+        )
+        .mount(&upstream)
+        .await;
+    let config = format!(
+        r#"{{"remote": {{"type": "sse", "url": "{}/sse", "headers": {{"Authorization": "Bearer stale"}}}}}}"#,
+        upstream.uri()
+    );
+    let auth = CountingAuth::new("fresh");
+    let options = StartOptions {
+        startup_timeout: Duration::from_secs(3),
+        ..with_auth(&auth)
+    };
+    let runtime = start(config, options, &Secrets::new())
+        .await
+        .expect("starting the servers");
+    drop(runtime);
+    assert_eq!(auth.counts(), (1, 0));
+    let gets: Vec<String> = upstream
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.method == wiremock::http::Method::GET)
+        .filter_map(|r| {
+            r.headers
+                .get("authorization")?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(gets, ["Bearer stale", "Bearer fresh"]);
+}
