@@ -7,6 +7,8 @@ mod admin;
 mod config;
 mod everything;
 mod hostile;
+mod pg;
 mod proxy;
+mod replicas;
 mod schema;
 mod support;

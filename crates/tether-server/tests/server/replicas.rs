@@ -1,0 +1,154 @@
+//! Two replicas on one PostgreSQL database (issue 16): what one mints the other accepts, and
+//! what an admin revokes through the shared database reaches both within a second.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+
+use crate::hostile::{ends_within, open_stream_at};
+use crate::proxy::{add_url, proxy_request, recording_upstream, token_of};
+use crate::support::{Fixture, ServerProcess, admin};
+
+/// How long a revocation may take to reach another replica (specs/server-postgres §2).
+const REVOCATION_BOUND: Duration = Duration::from_secs(1);
+
+/// Polls `check` until it holds; how long that took (`None`: not within 10 s).
+async fn holds_within(mut check: impl AsyncFnMut() -> bool) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        if check().await {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_minted_on_one_replica_works_on_another_until_deactivated_through_either() {
+    let Some(fixture) = Fixture::start_on_postgres(&[]).await else {
+        return;
+    };
+    let replica_b = ServerProcess::start(&fixture.data(), &[]).await;
+    let (url, _seen, upstream) = recording_upstream(Arc::new(tokio::sync::Notify::new())).await;
+    let uid = add_url(&fixture, "shared", &url, "upstream-secret").await;
+
+    // Minted on A, used on B: a request, and an event stream left open.
+    let token = token_of(&fixture.mint(uid).await);
+    let on_b = proxy_request(
+        &replica_b.base,
+        &uid.to_string(),
+        Method::POST,
+        Some(&token),
+    )
+    .await;
+    assert_eq!(on_b.status(), 200, "B accepts A's token");
+    let stream = open_stream_at(&replica_b.base, uid, &token).await;
+
+    // Deactivated through the shared database: B refuses the next request, and the open stream
+    // ends within the recheck interval.
+    admin(&fixture.data(), &["deactivate", &uid.to_string()], &[]).await;
+    let refused = holds_within(async || {
+        proxy_request(
+            &replica_b.base,
+            &uid.to_string(),
+            Method::POST,
+            Some(&token),
+        )
+        .await
+        .status()
+            == 403
+    })
+    .await
+    .expect("B refuses the deactivated installation");
+    let stream_took = ends_within(stream, Duration::from_secs(10))
+        .await
+        .expect("the stream through B outlived the deactivation by 10 s");
+    println!(
+        "after `admin deactivate`: B refused in {refused:?}, its open stream ended in {stream_took:?}"
+    );
+    assert!(refused < REVOCATION_BOUND, "{refused:?}");
+    // The stream's recheck runs every second; the query and the close take a little more.
+    assert!(
+        stream_took < REVOCATION_BOUND + Duration::from_millis(500),
+        "{stream_took:?}"
+    );
+    upstream.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_tokens_and_api_keys_are_refused_by_every_replica() {
+    let Some(fixture) = Fixture::start_on_postgres(&[]).await else {
+        return;
+    };
+    let replica_b = ServerProcess::start(&fixture.data(), &[]).await;
+    let (url, _seen, upstream) = recording_upstream(Arc::new(tokio::sync::Notify::new())).await;
+    let uid = add_url(&fixture, "shared", &url, "upstream-secret").await;
+    let token = token_of(&fixture.mint(uid).await);
+    let status = async |base: &str| {
+        proxy_request(base, &uid.to_string(), Method::POST, Some(&token))
+            .await
+            .status()
+    };
+    assert_eq!(status(&replica_b.base).await, 200);
+    let revoked = admin(
+        &fixture.data(),
+        &["token", "revoke", "--installation", &uid.to_string()],
+        &[],
+    )
+    .await;
+    assert_eq!(revoked, format!("revoked 1 proxy tokens ({uid})"));
+    assert_eq!(status(&replica_b.base).await, 401);
+    assert_eq!(status(&fixture.server.base).await, 401);
+
+    // An API key revoked through the database stops working on B at the next request.
+    let client_b = replica_b.client(&fixture.api_key);
+    assert!(client_b.create_managed_mcp_client_config(uid).await.is_ok());
+    let list = admin(&fixture.data(), &["api-key", "list"], &[]).await;
+    let id = list
+        .lines()
+        .nth(1)
+        .and_then(|line| line.split_whitespace().next())
+        .expect("one key listed")
+        .to_owned();
+    admin(&fixture.data(), &["api-key", "revoke", &id], &[]).await;
+    let error = client_b
+        .create_managed_mcp_client_config(uid)
+        .await
+        .expect_err("a revoked key is refused");
+    assert!(error.to_string().contains("401"), "{error}");
+    upstream.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_reports_whether_the_database_answers() {
+    if !crate::pg::available() {
+        assert!(
+            std::env::var_os(tether_env::EnvVars::CI).is_none(),
+            "PostgreSQL is not installed"
+        );
+        eprintln!("SKIPPED: PostgreSQL is not installed");
+        return;
+    }
+    // A cluster of its own, to stop it under the running server.
+    let cluster = crate::pg::PgCluster::start();
+    let url = cluster.database("health");
+    let server = ServerProcess::serve(&["--database-url", &url]).await;
+    let health = async || {
+        reqwest::get(format!("{}/healthz", server.base))
+            .await
+            .map(|response| response.status().as_u16())
+            .unwrap_or(0)
+    };
+    assert_eq!(health().await, 200);
+    drop(cluster);
+    let started = Instant::now();
+    assert_eq!(health().await, 503);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "/healthz answered in {took:?}"
+    );
+    assert!(server.logged("health check").await);
+}
