@@ -7,6 +7,7 @@ mod admin;
 mod config;
 mod everything;
 mod hostile;
+mod lifecycle;
 mod pg;
 mod proxy;
 mod replicas;

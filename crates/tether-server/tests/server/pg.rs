@@ -181,11 +181,6 @@ rm -rf "$dir""#;
         }
     }
 
-    /// The socket directory.
-    pub fn socket_dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// The URL of database `name` (no password: trust authentication on the socket).
     pub fn url(&self, name: &str) -> String {
         format!("postgres://postgres@/{name}?host={}", self.dir.display())
@@ -224,32 +219,6 @@ rm -rf "$dir""#;
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    /// Runs one SQL statement with `psql` on database `name`; returns its unaligned output.
-    pub fn sql(&self, name: &str, statement: &str) -> String {
-        let output = Command::new(program("psql"))
-            .arg("-h")
-            .arg(&self.dir)
-            .args([
-                "-U",
-                "postgres",
-                "-d",
-                name,
-                "-At",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-c",
-                statement,
-            ])
-            .output()
-            .expect("running psql");
-        assert!(
-            output.status.success(),
-            "psql: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 }
 

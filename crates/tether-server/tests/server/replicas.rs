@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
+use tether_graphql::ManagedMcpClient as _;
 
 use crate::hostile::{ends_within, open_stream_at};
 use crate::proxy::{add_url, proxy_request, recording_upstream, token_of};
