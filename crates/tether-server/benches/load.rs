@@ -18,6 +18,10 @@
 
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
+#[path = "../tests/server/pg.rs"]
+#[allow(dead_code, reason = "the support code needs it; what a bench uses of it varies")]
+mod pg;
+
 #[path = "../tests/server/support.rs"]
 #[expect(dead_code, reason = "the bench uses part of the test helpers")]
 mod support;
@@ -107,7 +111,7 @@ async fn bench() {
         &[("UP", &upstream_token)],
     )
     .await;
-    let server = ServerProcess::spawn("127.0.0.1:0", &data, &[], "warn").await;
+    let server = ServerProcess::spawn("127.0.0.1:0", &data, &["--rate-limit", "0"], "warn").await;
     println!(
         "tether-server load bench: {} (release), {} cores, loopback",
         env!("CARGO_PKG_VERSION"),
@@ -478,7 +482,13 @@ async fn kill_and_restart(
     let killed_at = Instant::now();
     let after_kill = integrity(data);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let restarted = ServerProcess::spawn(&format!("127.0.0.1:{port}"), data, &[], "warn").await;
+    let restarted = ServerProcess::spawn(
+        &format!("127.0.0.1:{port}"),
+        data,
+        &["--rate-limit", "0"],
+        "warn",
+    )
+    .await;
     let down_for = killed_at.elapsed();
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::Relaxed);

@@ -348,11 +348,6 @@ async fn rotate_key_killed_midway_leaves_every_value_readable_and_finishes_when_
         Some(1),
         "the old key is refused after the rotation"
     );
-    let log = admin(
-        &data,
-        &["audit"],
-        &[("TETHER_SERVER_KEY", NEW_KEY)],
-    )
-    .await;
+    let log = admin(&data, &["audit"], &[("TETHER_SERVER_KEY", NEW_KEY)]).await;
     assert!(log.contains("rotate-key"), "{log}");
 }

@@ -222,6 +222,25 @@ rm -rf "$dir""#;
     }
 }
 
+impl PgCluster {
+    /// Runs one SQL statement with `psql` on database `name`; its unaligned output, trimmed.
+    #[allow(dead_code, reason = "used by the replicas bench, not by the tests")]
+    pub fn sql(&self, name: &str, statement: &str) -> String {
+        let output = Command::new(program("psql"))
+            .arg("-h")
+            .arg(&self.dir)
+            .args(["-U", "postgres", "-d", name, "-At", "-c", statement])
+            .output()
+            .expect("running psql");
+        assert!(
+            output.status.success(),
+            "psql: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+}
+
 impl Drop for PgCluster {
     fn drop(&mut self) {
         // Closing stdin makes the shell stop PostgreSQL and remove the directory.
