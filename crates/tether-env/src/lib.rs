@@ -97,7 +97,8 @@ impl EnvVars {
     pub const TETHER_TEST_STORE_PAUSE: &'static str = "TETHER_TEST_STORE_PAUSE";
 
     /// Tests: `postgres` runs tether-server's test suite on PostgreSQL (a throwaway cluster
-    /// the tests start) instead of SQLite.
+    /// the tests start) instead of SQLite; `postgres-replicas` runs the end-to-end tests
+    /// against two replicas on one PostgreSQL database.
     pub const TETHER_TEST_BACKEND: &'static str = "TETHER_TEST_BACKEND";
 
     /// Tests: set (to anything) in CI, where tests that need a service (the Secret Service)
@@ -281,7 +282,7 @@ impl EnvVars {
         doc(
             Self::TETHER_TEST_BACKEND,
             Reader::Tests,
-            "postgres: the server suite runs on PostgreSQL",
+            "postgres / postgres-replicas: server suite or e2e on PostgreSQL",
         ),
         doc(
             Self::CI,

@@ -14,7 +14,6 @@
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
 #[path = "../tests/server/pg.rs"]
-#[allow(dead_code, reason = "the support code needs it; what a bench uses of it varies")]
 mod pg;
 
 #[path = "../tests/server/support.rs"]
