@@ -153,3 +153,92 @@ async fn healthz_reports_whether_the_database_answers() {
     );
     assert!(server.logged("health check").await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_password_is_never_shown_and_refused_on_the_command_line() {
+    if !crate::pg::available() {
+        assert!(
+            std::env::var_os(tether_env::EnvVars::CI).is_none(),
+            "PostgreSQL is not installed"
+        );
+        eprintln!("SKIPPED: PostgreSQL is not installed");
+        return;
+    }
+    // Hostile characters, percent-encoded as a URL needs them.
+    let password = "pw $HOME $$ % ' \" \\ {{x}} é";
+    let encoded: String = password
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let shown = |output: &std::process::Output| {
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        text.contains(password) || text.contains(&encoded) || text.contains("$HOME $$")
+    };
+
+    // On the command line: refused (exit 2) without repeating it.
+    let cluster = crate::pg::shared();
+    let plain = cluster.database("password_test");
+    let with_password = plain.replacen("postgres@", &format!("postgres:{encoded}@"), 1);
+    let output = crate::support::run(
+        &["admin", "--database-url", &with_password, "list"],
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("TETHER_SERVER_DATABASE_URL"));
+    assert!(!shown(&output));
+
+    // In the environment: used (trust authentication ignores it), and absent from debug logs.
+    let env = [("TETHER_SERVER_DATABASE_URL", with_password.as_str())];
+    let output = crate::support::run(&["admin", "api-key", "create"], &env, "").await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!shown(&output));
+    let server = ServerProcess::from_command({
+        let mut command = tokio::process::Command::new(crate::support::server_bin());
+        command
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("TETHER_SERVER_KEY", crate::support::TEST_KEY)
+            .env("TETHER_SERVER_LOG", "debug")
+            .envs(env);
+        command
+    })
+    .await;
+    assert!(server.logged("serving").await);
+    let logs = server.logs();
+    assert!(
+        !logs.contains(password) && !logs.contains(&encoded),
+        "{logs}"
+    );
+    server.kill().await;
+
+    // A database that cannot be reached: the error names it without the password.
+    let unreachable = format!("postgres://postgres:{encoded}@127.0.0.1:1/db");
+    let output = crate::support::run(
+        &["admin", "list"],
+        &[("TETHER_SERVER_DATABASE_URL", &unreachable)],
+        "",
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("postgres://postgres@127.0.0.1:1/db"),
+        "{stderr}"
+    );
+    assert!(!shown(&output), "{stderr}");
+}
