@@ -18,6 +18,10 @@
 
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
+#[path = "figures.rs"]
+#[allow(dead_code, reason = "each bench uses part of it")]
+mod figures;
+
 #[path = "../tests/server/pg.rs"]
 mod pg;
 
@@ -34,6 +38,7 @@ use serde_json::{Value, json};
 use tether_graphql::{HttpManagedMcpClient, ManagedMcpClient as _, ManagedMcpError};
 use uuid::Uuid;
 
+use figures::{ms, quantile};
 use support::{ServerProcess, Upstream, add, api_key, sentinel, test_mcp_bin};
 
 const CALLS: usize = 2_000;
@@ -43,25 +48,7 @@ const PROXY_SAMPLES: usize = 1_000;
 const RECOVERY_LIMIT: Duration = Duration::from_secs(30);
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(bench());
-}
-
-/// The value at quantile `q` of sorted samples.
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let last = sorted.len() - 1;
-    let index = (f64::from(u32::try_from(last).unwrap_or(u32::MAX)) * q).round();
-    sorted[(index as usize).min(last)]
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.2} ms", duration.as_secs_f64() * 1000.0)
+    figures::run(bench());
 }
 
 fn summary(samples: &mut [Duration]) -> String {

@@ -16,6 +16,10 @@
 
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
+#[path = "figures.rs"]
+#[allow(dead_code, reason = "each bench uses part of it")]
+mod figures;
+
 #[path = "../tests/server/pg.rs"]
 mod pg;
 
@@ -31,6 +35,7 @@ use std::time::{Duration, Instant};
 use tether_graphql::{HttpManagedMcpClient, ManagedMcpClient as _, ManagedMcpError};
 use uuid::Uuid;
 
+use figures::{ms, quantile};
 use support::{ServerProcess, Upstream, add, api_key, sentinel, test_mcp_bin};
 
 const CALLS: usize = 4_000;
@@ -41,24 +46,7 @@ const RECOVERY_LIMIT: Duration = Duration::from_secs(30);
 const SERVE_ARGS: [&str; 2] = ["--rate-limit", "0"];
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(bench());
-}
-
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let last = sorted.len() - 1;
-    let index = (f64::from(u32::try_from(last).unwrap_or(u32::MAX)) * q).round();
-    sorted[(index as usize).min(last)]
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.2} ms", duration.as_secs_f64() * 1000.0)
+    figures::run(bench());
 }
 
 /// An installation pair (COMMAND, URL) and an API key in the store of `data`.

@@ -26,14 +26,26 @@ async fn holds_within(mut check: impl AsyncFnMut() -> bool) -> Option<Duration> 
     None
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_minted_on_one_replica_works_on_another_until_deactivated_through_either() {
-    let Some(fixture) = Fixture::start_on_postgres(&[]).await else {
-        return;
-    };
+/// Replica A (the fixture's server) and B on one database, and a URL installation on a
+/// recording upstream; `None` when PostgreSQL is not installed (outside CI).
+async fn two_replicas() -> Option<(
+    Fixture,
+    ServerProcess,
+    uuid::Uuid,
+    tokio::task::JoinHandle<()>,
+)> {
+    let fixture = Fixture::start_on_postgres(&[]).await?;
     let replica_b = ServerProcess::start(&fixture.data(), &[]).await;
     let (url, _seen, upstream) = recording_upstream(Arc::new(tokio::sync::Notify::new())).await;
     let uid = add_url(&fixture, "shared", &url, "upstream-secret").await;
+    Some((fixture, replica_b, uid, upstream))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_minted_on_one_replica_works_on_another_until_deactivated_through_either() {
+    let Some((fixture, replica_b, uid, upstream)) = two_replicas().await else {
+        return;
+    };
 
     // Minted on A, used on B: a request, and an event stream left open.
     let token = token_of(&fixture.mint(uid).await);
@@ -80,12 +92,9 @@ async fn a_token_minted_on_one_replica_works_on_another_until_deactivated_throug
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_tokens_and_api_keys_are_refused_by_every_replica() {
-    let Some(fixture) = Fixture::start_on_postgres(&[]).await else {
+    let Some((fixture, replica_b, uid, upstream)) = two_replicas().await else {
         return;
     };
-    let replica_b = ServerProcess::start(&fixture.data(), &[]).await;
-    let (url, _seen, upstream) = recording_upstream(Arc::new(tokio::sync::Notify::new())).await;
-    let uid = add_url(&fixture, "shared", &url, "upstream-secret").await;
     let token = token_of(&fixture.mint(uid).await);
     let status = async |base: &str| {
         proxy_request(base, &uid.to_string(), Method::POST, Some(&token))
@@ -124,12 +133,7 @@ async fn revoked_tokens_and_api_keys_are_refused_by_every_replica() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_reports_whether_the_database_answers() {
-    if !crate::pg::available() {
-        assert!(
-            std::env::var_os(tether_env::EnvVars::CI).is_none(),
-            "PostgreSQL is not installed"
-        );
-        eprintln!("SKIPPED: PostgreSQL is not installed");
+    if !crate::support::postgres_installed() {
         return;
     }
     // A cluster of its own, to stop it under the running server.
@@ -156,12 +160,7 @@ async fn healthz_reports_whether_the_database_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_password_is_never_shown_and_refused_on_the_command_line() {
-    if !crate::pg::available() {
-        assert!(
-            std::env::var_os(tether_env::EnvVars::CI).is_none(),
-            "PostgreSQL is not installed"
-        );
-        eprintln!("SKIPPED: PostgreSQL is not installed");
+    if !crate::support::postgres_installed() {
         return;
     }
     // Hostile characters, percent-encoded as a URL needs them.

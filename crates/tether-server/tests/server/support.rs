@@ -402,6 +402,21 @@ impl Upstream {
     }
 }
 
+/// Whether PostgreSQL's server binaries are installed; when not, says the test skips — except
+/// in CI, where that fails.
+pub fn postgres_installed() -> bool {
+    if crate::pg::available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os(tether_env::EnvVars::CI).is_none(),
+        "PostgreSQL's server binaries (initdb, postgres) are not installed; .ci/run installs \
+         Debian's postgresql package"
+    );
+    eprintln!("SKIPPED: PostgreSQL is not installed (initdb, postgres)");
+    false
+}
+
 /// A data directory with a running server and an API key of the default team.
 pub struct Fixture {
     /// Holds the data directory.
@@ -429,13 +444,7 @@ impl Fixture {
     /// directory stands for a database of the shared cluster. `None` (the test skips, saying
     /// so) when PostgreSQL is not installed, except in CI, where that fails.
     pub async fn start_on_postgres(args: &[&str]) -> Option<Self> {
-        if !crate::pg::available() {
-            assert!(
-                std::env::var_os(tether_env::EnvVars::CI).is_none(),
-                "PostgreSQL's server binaries (initdb, postgres) are not installed; .ci/run \
-                 installs Debian's postgresql package"
-            );
-            eprintln!("SKIPPED: PostgreSQL is not installed (initdb, postgres)");
+        if !postgres_installed() {
             return None;
         }
         let dir = tempfile::tempdir().expect("tempdir");
