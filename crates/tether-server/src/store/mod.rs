@@ -12,7 +12,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::crypto::MasterKey;
-use crate::error::StoreError;
+use crate::error::{KeyError, StoreError};
 use crate::model::{StoredInstallation, TransportKind};
 
 mod postgres;
@@ -232,6 +232,25 @@ pub async fn verify_key(store: &dyn Storage, key: &MasterKey) -> Result<(), Stor
 pub async fn seal_key_check(store: &dyn Storage, key: &MasterKey) -> Result<(), StoreError> {
     let sealed = key.seal(KEY_CHECK_PLAINTEXT, KEY_CHECK_AAD)?;
     store.replace_meta(KEY_CHECK, sealed).await
+}
+
+/// An error inside a backend's operation: its driver's (`E`, given the database's name on the
+/// way out by the backend), or one of ours.
+enum Failure<E> {
+    Driver(E),
+    Store(StoreError),
+}
+
+impl<E> From<StoreError> for Failure<E> {
+    fn from(error: StoreError) -> Self {
+        Failure::Store(error)
+    }
+}
+
+impl<E> From<KeyError> for Failure<E> {
+    fn from(error: KeyError) -> Self {
+        Failure::Store(StoreError::Key(error))
+    }
 }
 
 /// Unix milliseconds now.

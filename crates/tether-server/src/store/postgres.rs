@@ -18,7 +18,7 @@ use super::{
     ApiKeyRecord, ApiKeySummary, AuditEvent, DatabaseUrl, InstallationSummary, ProxyTokenRecord,
     Storage, last_used_is_stale, now_ms, parse_kind, parse_uid, parse_value_kind,
 };
-use crate::error::{KeyError, StoreError};
+use crate::error::StoreError;
 use crate::model::{SealedValue, StoredInstallation};
 
 /// Connections per replica. 2 cores serve ~5,000 requests/s with each holding a connection for
@@ -100,40 +100,29 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-/// An error inside an operation: PostgreSQL's or the pool's (given the database on the way
-/// out), or one of ours.
-enum Failure {
+/// What went wrong in PostgreSQL's driver or pool.
+enum PgError {
     Sql(tokio_postgres::Error),
     Pool(String),
-    Store(StoreError),
 }
+
+/// An error inside an operation: PostgreSQL's or the pool's, or one of ours.
+type Failure = super::Failure<PgError>;
 
 impl From<tokio_postgres::Error> for Failure {
     fn from(error: tokio_postgres::Error) -> Self {
-        Failure::Sql(error)
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(error: StoreError) -> Self {
-        Failure::Store(error)
-    }
-}
-
-impl From<KeyError> for Failure {
-    fn from(error: KeyError) -> Self {
-        Failure::Store(StoreError::Key(error))
+        Failure::Driver(PgError::Sql(error))
     }
 }
 
 impl Failure {
     fn into_error(self, database: &str) -> StoreError {
         match self {
-            Failure::Sql(source) => StoreError::Postgres {
+            Failure::Driver(PgError::Sql(source)) => StoreError::Postgres {
                 database: database.to_owned(),
                 source,
             },
-            Failure::Pool(reason) => StoreError::Unreachable {
+            Failure::Driver(PgError::Pool(reason)) => StoreError::Unreachable {
                 database: database.to_owned(),
                 reason,
             },
@@ -186,7 +175,7 @@ impl PostgresStore {
         self.pool
             .get()
             .await
-            .map_err(|error| Failure::Pool(error.to_string()))
+            .map_err(|error| Failure::Driver(PgError::Pool(error.to_string())))
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {

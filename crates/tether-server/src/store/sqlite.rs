@@ -17,7 +17,7 @@ use super::{
     ApiKeyRecord, ApiKeySummary, AuditEvent, InstallationSummary, ProxyTokenRecord, Storage,
     last_used_is_stale, now_ms, parse_kind, parse_uid, parse_value_kind,
 };
-use crate::error::{KeyError, StoreError};
+use crate::error::StoreError;
 use crate::model::{SealedValue, StoredInstallation};
 
 /// The database file's name inside the data directory.
@@ -538,34 +538,19 @@ fn insert_values(tx: &Transaction<'_>, uid: &str, values: &[SealedValue]) -> Res
     Ok(())
 }
 
-/// An error inside a store operation: SQLite's (given the path on the way out), or one of ours.
-enum Failure {
-    Sql(rusqlite::Error),
-    Store(StoreError),
-}
+/// An error inside a store operation: SQLite's, or one of ours.
+type Failure = super::Failure<rusqlite::Error>;
 
 impl From<rusqlite::Error> for Failure {
     fn from(error: rusqlite::Error) -> Self {
-        Failure::Sql(error)
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(error: StoreError) -> Self {
-        Failure::Store(error)
-    }
-}
-
-impl From<KeyError> for Failure {
-    fn from(error: KeyError) -> Self {
-        Failure::Store(StoreError::Key(error))
+        Failure::Driver(error)
     }
 }
 
 impl Failure {
     fn into_error(self, path: &Path) -> StoreError {
         match self {
-            Failure::Sql(source) => StoreError::Database {
+            Failure::Driver(source) => StoreError::Database {
                 path: path.to_owned(),
                 source,
             },
