@@ -651,17 +651,18 @@ async fn rotate_key(
     Ok(())
 }
 
-/// RFC 3339 (UTC, seconds) of Unix seconds.
+/// RFC 3339 (UTC, seconds) of Unix seconds: `2026-12-01T09:41:31Z`.
 fn rfc3339_secs(secs: i64) -> String {
-    rfc3339_ms(secs.saturating_mul(1000))
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
-/// RFC 3339 (UTC, milliseconds) of Unix milliseconds.
+/// RFC 3339 (UTC, three decimals) of Unix milliseconds: `2026-12-01T09:41:31.400Z`.
 fn rfc3339_ms(ms: i64) -> String {
-    let time = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    time.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    let secs = rfc3339_secs(ms.div_euclid(1000));
+    format!("{}.{:03}Z", secs.trim_end_matches('Z'), ms.rem_euclid(1000))
 }
 
 /// The master key; with `--insecure-dev-key`, [`INSECURE_DEV_KEY_WARNING`] goes to stderr
@@ -860,6 +861,13 @@ mod tests {
         for error in &failed {
             assert_eq!(exit_code(error), EXIT_FAILED, "{error:#}");
         }
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(rfc3339_secs(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_ms(1_796_118_091_400), "2026-12-01T09:41:31.400Z");
+        assert_eq!(rfc3339_ms(5), "1970-01-01T00:00:00.005Z");
     }
 
     #[test]
