@@ -613,30 +613,44 @@ async fn admin_async(args: AdminArgs) -> anyhow::Result<()> {
 
 /// `admin rotate-key`: each installation re-sealed in its own transaction (so a kill leaves
 /// each wholly under one key or the other, all readable with the pair), then the key check.
+/// Installations added meanwhile (by an admin still on the old key) are found by listing again
+/// until a pass finds none new.
 async fn rotate_key(
     store: &Arc<dyn Storage>,
     key: &MasterKey,
     pause: Duration,
 ) -> anyhow::Result<()> {
     store::verify_key(&**store, key).await?;
-    let installations = store.list_installations().await?;
-    let total = installations.len();
-    for (done, summary) in installations.into_iter().enumerate() {
-        let uid = summary.uid;
-        let Some(stored) = store.installation(uid, None).await? else {
-            continue; // removed meanwhile
-        };
-        let resealed = reseal(&stored, key).with_context(|| format!("re-sealing {uid}"))?;
-        store
-            .replace_sealed(resealed)
-            .await
-            .with_context(|| format!("storing the re-sealed {uid}"))?;
-        eprintln!("re-sealed {}/{total}: {uid}", done + 1);
-        if !pause.is_zero() {
-            tokio::time::sleep(pause).await;
+    let mut done = std::collections::HashSet::new();
+    loop {
+        let pending: Vec<Uuid> = store
+            .list_installations()
+            .await?
+            .into_iter()
+            .map(|summary| summary.uid)
+            .filter(|uid| !done.contains(uid))
+            .collect();
+        if pending.is_empty() {
+            break;
+        }
+        let total = done.len() + pending.len();
+        for uid in pending {
+            if let Some(stored) = store.installation(uid, None).await? {
+                let resealed = reseal(&stored, key).with_context(|| format!("re-sealing {uid}"))?;
+                store
+                    .replace_sealed(resealed)
+                    .await
+                    .with_context(|| format!("storing the re-sealed {uid}"))?;
+            }
+            done.insert(uid);
+            eprintln!("re-sealed {}/{total}: {uid}", done.len());
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
         }
     }
     store::seal_key_check(&**store, key).await?;
+    let total = done.len();
     audit(
         &**store,
         "rotate-key",

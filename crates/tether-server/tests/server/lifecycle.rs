@@ -20,6 +20,12 @@ use crate::support::{
 /// The key a rotation moves to.
 const NEW_KEY: &str = "9a8b7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
 
+/// The environment of a rotation from the test key to [`NEW_KEY`].
+const BOTH_KEYS: [(&str, &str); 2] = [
+    ("TETHER_SERVER_KEY", NEW_KEY),
+    ("TETHER_SERVER_PREVIOUS_KEY", TEST_KEY),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_revoke_by_installation_or_all() {
     let fixture = Fixture::start(&[]).await;
@@ -246,6 +252,98 @@ async fn minted_json(server: &ServerProcess, api_key: &str, uid: uuid::Uuid) -> 
         .to_owned()
 }
 
+/// `admin add` of a COMMAND installation whose secret T is `secret`; returns the uid.
+async fn add_with_secret(data: &std::path::Path, name: &str, secret: &str) -> uuid::Uuid {
+    add(
+        data,
+        name,
+        r#"{"command": "echo", "env": {"T": "{{T}}"}}"#,
+        &["T=env:T_VALUE"],
+        "default",
+        &[("T_VALUE", secret)],
+    )
+    .await
+}
+
+/// `admin rotate-key --pause-ms PAUSE` to NEW_KEY from TEST_KEY, started; its stderr lines.
+fn start_rotation(
+    data_arg: &str,
+    pause_ms: &str,
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<BufReader<tokio::process::ChildStderr>>,
+) {
+    let mut rotation = tokio::process::Command::new(server_bin());
+    rotation
+        .args(backend_args(&[
+            "admin",
+            "--data-dir",
+            data_arg,
+            "rotate-key",
+            "--pause-ms",
+            pause_ms,
+        ]))
+        .envs(BOTH_KEYS)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = rotation.spawn().expect("starting rotate-key");
+    let lines = BufReader::new(child.stderr.take().expect("stderr is piped")).lines();
+    (child, lines)
+}
+
+/// The next stderr line of a rotation, within [`STEP`].
+async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStderr>>) -> String {
+    tokio::time::timeout(STEP, lines.next_line())
+        .await
+        .expect("rotate-key wrote a line in time")
+        .expect("reading rotate-key's stderr")
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotate_key_also_reseals_what_an_admin_added_with_the_old_key_meanwhile() {
+    let Fixture {
+        dir,
+        server: first_server,
+        api_key,
+    } = Fixture::start(&[]).await;
+    first_server.kill().await;
+    let data = dir.path().join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    let mut installed = Vec::new();
+    for index in 0..2 {
+        let secret = sentinel(&format!("before-{index}"));
+        installed.push((
+            add_with_secret(&data, &format!("cmd{index}"), &secret).await,
+            secret,
+        ));
+    }
+    let (child, mut lines) = start_rotation(&data_arg, "1500");
+    assert!(next_line(&mut lines).await.starts_with("re-sealed 1/2"));
+    // An admin still on the old key adds one while the rotation runs.
+    let late = sentinel("added-meanwhile");
+    installed.push((add_with_secret(&data, "late", &late).await, late));
+    let output = tokio::time::timeout(STEP, child.wait_with_output())
+        .await
+        .expect("rotate-key finished in time")
+        .expect("waiting for rotate-key");
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("re-sealed 3 installations"), "{stdout}");
+    let server =
+        ServerProcess::spawn_with_env("127.0.0.1:0", &data, &[], &[("TETHER_SERVER_KEY", NEW_KEY)])
+            .await;
+    for (uid, secret) in &installed {
+        assert!(
+            minted_json(&server, &api_key, *uid)
+                .await
+                .contains(secret.as_str())
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotate_key_killed_midway_leaves_every_value_readable_and_finishes_when_run_again() {
     let Fixture {
@@ -257,21 +355,12 @@ async fn rotate_key_killed_midway_leaves_every_value_readable_and_finishes_when_
     let mut installed = Vec::new();
     for index in 0..3 {
         let secret = sentinel(&format!("rotated-{index}"));
-        let uid = add(
-            &data,
-            &format!("cmd{index}"),
-            r#"{"command": "echo", "env": {"T": "{{T}}"}}"#,
-            &["T=env:T_VALUE"],
-            "default",
-            &[("T_VALUE", &secret)],
-        )
-        .await;
-        installed.push((uid, secret));
+        installed.push((
+            add_with_secret(&data, &format!("cmd{index}"), &secret).await,
+            secret,
+        ));
     }
-    let both = [
-        ("TETHER_SERVER_KEY", NEW_KEY),
-        ("TETHER_SERVER_PREVIOUS_KEY", TEST_KEY),
-    ];
+    let both = BOTH_KEYS;
 
     // Without the previous key, rotate-key refuses (exit 2).
     let data_arg = data.to_string_lossy().into_owned();
@@ -284,28 +373,8 @@ async fn rotate_key_killed_midway_leaves_every_value_readable_and_finishes_when_
     assert_eq!(output.status.code(), Some(2));
 
     // Killed after the first of three installations.
-    let mut rotation = tokio::process::Command::new(server_bin());
-    rotation
-        .args(backend_args(&[
-            "admin",
-            "--data-dir",
-            &data_arg,
-            "rotate-key",
-            "--pause-ms",
-            "60000",
-        ]))
-        .envs(both)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = rotation.spawn().expect("starting rotate-key");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr is piped")).lines();
-    let first = tokio::time::timeout(STEP, lines.next_line())
-        .await
-        .expect("rotate-key re-sealed one installation in time")
-        .expect("reading rotate-key's stderr")
-        .unwrap_or_default();
+    let (mut child, mut lines) = start_rotation(&data_arg, "60000");
+    let first = next_line(&mut lines).await;
     assert!(first.starts_with("re-sealed 1/3"), "{first}");
     child.kill().await.expect("killing rotate-key");
     first_server.kill().await;
