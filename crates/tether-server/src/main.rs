@@ -559,12 +559,13 @@ async fn admin_async(args: AdminArgs) -> anyhow::Result<()> {
             audit(&*store, "api-key revoke", &id, "").await?;
             println!("revoked API key {id}");
         }
-        AdminCommand::Token(TokenCommand::Revoke { installation, all }) => {
+        AdminCommand::Token(TokenCommand::Revoke {
+            installation,
+            // clap requires --installation or --all: without an installation it is all.
+            all: _,
+        }) => {
             let store = open().await?;
-            let target = match (installation, all) {
-                (Some(uid), _) => uid.to_string(),
-                (None, _) => "all".to_owned(),
-            };
+            let target = installation.map_or_else(|| "all".to_owned(), |uid| uid.to_string());
             let revoked = store.revoke_proxy_tokens(installation).await?;
             audit(
                 &*store,
