@@ -241,3 +241,34 @@ async fn a_database_password_is_never_shown_and_refused_on_the_command_line() {
     );
     assert!(!shown(&output), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_starting_together_on_a_new_database_migrate_it_once() {
+    if !crate::support::postgres_installed() {
+        return;
+    }
+    let cluster = crate::pg::shared();
+    let name = format!("fresh_{}", uuid::Uuid::new_v4().simple());
+    let url = cluster.database(&name);
+    let args = ["--database-url", url.as_str()];
+    let (a, b, c) = tokio::join!(
+        ServerProcess::serve(&args),
+        ServerProcess::serve(&args),
+        ServerProcess::serve(&args)
+    );
+    assert_eq!(
+        cluster.sql(&name, "SELECT count(*) FROM schema_migrations"),
+        "1"
+    );
+    assert_eq!(
+        cluster.sql(&name, "SELECT count(*) FROM meta WHERE key = 'key_check'"),
+        "1"
+    );
+    for server in [a, b, c] {
+        let health = reqwest::get(format!("{}/healthz", server.base))
+            .await
+            .expect("healthz");
+        assert_eq!(health.status(), 200);
+        server.kill().await;
+    }
+}
