@@ -96,6 +96,11 @@ impl EnvVars {
     /// `committed`), create the file PATH and wait 60 s, so a test can SIGKILL it there.
     pub const TETHER_TEST_STORE_PAUSE: &'static str = "TETHER_TEST_STORE_PAUSE";
 
+    /// Tests: `postgres` runs tether-server's test suite on PostgreSQL (a throwaway cluster
+    /// the tests start) instead of SQLite; `postgres-replicas` runs the end-to-end tests
+    /// against two replicas on one PostgreSQL database.
+    pub const TETHER_TEST_BACKEND: &'static str = "TETHER_TEST_BACKEND";
+
     /// Tests: set (to anything) in CI, where tests that need a service (the Secret Service)
     /// fail instead of skipping when it is unreachable.
     pub const CI: &'static str = "CI";
@@ -113,6 +118,15 @@ impl EnvVars {
     /// The reference server's master key: 32 bytes as 64 hex digits or standard base64.
     /// Required unless `--insecure-dev-key` is given. Never on the command line.
     pub const TETHER_SERVER_KEY: &'static str = "TETHER_SERVER_KEY";
+
+    /// During a key rotation, the reference server's old master key: values sealed under it
+    /// still open, while new ones are sealed under `TETHER_SERVER_KEY`. Unset once
+    /// `tether-server admin rotate-key` has finished.
+    pub const TETHER_SERVER_PREVIOUS_KEY: &'static str = "TETHER_SERVER_PREVIOUS_KEY";
+
+    /// The reference server's database: `sqlite://DIR` or `postgres://…` (may hold a
+    /// password, which is why it may come from the environment rather than `--database-url`).
+    pub const TETHER_SERVER_DATABASE_URL: &'static str = "TETHER_SERVER_DATABASE_URL";
 
     /// The reference server's log filter (`EnvFilter` syntax); default `info`.
     pub const TETHER_SERVER_LOG: &'static str = "TETHER_SERVER_LOG";
@@ -214,6 +228,16 @@ impl EnvVars {
             Reader::Server,
             "master key sealing values at rest",
         ),
+        doc(
+            Self::TETHER_SERVER_PREVIOUS_KEY,
+            Reader::Server,
+            "old master key, during a key rotation",
+        ),
+        doc(
+            Self::TETHER_SERVER_DATABASE_URL,
+            Reader::Server,
+            "database URL (sqlite:// or postgres://)",
+        ),
         doc(Self::TETHER_SERVER_LOG, Reader::Server, "log filter"),
         doc(
             Self::HOME,
@@ -254,6 +278,11 @@ impl EnvVars {
             Self::TETHER_TEST_STORE_PAUSE,
             Reader::Tests,
             "stop an install at a step, for kill tests",
+        ),
+        doc(
+            Self::TETHER_TEST_BACKEND,
+            Reader::Tests,
+            "postgres / postgres-replicas: server suite or e2e on PostgreSQL",
         ),
         doc(
             Self::CI,

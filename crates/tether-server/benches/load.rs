@@ -18,6 +18,13 @@
 
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
+#[path = "figures.rs"]
+#[allow(dead_code, reason = "each bench uses part of it")]
+mod figures;
+
+#[path = "../tests/server/pg.rs"]
+mod pg;
+
 #[path = "../tests/server/support.rs"]
 #[expect(dead_code, reason = "the bench uses part of the test helpers")]
 mod support;
@@ -31,6 +38,7 @@ use serde_json::{Value, json};
 use tether_graphql::{HttpManagedMcpClient, ManagedMcpClient as _, ManagedMcpError};
 use uuid::Uuid;
 
+use figures::{ms, quantile};
 use support::{ServerProcess, Upstream, add, api_key, sentinel, test_mcp_bin};
 
 const CALLS: usize = 2_000;
@@ -40,25 +48,7 @@ const PROXY_SAMPLES: usize = 1_000;
 const RECOVERY_LIMIT: Duration = Duration::from_secs(30);
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(bench());
-}
-
-/// The value at quantile `q` of sorted samples.
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let last = sorted.len() - 1;
-    let index = (f64::from(u32::try_from(last).unwrap_or(u32::MAX)) * q).round();
-    sorted[(index as usize).min(last)]
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.2} ms", duration.as_secs_f64() * 1000.0)
+    figures::run(bench());
 }
 
 fn summary(samples: &mut [Duration]) -> String {
@@ -107,7 +97,7 @@ async fn bench() {
         &[("UP", &upstream_token)],
     )
     .await;
-    let server = ServerProcess::spawn("127.0.0.1:0", &data, &[], "warn").await;
+    let server = ServerProcess::spawn("127.0.0.1:0", &data, &["--rate-limit", "0"], "warn").await;
     println!(
         "tether-server load bench: {} (release), {} cores, loopback",
         env!("CARGO_PKG_VERSION"),
@@ -478,7 +468,13 @@ async fn kill_and_restart(
     let killed_at = Instant::now();
     let after_kill = integrity(data);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let restarted = ServerProcess::spawn(&format!("127.0.0.1:{port}"), data, &[], "warn").await;
+    let restarted = ServerProcess::spawn(
+        &format!("127.0.0.1:{port}"),
+        data,
+        &["--rate-limit", "0"],
+        "warn",
+    )
+    .await;
     let down_for = killed_at.elapsed();
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::Relaxed);

@@ -13,6 +13,13 @@
 
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
+#[path = "figures.rs"]
+#[allow(dead_code, reason = "each bench uses part of it")]
+mod figures;
+
+#[path = "../tests/server/pg.rs"]
+mod pg;
+
 #[path = "../tests/server/support.rs"]
 #[expect(dead_code, reason = "the bench uses part of the test helpers")]
 mod support;
@@ -39,11 +46,7 @@ const RUNS: usize = 9;
 const UIDS: usize = 256;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(bench());
+    figures::run(bench());
 }
 
 /// A loopback TCP proxy to `upstream` that delivers each chunk the client sends [`DELAY`]

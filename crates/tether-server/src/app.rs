@@ -9,7 +9,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -28,9 +27,10 @@ use crate::crypto::MasterKey;
 use crate::error::{ServeError, ServerError};
 use crate::graphql::build_schema;
 use crate::limits::{BodyLimits, LimitLogs, Limits, MAX_GRAPHQL_REQUEST_BYTES};
+use crate::rate::{RateLimiter, RateSettings, retry_after_secs};
 use crate::service::{Service, ServiceSettings};
 use crate::state::{AppState, bearer_token};
-use crate::store::Store;
+use crate::store::{self, DatabaseUrl};
 
 /// How long open connections (event streams above all) may run on after a shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -51,8 +51,8 @@ const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ServeOptions {
     /// Where to listen (port 0 picks a free port).
     pub listen: SocketAddr,
-    /// The data directory.
-    pub data_dir: PathBuf,
+    /// The database (SQLite in a data directory, or PostgreSQL).
+    pub database: DatabaseUrl,
     /// The base URL clients reach this server at; default `http://<bound address>`.
     pub public_url: Option<String>,
     /// Lifetime of minted proxy tokens.
@@ -61,6 +61,8 @@ pub struct ServeOptions {
     pub key: MasterKey,
     /// Timeouts and bounds against hostile or broken clients and upstreams.
     pub limits: Limits,
+    /// GraphQL requests allowed per API key.
+    pub rate: RateSettings,
 }
 
 /// A server bound to its address, not yet serving.
@@ -85,17 +87,24 @@ impl BoundServer {
     pub async fn bind(options: ServeOptions) -> Result<Self, ServerError> {
         let ServeOptions {
             listen,
-            data_dir,
+            database,
             public_url,
             proxy_token_ttl,
             key,
             mut limits,
+            rate,
         } = options;
         limits.max_connections =
             crate::limits::fit_connections_to_file_limit(limits.max_connections);
         let public_url = public_url.map(|url| public_base(&url)).transpose()?;
-        let store = Store::open(&data_dir)?;
-        store.verify_key(&key)?;
+        let store = store::open(&database).await?;
+        store::verify_key(&*store, &key).await?;
+        if key.has_previous() {
+            tracing::warn!(
+                "a previous key is set: values sealed under it still open; run `tether-server \
+                 admin rotate-key` to re-seal them, then restart without it"
+            );
+        }
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|source| ServeError::Bind {
@@ -114,7 +123,7 @@ impl BoundServer {
             );
         }
         let service = Arc::new(Service::new(
-            Arc::new(store),
+            store,
             Arc::new(key),
             ServiceSettings {
                 public_base: public_base.clone(),
@@ -135,6 +144,7 @@ impl BoundServer {
             http,
             body_limits: BodyLimits::new(&limits),
             logs: LimitLogs::default(),
+            rate: RateLimiter::new(rate),
             limits,
         });
         Ok(Self {
@@ -308,6 +318,19 @@ async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Bod
             return (StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n").into_response();
         }
     };
+    if let Err(wait) = app.rate.check(&caller.key_id) {
+        app.logs.rate_limit.hit();
+        let mut response = (
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate limit of this API key reached; retry after the time in Retry-After\n",
+        )
+            .into_response();
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(retry_after_secs(wait)),
+        );
+        return response;
+    }
     let body = match app
         .body_limits
         .read(&headers, body, MAX_GRAPHQL_REQUEST_BYTES, &app.logs)

@@ -29,8 +29,12 @@ pub const API_KEY_PREFIX: &str = "tsk_";
 const DEV_KEY_SEED: &[u8] = b"tether-server insecure development key; never use in production";
 
 /// The key every value at rest is sealed with. `Debug` never shows it.
+///
+/// During a key rotation it also holds the previous key: values are sealed under the current
+/// key and opened with the current one, else the previous one.
 pub struct MasterKey {
     cipher: Aes256Gcm,
+    previous: Option<Aes256Gcm>,
     insecure_dev: bool,
 }
 
@@ -38,6 +42,7 @@ impl std::fmt::Debug for MasterKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MasterKey")
             .field("insecure_dev", &self.insecure_dev)
+            .field("has_previous", &self.previous.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -78,8 +83,22 @@ impl MasterKey {
         zeroize::Zeroize::zeroize(key.as_mut_slice());
         Self {
             cipher,
+            previous: None,
             insecure_dev,
         }
+    }
+
+    /// This key, also opening what `previous` sealed (a key rotation in progress).
+    pub fn with_previous(self, previous: MasterKey) -> Self {
+        Self {
+            previous: Some(previous.cipher),
+            ..self
+        }
+    }
+
+    /// Whether a previous key is held (a rotation is in progress).
+    pub fn has_previous(&self) -> bool {
+        self.previous.is_some()
     }
 
     /// Whether this is the insecure development key.
@@ -108,21 +127,24 @@ impl MasterKey {
         Ok(sealed)
     }
 
-    /// Decrypts a value sealed by [`MasterKey::seal`] with the same `aad`. Fails when the key is
-    /// another one, the value was altered, or it belongs to another row.
+    /// Decrypts a value sealed by [`MasterKey::seal`] with the same `aad`, with the current key,
+    /// else the previous one. Fails when neither key sealed it, the value was altered, or it
+    /// belongs to another row.
     pub fn open(&self, sealed: &[u8], aad: &[u8]) -> Result<Zeroizing<Vec<u8>>, KeyError> {
         let (nonce_bytes, ciphertext) = sealed
             .split_first_chunk::<NONCE_BYTES>()
             .ok_or(KeyError::Unseal)?;
         let nonce = Nonce::from(*nonce_bytes);
+        let payload = || Payload {
+            msg: ciphertext,
+            aad,
+        };
         self.cipher
-            .decrypt(
-                &nonce,
-                Payload {
-                    msg: ciphertext,
-                    aad,
-                },
-            )
+            .decrypt(&nonce, payload())
+            .or_else(|error| match &self.previous {
+                Some(previous) => previous.decrypt(&nonce, payload()),
+                None => Err(error),
+            })
             .map(Zeroizing::new)
             .map_err(|_| KeyError::Unseal)
     }
@@ -191,6 +213,14 @@ pub fn new_api_key() -> Result<Zeroizing<String>, KeyError> {
     )))
 }
 
+/// A new API key id: 16 hex digits from 64 random bits. Public (shown by `admin api-key
+/// list`); it names a key without revealing anything of it.
+pub fn new_api_key_id() -> Result<String, KeyError> {
+    let mut bytes = [0_u8; 8];
+    fill_random(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// SHA-256 of a token, as stored. API keys and proxy tokens carry 256 random bits, so a fast
 /// hash is enough: a slow password hash buys time against guessing low-entropy secrets, and
 /// there is nothing to guess here.
@@ -234,6 +264,27 @@ mod tests {
     fn two_seals_of_one_value_differ() {
         let key = MasterKey::insecure_dev_key();
         assert_ne!(key.seal(b"x", b"a").unwrap(), key.seal(b"x", b"a").unwrap());
+    }
+
+    #[test]
+    fn a_previous_key_opens_what_it_sealed_while_new_values_use_the_current_one() {
+        let old = MasterKey::from_text(&"5f0c9e1ab27d4c83e6f1a09b3d5c7e21".repeat(2)).unwrap();
+        let sealed_old = old.seal(b"v", b"row").unwrap();
+        let new = || MasterKey::from_text(&"a1b2c3d4e5f60718293a4b5c6d7e8f90".repeat(2)).unwrap();
+        assert!(matches!(
+            new().open(&sealed_old, b"row"),
+            Err(KeyError::Unseal)
+        ));
+        let old_again =
+            MasterKey::from_text(&"5f0c9e1ab27d4c83e6f1a09b3d5c7e21".repeat(2)).unwrap();
+        let ring = new().with_previous(old_again);
+        assert_eq!(ring.open(&sealed_old, b"row").unwrap().as_slice(), b"v");
+        let sealed_new = ring.seal(b"w", b"row").unwrap();
+        assert_eq!(new().open(&sealed_new, b"row").unwrap().as_slice(), b"w");
+        assert!(matches!(
+            old.open(&sealed_new, b"row"),
+            Err(KeyError::Unseal)
+        ));
     }
 
     #[test]

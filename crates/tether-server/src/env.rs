@@ -14,9 +14,23 @@ pub const INSECURE_DEV_KEY_WARNING: &str = "WARNING: USING THE INSECURE DEVELOPM
 /// The master key: from [`EnvVars::TETHER_SERVER_KEY`], or the insecure development key when
 /// `insecure_dev_key` is set (the caller prints [`INSECURE_DEV_KEY_WARNING`]). Neither, or both,
 /// is an error.
+///
+/// With [`EnvVars::TETHER_SERVER_PREVIOUS_KEY`] set too (a key rotation), the key also opens
+/// what the previous key sealed.
 pub fn master_key_from_env(insecure_dev_key: bool) -> Result<MasterKey, KeyError> {
     let text = std::env::var(EnvVars::TETHER_SERVER_KEY).ok();
-    master_key_from(text.as_deref(), insecure_dev_key)
+    let key = master_key_from(text.as_deref(), insecure_dev_key)?;
+    let previous = std::env::var(EnvVars::TETHER_SERVER_PREVIOUS_KEY).ok();
+    match previous.as_deref().filter(|t| !t.trim().is_empty()) {
+        None => Ok(key),
+        Some(previous) => {
+            let previous = MasterKey::from_text(previous).map_err(|error| match error {
+                KeyError::InvalidKey { reason } => KeyError::InvalidPreviousKey { reason },
+                other => other,
+            })?;
+            Ok(key.with_previous(previous))
+        }
+    }
 }
 
 /// [`master_key_from_env`] over a given value, so tests need not touch the process env.

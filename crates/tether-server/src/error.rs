@@ -45,6 +45,16 @@ pub enum KeyError {
         reason: String,
     },
 
+    /// `TETHER_SERVER_PREVIOUS_KEY` does not decode to 32 bytes. The operator fixes it.
+    #[error(
+        "{} is not a valid key: {reason}; give 32 bytes as 64 hex digits or base64",
+        EnvVars::TETHER_SERVER_PREVIOUS_KEY
+    )]
+    InvalidPreviousKey {
+        /// What is wrong with it (never the value).
+        reason: String,
+    },
+
     /// Encrypting a value failed (it is larger than AES-GCM allows). The caller gives up.
     #[error("a value could not be encrypted")]
     Seal,
@@ -61,8 +71,8 @@ pub enum KeyError {
     },
 }
 
-/// The server's store: the data directory, the database file, its schema and rows. Returned by
-/// [`crate::Store`].
+/// The server's store: the database URL, the data directory, the database (SQLite file or
+/// PostgreSQL), its schema and rows. Returned by [`crate::store`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -86,6 +96,36 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
 
+    /// PostgreSQL failed (a statement, the connection, a constraint). Statements bind values
+    /// as parameters, so the error holds no stored value; the database is named without its
+    /// password.
+    #[error("the server's database {database} failed: {source}")]
+    Postgres {
+        /// The database URL without its password.
+        database: String,
+        /// tokio-postgres's error.
+        source: tokio_postgres::Error,
+    },
+
+    /// No connection to PostgreSQL could be had within the pool's timeout (down, unreachable,
+    /// refused authentication). `/healthz` answers 503; the operator checks the database.
+    #[error("the server's database {database} cannot be reached: {reason}")]
+    Unreachable {
+        /// The database URL without its password.
+        database: String,
+        /// The pool's or the connection's error.
+        reason: String,
+    },
+
+    /// `--database-url` (or `TETHER_SERVER_DATABASE_URL`) is not a URL this server reads, or
+    /// holds a password on the command line. The operator fixes it (exit 2); the message never
+    /// quotes the URL.
+    #[error("invalid database URL: {reason}")]
+    InvalidUrl {
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// Another user could write the data directory or the database file, or owns it: its rows
     /// cannot be trusted. The message names the fix (`chmod`/`chown`).
     #[error(transparent)]
@@ -94,23 +134,25 @@ pub enum StoreError {
     /// The data directory was set up with another key (its key check does not open). Returned
     /// when opening the store; the operator starts with the original key.
     #[error(
-        "the key does not match the one the data in {path} was encrypted with; start with the \
-         original {} (or --insecure-dev-key if it was created with that)",
-        EnvVars::TETHER_SERVER_KEY
+        "the key does not match the one the data in {database} was encrypted with; start with the \
+         original {} (or --insecure-dev-key if it was created with that), or during a key \
+         rotation with the new key and {} set to the old one",
+        EnvVars::TETHER_SERVER_KEY,
+        EnvVars::TETHER_SERVER_PREVIOUS_KEY
     )]
     KeyMismatch {
-        /// The database file.
-        path: PathBuf,
+        /// The database file or URL (without password).
+        database: String,
     },
 
     /// The database was written by a newer tether-server. The operator upgrades.
     #[error(
-        "the database at {path} has schema version {found}, newer than this tether-server \
+        "the database at {database} has schema version {found}, newer than this tether-server \
          knows ({known}); upgrade tether-server"
     )]
     TooNew {
-        /// The database file.
-        path: PathBuf,
+        /// The database file or URL (without password).
+        database: String,
         /// Version found.
         found: i64,
         /// Newest version this build knows.

@@ -152,6 +152,25 @@ impl NewInstallation {
     }
 }
 
+/// Re-seals every sealed part of `stored` under `key`'s current key, opening each with the
+/// current key, else the previous one: one installation's step of a key rotation. The result
+/// has the same names, kinds and order.
+pub fn reseal(
+    stored: &StoredInstallation,
+    key: &MasterKey,
+) -> Result<StoredInstallation, InstallationError> {
+    let mut resealed = stored.clone();
+    for value in &mut resealed.values {
+        let aad = value_aad(stored.uid, value.kind, &value.name);
+        let plain = key.open(&value.sealed, &aad)?;
+        value.sealed = key.seal(&plain, &aad)?;
+    }
+    let aad = template_aad(stored.uid);
+    let plain = key.open(&stored.template, &aad)?;
+    resealed.template = key.seal(&plain, &aad)?;
+    Ok(resealed)
+}
+
 /// Variable names and the placeholder names inside captured values: what a secret may be
 /// called to be used.
 fn used_names(installation: &Installation) -> BTreeSet<String> {

@@ -13,15 +13,16 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), tether_server::ServerError> {
-//! use tether_server::{BoundServer, MasterKey, ServeOptions};
+//! use tether_server::{BoundServer, DatabaseUrl, MasterKey, ServeOptions};
 //!
 //! let server = BoundServer::bind(ServeOptions {
 //!     listen: "127.0.0.1:0".parse().unwrap_or_else(|_| unreachable!()),
-//!     data_dir: "/var/lib/tether-server".into(),
+//!     database: DatabaseUrl::parse("sqlite:///var/lib/tether-server")?,
 //!     public_url: None,
 //!     proxy_token_ttl: tether_server::DEFAULT_PROXY_TOKEN_TTL,
 //!     key: MasterKey::from_text(&std::env::var("TETHER_SERVER_KEY").unwrap_or_default())?,
 //!     limits: tether_server::limits::Limits::default(),
+//!     rate: tether_server::rate::RateSettings::default(),
 //! })
 //! .await?;
 //! println!("listening on http://{}", server.local_addr());
@@ -40,6 +41,7 @@ mod installation;
 pub mod limits;
 mod model;
 mod proxy;
+pub mod rate;
 mod service;
 mod state;
 pub mod store;
@@ -49,8 +51,10 @@ pub use crypto::MasterKey;
 pub use env::{INSECURE_DEV_KEY_WARNING, master_key_from, master_key_from_env};
 pub use error::{InstallationError, KeyError, ServeError, ServerError, StoreError};
 pub use graphql::sdl;
-pub use installation::{DEFAULT_TEAM, NewInstallation, validate_team};
+pub use installation::{DEFAULT_TEAM, NewInstallation, reseal, validate_team};
 pub use model::TransportKind;
 pub use proxy::MAX_PROXY_REQUEST_BYTES;
 pub use service::{DEFAULT_PROXY_TOKEN_TTL, PROXY_AUTHORIZATION_HEADER, PROXY_PATH_PREFIX};
-pub use store::{DATABASE_FILE, InstallationSummary, Store};
+pub use store::{
+    ApiKeySummary, AuditEvent, DATABASE_FILE, DatabaseUrl, InstallationSummary, Storage,
+};

@@ -139,6 +139,7 @@ pub(crate) struct LimitLogs {
     pub(crate) body_too_large: LimitLog,
     pub(crate) body_bytes_in_flight: LimitLog,
     pub(crate) upstream_timeout: LimitLog,
+    pub(crate) rate_limit: LimitLog,
 }
 
 impl Default for LimitLogs {
@@ -149,6 +150,7 @@ impl Default for LimitLogs {
             body_timeout: LimitLog::new("body-timeout: request refused (408)"),
             body_too_large: LimitLog::new("request body too large: request refused (413)"),
             body_bytes_in_flight: LimitLog::new("max-body-bytes-in-flight: request refused (503)"),
+            rate_limit: LimitLog::new("rate-limit: request refused (429)"),
             upstream_timeout: LimitLog::new("upstream-timeout: proxied request ended"),
         }
     }

@@ -13,13 +13,15 @@ use tether_env::EnvVars;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use std::sync::Arc;
 use tether_config::{
     SecretArg, SecretArgError, SecretSource, SecretValue, Secrets, parse_secret_args,
 };
+use tether_server::store::{self, AuditEvent, DatabaseUrl, Storage};
 use tether_server::{
     BoundServer, DEFAULT_TEAM, INSECURE_DEV_KEY_WARNING, InstallationError, KeyError, MasterKey,
-    NewInstallation, ServeError, ServeOptions, ServerError, Store, StoreError, crypto,
-    master_key_from_env, validate_team,
+    NewInstallation, ServeError, ServeOptions, ServerError, StoreError, crypto,
+    master_key_from_env, reseal, validate_team,
 };
 use uuid::Uuid;
 use zeroize::Zeroizing;
@@ -49,9 +51,8 @@ struct ServeArgs {
     /// `listening on http://ADDRESS` on stdout.
     #[arg(long, value_name = "ADDRESS", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// Directory of the database (created 0700).
-    #[arg(long, value_name = "DIR")]
-    data_dir: PathBuf,
+    #[command(flatten)]
+    database: DatabaseArgs,
     /// Base URL clients reach this server at, for proxy URLs (default: http://<listen address>).
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
@@ -64,6 +65,58 @@ struct ServeArgs {
     insecure_dev_key: bool,
     #[command(flatten)]
     limits: LimitArgs,
+    /// GraphQL requests per second allowed per API key, on this server (a token bucket; 0
+    /// turns the limit off). Past it: 429 with Retry-After.
+    #[arg(long, value_name = "PER_SEC", default_value_t = tether_server::rate::DEFAULT_RATE_PER_SEC)]
+    rate_limit: u32,
+    /// Requests an API key may make at once above the rate (the bucket's size).
+    #[arg(long, value_name = "N", default_value_t = tether_server::rate::DEFAULT_BURST, value_parser = clap::value_parser!(u32).range(1..))]
+    rate_burst: u32,
+}
+
+/// Where the store is: `--data-dir` (SQLite) or `--database-url`.
+#[derive(Debug, clap::Args)]
+struct DatabaseArgs {
+    /// Directory of the SQLite database (created 0700); the same as
+    /// `--database-url sqlite://DIR`.
+    #[arg(long, value_name = "DIR", conflicts_with = "database_url")]
+    data_dir: Option<PathBuf>,
+    /// The database: sqlite://DIR or postgres://USER@HOST:PORT/DB (also
+    /// TETHER_SERVER_DATABASE_URL). A URL with a password is refused here (the command line is
+    /// visible to every user of the machine): give it in TETHER_SERVER_DATABASE_URL.
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+}
+
+impl DatabaseArgs {
+    /// The database URL: `--database-url`, `--data-dir`, else
+    /// [`EnvVars::TETHER_SERVER_DATABASE_URL`].
+    fn url(&self) -> anyhow::Result<DatabaseUrl> {
+        if let Some(text) = &self.database_url {
+            let url = DatabaseUrl::parse(text)?;
+            if url.has_password() {
+                return Err(UsageError(format!(
+                    "--database-url: a password on the command line is refused, because the \
+                     command line is visible to every user on this machine (`ps`, /proc); set \
+                     {} instead, or use a Unix socket with peer authentication",
+                    EnvVars::TETHER_SERVER_DATABASE_URL
+                ))
+                .into());
+            }
+            return Ok(url);
+        }
+        if let Some(dir) = &self.data_dir {
+            return Ok(DatabaseUrl::sqlite(dir));
+        }
+        match std::env::var(EnvVars::TETHER_SERVER_DATABASE_URL) {
+            Ok(text) if !text.trim().is_empty() => Ok(DatabaseUrl::parse(text.trim())?),
+            _ => Err(UsageError(format!(
+                "no database: give --data-dir DIR (SQLite), --database-url URL, or set {}",
+                EnvVars::TETHER_SERVER_DATABASE_URL
+            ))
+            .into()),
+        }
+    }
 }
 
 /// Bounds against hostile or broken clients and upstreams (README, "Limits").
@@ -104,9 +157,8 @@ impl LimitArgs {
 
 #[derive(Debug, clap::Args)]
 struct AdminArgs {
-    /// Directory of the database (created 0700).
-    #[arg(long, value_name = "DIR")]
-    data_dir: PathBuf,
+    #[command(flatten)]
+    database: DatabaseArgs,
     /// Use the insecure development key (as `serve --insecure-dev-key`); needed by `add` when
     /// TETHER_SERVER_KEY is not set.
     #[arg(long)]
@@ -143,6 +195,22 @@ enum AdminCommand {
     /// Manage client API keys.
     #[command(subcommand)]
     ApiKey(ApiKeyCommand),
+    /// Manage proxy tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Re-seal every stored value under TETHER_SERVER_KEY (the new key), opening them with it
+    /// or TETHER_SERVER_PREVIOUS_KEY (the old key). Online and safe to interrupt: run it again.
+    RotateKey {
+        /// Milliseconds to wait between installations, to spread a large rotation's load.
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        pause_ms: u64,
+    },
+    /// Show the audit log (admin actions and mints), newest first.
+    Audit {
+        /// How many events.
+        #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..))]
+        limit: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -152,6 +220,31 @@ enum ApiKeyCommand {
         /// The team the key belongs to.
         #[arg(long, default_value = DEFAULT_TEAM)]
         team: String,
+    },
+    /// List API keys: id, team, created, last used (never the key).
+    List,
+    /// Revoke an API key by its id (from `api-key list`): its next request gets 401.
+    Revoke {
+        /// The key's id.
+        id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Revoke proxy tokens: their next request gets 401, open streams end within a second.
+    Revoke {
+        /// The installation whose tokens to revoke.
+        #[arg(
+            long,
+            value_name = "UID",
+            required_unless_present = "all",
+            conflicts_with = "all"
+        )]
+        installation: Option<Uuid>,
+        /// Every proxy token of every installation.
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -194,7 +287,10 @@ fn exit_code(error: &anyhow::Error) -> u8 {
         if let Some(error) = cause.downcast_ref::<KeyError>() {
             return matches!(
                 error,
-                KeyError::MissingKey | KeyError::ConflictingKeys | KeyError::InvalidKey { .. }
+                KeyError::MissingKey
+                    | KeyError::ConflictingKeys
+                    | KeyError::InvalidKey { .. }
+                    | KeyError::InvalidPreviousKey { .. }
             );
         }
         if let Some(error) = cause.downcast_ref::<InstallationError>() {
@@ -207,7 +303,10 @@ fn exit_code(error: &anyhow::Error) -> u8 {
             return matches!(error, ServeError::InvalidPublicUrl { .. });
         }
         if let Some(error) = cause.downcast_ref::<StoreError>() {
-            return matches!(error, StoreError::UnknownInstallation { .. });
+            return matches!(
+                error,
+                StoreError::UnknownInstallation { .. } | StoreError::InvalidUrl { .. }
+            );
         }
         false
     };
@@ -263,12 +362,15 @@ fn init_logging(default: &str) {
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let ServeArgs {
         listen,
-        data_dir,
+        database,
         public_url,
         proxy_token_ttl,
         insecure_dev_key,
         limits,
+        rate_limit,
+        rate_burst,
     } = args;
+    let database = database.url()?;
     let limits = limits.limits();
     let key = master_key(insecure_dev_key)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -278,14 +380,18 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let server = BoundServer::bind(ServeOptions {
             listen,
-            data_dir: data_dir.clone(),
+            database: database.clone(),
             public_url,
             proxy_token_ttl: Duration::from_secs(proxy_token_ttl),
             key,
             limits,
+            rate: tether_server::rate::RateSettings {
+                per_sec: rate_limit,
+                burst: rate_burst,
+            },
         })
         .await
-        .with_context(|| format!("starting with data directory {}", data_dir.display()))?;
+        .with_context(|| format!("starting with the database {database}"))?;
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "listening on http://{}", server.local_addr())
             .and_then(|()| stdout.flush())
@@ -320,14 +426,46 @@ async fn shutdown_signal() {
 }
 
 fn admin(args: AdminArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the async runtime")?;
+    runtime.block_on(admin_async(args))
+}
+
+/// Who the audit log names for an admin command: `admin:<OS user name>` (or the uid).
+fn admin_actor() -> String {
+    let uid = nix::unistd::getuid();
+    match nix::unistd::User::from_uid(uid) {
+        Ok(Some(user)) => format!("admin:{}", user.name),
+        _ => format!("admin:uid {uid}"),
+    }
+}
+
+/// Appends an admin action to the audit log.
+async fn audit(
+    store: &dyn Storage,
+    action: &str,
+    target: &str,
+    detail: &str,
+) -> anyhow::Result<()> {
+    store
+        .record_audit(AuditEvent::now(&admin_actor(), action, target, detail))
+        .await
+        .context("recording the action in the audit log")
+}
+
+async fn admin_async(args: AdminArgs) -> anyhow::Result<()> {
     let AdminArgs {
-        data_dir,
+        database,
         insecure_dev_key,
         command,
     } = args;
-    let open = || {
-        Store::open(&data_dir)
-            .with_context(|| format!("opening the data directory {}", data_dir.display()))
+    let database = database.url()?;
+    let open = || async {
+        store::open(&database)
+            .await
+            .with_context(|| format!("opening the database {database}"))
     };
     match command {
         AdminCommand::Add {
@@ -343,15 +481,19 @@ fn admin(args: AdminArgs) -> anyhow::Result<()> {
             let key = master_key(insecure_dev_key)?;
             let new = NewInstallation::from_spec(&name, &team, &spec, secrets)
                 .with_context(|| format!("adding installation '{name}'"))?;
-            let store = open()?;
-            store.verify_key(&key)?;
+            let store = open().await?;
+            store::verify_key(&*store, &key).await?;
+            let sealed = new.seal(&key)?;
+            let detail = format!("name {name} team {team} kind {}", sealed.kind.as_str());
             store
-                .insert_installation(&new.seal(&key)?)
+                .insert_installation(sealed)
+                .await
                 .with_context(|| format!("storing installation {}", new.uid))?;
+            audit(&*store, "add", &new.uid.to_string(), &detail).await?;
             println!("{}", new.uid);
         }
         AdminCommand::List => {
-            let installations = open()?.list_installations()?;
+            let installations = open().await?.list_installations().await?;
             let rows: Vec<[String; 5]> = installations
                 .into_iter()
                 .map(|i| {
@@ -370,21 +512,172 @@ fn admin(args: AdminArgs) -> anyhow::Result<()> {
             );
         }
         AdminCommand::Deactivate { uid } => {
-            open()?
+            let store = open().await?;
+            store
                 .set_active(uid, false)
+                .await
                 .with_context(|| format!("deactivating {uid}"))?;
+            audit(&*store, "deactivate", &uid.to_string(), "").await?;
             println!("deactivated {uid}");
         }
         AdminCommand::ApiKey(ApiKeyCommand::Create { team }) => {
             validate_team(&team)?;
-            let store = open()?;
+            let store = open().await?;
             let key = crypto::new_api_key()?;
-            store.insert_api_key(&crypto::token_hash(&key), &team)?;
+            let id = crypto::new_api_key_id()?;
+            store
+                .insert_api_key(crypto::token_hash(&key), id.clone(), team.clone())
+                .await?;
+            audit(&*store, "api-key create", &id, &format!("team {team}")).await?;
             println!("{}", key.as_str());
-            eprintln!("API key for team '{team}' created; it is shown only once");
+            eprintln!("API key {id} for team '{team}' created; it is shown only once");
+        }
+        AdminCommand::ApiKey(ApiKeyCommand::List) => {
+            let keys = open().await?.list_api_keys().await?;
+            let rows: Vec<[String; 4]> = keys
+                .into_iter()
+                .map(|key| {
+                    [
+                        key.id,
+                        key.team,
+                        rfc3339_secs(key.created_at),
+                        key.last_used_at
+                            .map_or_else(|| "never".to_owned(), rfc3339_secs),
+                    ]
+                })
+                .collect();
+            print!("{}", table(["ID", "TEAM", "CREATED", "LAST-USED"], &rows));
+        }
+        AdminCommand::ApiKey(ApiKeyCommand::Revoke { id }) => {
+            let store = open().await?;
+            if !store.revoke_api_key(id.clone()).await? {
+                return Err(UsageError(format!(
+                    "no API key {id:?}; `tether-server admin api-key list` shows the ids"
+                ))
+                .into());
+            }
+            audit(&*store, "api-key revoke", &id, "").await?;
+            println!("revoked API key {id}");
+        }
+        AdminCommand::Token(TokenCommand::Revoke {
+            installation,
+            // clap requires --installation or --all: without an installation it is all.
+            all: _,
+        }) => {
+            let store = open().await?;
+            let target = installation.map_or_else(|| "all".to_owned(), |uid| uid.to_string());
+            let revoked = store.revoke_proxy_tokens(installation).await?;
+            audit(
+                &*store,
+                "token revoke",
+                &target,
+                &format!("{revoked} tokens"),
+            )
+            .await?;
+            println!("revoked {revoked} proxy tokens ({target})");
+        }
+        AdminCommand::RotateKey { pause_ms } => {
+            let key = master_key(insecure_dev_key)?;
+            if !key.has_previous() {
+                return Err(UsageError(format!(
+                    "rotate-key needs the new key in {} and the old one in {}",
+                    EnvVars::TETHER_SERVER_KEY,
+                    EnvVars::TETHER_SERVER_PREVIOUS_KEY
+                ))
+                .into());
+            }
+            let store = open().await?;
+            rotate_key(&store, &key, Duration::from_millis(pause_ms)).await?;
+        }
+        AdminCommand::Audit { limit } => {
+            let events = open().await?.audit_events(limit).await?;
+            let rows: Vec<[String; 5]> = events
+                .into_iter()
+                .map(|event| {
+                    [
+                        rfc3339_ms(event.at_ms),
+                        event.actor,
+                        event.action,
+                        event.target,
+                        event.detail,
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                table(["WHEN", "WHO", "ACTION", "TARGET", "DETAIL"], &rows)
+            );
         }
     }
     Ok(())
+}
+
+/// `admin rotate-key`: each installation re-sealed in its own transaction (so a kill leaves
+/// each wholly under one key or the other, all readable with the pair), then the key check.
+/// Installations added meanwhile (by an admin still on the old key) are found by listing again
+/// until a pass finds none new.
+async fn rotate_key(
+    store: &Arc<dyn Storage>,
+    key: &MasterKey,
+    pause: Duration,
+) -> anyhow::Result<()> {
+    store::verify_key(&**store, key).await?;
+    let mut done = std::collections::HashSet::new();
+    loop {
+        let pending: Vec<Uuid> = store
+            .list_installations()
+            .await?
+            .into_iter()
+            .map(|summary| summary.uid)
+            .filter(|uid| !done.contains(uid))
+            .collect();
+        if pending.is_empty() {
+            break;
+        }
+        let total = done.len() + pending.len();
+        for uid in pending {
+            if let Some(stored) = store.installation(uid, None).await? {
+                let resealed = reseal(&stored, key).with_context(|| format!("re-sealing {uid}"))?;
+                store
+                    .replace_sealed(resealed)
+                    .await
+                    .with_context(|| format!("storing the re-sealed {uid}"))?;
+            }
+            done.insert(uid);
+            eprintln!("re-sealed {}/{total}: {uid}", done.len());
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+    store::seal_key_check(&**store, key).await?;
+    let total = done.len();
+    audit(
+        &**store,
+        "rotate-key",
+        "all",
+        &format!("{total} installations"),
+    )
+    .await?;
+    println!(
+        "re-sealed {total} installations under the new key; restart the servers without {}",
+        EnvVars::TETHER_SERVER_PREVIOUS_KEY
+    );
+    Ok(())
+}
+
+/// RFC 3339 (UTC, seconds) of Unix seconds: `2026-12-01T09:41:31Z`.
+fn rfc3339_secs(secs: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// RFC 3339 (UTC, three decimals) of Unix milliseconds: `2026-12-01T09:41:31.400Z`.
+fn rfc3339_ms(ms: i64) -> String {
+    let secs = rfc3339_secs(ms.div_euclid(1000));
+    format!("{}.{:03}Z", secs.trim_end_matches('Z'), ms.rem_euclid(1000))
 }
 
 /// The master key; with `--insecure-dev-key`, [`INSECURE_DEV_KEY_WARNING`] goes to stderr
@@ -583,6 +876,13 @@ mod tests {
         for error in &failed {
             assert_eq!(exit_code(error), EXIT_FAILED, "{error:#}");
         }
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(rfc3339_secs(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_ms(1_796_118_091_400), "2026-12-01T09:41:31.400Z");
+        assert_eq!(rfc3339_ms(5), "1970-01-01T00:00:00.005Z");
     }
 
     #[test]

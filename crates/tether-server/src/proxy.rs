@@ -35,8 +35,9 @@ use crate::state::{AppState, bearer_token};
 /// The largest request body forwarded (JSON-RPC messages are small).
 pub const MAX_PROXY_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
-/// How often an open proxied response checks that its token is still accepted.
-pub const STREAM_RECHECK: Duration = Duration::from_secs(2);
+/// How often an open proxied response checks that its token is still accepted: the bound on
+/// how long a revocation or deactivation (through any replica) takes to end an open stream.
+pub const STREAM_RECHECK: Duration = Duration::from_secs(1);
 
 /// Client headers forwarded upstream; nothing else is (above all not `Authorization`).
 const FORWARDED_REQUEST_HEADERS: [HeaderName; 5] = [
@@ -265,21 +266,25 @@ impl StreamWatch {
         let StreamWatch {
             app, token_hash, ..
         } = self;
-        let state = Some((Box::pin(upstream), recheck));
+        // The silence deadline is kept across loop turns: a recheck must not restart it
+        // (with a 1 s recheck and `--upstream-timeout 1` it never fired).
+        let silent_until = move || idle.map(|idle| tokio::time::Instant::now() + idle);
+        let state = Some((Box::pin(upstream), recheck, silent_until()));
         futures_util::stream::unfold(state, move |state| {
             let app = Arc::clone(&app);
             let uid = uid.clone();
             async move {
-                let (mut upstream, mut recheck) = state?;
+                let (mut upstream, mut recheck, deadline) = state?;
                 let reason = loop {
-                    let next = async {
-                        match idle {
-                            Some(idle) => tokio::time::timeout(idle, upstream.next()).await.ok(),
-                            None => Some(upstream.next().await),
+                    let silence = async {
+                        match deadline {
+                            Some(deadline) => tokio::time::sleep_until(deadline).await,
+                            None => std::future::pending().await,
                         }
                     };
                     let step = tokio::select! {
-                        item = next => Step::Item(item),
+                        item = upstream.next() => Step::Item(Some(item)),
+                        () = silence => Step::Item(None),
                         () = tokio::time::sleep_until(expiry) => Step::Expired,
                         _ = recheck.tick() => Step::Recheck,
                     };
@@ -290,7 +295,7 @@ impl StreamWatch {
                         }
                         Step::Item(Some(None)) => return None,
                         Step::Item(Some(Some(Ok(bytes)))) => {
-                            return Some((Ok(bytes), Some((upstream, recheck))));
+                            return Some((Ok(bytes), Some((upstream, recheck, silent_until()))));
                         }
                         Step::Item(Some(Some(Err(error)))) => {
                             tracing::debug!(?uid, error = %error.without_url(), "proxy: upstream body failed");

@@ -1,7 +1,8 @@
 //! What the server does for a request, apart from the wire: authenticate an API key, mint a
 //! client config, authorize a proxy token.
 //!
-//! Store calls run on tokio's blocking pool (SQLite is synchronous).
+//! The store is a [`Storage`] (SQLite or PostgreSQL); nothing read from it is cached, so a
+//! change made through another process or replica counts from the next request.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,10 +15,10 @@ use uuid::Uuid;
 use zeroize::Zeroizing;
 
 use crate::crypto::{self, MasterKey};
-use crate::error::{ServerError, StoreError};
+use crate::error::ServerError;
 use crate::installation::{OpenedInstallation, Upstream};
 use crate::model::TransportKind;
-use crate::store::{Store, now_ms};
+use crate::store::{AuditEvent, Storage, now_ms};
 
 /// Default lifetime of a proxy token.
 pub const DEFAULT_PROXY_TOKEN_TTL: Duration = Duration::from_secs(3600);
@@ -27,6 +28,9 @@ pub const PROXY_AUTHORIZATION_HEADER: &str = "Authorization";
 
 /// The path proxied installations are served under: `<public base>/mcp-proxy/<uid>`.
 pub const PROXY_PATH_PREFIX: &str = "/mcp-proxy/";
+
+/// How long `/healthz` waits for the store.
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Settings of a running server.
 #[derive(Debug, Clone)]
@@ -47,6 +51,8 @@ pub struct Metrics {
 /// Who is calling, from a valid API key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
+    /// The API key's public id (rate limits and the audit log count by it).
+    pub key_id: String,
     /// The API key's team: the only team whose installations the caller sees.
     pub team: String,
 }
@@ -106,7 +112,7 @@ pub enum ProxyDecision {
 /// The server's shared state.
 #[derive(Debug)]
 pub struct Service {
-    store: Arc<Store>,
+    store: Arc<dyn Storage>,
     key: Arc<MasterKey>,
     settings: ServiceSettings,
     /// Request counters.
@@ -115,7 +121,7 @@ pub struct Service {
 
 impl Service {
     /// A service over an opened store whose key has been verified.
-    pub fn new(store: Arc<Store>, key: Arc<MasterKey>, settings: ServiceSettings) -> Self {
+    pub fn new(store: Arc<dyn Storage>, key: Arc<MasterKey>, settings: ServiceSettings) -> Self {
         Self {
             store,
             key,
@@ -124,30 +130,19 @@ impl Service {
         }
     }
 
-    async fn blocking<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, ServerError> {
-        let store = Arc::clone(&self.store);
-        match tokio::task::spawn_blocking(move || work(&store)).await {
-            Ok(result) => Ok(result?),
-            Err(join) => std::panic::resume_unwind(join.into_panic()),
-        }
-    }
-
     /// The caller an API key belongs to, or `None` for an unknown key.
     pub async fn authenticate(&self, api_key: &str) -> Result<Option<Caller>, ServerError> {
         let hash = crypto::token_hash(api_key);
-        let team = self
-            .blocking(move |store| store.api_key_team(&hash))
-            .await?;
-        Ok(team.map(|team| Caller { team }))
+        let record = self.store.api_key(hash).await?;
+        Ok(record.map(|record| Caller {
+            key_id: record.id,
+            team: record.team,
+        }))
     }
 
     /// The active installations' uids of the caller's team.
     pub async fn visible_uids(&self, caller: &Caller) -> Result<Vec<Uuid>, ServerError> {
-        let team = caller.team.clone();
-        self.blocking(move |store| store.team_uids(&team)).await
+        Ok(self.store.team_uids(caller.team.clone()).await?)
     }
 
     /// `createManagedMcpClientConfig`: counts the request, then mints a config for `uid` if the
@@ -163,11 +158,11 @@ impl Service {
         let Ok(uid) = Uuid::parse_str(uid) else {
             return Ok(ClientConfig::NotFound);
         };
-        let team = caller.team.clone();
         // Another team's installation answers exactly like a missing one: the query finds no
         // row either way.
         let stored = self
-            .blocking(move |store| store.team_installation(uid, &team))
+            .store
+            .installation(uid, Some(caller.team.clone()))
             .await?;
         let Some(stored) = stored else {
             return Ok(ClientConfig::NotFound);
@@ -175,13 +170,25 @@ impl Service {
         if !stored.active {
             return Ok(ClientConfig::Inactive);
         }
-        match stored.kind {
-            TransportKind::Command => Ok(ClientConfig::Command {
+        let config = match stored.kind {
+            TransportKind::Command => ClientConfig::Command {
                 mcp_config_json: OpenedInstallation::open(&stored, &self.key)?.client_config_json(),
-            }),
+            },
             // The upstream's values stay sealed: minting a token does not need them.
-            TransportKind::Url => self.mint_proxy_config(uid, &stored.name).await,
+            TransportKind::Url => self.mint_proxy_config(uid, &stored.name).await?,
+        };
+        let event = AuditEvent::now(
+            &format!("api-key:{}", caller.key_id),
+            "mint",
+            &uid.to_string(),
+            &format!("team {} kind {}", caller.team, stored.kind.as_str()),
+        );
+        // The config is minted (and a token committed); a failed audit write is logged, not
+        // turned into a failed mint.
+        if let Err(error) = self.store.record_audit(event).await {
+            tracing::warn!(%uid, "recording a mint in the audit log failed: {error}");
         }
+        Ok(config)
     }
 
     async fn mint_proxy_config(&self, uid: Uuid, name: &str) -> Result<ClientConfig, ServerError> {
@@ -189,7 +196,8 @@ impl Service {
         let hash = crypto::token_hash(&token);
         let ttl_ms = i64::try_from(self.settings.proxy_token_ttl.as_millis()).unwrap_or(i64::MAX);
         let expires_at_ms = now_ms().saturating_add(ttl_ms);
-        self.blocking(move |store| store.insert_proxy_token(&hash, uid, expires_at_ms))
+        self.store
+            .insert_proxy_token(hash, uid, expires_at_ms)
             .await?;
         let proxy_url = format!("{}{PROXY_PATH_PREFIX}{uid}", self.settings.public_base);
         let bearer = Zeroizing::new(format!("Bearer {}", token.as_str()));
@@ -219,7 +227,7 @@ impl Service {
             return Ok(ProxyDecision::InvalidToken);
         };
         let hash = crypto::token_hash(token);
-        let found = self.blocking(move |store| store.proxy_token(&hash)).await?;
+        let found = self.store.proxy_token(hash).await?;
         let Some((record, stored)) = found.filter(|(record, _)| record.uid == uid) else {
             return Ok(ProxyDecision::InvalidToken);
         };
@@ -243,9 +251,7 @@ impl Service {
         uid: Uuid,
         token_hash: [u8; 32],
     ) -> Result<bool, ServerError> {
-        let found = self
-            .blocking(move |store| store.proxy_token(&token_hash))
-            .await?;
+        let found = self.store.proxy_token(token_hash).await?;
         Ok(found.is_some_and(|(record, stored)| {
             record.uid == uid && record.expires_at_ms > now_ms() && stored.active
         }))
@@ -253,16 +259,25 @@ impl Service {
 
     /// Deletes proxy tokens that expired more than `keep_expired` ago (until then a request
     /// with one is told the token expired, rather than that it is unknown).
-    pub async fn purge_expired_tokens(&self, keep_expired: Duration) -> Result<usize, ServerError> {
+    pub async fn purge_expired_tokens(&self, keep_expired: Duration) -> Result<u64, ServerError> {
         let keep_ms = i64::try_from(keep_expired.as_millis()).unwrap_or(i64::MAX);
         let before = now_ms().saturating_sub(keep_ms);
-        self.blocking(move |store| store.purge_proxy_tokens(before))
-            .await
+        Ok(self.store.purge_proxy_tokens(before).await?)
     }
 
-    /// Whether the store answers.
+    /// Whether the store answers within [`HEALTH_TIMEOUT`].
     pub async fn healthy(&self) -> bool {
-        self.blocking(Store::ping).await.is_ok()
+        match tokio::time::timeout(HEALTH_TIMEOUT, self.store.ping()).await {
+            Ok(Ok(())) => true,
+            Ok(Err(error)) => {
+                tracing::warn!("health check: {error}");
+                false
+            }
+            Err(_) => {
+                tracing::warn!("health check: the store did not answer within {HEALTH_TIMEOUT:?}");
+                false
+            }
+        }
     }
 }
 

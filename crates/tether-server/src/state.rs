@@ -8,6 +8,7 @@ use axum::http::{HeaderMap, header};
 
 use crate::graphql::ManagedMcpSchema;
 use crate::limits::{BodyLimits, LimitLogs, Limits};
+use crate::rate::RateLimiter;
 use crate::service::Service;
 
 /// The state behind every route.
@@ -18,6 +19,7 @@ pub(crate) struct AppState {
     pub(crate) limits: Limits,
     pub(crate) body_limits: BodyLimits,
     pub(crate) logs: LimitLogs,
+    pub(crate) rate: RateLimiter,
 }
 
 /// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).

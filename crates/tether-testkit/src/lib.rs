@@ -9,7 +9,9 @@
 //! - [`processes_in_group`] / [`wait_group_gone`]: process checks through `/proc`;
 //! - [`files_bytes`] / [`holds`]: what a store wrote to disk (sentinel searches);
 //! - [`output_within`] / [`strip_ansi`]: a harness CLI run with a time limit, its coloured
-//!   listing as plain text.
+//!   listing as plain text;
+//! - [`postgres`]: throwaway PostgreSQL clusters (`PgCluster`), and the switch that runs
+//!   tether-server's suite on one (`TETHER_TEST_BACKEND=postgres`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +19,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 mod npm;
+pub mod postgres;
 mod registry;
 
 pub use npm::{NPM_PACKAGES_FILE, NpmPackage, npm_bin, npm_packages, npm_prefix};

@@ -1,7 +1,13 @@
 //! The managed stack as real processes on loopback: a `tether-server` with its store in a temp
 //! directory, its admin CLI, and the `tether` CLI pointed at it. Used by the end-to-end tests
 //! and by the quick start.
+//!
+//! With `TETHER_TEST_BACKEND=postgres-replicas` the stack is two replicas on one PostgreSQL
+//! database (a throwaway cluster): the CLI's GraphQL goes to replica A, whose proxy URLs
+//! (`--public-url`) name replica B, so every proxied call uses a token minted by the other
+//! replica (issue 16).
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -45,7 +51,13 @@ pub struct Stack {
     pub base: String,
     /// A client API key for team `default`.
     pub api_key: String,
+    /// The base of the proxy URLs the server hands out: `base`, or replica B's.
+    pub proxy_base: String,
     server: Child,
+    /// Replica B, when the stack runs as two replicas.
+    replica: Option<Child>,
+    /// `--data-dir DIR` or `--database-url URL`.
+    database: Vec<OsString>,
     extra_serve_args: Vec<String>,
 }
 
@@ -57,12 +69,30 @@ impl Stack {
     pub fn start(extra: &[&str]) -> Result<Self, StackError> {
         let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
         let extra_serve_args: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
-        let (server, base) = serve(dir.path(), &extra_serve_args)?;
+        let data_dir = dir.path().join("server-data");
+        let (database, replica, a_args, proxy_base) =
+            if tether_testkit::postgres::replicas_enabled() {
+                let postgres = tether_testkit::postgres::shared();
+                let url = postgres.database(&tether_testkit::postgres::database_name(&data_dir));
+                let database: Vec<OsString> = vec!["--database-url".into(), url.into()];
+                let (replica, base_b) = serve(&database, &extra_serve_args)?;
+                let mut a_args = extra_serve_args.clone();
+                a_args.extend(["--public-url".to_owned(), base_b.clone()]);
+                (database, Some(replica), a_args, Some(base_b))
+            } else {
+                let database = vec!["--data-dir".into(), data_dir.into_os_string()];
+                (database, None, extra_serve_args.clone(), None)
+            };
+        let (server, base) = serve(&database, &a_args)?;
+        let proxy_base = proxy_base.unwrap_or_else(|| base.clone());
         let mut stack = Self {
             dir,
             base,
             api_key: String::new(),
+            proxy_base,
             server,
+            replica,
+            database,
             extra_serve_args,
         };
         let key = stack.admin(&["api-key", "create", "--team", "default"])?;
@@ -98,8 +128,7 @@ impl Stack {
     ) -> Result<String, StackError> {
         let out = Command::new(server_bin())
             .arg("admin")
-            .arg("--data-dir")
-            .arg(self.data_dir())
+            .args(&self.database)
             .arg("--insecure-dev-key")
             .args(args)
             .envs(env.iter().copied())
@@ -179,20 +208,12 @@ impl Stack {
             .ok_or_else(|| "no create_managed_mcp_client_config in metrics".to_owned())
     }
 
-    /// Stops the server (SIGTERM via kill, then wait).
+    /// Stops the server, and replica B if there is one (SIGTERM via kill, then wait).
     pub fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.server.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.server.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        stop_child(&mut self.server);
+        if let Some(replica) = &mut self.replica {
+            stop_child(replica);
         }
-        let _ = self.server.kill();
-        let _ = self.server.wait();
     }
 
     /// The serve flags this stack was started with.
@@ -207,14 +228,27 @@ impl Drop for Stack {
     }
 }
 
-/// Starts `tether-server serve` and waits for its `listening on` line.
-fn serve(dir: &Path, extra: &[String]) -> Result<(Child, String), StackError> {
+/// SIGTERM via kill, then wait (SIGKILL after 10 s).
+fn stop_child(child: &mut Child) {
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Starts `tether-server serve` on `database` and waits for its `listening on` line.
+fn serve(database: &[OsString], extra: &[String]) -> Result<(Child, String), StackError> {
     let mut child = Command::new(server_bin())
         .arg("serve")
         .arg("--listen")
         .arg("127.0.0.1:0")
-        .arg("--data-dir")
-        .arg(dir.join("server-data"))
+        .args(database)
         .arg("--insecure-dev-key")
         .args(extra)
         .env_remove("TETHER_SERVER_KEY")

@@ -192,7 +192,7 @@ fn a_url_installation_goes_through_the_proxy_and_never_shows_the_upstream_creden
         .expect("running tether");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(
-        stdout.contains(&format!("{}/mcp-proxy/{uid}", stack.base)),
+        stdout.contains(&format!("{}/mcp-proxy/{uid}", stack.proxy_base)),
         "{stdout}"
     );
     assert!(stdout.contains("Bearer "), "{stdout}");

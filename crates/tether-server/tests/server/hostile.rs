@@ -314,13 +314,13 @@ async fn a_hanging_upstream_does_not_hold_a_proxied_request() {
 
 /// Opens a GET event stream through the proxy and reads its first event.
 async fn open_stream(fixture: &Fixture, uid: uuid::Uuid, token: &str) -> reqwest::Response {
-    let mut stream = proxy_request(
-        &fixture.server.base,
-        &uid.to_string(),
-        Method::GET,
-        Some(token),
-    )
-    .await;
+    open_stream_at(&fixture.server.base, uid, token).await
+}
+
+/// Opens a GET event stream through the proxy of the server at `base` and reads its first
+/// event.
+pub(crate) async fn open_stream_at(base: &str, uid: uuid::Uuid, token: &str) -> reqwest::Response {
+    let mut stream = proxy_request(base, &uid.to_string(), Method::GET, Some(token)).await;
     assert_eq!(stream.status(), 200);
     let first = tokio::time::timeout(Duration::from_secs(10), stream.chunk())
         .await
@@ -331,7 +331,10 @@ async fn open_stream(fixture: &Fixture, uid: uuid::Uuid, token: &str) -> reqwest
 }
 
 /// Reads `stream` until it ends; how long that took (`None`: not within `limit`).
-async fn ends_within(mut stream: reqwest::Response, limit: Duration) -> Option<Duration> {
+pub(crate) async fn ends_within(
+    mut stream: reqwest::Response,
+    limit: Duration,
+) -> Option<Duration> {
     let started = Instant::now();
     tokio::time::timeout(limit, async {
         while let Ok(Some(_)) = stream.chunk().await {}

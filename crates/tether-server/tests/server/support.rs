@@ -110,6 +110,14 @@ impl ServerProcess {
         Self::spawn("127.0.0.1:0", data_dir, args, "debug").await
     }
 
+    /// `serve --listen 127.0.0.1:0 ARGS…` (ARGS name the database) with [`TEST_KEY`] and debug
+    /// logs.
+    pub async fn serve(args: &[&str]) -> Self {
+        let mut full = vec!["serve", "--listen", "127.0.0.1:0"];
+        full.extend_from_slice(args);
+        Self::from_command(server_command(&full, &[("TETHER_SERVER_LOG", "debug")])).await
+    }
+
     /// `serve --listen LISTEN --data-dir DIR ARGS…` with [`TEST_KEY`] and the log filter `log`.
     pub async fn spawn(listen: &str, data_dir: &Path, args: &[&str], log: &str) -> Self {
         Self::spawn_with_env(listen, data_dir, args, &[("TETHER_SERVER_LOG", log)]).await
@@ -239,9 +247,14 @@ impl ServerProcess {
 
 /// `tether-server ARGS` with [`TEST_KEY`] unless `envs` sets `TETHER_SERVER_KEY` (an empty
 /// value unsets a variable).
+///
+/// With `TETHER_TEST_BACKEND=postgres`, `--data-dir DIR` becomes `--database-url` naming a
+/// database of its own on the shared throwaway cluster ([`crate::pg`]).
 fn server_command(args: &[&str], envs: &[(&str, &str)]) -> Command {
     let mut command = Command::new(server_bin());
-    command.args(args).env("TETHER_SERVER_KEY", TEST_KEY);
+    command
+        .args(backend_args(args))
+        .env("TETHER_SERVER_KEY", TEST_KEY);
     for (name, value) in envs {
         if value.is_empty() {
             command.env_remove(name);
@@ -250,6 +263,45 @@ fn server_command(args: &[&str], envs: &[(&str, &str)]) -> Command {
         }
     }
     command
+}
+
+/// `args` with `--data-dir DIR` replaced by `--database-url URL` when the suite runs on
+/// PostgreSQL.
+pub fn backend_args(args: &[&str]) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let on_postgres = |dir: &str| crate::pg::enabled() || crate::pg::is_forced(Path::new(dir));
+        if *arg == "--data-dir"
+            && let Some(dir) = args.as_slice().first().filter(|dir| on_postgres(dir))
+        {
+            args.next();
+            out.push("--database-url".to_owned());
+            out.push(database_url(Path::new(dir)));
+        } else {
+            out.push((*arg).to_owned());
+        }
+    }
+    out
+}
+
+/// The PostgreSQL URL standing for data directory `dir` (its database created on first use).
+pub fn database_url(dir: &Path) -> String {
+    crate::pg::shared().database(&crate::pg::database_name(dir))
+}
+
+/// Whether `needle` is stored in clear in the store standing for data directory `dir`: in the
+/// bytes of its SQLite files, or in what `pg_dump` prints of its PostgreSQL database (text, or
+/// hex inside a bytea).
+pub fn stored_in_clear(dir: &Path, needle: &str) -> bool {
+    if crate::pg::enabled() || crate::pg::is_forced(dir) {
+        let dump = crate::pg::shared().dump(&crate::pg::database_name(dir));
+        let hex: String = needle.bytes().map(|b| format!("{b:02x}")).collect();
+        dump.contains(needle) || dump.contains(&hex)
+    } else {
+        let bytes = tether_testkit::files_bytes(dir).expect("reading the store's files");
+        tether_testkit::holds(&bytes, needle)
+    }
 }
 
 /// Runs `tether-server ARGS` to completion (within [`STEP`]) with the given environment and
@@ -350,6 +402,21 @@ impl Upstream {
     }
 }
 
+/// Whether PostgreSQL's server binaries are installed; when not, says the test skips — except
+/// in CI, where that fails.
+pub fn postgres_installed() -> bool {
+    if crate::pg::available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os(tether_env::EnvVars::CI).is_none(),
+        "PostgreSQL's server binaries (initdb, postgres) are not installed; .ci/run installs \
+         Debian's postgresql package"
+    );
+    eprintln!("SKIPPED: PostgreSQL is not installed (initdb, postgres)");
+    false
+}
+
 /// A data directory with a running server and an API key of the default team.
 pub struct Fixture {
     /// Holds the data directory.
@@ -371,6 +438,24 @@ impl Fixture {
             server,
             api_key,
         }
+    }
+
+    /// Starts a server with `args` on PostgreSQL, whatever the suite's backend: the data
+    /// directory stands for a database of the shared cluster. `None` (the test skips, saying
+    /// so) when PostgreSQL is not installed, except in CI, where that fails.
+    pub async fn start_on_postgres(args: &[&str]) -> Option<Self> {
+        if !postgres_installed() {
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        crate::pg::force(&dir.path().join("data"));
+        let api_key = api_key(&dir.path().join("data"), "default").await;
+        let server = ServerProcess::start(&dir.path().join("data"), args).await;
+        Some(Self {
+            dir,
+            server,
+            api_key,
+        })
     }
 
     /// The data directory.

@@ -1,0 +1,422 @@
+//! The lifecycle a team needs (issue 16): revoking tokens and API keys, rate limits, the audit
+//! log, and key rotation with a kill in the middle. On both backends, like the whole suite.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::json;
+use tether_graphql::ManagedMcpClient as _;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+
+use crate::config::raw_graphql;
+use crate::proxy::{add_url, proxy_request, recording_upstream, token_of};
+use crate::support::{
+    Fixture, STEP, ServerProcess, TEST_KEY, add, admin, backend_args, run, sentinel, server_bin,
+    stored_in_clear,
+};
+
+/// The key a rotation moves to.
+const NEW_KEY: &str = "9a8b7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
+
+/// The environment of a rotation from the test key to [`NEW_KEY`].
+const BOTH_KEYS: [(&str, &str); 2] = [
+    ("TETHER_SERVER_KEY", NEW_KEY),
+    ("TETHER_SERVER_PREVIOUS_KEY", TEST_KEY),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_revoke_by_installation_or_all() {
+    let fixture = Fixture::start(&[]).await;
+    let (url, _seen, upstream) = recording_upstream(Arc::new(tokio::sync::Notify::new())).await;
+    let first = add_url(&fixture, "first", &url, "s").await;
+    let second = add_url(&fixture, "second", &url, "s").await;
+    let token_first = token_of(&fixture.mint(first).await);
+    let token_second = token_of(&fixture.mint(second).await);
+    let status = async |uid: uuid::Uuid, token: &str| {
+        proxy_request(
+            &fixture.server.base,
+            &uid.to_string(),
+            Method::POST,
+            Some(token),
+        )
+        .await
+        .status()
+        .as_u16()
+    };
+    assert_eq!(status(first, &token_first).await, 200);
+
+    let out = admin(
+        &fixture.data(),
+        &["token", "revoke", "--installation", &first.to_string()],
+        &[],
+    )
+    .await;
+    assert_eq!(out, format!("revoked 1 proxy tokens ({first})"));
+    assert_eq!(status(first, &token_first).await, 401);
+    assert_eq!(
+        status(second, &token_second).await,
+        200,
+        "another installation's token stays"
+    );
+
+    let _again = fixture.mint(first).await;
+    let out = admin(&fixture.data(), &["token", "revoke", "--all"], &[]).await;
+    assert_eq!(out, "revoked 2 proxy tokens (all)");
+    assert_eq!(status(second, &token_second).await, 401);
+
+    // Neither or both of --installation/--all is a usage error.
+    let data = fixture.data();
+    let data_arg = data.to_string_lossy();
+    let output = run(
+        &["admin", "--data-dir", &data_arg, "token", "revoke"],
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    upstream.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_keys_are_listed_without_the_key_and_revoked_by_id() {
+    let fixture = Fixture::start(&[]).await;
+    let other = admin(
+        &fixture.data(),
+        &["api-key", "create", "--team", "blue"],
+        &[],
+    )
+    .await;
+    let uid = add(
+        &fixture.data(),
+        "cmd",
+        r#"{"command": "echo"}"#,
+        &[],
+        "default",
+        &[],
+    )
+    .await;
+    fixture.mint(uid).await;
+
+    let list = admin(&fixture.data(), &["api-key", "list"], &[]).await;
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 3, "{list}");
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        ["ID", "TEAM", "CREATED", "LAST-USED"]
+    );
+    let row = |line: &str| {
+        line.split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let (used, unused) = (row(lines[1]), row(lines[2]));
+    assert_eq!(used[1], "default");
+    assert_ne!(used[3], "never", "the default key was just used: {list}");
+    assert_eq!(
+        unused[1..],
+        ["blue".to_owned(), unused[2].clone(), "never".to_owned()]
+    );
+    assert_eq!(used[0].len(), 16, "ids are 16 hex digits: {list}");
+    for key in [&fixture.api_key, &other] {
+        assert!(!list.contains(key.as_str()));
+        assert!(!list.contains(&key[4..12]), "no part of a key is shown");
+    }
+
+    admin(&fixture.data(), &["api-key", "revoke", &used[0]], &[]).await;
+    let response = raw_graphql(
+        &fixture.server.graphql_url(),
+        Some(&format!("Bearer {}", fixture.api_key)),
+        &json!({"query": "{ managedMcpServerUids }"}),
+    )
+    .await;
+    assert_eq!(response.status(), 401);
+    let data = fixture.data();
+    let data_arg = data.to_string_lossy();
+    let output = run(
+        &[
+            "admin",
+            "--data-dir",
+            &data_arg,
+            "api-key",
+            "revoke",
+            &used[0],
+        ],
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "an unknown id is a usage error"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_past_its_rate_gets_429_with_retry_after_and_others_are_not_slowed() {
+    let fixture = Fixture::start(&["--rate-limit", "1", "--rate-burst", "3"]).await;
+    let other = admin(&fixture.data(), &["api-key", "create"], &[]).await;
+    let query = json!({"query": "{ managedMcpServerUids }"});
+    let ask = async |key: &str| {
+        raw_graphql(
+            &fixture.server.graphql_url(),
+            Some(&format!("Bearer {key}")),
+            &query,
+        )
+        .await
+    };
+    for _ in 0..3 {
+        assert_eq!(ask(&fixture.api_key).await.status(), 200);
+    }
+    let refused = ask(&fixture.api_key).await;
+    assert_eq!(refused.status(), 429);
+    let retry_after: u64 = refused
+        .headers()
+        .get("retry-after")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse().ok())
+        .expect("a Retry-After in seconds");
+    assert_eq!(retry_after, 1);
+    assert_eq!(
+        ask(&other).await.status(),
+        200,
+        "another key has its own bucket"
+    );
+    assert!(fixture.server.logged("rate-limit").await);
+    // Once Retry-After has passed, the key is served again.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(ask(&fixture.api_key).await.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_records_admin_actions_and_mints_without_values() {
+    let fixture = Fixture::start(&[]).await;
+    let secret = sentinel("audited-secret");
+    let uid = add(
+        &fixture.data(),
+        "cmd",
+        r#"{"command": "echo", "env": {"T": "{{T}}"}}"#,
+        &["T=env:T_VALUE"],
+        "default",
+        &[("T_VALUE", &secret)],
+    )
+    .await;
+    fixture.mint(uid).await;
+    admin(&fixture.data(), &["deactivate", &uid.to_string()], &[]).await;
+    let log = admin(&fixture.data(), &["audit"], &[]).await;
+    let actions: Vec<String> = log
+        .lines()
+        .skip(1)
+        .map(|line| {
+            line.split("  ")
+                .filter(|c| !c.is_empty())
+                .nth(2)
+                .unwrap_or("")
+                .trim()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        ["deactivate", "mint", "add", "api-key create"],
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("mint    {uid}")) || log.contains(&uid.to_string()),
+        "{log}"
+    );
+    assert!(log.contains("api-key:"), "mints name the key id: {log}");
+    assert!(
+        log.contains("admin:"),
+        "admin actions name the OS user: {log}"
+    );
+    assert!(
+        !log.contains(&secret) && !log.contains(&fixture.api_key),
+        "{log}"
+    );
+    let limited = admin(&fixture.data(), &["audit", "--limit", "1"], &[]).await;
+    assert_eq!(limited.lines().count(), 2, "{limited}");
+}
+
+/// A server on `data` with `envs`; mints `uid` and returns its config's JSON.
+async fn minted_json(server: &ServerProcess, api_key: &str, uid: uuid::Uuid) -> String {
+    server
+        .client(api_key)
+        .create_managed_mcp_client_config(uid)
+        .await
+        .unwrap_or_else(|e| panic!("minting {uid}: {e}"))
+        .mcp_config_json
+        .expose()
+        .to_owned()
+}
+
+/// `admin add` of a COMMAND installation whose secret T is `secret`; returns the uid.
+async fn add_with_secret(data: &std::path::Path, name: &str, secret: &str) -> uuid::Uuid {
+    add(
+        data,
+        name,
+        r#"{"command": "echo", "env": {"T": "{{T}}"}}"#,
+        &["T=env:T_VALUE"],
+        "default",
+        &[("T_VALUE", secret)],
+    )
+    .await
+}
+
+/// `admin rotate-key --pause-ms PAUSE` to NEW_KEY from TEST_KEY, started; its stderr lines.
+fn start_rotation(
+    data_arg: &str,
+    pause_ms: &str,
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<BufReader<tokio::process::ChildStderr>>,
+) {
+    let mut rotation = tokio::process::Command::new(server_bin());
+    rotation
+        .args(backend_args(&[
+            "admin",
+            "--data-dir",
+            data_arg,
+            "rotate-key",
+            "--pause-ms",
+            pause_ms,
+        ]))
+        .envs(BOTH_KEYS)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = rotation.spawn().expect("starting rotate-key");
+    let lines = BufReader::new(child.stderr.take().expect("stderr is piped")).lines();
+    (child, lines)
+}
+
+/// The next stderr line of a rotation, within [`STEP`].
+async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStderr>>) -> String {
+    tokio::time::timeout(STEP, lines.next_line())
+        .await
+        .expect("rotate-key wrote a line in time")
+        .expect("reading rotate-key's stderr")
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotate_key_also_reseals_what_an_admin_added_with_the_old_key_meanwhile() {
+    let Fixture {
+        dir,
+        server: first_server,
+        api_key,
+    } = Fixture::start(&[]).await;
+    first_server.kill().await;
+    let data = dir.path().join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    let mut installed = Vec::new();
+    for index in 0..2 {
+        let secret = sentinel(&format!("before-{index}"));
+        installed.push((
+            add_with_secret(&data, &format!("cmd{index}"), &secret).await,
+            secret,
+        ));
+    }
+    let (child, mut lines) = start_rotation(&data_arg, "1500");
+    assert!(next_line(&mut lines).await.starts_with("re-sealed 1/2"));
+    // An admin still on the old key adds one while the rotation runs.
+    let late = sentinel("added-meanwhile");
+    installed.push((add_with_secret(&data, "late", &late).await, late));
+    let output = tokio::time::timeout(STEP, child.wait_with_output())
+        .await
+        .expect("rotate-key finished in time")
+        .expect("waiting for rotate-key");
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("re-sealed 3 installations"), "{stdout}");
+    let server =
+        ServerProcess::spawn_with_env("127.0.0.1:0", &data, &[], &[("TETHER_SERVER_KEY", NEW_KEY)])
+            .await;
+    for (uid, secret) in &installed {
+        assert!(
+            minted_json(&server, &api_key, *uid)
+                .await
+                .contains(secret.as_str())
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotate_key_killed_midway_leaves_every_value_readable_and_finishes_when_run_again() {
+    let Fixture {
+        dir,
+        server: first_server,
+        api_key,
+    } = Fixture::start(&[]).await;
+    let data = dir.path().join("data");
+    let mut installed = Vec::new();
+    for index in 0..3 {
+        let secret = sentinel(&format!("rotated-{index}"));
+        installed.push((
+            add_with_secret(&data, &format!("cmd{index}"), &secret).await,
+            secret,
+        ));
+    }
+    let both = BOTH_KEYS;
+
+    // Without the previous key, rotate-key refuses (exit 2).
+    let data_arg = data.to_string_lossy().into_owned();
+    let output = run(
+        &["admin", "--data-dir", &data_arg, "rotate-key"],
+        &[("TETHER_SERVER_KEY", NEW_KEY)],
+        "",
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+
+    // Killed after the first of three installations.
+    let (mut child, mut lines) = start_rotation(&data_arg, "60000");
+    let first = next_line(&mut lines).await;
+    assert!(first.starts_with("re-sealed 1/3"), "{first}");
+    child.kill().await.expect("killing rotate-key");
+    first_server.kill().await;
+
+    // The new key alone is refused until the rotation completes (the key check is the old one).
+    let serve = ["serve", "--listen", "127.0.0.1:0", "--data-dir", &data_arg];
+    let output = run(&serve, &[("TETHER_SERVER_KEY", NEW_KEY)], "").await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("does not match"));
+
+    // With both keys every value opens: the re-sealed one and the two not yet re-sealed.
+    let server = ServerProcess::spawn_with_env("127.0.0.1:0", &data, &[], &both).await;
+    for (uid, secret) in &installed {
+        assert!(
+            minted_json(&server, &api_key, *uid)
+                .await
+                .contains(secret.as_str())
+        );
+    }
+    server.kill().await;
+
+    // Run again, to the end; then the new key alone reads everything and the old one is refused.
+    let done = admin(&data, &["rotate-key"], &both).await;
+    assert!(done.starts_with("re-sealed 3 installations"), "{done}");
+    let server =
+        ServerProcess::spawn_with_env("127.0.0.1:0", &data, &[], &[("TETHER_SERVER_KEY", NEW_KEY)])
+            .await;
+    for (uid, secret) in &installed {
+        assert!(
+            minted_json(&server, &api_key, *uid)
+                .await
+                .contains(secret.as_str())
+        );
+        assert!(!stored_in_clear(&data, secret));
+    }
+    server.kill().await;
+    let output = run(&serve, &[], "").await;
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "the old key is refused after the rotation"
+    );
+    let log = admin(&data, &["audit"], &[("TETHER_SERVER_KEY", NEW_KEY)]).await;
+    assert!(log.contains("rotate-key"), "{log}");
+}
