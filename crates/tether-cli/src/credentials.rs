@@ -4,10 +4,8 @@
 //! store's `credentials` table saying what it is for and where it lives (never the value).
 
 use tether_config::SecretValue;
-use tether_store::Location;
+use tether_store::{Location, Store};
 use uuid::Uuid;
-
-use crate::settings;
 
 /// The namespace of registry credentials: `uuid v5(NAMESPACE, "<registry id> <base URL>")`.
 const REGISTRY_NAMESPACE: Uuid = Uuid::from_u128(0x3b7e_91c2_5f04_4d8a_b6e1_0c9d_2a4f_7e13);
@@ -67,44 +65,25 @@ impl RegistryKey {
     }
 }
 
-/// Whether the local store exists (reading a credential never creates one).
-fn have_store() -> anyhow::Result<bool> {
-    Ok(settings::data_dir()?
-        .join(tether_store::DATABASE_FILE)
-        .exists())
-}
-
 /// Whether a key is recorded as stored for `key` (no credential-store round trip: a search
 /// asks this first and reads the value only when a request needs it).
-pub fn recorded(key: &RegistryKey) -> anyhow::Result<bool> {
-    if !have_store()? {
-        return Ok(false);
-    }
-    Ok(settings::open_store()?
+pub fn recorded(store: &Store, key: &RegistryKey) -> anyhow::Result<bool> {
+    Ok(store
         .credential_location(key.uid(), key.variable())?
         .is_some())
 }
 
 /// The stored value of `key`, if any.
-pub fn load(key: &RegistryKey) -> anyhow::Result<Option<SecretValue>> {
-    if !have_store()? {
-        return Ok(None);
-    }
-    Ok(settings::open_store()?.get_credential(key.uid(), key.variable())?)
+pub fn load(store: &Store, key: &RegistryKey) -> anyhow::Result<Option<SecretValue>> {
+    Ok(store.get_credential(key.uid(), key.variable())?)
 }
 
 /// Stores `value` for `key` where new values go; returns where.
-pub fn save(key: &RegistryKey, value: &SecretValue) -> anyhow::Result<Location> {
-    let store = settings::open_store()?;
-    let location = store.set_credential(key.uid(), key.variable(), &key.url, value)?;
-    settings::announce(&store);
-    Ok(location)
+pub fn save(store: &Store, key: &RegistryKey, value: &SecretValue) -> anyhow::Result<Location> {
+    Ok(store.set_credential(key.uid(), key.variable(), &key.url, value)?)
 }
 
 /// Deletes the stored value of `key`; whether there was one.
-pub fn delete(key: &RegistryKey) -> anyhow::Result<bool> {
-    if !have_store()? {
-        return Ok(false);
-    }
-    Ok(settings::open_store()?.remove_credential(key.uid(), key.variable())?)
+pub fn delete(store: &Store, key: &RegistryKey) -> anyhow::Result<bool> {
+    Ok(store.remove_credential(key.uid(), key.variable())?)
 }

@@ -29,13 +29,10 @@ pub(crate) fn key(resource: &str) -> Uuid {
 /// is not `Sync`, and these run inside the driver's `Send` futures.) Without a local store
 /// nothing is recorded, so nothing is read: a run of inline specs creates no database.
 pub(crate) fn load(resource: &str) -> anyhow::Result<Option<Tokens>> {
-    if !settings::data_dir()?
-        .join(tether_store::DATABASE_FILE)
-        .exists()
-    {
+    let Some(store) = settings::open_existing_store()? else {
         return Ok(None);
-    }
-    let value = settings::open_store()?.get_oauth(key(resource))?;
+    };
+    let value = store.get_oauth(key(resource))?;
     Ok(value.as_ref().and_then(Tokens::from_secret))
 }
 

@@ -94,6 +94,14 @@ pub fn open_store() -> anyhow::Result<tether_store::Store> {
     Ok(store)
 }
 
+/// The local store when its database exists; `None` (nothing created) when it does not.
+pub fn open_existing_store() -> anyhow::Result<Option<tether_store::Store>> {
+    if !data_dir()?.join(tether_store::DATABASE_FILE).exists() {
+        return Ok(None);
+    }
+    open_store().map(Some)
+}
+
 /// Prints the secret store's one-time notice (the 0600 file was just created), if any.
 pub fn announce(store: &tether_store::Store) {
     if let Some(notice) = store.secret_store().take_notice() {
@@ -253,9 +261,20 @@ fn smithery_key(file: &ConfigFile) -> anyhow::Result<Option<ApiKey>> {
         registry: Registry::Smithery,
         url: smithery_url(file),
     };
-    if !crate::credentials::recorded(&key)? {
+    // Recorded in the local store, when there is one (a search never creates it).
+    let Some(store) = open_existing_store()? else {
+        return Ok(None);
+    };
+    if !crate::credentials::recorded(&store, &key)? {
         return Ok(None);
     }
-    let lookup = move || crate::credentials::load(&key).map_err(|e| e.to_string());
+    drop(store);
+    let lookup = move || {
+        let store = open_existing_store().map_err(|e| e.to_string())?;
+        match store {
+            Some(store) => crate::credentials::load(&store, &key).map_err(|e| e.to_string()),
+            None => Ok(None),
+        }
+    };
     Ok(Some(ApiKey::Stored(Box::new(lookup))))
 }

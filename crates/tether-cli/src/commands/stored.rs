@@ -205,8 +205,9 @@ fn set_registry_key(key: RegistryKey, from: Option<&str>) -> anyhow::Result<u8> 
     if value.is_empty() {
         return Err(UsageError::new(format!("{} is empty; nothing stored", key.variable())).into());
     }
-    let location = credentials::save(&key, &value)?;
     let store = settings::open_store()?;
+    let location = credentials::save(&store, &key, &value)?;
+    settings::announce(&store);
     eprintln!(
         "stored {} for {} in the {}; search, show and add use it when {} is not set",
         key.variable(),
@@ -218,7 +219,11 @@ fn set_registry_key(key: RegistryKey, from: Option<&str>) -> anyhow::Result<u8> 
 }
 
 fn rm_registry_key(key: RegistryKey) -> anyhow::Result<u8> {
-    if credentials::delete(&key)? {
+    let removed = match settings::open_existing_store()? {
+        Some(store) => credentials::delete(&store, &key)?,
+        None => false,
+    };
+    if removed {
         eprintln!(
             "removed the stored {} for {}; search skips {} unless {} is set",
             key.variable(),
