@@ -299,9 +299,15 @@ impl Drop for HttpGateway {
 }
 
 fn http_gateway(dir: &Path, extra: &[&str]) -> HttpGateway {
+    http_gateway_for(dir, &[], extra)
+}
+
+/// `tether serve --listen` in front of the test server run with `server_args`.
+fn http_gateway_for(dir: &Path, server_args: &[&str], extra: &[&str]) -> HttpGateway {
     let spec = format!(
-        r#"{{"test": {{"command": {}}}}}"#,
-        json_str(&test_server_bin().to_string_lossy())
+        r#"{{"test": {{"command": {}, "args": {}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy()),
+        json!(server_args)
     );
     let mut args = vec!["serve", "--mcp", &spec, "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
@@ -946,4 +952,404 @@ async fn a_servers_log_messages_reach_the_client_named_by_server() {
         "{seen:?}"
     );
     client.cancel().await.expect("closing the client");
+}
+
+/// A client that declares (or not) sampling, elicitation and roots, answers them with fixed
+/// values, and records the list changes and resource updates it is sent.
+#[derive(Clone, Default)]
+struct FullClient {
+    /// Declare sampling, elicitation and roots.
+    capable: bool,
+    tools_changed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    updated: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The methods of the server requests it answered.
+    answered: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+const SAMPLED: &str = "sampled by the gateway test client";
+const ROOT: &str = "file:///tmp/tether-gateway-roots-test";
+
+impl FullClient {
+    fn capable() -> Self {
+        Self {
+            capable: true,
+            ..Self::default()
+        }
+    }
+
+    fn answered(&self, method: &str) {
+        self.answered
+            .lock()
+            .expect("the answered list")
+            .push(method.to_owned());
+    }
+}
+
+impl rmcp::ClientHandler for FullClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities = if self.capable {
+            json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true}})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": capabilities,
+            "clientInfo": {"name": "gateway-test", "version": "1"}
+        }))
+        .expect("a client info")
+    }
+
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.tools_changed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().expect("the updates").push(params.uri);
+    }
+
+    #[expect(
+        deprecated,
+        reason = "sampling of the protocol versions the test speaks"
+    )]
+    async fn create_message(
+        &self,
+        _params: rmcp::model::CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        self.answered("sampling/createMessage");
+        Ok(serde_json::from_value(json!({
+            "model": "test-model", "role": "assistant", "stopReason": "endTurn",
+            "content": {"type": "text", "text": SAMPLED}
+        }))
+        .expect("a sampling result"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _params: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.answered("elicitation/create");
+        Ok(serde_json::from_value(json!({
+            "action": "accept", "content": {"name": "Gateway Tester", "check": true}
+        }))
+        .expect("an elicitation result"))
+    }
+
+    #[expect(deprecated, reason = "roots of the protocol versions the test speaks")]
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        self.answered("roots/list");
+        Ok(
+            serde_json::from_value(json!({"roots": [{"uri": ROOT, "name": "test root"}]}))
+                .expect("a roots result"),
+        )
+    }
+}
+
+/// Waits (at most 20 s) until `ready` holds.
+async fn eventually(what: &str, mut ready: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !ready().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not happen"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn names_of<H: rmcp::ClientHandler>(client: &RunningService<RoleClient, H>) -> Vec<String> {
+    client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
+async fn call_with<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    name: &str,
+    arguments: Value,
+) -> Value {
+    let params = CallToolRequestParams::new(name.to_owned())
+        .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+    let result = client
+        .call_tool(params)
+        .await
+        .unwrap_or_else(|e| panic!("calling {name} through the gateway: {e}"));
+    serde_json::to_value(result).expect("serializing a result")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_tool_list_change_is_followed_pinned_filtered_and_passed_on() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"srv": {{"command": {}, "args": ["--grow-tools"]}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let handler = FullClient::default();
+    let args = ["serve", "--mcp", &spec, "--exclude-tools", "srv__hidden*"];
+    let (transport, _) = TokioChildProcess::builder(tether_command(dir.path(), &args))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve");
+    let client = handler
+        .clone()
+        .serve(transport)
+        .await
+        .expect("initializing");
+    let info = client.peer_info().expect("the gateway's initialize answer");
+    let tools_capability = serde_json::to_value(&info.capabilities.tools).expect("capabilities");
+    assert_eq!(tools_capability["listChanged"], json!(true), "{info:?}");
+    assert!(!names_of(&client).await.contains(&"srv__grown".to_owned()));
+
+    // The server adds a tool and says so: the gateway lists it again and tells the client.
+    let added = call_with(&client, "srv__add_tool", json!({"name": "grown"})).await;
+    assert_eq!(text_of(&added), "added grown");
+    eventually("a tools/list_changed for the client", async || {
+        handler
+            .tools_changed
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1
+    })
+    .await;
+    let names = names_of(&client).await;
+    assert!(names.contains(&"srv__grown".to_owned()), "{names:?}");
+    assert_eq!(
+        text_of(&call_with(&client, "srv__grown", json!({})).await),
+        "grown answered"
+    );
+    // The new tool was pinned like those seen at start.
+    let pins = std::fs::read_to_string(dir.path().join("home").join("pins.json"))
+        .expect("reading the pins");
+    let pins: Value = serde_json::from_str(&pins).expect("pins are JSON");
+    assert!(pins["srv"]["grown"]["sha256"].is_string(), "{pins}");
+
+    // The flags' filters apply to a tool added later too: it is known (a call names the
+    // flag) but not offered, and since the offer did not change, the client is not told.
+    call_with(&client, "srv__add_tool", json!({"name": "hidden_one"})).await;
+    eventually("the hidden tool being known", async || {
+        let refused = call_with(&client, "srv__hidden_one", json!({})).await;
+        assert_eq!(refused["isError"], json!(true), "{refused}");
+        text_of(&refused).contains("--exclude-tools")
+    })
+    .await;
+    let names = names_of(&client).await;
+    assert!(!names.contains(&"srv__hidden_one".to_owned()), "{names:?}");
+    assert_eq!(
+        handler
+            .tools_changed
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    client.cancel().await.expect("closing the client");
+}
+
+/// `tether serve` in front of server-everything over stdio (as `ev`) for `handler`, once the
+/// tools it registers for a capable client are listed.
+async fn everything_for(
+    handler: FullClient,
+) -> Option<(tempfile::TempDir, RunningService<RoleClient, FullClient>)> {
+    let (dir, client) = everything_behind_gateway(handler).await?;
+    // server-everything registers these after its initialize, when its client (tether)
+    // declared the capabilities; the gateway follows its list_changed.
+    eventually(
+        "server-everything's sampling tool being listed",
+        async || {
+            names_of(&client)
+                .await
+                .contains(&"ev__trigger-sampling-request".to_owned())
+        },
+    )
+    .await;
+    Some((dir, client))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_elicitation_and_roots_from_a_server_reach_the_client_that_declared_them() {
+    let handler = FullClient::capable();
+    let Some((_dir, client)) = everything_for(handler.clone()).await else {
+        return;
+    };
+    let sampled = call_with(
+        &client,
+        "ev__trigger-sampling-request",
+        json!({"prompt": "say hi", "maxTokens": 5}),
+    )
+    .await;
+    assert_ne!(sampled["isError"], json!(true), "{sampled}");
+    assert!(text_of(&sampled).contains(SAMPLED), "{sampled}");
+
+    let elicited = call_with(&client, "ev__trigger-elicitation-request", json!({})).await;
+    assert!(
+        text_of(&elicited).contains("- Name: Gateway Tester"),
+        "{elicited}"
+    );
+
+    let roots = call_with(&client, "ev__get-roots-list", json!({})).await;
+    assert!(text_of(&roots).contains(ROOT), "{roots}");
+    let answered = handler.answered.lock().expect("the answered list").clone();
+    for method in ["sampling/createMessage", "elicitation/create", "roots/list"] {
+        assert!(answered.iter().any(|m| m == method), "{answered:?}");
+    }
+    client.cancel().await.expect("closing the client");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
+    let handler = FullClient::default();
+    let Some((_dir, client)) = everything_for(handler.clone()).await else {
+        return;
+    };
+    let refused = call_with(
+        &client,
+        "ev__trigger-sampling-request",
+        json!({"prompt": "say hi", "maxTokens": 5}),
+    )
+    .await;
+    assert_eq!(refused["isError"], json!(true), "{refused}");
+    assert!(
+        text_of(&refused).contains("declared the 'sampling' capability"),
+        "{refused}"
+    );
+    assert!(
+        handler
+            .answered
+            .lock()
+            .expect("the answered list")
+            .is_empty()
+    );
+    client.cancel().await.expect("closing the client");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_update_reaches_the_client_that_subscribed() {
+    let handler = FullClient::default();
+    let Some((_dir, client)) = everything_behind_gateway(handler.clone()).await else {
+        return;
+    };
+    let info = client.peer_info().expect("the gateway's initialize answer");
+    let resources = serde_json::to_value(&info.capabilities.resources).expect("capabilities");
+    assert_eq!(resources["subscribe"], json!(true), "{info:?}");
+    let listed = client
+        .list_all_resources()
+        .await
+        .expect("resources/list through the gateway");
+    let uri = listed
+        .first()
+        .expect("server-everything lists resources")
+        .uri
+        .clone();
+    #[expect(
+        deprecated,
+        reason = "resources/subscribe of the protocol versions the gateway speaks"
+    )]
+    client
+        .subscribe(rmcp::model::SubscribeRequestParams::new(uri.clone()))
+        .await
+        .expect("subscribing through the gateway");
+    // server-everything sends an update for every subscribed URI at once when switched on.
+    call_with(&client, "ev__toggle-subscriber-updates", json!({})).await;
+    eventually("a resources/updated for the client", async || {
+        !handler.updated.lock().expect("the updates").is_empty()
+    })
+    .await;
+    let updated = handler.updated.lock().expect("the updates").clone();
+    assert!(updated.iter().all(|u| *u == uri), "{updated:?} vs {uri}");
+    client.cancel().await.expect("closing the client");
+}
+
+/// An initialized Streamable HTTP session at `gateway`: its `Mcp-Session-Id`.
+async fn open_session(http: &reqwest::Client, gateway: &HttpGateway) -> String {
+    let token = gateway.token.as_deref();
+    let initialized = post(http, &gateway.url, token, None, &initialize_body())
+        .send()
+        .await
+        .expect("initializing");
+    let session = initialized
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("an Mcp-Session-Id")
+        .to_owned();
+    let _ = initialized.text().await;
+    let notice = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post(http, &gateway.url, token, Some(&session), &notice)
+        .send()
+        .await
+        .expect("notifying initialized");
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_waits_for_the_sessions_running_call_to_answer() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let gateway = http_gateway_for(dir.path(), &["--slow-echo", "1500"], &[]);
+    let http = reqwest::Client::new();
+    let session = open_session(&http, &gateway).await;
+    let token = gateway.token.clone();
+
+    // A call that takes 1.5 s, started before the DELETE.
+    let echo = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "test__echo", "arguments": {"text": "answered before closing"}}});
+    let running = {
+        let (http, url, token, session) = (
+            http.clone(),
+            gateway.url.clone(),
+            token.clone(),
+            session.clone(),
+        );
+        tokio::spawn(async move {
+            let response = post(&http, &url, token.as_deref(), Some(&session), &echo)
+                .send()
+                .await
+                .expect("posting the call");
+            let body = response.text().await.expect("reading the call's answer");
+            (body, std::time::Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut delete = http
+        .delete(&gateway.url)
+        .header("Mcp-Session-Id", &session)
+        .header("Mcp-Protocol-Version", "2025-06-18");
+    if let Some(token) = &token {
+        delete = delete.bearer_auth(token);
+    }
+    let deleted = delete.send().await.expect("deleting the session");
+    let deleted_at = std::time::Instant::now();
+    assert!(deleted.status().is_success(), "{deleted:?}");
+
+    // The call was answered, not cancelled, and before the DELETE was.
+    let (body, answered_at) = running.await.expect("the call's task");
+    assert!(body.contains("answered before closing"), "{body}");
+    assert!(!body.contains("\"error\""), "{body}");
+    assert!(
+        answered_at <= deleted_at,
+        "the DELETE returned before the call's answer"
+    );
+
+    // Then the session is gone.
+    let after = post(
+        &http,
+        &gateway.url,
+        token.as_deref(),
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
+    )
+    .send()
+    .await
+    .expect("tools/list after DELETE");
+    assert_eq!(after.status().as_u16(), 404, "a closed session is gone");
 }

@@ -42,8 +42,9 @@ pub mod supervisor;
 
 pub use error::DriverError;
 pub use launch::{
-    BearerRefresh, ENV_WHITELIST, LogSink, McpRuntime, STDERR_TAIL_BYTES, ServerReport,
-    ServerStatus, StartOptions, TERMINATE_GRACE, ToolInfo,
+    BearerRefresh, ClientRequests, ENV_WHITELIST, McpRuntime, NoticeSink, RequestRefused,
+    STDERR_TAIL_BYTES, ServerNotice, ServerReport, ServerStatus, StartOptions, TERMINATE_GRACE,
+    ToolInfo,
 };
 pub use refresh::{RefreshOutcome, RefreshPolicy};
 pub use resolve::{

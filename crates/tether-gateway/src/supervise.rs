@@ -16,7 +16,7 @@ use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tether_driver::{DriverError, McpRuntime, Session, StartOptions};
+use tether_driver::{DriverError, McpRuntime, ServerNotice, Session, StartOptions};
 
 /// How often the watcher looks for closed connections.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(200);
@@ -245,6 +245,12 @@ async fn restart(supervisor: Weak<Supervisor>, server: String, mut level: u32) {
                     started: Instant::now(),
                     level,
                 });
+                // A new process may offer other tools and prompts: the gateway lists it again.
+                if let Some(notices) = &supervisor.options.notices {
+                    for notice in [ServerNotice::ToolsChanged, ServerNotice::PromptsChanged] {
+                        let _ = notices.send((server.clone(), notice));
+                    }
+                }
                 return;
             }
             Err(error) => {

@@ -10,7 +10,8 @@ use tether_config::RenderedServer;
 use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::names::ToolFilter;
 use tether_gateway::{
-    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, generate_token, is_loopback,
+    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, Upstream, generate_token,
+    is_loopback,
 };
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
@@ -86,12 +87,9 @@ pub(super) async fn start_gateway(
         None => default_audit_path()?,
     };
     let audit = AuditLog::create(&audit_path)?;
-    // The servers' log messages go to the gateway's clients (restarted servers' too).
-    let (log_sink, log_messages) = tokio::sync::mpsc::unbounded_channel();
-    let options = StartOptions {
-        log_messages: Some(log_sink),
-        ..options.clone()
-    };
+    // The servers' notifications and requests go to the gateway (restarted servers' too).
+    let mut options = options.clone();
+    let upstream = Upstream::wire(&mut options);
     let runtime = super::start(&session, &options, progress).await?;
     progress.finish();
     for report in runtime.reports() {
@@ -126,8 +124,9 @@ pub(super) async fn start_gateway(
                 None
             },
             scan: policy.scan,
+            admissions: std::collections::HashMap::new(),
             filter: policy.filter,
-            log_messages: Some(log_messages),
+            upstream: Some(upstream),
         },
     )
     .await)
