@@ -494,9 +494,11 @@ pub struct ServeArgs {
     pub call_timeout: u64,
 
     /// What the prompt-injection scan of tool, prompt and resource descriptions does with a
-    /// finding: report it on stderr (warn), also withhold the entry (block), or nothing (off).
-    #[arg(long, value_enum, default_value_t = ScanArg::Warn)]
-    pub scan: ScanArg,
+    /// finding, for every server: report it on stderr (warn), also withhold the entry
+    /// (block), or nothing (off). Default: `scan` in config.toml, else block for servers
+    /// installed from a registry (`tether add`) and managed ones, warn for hand-written ones.
+    #[arg(long, value_enum)]
+    pub scan: Option<ScanArg>,
 
     /// Do not pin tool definitions (by default a tool whose definition changed since it was
     /// first seen is withheld until `tether trust SERVER TOOL`).

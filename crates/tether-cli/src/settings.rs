@@ -48,6 +48,24 @@ struct ConfigFile {
     smithery_url: Option<String>,
     smithery_api_key_file: Option<PathBuf>,
     secret_store: Option<String>,
+    scan: Option<String>,
+}
+
+/// The gateway's scan policy for every server from `scan` in config.toml (`off`, `warn`,
+/// `block`), if it sets one.
+pub fn scan_policy() -> anyhow::Result<Option<tether_gateway::ScanPolicy>> {
+    let Some(text) = config_file(&data_dir()?)?.scan else {
+        return Ok(None);
+    };
+    match text.as_str() {
+        "off" => Ok(Some(tether_gateway::ScanPolicy::Off)),
+        "warn" => Ok(Some(tether_gateway::ScanPolicy::Warn)),
+        "block" => Ok(Some(tether_gateway::ScanPolicy::Block)),
+        other => Err(UsageError::new(format!(
+            "scan in config.toml: '{other}' is not one of off, warn, block"
+        ))
+        .into()),
+    }
 }
 
 /// The data directory.

@@ -48,7 +48,8 @@ fn transport(args: &ServeArgs) -> anyhow::Result<Transport> {
 pub(super) struct Policy {
     pub call_timeout: Duration,
     pub pins: bool,
-    pub scan: ScanPolicy,
+    /// `--scan`: every server's policy; `None`: per installation (`admission.rs`).
+    pub scan: Option<ScanPolicy>,
     pub filter: ToolFilter,
 }
 
@@ -111,6 +112,16 @@ pub(super) async fn start_gateway(
         }
     }
     eprintln!("tether serve: audit log {}", audit.path().display());
+    let admissions = super::admission::admissions(&session, policy.scan)?;
+    let pins = if policy.pins {
+        let pins = PinStore::new(pins_path()?);
+        for server in session.names() {
+            super::admission::pin_key(&pins, &admissions, &server)?;
+        }
+        Some(pins)
+    } else {
+        None
+    };
     Ok(Gateway::new(
         session,
         runtime,
@@ -118,13 +129,9 @@ pub(super) async fn start_gateway(
             call_timeout: policy.call_timeout,
             audit: Some(audit),
             start: options.clone(),
-            pins: if policy.pins {
-                Some(PinStore::new(pins_path()?))
-            } else {
-                None
-            },
-            scan: policy.scan,
-            admissions: std::collections::HashMap::new(),
+            pins,
+            scan: policy.scan.unwrap_or_default(),
+            admissions,
             filter: policy.filter,
             upstream: Some(upstream),
         },
@@ -148,11 +155,11 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         Policy {
             call_timeout: Duration::from_secs(args.call_timeout.max(1)),
             pins: !args.no_pins,
-            scan: match args.scan {
+            scan: args.scan.map(|scan| match scan {
                 ScanArg::Off => ScanPolicy::Off,
                 ScanArg::Warn => ScanPolicy::Warn,
                 ScanArg::Block => ScanPolicy::Block,
-            },
+            }),
             filter: ToolFilter {
                 include: args.include_tools.clone(),
                 exclude: args.exclude_tools.clone(),
@@ -217,7 +224,7 @@ pub async fn run_through_gateway(
         Policy {
             call_timeout: GATEWAY_CALL_TIMEOUT,
             pins: true,
-            scan: ScanPolicy::Warn,
+            scan: None,
             filter: ToolFilter::default(),
         },
         progress,
