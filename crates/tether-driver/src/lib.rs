@@ -46,7 +46,7 @@ pub use launch::{
     STDERR_TAIL_BYTES, ServerNotice, ServerReport, ServerStatus, StartOptions, TERMINATE_GRACE,
     ToolInfo,
 };
-pub use refresh::{RefreshOutcome, RefreshPolicy};
+pub use refresh::{RefreshOutcome, RefreshPolicy, RemintOutcome};
 pub use resolve::{
     EPHEMERAL_ID_NAMESPACE, EphemeralInstallation, LocalInstallation, LocalInstallations,
     ManagedLease, NoLocalInstallations, ResolvedMcpSpecs, Resolver, require_resolved,

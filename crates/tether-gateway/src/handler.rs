@@ -67,7 +67,8 @@ pub(crate) struct Shared {
     resource_routes: RwLock<HashMap<String, String>>,
     /// A template's text before its first `{` → its server (the last templates list).
     template_routes: RwLock<Vec<(String, String)>>,
-    pub(crate) masker: Masker,
+    /// The session's masking set as a masker; replaced when a re-mint adds values.
+    masker: RwLock<Arc<Masker>>,
     audit: Option<AuditLog>,
     pub(crate) call_timeout: Duration,
     /// The longest a server may take to list its tools again after a change.
@@ -98,6 +99,7 @@ impl Shared {
             admissions,
             filter,
             upstream: _,
+            masking_hook: _,
         } = options;
         let running = runtime.running();
         let admission = |server: &str| admission_of(&admissions, default_scan, server);
@@ -223,7 +225,7 @@ impl Shared {
             logging_servers,
             resource_routes: RwLock::new(HashMap::new()),
             template_routes: RwLock::new(Vec::new()),
-            masker,
+            masker: RwLock::new(Arc::new(masker)),
             audit,
             call_timeout,
             relist_timeout,
@@ -268,7 +270,7 @@ impl Shared {
             &offered,
             self.pins.as_ref(),
             &others,
-            &self.masker,
+            &self.masker(),
         );
         let mut entries = self.lock_entries();
         if entries.tools.get(server) == Some(&admitted) {
@@ -304,7 +306,7 @@ impl Shared {
                 return false;
             }
         };
-        let admitted = admit_prompts(server, self.admission(server).scan, items, &self.masker);
+        let admitted = admit_prompts(server, self.admission(server).scan, items, &self.masker());
         let mut entries = self.lock_entries();
         if entries.prompts.get(server) == Some(&admitted) {
             return false;
@@ -341,9 +343,27 @@ impl Shared {
             .collect()
     }
 
+    /// The masker of the session's values now.
+    pub(crate) fn masker(&self) -> Arc<Masker> {
+        Arc::clone(
+            &self
+                .masker
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Masks `values` from now on too (the session's set after a re-mint).
+    pub(crate) fn set_masking(&self, values: &[tether_config::SecretValue]) {
+        *self
+            .masker
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Masker::new(values));
+    }
+
     /// `text` masked.
     pub(crate) fn mask(&self, text: &str) -> String {
-        self.masker.mask(text)
+        self.masker().mask(text)
     }
 
     fn audit(&self, record: &Record<'_>) {
@@ -505,7 +525,7 @@ impl GatewayHandler {
         };
         let elapsed = started.elapsed();
         let answer = answer.map(|mut value| {
-            mask_value(&self.shared.masker, &mut value);
+            mask_value(&self.shared.masker(), &mut value);
             value
         });
         (answer, elapsed)
@@ -586,7 +606,7 @@ impl GatewayHandler {
             scanned(policy, server, "resource", name, item, &HashSet::new()).is_none()
         });
         for (_, item) in &mut merged {
-            mask_value(&shared.masker, item);
+            mask_value(&shared.masker(), item);
         }
         merged
     }
@@ -608,7 +628,7 @@ impl GatewayHandler {
         tokio::spawn(async move {
             while let Some(mut params) = receiver.recv().await {
                 params["progressToken"] = token.clone();
-                mask_value(&masker.masker, &mut params);
+                mask_value(&masker.masker(), &mut params);
                 match serde_json::from_value(params) {
                     Ok(params) => {
                         if peer.notify_progress(params).await.is_err() {
@@ -673,7 +693,7 @@ impl GatewayHandler {
                 server["withheld"] = json!(withheld);
             }
         }
-        mask_value(&self.shared.masker, &mut status);
+        mask_value(&self.shared.masker(), &mut status);
         let mut result = CallToolResult::success(vec![ContentBlock::text(status.to_string())]);
         result.structured_content = Some(status);
         result
@@ -780,7 +800,7 @@ impl ServerHandler for GatewayHandler {
         };
         let mut arguments = request.arguments.clone().map(Value::Object);
         if let Some(arguments) = &mut arguments {
-            mask_value(&self.shared.masker, arguments);
+            mask_value(&self.shared.masker(), arguments);
         }
         let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         params["name"] = Value::String(route.name.clone());
@@ -869,7 +889,7 @@ impl ServerHandler for GatewayHandler {
         let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         params["name"] = Value::String(route.name.clone());
         let arguments = params.get("arguments").cloned().map(|mut a| {
-            mask_value(&self.shared.masker, &mut a);
+            mask_value(&self.shared.masker(), &mut a);
             a
         });
         let (answer, duration) = self.forward(&route.server, METHOD, params, &context).await;

@@ -25,6 +25,7 @@
 //!     admissions: Default::default(),
 //!     filter: tether_gateway::names::ToolFilter::default(),
 //!     upstream: Some(upstream),
+//!     masking_hook: None,
 //! };
 //! let gateway = Gateway::new(session, runtime, options).await;
 //! gateway.serve_stdio().await?; // until the client closes stdin
@@ -46,6 +47,7 @@ mod http;
 pub mod names;
 pub mod pins;
 pub mod redact;
+mod remint;
 pub mod scan;
 pub mod supervise;
 mod upstream;
@@ -63,6 +65,7 @@ pub use catalogue::{Admission, STATUS_TOOL};
 pub use error::GatewayError;
 pub use http::{MCP_PATH, generate_token, is_loopback};
 pub use pins::PinStore;
+pub use remint::{MaskingHook, RegisterValues};
 pub use scan::ScanPolicy;
 pub use upstream::Upstream;
 
@@ -90,6 +93,8 @@ pub struct GatewayOptions {
     /// The servers' notifications and requests to their client, when `start` was wired with
     /// [`Upstream::wire`]: followed (list changes) and passed on to the connected clients.
     pub upstream: Option<Upstream>,
+    /// Told the session's masking set when re-minting a managed config added values.
+    pub masking_hook: Option<MaskingHook>,
 }
 
 /// The run's servers, served as one MCP server. Clones share the servers: each serves its own
@@ -115,9 +120,11 @@ impl Gateway {
     pub async fn new(session: Session, runtime: McpRuntime, mut options: GatewayOptions) -> Self {
         let masker = Masker::new(session.sensitive_values());
         let upstream = options.upstream.take();
+        let masking_hook = options.masking_hook.take();
         let shared = Shared::new(session, runtime, masker, options).await;
         let shared = Arc::new(shared);
         tokio::spawn(supervise::watch(Arc::downgrade(&shared.supervisor)));
+        tokio::spawn(remint::remint(Arc::downgrade(&shared), masking_hook));
         if let Some(upstream) = upstream {
             upstream.attach(&shared);
         }
@@ -147,7 +154,7 @@ impl Gateway {
                 .serve((reader, writer))
                 .await
                 .map_err(|e| GatewayError::Handshake {
-                    message: self.shared.masker.mask(&e.to_string()),
+                    message: self.shared.masker().mask(&e.to_string()),
                 })?;
         if let Err(error) = running.waiting().await {
             tracing::debug!(%error, "the session ended abnormally");

@@ -98,7 +98,7 @@ async fn pass_notices(
                 }
             }
             ServerNotice::ResourceUpdated(mut params) => {
-                mask_value(&shared.masker, &mut params);
+                mask_value(&shared.masker(), &mut params);
                 let Ok(params) =
                     serde_json::from_value::<rmcp::model::ResourceUpdatedNotificationParam>(params)
                 else {
@@ -124,7 +124,7 @@ async fn pass_log_message(shared: &Shared, server: String, mut params: Value) {
         None => server,
     };
     params["logger"] = Value::String(logger);
-    mask_value(&shared.masker, &mut params);
+    mask_value(&shared.masker(), &mut params);
     let Ok(message) =
         serde_json::from_value::<rmcp::model::LoggingMessageNotificationParam>(params)
     else {
@@ -170,7 +170,7 @@ async fn answer(
             ),
         ));
     };
-    mask_value(&shared.masker, &mut params);
+    mask_value(&shared.masker(), &mut params);
     let mut message = Map::new();
     message.insert("method".to_owned(), Value::String(method.to_owned()));
     if params.as_object().is_some_and(|p| !p.is_empty()) {

@@ -134,6 +134,10 @@ pub(super) async fn start_gateway(
             admissions,
             filter: policy.filter,
             upstream: Some(upstream),
+            // A re-mint's new values (a fresh proxy token) are masked in tether's own lines.
+            masking_hook: Some(tether_gateway::MaskingHook(std::sync::Arc::new(|values| {
+                log_mask::register(values);
+            }))),
         },
     )
     .await)

@@ -606,6 +606,18 @@ impl McpRuntime {
         Ok(tool_infos(tools))
     }
 
+    /// Ends `server`'s connection and process now, leaving it listed in this runtime (whose
+    /// other servers keep running): what a holder does with a server it replaced by a fresh
+    /// start elsewhere (a re-minted managed config). Unknown names are ignored.
+    pub fn stop_server(&self, server: &str) {
+        if let Some(running) = self.running.iter().find(|s| s.name == server) {
+            running.client.cancellation_token().cancel();
+            if let Some(child) = &running.child {
+                child.stop();
+            }
+        }
+    }
+
     /// Tells every running server that the client's roots changed
     /// (`notifications/roots/list_changed`); a server that cannot be told is skipped.
     pub async fn notify_roots_changed(&self) {
