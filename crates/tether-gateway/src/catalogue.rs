@@ -67,6 +67,8 @@ impl Entries {
 pub(crate) struct Catalogue {
     /// `tools/list`'s items, `tether_status` last.
     pub tools: Arc<Vec<Tool>>,
+    /// The same, serialized once: what the line transport sends (`lines.rs`).
+    pub tools_json: Arc<str>,
     pub tool_names: Namespace,
     /// `prompts/list`'s items.
     pub prompts: Arc<Vec<Prompt>>,
@@ -131,7 +133,9 @@ impl Catalogue {
         if previous.is_none_or(|p| p.prompt_names.collisions() != prompt_names.collisions()) {
             report_collisions("prompt", prompt_names.collisions());
         }
+        let tools_json = serde_json::to_string(&tools).unwrap_or_else(|_| "[]".to_owned());
         Self {
+            tools_json: tools_json.into(),
             tools: Arc::new(tools),
             tool_names,
             prompts: Arc::new(prompts),

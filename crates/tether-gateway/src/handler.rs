@@ -445,6 +445,9 @@ pub struct GatewayHandler {
     shared: Arc<Shared>,
     /// A random id for this connection, used in audit records.
     session: Arc<str>,
+    /// Answer `tools/list` with the marker the line transport replaces by the catalogue's
+    /// pre-serialized list (`lines.rs`), instead of a copy of the list.
+    catalogue_marker: bool,
 }
 
 impl GatewayHandler {
@@ -452,7 +455,14 @@ impl GatewayHandler {
         Self {
             shared,
             session: uuid::Uuid::new_v4().simple().to_string().into(),
+            catalogue_marker: false,
         }
+    }
+
+    /// For a connection over [`crate::lines::LineTransport`].
+    pub(crate) fn with_catalogue_marker(mut self) -> Self {
+        self.catalogue_marker = true;
+        self
     }
 
     /// Forwards one request and masks the answer; audits it when `audit` names the target.
@@ -766,6 +776,13 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if self.catalogue_marker {
+            let mut marker = ListToolsResult::with_all_items(Vec::new());
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.insert(crate::lines::CATALOGUE_MARKER.to_owned(), Value::Bool(true));
+            marker.meta = Some(meta);
+            return Ok(marker);
+        }
         Ok(ListToolsResult::with_all_items(
             self.shared.catalogue().tools.as_ref().clone(),
         ))

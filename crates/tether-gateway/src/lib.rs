@@ -44,6 +44,7 @@ mod clients;
 mod error;
 mod handler;
 mod http;
+mod lines;
 pub mod names;
 pub mod pins;
 pub mod redact;
@@ -148,14 +149,14 @@ impl Gateway {
         R: tokio::io::AsyncRead + Send + Unpin + 'static,
         W: tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
-        let handler = GatewayHandler::new(Arc::clone(&self.shared));
-        let running =
-            handler
-                .serve((reader, writer))
-                .await
-                .map_err(|e| GatewayError::Handshake {
-                    message: self.shared.masker().mask(&e.to_string()),
-                })?;
+        let handler = GatewayHandler::new(Arc::clone(&self.shared)).with_catalogue_marker();
+        let transport = lines::LineTransport::new(reader, writer, Arc::clone(&self.shared));
+        let running = handler
+            .serve(transport)
+            .await
+            .map_err(|e| GatewayError::Handshake {
+                message: self.shared.masker().mask(&e.to_string()),
+            })?;
         if let Err(error) = running.waiting().await {
             tracing::debug!(%error, "the session ended abnormally");
         }
