@@ -366,12 +366,19 @@ pub struct RunArgs {
 
     /// Hand the harness ONE stdio server, tether's gateway (`tether serve` for this run): the
     /// servers run in this tether process; the harness sees SERVER__NAME tools, masked results
-    /// and no value of any server.
-    #[arg(long)]
+    /// and no value of any server. The default for Gemini CLI (whose environment expansion
+    /// would corrupt secret values).
+    #[arg(long, conflicts_with = "no_gateway")]
     pub gateway: bool,
 
-    /// With --gateway: the audit log to create (default $TETHER_HOME/audit/serve-TIME-PID.jsonl).
-    #[arg(long, value_name = "PATH", requires = "gateway")]
+    /// Hand the servers to the harness directly even where the gateway is the default
+    /// (Gemini CLI).
+    #[arg(long)]
+    pub no_gateway: bool,
+
+    /// Through the gateway: the audit log to create (default
+    /// $TETHER_HOME/audit/serve-TIME-PID.jsonl).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_gateway")]
     pub audit: Option<PathBuf>,
 
     /// The harness command and its arguments.
