@@ -87,7 +87,11 @@ fn text_of(result: &Value) -> String {
         .join("\n")
 }
 
-async fn call(client: &Client, name: &str, arguments: Value) -> Value {
+async fn call<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    name: &str,
+    arguments: Value,
+) -> Value {
     let mut params = CallToolRequestParams::new(name.to_owned());
     if let Value::Object(map) = arguments {
         params = params.with_arguments(map);
@@ -689,7 +693,7 @@ async fn serve_client(
     (client, stderr.expect("piped stderr"))
 }
 
-async fn tool_names(client: &Client) -> Vec<String> {
+async fn tool_names<H: rmcp::ClientHandler>(client: &RunningService<RoleClient, H>) -> Vec<String> {
     client
         .list_all_tools()
         .await
@@ -1067,30 +1071,6 @@ async fn eventually(what: &str, mut ready: impl AsyncFnMut() -> bool) {
     }
 }
 
-async fn names_of<H: rmcp::ClientHandler>(client: &RunningService<RoleClient, H>) -> Vec<String> {
-    client
-        .list_all_tools()
-        .await
-        .expect("tools/list")
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect()
-}
-
-async fn call_with<H: rmcp::ClientHandler>(
-    client: &RunningService<RoleClient, H>,
-    name: &str,
-    arguments: Value,
-) -> Value {
-    let params = CallToolRequestParams::new(name.to_owned())
-        .with_arguments(arguments.as_object().cloned().unwrap_or_default());
-    let result = client
-        .call_tool(params)
-        .await
-        .unwrap_or_else(|e| panic!("calling {name} through the gateway: {e}"));
-    serde_json::to_value(result).expect("serializing a result")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_servers_tool_list_change_is_followed_pinned_filtered_and_passed_on() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
@@ -1112,10 +1092,10 @@ async fn a_servers_tool_list_change_is_followed_pinned_filtered_and_passed_on() 
     let info = client.peer_info().expect("the gateway's initialize answer");
     let tools_capability = serde_json::to_value(&info.capabilities.tools).expect("capabilities");
     assert_eq!(tools_capability["listChanged"], json!(true), "{info:?}");
-    assert!(!names_of(&client).await.contains(&"srv__grown".to_owned()));
+    assert!(!tool_names(&client).await.contains(&"srv__grown".to_owned()));
 
     // The server adds a tool and says so: the gateway lists it again and tells the client.
-    let added = call_with(&client, "srv__add_tool", json!({"name": "grown"})).await;
+    let added = call(&client, "srv__add_tool", json!({"name": "grown"})).await;
     assert_eq!(text_of(&added), "added grown");
     eventually("a tools/list_changed for the client", async || {
         handler
@@ -1124,10 +1104,10 @@ async fn a_servers_tool_list_change_is_followed_pinned_filtered_and_passed_on() 
             >= 1
     })
     .await;
-    let names = names_of(&client).await;
+    let names = tool_names(&client).await;
     assert!(names.contains(&"srv__grown".to_owned()), "{names:?}");
     assert_eq!(
-        text_of(&call_with(&client, "srv__grown", json!({})).await),
+        text_of(&call(&client, "srv__grown", json!({})).await),
         "grown answered"
     );
     // The new tool was pinned like those seen at start.
@@ -1138,14 +1118,14 @@ async fn a_servers_tool_list_change_is_followed_pinned_filtered_and_passed_on() 
 
     // The flags' filters apply to a tool added later too: it is known (a call names the
     // flag) but not offered, and since the offer did not change, the client is not told.
-    call_with(&client, "srv__add_tool", json!({"name": "hidden_one"})).await;
+    call(&client, "srv__add_tool", json!({"name": "hidden_one"})).await;
     eventually("the hidden tool being known", async || {
-        let refused = call_with(&client, "srv__hidden_one", json!({})).await;
+        let refused = call(&client, "srv__hidden_one", json!({})).await;
         assert_eq!(refused["isError"], json!(true), "{refused}");
         text_of(&refused).contains("--exclude-tools")
     })
     .await;
-    let names = names_of(&client).await;
+    let names = tool_names(&client).await;
     assert!(!names.contains(&"srv__hidden_one".to_owned()), "{names:?}");
     assert_eq!(
         handler
@@ -1167,7 +1147,7 @@ async fn everything_for(
     eventually(
         "server-everything's sampling tool being listed",
         async || {
-            names_of(&client)
+            tool_names(&client)
                 .await
                 .contains(&"ev__trigger-sampling-request".to_owned())
         },
@@ -1176,28 +1156,29 @@ async fn everything_for(
     Some((dir, client))
 }
 
+/// server-everything's tool that asks its client to sample, called through the gateway.
+async fn trigger_sampling(client: &RunningService<RoleClient, FullClient>) -> Value {
+    let arguments = json!({"prompt": "say hi", "maxTokens": 5});
+    call(client, "ev__trigger-sampling-request", arguments).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sampling_elicitation_and_roots_from_a_server_reach_the_client_that_declared_them() {
     let handler = FullClient::capable();
     let Some((_dir, client)) = everything_for(handler.clone()).await else {
         return;
     };
-    let sampled = call_with(
-        &client,
-        "ev__trigger-sampling-request",
-        json!({"prompt": "say hi", "maxTokens": 5}),
-    )
-    .await;
+    let sampled = trigger_sampling(&client).await;
     assert_ne!(sampled["isError"], json!(true), "{sampled}");
     assert!(text_of(&sampled).contains(SAMPLED), "{sampled}");
 
-    let elicited = call_with(&client, "ev__trigger-elicitation-request", json!({})).await;
+    let elicited = call(&client, "ev__trigger-elicitation-request", json!({})).await;
     assert!(
         text_of(&elicited).contains("- Name: Gateway Tester"),
         "{elicited}"
     );
 
-    let roots = call_with(&client, "ev__get-roots-list", json!({})).await;
+    let roots = call(&client, "ev__get-roots-list", json!({})).await;
     assert!(text_of(&roots).contains(ROOT), "{roots}");
     let answered = handler.answered.lock().expect("the answered list").clone();
     for method in ["sampling/createMessage", "elicitation/create", "roots/list"] {
@@ -1212,12 +1193,7 @@ async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
     let Some((_dir, client)) = everything_for(handler.clone()).await else {
         return;
     };
-    let refused = call_with(
-        &client,
-        "ev__trigger-sampling-request",
-        json!({"prompt": "say hi", "maxTokens": 5}),
-    )
-    .await;
+    let refused = trigger_sampling(&client).await;
     assert_eq!(refused["isError"], json!(true), "{refused}");
     assert!(
         text_of(&refused).contains("declared the 'sampling' capability"),
@@ -1260,7 +1236,7 @@ async fn a_resource_update_reaches_the_client_that_subscribed() {
         .await
         .expect("subscribing through the gateway");
     // server-everything sends an update for every subscribed URI at once when switched on.
-    call_with(&client, "ev__toggle-subscriber-updates", json!({})).await;
+    call(&client, "ev__toggle-subscriber-updates", json!({})).await;
     eventually("a resources/updated for the client", async || {
         !handler.updated.lock().expect("the updates").is_empty()
     })

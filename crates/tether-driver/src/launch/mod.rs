@@ -516,6 +516,17 @@ impl McpRuntime {
         self.running.iter().map(|s| s.name.clone()).collect()
     }
 
+    /// The running server called `server`, or [`DriverError::UnknownServer`].
+    fn server(&self, server: &str) -> Result<&RunningServer, DriverError> {
+        self.running
+            .iter()
+            .find(|s| s.name == server)
+            .ok_or_else(|| DriverError::UnknownServer {
+                name: server.to_owned(),
+                running: self.running(),
+            })
+    }
+
     /// The servers whose connection has closed since they started: a stdio server that exited
     /// or crashed, a remote one that went away. Their calls fail; a holder that supervises
     /// (the gateway) starts them again.
@@ -545,12 +556,7 @@ impl McpRuntime {
         arguments: Option<Map<String, Value>>,
         timeout: Duration,
     ) -> Result<Value, DriverError> {
-        let Some(running) = self.running.iter().find(|s| s.name == server) else {
-            return Err(DriverError::UnknownServer {
-                name: server.to_owned(),
-                running: self.running(),
-            });
-        };
+        let running = self.server(server)?;
         let failed = |message: String| DriverError::ToolCallFailed {
             server: server.to_owned(),
             tool: tool.to_owned(),
@@ -586,12 +592,7 @@ impl McpRuntime {
         server: &str,
         timeout: Duration,
     ) -> Result<Vec<ToolInfo>, DriverError> {
-        let Some(running) = self.running.iter().find(|s| s.name == server) else {
-            return Err(DriverError::UnknownServer {
-                name: server.to_owned(),
-                running: self.running(),
-            });
-        };
+        let running = self.server(server)?;
         let failed = |message: String| DriverError::RequestFailed {
             server: server.to_owned(),
             method: "tools/list".to_owned(),
@@ -658,12 +659,7 @@ impl McpRuntime {
         cancelled: impl Future<Output = ()>,
         progress: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
     ) -> Result<Value, DriverError> {
-        let Some(running) = self.running.iter().find(|s| s.name == server) else {
-            return Err(DriverError::UnknownServer {
-                name: server.to_owned(),
-                running: self.running(),
-            });
-        };
+        let running = self.server(server)?;
         let failed = |code: Option<i32>, message: String| DriverError::RequestFailed {
             server: server.to_owned(),
             method: method.to_owned(),
