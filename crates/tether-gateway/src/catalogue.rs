@@ -155,7 +155,9 @@ impl Catalogue {
 
 /// `server`'s tools, admitted: checked against the pins under `admission.pin_key` (a
 /// changed definition is withheld), scanned under `admission.scan` (a blocked finding is
-/// withheld), masked. `others` are the other servers' tool names (shadowing).
+/// withheld), masked. `others` are the other servers' tool names (shadowing). A tool `known`
+/// (the server's entries before a list change) holds with the same definition keeps its
+/// verdict, without its findings being reported again.
 pub(crate) fn admit_tools(
     server: &str,
     admission: &Admission,
@@ -163,6 +165,7 @@ pub(crate) fn admit_tools(
     pins: Option<&PinStore>,
     others: &HashSet<String>,
     masker: &Masker,
+    known: &[Admitted],
 ) -> Vec<Admitted> {
     let verdicts: HashMap<String, Verdict> = match pins {
         Some(pins) => {
@@ -183,6 +186,14 @@ pub(crate) fn admit_tools(
     offered
         .iter()
         .map(|info| {
+            let mut definition = info.definition.clone();
+            mask_value(masker, &mut definition);
+            if let Some(same) = known
+                .iter()
+                .find(|k| k.own == info.name && k.definition == definition)
+            {
+                return same.clone();
+            }
             let withheld = if let Some(Verdict::Changed { pinned }) = verdicts.get(&info.name) {
                 tracing::warn!(
                     server = %server,
@@ -199,8 +210,6 @@ pub(crate) fn admit_tools(
             } else {
                 scanned(admission.scan, server, "tool", &info.name, &info.definition, others)
             };
-            let mut definition = info.definition.clone();
-            mask_value(masker, &mut definition);
             Admitted {
                 own: info.name.clone(),
                 definition,
@@ -210,22 +219,31 @@ pub(crate) fn admit_tools(
         .collect()
 }
 
-/// `server`'s prompts (as `prompts/list` items), admitted: scanned and masked.
+/// `server`'s prompts (as `prompts/list` items), admitted: scanned and masked; one `known`
+/// unchanged keeps its verdict, unreported (as [`admit_tools`]).
 pub(crate) fn admit_prompts(
     server: &str,
     policy: ScanPolicy,
     items: Vec<Value>,
     masker: &Masker,
+    known: &[Admitted],
 ) -> Vec<Admitted> {
     items
         .into_iter()
-        .filter_map(|mut item| {
+        .filter_map(|item| {
             let own = item.get("name").and_then(Value::as_str)?.to_owned();
+            let mut definition = item.clone();
+            mask_value(masker, &mut definition);
+            if let Some(same) = known
+                .iter()
+                .find(|k| k.own == own && k.definition == definition)
+            {
+                return Some(same.clone());
+            }
             let withheld = scanned(policy, server, "prompt", &own, &item, &HashSet::new());
-            mask_value(masker, &mut item);
             Some(Admitted {
                 own,
-                definition: item,
+                definition,
                 withheld,
             })
         })

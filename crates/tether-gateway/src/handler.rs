@@ -138,6 +138,7 @@ impl Shared {
                 pins.as_ref(),
                 &others,
                 &masker,
+                &[],
             );
             entries.tools.insert(report.name.clone(), admitted);
         }
@@ -170,7 +171,8 @@ impl Shared {
         for (server, listed) in prompt_servers.iter().zip(listed) {
             match listed {
                 Ok(items) => {
-                    let admitted = admit_prompts(server, admission(server).scan, items, &masker);
+                    let admitted =
+                        admit_prompts(server, admission(server).scan, items, &masker, &[]);
                     entries.prompts.insert(server.clone(), admitted);
                 }
                 Err(error) => {
@@ -263,7 +265,11 @@ impl Shared {
                 return false;
             }
         };
-        let others = self.lock_entries().other_tools(server);
+        let (others, known) = {
+            let entries = self.lock_entries();
+            let known = entries.tools.get(server).cloned().unwrap_or_default();
+            (entries.other_tools(server), known)
+        };
         let admitted = admit_tools(
             server,
             &self.admission(server),
@@ -271,6 +277,7 @@ impl Shared {
             self.pins.as_ref(),
             &others,
             &self.masker(),
+            &known,
         );
         let mut entries = self.lock_entries();
         if entries.tools.get(server) == Some(&admitted) {
@@ -306,7 +313,19 @@ impl Shared {
                 return false;
             }
         };
-        let admitted = admit_prompts(server, self.admission(server).scan, items, &self.masker());
+        let known = self
+            .lock_entries()
+            .prompts
+            .get(server)
+            .cloned()
+            .unwrap_or_default();
+        let admitted = admit_prompts(
+            server,
+            self.admission(server).scan,
+            items,
+            &self.masker(),
+            &known,
+        );
         let mut entries = self.lock_entries();
         if entries.prompts.get(server) == Some(&admitted) {
             return false;
