@@ -497,7 +497,22 @@ async fn an_rmcp_client_calls_through_http_with_a_token_from_a_source() {
         .expect("connecting over HTTP");
     let result = call(&client, "test__echo", json!({"text": "over http"})).await;
     assert_eq!(text_of(&result), "over http");
+    // rmcp's HTTP transport serializes the list per request; over stdio the gateway sends the
+    // catalogue it serialized once (lines.rs): both clients get the same list.
+    let over_http = client.list_all_tools().await.expect("tools/list over HTTP");
     client.cancel().await.expect("closing the client");
+    let spec = format!(
+        r#"{{"test": {{"command": {}, "args": []}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let (stdio, stderr) = serve_client(dir.path(), &spec, &[]).await;
+    let over_stdio = stdio.list_all_tools().await.expect("tools/list over stdio");
+    assert_eq!(
+        serde_json::to_value(&over_stdio).expect("a list"),
+        serde_json::to_value(&over_http).expect("a list")
+    );
+    assert!(over_stdio.iter().any(|tool| tool.name == "test__echo"));
+    drop(stderr_of(stdio, stderr).await);
 }
 
 #[test]
