@@ -22,6 +22,10 @@ use crate::scan::{ScanPolicy, scan};
 /// The gateway's own tool: each server's state, tools, restarts and last error.
 pub const STATUS_TOOL: &str = "tether_status";
 
+/// The `_meta` key of a `tools/list` answer the line transport (`lines.rs`) replaces with
+/// [`Catalogue::tools_json`].
+pub(crate) const CATALOGUE_MARKER: &str = "io.github.tether/catalogue";
+
 /// How one server's entries are admitted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {

@@ -33,7 +33,8 @@ use tether_driver::{DriverError, McpRuntime, ServerStatus, Session};
 use crate::GatewayOptions;
 use crate::audit::{AuditLog, Outcome, Record, uri_target};
 use crate::catalogue::{
-    Admission, Catalogue, Entries, STATUS_TOOL, admit_prompts, admit_tools, scanned,
+    Admission, CATALOGUE_MARKER, Catalogue, Entries, STATUS_TOOL, admit_prompts, admit_tools,
+    scanned,
 };
 use crate::clients::Clients;
 use crate::names::ToolFilter;
@@ -478,7 +479,7 @@ impl GatewayHandler {
         }
     }
 
-    /// For a connection over [`crate::lines::LineTransport`].
+    /// For a connection over the line transport (`lines.rs`).
     pub(crate) fn with_catalogue_marker(mut self) -> Self {
         self.catalogue_marker = true;
         self
@@ -798,7 +799,7 @@ impl ServerHandler for GatewayHandler {
         if self.catalogue_marker {
             let mut marker = ListToolsResult::with_all_items(Vec::new());
             let mut meta = rmcp::model::MetaObject::new();
-            meta.insert(crate::lines::CATALOGUE_MARKER.to_owned(), Value::Bool(true));
+            meta.insert(CATALOGUE_MARKER.to_owned(), Value::Bool(true));
             marker.meta = Some(meta);
             return Ok(marker);
         }

@@ -26,10 +26,8 @@ use tokio::io::{
     AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _,
 };
 
+use crate::catalogue::CATALOGUE_MARKER;
 use crate::handler::Shared;
-
-/// The `_meta` key of a `tools/list` answer the transport replaces with the catalogue.
-pub(crate) const CATALOGUE_MARKER: &str = "io.github.tether/catalogue";
 
 /// The longest line read (rmcp's limit too).
 const MAX_LINE: usize = 16 * 1024 * 1024;
