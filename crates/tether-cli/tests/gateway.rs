@@ -313,7 +313,12 @@ fn http_gateway_for(dir: &Path, server_args: &[&str], extra: &[&str]) -> HttpGat
         json_str(&test_server_bin().to_string_lossy()),
         json!(server_args)
     );
-    let mut args = vec!["serve", "--mcp", &spec, "--listen", "127.0.0.1:0"];
+    http_gateway_of(dir, &spec, extra)
+}
+
+/// `tether serve --mcp SPEC --listen 127.0.0.1:0 EXTRA…`, its URL and printed token.
+fn http_gateway_of(dir: &Path, spec: &str, extra: &[&str]) -> HttpGateway {
+    let mut args = vec!["serve", "--mcp", spec, "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let mut child = Command::new(tether_bin())
         .args(&args)
@@ -1343,4 +1348,42 @@ async fn delete_waits_for_the_sessions_running_call_to_answer() {
     .await
     .expect("tools/list after DELETE");
     assert_eq!(after.status().as_u16(), 404, "a closed session is gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_reaches_a_client_over_streamable_http() {
+    let Some(everything) = server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
+        json_str(&everything.to_string_lossy())
+    );
+    let gateway = http_gateway_of(dir.path(), &spec, &["--no-auth"]);
+    let handler = FullClient::capable();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(gateway.url.clone());
+    let client = handler
+        .clone()
+        .serve(transport)
+        .await
+        .expect("connecting over HTTP");
+    eventually(
+        "server-everything's sampling tool being listed",
+        async || {
+            tool_names(&client)
+                .await
+                .contains(&"ev__trigger-sampling-request".to_owned())
+        },
+    )
+    .await;
+    // The server's request goes back over the HTTP session of the client whose call it serves.
+    let sampled = trigger_sampling(&client).await;
+    assert!(text_of(&sampled).contains(SAMPLED), "{sampled}");
+    let answered = handler.answered.lock().expect("the answered list").clone();
+    assert!(
+        answered.iter().any(|m| m == "sampling/createMessage"),
+        "{answered:?}"
+    );
+    client.cancel().await.expect("closing the client");
 }
