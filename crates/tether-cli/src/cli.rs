@@ -366,12 +366,19 @@ pub struct RunArgs {
 
     /// Hand the harness ONE stdio server, tether's gateway (`tether serve` for this run): the
     /// servers run in this tether process; the harness sees SERVER__NAME tools, masked results
-    /// and no value of any server.
-    #[arg(long)]
+    /// and no value of any server. The default for Gemini CLI (whose environment expansion
+    /// would corrupt secret values).
+    #[arg(long, conflicts_with = "no_gateway")]
     pub gateway: bool,
 
-    /// With --gateway: the audit log to create (default $TETHER_HOME/audit/serve-TIME-PID.jsonl).
-    #[arg(long, value_name = "PATH", requires = "gateway")]
+    /// Hand the servers to the harness directly even where the gateway is the default
+    /// (Gemini CLI).
+    #[arg(long)]
+    pub no_gateway: bool,
+
+    /// Through the gateway: the audit log to create (default
+    /// $TETHER_HOME/audit/serve-TIME-PID.jsonl).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_gateway")]
     pub audit: Option<PathBuf>,
 
     /// The harness command and its arguments.
@@ -494,9 +501,11 @@ pub struct ServeArgs {
     pub call_timeout: u64,
 
     /// What the prompt-injection scan of tool, prompt and resource descriptions does with a
-    /// finding: report it on stderr (warn), also withhold the entry (block), or nothing (off).
-    #[arg(long, value_enum, default_value_t = ScanArg::Warn)]
-    pub scan: ScanArg,
+    /// finding, for every server: report it on stderr (warn), also withhold the entry
+    /// (block), or nothing (off). Default: `scan` in config.toml, else block for servers
+    /// installed from a registry (`tether add`) and managed ones, warn for hand-written ones.
+    #[arg(long, value_enum)]
+    pub scan: Option<ScanArg>,
 
     /// Do not pin tool definitions (by default a tool whose definition changed since it was
     /// first seen is withheld until `tether trust SERVER TOOL`).

@@ -53,6 +53,7 @@ struct ConfigFile {
     smithery_api_key_file: Option<PathBuf>,
     secret_store: Option<String>,
     oauth_client_metadata_url: Option<String>,
+    scan: Option<String>,
 }
 
 /// The client-id metadata document URL `tether auth login` uses: the flag, else
@@ -61,6 +62,23 @@ pub fn client_metadata_url(flag: Option<&str>) -> anyhow::Result<Option<String>>
     match flag {
         Some(url) => Ok(Some(url.to_owned())),
         None => Ok(config_file(&data_dir()?)?.oauth_client_metadata_url),
+    }
+}
+
+/// The gateway's scan policy for every server from `scan` in config.toml (`off`, `warn`,
+/// `block`), if it sets one.
+pub fn scan_policy() -> anyhow::Result<Option<tether_gateway::ScanPolicy>> {
+    let Some(text) = config_file(&data_dir()?)?.scan else {
+        return Ok(None);
+    };
+    match text.as_str() {
+        "off" => Ok(Some(tether_gateway::ScanPolicy::Off)),
+        "warn" => Ok(Some(tether_gateway::ScanPolicy::Warn)),
+        "block" => Ok(Some(tether_gateway::ScanPolicy::Block)),
+        other => Err(UsageError::new(format!(
+            "scan in config.toml: '{other}' is not one of off, warn, block"
+        ))
+        .into()),
     }
 }
 

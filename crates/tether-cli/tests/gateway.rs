@@ -87,7 +87,11 @@ fn text_of(result: &Value) -> String {
         .join("\n")
 }
 
-async fn call(client: &Client, name: &str, arguments: Value) -> Value {
+async fn call<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    name: &str,
+    arguments: Value,
+) -> Value {
     let mut params = CallToolRequestParams::new(name.to_owned());
     if let Value::Object(map) = arguments {
         params = params.with_arguments(map);
@@ -299,11 +303,22 @@ impl Drop for HttpGateway {
 }
 
 fn http_gateway(dir: &Path, extra: &[&str]) -> HttpGateway {
+    http_gateway_for(dir, &[], extra)
+}
+
+/// `tether serve --listen` in front of the test server run with `server_args`.
+fn http_gateway_for(dir: &Path, server_args: &[&str], extra: &[&str]) -> HttpGateway {
     let spec = format!(
-        r#"{{"test": {{"command": {}}}}}"#,
-        json_str(&test_server_bin().to_string_lossy())
+        r#"{{"test": {{"command": {}, "args": {}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy()),
+        json!(server_args)
     );
-    let mut args = vec!["serve", "--mcp", &spec, "--listen", "127.0.0.1:0"];
+    http_gateway_of(dir, &spec, extra)
+}
+
+/// `tether serve --mcp SPEC --listen 127.0.0.1:0 EXTRA…`, its URL and printed token.
+fn http_gateway_of(dir: &Path, spec: &str, extra: &[&str]) -> HttpGateway {
+    let mut args = vec!["serve", "--mcp", spec, "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let mut child = Command::new(tether_bin())
         .args(&args)
@@ -487,7 +502,22 @@ async fn an_rmcp_client_calls_through_http_with_a_token_from_a_source() {
         .expect("connecting over HTTP");
     let result = call(&client, "test__echo", json!({"text": "over http"})).await;
     assert_eq!(text_of(&result), "over http");
+    // rmcp's HTTP transport serializes the list per request; over stdio the gateway sends the
+    // catalogue it serialized once (lines.rs): both clients get the same list.
+    let over_http = client.list_all_tools().await.expect("tools/list over HTTP");
     client.cancel().await.expect("closing the client");
+    let spec = format!(
+        r#"{{"test": {{"command": {}, "args": []}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let (stdio, stderr) = serve_client(dir.path(), &spec, &[]).await;
+    let over_stdio = stdio.list_all_tools().await.expect("tools/list over stdio");
+    assert_eq!(
+        serde_json::to_value(&over_stdio).expect("a list"),
+        serde_json::to_value(&over_http).expect("a list")
+    );
+    assert!(over_stdio.iter().any(|tool| tool.name == "test__echo"));
+    drop(stderr_of(stdio, stderr).await);
 }
 
 #[test]
@@ -683,7 +713,7 @@ async fn serve_client(
     (client, stderr.expect("piped stderr"))
 }
 
-async fn tool_names(client: &Client) -> Vec<String> {
+async fn tool_names<H: rmcp::ClientHandler>(client: &RunningService<RoleClient, H>) -> Vec<String> {
     client
         .list_all_tools()
         .await
@@ -944,6 +974,417 @@ async fn a_servers_log_messages_reach_the_client_named_by_server() {
         seen.iter()
             .all(|m| m["logger"].as_str().is_some_and(|l| l.starts_with("ev"))),
         "{seen:?}"
+    );
+    client.cancel().await.expect("closing the client");
+}
+
+/// A client that declares (or not) sampling, elicitation and roots, answers them with fixed
+/// values, and records the list changes and resource updates it is sent.
+#[derive(Clone, Default)]
+struct FullClient {
+    /// Declare sampling, elicitation and roots.
+    capable: bool,
+    tools_changed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    updated: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The methods of the server requests it answered.
+    answered: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+const SAMPLED: &str = "sampled by the gateway test client";
+const ROOT: &str = "file:///tmp/tether-gateway-roots-test";
+
+impl FullClient {
+    fn capable() -> Self {
+        Self {
+            capable: true,
+            ..Self::default()
+        }
+    }
+
+    fn answered(&self, method: &str) {
+        self.answered
+            .lock()
+            .expect("the answered list")
+            .push(method.to_owned());
+    }
+}
+
+impl rmcp::ClientHandler for FullClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities = if self.capable {
+            json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true}})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": capabilities,
+            "clientInfo": {"name": "gateway-test", "version": "1"}
+        }))
+        .expect("a client info")
+    }
+
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.tools_changed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().expect("the updates").push(params.uri);
+    }
+
+    #[expect(
+        deprecated,
+        reason = "sampling of the protocol versions the test speaks"
+    )]
+    async fn create_message(
+        &self,
+        _params: rmcp::model::CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        self.answered("sampling/createMessage");
+        Ok(serde_json::from_value(json!({
+            "model": "test-model", "role": "assistant", "stopReason": "endTurn",
+            "content": {"type": "text", "text": SAMPLED}
+        }))
+        .expect("a sampling result"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _params: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.answered("elicitation/create");
+        Ok(serde_json::from_value(json!({
+            "action": "accept", "content": {"name": "Gateway Tester", "check": true}
+        }))
+        .expect("an elicitation result"))
+    }
+
+    #[expect(deprecated, reason = "roots of the protocol versions the test speaks")]
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        self.answered("roots/list");
+        Ok(
+            serde_json::from_value(json!({"roots": [{"uri": ROOT, "name": "test root"}]}))
+                .expect("a roots result"),
+        )
+    }
+}
+
+/// Waits (at most 20 s) until `ready` holds.
+async fn eventually(what: &str, mut ready: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !ready().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not happen"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_tool_list_change_is_followed_pinned_filtered_and_passed_on() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"srv": {{"command": {}, "args": ["--grow-tools"]}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let handler = FullClient::default();
+    let args = ["serve", "--mcp", &spec, "--exclude-tools", "srv__hidden*"];
+    let (transport, _) = TokioChildProcess::builder(tether_command(dir.path(), &args))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve");
+    let client = handler
+        .clone()
+        .serve(transport)
+        .await
+        .expect("initializing");
+    let info = client.peer_info().expect("the gateway's initialize answer");
+    let tools_capability = serde_json::to_value(&info.capabilities.tools).expect("capabilities");
+    assert_eq!(tools_capability["listChanged"], json!(true), "{info:?}");
+    assert!(!tool_names(&client).await.contains(&"srv__grown".to_owned()));
+
+    // The server adds a tool and says so: the gateway lists it again and tells the client.
+    let added = call(&client, "srv__add_tool", json!({"name": "grown"})).await;
+    assert_eq!(text_of(&added), "added grown");
+    eventually("a tools/list_changed for the client", async || {
+        handler
+            .tools_changed
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1
+    })
+    .await;
+    let names = tool_names(&client).await;
+    assert!(names.contains(&"srv__grown".to_owned()), "{names:?}");
+    assert_eq!(
+        text_of(&call(&client, "srv__grown", json!({})).await),
+        "grown answered"
+    );
+    // The new tool was pinned like those seen at start.
+    let pins = std::fs::read_to_string(dir.path().join("home").join("pins.json"))
+        .expect("reading the pins");
+    let pins: Value = serde_json::from_str(&pins).expect("pins are JSON");
+    assert!(pins["srv"]["grown"]["sha256"].is_string(), "{pins}");
+
+    // The flags' filters apply to a tool added later too: it is known (a call names the
+    // flag) but not offered, and since the offer did not change, the client is not told.
+    call(&client, "srv__add_tool", json!({"name": "hidden_one"})).await;
+    eventually("the hidden tool being known", async || {
+        let refused = call(&client, "srv__hidden_one", json!({})).await;
+        assert_eq!(refused["isError"], json!(true), "{refused}");
+        text_of(&refused).contains("--exclude-tools")
+    })
+    .await;
+    let names = tool_names(&client).await;
+    assert!(!names.contains(&"srv__hidden_one".to_owned()), "{names:?}");
+    assert_eq!(
+        handler
+            .tools_changed
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    client.cancel().await.expect("closing the client");
+}
+
+/// `tether serve` in front of server-everything over stdio (as `ev`) for `handler`, once the
+/// tools it registers for a capable client are listed.
+async fn everything_for(
+    handler: FullClient,
+) -> Option<(tempfile::TempDir, RunningService<RoleClient, FullClient>)> {
+    let (dir, client) = everything_behind_gateway(handler).await?;
+    // server-everything registers these after its initialize, when its client (tether)
+    // declared the capabilities; the gateway follows its list_changed.
+    eventually(
+        "server-everything's sampling tool being listed",
+        async || {
+            tool_names(&client)
+                .await
+                .contains(&"ev__trigger-sampling-request".to_owned())
+        },
+    )
+    .await;
+    Some((dir, client))
+}
+
+/// server-everything's tool that asks its client to sample, called through the gateway.
+async fn trigger_sampling(client: &RunningService<RoleClient, FullClient>) -> Value {
+    let arguments = json!({"prompt": "say hi", "maxTokens": 5});
+    call(client, "ev__trigger-sampling-request", arguments).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_elicitation_and_roots_from_a_server_reach_the_client_that_declared_them() {
+    let handler = FullClient::capable();
+    let Some((_dir, client)) = everything_for(handler.clone()).await else {
+        return;
+    };
+    let sampled = trigger_sampling(&client).await;
+    assert_ne!(sampled["isError"], json!(true), "{sampled}");
+    assert!(text_of(&sampled).contains(SAMPLED), "{sampled}");
+
+    let elicited = call(&client, "ev__trigger-elicitation-request", json!({})).await;
+    assert!(
+        text_of(&elicited).contains("- Name: Gateway Tester"),
+        "{elicited}"
+    );
+
+    let roots = call(&client, "ev__get-roots-list", json!({})).await;
+    assert!(text_of(&roots).contains(ROOT), "{roots}");
+    let answered = handler.answered.lock().expect("the answered list").clone();
+    for method in ["sampling/createMessage", "elicitation/create", "roots/list"] {
+        assert!(answered.iter().any(|m| m == method), "{answered:?}");
+    }
+    client.cancel().await.expect("closing the client");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
+    let handler = FullClient::default();
+    let Some((_dir, client)) = everything_for(handler.clone()).await else {
+        return;
+    };
+    let refused = trigger_sampling(&client).await;
+    assert_eq!(refused["isError"], json!(true), "{refused}");
+    assert!(
+        text_of(&refused).contains("declared the 'sampling' capability"),
+        "{refused}"
+    );
+    assert!(
+        handler
+            .answered
+            .lock()
+            .expect("the answered list")
+            .is_empty()
+    );
+    client.cancel().await.expect("closing the client");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_update_reaches_the_client_that_subscribed() {
+    let handler = FullClient::default();
+    let Some((_dir, client)) = everything_behind_gateway(handler.clone()).await else {
+        return;
+    };
+    let info = client.peer_info().expect("the gateway's initialize answer");
+    let resources = serde_json::to_value(&info.capabilities.resources).expect("capabilities");
+    assert_eq!(resources["subscribe"], json!(true), "{info:?}");
+    let listed = client
+        .list_all_resources()
+        .await
+        .expect("resources/list through the gateway");
+    let uri = listed
+        .first()
+        .expect("server-everything lists resources")
+        .uri
+        .clone();
+    #[expect(
+        deprecated,
+        reason = "resources/subscribe of the protocol versions the gateway speaks"
+    )]
+    client
+        .subscribe(rmcp::model::SubscribeRequestParams::new(uri.clone()))
+        .await
+        .expect("subscribing through the gateway");
+    // server-everything sends an update for every subscribed URI at once when switched on.
+    call(&client, "ev__toggle-subscriber-updates", json!({})).await;
+    eventually("a resources/updated for the client", async || {
+        !handler.updated.lock().expect("the updates").is_empty()
+    })
+    .await;
+    let updated = handler.updated.lock().expect("the updates").clone();
+    assert!(updated.iter().all(|u| *u == uri), "{updated:?} vs {uri}");
+    client.cancel().await.expect("closing the client");
+}
+
+/// An initialized Streamable HTTP session at `gateway`: its `Mcp-Session-Id`.
+async fn open_session(http: &reqwest::Client, gateway: &HttpGateway) -> String {
+    let token = gateway.token.as_deref();
+    let initialized = post(http, &gateway.url, token, None, &initialize_body())
+        .send()
+        .await
+        .expect("initializing");
+    let session = initialized
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("an Mcp-Session-Id")
+        .to_owned();
+    let _ = initialized.text().await;
+    let notice = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post(http, &gateway.url, token, Some(&session), &notice)
+        .send()
+        .await
+        .expect("notifying initialized");
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_waits_for_the_sessions_running_call_to_answer() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let gateway = http_gateway_for(dir.path(), &["--slow-echo", "1500"], &[]);
+    let http = reqwest::Client::new();
+    let session = open_session(&http, &gateway).await;
+    let token = gateway.token.clone();
+
+    // A call that takes 1.5 s, started before the DELETE.
+    let echo = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "test__echo", "arguments": {"text": "answered before closing"}}});
+    let running = {
+        let (http, url, token, session) = (
+            http.clone(),
+            gateway.url.clone(),
+            token.clone(),
+            session.clone(),
+        );
+        tokio::spawn(async move {
+            let response = post(&http, &url, token.as_deref(), Some(&session), &echo)
+                .send()
+                .await
+                .expect("posting the call");
+            response.text().await.expect("reading the call's answer")
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut delete = http
+        .delete(&gateway.url)
+        .header("Mcp-Session-Id", &session)
+        .header("Mcp-Protocol-Version", "2025-06-18");
+    if let Some(token) = &token {
+        delete = delete.bearer_auth(token);
+    }
+    let asked = std::time::Instant::now();
+    let deleted = delete.send().await.expect("deleting the session");
+    let waited = asked.elapsed();
+    assert!(deleted.status().is_success(), "{deleted:?}");
+
+    // The call was answered in full, not cut off (without the drain the body ends with no
+    // answer), and the DELETE waited for it: the call had about 1.2 s left when it came.
+    let body = running.await.expect("the call's task");
+    assert!(body.contains("answered before closing"), "{body}");
+    assert!(!body.contains("\"error\""), "{body}");
+    assert!(
+        waited >= Duration::from_millis(500),
+        "the DELETE returned after {waited:?}, without waiting for the call"
+    );
+
+    // Then the session is gone.
+    let after = post(
+        &http,
+        &gateway.url,
+        token.as_deref(),
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
+    )
+    .send()
+    .await
+    .expect("tools/list after DELETE");
+    assert_eq!(after.status().as_u16(), 404, "a closed session is gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_reaches_a_client_over_streamable_http() {
+    let Some(everything) = server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
+        json_str(&everything.to_string_lossy())
+    );
+    let gateway = http_gateway_of(dir.path(), &spec, &["--no-auth"]);
+    let handler = FullClient::capable();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(gateway.url.clone());
+    let client = handler
+        .clone()
+        .serve(transport)
+        .await
+        .expect("connecting over HTTP");
+    eventually(
+        "server-everything's sampling tool being listed",
+        async || {
+            tool_names(&client)
+                .await
+                .contains(&"ev__trigger-sampling-request".to_owned())
+        },
+    )
+    .await;
+    // The server's request goes back over the HTTP session of the client whose call it serves.
+    let sampled = trigger_sampling(&client).await;
+    assert!(text_of(&sampled).contains(SAMPLED), "{sampled}");
+    let answered = handler.answered.lock().expect("the answered list").clone();
+    assert!(
+        answered.iter().any(|m| m == "sampling/createMessage"),
+        "{answered:?}"
     );
     client.cancel().await.expect("closing the client");
 }

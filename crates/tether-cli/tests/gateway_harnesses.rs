@@ -8,8 +8,8 @@
 //! HTTP one that answers 401 without `Authorization: Bearer <secret>`. tether reports each
 //! server's start on stderr (and, with `--strict-mcp`, exits 1 before the harness starts when
 //! one fails): `probe-stdio: ready` means its secret arrived exactly, though the harness never
-//! held it. (Gemini's `mcp list` takes no `--allowed-mcp-server-names`, which `--strict-mcp`
-//! adds for Gemini, so its run is not strict.)
+//! held it. Every harness runs with `--strict-mcp` (for Gemini's `mcp list`, which refuses
+//! `--allowed-mcp-server-names`, through `mcp.allowed` in its private settings).
 
 #![allow(
     clippy::expect_used,
@@ -170,7 +170,7 @@ fn gemini_cli_lists_the_gateway_connected_and_the_secret_arrives_byte_exact() {
         return;
     };
     let setup = Setup::new();
-    let mut command = setup.run(&gemini, false, &["mcp", "list"]);
+    let mut command = setup.run(&gemini, true, &["mcp", "list"]);
     command.env("GEMINI_CLI_TRUST_WORKSPACE", "true");
     let out = output_within(command, Duration::from_secs(120));
     let listing = plain(&format!("{}{}", text(&out.stdout), text(&out.stderr)));

@@ -199,8 +199,10 @@ impl Setup {
     fn run_harness_with(&self, options: &[&str], harness: &Path, args: &[&str]) -> Command {
         let [secret, stdio_secret] = self.secrets();
         let harness = harness.to_string_lossy().into_owned();
+        // Direct hand-offs: Gemini CLI's default is the gateway (tests/gateway_harnesses.rs).
         let mut all = vec![
             "run",
+            "--no-gateway",
             "--mcp",
             self.spec.as_str(),
             "--secret",
@@ -573,7 +575,16 @@ fn gemini_cli_reaches_a_legacy_sse_server_through_the_bridge() {
     let [secret, _] = setup.secrets();
     let gemini = gemini.to_string_lossy().into_owned();
     let mut command = setup.tether(&[
-        "run", "--mcp", &spec, "--secret", &secret, "--", &gemini, "mcp", "list",
+        "run",
+        "--no-gateway",
+        "--mcp",
+        &spec,
+        "--secret",
+        &secret,
+        "--",
+        &gemini,
+        "mcp",
+        "list",
     ]);
     command.env("GEMINI_CLI_TRUST_WORKSPACE", "true");
     let out = output_within(command, Duration::from_secs(120));

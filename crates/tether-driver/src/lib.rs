@@ -42,11 +42,11 @@ pub mod supervisor;
 
 pub use error::DriverError;
 pub use launch::{
-    BearerAuth, BearerSlot, ENV_WHITELIST, LogSink, MAX_STEP_UPS, McpRuntime, Refusal,
-    STDERR_TAIL_BYTES, ServerReport, ServerStatus, StartOptions, TERMINATE_GRACE, ToolInfo,
-    send_renewing,
+    BearerAuth, BearerSlot, ClientRequests, ENV_WHITELIST, MAX_STEP_UPS, McpRuntime, NoticeSink,
+    Refusal, RequestRefused, STDERR_TAIL_BYTES, ServerNotice, ServerReport, ServerStatus,
+    StartOptions, TERMINATE_GRACE, ToolInfo, send_renewing,
 };
-pub use refresh::{RefreshOutcome, RefreshPolicy};
+pub use refresh::{RefreshOutcome, RefreshPolicy, RemintOutcome};
 pub use resolve::{
     EPHEMERAL_ID_NAMESPACE, EphemeralInstallation, LocalInstallation, LocalInstallations,
     ManagedLease, NoLocalInstallations, ResolvedMcpSpecs, Resolver, require_resolved,

@@ -34,6 +34,31 @@ impl Default for RefreshPolicy {
     }
 }
 
+/// What one re-mint changed in a session, before any server is restarted
+/// ([`crate::Session::remint_due`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemintOutcome {
+    /// The new config renders the same.
+    Unchanged {
+        /// The managed installation that was re-minted.
+        uid: Uuid,
+    },
+    /// The rendered config of these servers changed: the holder restarts them.
+    Changed {
+        /// The managed installation that was re-minted.
+        uid: Uuid,
+        /// The servers whose rendering changed, by name.
+        servers: Vec<String>,
+    },
+    /// The re-mint failed; the running servers are kept until their tokens expire.
+    Failed {
+        /// The managed installation whose re-mint failed (tried again after `min_interval`).
+        uid: Uuid,
+        /// Why (safe to show).
+        message: String,
+    },
+}
+
 /// What one re-mint did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefreshOutcome {

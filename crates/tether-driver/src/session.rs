@@ -26,7 +26,9 @@ use uuid::Uuid;
 
 use crate::error::DriverError;
 use crate::launch::{McpRuntime, ServerStatus, StartOptions};
-use crate::refresh::{RefreshOutcome, RefreshPolicy, Refresher, renders_alike, swap_reminted};
+use crate::refresh::{
+    RefreshOutcome, RefreshPolicy, Refresher, RemintOutcome, renders_alike, swap_reminted,
+};
 use crate::resolve::{ResolvedMcpSpecs, Resolver};
 use crate::spec::McpSpec;
 
@@ -270,6 +272,32 @@ impl Session {
     /// running servers (their tokens are still valid for a while) and is reported, not
     /// returned as an error.
     pub async fn refresh_due(&mut self, runtime: &mut McpRuntime) -> Vec<RefreshOutcome> {
+        let mut outcomes = Vec::new();
+        for outcome in self.remint_due().await {
+            outcomes.push(match outcome {
+                RemintOutcome::Unchanged { uid } => RefreshOutcome::Unchanged { uid },
+                RemintOutcome::Failed { uid, message } => RefreshOutcome::Failed { uid, message },
+                RemintOutcome::Changed { uid, servers } => {
+                    let mut reports = Vec::new();
+                    for name in servers {
+                        let Ok(server) = self.server(&name).cloned() else {
+                            continue;
+                        };
+                        tracing::info!(%uid, server = %name, "managed MCP config changed; restarting the server");
+                        reports.push(runtime.restart(server).await);
+                    }
+                    RefreshOutcome::Restarted { uid, reports }
+                }
+            });
+        }
+        outcomes
+    }
+
+    /// Re-mints every due managed installation and swaps its servers in the session (the
+    /// masking set grows by the new values), without restarting anything: the holder restarts
+    /// the servers each [`RemintOutcome::Changed`] names, from the session (a gateway, whose
+    /// servers live in runtimes of their own). A failed re-mint is reported, not an error.
+    pub async fn remint_due(&mut self) -> Vec<RemintOutcome> {
         let due = self.due(OffsetDateTime::now_utc(), Instant::now());
         let mut outcomes = Vec::new();
         for uid in due {
@@ -278,7 +306,7 @@ impl Session {
                 Ok(fresh) => fresh,
                 Err(err) => {
                     tracing::warn!(%uid, "re-minting the managed MCP config failed");
-                    outcomes.push(RefreshOutcome::Failed {
+                    outcomes.push(RemintOutcome::Failed {
                         uid,
                         message: err.to_string(),
                     });
@@ -299,15 +327,13 @@ impl Session {
             self.extend_masking();
             if changed.is_empty() {
                 tracing::debug!(%uid, "re-minted managed MCP config renders the same; nothing restarted");
-                outcomes.push(RefreshOutcome::Unchanged { uid });
+                outcomes.push(RemintOutcome::Unchanged { uid });
                 continue;
             }
-            let mut reports = Vec::new();
-            for server in changed {
-                tracing::info!(%uid, server = %server.name, "managed MCP config changed; restarting the server");
-                reports.push(runtime.restart(server).await);
-            }
-            outcomes.push(RefreshOutcome::Restarted { uid, reports });
+            outcomes.push(RemintOutcome::Changed {
+                uid,
+                servers: changed.into_iter().map(|server| server.name).collect(),
+            });
         }
         outcomes
     }

@@ -161,6 +161,65 @@ fn servers_spec(server: &Path, count: usize, extra: &[&str]) -> String {
     format!("{{{}}}", entries.join(","))
 }
 
+/// p50 of `tools/list` on `program ARGS` over stdio, measured from writing the request to
+/// reading the whole answer line, without parsing it.
+async fn raw_list_p50(program: &Path, args: &[&str]) -> Duration {
+    use tokio::io::AsyncWriteExt as _;
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawning a stdio server");
+    let mut stdin = child.stdin.take().expect("its stdin");
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("its stdout"));
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"}}});
+    let mut line = String::new();
+    stdin
+        .write_all(format!("{initialize}\n").as_bytes())
+        .await
+        .expect("writing initialize");
+    stdout
+        .read_line(&mut line)
+        .await
+        .expect("reading initialize");
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .expect("writing initialized");
+    let mut samples = Vec::new();
+    for index in 0..(WARMUP + SAMPLES / 4) {
+        let request = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/list\"}}\n",
+            index + 1
+        );
+        let started = Instant::now();
+        stdin
+            .write_all(request.as_bytes())
+            .await
+            .expect("writing tools/list");
+        loop {
+            line.clear();
+            stdout
+                .read_line(&mut line)
+                .await
+                .expect("reading the answer");
+            if line.contains("\"result\"") {
+                break;
+            }
+        }
+        if index >= WARMUP {
+            samples.push(started.elapsed());
+        }
+    }
+    samples.sort();
+    quantile(&samples, 0.5)
+}
+
 async fn bench() {
     let tether = binary("tether", "tether-cli");
     let server = binary("tether-test-mcp", "tether-test-mcp");
@@ -249,6 +308,26 @@ async fn bench() {
         ms(quantile(&one_samples, 0.5)),
     );
     drop(gateway);
+    // The same without any client's parsing: request written, answer line read as bytes.
+    let raw_gateway = raw_list_p50(
+        &tether,
+        &[
+            "serve",
+            "--mcp",
+            &spec,
+            "--audit",
+            &audit("raw.jsonl"),
+            "--no-pins",
+        ],
+    )
+    .await;
+    let raw_one = raw_list_p50(&server, &["--tools", "50"]).await;
+    println!(
+        "tools/list as bytes (no client parsing): gateway ({count} tools) p50 {}; one server's first page (50 of its 53 tools) p50 {} (ratio {:.2})",
+        ms(raw_gateway),
+        ms(raw_one),
+        raw_gateway.as_secs_f64() / raw_one.as_secs_f64().max(f64::EPSILON),
+    );
 
     // 3. 100 concurrent calls over 8 servers.
     let spec = servers_spec(&server, 8, &[]);

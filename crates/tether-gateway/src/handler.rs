@@ -19,9 +19,9 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     ContentBlock, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
     Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, SetLevelRequestMethod, SubscribeRequestParams, Tool,
+    ResourceTemplate, ServerCapabilities, SetLevelRequestMethod, SubscribeRequestParams,
     UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
@@ -32,22 +32,32 @@ use tether_driver::{DriverError, McpRuntime, ServerStatus, Session};
 
 use crate::GatewayOptions;
 use crate::audit::{AuditLog, Outcome, Record, uri_target};
-use crate::names::{Collision, Namespace};
-use crate::pins::{Pin, Verdict};
+use crate::catalogue::{
+    Admission, CATALOGUE_MARKER, Catalogue, Entries, STATUS_TOOL, admit_prompts, admit_tools,
+    scanned,
+};
+use crate::clients::Clients;
+use crate::names::ToolFilter;
+use crate::pins::PinStore;
 use crate::redact::mask_value;
-use crate::scan::{ScanPolicy, scan};
+use crate::scan::ScanPolicy;
 use crate::supervise::Supervisor;
-
-/// The gateway's own tool: each server's state, tools, restarts and last error.
-pub const STATUS_TOOL: &str = "tether_status";
 
 /// What every connection of one gateway shares.
 pub(crate) struct Shared {
     pub(crate) supervisor: Arc<Supervisor>,
-    tools: Vec<Tool>,
-    tool_names: Namespace,
-    prompts: Vec<Prompt>,
-    prompt_names: Namespace,
+    /// What is offered now; replaced whole when a server's list changes.
+    catalogue: RwLock<Arc<Catalogue>>,
+    /// Every server's admitted tools and prompts, from which the catalogue is built.
+    entries: std::sync::Mutex<Entries>,
+    /// Per server: where its tools are pinned, and its scan policy.
+    admissions: HashMap<String, Admission>,
+    /// The scan policy of a server `admissions` does not name.
+    default_scan: ScanPolicy,
+    pins: Option<PinStore>,
+    filter: ToolFilter,
+    /// Servers that declared `prompts`, in spec order.
+    prompt_servers: Vec<String>,
     /// Servers that declared `resources`, in spec order.
     resource_servers: Vec<String>,
     /// Servers that declared `completions`, in spec order.
@@ -58,16 +68,15 @@ pub(crate) struct Shared {
     resource_routes: RwLock<HashMap<String, String>>,
     /// A template's text before its first `{` → its server (the last templates list).
     template_routes: RwLock<Vec<(String, String)>>,
-    pub(crate) masker: Masker,
+    /// The session's masking set as a masker; replaced when a re-mint adds values.
+    masker: RwLock<Arc<Masker>>,
     audit: Option<AuditLog>,
-    call_timeout: Duration,
+    pub(crate) call_timeout: Duration,
+    /// The longest a server may take to list its tools again after a change.
+    relist_timeout: Duration,
     capabilities: ServerCapabilities,
-    /// Namespaced names of tools and prompts not offered (a changed pin, a blocked scan),
-    /// with the reason a call gets.
-    withheld: HashMap<String, String>,
-    scan: ScanPolicy,
-    /// Every client that completed initialize (log messages go to all of them).
-    peers: std::sync::Mutex<Vec<rmcp::Peer<RoleServer>>>,
+    /// The connected clients, their running calls and subscriptions.
+    pub(crate) clients: Arc<Clients>,
 }
 
 /// A list method that may span pages.
@@ -87,14 +96,18 @@ impl Shared {
             audit,
             start,
             pins,
-            scan: scan_policy,
+            scan: default_scan,
+            admissions,
             filter,
-            log_messages: _,
+            upstream: _,
+            masking_hook: _,
         } = options;
         let running = runtime.running();
-        let mut tool_names = Namespace::default();
-        let mut tools = Vec::new();
-        let mut withheld = HashMap::new();
+        let admission = |server: &str| admission_of(&admissions, default_scan, server);
+        let mut entries = Entries {
+            order: runtime.reports().iter().map(|r| r.name.clone()).collect(),
+            ..Entries::default()
+        };
         // Each tool's own name with its server, for the shadowing rule.
         let all_tools: Vec<(String, String)> = runtime
             .reports()
@@ -114,85 +127,22 @@ impl Shared {
             let ServerStatus::Ready { tools: offered } = &report.status else {
                 continue;
             };
-            let verdicts = match &pins {
-                Some(pins) => {
-                    let definitions: Vec<(String, Value)> = offered
-                        .iter()
-                        .map(|info| (info.name.clone(), info.definition.clone()))
-                        .collect();
-                    match pins.check(&report.name, &definitions) {
-                        Ok(verdicts) => verdicts.into_iter().collect(),
-                        Err(error) => {
-                            tracing::warn!("{error}; tools are offered without pinning");
-                            HashMap::new()
-                        }
-                    }
-                }
-                None => HashMap::new(),
-            };
             let others: HashSet<String> = all_tools
                 .iter()
                 .filter(|(server, _)| *server != report.name)
                 .map(|(_, tool)| tool.clone())
                 .collect();
-            for info in offered {
-                let name = tool_names.add(&report.name, &info.name);
-                if !filter.allows(&name) {
-                    withheld.insert(
-                        name,
-                        format!(
-                            "the tool '{}' of server '{}' is left out by this gateway's --include-tools/--exclude-tools",
-                            info.name, report.name
-                        ),
-                    );
-                    continue;
-                }
-                if let Some(Verdict::Changed { pinned }) = verdicts.get(&info.name) {
-                    tracing::warn!(
-                        server = %report.name,
-                        "tool '{}' changed since it was pinned (sha256 {} → {}); withheld until `tether trust {} {}`",
-                        info.name,
-                        &pinned.sha256[..12],
-                        &Pin::of(&info.definition).sha256[..12],
-                        report.name,
-                        info.name
-                    );
-                    withheld.insert(
-                        name,
-                        format!(
-                            "the tool '{}' of server '{}' is withheld: its definition changed since it was first seen; run `tether trust {} {}` to review the change and accept it",
-                            info.name, report.name, report.name, info.name
-                        ),
-                    );
-                    continue;
-                }
-                if let Some(reason) = scanned(
-                    scan_policy,
-                    &report.name,
-                    "tool",
-                    &info.name,
-                    &info.definition,
-                    &others,
-                ) {
-                    withheld.insert(name, reason);
-                    continue;
-                }
-                let mut definition = info.definition.clone();
-                mask_value(&masker, &mut definition);
-                definition["name"] = Value::String(name);
-                match serde_json::from_value::<Tool>(definition) {
-                    Ok(tool) => tools.push(tool),
-                    Err(error) => tracing::warn!(
-                        server = %report.name,
-                        tool = %info.name,
-                        %error,
-                        "the tool's definition does not parse as MCP; it is not offered"
-                    ),
-                }
-            }
+            let admitted = admit_tools(
+                &report.name,
+                &admission(&report.name),
+                offered,
+                pins.as_ref(),
+                &others,
+                &masker,
+                &[],
+            );
+            entries.tools.insert(report.name.clone(), admitted);
         }
-        report_collisions("tool", tool_names.collisions());
-        tools.push(status_tool());
         let declares = |what: &str| -> Vec<String> {
             running
                 .iter()
@@ -213,8 +163,6 @@ impl Shared {
                 caps.pointer("/resources/subscribe") == Some(&Value::Bool(true))
             })
         });
-        let mut prompt_names = Namespace::default();
-        let mut prompts = Vec::new();
         let listed = futures_util::future::join_all(
             prompt_servers
                 .iter()
@@ -222,41 +170,28 @@ impl Shared {
         )
         .await;
         for (server, listed) in prompt_servers.iter().zip(listed) {
-            let items = match listed {
-                Ok(items) => items,
+            match listed {
+                Ok(items) => {
+                    let admitted =
+                        admit_prompts(server, admission(server).scan, items, &masker, &[]);
+                    entries.prompts.insert(server.clone(), admitted);
+                }
                 Err(error) => {
                     tracing::warn!(server = %server, "listing prompts failed: {}", masker.mask(&error.to_string()));
-                    continue;
-                }
-            };
-            for mut item in items {
-                let Some(own) = item.get("name").and_then(Value::as_str).map(str::to_owned) else {
-                    continue;
-                };
-                let name = prompt_names.add(server, &own);
-                if let Some(reason) =
-                    scanned(scan_policy, server, "prompt", &own, &item, &HashSet::new())
-                {
-                    withheld.insert(name, reason);
-                    continue;
-                }
-                mask_value(&masker, &mut item);
-                item["name"] = Value::String(name);
-                if let Ok(prompt) = serde_json::from_value::<Prompt>(item) {
-                    prompts.push(prompt);
                 }
             }
         }
-        report_collisions("prompt", prompt_names.collisions());
+        let catalogue = Catalogue::build(&entries, &filter, None);
 
+        // Lists change: a server's own change is followed and passed on (`list_changed`).
         let mut capabilities = ServerCapabilities::default();
-        capabilities.tools = serde_json::from_value(json!({"listChanged": false})).ok();
-        if !prompts.is_empty() {
-            capabilities.prompts = serde_json::from_value(json!({"listChanged": false})).ok();
+        capabilities.tools = serde_json::from_value(json!({"listChanged": true})).ok();
+        if !prompt_servers.is_empty() {
+            capabilities.prompts = serde_json::from_value(json!({"listChanged": true})).ok();
         }
         if !resource_servers.is_empty() {
             capabilities.resources =
-                serde_json::from_value(json!({"listChanged": false, "subscribe": subscribe})).ok();
+                serde_json::from_value(json!({"listChanged": true, "subscribe": subscribe})).ok();
         }
         if !logging_servers.is_empty() {
             capabilities.logging = Some(Map::new());
@@ -272,6 +207,7 @@ impl Shared {
                 ServerStatus::Ready { .. } | ServerStatus::Disabled => None,
             })
             .collect();
+        let relist_timeout = start.startup_timeout;
         let supervisor = Arc::new(Supervisor::new(
             session,
             start,
@@ -280,33 +216,174 @@ impl Shared {
         ));
         Self {
             supervisor,
-            tools,
-            tool_names,
-            prompts,
-            prompt_names,
+            catalogue: RwLock::new(Arc::new(catalogue)),
+            entries: std::sync::Mutex::new(entries),
+            admissions,
+            default_scan,
+            pins,
+            filter,
+            prompt_servers,
             resource_servers,
             completion_servers,
             logging_servers,
             resource_routes: RwLock::new(HashMap::new()),
             template_routes: RwLock::new(Vec::new()),
-            masker,
+            masker: RwLock::new(Arc::new(masker)),
             audit,
             call_timeout,
+            relist_timeout,
             capabilities,
-            withheld,
-            scan: scan_policy,
-            peers: std::sync::Mutex::new(Vec::new()),
+            clients: Arc::default(),
         }
     }
 
-    /// The namespaced tool names, in order (spec order, then each server's order).
-    pub(crate) fn tool_names(&self) -> &[String] {
-        self.tool_names.names()
+    /// What is offered now.
+    pub(crate) fn catalogue(&self) -> Arc<Catalogue> {
+        Arc::clone(
+            &self
+                .catalogue
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// How `server`'s entries are admitted.
+    fn admission(&self, server: &str) -> Admission {
+        admission_of(&self.admissions, self.default_scan, server)
+    }
+
+    /// Lists `server`'s tools again (it said its list changed, or it was restarted), admits
+    /// them and rebuilds the catalogue. Returns whether what is offered changed.
+    pub(crate) async fn relist_tools(&self, server: &str) -> bool {
+        let listed = match self.supervisor.runtime(server) {
+            Ok(runtime) => runtime.list_tools(server, self.relist_timeout).await,
+            Err(unavailable) => Err(unavailable),
+        };
+        let offered = match listed {
+            Ok(offered) => offered,
+            Err(error) => {
+                tracing::warn!(server = %server, "listing its tools again failed; keeping the last list: {}", self.mask(&error.to_string()));
+                return false;
+            }
+        };
+        let (others, known) = {
+            let entries = self.lock_entries();
+            let known = entries.tools.get(server).cloned().unwrap_or_default();
+            (entries.other_tools(server), known)
+        };
+        let admitted = admit_tools(
+            server,
+            &self.admission(server),
+            &offered,
+            self.pins.as_ref(),
+            &others,
+            &self.masker(),
+            &known,
+        );
+        let mut entries = self.lock_entries();
+        if entries.tools.get(server) == Some(&admitted) {
+            return false;
+        }
+        tracing::info!(server = %server, tools = offered.len(), "the server's tool list changed");
+        entries.tools.insert(server.to_owned(), admitted);
+        self.rebuild(&entries)
+    }
+
+    /// [`Shared::relist_tools`] for prompts.
+    pub(crate) async fn relist_prompts(&self, server: &str) -> bool {
+        if !self.prompt_servers.iter().any(|s| s == server) {
+            return false;
+        }
+        let listed = match self.supervisor.runtime(server) {
+            Ok(runtime) => {
+                list_all(
+                    &runtime,
+                    server,
+                    "prompts/list",
+                    "prompts",
+                    self.relist_timeout,
+                )
+                .await
+            }
+            Err(unavailable) => Err(unavailable),
+        };
+        let items = match listed {
+            Ok(items) => items,
+            Err(error) => {
+                tracing::warn!(server = %server, "listing its prompts again failed; keeping the last list: {}", self.mask(&error.to_string()));
+                return false;
+            }
+        };
+        let known = self
+            .lock_entries()
+            .prompts
+            .get(server)
+            .cloned()
+            .unwrap_or_default();
+        let admitted = admit_prompts(
+            server,
+            self.admission(server).scan,
+            items,
+            &self.masker(),
+            &known,
+        );
+        let mut entries = self.lock_entries();
+        if entries.prompts.get(server) == Some(&admitted) {
+            return false;
+        }
+        entries.prompts.insert(server.to_owned(), admitted);
+        self.rebuild(&entries)
+    }
+
+    fn lock_entries(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Replaces the catalogue with one built from `entries`; whether the lists differ.
+    fn rebuild(&self, entries: &Entries) -> bool {
+        let mut current = self
+            .catalogue
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let fresh = Catalogue::build(entries, &self.filter, Some(&current));
+        let changed = fresh.tools != current.tools || fresh.prompts != current.prompts;
+        *current = Arc::new(fresh);
+        changed
+    }
+
+    /// The namespaced tool names offered now, in order (spec order, then each server's order).
+    pub(crate) fn tool_names(&self) -> Vec<String> {
+        self.catalogue()
+            .tools
+            .iter()
+            .map(|tool| tool.name.to_string())
+            .filter(|name| name != STATUS_TOOL)
+            .collect()
+    }
+
+    /// The masker of the session's values now.
+    pub(crate) fn masker(&self) -> Arc<Masker> {
+        Arc::clone(
+            &self
+                .masker
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Masks `values` from now on too (the session's set after a re-mint).
+    pub(crate) fn set_masking(&self, values: &[tether_config::SecretValue]) {
+        *self
+            .masker
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Masker::new(values));
     }
 
     /// `text` masked.
-    fn mask(&self, text: &str) -> String {
-        self.masker.mask(text)
+    pub(crate) fn mask(&self, text: &str) -> String {
+        self.masker().mask(text)
     }
 
     fn audit(&self, record: &Record<'_>) {
@@ -327,103 +404,20 @@ impl Shared {
     }
 }
 
-/// Passes each server's log message on to every connected client, masked, with `logger` set
-/// to `SERVER` (or `SERVER/LOGGER`). A client whose connection is gone is dropped from the
-/// list. Ends when the gateway or the senders are gone.
-#[expect(
-    deprecated,
-    reason = "notifications/message is still part of the protocol versions the gateway speaks"
-)]
-pub(crate) async fn pass_log_messages(
-    shared: std::sync::Weak<Shared>,
-    mut receiver: tokio::sync::mpsc::UnboundedReceiver<(String, Value)>,
-) {
-    while let Some((server, mut params)) = receiver.recv().await {
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        let logger = match params.get("logger").and_then(Value::as_str) {
-            Some(own) => format!("{server}/{own}"),
-            None => server,
-        };
-        params["logger"] = Value::String(logger);
-        mask_value(&shared.masker, &mut params);
-        let Ok(message) =
-            serde_json::from_value::<rmcp::model::LoggingMessageNotificationParam>(params)
-        else {
-            continue;
-        };
-        let peers: Vec<rmcp::Peer<RoleServer>> = shared
-            .peers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        let mut any_gone = false;
-        for peer in &peers {
-            any_gone |= peer.notify_logging_message(message.clone()).await.is_err();
-        }
-        if any_gone {
-            let mut peers = shared
-                .peers
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            peers.retain(|peer| !peer.is_transport_closed());
-        }
-    }
-}
-
-/// Runs the scan on one entry under `policy`; reports findings on stderr. `Some(reason)` when
-/// the entry is to be withheld.
-fn scanned(
-    policy: ScanPolicy,
+/// How `server`'s entries are admitted: as `admissions` says, else pinned under its name and
+/// scanned under `default_scan`.
+fn admission_of(
+    admissions: &HashMap<String, Admission>,
+    default_scan: ScanPolicy,
     server: &str,
-    kind: &str,
-    name: &str,
-    definition: &Value,
-    other_tools: &HashSet<String>,
-) -> Option<String> {
-    if policy == ScanPolicy::Off {
-        return None;
-    }
-    let findings = scan(definition, other_tools);
-    if findings.is_empty() {
-        return None;
-    }
-    let listed: Vec<String> = findings
-        .iter()
-        .map(|f| format!("{}: {}", f.rule, f.excerpt))
-        .collect();
-    let blocked = policy == ScanPolicy::Block;
-    tracing::warn!(
-        server,
-        "{kind} '{name}' looks like a prompt injection ({}){}",
-        listed.join("; "),
-        if blocked {
-            "; blocked"
-        } else {
-            "; offered anyway (--scan block withholds it)"
-        }
-    );
-    blocked.then(|| {
-        format!(
-            "the {kind} '{name}' of server '{server}' is withheld by tether's prompt-injection scan ({})",
-            listed.join("; ")
-        )
-    })
-}
-
-fn report_collisions(kind: &str, collisions: &[Collision]) {
-    for collision in collisions {
-        tracing::warn!(
-            "{kind} name collision: '{}' of server '{}' would be '{}', which '{}' of server '{}' has; it is offered as '{}'",
-            collision.renamed.name,
-            collision.renamed.server,
-            collision.wanted,
-            collision.kept_by.name,
-            collision.kept_by.server,
-            collision.renamed_to
-        );
-    }
+) -> Admission {
+    admissions
+        .get(server)
+        .cloned()
+        .unwrap_or_else(|| Admission {
+            pin_key: server.to_owned(),
+            scan: default_scan,
+        })
 }
 
 /// Every item of a paginated list method on `server` (`key` is the result's array).
@@ -471,6 +465,9 @@ pub struct GatewayHandler {
     shared: Arc<Shared>,
     /// A random id for this connection, used in audit records.
     session: Arc<str>,
+    /// Answer `tools/list` with the marker the line transport replaces by the catalogue's
+    /// pre-serialized list (`lines.rs`), instead of a copy of the list.
+    catalogue_marker: bool,
 }
 
 impl GatewayHandler {
@@ -478,7 +475,14 @@ impl GatewayHandler {
         Self {
             shared,
             session: uuid::Uuid::new_v4().simple().to_string().into(),
+            catalogue_marker: false,
         }
+    }
+
+    /// For a connection over the line transport (`lines.rs`).
+    pub(crate) fn with_catalogue_marker(mut self) -> Self {
+        self.catalogue_marker = true;
+        self
     }
 
     /// Forwards one request and masks the answer; audits it when `audit` names the target.
@@ -504,6 +508,20 @@ impl GatewayHandler {
         progress: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
     ) -> (Result<Value, DriverError>, Duration) {
         let started = Instant::now();
+        let call = self
+            .shared
+            .clients
+            .begin(server, &context.peer, http_session(context));
+        let Ok(_call) = call else {
+            // DELETE is draining this session: it finishes what runs, starts nothing new.
+            let refused = DriverError::RequestFailed {
+                server: server.to_owned(),
+                method: method.to_owned(),
+                code: None,
+                message: "the session is being closed".to_owned(),
+            };
+            return (Err(refused), Duration::ZERO);
+        };
         let answer = match self.shared.supervisor.runtime(server) {
             Ok(runtime) => {
                 let answer = runtime
@@ -537,7 +555,7 @@ impl GatewayHandler {
         };
         let elapsed = started.elapsed();
         let answer = answer.map(|mut value| {
-            mask_value(&self.shared.masker, &mut value);
+            mask_value(&self.shared.masker(), &mut value);
             value
         });
         (answer, elapsed)
@@ -614,10 +632,11 @@ impl GatewayHandler {
                 .or_else(|| item.get("uri"))
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            scanned(shared.scan, server, "resource", name, item, &HashSet::new()).is_none()
+            let policy = shared.admission(server).scan;
+            scanned(policy, server, "resource", name, item, &HashSet::new()).is_none()
         });
         for (_, item) in &mut merged {
-            mask_value(&shared.masker, item);
+            mask_value(&shared.masker(), item);
         }
         merged
     }
@@ -639,7 +658,7 @@ impl GatewayHandler {
         tokio::spawn(async move {
             while let Some(mut params) = receiver.recv().await {
                 params["progressToken"] = token.clone();
-                mask_value(&masker.masker, &mut params);
+                mask_value(&masker.masker(), &mut params);
                 match serde_json::from_value(params) {
                     Ok(params) => {
                         if peer.notify_progress(params).await.is_err() {
@@ -670,57 +689,45 @@ impl GatewayHandler {
             ));
         };
         let (answer, _) = self.forward(&server, method, params, context).await;
-        answer.map(drop).map_err(|e| self.shared.error_for(&e))
+        answer.map_err(|e| self.shared.error_for(&e))?;
+        if method == "resources/subscribe" {
+            self.shared
+                .clients
+                .subscribe(uri, &self.session, &context.peer);
+        } else {
+            self.shared.clients.unsubscribe(uri, &self.session);
+        }
+        Ok(())
     }
 
     /// `tether_status`'s answer: the supervisor's report as JSON text and structured content.
     fn status(&self) -> CallToolResult {
-        let tool_names = &self.shared.tool_names;
-        let status = self.shared.supervisor.status(|server| {
-            tool_names
-                .names()
+        let catalogue = self.shared.catalogue();
+        let offered = |server: &str| {
+            catalogue
+                .tools
                 .iter()
-                .filter(|name| tool_names.route(name).is_some_and(|r| r.server == server))
+                .filter(|tool| catalogue.server_of(&tool.name) == Some(server))
                 .count()
-        });
-        let mut status = status;
+        };
+        let mut status = self.shared.supervisor.status(offered);
         if let Some(servers) = status["servers"].as_array_mut() {
             for server in servers {
                 let name = server["name"].as_str().unwrap_or_default().to_owned();
-                let mut withheld: Vec<&String> = self
-                    .shared
+                let mut withheld: Vec<&String> = catalogue
                     .withheld
                     .keys()
-                    .filter(|n| {
-                        self.shared
-                            .tool_names
-                            .route(n)
-                            .or_else(|| self.shared.prompt_names.route(n))
-                            .is_some_and(|r| r.server == name)
-                    })
+                    .filter(|n| catalogue.server_of(n) == Some(name.as_str()))
                     .collect();
                 withheld.sort();
                 server["withheld"] = json!(withheld);
             }
         }
-        mask_value(&self.shared.masker, &mut status);
+        mask_value(&self.shared.masker(), &mut status);
         let mut result = CallToolResult::success(vec![ContentBlock::text(status.to_string())]);
         result.structured_content = Some(status);
         result
     }
-}
-
-/// The definition of `tether_status`.
-fn status_tool() -> Tool {
-    let schema = json!({"type": "object", "properties": {}});
-    let definition = json!({
-        "name": STATUS_TOOL,
-        "description": "tether gateway: the state of each MCP server behind this gateway (ready, restarting, stopped, failed), its tool count, restarts and last error.",
-        "inputSchema": schema,
-        "annotations": {"readOnlyHint": true, "openWorldHint": false}
-    });
-    serde_json::from_value(definition)
-        .unwrap_or_else(|_| Tool::new(STATUS_TOOL, "tether gateway: server status", Map::new()))
 }
 
 /// Whether `server`'s connection in `runtime` is closed, allowing its service loop a moment to
@@ -733,6 +740,19 @@ async fn connection_closed(runtime: &McpRuntime, server: &str) -> bool {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     false
+}
+
+/// The Streamable HTTP session a request came in on (its `Mcp-Session-Id`), if it came over
+/// HTTP. The id is a credential: it is only compared, never shown.
+fn http_session(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()?
+        .headers
+        .get("mcp-session-id")?
+        .to_str()
+        .ok()
+        .map(str::to_owned)
 }
 
 /// The part of a URI template before its first variable.
@@ -758,11 +778,17 @@ impl ServerHandler for GatewayHandler {
     }
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
-        self.shared
-            .peers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(context.peer);
+        self.shared.clients.connected(context.peer);
+    }
+
+    async fn on_roots_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        // Servers ask for the roots again; their `roots/list` comes back to a client.
+        for runtime in self.shared.supervisor.runtimes() {
+            runtime.notify_roots_changed().await;
+        }
     }
 
     async fn list_tools(
@@ -770,7 +796,16 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+        if self.catalogue_marker {
+            let mut marker = ListToolsResult::with_all_items(Vec::new());
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.insert(CATALOGUE_MARKER.to_owned(), Value::Bool(true));
+            marker.meta = Some(meta);
+            return Ok(marker);
+        }
+        Ok(ListToolsResult::with_all_items(
+            self.shared.catalogue().tools.as_ref().clone(),
+        ))
     }
 
     async fn call_tool(
@@ -782,11 +817,12 @@ impl ServerHandler for GatewayHandler {
         if request.name == STATUS_TOOL {
             return Ok(self.status().into());
         }
-        if let Some(reason) = self.shared.withheld.get(request.name.as_ref()) {
+        let catalogue = self.shared.catalogue();
+        if let Some(reason) = catalogue.withheld.get(request.name.as_ref()) {
             let refused = self.refuse(METHOD, &request.name, reason.clone());
             return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
         }
-        let Some(route) = self.shared.tool_names.route(&request.name).cloned() else {
+        let Some(route) = catalogue.tool_names.route(&request.name).cloned() else {
             // A tool error, not a protocol error: clients show it to the model, which can
             // then pick a listed name.
             let refused = self.refuse(
@@ -801,7 +837,7 @@ impl ServerHandler for GatewayHandler {
         };
         let mut arguments = request.arguments.clone().map(Value::Object);
         if let Some(arguments) = &mut arguments {
-            mask_value(&self.shared.masker, arguments);
+            mask_value(&self.shared.masker(), arguments);
         }
         let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         params["name"] = Value::String(route.name.clone());
@@ -866,7 +902,7 @@ impl ServerHandler for GatewayHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         Ok(ListPromptsResult::with_all_items(
-            self.shared.prompts.clone(),
+            self.shared.catalogue().prompts.as_ref().clone(),
         ))
     }
 
@@ -876,10 +912,11 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         const METHOD: &str = "prompts/get";
-        if let Some(reason) = self.shared.withheld.get(&request.name) {
+        let catalogue = self.shared.catalogue();
+        if let Some(reason) = catalogue.withheld.get(&request.name) {
             return Err(self.refuse(METHOD, &request.name, reason.clone()));
         }
-        let Some(route) = self.shared.prompt_names.route(&request.name).cloned() else {
+        let Some(route) = catalogue.prompt_names.route(&request.name).cloned() else {
             return Err(self.refuse(
                 METHOD,
                 &request.name,
@@ -889,7 +926,7 @@ impl ServerHandler for GatewayHandler {
         let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         params["name"] = Value::String(route.name.clone());
         let arguments = params.get("arguments").cloned().map(|mut a| {
-            mask_value(&self.shared.masker, &mut a);
+            mask_value(&self.shared.masker(), &mut a);
             a
         });
         let (answer, duration) = self.forward(&route.server, METHOD, params, &context).await;
@@ -1067,7 +1104,7 @@ impl ServerHandler for GatewayHandler {
         let server = match params["ref"]["type"].as_str() {
             Some("ref/prompt") => {
                 let name = params["ref"]["name"].as_str().unwrap_or_default();
-                let route = self.shared.prompt_names.route(name).cloned();
+                let route = self.shared.catalogue().prompt_names.route(name).cloned();
                 route.map(|route| {
                     params["ref"]["name"] = Value::String(route.name);
                     route.server

@@ -3,17 +3,22 @@
 //! Order of checks for every request: the bearer token (401 without it, unless the gateway
 //! runs `--no-auth`), then rmcp's own: `Host` must be a loopback name (DNS rebinding), an
 //! `Origin`, when a browser sends one, must be this very address, then the MCP session.
-//! DELETE with an `Mcp-Session-Id` closes that session.
+//! DELETE with an `Mcp-Session-Id` closes that session after draining it: new calls in it are
+//! refused, and the DELETE is answered when the calls it has running ended (at most
+//! [`DRAIN_LIMIT`], or the call timeout when shorter; calls still running then are cancelled).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse as _, Response};
 use axum::serve::ListenerExt as _;
+use futures_util::StreamExt as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tether_config::SecretValue;
@@ -24,6 +29,9 @@ use crate::handler::{GatewayHandler, Shared};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
+
+/// The longest a DELETE waits for its session's running calls.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 
 /// Serves `shared` on `listener` until `shutdown` is cancelled.
 pub(crate) async fn serve(
@@ -40,12 +48,15 @@ pub(crate) async fn serve(
         .with_cancellation_token(shutdown.child_token())
         .with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"])
         .with_allowed_origins(origins(address));
+    let for_sessions = Arc::clone(&shared);
     let service = StreamableHttpService::new(
-        move || Ok(GatewayHandler::new(Arc::clone(&shared))),
+        move || Ok(GatewayHandler::new(Arc::clone(&for_sessions))),
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let mut router = Router::new().nest_service(MCP_PATH, service);
+    let mut router = Router::new()
+        .nest_service(MCP_PATH, service)
+        .layer(middleware::from_fn_with_state(shared, drain_on_delete));
     if let Some(token) = token {
         let expected = SecretValue::new(format!("Bearer {}", token.expose()));
         router = router.layer(middleware::from_fn_with_state(
@@ -98,6 +109,49 @@ async fn require_bearer(
         "missing or wrong bearer token\n",
     )
         .into_response()
+}
+
+/// A DELETE of a session waits until the responses the session is being sent ended (its
+/// running calls answered; bounded) before rmcp closes it. Every POST of a session is counted
+/// until its response's body was sent.
+async fn drain_on_delete(
+    State(shared): State<Arc<Shared>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(session) = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
+    else {
+        return next.run(request).await;
+    };
+    if request.method() == Method::GET {
+        // The session's own event stream lasts as long as the session: not a call.
+        return next.run(request).await;
+    }
+    if request.method() != Method::DELETE {
+        let guard = shared.clients.http_request(&session);
+        let (parts, body) = next.run(request).await.into_parts();
+        // The guard goes with the body: dropped once the whole response was written.
+        let body = body.into_data_stream().map(move |chunk| {
+            let _ = &guard;
+            chunk
+        });
+        return Response::from_parts(parts, Body::from_stream(body));
+    }
+    let limit = DRAIN_LIMIT.min(shared.call_timeout);
+    let left = shared.clients.drain(&session, limit).await;
+    if left > 0 {
+        tracing::warn!(
+            "closing a session with {left} requests still running after {} s; they are cancelled",
+            limit.as_secs_f64()
+        );
+    }
+    let response = next.run(request).await;
+    shared.clients.closed(&session);
+    response
 }
 
 /// Equal bytes, compared in time that depends only on the lengths.

@@ -12,7 +12,9 @@
 //! use std::time::Duration;
 //! use tether_gateway::{Gateway, GatewayOptions};
 //!
-//! let start = tether_driver::StartOptions::default();
+//! let mut start = tether_driver::StartOptions::default();
+//! // The servers' notifications and requests to their client reach the gateway.
+//! let upstream = tether_gateway::Upstream::wire(&mut start);
 //! let runtime = session.start(&start).await?;
 //! let options = GatewayOptions {
 //!     call_timeout: Duration::from_secs(60),
@@ -20,8 +22,10 @@
 //!     start,
 //!     pins: None,
 //!     scan: tether_gateway::ScanPolicy::Warn,
+//!     admissions: Default::default(),
 //!     filter: tether_gateway::names::ToolFilter::default(),
-//!     log_messages: None,
+//!     upstream: Some(upstream),
+//!     masking_hook: None,
 //! };
 //! let gateway = Gateway::new(session, runtime, options).await;
 //! gateway.serve_stdio().await?; // until the client closes stdin
@@ -35,14 +39,19 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+mod catalogue;
+mod clients;
 mod error;
 mod handler;
 mod http;
+mod lines;
 pub mod names;
 pub mod pins;
 pub mod redact;
+mod remint;
 pub mod scan;
 pub mod supervise;
+mod upstream;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,10 +62,13 @@ use tether_driver::{McpRuntime, Session, StartOptions};
 use tokio_util::sync::CancellationToken;
 
 pub use audit::AuditLog;
+pub use catalogue::{Admission, STATUS_TOOL};
 pub use error::GatewayError;
 pub use http::{MCP_PATH, generate_token, is_loopback};
 pub use pins::PinStore;
+pub use remint::{MaskingHook, RegisterValues};
 pub use scan::ScanPolicy;
+pub use upstream::Upstream;
 
 use handler::{GatewayHandler, Shared};
 
@@ -71,13 +83,19 @@ pub struct GatewayOptions {
     pub start: StartOptions,
     /// Where tool definitions are pinned; `None` pins nothing.
     pub pins: Option<PinStore>,
-    /// What the prompt-injection scan does with a finding.
+    /// What the prompt-injection scan does with a finding, for a server `admissions` does
+    /// not name.
     pub scan: ScanPolicy,
+    /// Per server: where its tools are pinned and its scan policy. A server not named here
+    /// is pinned under its name and scanned under `scan`.
+    pub admissions: std::collections::HashMap<String, Admission>,
     /// Which namespaced tools are offered.
     pub filter: names::ToolFilter,
-    /// The servers' log messages, when `start.log_messages` sends them here: passed on to
-    /// every connected client (`notifications/message`, `logger` set to the server's name).
-    pub log_messages: Option<tokio::sync::mpsc::UnboundedReceiver<(String, serde_json::Value)>>,
+    /// The servers' notifications and requests to their client, when `start` was wired with
+    /// [`Upstream::wire`]: followed (list changes) and passed on to the connected clients.
+    pub upstream: Option<Upstream>,
+    /// Told the session's masking set when re-minting a managed config added values.
+    pub masking_hook: Option<MaskingHook>,
 }
 
 /// The run's servers, served as one MCP server. Clones share the servers: each serves its own
@@ -102,22 +120,21 @@ impl Gateway {
     /// session. Must be called within a tokio runtime.
     pub async fn new(session: Session, runtime: McpRuntime, mut options: GatewayOptions) -> Self {
         let masker = Masker::new(session.sensitive_values());
-        let log_messages = options.log_messages.take();
+        let upstream = options.upstream.take();
+        let masking_hook = options.masking_hook.take();
         let shared = Shared::new(session, runtime, masker, options).await;
         let shared = Arc::new(shared);
         tokio::spawn(supervise::watch(Arc::downgrade(&shared.supervisor)));
-        if let Some(receiver) = log_messages {
-            tokio::spawn(handler::pass_log_messages(
-                Arc::downgrade(&shared),
-                receiver,
-            ));
+        tokio::spawn(remint::remint(Arc::downgrade(&shared), masking_hook));
+        if let Some(upstream) = upstream {
+            upstream.attach(&shared);
         }
         Self { shared }
     }
 
     /// The namespaced tool names offered, in order.
     pub fn tool_names(&self) -> Vec<String> {
-        self.shared.tool_names().to_vec()
+        self.shared.tool_names()
     }
 
     /// Serves one client on this process's stdin and stdout until the client closes stdin.
@@ -132,14 +149,14 @@ impl Gateway {
         R: tokio::io::AsyncRead + Send + Unpin + 'static,
         W: tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
-        let handler = GatewayHandler::new(Arc::clone(&self.shared));
-        let running =
-            handler
-                .serve((reader, writer))
-                .await
-                .map_err(|e| GatewayError::Handshake {
-                    message: self.shared.masker.mask(&e.to_string()),
-                })?;
+        let handler = GatewayHandler::new(Arc::clone(&self.shared)).with_catalogue_marker();
+        let transport = lines::LineTransport::new(reader, writer, Arc::clone(&self.shared));
+        let running = handler
+            .serve(transport)
+            .await
+            .map_err(|e| GatewayError::Handshake {
+                message: self.shared.masker().mask(&e.to_string()),
+            })?;
         if let Err(error) = running.waiting().await {
             tracing::debug!(%error, "the session ended abnormally");
         }

@@ -112,6 +112,27 @@ impl PinStore {
         })
     }
 
+    /// Carries the pins kept under `former` (a server's name, as pins were keyed before
+    /// installations had keys of their own) over to `key`, when `key` has none yet. Returns
+    /// whether it did.
+    pub fn adopt(&self, key: &str, former: &str) -> Result<bool, PinError> {
+        if key == former {
+            return Ok(false);
+        }
+        self.update(|pins| {
+            if pins.contains_key(key) {
+                return false;
+            }
+            match pins.get(former).cloned() {
+                Some(old) => {
+                    pins.insert(key.to_owned(), old);
+                    true
+                }
+                None => false,
+            }
+        })
+    }
+
     /// Pins `definitions` of `server` as they are now (`tether trust`), replacing what was
     /// pinned; returns, per tool, the previous pin if there was a different one.
     pub fn trust(
@@ -321,6 +342,16 @@ mod tests {
         assert_eq!(
             store.check("s", &changed).expect("check")[0].1,
             Verdict::Same
+        );
+        // Pins kept under a server's name move to its installation's key once.
+        assert!(store.adopt("uid-1", "s").expect("adopt"));
+        assert_eq!(
+            store.check("uid-1", &changed).expect("check")[0].1,
+            Verdict::Same
+        );
+        assert!(
+            !store.adopt("uid-1", "t").expect("adopt"),
+            "a key's own pins stay"
         );
         let mode = std::os::unix::fs::PermissionsExt::mode(
             &std::fs::metadata(store.path()).expect("stat").permissions(),

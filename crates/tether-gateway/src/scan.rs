@@ -154,9 +154,12 @@ pub fn scan(definition: &Value, other_tools: &HashSet<String>) -> Vec<Finding> {
             }
         }
     }
+    // A tool that names itself ("Message to echo" in `echo`'s schema) shadows nothing, even when
+    // another server has a tool of the same name.
+    let own = definition.get("name").and_then(Value::as_str);
     if let Some(found) = other_tools
         .iter()
-        .filter(|tool| tool.chars().count() >= 4)
+        .filter(|tool| tool.chars().count() >= 4 && Some(tool.as_str()) != own)
         .find(|tool| texts.iter().any(|text| has_word(text, tool)))
     {
         push_once(
@@ -340,5 +343,26 @@ mod tests {
         let findings = scan(&definition, &HashSet::new());
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].rule, "credentials");
+    }
+
+    #[test]
+    fn a_tool_naming_itself_shadows_nothing() {
+        let definition = serde_json::json!({
+            "name": "echo",
+            "description": "Echoes back the input string",
+            "inputSchema": {"type": "object", "properties": {
+                "message": {"type": "string", "description": "Message to echo"}}}
+        });
+        let others: HashSet<String> = ["echo".to_owned()].into_iter().collect();
+        assert_eq!(scan(&definition, &others), Vec::new());
+        let others: HashSet<String> = ["echo".to_owned(), "input".to_owned()]
+            .into_iter()
+            .collect();
+        let rules: Vec<&str> = scan(&definition, &others).iter().map(|f| f.rule).collect();
+        assert_eq!(
+            rules,
+            ["shadowing"],
+            "another server's `input` is still named"
+        );
     }
 }

@@ -16,7 +16,7 @@ use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tether_driver::{DriverError, McpRuntime, Session, StartOptions};
+use tether_driver::{DriverError, McpRuntime, ServerNotice, Session, StartOptions};
 
 /// How often the watcher looks for closed connections.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(200);
@@ -80,7 +80,8 @@ impl Slot {
 
 /// The supervised servers of a gateway and what restarting them needs.
 pub(crate) struct Supervisor {
-    session: Session,
+    /// Written only by a re-mint (`remint.rs`); every start reads it.
+    session: tokio::sync::RwLock<Session>,
     options: StartOptions,
     slots: HashMap<String, Slot>,
     /// Servers that never started, with why (masked): reported by `tether_status`.
@@ -115,11 +116,53 @@ impl Supervisor {
             .collect();
         let order = session.names();
         Self {
-            session,
+            session: tokio::sync::RwLock::new(session),
             options,
             slots,
             failed_at_start,
             order,
+        }
+    }
+
+    /// The session the servers are started from.
+    pub(crate) fn session(&self) -> &tokio::sync::RwLock<Session> {
+        &self.session
+    }
+
+    /// Starts `server` afresh from the session (a re-minted config) and serves it from the
+    /// new runtime; the old connection and process end. When the start fails the old one
+    /// keeps serving (its token is still valid for a while) and the reason is returned.
+    pub(crate) async fn replace(&self, server: &str) -> Result<(), String> {
+        let Some(slot) = self.slots.get(server) else {
+            return Err("it is not running behind this gateway".to_owned());
+        };
+        let started = self
+            .session
+            .read()
+            .await
+            .start_server(server, &self.options)
+            .await
+            .map_err(|error| error.to_string())?;
+        let old = slot.read();
+        slot.set(State::Ready {
+            runtime: Arc::new(started),
+            started: Instant::now(),
+            level: 0,
+        });
+        if let State::Ready { runtime, .. } = old {
+            runtime.stop_server(server);
+        }
+        self.relist(server);
+        Ok(())
+    }
+
+    /// Has the gateway list `server`'s tools and prompts again (a new process may offer
+    /// others).
+    fn relist(&self, server: &str) {
+        if let Some(notices) = &self.options.notices {
+            for notice in [ServerNotice::ToolsChanged, ServerNotice::PromptsChanged] {
+                let _ = notices.send((server.to_owned(), notice));
+            }
         }
     }
 
@@ -230,6 +273,8 @@ async fn restart(supervisor: Weak<Supervisor>, server: String, mut level: u32) {
         };
         let started = supervisor
             .session
+            .read()
+            .await
             .start_server(&server, &supervisor.options)
             .await;
         level = level.saturating_add(1);
@@ -245,6 +290,7 @@ async fn restart(supervisor: Weak<Supervisor>, server: String, mut level: u32) {
                     started: Instant::now(),
                     level,
                 });
+                supervisor.relist(&server);
                 return;
             }
             Err(error) => {

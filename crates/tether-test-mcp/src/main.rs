@@ -3,7 +3,7 @@
 //! It serves three tools (`echo`, `env_check`, `add`, plus `--tools N` numbered ones) over stdio
 //! (the default) or Streamable HTTP (`--http ADDRESS`), and misbehaves on request so a launcher's
 //! failure handling can be tested: `--slow-start`, `--exit-early`, `--hang`, `--stderr-env`,
-//! `--spawn-child`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
+//! `--spawn-child`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
 
 mod http;
 mod oauth;
@@ -95,6 +95,11 @@ struct Cli {
     /// prompt-injection tests: a changed or poisoned description).
     #[arg(long, value_name = "TEXT")]
     extra_tool: Option<String>,
+
+    /// Also serve `add_tool {name}`, which adds a tool NAME and sends
+    /// `notifications/tools/list_changed` (for the gateway's list_changed tests).
+    #[arg(long)]
+    grow_tools: bool,
 }
 
 fn main() -> ExitCode {
@@ -169,7 +174,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .transpose()?;
     let server = TestServer::new(cli.tools, initialize)
         .with_echo_delay(Duration::from_millis(cli.slow_echo))
-        .with_extra_tool(cli.extra_tool.as_deref());
+        .with_extra_tool(cli.extra_tool.as_deref())
+        .with_tool_growth(cli.grow_tools);
     let hang = cli.hang;
 
     let runtime = tokio::runtime::Builder::new_current_thread()

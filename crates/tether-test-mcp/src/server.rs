@@ -11,7 +11,8 @@ use rmcp::{
         wrapper::Parameters,
     },
     model::{
-        CacheScope, InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult,
+        CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+        InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult,
         PaginatedRequestParams, ProtocolVersion, Tool,
     },
     service::RequestContext,
@@ -64,7 +65,12 @@ pub struct TestServer {
     initialize: InitializeBehaviour,
     /// How long `echo` waits before answering (`--slow-echo`).
     echo_delay: Duration,
+    /// With `--grow-tools`: the names of the tools `add_tool` added so far.
+    grown: Option<std::sync::Arc<std::sync::Mutex<Vec<String>>>>,
 }
+
+/// The tool `--grow-tools` adds: it adds a tool and says the list changed.
+const ADD_TOOL: &str = "add_tool";
 
 impl TestServer {
     /// A server with the three fixed tools plus `numbered_tools` tools named `tool_0`, `tool_1`, ….
@@ -82,6 +88,7 @@ impl TestServer {
             tool_router,
             initialize,
             echo_delay: Duration::ZERO,
+            grown: None,
         }
     }
 
@@ -93,6 +100,41 @@ impl TestServer {
 }
 
 impl TestServer {
+    /// With `grow`, also serves `add_tool {name}`, which adds a tool `name` (answering
+    /// "NAME answered") and sends `notifications/tools/list_changed` (`--grow-tools`).
+    #[must_use]
+    pub fn with_tool_growth(mut self, grow: bool) -> Self {
+        self.grown = grow.then(Default::default);
+        self
+    }
+
+    /// `add_tool`'s definition and every tool it added.
+    fn grown_tools(&self) -> Vec<Tool> {
+        let Some(grown) = &self.grown else {
+            return Vec::new();
+        };
+        let mut schema = empty_object_schema();
+        schema.insert(
+            "properties".into(),
+            serde_json::json!({"name": {"type": "string", "description": "The new tool's name."}}),
+        );
+        schema.insert("required".into(), serde_json::json!(["name"]));
+        let mut tools = vec![Tool::new(
+            ADD_TOOL,
+            "Add a tool called NAME (it answers with its own name) and say the tool list changed.",
+            schema,
+        )];
+        let names = grown.lock().map(|names| names.clone()).unwrap_or_default();
+        tools.extend(names.into_iter().map(|name| {
+            Tool::new(
+                name,
+                "A tool add_tool added; answers with its own name.",
+                empty_object_schema(),
+            )
+        }));
+        tools
+    }
+
     /// Adds a tool `extra` described by `description` (none when `None`).
     #[must_use]
     pub fn with_extra_tool(mut self, description: Option<&str>) -> Self {
@@ -206,7 +248,9 @@ impl ServerHandler for TestServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let cursor = request.as_ref().and_then(|params| params.cursor.as_deref());
-        let mut result = tools_page(self.tool_router.list_all(), cursor)?;
+        let mut tools = self.tool_router.list_all();
+        tools.extend(self.grown_tools());
+        let mut result = tools_page(tools, cursor)?;
         // Protocol 2026-07-28 wants cache hints; the list can change between runs, so none is fresh.
         if context
             .protocol_version()
@@ -215,6 +259,49 @@ impl ServerHandler for TestServer {
             result = result.with_ttl_ms(0).with_cache_scope(CacheScope::Public);
         }
         Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(grown) = &self.grown {
+            if request.name == ADD_TOOL {
+                let name = request
+                    .arguments
+                    .as_ref()
+                    .and_then(|arguments| arguments.get("name"))
+                    .and_then(serde_json::Value::as_str)
+                    .filter(|name| !name.is_empty())
+                    .ok_or_else(|| ErrorData::invalid_params("add_tool takes a name", None))?
+                    .to_owned();
+                if let Ok(mut names) = grown.lock() {
+                    names.push(name.clone());
+                }
+                context
+                    .peer
+                    .notify_tool_list_changed()
+                    .await
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                return Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+                    "added {name}"
+                ))])
+                .into());
+            }
+            let known = grown
+                .lock()
+                .is_ok_and(|names| names.contains(&request.name.to_string()));
+            if known {
+                return Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+                    "{} answered",
+                    request.name
+                ))])
+                .into());
+            }
+        }
+        let context = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        self.tool_router.call(context).await
     }
 }
 

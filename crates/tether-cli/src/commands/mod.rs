@@ -1,6 +1,7 @@
 //! The subcommands, and what they share: reading specs and secrets, resolving, starting.
 
 pub(crate) mod add;
+mod admission;
 mod audit;
 mod auth;
 mod call;

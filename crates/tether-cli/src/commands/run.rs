@@ -47,6 +47,27 @@ fn pick_harness(args: &RunArgs) -> anyhow::Result<HarnessArg> {
     .into())
 }
 
+/// The harnesses a hand-off goes through the gateway for unless `--no-gateway`: those where
+/// it is strictly better. Gemini CLI expands `$VAR` and `${VAR}` in the values of the servers
+/// it is given (a secret holding `$HOME` arrives changed) and hides variables named like
+/// credentials from its servers; through the gateway it is given no value at all.
+const GATEWAY_BY_DEFAULT: &[&str] = &["gemini"];
+
+/// Whether this run hands the harness the gateway: `--gateway`, or the harness's default
+/// unless `--no-gateway`. `--audit` needs the gateway.
+fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> {
+    let by_default =
+        matches!(harness, HarnessArg::Handoff(h) if GATEWAY_BY_DEFAULT.contains(&h.name));
+    let gateway = args.gateway || (by_default && !args.no_gateway);
+    if args.audit.is_some() && !gateway {
+        return Err(UsageError::new(
+            "--audit is the gateway's audit log: add --gateway (the default only for Gemini CLI)",
+        )
+        .into());
+    }
+    Ok(gateway)
+}
+
 pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let harness = pick_harness(args)?;
     let progress = Progress::new();
@@ -55,7 +76,7 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
         // Strict: a placeholder no secret filled stops the run before anything starts.
         tether_driver::require_resolved(session.servers())?;
     }
-    if args.gateway {
+    if through_gateway(args, harness)? {
         if harness == HarnessArg::Builtin {
             return Err(UsageError::new(
                 "--gateway hands the servers to a harness: give its command after `--` (or use `tether serve`)",

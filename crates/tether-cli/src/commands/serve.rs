@@ -10,7 +10,8 @@ use tether_config::RenderedServer;
 use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::names::ToolFilter;
 use tether_gateway::{
-    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, generate_token, is_loopback,
+    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, Upstream, generate_token,
+    is_loopback,
 };
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
@@ -47,7 +48,8 @@ fn transport(args: &ServeArgs) -> anyhow::Result<Transport> {
 pub(super) struct Policy {
     pub call_timeout: Duration,
     pub pins: bool,
-    pub scan: ScanPolicy,
+    /// `--scan`: every server's policy; `None`: per installation (`admission.rs`).
+    pub scan: Option<ScanPolicy>,
     pub filter: ToolFilter,
 }
 
@@ -86,12 +88,9 @@ pub(super) async fn start_gateway(
         None => default_audit_path()?,
     };
     let audit = AuditLog::create(&audit_path)?;
-    // The servers' log messages go to the gateway's clients (restarted servers' too).
-    let (log_sink, log_messages) = tokio::sync::mpsc::unbounded_channel();
-    let options = StartOptions {
-        log_messages: Some(log_sink),
-        ..options.clone()
-    };
+    // The servers' notifications and requests go to the gateway (restarted servers' too).
+    let mut options = options.clone();
+    let upstream = Upstream::wire(&mut options);
     let runtime = super::start(&session, &options, progress).await?;
     progress.finish();
     for report in runtime.reports() {
@@ -113,6 +112,16 @@ pub(super) async fn start_gateway(
         }
     }
     eprintln!("tether serve: audit log {}", audit.path().display());
+    let admissions = super::admission::admissions(&session, policy.scan)?;
+    let pins = if policy.pins {
+        let pins = PinStore::new(pins_path()?);
+        for server in session.names() {
+            super::admission::pin_key(&pins, &admissions, &server)?;
+        }
+        Some(pins)
+    } else {
+        None
+    };
     Ok(Gateway::new(
         session,
         runtime,
@@ -120,14 +129,15 @@ pub(super) async fn start_gateway(
             call_timeout: policy.call_timeout,
             audit: Some(audit),
             start: options.clone(),
-            pins: if policy.pins {
-                Some(PinStore::new(pins_path()?))
-            } else {
-                None
-            },
-            scan: policy.scan,
+            pins,
+            scan: policy.scan.unwrap_or_default(),
+            admissions,
             filter: policy.filter,
-            log_messages: Some(log_messages),
+            upstream: Some(upstream),
+            // A re-mint's new values (a fresh proxy token) are masked in tether's own lines.
+            masking_hook: Some(tether_gateway::MaskingHook(std::sync::Arc::new(|values| {
+                log_mask::register(values);
+            }))),
         },
     )
     .await)
@@ -149,11 +159,11 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         Policy {
             call_timeout: Duration::from_secs(args.call_timeout.max(1)),
             pins: !args.no_pins,
-            scan: match args.scan {
+            scan: args.scan.map(|scan| match scan {
                 ScanArg::Off => ScanPolicy::Off,
                 ScanArg::Warn => ScanPolicy::Warn,
                 ScanArg::Block => ScanPolicy::Block,
-            },
+            }),
             filter: ToolFilter {
                 include: args.include_tools.clone(),
                 exclude: args.exclude_tools.clone(),
@@ -218,7 +228,7 @@ pub async fn run_through_gateway(
         Policy {
             call_timeout: GATEWAY_CALL_TIMEOUT,
             pins: true,
-            scan: ScanPolicy::Warn,
+            scan: None,
             filter: ToolFilter::default(),
         },
         progress,

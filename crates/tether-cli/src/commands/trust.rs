@@ -38,7 +38,9 @@ pub async fn trust(args: &TrustArgs) -> anyhow::Result<u8> {
         .into());
     }
     let store = PinStore::new(super::serve::pins_path()?);
-    let trusted = store.trust(&args.server, &offered)?;
+    let admissions = super::admission::admissions(&session, Some(tether_gateway::ScanPolicy::Off))?;
+    let key = super::admission::pin_key(&store, &admissions, &args.server)?;
+    let trusted = store.trust(&key, &offered)?;
     let mut text = String::new();
     let mut changed = 0;
     for ((name, previous), (_, definition)) in trusted.iter().zip(&offered) {

@@ -49,8 +49,9 @@ fn run_dirs(sandbox: &Sandbox) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-/// `tether run --mcp SPEC --secret TOKEN=env:SRC FLAGS -- PROGRAM ARGS` with `SRC` holding
-/// the secret and `HOME` inside the sandbox.
+/// `tether run --mcp SPEC --secret TOKEN=env:SRC --no-gateway FLAGS -- PROGRAM ARGS` (a direct
+/// hand-off, also for Gemini CLI, whose default is the gateway) with `SRC` holding the secret
+/// and `HOME` inside the sandbox.
 fn hand_off(
     sandbox: &Sandbox,
     spec: &str,
@@ -59,7 +60,14 @@ fn hand_off(
     args: &[&str],
 ) -> assert_cmd::Command {
     let program = program.to_string_lossy();
-    let mut argv = vec!["run", "--mcp", spec, "--secret", "TOKEN=env:SRC"];
+    let mut argv = vec![
+        "run",
+        "--mcp",
+        spec,
+        "--secret",
+        "TOKEN=env:SRC",
+        "--no-gateway",
+    ];
     argv.extend_from_slice(flags);
     argv.extend(["--", program.as_ref()]);
     argv.extend_from_slice(args);
@@ -382,5 +390,64 @@ fn harness_and_format_values_come_from_the_harness_table() {
     assert!(
         config.contains("\"mcp\"") && config.contains("local"),
         "{config}"
+    );
+}
+
+/// Issue 14 item 7: Gemini CLI goes through the gateway unless `--no-gateway`: its settings
+/// hold one server, `tether`, whose command is tether's exec shim, and its environment holds
+/// no secret; `--audit` without the gateway is refused.
+#[test]
+fn gemini_gets_the_gateway_by_default() {
+    let sandbox = Sandbox::new();
+    let program = fake_harness(&sandbox, "gemini", "0");
+    let spec = config(&[server_json("local", &[], &[("API_KEY", "{{TOKEN}}")])]);
+    let program_arg = program.to_string_lossy().into_owned();
+    // A file source: an `env:` source's variable stays in the harness's own environment.
+    let secret_file = sandbox.write("token.txt", SECRET);
+    let source = format!("TOKEN=file:{secret_file}");
+    let out = sandbox
+        .tether(&[
+            "run",
+            "--mcp",
+            &spec,
+            "--secret",
+            &source,
+            "--",
+            &program_arg,
+        ])
+        .env("HOME", sandbox.path("home"))
+        .output()
+        .expect("running tether");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let record = sandbox.path("record");
+    let settings: serde_json::Value =
+        serde_json::from_str(&read(&record.join("config"))).expect("gemini settings are JSON");
+    let servers = settings["mcpServers"].as_object().expect("mcpServers");
+    assert_eq!(servers.keys().collect::<Vec<_>>(), ["tether"], "{settings}");
+    let args = servers["tether"]["args"].to_string();
+    assert!(args.contains("__exec"), "{settings}");
+    assert!(!read(&record.join("env")).contains(SECRET));
+    assert!(
+        text(&out.stderr).contains("the harness gets one MCP server, `tether`"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Claude keeps the direct hand-off; --audit there needs --gateway.
+    let claude = fake_harness(&sandbox, "claude", "0");
+    let out = sandbox.run(&[
+        "run",
+        "--mcp",
+        &spec,
+        "--audit",
+        "audit.jsonl",
+        "--",
+        &claude.to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("add --gateway"),
+        "{}",
+        text(&out.stderr)
     );
 }

@@ -48,9 +48,13 @@ pub struct StartOptions {
     pub concurrency: usize,
     /// Fail the run if any server fails (default: degraded startup).
     pub strict: bool,
-    /// Where the servers' log messages (`notifications/message` params, as JSON) go, with the
-    /// server's name; `None` drops them (a gateway passes them on to its clients).
-    pub log_messages: Option<LogSink>,
+    /// Where the servers' notifications (log messages, list changes, resource updates) go,
+    /// with the server's name; `None` drops them (a gateway passes them on to its clients).
+    pub notices: Option<NoticeSink>,
+    /// Who answers the requests servers send their client (`sampling/createMessage`,
+    /// `elicitation/create`, `roots/list`). With one, tether declares `sampling`,
+    /// `elicitation` and `roots` to every server; without (the default), it declares none.
+    pub client_requests: Option<ClientRequests>,
     /// Fresh bearer tokens for a Streamable HTTP server that refuses the one it was sent
     /// (401) or asks for more access (403), at any request of the run (default: none).
     pub bearer_auth: Option<Arc<dyn BearerAuth>>,
@@ -62,14 +66,54 @@ impl std::fmt::Debug for StartOptions {
             .field("startup_timeout", &self.startup_timeout)
             .field("concurrency", &self.concurrency)
             .field("strict", &self.strict)
-            .field("log_messages", &self.log_messages.is_some())
+            .field("notices", &self.notices.is_some())
+            .field("client_requests", &self.client_requests.is_some())
             .field("bearer_auth", &self.bearer_auth.is_some())
             .finish()
     }
 }
 
-/// A receiver of servers' log messages: `(server name, notifications/message params)`.
-pub type LogSink = tokio::sync::mpsc::UnboundedSender<(String, Value)>;
+/// Something a server told tether, its client, that a holder may pass on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerNotice {
+    /// `notifications/message`: its params as JSON.
+    Log(Value),
+    /// `notifications/tools/list_changed` (also sent by a supervisor after a restart: the
+    /// restarted server's tools may differ).
+    ToolsChanged,
+    /// `notifications/prompts/list_changed`.
+    PromptsChanged,
+    /// `notifications/resources/list_changed`.
+    ResourcesChanged,
+    /// `notifications/resources/updated`: its params (`uri`, …) as JSON.
+    ResourceUpdated(Value),
+}
+
+/// A receiver of servers' notifications: `(server name, notice)`.
+pub type NoticeSink = tokio::sync::mpsc::UnboundedSender<(String, ServerNotice)>;
+
+/// Why a holder did not answer a server's request: a JSON-RPC error code and a message,
+/// passed back to the server as they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRefused {
+    /// The JSON-RPC error code (e.g. -32601, method not found).
+    pub code: i32,
+    /// Why, for the server (and whoever reads its logs): never a secret value.
+    pub message: String,
+}
+
+/// Answers a server's request to its client: called with the server's name, the method
+/// (`sampling/createMessage`, `elicitation/create`, `roots/list`) and its params as JSON;
+/// returns the result as JSON.
+pub type ClientRequests = Arc<
+    dyn Fn(
+            String,
+            String,
+            Value,
+        ) -> futures_util::future::BoxFuture<'static, Result<Value, RequestRefused>>
+        + Send
+        + Sync,
+>;
 
 impl Default for StartOptions {
     fn default() -> Self {
@@ -77,7 +121,8 @@ impl Default for StartOptions {
             startup_timeout: Duration::from_secs(30),
             concurrency: 8,
             strict: false,
-            log_messages: None,
+            notices: None,
+            client_requests: None,
             bearer_auth: None,
         }
     }
@@ -132,22 +177,64 @@ type ProgressRoutes = Arc<
     >,
 >;
 
-/// tether's MCP client: its name and capabilities, and the progress notifications it passes
-/// on to whoever forwarded the request they belong to.
+/// tether's MCP client: its name and capabilities, the progress notifications it passes
+/// on to whoever forwarded the request they belong to, the other notifications it passes to
+/// the runtime's holder, and the server's own requests it has the holder answer.
 #[derive(Clone)]
 struct TetherClient {
     info: ClientConfig,
     progress: ProgressRoutes,
-    /// The server's name and where its log messages go.
-    logs: Option<(Arc<str>, LogSink)>,
+    /// The server's name, as notices and requests carry it.
+    server: Arc<str>,
+    notices: Option<NoticeSink>,
+    requests: Option<ClientRequests>,
 }
 
 impl TetherClient {
-    fn for_server(name: &str, logs: Option<LogSink>) -> Self {
+    fn for_server(name: &str, start: &StartOptions) -> Self {
         Self {
-            info: client_config(),
+            info: client_config(start.client_requests.is_some()),
             progress: ProgressRoutes::default(),
-            logs: logs.map(|sink| (Arc::from(name), sink)),
+            server: Arc::from(name),
+            notices: start.notices.clone(),
+            requests: start.client_requests.clone(),
+        }
+    }
+
+    fn notice(&self, notice: ServerNotice) {
+        if let Some(sink) = &self.notices {
+            // Nobody listening any more: the notice is dropped.
+            let _ = sink.send((self.server.to_string(), notice));
+        }
+    }
+
+    /// Has the holder answer the server's `method` request.
+    async fn ask<P: serde::Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<R, rmcp::ErrorData> {
+        let Some(answer) = &self.requests else {
+            return Err(rmcp::ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("tether does not answer {method} here"),
+                None,
+            ));
+        };
+        let params = serde_json::to_value(params)
+            .map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
+        match answer(self.server.to_string(), method.to_owned(), params).await {
+            Ok(result) => serde_json::from_value(result).map_err(|e| {
+                rmcp::ErrorData::internal_error(
+                    format!("the client's answer to {method} is not MCP: {e}"),
+                    None,
+                )
+            }),
+            Err(RequestRefused { code, message }) => Err(rmcp::ErrorData::new(
+                rmcp::model::ErrorCode(code),
+                message,
+                None,
+            )),
         }
     }
 }
@@ -166,10 +253,68 @@ impl rmcp::ClientHandler for TetherClient {
         params: rmcp::model::LoggingMessageNotificationParam,
         _context: rmcp::service::NotificationContext<RoleClient>,
     ) {
-        if let (Some((server, sink)), Ok(value)) = (&self.logs, serde_json::to_value(&params)) {
-            // Nobody listening any more: the message is dropped.
-            let _ = sink.send((server.to_string(), value));
+        if let Ok(value) = serde_json::to_value(&params) {
+            self.notice(ServerNotice::Log(value));
         }
+    }
+
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.notice(ServerNotice::ToolsChanged);
+    }
+
+    async fn on_prompt_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.notice(ServerNotice::PromptsChanged);
+    }
+
+    async fn on_resource_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.notice(ServerNotice::ResourcesChanged);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        if let Ok(value) = serde_json::to_value(&params) {
+            self.notice(ServerNotice::ResourceUpdated(value));
+        }
+    }
+
+    #[expect(
+        deprecated,
+        reason = "sampling is still part of the protocol versions tether speaks"
+    )]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        self.ask("sampling/createMessage", &params).await
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.ask("elicitation/create", &params).await
+    }
+
+    #[expect(
+        deprecated,
+        reason = "roots are still part of the protocol versions tether speaks"
+    )]
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        self.ask("roots/list", &serde_json::json!({})).await
     }
 
     async fn on_progress(
@@ -224,9 +369,21 @@ impl std::fmt::Debug for McpRuntime {
     }
 }
 
-fn client_config() -> ClientConfig {
+/// tether's `initialize`: with `answers_requests` (a holder answers servers' requests), it
+/// declares `sampling`, `elicitation` (form and URL) and `roots` (with `listChanged`).
+fn client_config(answers_requests: bool) -> ClientConfig {
+    let capabilities = if answers_requests {
+        serde_json::from_value(serde_json::json!({
+            "sampling": {},
+            "elicitation": {"form": {}, "url": {}},
+            "roots": {"listChanged": true}
+        }))
+        .unwrap_or_default()
+    } else {
+        ClientCapabilities::default()
+    };
     ClientConfig::new(
-        ClientCapabilities::default(),
+        capabilities,
         Implementation::new("tether", env!("CARGO_PKG_VERSION")),
     )
 }
@@ -356,6 +513,17 @@ impl McpRuntime {
         self.running.iter().map(|s| s.name.clone()).collect()
     }
 
+    /// The running server called `server`, or [`DriverError::UnknownServer`].
+    fn server(&self, server: &str) -> Result<&RunningServer, DriverError> {
+        self.running
+            .iter()
+            .find(|s| s.name == server)
+            .ok_or_else(|| DriverError::UnknownServer {
+                name: server.to_owned(),
+                running: self.running(),
+            })
+    }
+
     /// The servers whose connection has closed since they started: a stdio server that exited
     /// or crashed, a remote one that went away. Their calls fail; a holder that supervises
     /// (the gateway) starts them again.
@@ -385,12 +553,7 @@ impl McpRuntime {
         arguments: Option<Map<String, Value>>,
         timeout: Duration,
     ) -> Result<Value, DriverError> {
-        let Some(running) = self.running.iter().find(|s| s.name == server) else {
-            return Err(DriverError::UnknownServer {
-                name: server.to_owned(),
-                running: self.running(),
-            });
-        };
+        let running = self.server(server)?;
         let failed = |message: String| DriverError::ToolCallFailed {
             server: server.to_owned(),
             tool: tool.to_owned(),
@@ -417,6 +580,50 @@ impl McpRuntime {
             .map_err(|_| failed(format!("no answer within {} s", timeout.as_secs_f64())))?
             .map_err(|e| failed(e.to_string()))?;
         serde_json::to_value(result).map_err(|e| failed(format!("unreadable result: {e}")))
+    }
+
+    /// Lists `server`'s tools again (every page), keeping those its config allows: what a
+    /// holder does when the server says its list changed. Errors as [`McpRuntime::forward`].
+    pub async fn list_tools(
+        &self,
+        server: &str,
+        timeout: Duration,
+    ) -> Result<Vec<ToolInfo>, DriverError> {
+        let running = self.server(server)?;
+        let failed = |message: String| DriverError::RequestFailed {
+            server: server.to_owned(),
+            method: "tools/list".to_owned(),
+            code: None,
+            message: mask_known_values(&message, self.masking.iter()),
+        };
+        let mut tools = tokio::time::timeout(timeout, running.client.list_all_tools())
+            .await
+            .map_err(|_| failed(format!("no answer within {} s", timeout.as_secs_f64())))?
+            .map_err(|e| failed(e.to_string()))?;
+        tools.retain(|tool| running.options.allows_tool(&tool.name));
+        Ok(tool_infos(tools))
+    }
+
+    /// Ends `server`'s connection and process now, leaving it listed in this runtime (whose
+    /// other servers keep running): what a holder does with a server it replaced by a fresh
+    /// start elsewhere (a re-minted managed config). Unknown names are ignored.
+    pub fn stop_server(&self, server: &str) {
+        if let Some(running) = self.running.iter().find(|s| s.name == server) {
+            running.client.cancellation_token().cancel();
+            if let Some(child) = &running.child {
+                child.stop();
+            }
+        }
+    }
+
+    /// Tells every running server that the client's roots changed
+    /// (`notifications/roots/list_changed`); a server that cannot be told is skipped.
+    pub async fn notify_roots_changed(&self) {
+        for running in &self.running {
+            if let Err(error) = running.client.notify_roots_list_changed().await {
+                tracing::debug!(server = %running.name, %error, "could not pass roots/list_changed on");
+            }
+        }
     }
 
     /// What `server` declared in its `initialize` answer (`capabilities`: `tools`,
@@ -449,12 +656,7 @@ impl McpRuntime {
         cancelled: impl Future<Output = ()>,
         progress: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
     ) -> Result<Value, DriverError> {
-        let Some(running) = self.running.iter().find(|s| s.name == server) else {
-            return Err(DriverError::UnknownServer {
-                name: server.to_owned(),
-                running: self.running(),
-            });
-        };
+        let running = self.server(server)?;
         let failed = |code: Option<i32>, message: String| DriverError::RequestFailed {
             server: server.to_owned(),
             method: method.to_owned(),
@@ -713,7 +915,7 @@ async fn start_one(
     masking: &Arc<Vec<SecretValue>>,
 ) -> Result<Started, String> {
     let mask = |text: String| mask_known_values(&text, masking.iter());
-    let client = TetherClient::for_server(&server.name, start.log_messages.clone());
+    let client = TetherClient::for_server(&server.name, start);
     match &server.transport {
         RenderedTransport::Stdio {
             command,

@@ -194,6 +194,19 @@ impl ChildProcess {
         self.pgid.map(Pid::as_raw)
     }
 
+    /// Asks the whole group to end now, without waiting (a holder that cannot take the child
+    /// out of a shared runtime): SIGTERM to the group, or, under tether's supervisor, the
+    /// signal that makes it end every descendant. Dropping the child later finishes the job.
+    pub fn stop(&self) {
+        if let Some(pgid) = self.pgid {
+            if self.supervised {
+                let _ = nix::sys::signal::kill(pgid, Signal::SIGUSR1);
+            } else {
+                let _ = killpg(pgid, Signal::SIGTERM);
+            }
+        }
+    }
+
     /// Waits for the child to exit.
     pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         self.child.wait().await

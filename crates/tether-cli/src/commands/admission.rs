@@ -1,0 +1,101 @@
+//! How each server of a session is admitted by a gateway: the key its tool pins are kept
+//! under, and its prompt-injection scan policy.
+//!
+//! - Pin key: a local installation's uid; a managed server's `MANAGED_UID/NAME` (one managed
+//!   installation may hold several servers); else (inline or file JSON, whose ids are made
+//!   per run) the server's name. Pins an older tether kept under the name are carried over
+//!   the first time (`PinStore::adopt`).
+//! - Scan policy: `--scan`, else `scan` in config.toml, else `block` for an installation added
+//!   from a registry (`tether add`) or returned by a managed server, `warn` for a hand-written
+//!   one (`tether install`, inline or file JSON).
+
+use std::collections::HashMap;
+
+use tether_config::Origin;
+use tether_driver::Session;
+use tether_gateway::{Admission, PinStore, ScanPolicy};
+
+use crate::settings;
+
+/// Why a server gets the scan policy it gets (`tether test --json` shows it).
+fn default_policy(from_registry: bool, origin: Origin) -> ScanPolicy {
+    if from_registry || origin == Origin::Managed {
+        ScanPolicy::Block
+    } else {
+        ScanPolicy::Warn
+    }
+}
+
+/// Every server of `session`, by name: its pin key and scan policy. `flag` is `--scan`.
+pub(super) fn admissions(
+    session: &Session,
+    flag: Option<ScanPolicy>,
+) -> anyhow::Result<HashMap<String, Admission>> {
+    let chosen = match flag {
+        Some(policy) => Some(policy),
+        None => settings::scan_policy()?,
+    };
+    let resolved = session.resolved();
+    // Which local installations came from a registry: asked of the store only when there are
+    // local installations (and only without a chosen policy).
+    let from_registry: Vec<uuid::Uuid> = if resolved.local.is_empty() || chosen.is_some() {
+        Vec::new()
+    } else {
+        settings::open_store()?
+            .list()?
+            .into_iter()
+            .filter(|summary| summary.source.is_some())
+            .map(|summary| summary.uid)
+            .collect()
+    };
+    let mut admissions = HashMap::new();
+    for local in &resolved.local {
+        let registry = from_registry.contains(&local.uid);
+        admissions.insert(
+            local.installation.name().to_owned(),
+            Admission {
+                pin_key: local.uid.to_string(),
+                scan: chosen.unwrap_or_else(|| default_policy(registry, local.installation.origin)),
+            },
+        );
+    }
+    for ephemeral in &resolved.ephemeral {
+        let name = ephemeral.installation.name();
+        let pin_key = match ephemeral.lease {
+            Some(lease) => format!("{}/{name}", lease.uid),
+            None => name.to_owned(),
+        };
+        admissions.insert(
+            name.to_owned(),
+            Admission {
+                pin_key,
+                scan: chosen
+                    .unwrap_or_else(|| default_policy(false, ephemeral.installation.origin)),
+            },
+        );
+    }
+    Ok(admissions)
+}
+
+/// The pin key of `server` (its name when `admissions` does not know it), with the pins an
+/// older tether kept under its name carried over.
+pub(super) fn pin_key(
+    pins: &PinStore,
+    admissions: &HashMap<String, Admission>,
+    server: &str,
+) -> anyhow::Result<String> {
+    let key = admissions
+        .get(server)
+        .map_or_else(|| server.to_owned(), |a| a.pin_key.clone());
+    pins.adopt(&key, server)?;
+    Ok(key)
+}
+
+/// `policy` as `tether test --json` writes it.
+pub(super) fn policy_name(policy: ScanPolicy) -> &'static str {
+    match policy {
+        ScanPolicy::Off => "off",
+        ScanPolicy::Warn => "warn",
+        ScanPolicy::Block => "block",
+    }
+}

@@ -1,0 +1,161 @@
+//! Issue 14 item 5: a managed config is re-minted while the gateway serves, before its proxy
+//! token expires; the server whose rendering changed is started afresh from the new config,
+//! the old process ends, and the client is told the tool list changed.
+
+#![allow(
+    clippy::expect_used,
+    reason = "a test binary: helpers outside #[test] functions panic on setup failure too"
+)]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RoleClient;
+use tether_config::{EmptyEnv, Secrets};
+use tether_driver::{
+    McpSpec, NoLocalInstallations, RefreshPolicy, Resolver, Session, StartOptions,
+};
+use tether_gateway::names::ToolFilter;
+use tether_gateway::{Gateway, GatewayOptions, ScanPolicy, Upstream};
+use tether_graphql::{
+    ManagedMcpClient, ManagedMcpClientConfig, ManagedMcpError, SecretValue, TransportKind,
+};
+use tether_testkit::{json_str, test_server_bin, wait_group_gone};
+use uuid::Uuid;
+
+/// A managed client whose answer for every uid is the current `--tools N` config.
+struct FakeManaged {
+    tools: AtomicUsize,
+    expires_in: Mutex<time::Duration>,
+    calls: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl ManagedMcpClient for FakeManaged {
+    async fn create_managed_mcp_client_config(
+        &self,
+        uid: Uuid,
+    ) -> Result<ManagedMcpClientConfig, ManagedMcpError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let json = format!(
+            r#"{{"mcpServers":{{"managed":{{"command":{},"args":["--tools","{}"]}}}}}}"#,
+            json_str(&test_server_bin().to_string_lossy()),
+            self.tools.load(Ordering::SeqCst)
+        );
+        let expires_in = *self.expires_in.lock().expect("the expiry");
+        Ok(ManagedMcpClientConfig {
+            uid,
+            transport_kind: TransportKind::Command,
+            mcp_config_json: SecretValue::from(json),
+            proxy_url: None,
+            proxy_token: None,
+            authorization_header: None,
+            expires_at: Some(time::OffsetDateTime::now_utc() + expires_in),
+        })
+    }
+}
+
+/// A client that counts `tools/list_changed`.
+#[derive(Clone, Default)]
+struct Counter(Arc<AtomicUsize>);
+
+impl rmcp::ClientHandler for Counter {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_managed_config_is_reminted_before_expiry_and_its_server_replaced() {
+    let uid = Uuid::new_v4();
+    // Two minutes from expiry: inside the five-minute window at once.
+    let fake = Arc::new(FakeManaged {
+        tools: AtomicUsize::new(1),
+        expires_in: Mutex::new(time::Duration::minutes(2)),
+        calls: AtomicUsize::new(0),
+    });
+    let managed: Arc<dyn ManagedMcpClient> = fake.clone();
+    let resolver = Resolver::new(Arc::new(NoLocalInstallations), Some(managed));
+    let session = Session::resolve(resolver, vec![McpSpec::Uuid(uid)], Secrets::new(), EmptyEnv)
+        .await
+        .expect("resolving the managed spec")
+        .with_refresh_policy(RefreshPolicy {
+            ahead: Duration::from_secs(300),
+            min_interval: Duration::from_secs(1),
+        });
+    let mut start = StartOptions::default();
+    let upstream = Upstream::wire(&mut start);
+    let runtime = session.start(&start).await.expect("starting");
+    let first_group = runtime.process_groups()[0];
+    // The re-mint will answer with one more tool, an hour from expiry (then not due again).
+    fake.tools.store(2, Ordering::SeqCst);
+    *fake.expires_in.lock().expect("the expiry") = time::Duration::hours(1);
+    let gateway = Gateway::new(
+        session,
+        runtime,
+        GatewayOptions {
+            call_timeout: Duration::from_secs(60),
+            audit: None,
+            start,
+            pins: None,
+            scan: ScanPolicy::Warn,
+            admissions: HashMap::new(),
+            filter: ToolFilter::default(),
+            upstream: Some(upstream),
+            masking_hook: None,
+        },
+    )
+    .await;
+    assert!(gateway.tool_names().contains(&"managed__tool_0".to_owned()));
+
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (reader, writer) = tokio::io::split(ours);
+    let serving = {
+        let gateway = gateway.clone();
+        tokio::spawn(async move { gateway.serve_io(reader, writer).await })
+    };
+    let counter = Counter::default();
+    let client = counter
+        .clone()
+        .serve(tokio::io::split(theirs))
+        .await
+        .expect("initializing through the gateway");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while counter.0.load(Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no tools/list_changed after the re-mint"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    assert!(names.contains(&"managed__tool_1".to_owned()), "{names:?}");
+    let result = client
+        .call_tool(CallToolRequestParams::new("managed__tool_1"))
+        .await
+        .expect("calling the new tool");
+    let text = serde_json::to_value(&result).expect("a result")["content"][0]["text"].clone();
+    assert_eq!(text, "tool_1 answered");
+    assert_eq!(
+        fake.calls.load(Ordering::SeqCst),
+        2,
+        "one mint, one re-mint"
+    );
+    let left = wait_group_gone(first_group, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "the old server's processes: {left:?}");
+
+    client.cancel().await.expect("closing the client");
+    let _ = serving.await;
+    gateway.shutdown().await;
+}
