@@ -421,7 +421,7 @@ fn admission_of(
 }
 
 /// Every item of a paginated list method on `server` (`key` is the result's array).
-async fn list_all(
+pub async fn list_all(
     runtime: &McpRuntime,
     server: &str,
     method: &str,

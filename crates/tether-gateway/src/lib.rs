@@ -64,6 +64,7 @@ use tokio_util::sync::CancellationToken;
 pub use audit::AuditLog;
 pub use catalogue::{Admission, STATUS_TOOL};
 pub use error::GatewayError;
+pub use handler::list_all;
 pub use http::{MCP_PATH, generate_token, is_loopback};
 pub use pins::PinStore;
 pub use remint::{MaskingHook, RegisterValues};

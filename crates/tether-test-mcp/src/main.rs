@@ -96,6 +96,11 @@ struct Cli {
     #[arg(long, value_name = "TEXT")]
     extra_tool: Option<String>,
 
+    /// Also list a prompt `extra` described by TEXT, declaring `prompts` (for the
+    /// prompt-injection scan of prompts: `tether test --json`, the gateway).
+    #[arg(long, value_name = "TEXT")]
+    extra_prompt: Option<String>,
+
     /// Also serve `add_tool {name}`, which adds a tool NAME and sends
     /// `notifications/tools/list_changed` (for the gateway's list_changed tests).
     #[arg(long)]
@@ -175,6 +180,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let server = TestServer::new(cli.tools, initialize)
         .with_echo_delay(Duration::from_millis(cli.slow_echo))
         .with_extra_tool(cli.extra_tool.as_deref())
+        .with_extra_prompt(cli.extra_prompt.as_deref())
         .with_tool_growth(cli.grow_tools);
     let hang = cli.hang;
 

@@ -12,8 +12,9 @@ use rmcp::{
     },
     model::{
         CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-        InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult,
-        PaginatedRequestParams, ProtocolVersion, Tool,
+        Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListPromptsResult,
+        ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion, ServerCapabilities,
+        ServerConfig, Tool,
     },
     service::RequestContext,
     tool, tool_handler, tool_router,
@@ -67,6 +68,9 @@ pub struct TestServer {
     echo_delay: Duration,
     /// With `--grow-tools`: the names of the tools `add_tool` added so far.
     grown: Option<std::sync::Arc<std::sync::Mutex<Vec<String>>>>,
+    /// With `--extra-prompt TEXT`: the description of the one prompt, `extra`, listed (the
+    /// server then declares `prompts`).
+    extra_prompt: Option<String>,
 }
 
 /// The tool `--grow-tools` adds: it adds a tool and says the list changed.
@@ -89,6 +93,7 @@ impl TestServer {
             initialize,
             echo_delay: Duration::ZERO,
             grown: None,
+            extra_prompt: None,
         }
     }
 
@@ -133,6 +138,13 @@ impl TestServer {
             )
         }));
         tools
+    }
+
+    /// Lists a prompt `extra` described by `description` (no prompts when `None`).
+    #[must_use]
+    pub fn with_extra_prompt(mut self, description: Option<&str>) -> Self {
+        self.extra_prompt = description.map(str::to_owned);
+        self
     }
 
     /// Adds a tool `extra` described by `description` (none when `None`).
@@ -216,12 +228,41 @@ fn tools_page(tools: Vec<Tool>, cursor: Option<&str>) -> Result<ListToolsResult,
     Ok(result)
 }
 
-#[tool_handler(
-    router = self.tool_router,
-    name = "tether-test-mcp",
-    instructions = "A test server: echo, env_check and add, plus numbered filler tools."
-)]
+#[tool_handler(router = self.tool_router)]
 impl ServerHandler for TestServer {
+    fn get_info(&self) -> ServerConfig {
+        // `prompts` only with `--extra-prompt`: a client then lists them.
+        let capabilities = if self.extra_prompt.is_some() {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .build()
+        } else {
+            ServerCapabilities::builder().enable_tools().build()
+        };
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(
+                "tether-test-mcp",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "A test server: echo, env_check and add, plus numbered filler tools.".to_owned(),
+            )
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = self
+            .extra_prompt
+            .iter()
+            .map(|description| Prompt::new("extra", Some(description.clone()), None))
+            .collect();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
     async fn initialize(
         &self,
         request: InitializeRequestParams,

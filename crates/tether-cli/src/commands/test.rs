@@ -1,9 +1,10 @@
 //! `tether test`: start, initialize, list tools, report, shut down.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use tether_driver::{ServerReport, ServerStatus, Session};
+use tether_driver::{McpRuntime, ServerReport, ServerStatus, Session};
 use tether_gateway::ScanPolicy;
 
 use crate::cli::TestArgs;
@@ -16,17 +17,19 @@ pub async fn test(args: &TestArgs) -> anyhow::Result<u8> {
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
     let options = super::start_options(args.timeout, false);
     let runtime = super::start(&session, &options, &progress).await?;
-    progress.step("shutting down…");
     let mut reports = runtime.reports().to_vec();
+    let listed = listed_entries(&runtime, &reports).await;
+    progress.step("shutting down…");
     runtime.shutdown().await;
     super::auth::explain_unauthorized(&session, &mut reports).await;
     progress.finish();
-    let scans = scans(&session, &reports)?;
+    let scans = scans(&session, &reports, &listed)?;
     for (server, scan) in &scans {
         for finding in scan["findings"].as_array().into_iter().flatten() {
             log_mask::eprintln_masked!(
-                "tether test: {server}: tool '{}' looks like a prompt injection ({}: {}); a gateway {} it",
-                finding["tool"].as_str().unwrap_or_default(),
+                "tether test: {server}: {} '{}' looks like a prompt injection ({}: {}); a gateway {} it",
+                finding["kind"].as_str().unwrap_or_default(),
+                finding["name"].as_str().unwrap_or_default(),
                 finding["rule"].as_str().unwrap_or_default(),
                 finding["excerpt"].as_str().unwrap_or_default(),
                 match scan["policy"].as_str() {
@@ -61,10 +64,70 @@ pub async fn test(args: &TestArgs) -> anyhow::Result<u8> {
     }
 }
 
-/// Each ready server's prompt-injection scan, as a gateway would run it on its tools: the
-/// policy it gets (`--scan` aside: config.toml, else per installation) and the findings,
-/// masked. `(server, {"policy", "findings": [{"tool", "rule", "excerpt"}]})` in report order.
-fn scans(session: &Session, reports: &[ServerReport]) -> anyhow::Result<Vec<(String, Value)>> {
+/// How long each list request of the scan may take.
+const LIST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A scanned entry that is not a tool: its kind, its name (a prompt's name, a resource's URI,
+/// a template's URI template) and its list item.
+type Entry = (&'static str, String, Value);
+
+/// The prompts, resources and resource templates of each ready server that declares them, by
+/// server: what a gateway offers besides tools, listed (every page) for the scan. A list that
+/// fails is left out (said at `-v`): the test is about starting, and the tools are scanned.
+async fn listed_entries(
+    runtime: &McpRuntime,
+    reports: &[ServerReport],
+) -> HashMap<String, Vec<Entry>> {
+    const LISTS: [(&str, &str, &str, &str, &str); 3] = [
+        ("prompts", "prompt", "prompts/list", "prompts", "name"),
+        (
+            "resources",
+            "resource",
+            "resources/list",
+            "resources",
+            "uri",
+        ),
+        (
+            "resources",
+            "resource template",
+            "resources/templates/list",
+            "resourceTemplates",
+            "uriTemplate",
+        ),
+    ];
+    let mut listed = HashMap::new();
+    for report in reports {
+        if !matches!(report.status, ServerStatus::Ready { .. }) {
+            continue;
+        }
+        let capabilities = runtime.capabilities(&report.name).unwrap_or_default();
+        let mut entries = Vec::new();
+        for (capability, kind, method, key, name_field) in LISTS {
+            if capabilities.get(capability).is_none() {
+                continue;
+            }
+            match tether_gateway::list_all(runtime, &report.name, method, key, LIST_TIMEOUT).await {
+                Ok(items) => entries.extend(items.into_iter().map(|item| {
+                    let name = item[name_field].as_str().unwrap_or_default().to_owned();
+                    (kind, name, item)
+                })),
+                Err(error) => tracing::info!(server = %report.name, %method, %error, "not scanned"),
+            }
+        }
+        listed.insert(report.name.clone(), entries);
+    }
+    listed
+}
+
+/// Each ready server's prompt-injection scan, as a gateway would run it on what it offers
+/// (tools, prompts, resources, resource templates): the policy it gets (`--scan` aside:
+/// config.toml, else per installation) and the findings, masked. `(server, {"policy",
+/// "findings": [{"kind", "name", "rule", "excerpt"}]})` in report order.
+fn scans(
+    session: &Session,
+    reports: &[ServerReport],
+    listed: &HashMap<String, Vec<Entry>>,
+) -> anyhow::Result<Vec<(String, Value)>> {
     let admissions = super::admission::admissions(session, None)?;
     let masker = tether_config::Masker::new(session.sensitive_values());
     let tools_of = |report: &ServerReport| match &report.status {
@@ -87,14 +150,26 @@ fn scans(session: &Session, reports: &[ServerReport]) -> anyhow::Result<Vec<(Str
         let findings: Vec<Value> = if policy == ScanPolicy::Off {
             Vec::new()
         } else {
-            tools
+            // Other servers' tool names matter for tools (shadowing) only, as in the gateway.
+            let none = HashSet::new();
+            let tools = tools
                 .iter()
-                .flat_map(|tool| {
-                    tether_gateway::scan::scan(&tool.definition, &others)
+                .map(|tool| ("tool", tool.name.as_str(), &tool.definition, &others));
+            let rest = listed
+                .get(&report.name)
+                .into_iter()
+                .flatten()
+                .map(|(kind, name, item)| (*kind, name.as_str(), item, &none));
+            tools
+                .chain(rest)
+                .flat_map(|(kind, name, definition, others)| {
+                    let masker = &masker;
+                    tether_gateway::scan::scan(definition, others)
                         .into_iter()
-                        .map(|finding| {
+                        .map(move |finding| {
                             json!({
-                                "tool": tool.name,
+                                "kind": kind,
+                                "name": name,
                                 "rule": finding.rule,
                                 "excerpt": masker.mask(&finding.excerpt),
                             })

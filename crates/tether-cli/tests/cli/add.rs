@@ -1060,7 +1060,7 @@ fn a_registry_installation_is_scanned_under_block_and_pinned_by_uid() {
         .as_array()
         .expect("findings")
         .iter()
-        .filter(|f| f["tool"] == "extra")
+        .filter(|f| f["kind"] == "tool" && f["name"] == "extra")
         .filter_map(|f| f["rule"].as_str())
         .collect();
     assert!(
