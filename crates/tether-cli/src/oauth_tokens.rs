@@ -39,7 +39,10 @@ pub(crate) fn load(resource: &str) -> anyhow::Result<Option<Tokens>> {
 /// Stores `tokens` (where new values go; the local store records where and for which server).
 pub(crate) fn save(tokens: &Tokens) -> anyhow::Result<()> {
     let store = settings::open_store()?;
-    store.set_oauth(key(&tokens.server), &tokens.server, &tokens.to_secret())?;
+    // The URL is recorded masked: a secret in its query (a rendered config's value) never
+    // reaches the database; the key is derived from the real one.
+    let shown = crate::log_mask::mask(&tokens.server);
+    store.set_oauth(key(&tokens.server), &shown, &tokens.to_secret())?;
     settings::announce(&store);
     Ok(())
 }

@@ -10,6 +10,7 @@ use tether_driver::{ServerReport, ServerStatus, Session};
 
 use crate::cli::{AuthArgs, AuthCommand};
 use crate::exit::{FAILED, OK, Reported};
+use crate::log_mask;
 use crate::oauth::{self, Tokens};
 use crate::oauth_tokens::{authorize, key, load, save};
 use crate::output::{print, print_json};
@@ -164,7 +165,7 @@ async fn login(
     let wait = Duration::from_secs(timeout.max(1));
     let tokens = authorize(&http, &discovered, &client, listener, no_browser, wait).await?;
     save(&tokens)?;
-    eprintln!(
+    log_mask::eprintln_masked!(
         "logged in to {}{}",
         tokens.server,
         expiry_text(tokens.expires_at)
@@ -218,7 +219,7 @@ impl ServerAuth {
 
     fn to_json(&self) -> serde_json::Value {
         json!({
-            "server": self.server,
+            "server": log_mask::mask(&self.server),
             "installations": self.installations,
             "needs_auth": self.needs_auth,
             "logged_in": self.tokens.is_some(),
@@ -254,7 +255,7 @@ async fn status(server: &str, json: bool) -> anyhow::Result<u8> {
     if json {
         print_json(&found.to_json());
     } else {
-        print(&format!("{}\n", found.line()));
+        print(&log_mask::mask(&format!("{}\n", found.line())));
     }
     Ok(OK)
 }
@@ -318,7 +319,7 @@ async fn status_all(json: bool) -> anyhow::Result<u8> {
             .iter()
             .map(|server| format!("{}\n", server.line()))
             .collect();
-        print(&lines);
+        print(&log_mask::mask(&lines));
     }
     Ok(OK)
 }
@@ -327,10 +328,10 @@ fn logout(server: &str) -> anyhow::Result<u8> {
     let store = settings::open_store()?;
     let resource = oauth::canonical_resource(server)?;
     if store.remove_oauth(key(&resource))? {
-        eprintln!("logged out of {resource}: its tokens are deleted");
+        log_mask::eprintln_masked!("logged out of {resource}: its tokens are deleted");
         Ok(OK)
     } else {
-        eprintln!("no tokens are stored for {resource}");
+        log_mask::eprintln_masked!("no tokens are stored for {resource}");
         Err(Reported(FAILED).into())
     }
 }
@@ -365,18 +366,18 @@ pub async fn explain_unauthorized(session: &Session, reports: &mut [ServerReport
             continue;
         }
         if stored_tokens(&resource) {
-            *reason = format!(
+            *reason = log_mask::mask(&format!(
                 "needs login: {resource} refused the stored OAuth token; run `tether auth login {resource}`"
-            );
+            ));
             continue;
         }
         let Ok(http) = oauth::http_client() else {
             continue;
         };
         if oauth::discover(&http, &url).await.is_ok() {
-            *reason = format!(
+            *reason = log_mask::mask(&format!(
                 "needs login: {resource} requires OAuth and no token is stored; run `tether auth login {resource}`"
-            );
+            ));
         }
     }
 }

@@ -927,3 +927,51 @@ fn a_harness_behind_the_bridge_gets_renewed_tokens() {
         serde_json::json!({"codes": 2, "refreshes": 1, "registrations": 1})
     );
 }
+
+/// A secret in a remote server's URL (a stored `{{KEY}}` in its query) is masked wherever the
+/// OAuth paths show that URL: the `needs login` reason of `tether test` and `auth status`.
+#[test]
+fn a_secret_in_the_server_url_is_masked_in_oauth_messages() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let secret = "url-sentinel-$HOME-\"q\"";
+    let from = format!(
+        r#"{{"type":"http","url":"{}?k={{{{KEY}}}}"}}"#,
+        server.url()
+    );
+    let install = sandbox
+        .tether(&[
+            "install",
+            "keyed",
+            "--from",
+            &from,
+            "--secret",
+            "KEY=env:URL_KEY",
+        ])
+        .env("TETHER_SECRET_STORE", "file")
+        .env("URL_KEY", secret)
+        .output()
+        .expect("running tether install");
+    assert_eq!(install.status.code(), Some(0), "{}", text(&install.stderr));
+    let encoded = "url-sentinel-%24HOME-%22q%22";
+    for args in [
+        vec!["test", "--mcp", "keyed"],
+        vec!["auth", "status", "keyed"],
+        vec!["auth", "status"],
+        vec!["auth", "status", "--json"],
+    ] {
+        let out = tether(&sandbox, &args);
+        for stream in [text(&out.stdout), text(&out.stderr)] {
+            assert!(
+                !stream.contains("url-sentinel") && !stream.contains(encoded),
+                "tether {args:?} showed the URL's secret:\n{stream}"
+            );
+        }
+    }
+    let out = tether(&sandbox, &["test", "--mcp", "keyed"]);
+    assert!(
+        text(&out.stdout).contains("needs login:"),
+        "{}",
+        text(&out.stdout)
+    );
+}
