@@ -119,7 +119,7 @@ impl Bridge {
         Ok(Self {
             listener,
             base,
-            bearer: SecretValue::new(random_token()),
+            bearer: tether_gateway::generate_token()?,
             routes: HashMap::new(),
             bearer_auth: crate::oauth_tokens::bearer_auth(),
         })
@@ -223,14 +223,10 @@ impl Bridge {
     }
 }
 
-/// 40 hex digits, 150 of their bits random (two v4 UUIDs' worth, cut).
+/// 40 hex digits, 150 of their bits random (two v4 UUIDs' worth, cut): a route key or an
+/// endpoint id in the bridge's paths (the bearer token is the gateway's `generate_token`).
 fn random_token() -> String {
     uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string()[..8]
-}
-
-/// Equal bytes, compared in time independent of where they differ.
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn handle(
@@ -250,7 +246,7 @@ async fn handle(
         .get(header::AUTHORIZATION)
         .map(HeaderValue::as_bytes)
         .unwrap_or_default();
-    if !same_bytes(presented, expected.as_bytes()) {
+    if !tether_gateway::constant_time_eq(presented, expected.as_bytes()) {
         tracing::warn!(server = %route.name, "bridge: a request without the run's token");
         return refuse(StatusCode::UNAUTHORIZED, "missing or wrong bridge token");
     }
@@ -559,10 +555,10 @@ mod tests {
     }
 
     #[test]
-    fn tokens_compare_by_every_byte() {
-        assert!(same_bytes(b"abc", b"abc"));
-        assert!(!same_bytes(b"abc", b"abd"));
-        assert!(!same_bytes(b"abc", b"ab"));
-        assert_eq!(random_token().len(), 40);
+    fn route_keys_are_40_hex_digits_and_fresh() {
+        let (a, b) = (random_token(), random_token());
+        assert_eq!(a.len(), 40);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
+        assert_ne!(a, b);
     }
 }
