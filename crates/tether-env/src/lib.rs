@@ -128,6 +128,10 @@ impl EnvVars {
     /// password, which is why it may come from the environment rather than `--database-url`).
     pub const TETHER_SERVER_DATABASE_URL: &'static str = "TETHER_SERVER_DATABASE_URL";
 
+    /// With `sslmode=require` in the PostgreSQL URL: a PEM file of certificate authorities
+    /// trusted for the database's certificate, besides the system's.
+    pub const TETHER_SERVER_DATABASE_CA: &'static str = "TETHER_SERVER_DATABASE_CA";
+
     /// The reference server's log filter (`EnvFilter` syntax); default `info`.
     pub const TETHER_SERVER_LOG: &'static str = "TETHER_SERVER_LOG";
 
@@ -237,6 +241,11 @@ impl EnvVars {
             Self::TETHER_SERVER_DATABASE_URL,
             Reader::Server,
             "database URL (sqlite:// or postgres://)",
+        ),
+        doc(
+            Self::TETHER_SERVER_DATABASE_CA,
+            Reader::Server,
+            "CA file for the database's TLS certificate",
         ),
         doc(Self::TETHER_SERVER_LOG, Reader::Server, "log filter"),
         doc(

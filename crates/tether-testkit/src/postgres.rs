@@ -76,6 +76,8 @@ fn as_owner() -> Vec<String> {
 /// A running throwaway cluster; stopped and removed when dropped (or when the process ends).
 pub struct PgCluster {
     dir: PathBuf,
+    /// The port (also in the Unix socket's name): 5432 unless [`PgCluster::start_tls`] chose.
+    port: u16,
     shell: Child,
     created: Mutex<HashSet<String>>,
 }
@@ -83,6 +85,23 @@ pub struct PgCluster {
 impl PgCluster {
     /// initdb + postgres on a Unix socket in a fresh directory; waits until it answers.
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// [`PgCluster::start`], also listening on `127.0.0.1` with TLS only (`hostnossl` is
+    /// refused), its certificate (for `127.0.0.1` and `localhost`) signed by a fresh CA of
+    /// the cluster's own: the cluster, its TCP port and the CA's PEM file.
+    pub fn start_tls() -> (Self, u16, PathBuf) {
+        let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .and_then(|listener| listener.local_addr())
+            .expect("finding a free port")
+            .port();
+        let cluster = Self::start_with(Some(port));
+        let ca = cluster.dir.join("ca.pem");
+        (cluster, port, ca)
+    }
+
+    fn start_with(tls_port: Option<u16>) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("tether-pg-")
             .tempdir()
@@ -134,9 +153,21 @@ impl PgCluster {
             "initdb failed: {}",
             String::from_utf8_lossy(&initdb.stderr)
         );
+        let mut listen = String::new();
+        let mut tls_settings = String::new();
+        if let Some(port) = tls_port {
+            tls_files(&dir);
+            listen = "127.0.0.1".to_owned();
+            tls_settings = format!(
+                "-c port={port} -c ssl=on -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key",
+                dir.display()
+            );
+        }
+        // LISTEN and TLS: empty (a Unix socket only), or 127.0.0.1 and the TLS settings
+        // (paths without spaces: a temporary directory's).
         let script = r#"dir=$1; shift
-"$@" -D "$dir/pg" -k "$dir" -c listen_addresses= -c fsync=off -c synchronous_commit=off \
-  -c full_page_writes=off -c max_connections=400 -c shared_buffers=32MB >"$dir/log" 2>&1 &
+"$@" -D "$dir/pg" -k "$dir" -c listen_addresses="$LISTEN" -c fsync=off -c synchronous_commit=off \
+  -c full_page_writes=off -c max_connections=400 -c shared_buffers=32MB $TLS >"$dir/log" 2>&1 &
 pid=$!
 cat >/dev/null
 kill -INT "$pid"
@@ -149,6 +180,8 @@ rm -rf "$dir""#;
             .arg(&dir)
             .args(&prefix)
             .arg(program("postgres"))
+            .env("LISTEN", listen)
+            .env("TLS", tls_settings)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -156,6 +189,7 @@ rm -rf "$dir""#;
             .expect("starting postgres");
         let cluster = Self {
             dir,
+            port: tls_port.unwrap_or(5432),
             shell,
             created: Mutex::new(HashSet::new()),
         };
@@ -169,6 +203,7 @@ rm -rf "$dir""#;
             let ready = Command::new(program("pg_isready"))
                 .arg("-h")
                 .arg(&self.dir)
+                .args(["-p", &self.port.to_string()])
                 .args(["-U", "postgres", "-q"])
                 .status()
                 .is_ok_and(|status| status.success());
@@ -186,7 +221,11 @@ rm -rf "$dir""#;
 
     /// The URL of database `name` (no password: trust authentication on the socket).
     pub fn url(&self, name: &str) -> String {
-        format!("postgres://postgres@/{name}?host={}", self.dir.display())
+        format!(
+            "postgres://postgres@/{name}?host={}&port={}",
+            self.dir.display(),
+            self.port
+        )
     }
 
     /// Creates database `name` once; returns its URL.
@@ -196,6 +235,7 @@ rm -rf "$dir""#;
             let output = Command::new(program("createdb"))
                 .arg("-h")
                 .arg(&self.dir)
+                .args(["-p", &self.port.to_string()])
                 .args(["-U", "postgres", name])
                 .output()
                 .expect("running createdb");
@@ -213,6 +253,7 @@ rm -rf "$dir""#;
         let output = Command::new(program("pg_dump"))
             .arg("-h")
             .arg(&self.dir)
+            .args(["-p", &self.port.to_string()])
             .args(["-U", "postgres", "--data-only", name])
             .output()
             .expect("running pg_dump");
@@ -231,6 +272,7 @@ impl PgCluster {
         let output = Command::new(program("psql"))
             .arg("-h")
             .arg(&self.dir)
+            .args(["-p", &self.port.to_string()])
             .args(["-U", "postgres", "-d", name, "-At", "-c", statement])
             .output()
             .expect("running psql");
@@ -241,6 +283,93 @@ impl PgCluster {
         );
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
+}
+
+/// A CA and a server certificate for `127.0.0.1`/`localhost` signed by it, made with the
+/// `openssl` command in `dir` (`ca.pem`, `server.crt`, `server.key` owned by the cluster's OS
+/// user, 0600), and `pg_hba.conf` refusing TCP without TLS.
+fn tls_files(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        let output = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("running openssl (Debian package openssl)");
+        assert!(
+            output.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .expect("writing the certificate extensions");
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=tether test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "server.crt",
+    ]);
+    for file in ["server.key", "server.crt"] {
+        let path = dir.join(file);
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("restricting the key's mode");
+        if is_root() {
+            let owner = nix::unistd::User::from_name("postgres")
+                .ok()
+                .flatten()
+                .expect("the postgres user");
+            std::os::unix::fs::chown(&path, Some(owner.uid.as_raw()), Some(owner.gid.as_raw()))
+                .expect("giving the key to the postgres user");
+        }
+    }
+    let hba = dir.join("pg").join("pg_hba.conf");
+    let rest = std::fs::read_to_string(&hba).expect("reading pg_hba.conf");
+    std::fs::write(
+        &hba,
+        format!("hostnossl all all 0.0.0.0/0 reject\nhostssl all all 127.0.0.1/32 trust\n{rest}"),
+    )
+    .expect("writing pg_hba.conf");
 }
 
 impl Drop for PgCluster {

@@ -11,7 +11,9 @@ use std::time::Duration;
 use deadpool_postgres::{
     GenericClient as _, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime,
 };
+use rustls_pki_types::pem::PemObject as _;
 use tokio_postgres::NoTls;
+use tokio_postgres::config::SslMode;
 use uuid::Uuid;
 
 use super::{
@@ -139,6 +141,65 @@ macro_rules! run {
     }};
 }
 
+/// `error` and its causes, `: `-separated: a refused TLS handshake says why (an unknown
+/// issuer, a name mismatch), not only that it failed.
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let part = next.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        cause = next.source();
+    }
+    text
+}
+
+/// TLS for `sslmode=require`: rustls, the server's certificate verified against the system's
+/// certificate authorities and those in `TETHER_SERVER_DATABASE_CA` (a PEM file), its name
+/// against the host the URL names. `Err` says what could not be read.
+fn tls_connector() -> Result<tokio_postgres_rustls::MakeRustlsConnect, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    // The system's store may be absent or partly unreadable: what loads is used.
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    if let Some(path) = std::env::var_os(tether_env::EnvVars::TETHER_SERVER_DATABASE_CA) {
+        let shown = std::path::Path::new(&path).display().to_string();
+        let certificates = rustls_pki_types::CertificateDer::pem_file_iter(&path)
+            .map_err(|e| {
+                format!(
+                    "cannot read {}={shown}: {e}",
+                    tether_env::EnvVars::TETHER_SERVER_DATABASE_CA
+                )
+            })?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{shown} is not a PEM certificate file: {e}"))?;
+        if certificates.is_empty() {
+            return Err(format!("{shown} holds no certificate"));
+        }
+        for certificate in certificates {
+            roots
+                .add(certificate)
+                .map_err(|e| format!("{shown}: an unusable certificate: {e}"))?;
+        }
+    }
+    if roots.is_empty() {
+        return Err(format!(
+            "sslmode=require, but no certificate authority is known: the system has none and {} is not set",
+            tether_env::EnvVars::TETHER_SERVER_DATABASE_CA
+        ));
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS set-up: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
 impl PostgresStore {
     /// Connects (lazily, through the pool), checks the database answers and migrates it.
     pub(super) async fn open(url: &DatabaseUrl) -> Result<Self, StoreError> {
@@ -148,13 +209,18 @@ impl PostgresStore {
                 reason: "not a PostgreSQL URL".to_owned(),
             });
         };
-        let manager = Manager::from_config(
-            (**config).clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = if config.get_ssl_mode() == SslMode::Require {
+            let tls = tls_connector().map_err(|reason| StoreError::Unreachable {
+                database: shown.clone(),
+                reason,
+            })?;
+            Manager::from_config((**config).clone(), tls, manager_config)
+        } else {
+            Manager::from_config((**config).clone(), NoTls, manager_config)
+        };
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(Runtime::Tokio1)
@@ -175,7 +241,7 @@ impl PostgresStore {
         self.pool
             .get()
             .await
-            .map_err(|error| Failure::Driver(PgError::Pool(error.to_string())))
+            .map_err(|error| Failure::Driver(PgError::Pool(with_causes(&error))))
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {

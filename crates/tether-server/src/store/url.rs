@@ -30,8 +30,9 @@ impl DatabaseUrl {
         }
     }
 
-    /// Parses `sqlite://DIR`, `postgres://…` or `postgresql://…`. Refuses TLS modes (not
-    /// supported: refused rather than silently ignored). The error never quotes the URL.
+    /// Parses `sqlite://DIR`, `postgres://…` or `postgresql://…`. `sslmode=require` asks for
+    /// TLS with the database's certificate verified (`disable` and `prefer`, the default, use
+    /// none). The error never quotes the URL.
     pub fn parse(text: &str) -> Result<Self, StoreError> {
         let invalid = |reason: &str| StoreError::InvalidUrl {
             reason: reason.to_owned(),
@@ -52,10 +53,12 @@ impl DatabaseUrl {
         let config: tokio_postgres::Config = text.parse().map_err(|_| {
             invalid("it is not a valid PostgreSQL URL (postgres://USER@HOST:PORT/DATABASE)")
         })?;
-        if !matches!(config.get_ssl_mode(), SslMode::Disable | SslMode::Prefer) {
+        if !matches!(
+            config.get_ssl_mode(),
+            SslMode::Disable | SslMode::Prefer | SslMode::Require
+        ) {
             return Err(invalid(
-                "TLS to PostgreSQL is not supported (remove sslmode); use a Unix socket, \
-                 loopback or a private network",
+                "sslmode must be disable, prefer (no TLS) or require (TLS, certificate verified)",
             ));
         }
         Ok(DatabaseUrl::Postgres {
@@ -120,6 +123,7 @@ mod tests {
         let socket = DatabaseUrl::parse("postgresql://postgres@/db?host=/run/pg").unwrap();
         assert!(!socket.has_password());
         assert_eq!(socket.to_string(), "postgres://postgres@[/run/pg]/db");
+        assert!(DatabaseUrl::parse("postgres://u@h/db?sslmode=require").is_ok());
         let sqlite = DatabaseUrl::parse("sqlite:///var/lib/t").unwrap();
         assert_eq!(sqlite.to_string(), "sqlite:///var/lib/t");
     }
@@ -129,7 +133,7 @@ mod tests {
         for bad in [
             "mysql://u:hunter2@h/db",
             "sqlite://",
-            "postgres://u:hunter2@h/db?sslmode=require",
+            "postgres://u:hunter2@h/db?sslmode=allow-me",
             "postgres://u:hunter2@h/db?nonsense=1",
         ] {
             let error = DatabaseUrl::parse(bad).unwrap_err().to_string();

@@ -13,3 +13,4 @@ mod proxy;
 mod replicas;
 mod schema;
 mod support;
+mod tls;
