@@ -19,6 +19,7 @@ fn fake_harness(sandbox: &Sandbox, name: &str, code: &str) -> PathBuf {
     std::fs::create_dir_all(&record).expect("creating the directory");
     let script = format!(
         r#"#!/bin/sh
+if [ "{code}" = "sleep" ]; then trap 'echo got-term > "{r}/term"; exit 143' TERM; fi
 printf '%s\n' "$@" > '{r}/argv'
 env > '{r}/env'
 for a in "$@"; do
@@ -27,7 +28,8 @@ done
 if [ -n "$GEMINI_CLI_HOME" ]; then cp "$GEMINI_CLI_HOME/.gemini/settings.json" '{r}/config'; echo "$GEMINI_CLI_HOME" > '{r}/config-path'; fi
 if [ -n "$OPENCODE_CONFIG_CONTENT" ]; then printf '%s' "$OPENCODE_CONFIG_CONTENT" > '{r}/config'; fi
 if [ -n "$CODEX_HOME" ]; then cp "$CODEX_HOME/config.toml" '{r}/config'; echo "$CODEX_HOME" > '{r}/config-path'; fi
-if [ "{code}" = "sleep" ]; then trap 'echo got-term > "{r}/term"; exit 143' TERM; while true; do sleep 0.1; done; fi
+# The TERM trap is set first: `argv` existing (what a test waits for) means it is in place.
+if [ "{code}" = "sleep" ]; then while true; do sleep 0.1; done; fi
 exit {code}
 "#,
         r = record.display()
