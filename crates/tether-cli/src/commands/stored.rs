@@ -45,13 +45,9 @@ type Row = (String, String, String, Option<Location>);
 
 /// Where a location is, for people.
 fn describe(store: &Store, location: Location) -> String {
-    describe_location(store.secret_store(), location)
-}
-
-fn describe_location(store: &tether_store::SecretStore, location: Location) -> String {
     match location {
         Location::Keyring => "keyring (OS credential store)".to_owned(),
-        Location::File => format!("file {}", store.file_path().display()),
+        Location::File => format!("file {}", store.secret_store().file_path().display()),
     }
 }
 
