@@ -9,7 +9,6 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::placeholder::placeholder;
 use crate::secret::SecretValue;
 
 /// Who wrote a config, which decides the rules applied to it.
@@ -312,14 +311,19 @@ impl ParsedServer {
     /// rendering fills it from the run's secrets or leaves the placeholder in place.
     pub fn into_installation(self) -> Installation {
         let mut values = self.captured;
-        values.reserve(self.server.variables.len().saturating_sub(values.len()));
-        for variable in &self.server.variables {
-            if !values.contains_key(&variable.name) {
-                values.insert(
-                    variable.name.clone(),
-                    VariableValue::new(placeholder(&variable.name)),
-                );
-            }
+        let missing: Vec<&str> = self
+            .server
+            .variables
+            .iter()
+            .map(|v| v.name.as_str())
+            .filter(|name| !values.contains_key(*name))
+            .collect();
+        // The `{{NAME}}` texts share one buffer: with thousands of them, a buffer each was two
+        // allocations per variable and memory all over the heap for rendering to visit.
+        let texts = SecretValue::placeholders(&missing);
+        values.reserve(missing.len());
+        for (name, value) in missing.iter().zip(texts) {
+            values.insert((*name).to_owned(), VariableValue::new(value));
         }
         Installation {
             server: self.server,

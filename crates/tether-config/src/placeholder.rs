@@ -37,38 +37,67 @@ fn is_name_continue(c: char) -> bool {
 }
 
 /// Splits `text` into literal text and placeholders, in order. Concatenating the segments
-/// (with placeholders written back as `{{NAME}}`) gives `text` again.
-pub fn segments(text: &str) -> Vec<Segment<'_>> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::new();
-    let mut literal_start = 0;
-    let mut i = 0;
-    while let Some(open) = find_double_brace(bytes, i) {
-        // Measure the whole run of opening braces: only a run of exactly two opens a placeholder.
-        let mut run_end = open;
-        while run_end < bytes.len() && bytes[run_end] == b'{' {
-            run_end += 1;
+/// (with placeholders written back as `{{NAME}}`) gives `text` again. Lazy: nothing is
+/// allocated, so scanning each of many short strings costs no allocation per string.
+pub fn segments(text: &str) -> Segments<'_> {
+    Segments {
+        text,
+        literal_start: 0,
+        at: 0,
+        pending: None,
+    }
+}
+
+/// The iterator [`segments`] returns.
+pub struct Segments<'a> {
+    text: &'a str,
+    /// Where the literal text not yet returned starts.
+    literal_start: usize,
+    /// Where to look for the next `{{`.
+    at: usize,
+    /// A placeholder found right after a literal that was returned first.
+    pending: Option<Segment<'a>>,
+}
+
+impl<'a> Iterator for Segments<'a> {
+    type Item = Segment<'a>;
+
+    fn next(&mut self) -> Option<Segment<'a>> {
+        if let Some(pending) = self.pending.take() {
+            return Some(pending);
         }
-        if run_end - open != 2 {
-            i = run_end;
-            continue;
-        }
-        match placeholder_at(text, run_end) {
-            Some((name, close_end)) => {
-                if literal_start < open {
-                    out.push(Segment::Literal(&text[literal_start..open]));
-                }
-                out.push(Segment::Placeholder(name));
-                literal_start = close_end;
-                i = close_end;
+        let text = self.text;
+        let bytes = text.as_bytes();
+        while let Some(open) = find_double_brace(bytes, self.at) {
+            // Measure the whole run of opening braces: only a run of exactly two opens a
+            // placeholder.
+            let mut run_end = open;
+            while run_end < bytes.len() && bytes[run_end] == b'{' {
+                run_end += 1;
             }
-            None => i = run_end,
+            if run_end - open != 2 {
+                self.at = run_end;
+                continue;
+            }
+            match placeholder_at(text, run_end) {
+                Some((name, close_end)) => {
+                    let literal = &text[self.literal_start..open];
+                    self.literal_start = close_end;
+                    self.at = close_end;
+                    if literal.is_empty() {
+                        return Some(Segment::Placeholder(name));
+                    }
+                    self.pending = Some(Segment::Placeholder(name));
+                    return Some(Segment::Literal(literal));
+                }
+                None => self.at = run_end,
+            }
         }
+        let rest = &text[self.literal_start..];
+        self.literal_start = text.len();
+        self.at = text.len();
+        (!rest.is_empty()).then_some(Segment::Literal(rest))
     }
-    if literal_start < text.len() {
-        out.push(Segment::Literal(&text[literal_start..]));
-    }
-    out
 }
 
 /// The index of the first `{{` at or after `from`. A byte search for `{` (memchr) and a look at
@@ -104,9 +133,7 @@ fn placeholder_at(text: &str, start: usize) -> Option<(&str, usize)> {
 
 /// Whether `text` holds at least one placeholder.
 pub fn has_placeholders(text: &str) -> bool {
-    segments(text)
-        .iter()
-        .any(|s| matches!(s, Segment::Placeholder(_)))
+    segments(text).any(|s| matches!(s, Segment::Placeholder(_)))
 }
 
 /// The placeholder names in `text`, in order of first appearance, without repeats. Linear in
@@ -148,7 +175,11 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn check(text: &str, expect: &[Segment<'_>]) {
-        assert_eq!(segments(text), expect, "scanning {text:?}");
+        assert_eq!(
+            segments(text).collect::<Vec<_>>(),
+            expect,
+            "scanning {text:?}"
+        );
     }
 
     #[test]

@@ -20,7 +20,9 @@ use serde_json::{Map, Value, json};
 
 use crate::env_expand::{EnvLookup, Expanded, expand};
 use crate::model::{Installation, Origin, RemoteTransport, ServerOptions, ServerTemplate};
-use crate::placeholder::{Segment, is_placeholder_of, is_valid_name, placeholder, segments};
+use crate::placeholder::{
+    Segment, has_placeholders, is_placeholder_of, is_valid_name, placeholder, segments,
+};
 use crate::provenance::{is_credential_name, url_passwords};
 use crate::secret::{MASK, SecretValue, Secrets};
 
@@ -468,9 +470,8 @@ impl Renderer<'_> {
             }
             Some(value) => {
                 let text = value.value.expose();
-                let parts = segments(text);
-                if parts.iter().any(|s| matches!(s, Segment::Placeholder(_))) {
-                    for part in parts {
+                if has_placeholders(text) {
+                    for part in segments(text) {
                         match part {
                             Segment::Literal(literal) => self.literal(literal, out),
                             Segment::Placeholder(inner) => {
@@ -557,11 +558,15 @@ mod tests {
 
     #[test]
     fn declassify_makes_plain_only_the_clones_of_the_given_values() {
-        let reference = SecretValue::from("${input:tok}");
         let mut given = Secrets::new();
-        given.insert("tok", reference.clone());
+        given.insert("tok", "${input:tok}");
+        let reference = given.get("tok").expect("stored");
         // Same text, another value: stays sensitive.
-        given.insert("other", SecretValue::from("${input:tok}"));
+        given.insert("other", "${input:tok}");
+        // More secrets after the reference was taken: the stored value does not move.
+        for i in 0..1_000 {
+            given.insert(format!("more{i}"), format!("value {i}"));
+        }
         let mut server = render_one(
             r#"{"s":{"url":"https://h/mcp","headers":{"A":"Bearer {{tok}}","B":"{{other}}"}}}"#,
             Origin::User,

@@ -154,7 +154,7 @@ impl ResolvedMcpSpecs {
     }
 
     /// The stored secrets of the local installations (for the masking set).
-    pub(crate) fn stored_values(&self) -> impl Iterator<Item = &tether_config::SecretValue> {
+    pub(crate) fn stored_values(&self) -> impl Iterator<Item = tether_config::SecretValue> + '_ {
         self.local.iter().flat_map(|local| local.stored.values())
     }
 

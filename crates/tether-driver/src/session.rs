@@ -370,11 +370,12 @@ impl Session {
             .chain(
                 self.servers
                     .iter()
-                    .flat_map(RenderedServer::sensitive_values),
+                    .flat_map(RenderedServer::sensitive_values)
+                    .cloned(),
             );
         for value in values {
-            if !value.is_empty() && !self.masking.contains(value) {
-                self.masking.push(value.clone());
+            if !value.is_empty() && !self.masking.contains(&value) {
+                self.masking.push(value);
             }
         }
     }

@@ -122,7 +122,7 @@ impl NewInstallation {
             .installation
             .values
             .iter()
-            .map(|(name, value)| (ValueKind::Captured, name.as_str(), &value.value));
+            .map(|(name, value)| (ValueKind::Captured, name.as_str(), value.value.clone()));
         let secrets = self.secrets.names().filter_map(|name| {
             self.secrets
                 .get(name)

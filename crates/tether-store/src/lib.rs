@@ -653,7 +653,7 @@ impl Store {
             } else if let Some(value) = installation.values.get(name)
                 && value.value.expose() != placeholder(name)
             {
-                values.push((name, &value.value, false));
+                values.push((name, value.value.clone(), false));
             }
         }
         for name in &inputs {
@@ -1377,7 +1377,7 @@ struct RowTexts<'a> {
 }
 
 /// A value to store: variable name, value, whether it is a secret applied verbatim.
-type Value<'a> = (&'a str, &'a SecretValue, bool);
+type Value<'a> = (&'a str, SecretValue, bool);
 
 /// A short, value-free name for a serde_json error's class.
 trait ClassifyName {

@@ -435,7 +435,7 @@ fn set_remove_and_move_one_value() {
     assert_eq!(loaded.values["API_TOKEN"].value.expose(), "{{API_TOKEN}}");
     let stored = store.secrets_for(uid).expect("secrets_for");
     assert_eq!(
-        stored.get("API_TOKEN").map(|v| v.expose()),
+        stored.get("API_TOKEN").as_ref().map(|v| v.expose()),
         Some("SENTINEL-set")
     );
     assert!(!holds(&database_bytes(dir.path()), "SENTINEL-set"));
@@ -466,7 +466,7 @@ fn install_time_secrets_are_applied_as_secrets() {
     let stored = store.secrets_for(uid).expect("secrets_for");
     assert_eq!(stored.names().collect::<Vec<_>>(), ["API_TOKEN"]);
     assert_eq!(
-        stored.get("API_TOKEN").map(|v| v.expose()),
+        stored.get("API_TOKEN").as_ref().map(|v| v.expose()),
         Some("SENTINEL-$HOME-{{x}}")
     );
     let rendered = loaded

@@ -177,9 +177,9 @@ pub async fn session_keeping_inputs(
     let prompts = secrets::used_inputs(&parsed);
     let mut references = Vec::with_capacity(prompts.len());
     for input in &prompts {
-        let reference = tether_config::SecretValue::new(format!("${{input:{}}}", input.id));
-        references.push(reference.clone());
-        secrets.insert(input.id.clone(), reference);
+        secrets.insert(input.id.clone(), format!("${{input:{}}}", input.id));
+        // What rendering places is a clone of the stored value: keep one to find them by.
+        references.extend(secrets.get(&input.id));
     }
     let session = session_with(specs, parsed, task_id, secrets, progress).await?;
     Ok((
