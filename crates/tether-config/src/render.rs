@@ -19,7 +19,9 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 
 use crate::env_expand::{EnvLookup, Expanded, expand};
-use crate::model::{Installation, Origin, RemoteTransport, ServerOptions, ServerTemplate};
+use crate::model::{
+    Installation, Origin, RemoteTransport, ServerOptions, ServerTemplate, VariableValue,
+};
 use crate::placeholder::{
     Segment, has_placeholders, is_placeholder_of, is_valid_name, placeholder, segments,
 };
@@ -96,8 +98,10 @@ impl RenderedText {
         })
     }
 
+    /// Sized once: a `String` that grows leaves copies of what it held (secret values
+    /// among them) in the memory it frees, and costs an allocation per doubling.
     fn join<'a>(&'a self, part: impl Fn(&'a Piece) -> &'a str) -> String {
-        let mut out = String::new();
+        let mut out = String::with_capacity(self.pieces.iter().map(|p| part(p).len()).sum());
         for piece in &self.pieces {
             out.push_str(part(piece));
         }
@@ -392,6 +396,7 @@ impl Installation {
             env: (self.origin == Origin::User).then_some(env),
             unresolved: BTreeSet::new(),
             unset_env: BTreeSet::new(),
+            next: 0,
         };
         let transport = match &self.server.template {
             ServerTemplate::Stdio(stdio) => RenderedTransport::Stdio {
@@ -422,9 +427,11 @@ struct Renderer<'a> {
     env: Option<&'a dyn EnvLookup>,
     unresolved: BTreeSet<String>,
     unset_env: BTreeSet<String>,
+    /// The position in the installation's values after the variable looked up last.
+    next: usize,
 }
 
-impl Renderer<'_> {
+impl<'a> Renderer<'a> {
     /// Renders a template string: literals (env-expanded for user origin) and placeholders.
     fn text(&mut self, template: &str) -> RenderedText {
         let mut out = RenderedText::default();
@@ -461,7 +468,7 @@ impl Renderer<'_> {
     /// Every placeholder of a template is one of its variables (parsing makes it so), so the
     /// installation's values are looked up directly: one lookup per placeholder.
     fn variable(&mut self, name: &str, out: &mut RenderedText) {
-        match self.installation.values.get(name) {
+        match self.value_of(name) {
             None => self.secret_or_placeholder(name, out),
             // The value `{{NAME}}` that stands for a missing one: filled from the secrets, as
             // scanning it would (only a valid name makes it a placeholder).
@@ -497,6 +504,23 @@ impl Renderer<'_> {
                 }
             }
         }
+    }
+
+    /// The installation's value of the variable `name`. Rendering walks a template in the
+    /// order parsing found its variables, so the entry after the last one found is tried
+    /// first: most lookups compare one name with no hashing and no random access into the
+    /// table (which, with tens of thousands of variables, no longer fits the CPU's cache).
+    fn value_of(&mut self, name: &str) -> Option<&'a VariableValue> {
+        let values = &self.installation.values;
+        if let Some((key, value)) = values.get_index(self.next)
+            && key == name
+        {
+            self.next += 1;
+            return Some(value);
+        }
+        let (index, _, value) = values.get_full(name)?;
+        self.next = index + 1;
+        Some(value)
     }
 
     fn secret_or_placeholder(&mut self, name: &str, out: &mut RenderedText) {
@@ -554,6 +578,33 @@ mod tests {
 
     fn secrets(pairs: &[(&str, &str)]) -> Secrets {
         pairs.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    /// Rendering tries the variable after the last one found first; a template that uses
+    /// variables out of the order parsing found them, or more than once, renders the same.
+    #[test]
+    fn variables_out_of_order_and_repeated_render_exactly() {
+        let text = r#"{"s":{"command":"x{{C}}","args":["{{B}}","{{A}}","{{B}}{{A}}{{C}}{{B}}","{{D}}"],
+            "env":{"A":"{{A}}","E":"e-{{B}}","F":"{{F}}"}}}"#;
+        let given = secrets(&[("A", "$HOME a"), ("B", "{{x}} b"), ("C", "ü c"), ("F", "f")]);
+        for origin in [Origin::User, Origin::Managed] {
+            let server = render_one(text, origin, &given, &EmptyEnv);
+            let json = server.to_json(Exposure::Real);
+            assert_eq!(json["command"], "xü c", "{origin:?}");
+            assert_eq!(
+                json["args"],
+                serde_json::json!(["{{x}} b", "$HOME a", "{{x}} b$HOME aü c{{x}} b", "{{D}}"]),
+                "{origin:?}"
+            );
+            assert_eq!(json["env"]["A"], "$HOME a", "{origin:?}");
+            assert_eq!(json["env"]["E"], "e-{{x}} b", "{origin:?}");
+            assert_eq!(json["env"]["F"], "f", "{origin:?}");
+            assert_eq!(
+                server.unresolved.iter().collect::<Vec<_>>(),
+                ["D"],
+                "{origin:?}"
+            );
+        }
     }
 
     #[test]
