@@ -1,4 +1,4 @@
-//! What a person sees: progress on stderr (a spinner on a terminal, plain lines otherwise),
+//! What a person sees: progress on stderr (a spinner on a terminal, nothing otherwise),
 //! results on stdout (tables, or JSON with --json). Colour only on a terminal and without
 //! NO_COLOR.
 
@@ -17,7 +17,8 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// A spinner when stderr is a terminal, else plain lines.
+    /// A spinner when stderr is a terminal; otherwise progress is not shown (a log or a pipe
+    /// gets results and errors, not steps).
     pub fn new() -> Self {
         let spinner = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new_spinner();
@@ -33,9 +34,8 @@ impl Progress {
 
     /// Shows `message` as the current step.
     pub fn step(&self, message: &str) {
-        match &self.spinner {
-            Some(bar) => bar.set_message(message.to_owned()),
-            None => eprintln!("{message}"),
+        if let Some(bar) = &self.spinner {
+            bar.set_message(message.to_owned());
         }
     }
 
