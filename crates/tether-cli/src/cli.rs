@@ -381,6 +381,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", conflicts_with = "no_gateway")]
     pub audit: Option<PathBuf>,
 
+    /// Through the gateway: the client capabilities declared to the servers (a
+    /// comma-separated list of sampling, elicitation and roots, or all, or none; default all:
+    /// the servers start before the harness connects). A request the harness did not declare
+    /// gets an error.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub client_capabilities: Option<Vec<CapabilityArg>>,
+
     /// The harness command and its arguments.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -521,6 +528,28 @@ pub struct ServeArgs {
     /// Repeatable; wins over --include-tools.
     #[arg(long = "exclude-tools", value_name = "PATTERN")]
     pub exclude_tools: Vec<String>,
+
+    /// The client capabilities declared to the servers (what a server may ask a client for
+    /// through the gateway, and may base its offer on): a comma-separated list of sampling,
+    /// elicitation and roots, or all, or none. Default: over stdio, those the client declares
+    /// in its initialize (read before the servers start); over HTTP, all.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub client_capabilities: Option<Vec<CapabilityArg>>,
+}
+
+/// One item of `--client-capabilities`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CapabilityArg {
+    /// `sampling`: a server may ask for an LLM completion.
+    Sampling,
+    /// `elicitation` (form and URL): a server may ask the user for input.
+    Elicitation,
+    /// `roots` (with list changes): a server may ask for the client's roots.
+    Roots,
+    /// The three.
+    All,
+    /// None of them.
+    None,
 }
 
 /// `--scan`.

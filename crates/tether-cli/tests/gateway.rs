@@ -1207,12 +1207,35 @@ async fn sampling_elicitation_and_roots_from_a_server_reach_the_client_that_decl
     client.cancel().await.expect("closing the client");
 }
 
+/// Over HTTP the servers start before any client and are told every capability; a server
+/// asking a client that did not declare it gets a clear error, and the client is not asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
-    let handler = FullClient::default();
-    let Some((_dir, client)) = everything_for(handler.clone()).await else {
+    let Some(everything) = server_everything() else {
         return;
     };
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
+        json_str(&everything.to_string_lossy())
+    );
+    let gateway = http_gateway_of(dir.path(), &spec, &["--no-auth"]);
+    let handler = FullClient::default();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(gateway.url.clone());
+    let client = handler
+        .clone()
+        .serve(transport)
+        .await
+        .expect("connecting over HTTP");
+    eventually(
+        "server-everything's sampling tool being listed",
+        async || {
+            tool_names(&client)
+                .await
+                .contains(&"ev__trigger-sampling-request".to_owned())
+        },
+    )
+    .await;
     let refused = trigger_sampling(&client).await;
     assert_eq!(refused["isError"], json!(true), "{refused}");
     assert!(
@@ -1227,6 +1250,119 @@ async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
             .is_empty()
     );
     client.cancel().await.expect("closing the client");
+}
+
+/// What `srv__client_capabilities` (the test server's report of what its client, the
+/// gateway, declared) answers through `tether serve ARGS` over stdio for `handler`.
+async fn declared_over_stdio(handler: FullClient, extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"srv": {{"command": {}, "args": ["--capabilities-tool"]}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let mut args = vec!["serve", "--mcp", &spec];
+    args.extend_from_slice(extra);
+    let (transport, _) = TokioChildProcess::builder(tether_command(dir.path(), &args))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve");
+    let client = handler.serve(transport).await.expect("initializing");
+    let answer = call(&client, "srv__client_capabilities", json!({})).await;
+    client.cancel().await.expect("closing the client");
+    serde_json::from_str(&text_of(&answer)).expect("the declared capabilities as JSON")
+}
+
+/// Over stdio the gateway reads its client's initialize before starting the servers and
+/// declares to them exactly what the client can answer, so a server offers no tool that needs
+/// a capability nobody has; `--client-capabilities` sets it instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_the_servers_are_told_what_the_client_declared() {
+    assert_eq!(
+        declared_over_stdio(FullClient::capable(), &[]).await,
+        json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true}})
+    );
+    assert_eq!(
+        declared_over_stdio(FullClient::default(), &[]).await,
+        json!({})
+    );
+    assert_eq!(
+        declared_over_stdio(
+            FullClient::capable(),
+            &["--client-capabilities", "roots,sampling"]
+        )
+        .await,
+        json!({"sampling": {}, "roots": {"listChanged": true}})
+    );
+    assert_eq!(
+        declared_over_stdio(FullClient::default(), &["--client-capabilities", "all"]).await,
+        json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}})
+    );
+}
+
+/// Over HTTP (clients come and go) the servers are told every capability by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_the_servers_are_told_every_capability_by_default() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"srv": {{"command": {}, "args": ["--capabilities-tool"]}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    for (extra, expected) in [
+        (
+            &[][..],
+            json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}}),
+        ),
+        (&["--client-capabilities", "none"][..], json!({})),
+    ] {
+        let mut args = vec!["--no-auth"];
+        args.extend_from_slice(extra);
+        let gateway = http_gateway_of(dir.path(), &spec, &args);
+        let transport =
+            rmcp::transport::StreamableHttpClientTransport::from_uri(gateway.url.clone());
+        let client = FullClient::default()
+            .serve(transport)
+            .await
+            .expect("connecting over HTTP");
+        let answer = call(&client, "srv__client_capabilities", json!({})).await;
+        let declared: Value = serde_json::from_str(&text_of(&answer)).expect("JSON");
+        assert_eq!(declared, expected, "{extra:?}");
+        client.cancel().await.expect("closing the client");
+    }
+}
+
+/// `all` and `none` stand alone; the flag is the gateway's, so `run` needs `--gateway`.
+#[test]
+fn client_capabilities_that_cannot_be_combined_are_refused() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let out = Command::new(tether_bin())
+        .args(["serve", "--mcp", "{}", "--client-capabilities", "all,roots"])
+        .current_dir(dir.path())
+        .env("TETHER_HOME", dir.path().join("home"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("running tether serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("`all` cannot be combined"), "{stderr}");
+
+    let out = Command::new(tether_bin())
+        .args([
+            "run",
+            "--mcp",
+            "{}",
+            "--client-capabilities",
+            "roots",
+            "--",
+            "claude",
+        ])
+        .current_dir(dir.path())
+        .env("TETHER_HOME", dir.path().join("home"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("running tether run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("add --gateway"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

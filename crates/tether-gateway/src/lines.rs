@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{ErrorData, JsonRpcMessage, ServerResult};
+use rmcp::model::{ClientCapabilities, ErrorData, JsonRpcMessage, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::io::{
@@ -168,6 +168,57 @@ where
     }
 }
 
+/// A client's first message, read before the servers start so that tether declares to them
+/// only what this client can answer (see [`read_first_line`]).
+pub struct FirstLine<R> {
+    /// The capabilities of the client's `initialize` request; `None` when the first message
+    /// is something else or the client sent none.
+    pub capabilities: Option<ClientCapabilities>,
+    /// Whether the client closed its side before sending a message.
+    pub closed: bool,
+    /// What to serve the client from: the bytes read, then the rest.
+    pub reader: tokio::io::Chain<std::io::Cursor<Vec<u8>>, tokio::io::BufReader<R>>,
+}
+
+/// Reads the client's first message (blank lines before it included, at most 16 MiB) and
+/// hands back a reader that yields it again. Nothing is lost: what the client sent after it
+/// (a client may send `notifications/initialized` and more at once) stays in the buffer.
+pub async fn read_first_line<R: AsyncRead + Unpin>(reader: R) -> std::io::Result<FirstLine<R>> {
+    let mut reader = tokio::io::BufReader::new(reader);
+    let mut read = Vec::new();
+    let mut start = 0;
+    loop {
+        let room = (MAX_LINE + 1).saturating_sub(read.len() - start);
+        let got = (&mut reader)
+            .take(room as u64)
+            .read_until(b'\n', &mut read)
+            .await?;
+        let line = &read[start..];
+        let blank = line.iter().all(u8::is_ascii_whitespace);
+        if got == 0 || !line.ends_with(b"\n") || !blank {
+            break;
+        }
+        start = read.len();
+    }
+    let line = &read[start..];
+    let capabilities = initialize_capabilities(line);
+    Ok(FirstLine {
+        capabilities,
+        closed: line.iter().all(u8::is_ascii_whitespace) && !line.ends_with(b"\n"),
+        reader: std::io::Cursor::new(read).chain(reader),
+    })
+}
+
+/// The `params.capabilities` of an `initialize` request on `line`.
+fn initialize_capabilities(line: &[u8]) -> Option<ClientCapabilities> {
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    let message: serde_json::Value = serde_json::from_slice(line.trim_ascii()).ok()?;
+    if message.get("method")? != "initialize" {
+        return None;
+    }
+    serde_json::from_value(message.get("params")?.get("capabilities")?.clone()).ok()
+}
+
 enum Parsed {
     Message(Box<RxJsonRpcMessage<RoleServer>>),
     Skip,
@@ -227,5 +278,56 @@ mod tests {
             parse(b"{\"id\":3,\"hello\":true}\n"),
             Parsed::Invalid
         ));
+    }
+
+    /// All that `first` read, and the rest after it.
+    async fn replayed<R: AsyncRead + Unpin>(first: FirstLine<R>) -> Vec<u8> {
+        let mut all = Vec::new();
+        let mut reader = first.reader;
+        reader.read_to_end(&mut all).await.expect("reading back");
+        all
+    }
+
+    #[tokio::test]
+    async fn the_first_line_is_read_for_its_capabilities_and_given_back_with_the_rest() {
+        let input = concat!(
+            "\n  \r\n",
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","#,
+            r#""capabilities":{"elicitation":{"form":{}},"roots":{"listChanged":true},"experimental":{"x":{}}},"#,
+            r#""clientInfo":{"name":"c","version":"1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\n",
+        );
+        let first = read_first_line(input.as_bytes()).await.expect("reading");
+        assert!(!first.closed);
+        let capabilities = first.capabilities.clone().expect("an initialize");
+        let declared = serde_json::to_value(tether_driver::passed_on_capabilities(&capabilities))
+            .expect("serializing");
+        assert_eq!(
+            declared,
+            serde_json::json!({"elicitation": {"form": {}}, "roots": {"listChanged": true}})
+        );
+        assert_eq!(replayed(first).await, input.as_bytes());
+    }
+
+    #[tokio::test]
+    async fn another_first_message_or_none_declares_nothing_and_loses_nothing() {
+        let input = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\nmore";
+        let first = read_first_line(input.as_bytes()).await.expect("reading");
+        assert!(first.capabilities.is_none());
+        assert!(!first.closed);
+        assert_eq!(replayed(first).await, input.as_bytes());
+
+        let first = read_first_line(&b"\n\n"[..]).await.expect("reading");
+        assert!(first.closed && first.capabilities.is_none());
+        let first = read_first_line(&b""[..]).await.expect("reading");
+        assert!(first.closed && first.capabilities.is_none());
+        // A half-sent message before the client left is not an initialize, and stays.
+        let first = read_first_line(&b"{\"method\":\"initia"[..])
+            .await
+            .expect("reading");
+        assert!(!first.closed && first.capabilities.is_none());
+        assert_eq!(replayed(first).await, b"{\"method\":\"initia");
     }
 }

@@ -105,6 +105,11 @@ struct Cli {
     /// `notifications/tools/list_changed` (for the gateway's list_changed tests).
     #[arg(long)]
     grow_tools: bool,
+
+    /// Also serve `client_capabilities`, which answers with the capabilities the client
+    /// declared in its initialize, as JSON (for what the gateway declares to servers).
+    #[arg(long)]
+    capabilities_tool: bool,
 }
 
 fn main() -> ExitCode {
@@ -181,7 +186,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .with_echo_delay(Duration::from_millis(cli.slow_echo))
         .with_extra_tool(cli.extra_tool.as_deref())
         .with_extra_prompt(cli.extra_prompt.as_deref())
-        .with_tool_growth(cli.grow_tools);
+        .with_tool_growth(cli.grow_tools)
+        .with_capabilities_tool(cli.capabilities_tool);
     let hang = cli.hang;
 
     let runtime = tokio::runtime::Builder::new_current_thread()

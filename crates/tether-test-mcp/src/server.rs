@@ -71,7 +71,13 @@ pub struct TestServer {
     /// With `--extra-prompt TEXT`: the description of the one prompt, `extra`, listed (the
     /// server then declares `prompts`).
     extra_prompt: Option<String>,
+    /// With `--capabilities-tool`: also serve [`CAPABILITIES_TOOL`].
+    capabilities_tool: bool,
 }
+
+/// The tool `--capabilities-tool` adds: it answers with the capabilities the client declared
+/// in its `initialize`, as JSON (what a gateway declared on its client's behalf, say).
+const CAPABILITIES_TOOL: &str = "client_capabilities";
 
 /// The tool `--grow-tools` adds: it adds a tool and says the list changed.
 const ADD_TOOL: &str = "add_tool";
@@ -94,6 +100,7 @@ impl TestServer {
             echo_delay: Duration::ZERO,
             grown: None,
             extra_prompt: None,
+            capabilities_tool: false,
         }
     }
 
@@ -138,6 +145,13 @@ impl TestServer {
             )
         }));
         tools
+    }
+
+    /// With `on`, also serves `client_capabilities` (`--capabilities-tool`).
+    #[must_use]
+    pub fn with_capabilities_tool(mut self, on: bool) -> Self {
+        self.capabilities_tool = on;
+        self
     }
 
     /// Lists a prompt `extra` described by `description` (no prompts when `None`).
@@ -291,6 +305,13 @@ impl ServerHandler for TestServer {
         let cursor = request.as_ref().and_then(|params| params.cursor.as_deref());
         let mut tools = self.tool_router.list_all();
         tools.extend(self.grown_tools());
+        if self.capabilities_tool {
+            tools.push(Tool::new(
+                CAPABILITIES_TOOL,
+                "Answer with the capabilities the client declared in its initialize, as JSON.",
+                empty_object_schema(),
+            ));
+        }
         let mut result = tools_page(tools, cursor)?;
         // Protocol 2026-07-28 wants cache hints; the list can change between runs, so none is fresh.
         if context
@@ -307,6 +328,16 @@ impl ServerHandler for TestServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if self.capabilities_tool && request.name == CAPABILITIES_TOOL {
+            let declared = context
+                .peer
+                .peer_info()
+                .map(|info| serde_json::to_string(&info.capabilities))
+                .transpose()
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+                .unwrap_or_else(|| "no initialize seen".to_owned());
+            return Ok(CallToolResult::success(vec![ContentBlock::text(declared)]).into());
+        }
         if let Some(grown) = &self.grown {
             if request.name == ADD_TOOL {
                 let name = request

@@ -54,7 +54,7 @@ fn pick_harness(args: &RunArgs) -> anyhow::Result<HarnessArg> {
 const GATEWAY_BY_DEFAULT: &[&str] = &["gemini"];
 
 /// Whether this run hands the harness the gateway: `--gateway`, or the harness's default
-/// unless `--no-gateway`. `--audit` needs the gateway.
+/// unless `--no-gateway`. `--audit` and `--client-capabilities` need the gateway.
 fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> {
     let by_default =
         matches!(harness, HarnessArg::Handoff(h) if GATEWAY_BY_DEFAULT.contains(&h.name));
@@ -62,6 +62,12 @@ fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> 
     if args.audit.is_some() && !gateway {
         return Err(UsageError::new(
             "--audit is the gateway's audit log: add --gateway (the default only for Gemini CLI)",
+        )
+        .into());
+    }
+    if args.client_capabilities.is_some() && !gateway {
+        return Err(UsageError::new(
+            "--client-capabilities is what the gateway declares to the servers: add --gateway (the default only for Gemini CLI)",
         )
         .into());
     }

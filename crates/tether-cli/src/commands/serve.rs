@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use rmcp::model::ClientCapabilities;
 use tether_config::RenderedServer;
 use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::names::ToolFilter;
@@ -16,7 +17,7 @@ use tether_gateway::{
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{HarnessArg, RunArgs, ScanArg, ServeArgs};
+use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ScanArg, ServeArgs};
 use crate::exit::OK;
 use crate::handoff::RunDir;
 use crate::output::Progress;
@@ -152,10 +153,39 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     };
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
+    let mut options = super::start_options(args.timeout, false);
+    options.declared = args
+        .client_capabilities
+        .as_deref()
+        .map(declared)
+        .transpose()?;
+    // Over stdio, the servers are told what this one client can answer: its initialize is
+    // read first (a client sends it at once; it is served again from the buffer).
+    let mut stdin = None;
+    if transport.listen.is_none()
+        && options.declared.is_none()
+        && !std::io::IsTerminal::is_terminal(&std::io::stdin())
+    {
+        let first = tether_gateway::read_first_line(tokio::io::stdin())
+            .await
+            .context("reading the client's initialize from stdin")?;
+        if first.closed {
+            eprintln!(
+                "tether serve: the client closed stdin before sending anything; no server was started"
+            );
+            return Ok(OK);
+        }
+        tracing::debug!(
+            capabilities = ?first.capabilities,
+            "declaring to the servers what the client declared"
+        );
+        options.declared = Some(first.capabilities.clone().unwrap_or_default());
+        stdin = Some(first.reader);
+    }
     let gateway = start_gateway(
         session,
         args.audit.as_deref(),
-        &super::start_options(args.timeout, false),
+        &options,
         Policy {
             call_timeout: Duration::from_secs(args.call_timeout.max(1)),
             pins: !args.no_pins,
@@ -178,7 +208,13 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         None => {
             eprintln!("tether serve: serving {offered} tools on stdio");
             // Ends when the client closes stdin, or on SIGINT/SIGTERM: both are a normal end.
-            let served = super::until_signal(gateway.serve_stdio()).await?;
+            let serving = async {
+                match stdin {
+                    Some(reader) => gateway.serve_io(reader, tokio::io::stdout()).await,
+                    None => gateway.serve_stdio().await,
+                }
+            };
+            let served = super::until_signal(serving).await?;
             if let Ok(result) = served {
                 result?;
             }
@@ -220,7 +256,12 @@ pub async fn run_through_gateway(
     session: Session,
     progress: &Progress,
 ) -> anyhow::Result<u8> {
-    let options = super::start_options(args.timeout, args.strict_mcp);
+    let mut options = super::start_options(args.timeout, args.strict_mcp);
+    options.declared = args
+        .client_capabilities
+        .as_deref()
+        .map(declared)
+        .transpose()?;
     let gateway = start_gateway(
         session,
         args.audit.as_deref(),
@@ -263,6 +304,29 @@ pub async fn run_through_gateway(
     gateway.shutdown().await;
     drop(dir);
     code
+}
+
+/// The capabilities `--client-capabilities LIST` declares: `all` and `none` stand alone.
+pub(super) fn declared(list: &[CapabilityArg]) -> anyhow::Result<ClientCapabilities> {
+    let alone = |word: &str| {
+        anyhow::anyhow!(
+            "--client-capabilities: `{word}` cannot be combined with other capabilities"
+        )
+    };
+    let all = tether_driver::answerable_capabilities();
+    let mut chosen = ClientCapabilities::default();
+    for item in list {
+        match item {
+            CapabilityArg::All if list.len() > 1 => return Err(alone("all")),
+            CapabilityArg::None if list.len() > 1 => return Err(alone("none")),
+            CapabilityArg::All => return Ok(all),
+            CapabilityArg::None => return Ok(chosen),
+            CapabilityArg::Sampling => chosen.sampling.clone_from(&all.sampling),
+            CapabilityArg::Elicitation => chosen.elicitation.clone_from(&all.elicitation),
+            CapabilityArg::Roots => chosen.roots.clone_from(&all.roots),
+        }
+    }
+    Ok(chosen)
 }
 
 /// The name of the one server a hand-off through the gateway gives the harness.

@@ -52,9 +52,14 @@ pub struct StartOptions {
     /// with the server's name; `None` drops them (a gateway passes them on to its clients).
     pub notices: Option<NoticeSink>,
     /// Who answers the requests servers send their client (`sampling/createMessage`,
-    /// `elicitation/create`, `roots/list`). With one, tether declares `sampling`,
-    /// `elicitation` and `roots` to every server; without (the default), it declares none.
+    /// `elicitation/create`, `roots/list`). With one, tether declares the capabilities of
+    /// [`StartOptions::declared`] to every server; without (the default), it declares none.
     pub client_requests: Option<ClientRequests>,
+    /// With `client_requests`: the capabilities tether declares (a gateway declares what its
+    /// own client declared, so that a server offers only what can be answered). `None`: all
+    /// that can be passed on — `sampling`, `elicitation` (form and URL) and `roots`
+    /// (`listChanged`). Other fields than these three are not declared.
+    pub declared: Option<ClientCapabilities>,
     /// Fresh bearer tokens for a Streamable HTTP server that refuses the one it was sent
     /// (401) or asks for more access (403), at any request of the run (default: none).
     pub bearer_auth: Option<Arc<dyn BearerAuth>>,
@@ -68,6 +73,7 @@ impl std::fmt::Debug for StartOptions {
             .field("strict", &self.strict)
             .field("notices", &self.notices.is_some())
             .field("client_requests", &self.client_requests.is_some())
+            .field("declared", &self.declared)
             .field("bearer_auth", &self.bearer_auth.is_some())
             .finish()
     }
@@ -123,6 +129,7 @@ impl Default for StartOptions {
             strict: false,
             notices: None,
             client_requests: None,
+            declared: None,
             bearer_auth: None,
         }
     }
@@ -193,7 +200,12 @@ struct TetherClient {
 impl TetherClient {
     fn for_server(name: &str, start: &StartOptions) -> Self {
         Self {
-            info: client_config(start.client_requests.is_some()),
+            info: client_config(start.client_requests.as_ref().map(|_| {
+                start
+                    .declared
+                    .as_ref()
+                    .map_or_else(answerable_capabilities, passed_on_capabilities)
+            })),
             progress: ProgressRoutes::default(),
             server: Arc::from(name),
             notices: start.notices.clone(),
@@ -369,23 +381,33 @@ impl std::fmt::Debug for McpRuntime {
     }
 }
 
-/// tether's `initialize`: with `answers_requests` (a holder answers servers' requests), it
-/// declares `sampling`, `elicitation` (form and URL) and `roots` (with `listChanged`).
-fn client_config(answers_requests: bool) -> ClientConfig {
-    let capabilities = if answers_requests {
-        serde_json::from_value(serde_json::json!({
-            "sampling": {},
-            "elicitation": {"form": {}, "url": {}},
-            "roots": {"listChanged": true}
-        }))
-        .unwrap_or_default()
-    } else {
-        ClientCapabilities::default()
-    };
+/// tether's `initialize`, declaring `capabilities` (none without).
+fn client_config(capabilities: Option<ClientCapabilities>) -> ClientConfig {
     ClientConfig::new(
-        capabilities,
+        capabilities.unwrap_or_default(),
         Implementation::new("tether", env!("CARGO_PKG_VERSION")),
     )
+}
+
+/// Every client capability tether can pass on: `sampling`, `elicitation` (form and URL) and
+/// `roots` (with `listChanged`).
+pub fn answerable_capabilities() -> ClientCapabilities {
+    serde_json::from_value(serde_json::json!({
+        "sampling": {},
+        "elicitation": {"form": {}, "url": {}},
+        "roots": {"listChanged": true}
+    }))
+    .unwrap_or_default()
+}
+
+/// Of `capabilities` (a client's), what tether can pass on: `sampling`, `elicitation` and
+/// `roots`, as declared; nothing else (no experimental or extension capability).
+pub fn passed_on_capabilities(capabilities: &ClientCapabilities) -> ClientCapabilities {
+    let mut kept = ClientCapabilities::default();
+    kept.sampling = capabilities.sampling.clone();
+    kept.elicitation = capabilities.elicitation.clone();
+    kept.roots = capabilities.roots.clone();
+    kept
 }
 
 impl McpRuntime {
