@@ -5,7 +5,8 @@
 //!    stdio and over Streamable HTTP, interleaved, one call at a time: p50/p99 each and the
 //!    added latency. Targets: p50 ≤ +1 ms, p99 ≤ +3 ms.
 //! 2. `tools/list` over 16 servers (50 tools each) at the gateway vs the slowest server's own
-//!    `tools/list`. Target ≤ 1.1×.
+//!    `tools/list`. Target ≤ 1.1×. Then the same over 16 server-everything processes (Node),
+//!    real servers whose own `tools/list` does work of its own.
 //! 3. 100 concurrent `echo` calls spread over 8 servers, each with its own text: every answer
 //!    must be its own call's text (none lost, none cross-wired).
 //!
@@ -37,7 +38,11 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    let dir = tempfile::tempdir().expect("a temporary TETHER_HOME");
+    HOME.set(dir.path().to_owned()).expect("set once");
     runtime.block_on(bench());
+    drop(runtime);
+    drop(dir);
 }
 
 /// `target/release/NAME` when built, else the debug binary.
@@ -62,9 +67,20 @@ fn ms(duration: Duration) -> String {
     format!("{:.3} ms", duration.as_secs_f64() * 1000.0)
 }
 
+/// The `TETHER_HOME` of every process the bench starts: a temporary directory, so that the
+/// gateway's pins and audit logs never touch the machine's own (nor carry over between runs).
+fn home() -> &'static Path {
+    HOME.get().expect("main sets the home first")
+}
+
+static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 async fn stdio_client(program: &Path, args: &[&str]) -> Client {
     let mut command = tokio::process::Command::new(program);
-    command.args(args).env("NO_COLOR", "1");
+    command
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("TETHER_HOME", home());
     let (transport, _) = TokioChildProcess::builder(command)
         .stderr(Stdio::null())
         .spawn()
@@ -84,6 +100,7 @@ async fn listening(program: &Path, args: &[&str]) -> (tokio::process::Child, Str
     let mut child = tokio::process::Command::new(program)
         .args(args)
         .env("NO_COLOR", "1")
+        .env("TETHER_HOME", home())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -148,11 +165,16 @@ async fn overhead(label: &str, direct: &Client, gateway: &Client) {
 }
 
 fn servers_spec(server: &Path, count: usize, extra: &[&str]) -> String {
+    named_servers_spec("s", server, count, extra)
+}
+
+/// `{"PREFIX0": {...}, "PREFIX1": {...}, …}`: `count` servers running `server EXTRA…`.
+fn named_servers_spec(prefix: &str, server: &Path, count: usize, extra: &[&str]) -> String {
     let args: Vec<String> = extra.iter().map(|a| json!(a).to_string()).collect();
     let entries: Vec<String> = (0..count)
         .map(|i| {
             format!(
-                r#""s{i}": {{"command": {}, "args": [{}]}}"#,
+                r#""{prefix}{i}": {{"command": {}, "args": [{}]}}"#,
                 json!(server.to_string_lossy()),
                 args.join(",")
             )
@@ -167,6 +189,7 @@ async fn raw_list_p50(program: &Path, args: &[&str]) -> Duration {
     use tokio::io::AsyncWriteExt as _;
     let mut child = tokio::process::Command::new(program)
         .args(args)
+        .env("TETHER_HOME", home())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -223,8 +246,7 @@ async fn raw_list_p50(program: &Path, args: &[&str]) -> Duration {
 async fn bench() {
     let tether = binary("tether", "tether-cli");
     let server = binary("tether-test-mcp", "tether-test-mcp");
-    let home = tempfile::tempdir().expect("a temporary TETHER_HOME");
-    let audit = |name: &str| home.path().join(name).to_string_lossy().into_owned();
+    let audit = |name: &str| home().join(name).to_string_lossy().into_owned();
 
     // 1a. stdio.
     let direct = stdio_client(&server, &[]).await;
@@ -329,6 +351,13 @@ async fn bench() {
         raw_gateway.as_secs_f64() / raw_one.as_secs_f64().max(f64::EPSILON),
     );
 
+    // 2b. The same with real servers: 16 server-everything processes (Node; 13 tools each,
+    // as offered to a client that declares no capability).
+    match tether_testkit::server_everything() {
+        Some(everything) => list_over_everything(&tether, &everything, &audit("everything.jsonl")).await,
+        None => println!("tools/list over 16 server-everything: skipped (npm packages not installed)"),
+    }
+
     // 3. 100 concurrent calls over 8 servers.
     let spec = servers_spec(&server, 8, &[]);
     let audit_concurrent = audit("concurrent.jsonl");
@@ -373,5 +402,41 @@ async fn bench() {
     println!(
         "audit: {audited} lines for the 100 calls (first: outcome {})",
         value.map(|v| v["outcome"].to_string()).unwrap_or_default()
+    );
+}
+
+/// p50 of `list_all_tools` over 50 requests after 10 warm-up ones.
+async fn list_p50(client: &Client) -> (Duration, usize) {
+    let mut samples = Vec::new();
+    let mut count = 0;
+    for index in 0..60 {
+        let started = Instant::now();
+        count = client.list_all_tools().await.expect("tools/list").len();
+        if index >= 10 {
+            samples.push(started.elapsed());
+        }
+    }
+    samples.sort();
+    (quantile(&samples, 0.5), count)
+}
+
+/// 2b: `tools/list` at a gateway over 16 server-everything processes vs the slowest one's own.
+async fn list_over_everything(tether: &Path, everything: &Path, audit: &str) {
+    let mut slowest = Duration::ZERO;
+    let mut own_tools = 0;
+    for _ in 0..16 {
+        let client = stdio_client(everything, &["stdio"]).await;
+        let (p50, count) = list_p50(&client).await;
+        slowest = slowest.max(p50);
+        own_tools = count;
+    }
+    let spec = named_servers_spec("ev", everything, 16, &["stdio"]);
+    let gateway = stdio_client(tether, &["serve", "--mcp", &spec, "--audit", audit]).await;
+    let (at_gateway, count) = list_p50(&gateway).await;
+    println!(
+        "tools/list over 16 server-everything ({count} tools at the gateway, {own_tools} each): gateway p50 {}; slowest server's own p50 {} (ratio {:.2}, target <= 1.1)",
+        ms(at_gateway),
+        ms(slowest),
+        at_gateway.as_secs_f64() / slowest.as_secs_f64().max(f64::EPSILON),
     );
 }
