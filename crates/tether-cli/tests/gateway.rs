@@ -1342,7 +1342,7 @@ fn client_capabilities_that_cannot_be_combined_are_refused() {
         .output()
         .expect("running tether serve");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("`all` cannot be combined"), "{stderr}");
 
     let out = Command::new(tether_bin())

@@ -137,6 +137,8 @@ pub struct Secrets {
     /// shares it and within its capacity (a `String` that reallocates leaves its old bytes
     /// unzeroed in freed memory); otherwise a new chunk starts.
     chunks: Vec<Arc<Zeroizing<String>>>,
+    /// The bytes in `chunks`, together.
+    stored: usize,
     /// Insertion order; a replaced secret keeps its place.
     entries: Vec<Entry>,
     /// Entry numbers, hashed by name.
@@ -187,10 +189,11 @@ impl Secrets {
         {
             let start = chunk.len();
             chunk.push_str(text);
+            self.stored += text.len();
             return (last, start, chunk.len());
         }
-        let stored: usize = self.chunks.iter().map(|c| c.len()).sum();
-        let mut chunk = String::with_capacity(stored.clamp(256, CHUNK_MAX).max(text.len()));
+        let mut chunk = String::with_capacity(self.stored.clamp(256, CHUNK_MAX).max(text.len()));
+        self.stored += text.len();
         chunk.push_str(text);
         let end = chunk.len();
         self.chunks.push(Arc::new(Zeroizing::new(chunk)));

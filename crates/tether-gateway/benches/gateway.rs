@@ -354,8 +354,12 @@ async fn bench() {
     // 2b. The same with real servers: 16 server-everything processes (Node; 13 tools each,
     // as offered to a client that declares no capability).
     match tether_testkit::server_everything() {
-        Some(everything) => list_over_everything(&tether, &everything, &audit("everything.jsonl")).await,
-        None => println!("tools/list over 16 server-everything: skipped (npm packages not installed)"),
+        Some(everything) => {
+            list_over_everything(&tether, &everything, &audit("everything.jsonl")).await
+        }
+        None => {
+            println!("tools/list over 16 server-everything: skipped (npm packages not installed)")
+        }
     }
 
     // 3. 100 concurrent calls over 8 servers.

@@ -178,9 +178,9 @@ pub async fn session_keeping_inputs(
     let mut references = Vec::with_capacity(prompts.len());
     for input in &prompts {
         secrets.insert(input.id.clone(), format!("${{input:{}}}", input.id));
-        // What rendering places is a clone of the stored value: keep one to find them by.
-        references.extend(secrets.get(&input.id));
     }
+    // What rendering places are clones of the stored values: keep one of each to find them by.
+    references.extend(prompts.iter().filter_map(|input| secrets.get(&input.id)));
     let session = session_with(specs, parsed, task_id, secrets, progress).await?;
     Ok((
         session,

@@ -71,6 +71,9 @@ fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> 
         )
         .into());
     }
+    if let Some(list) = &args.client_capabilities {
+        super::serve::declared(list)?;
+    }
     Ok(gateway)
 }
 

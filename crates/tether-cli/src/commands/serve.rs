@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ScanArg, ServeArgs};
-use crate::exit::OK;
+use crate::exit::{OK, UsageError};
 use crate::handoff::RunDir;
 use crate::output::Progress;
 use crate::{log_mask, secrets, settings};
@@ -151,14 +151,14 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         (Some(_), Some(source), false) => Some(secrets::read_one("--token", source)?),
         (Some(_), None, false) => Some(generate_token()?),
     };
-    let progress = Progress::new();
-    let session = super::session(&args.specs, &args.secrets, &progress).await?;
     let mut options = super::start_options(args.timeout, false);
     options.declared = args
         .client_capabilities
         .as_deref()
         .map(declared)
         .transpose()?;
+    let progress = Progress::new();
+    let session = super::session(&args.specs, &args.secrets, &progress).await?;
     // Over stdio, the servers are told what this one client can answer: its initialize is
     // read first (a client sends it at once; it is served again from the buffer).
     let mut stdin = None;
@@ -307,11 +307,11 @@ pub async fn run_through_gateway(
 }
 
 /// The capabilities `--client-capabilities LIST` declares: `all` and `none` stand alone.
-pub(super) fn declared(list: &[CapabilityArg]) -> anyhow::Result<ClientCapabilities> {
+pub(super) fn declared(list: &[CapabilityArg]) -> Result<ClientCapabilities, UsageError> {
     let alone = |word: &str| {
-        anyhow::anyhow!(
+        UsageError::new(format!(
             "--client-capabilities: `{word}` cannot be combined with other capabilities"
-        )
+        ))
     };
     let all = tether_driver::answerable_capabilities();
     let mut chosen = ClientCapabilities::default();
