@@ -92,7 +92,7 @@ where
     };
     let mut budget = RetryBudget::default();
     loop {
-        let sent = slot.current().await;
+        let sent = slot.current();
         let outcome = send(Some(sent.clone())).await;
         let Some(refusal) = refused(&outcome) else {
             return outcome;
@@ -128,12 +128,17 @@ impl RetryBudget {
 }
 
 /// One server's `Authorization` header in use, renewed through a [`BearerAuth`]: what the
-/// driver's Streamable HTTP client and the CLI's hand-off bridge share. Locked while it is
-/// renewed, so requests refused at the same time share one renewal.
+/// driver's Streamable HTTP client and the CLI's hand-off bridge share. One renewal runs at a
+/// time (requests refused together share it); the value in use is never held while it runs,
+/// so the server's other requests go on with it meanwhile — a step-up waits for a person in a
+/// browser, for minutes at worst.
 pub struct BearerSlot {
     url: String,
     auth: Arc<dyn BearerAuth>,
-    current: tokio::sync::Mutex<HeaderValue>,
+    /// The value to send now; locked only to read or replace it.
+    current: std::sync::Mutex<HeaderValue>,
+    /// Held while a renewal runs.
+    renewing: tokio::sync::Mutex<()>,
 }
 
 impl BearerSlot {
@@ -142,20 +147,25 @@ impl BearerSlot {
         Self {
             url: url.to_owned(),
             auth,
-            current: tokio::sync::Mutex::new(authorization),
+            current: std::sync::Mutex::new(authorization),
+            renewing: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// The `Authorization` value to send now.
-    pub async fn current(&self) -> HeaderValue {
-        self.current.lock().await.clone()
+    /// The `Authorization` value to send now (a renewal in progress does not hold it up).
+    pub fn current(&self) -> HeaderValue {
+        self.current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// After `refusal` of a request sent with `sent`: a new value unless another request
-    /// already replaced `sent`. Whether there is one to retry with.
+    /// already replaced `sent` (waiting for a renewal that is running). Whether there is one to
+    /// retry with.
     pub async fn renew(&self, sent: &HeaderValue, refusal: Refusal) -> bool {
-        let mut current = self.current.lock().await;
-        if *current != *sent {
+        let _renewing = self.renewing.lock().await;
+        if self.current() != *sent {
             return true;
         }
         let token = match refusal {
@@ -170,7 +180,10 @@ impl BearerSlot {
         };
         match token.as_ref().and_then(bearer_header) {
             Some(value) => {
-                *current = value;
+                *self
+                    .current
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = value;
                 true
             }
             None => false,
@@ -365,5 +378,88 @@ impl StreamableHttpClient for BearerHttp {
             )
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    /// A step-up that waits until the test lets it finish (a person in a browser), and a
+    /// refresh that counts its calls.
+    struct SlowStepUp {
+        release: tokio::sync::Notify,
+        refreshes: AtomicUsize,
+    }
+
+    impl BearerAuth for Arc<SlowStepUp> {
+        fn refresh(&self, _url: String) -> BoxFuture<'static, Option<SecretValue>> {
+            self.refreshes.fetch_add(1, SeqCst);
+            Box::pin(async { Some(SecretValue::from("refreshed")) })
+        }
+
+        fn step_up(
+            &self,
+            _url: String,
+            _challenge: String,
+        ) -> BoxFuture<'static, Option<SecretValue>> {
+            let this = Arc::clone(self);
+            Box::pin(async move {
+                this.release.notified().await;
+                Some(SecretValue::from("more $HOME \"scope\""))
+            })
+        }
+    }
+
+    fn header(text: &str) -> HeaderValue {
+        bearer_header(&SecretValue::from(text)).expect("a valid header")
+    }
+
+    #[tokio::test]
+    async fn a_step_up_in_progress_holds_up_no_other_request() {
+        let auth = Arc::new(SlowStepUp {
+            release: tokio::sync::Notify::new(),
+            refreshes: AtomicUsize::new(0),
+        });
+        let slot = Arc::new(BearerSlot::new(
+            "http://127.0.0.1:9/mcp",
+            Arc::new(Arc::clone(&auth)),
+            header("first"),
+        ));
+        let first = header("first");
+        let stepping = {
+            let slot = Arc::clone(&slot);
+            let sent = first.clone();
+            tokio::spawn(async move {
+                let challenge = r#"Bearer error="insufficient_scope""#.to_owned();
+                slot.renew(&sent, Refusal::Forbidden { challenge }).await
+            })
+        };
+        tokio::task::yield_now().await;
+        // Another request goes on with the value in use while the step-up waits.
+        let answered = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            send_renewing(Some(&slot), |value| async move { value }, |_| None),
+        )
+        .await
+        .expect("a request was held up by the step-up");
+        assert_eq!(answered, Some(first.clone()));
+        // One refused with the old value meanwhile waits for the step-up and shares its token.
+        let refused = {
+            let slot = Arc::clone(&slot);
+            let sent = first.clone();
+            tokio::spawn(async move { slot.renew(&sent, Refusal::Unauthorized).await })
+        };
+        tokio::task::yield_now().await;
+        auth.release.notify_one();
+        assert!(stepping.await.expect("the step-up task"));
+        assert!(refused.await.expect("the refused request's task"));
+        assert_eq!(slot.current(), header("more $HOME \"scope\""));
+        assert_eq!(
+            auth.refreshes.load(SeqCst),
+            0,
+            "the step-up's token served both"
+        );
     }
 }
