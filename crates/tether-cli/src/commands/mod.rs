@@ -192,7 +192,7 @@ pub async fn session_keeping_inputs(
 }
 
 /// The specs of `--mcp` values and `--task`, and the task's id.
-fn parse_specs(specs: &SpecArgs) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
+pub(super) fn parse_specs(specs: &SpecArgs) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
     let mut parsed = Vec::with_capacity(specs.mcp.len());
     let mut installed = None;
     for (index, value) in specs.mcp.iter().enumerate() {
@@ -234,6 +234,22 @@ pub async fn session_with(
     secrets: tether_config::Secrets,
     progress: &Progress,
 ) -> anyhow::Result<Session> {
+    let session = resolve_only(specs, parsed, task_id, secrets, progress).await?;
+    let session = crate::oauth_tokens::apply_stored_tokens(session).await;
+    crate::log_mask::register(session.sensitive_values());
+    Ok(session)
+}
+
+/// Resolves and renders without the stored OAuth tokens (which applying may refresh): for
+/// what only looks at the servers (`auth status` finding an installation's URL). The masking
+/// set is registered as for a run.
+pub async fn resolve_only(
+    specs: &SpecArgs,
+    parsed: Vec<McpSpec>,
+    task_id: Option<String>,
+    secrets: tether_config::Secrets,
+    progress: &Progress,
+) -> anyhow::Result<Session> {
     let needs_uuid = parsed.iter().any(|spec| match spec {
         McpSpec::Uuid(_) => true,
         McpSpec::Json { text, .. } => parse_config(text, Origin::User)
@@ -260,7 +276,6 @@ pub async fn session_with(
     let session = Session::resolve(resolver, parsed, secrets, ProcessEnv)
         .await?
         .with_pass_env(&specs.pass_env);
-    let session = crate::oauth_tokens::apply_stored_tokens(session).await;
     crate::log_mask::register(session.sensitive_values());
     Ok(session)
 }

@@ -709,7 +709,9 @@ fn a_client_metadata_document_url_is_the_client_id_where_supported() {
 /// token and has none is left out; `secrets list` shows the stored tokens (never a value).
 #[test]
 fn status_without_a_server_lists_every_server_with_auth() {
-    let installed = AuthorizedServer::start(3600);
+    // 30 s: within the refresh margin from the start, so a run would refresh it; a status
+    // must not.
+    let installed = AuthorizedServer::start(30);
     let inline = AuthorizedServer::start(3600);
     let pending = AuthorizedServer::start(3600);
     let plain = AuthorizedServer::open();
@@ -761,6 +763,11 @@ fn status_without_a_server_lists_every_server_with_auth() {
     assert_eq!(servers[1]["installations"], serde_json::json!(["remote"]));
     assert_eq!(servers[0]["logged_in"], false);
     assert_eq!(servers[2]["refreshable"], true);
+    assert_eq!(
+        installed.stats()["refreshes"],
+        0,
+        "auth status refreshed a stored token"
+    );
 
     let listed = tether(&sandbox, &["secrets", "list"]);
     let stdout = text(&listed.stdout);
