@@ -8,8 +8,8 @@
 )]
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::ServiceExt as _;
@@ -21,41 +21,20 @@ use tether_driver::{
 };
 use tether_gateway::names::ToolFilter;
 use tether_gateway::{Gateway, GatewayOptions, ScanPolicy, Upstream};
-use tether_graphql::{
-    ManagedMcpClient, ManagedMcpClientConfig, ManagedMcpError, SecretValue, TransportKind,
-};
+use tether_graphql::ManagedMcpClient;
+use tether_testkit::managed::{Answer, FakeManaged};
 use tether_testkit::{json_str, test_server_bin, wait_group_gone};
 use uuid::Uuid;
 
-/// A managed client whose answer for every uid is the current `--tools N` config.
-struct FakeManaged {
-    tools: AtomicUsize,
-    expires_in: Mutex<time::Duration>,
-    calls: AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl ManagedMcpClient for FakeManaged {
-    async fn create_managed_mcp_client_config(
-        &self,
-        uid: Uuid,
-    ) -> Result<ManagedMcpClientConfig, ManagedMcpError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let json = format!(
-            r#"{{"mcpServers":{{"managed":{{"command":{},"args":["--tools","{}"]}}}}}}"#,
+/// The managed config: the test server with `tools` numbered tools, expiring `expires_in`
+/// from now.
+fn managed_config(tools: usize, expires_in: time::Duration) -> Answer {
+    Answer::Config {
+        json: format!(
+            r#"{{"mcpServers":{{"managed":{{"command":{},"args":["--tools","{tools}"]}}}}}}"#,
             json_str(&test_server_bin().to_string_lossy()),
-            self.tools.load(Ordering::SeqCst)
-        );
-        let expires_in = *self.expires_in.lock().expect("the expiry");
-        Ok(ManagedMcpClientConfig {
-            uid,
-            transport_kind: TransportKind::Command,
-            mcp_config_json: SecretValue::from(json),
-            proxy_url: None,
-            proxy_token: None,
-            authorization_header: None,
-            expires_at: Some(time::OffsetDateTime::now_utc() + expires_in),
-        })
+        ),
+        expires_at: Some(time::OffsetDateTime::now_utc() + expires_in),
     }
 }
 
@@ -73,11 +52,10 @@ impl rmcp::ClientHandler for Counter {
 async fn a_managed_config_is_reminted_before_expiry_and_its_server_replaced() {
     let uid = Uuid::new_v4();
     // Two minutes from expiry: inside the five-minute window at once.
-    let fake = Arc::new(FakeManaged {
-        tools: AtomicUsize::new(1),
-        expires_in: Mutex::new(time::Duration::minutes(2)),
-        calls: AtomicUsize::new(0),
-    });
+    let fake = Arc::new(FakeManaged::new(vec![(
+        uid,
+        managed_config(1, time::Duration::minutes(2)),
+    )]));
     let managed: Arc<dyn ManagedMcpClient> = fake.clone();
     let resolver = Resolver::new(Arc::new(NoLocalInstallations), Some(managed));
     let session = Session::resolve(resolver, vec![McpSpec::Uuid(uid)], Secrets::new(), EmptyEnv)
@@ -92,8 +70,7 @@ async fn a_managed_config_is_reminted_before_expiry_and_its_server_replaced() {
     let runtime = session.start(&start).await.expect("starting");
     let first_group = runtime.process_groups()[0];
     // The re-mint will answer with one more tool, an hour from expiry (then not due again).
-    fake.tools.store(2, Ordering::SeqCst);
-    *fake.expires_in.lock().expect("the expiry") = time::Duration::hours(1);
+    fake.set_answer(uid, managed_config(2, time::Duration::hours(1)));
     let gateway = Gateway::new(
         session,
         runtime,
@@ -147,11 +124,7 @@ async fn a_managed_config_is_reminted_before_expiry_and_its_server_replaced() {
         .expect("calling the new tool");
     let text = serde_json::to_value(&result).expect("a result")["content"][0]["text"].clone();
     assert_eq!(text, "tool_1 answered");
-    assert_eq!(
-        fake.calls.load(Ordering::SeqCst),
-        2,
-        "one mint, one re-mint"
-    );
+    assert_eq!(fake.calls(), 2, "one mint, one re-mint");
     let left = wait_group_gone(first_group, Duration::from_secs(10)).await;
     assert!(left.is_empty(), "the old server's processes: {left:?}");
 

@@ -18,6 +18,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+pub mod managed;
 mod npm;
 pub mod postgres;
 mod registry;

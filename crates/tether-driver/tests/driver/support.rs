@@ -1,8 +1,7 @@
-//! Shared helpers: a fake managed client, the `hold` example, and the testkit's helpers.
+//! Shared helpers: the `hold` example, and the testkit's helpers (its fake managed client).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub use tether_testkit::{
@@ -13,10 +12,7 @@ pub use tether_testkit::{
 use serde_json::Value;
 use tether_config::{EmptyEnv, Secrets};
 use tether_driver::{DriverError, McpRuntime, McpSpec, NoLocalInstallations, Resolver, Session};
-use tether_graphql::{
-    ManagedMcpClient, ManagedMcpClientConfig, ManagedMcpError, SecretValue, TransportKind,
-};
-use uuid::Uuid;
+use tether_graphql::ManagedMcpClient;
 
 /// A session over `specs` with no local installations, `managed` as the managed client (if
 /// any), `secrets`, and an empty environment.
@@ -82,92 +78,4 @@ pub fn hold_bin() -> PathBuf {
     .clone()
 }
 
-/// What the fake managed client answers for one uid.
-#[derive(Clone)]
-pub enum Answer {
-    Config {
-        json: String,
-        expires_at: Option<time::OffsetDateTime>,
-    },
-    UserFacing(String),
-    Unknown(String),
-}
-
-/// A managed client that answers from a table, counts calls and can delay every answer.
-pub struct FakeManaged {
-    answers: Mutex<Vec<(Uuid, Answer)>>,
-    pub calls: AtomicUsize,
-    pub delay: Duration,
-}
-
-impl FakeManaged {
-    pub fn new(answers: Vec<(Uuid, Answer)>) -> Self {
-        Self {
-            answers: Mutex::new(answers),
-            calls: AtomicUsize::new(0),
-            delay: Duration::ZERO,
-        }
-    }
-
-    /// Replaces what the fake answers for `uid` (e.g. a re-minted config).
-    pub fn set_answer(&self, uid: Uuid, answer: Answer) {
-        let mut answers = self
-            .answers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        answers.retain(|(u, _)| *u != uid);
-        answers.push((uid, answer));
-    }
-
-    pub fn calls(&self) -> usize {
-        self.calls.load(Ordering::SeqCst)
-    }
-}
-
-#[async_trait::async_trait]
-impl ManagedMcpClient for FakeManaged {
-    async fn create_managed_mcp_client_config(
-        &self,
-        uid: Uuid,
-    ) -> Result<ManagedMcpClientConfig, ManagedMcpError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        if !self.delay.is_zero() {
-            tokio::time::sleep(self.delay).await;
-        }
-        let answer = self
-            .answers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .find(|(u, _)| *u == uid)
-            .map(|(_, a)| a.clone());
-        match answer {
-            Some(Answer::Config { json, expires_at }) => Ok(ManagedMcpClientConfig {
-                uid,
-                transport_kind: TransportKind::Command,
-                mcp_config_json: SecretValue::from(json),
-                proxy_url: None,
-                proxy_token: None,
-                authorization_header: None,
-                expires_at,
-            }),
-            Some(Answer::UserFacing(message)) => Err(ManagedMcpError::UserFacing {
-                uid,
-                kind: tether_graphql::UserFacingErrorKind::NotFound,
-                message,
-                attempts: 1,
-            }),
-            Some(Answer::Unknown(typename)) => Err(ManagedMcpError::UnknownResult {
-                uid,
-                typename,
-                attempts: 1,
-            }),
-            None => Err(ManagedMcpError::UserFacing {
-                uid,
-                kind: tether_graphql::UserFacingErrorKind::NotFound,
-                message: "MCP server not found".to_owned(),
-                attempts: 1,
-            }),
-        }
-    }
-}
+pub use tether_testkit::managed::{Answer, FakeManaged};
