@@ -1207,23 +1207,25 @@ async fn sampling_elicitation_and_roots_from_a_server_reach_the_client_that_decl
     client.cancel().await.expect("closing the client");
 }
 
-/// Over HTTP the servers start before any client and are told every capability; a server
-/// asking a client that did not declare it gets a clear error, and the client is not asked.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
-    let Some(everything) = server_everything() else {
-        return;
-    };
+/// `tether serve --listen` (no token) in front of server-everything over stdio (as `ev`), an
+/// rmcp client `handler` connected over HTTP, once the sampling tool it registers for a
+/// capable client (over HTTP, tether declares every capability) is listed.
+async fn everything_over_http(
+    handler: FullClient,
+) -> Option<(
+    tempfile::TempDir,
+    HttpGateway,
+    RunningService<RoleClient, FullClient>,
+)> {
+    let everything = server_everything()?;
     let dir = tempfile::tempdir().expect("creating a temporary directory");
     let spec = format!(
         r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
         json_str(&everything.to_string_lossy())
     );
     let gateway = http_gateway_of(dir.path(), &spec, &["--no-auth"]);
-    let handler = FullClient::default();
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(gateway.url.clone());
     let client = handler
-        .clone()
         .serve(transport)
         .await
         .expect("connecting over HTTP");
@@ -1236,6 +1238,17 @@ async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
         },
     )
     .await;
+    Some((dir, gateway, client))
+}
+
+/// Over HTTP the servers start before any client and are told every capability; a server
+/// asking a client that did not declare it gets a clear error, and the client is not asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
+    let handler = FullClient::default();
+    let Some((_dir, _gateway, client)) = everything_over_http(handler.clone()).await else {
+        return;
+    };
     let refused = trigger_sampling(&client).await;
     assert_eq!(refused["isError"], json!(true), "{refused}");
     assert!(
@@ -1489,31 +1502,10 @@ async fn delete_waits_for_the_sessions_running_call_to_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sampling_reaches_a_client_over_streamable_http() {
-    let Some(everything) = server_everything() else {
+    let handler = FullClient::capable();
+    let Some((_dir, _gateway, client)) = everything_over_http(handler.clone()).await else {
         return;
     };
-    let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = format!(
-        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
-        json_str(&everything.to_string_lossy())
-    );
-    let gateway = http_gateway_of(dir.path(), &spec, &["--no-auth"]);
-    let handler = FullClient::capable();
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(gateway.url.clone());
-    let client = handler
-        .clone()
-        .serve(transport)
-        .await
-        .expect("connecting over HTTP");
-    eventually(
-        "server-everything's sampling tool being listed",
-        async || {
-            tool_names(&client)
-                .await
-                .contains(&"ev__trigger-sampling-request".to_owned())
-        },
-    )
-    .await;
     // The server's request goes back over the HTTP session of the client whose call it serves.
     let sampled = trigger_sampling(&client).await;
     assert!(text_of(&sampled).contains(SAMPLED), "{sampled}");
