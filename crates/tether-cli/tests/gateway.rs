@@ -1164,16 +1164,21 @@ async fn everything_for(
     let (dir, client) = everything_behind_gateway(handler).await?;
     // server-everything registers these after its initialize, when its client (tether)
     // declared the capabilities; the gateway follows its list_changed.
+    sampling_tool_listed(&client).await;
+    Some((dir, client))
+}
+
+/// Waits until the gateway lists server-everything's sampling tool.
+async fn sampling_tool_listed(client: &RunningService<RoleClient, FullClient>) {
     eventually(
         "server-everything's sampling tool being listed",
         async || {
-            tool_names(&client)
+            tool_names(client)
                 .await
                 .contains(&"ev__trigger-sampling-request".to_owned())
         },
     )
     .await;
-    Some((dir, client))
 }
 
 /// server-everything's tool that asks its client to sample, called through the gateway.
@@ -1229,15 +1234,7 @@ async fn everything_over_http(
         .serve(transport)
         .await
         .expect("connecting over HTTP");
-    eventually(
-        "server-everything's sampling tool being listed",
-        async || {
-            tool_names(&client)
-                .await
-                .contains(&"ev__trigger-sampling-request".to_owned())
-        },
-    )
-    .await;
+    sampling_tool_listed(&client).await;
     Some((dir, gateway, client))
 }
 
