@@ -443,4 +443,25 @@ async fn list_over_everything(tether: &Path, everything: &Path, audit: &str) {
         ms(slowest),
         at_gateway.as_secs_f64() / slowest.as_secs_f64().max(f64::EPSILON),
     );
+    drop(gateway);
+    // The same as bytes: what the gateway and a server take, without the client's parsing.
+    let raw_gateway = raw_list_p50(
+        tether,
+        &[
+            "serve",
+            "--mcp",
+            &spec,
+            "--audit",
+            &format!("{audit}.raw"),
+            "--no-pins",
+        ],
+    )
+    .await;
+    let raw_one = raw_list_p50(everything, &["stdio"]).await;
+    println!(
+        "tools/list over 16 server-everything as bytes (no client parsing): gateway p50 {}; one server-everything p50 {} (ratio {:.2})",
+        ms(raw_gateway),
+        ms(raw_one),
+        raw_gateway.as_secs_f64() / raw_one.as_secs_f64().max(f64::EPSILON),
+    );
 }
