@@ -23,6 +23,11 @@
 //! - on SIGUSR1 (tether dropped the child without a shutdown): kills every descendant now;
 //! - SIGINT is ignored: a terminal's Ctrl-C reaches the program itself.
 //!
+//! `PROGRAM` is tied to the supervisor with `PR_SET_PDEATHSIG` (the supervisor runs one
+//! thread, so the signal follows the supervisor): should the supervisor itself be SIGKILLed,
+//! `PROGRAM` gets SIGKILL too. What `PROGRAM` had started itself is then nobody's to end (the
+//! supervisor was its reaper); only a cgroup would close that gap.
+//!
 //! Descendants are found by walking `/proc/*/stat` parent links from the supervisor's pid.
 //! Polling `getppid()` rather than `PR_SET_PDEATHSIG` keeps it independent of which of tether's
 //! threads spawned it (the death signal follows the thread, not the process).
@@ -212,10 +217,12 @@ async fn supervise(parsed: Parsed) -> u8 {
         eprintln!("tether {SUBCOMMAND}: cannot handle signals");
         return 1;
     };
-    let child = match std::process::Command::new(&parsed.program)
-        .args(&parsed.args)
-        .spawn()
-    {
+    let mut command = std::process::Command::new(&parsed.program);
+    command.args(&parsed.args);
+    // Should the supervisor itself be SIGKILLed, the program goes with it (this runtime has
+    // one thread, so the death signal is tied to the supervisor, not to a worker thread).
+    tie_to_parent(&mut command);
+    let child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
             eprintln!(
@@ -265,6 +272,39 @@ async fn supervise(parsed: Parsed) -> u8 {
         }
     }
 }
+
+/// Makes `command`'s process get SIGKILL when the thread that spawns it dies (Linux's
+/// `PR_SET_PDEATHSIG`), and end at once if its parent is already gone.
+#[cfg(target_os = "linux")]
+pub(crate) fn tie_to_parent(command: &mut std::process::Command) {
+    // Captured before the fork: the pid the child must still have as its parent once the
+    // death signal is set.
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec and makes only the
+    // async-signal-safe prctl(2), getppid(2) and kill(2) calls (no allocation: the errors are
+    // raw errno values); it touches no memory shared with the parent.
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec is the only way to set PR_SET_PDEATHSIG for the child"
+    )]
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(command, move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)?;
+            // The parent may have died between fork and prctl: the signal was then never
+            // armed and the child was re-parented. End it as the signal would have.
+            if nix::unistd::getppid() != parent {
+                nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)?;
+                return Err(nix::errno::Errno::ESRCH.into());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn tie_to_parent(_command: &mut std::process::Command) {}
 
 /// Points the supervisor's own stdin and stdout at `/dev/null`: the program holds them, and a
 /// reader of its stdout must see end of file when the program exits, not when this does.

@@ -156,6 +156,29 @@ fn a_sigkilled_tether_leaves_no_server_and_no_grandchild() {
     );
 }
 
+/// The supervisor ties the program it starts to itself (`PR_SET_PDEATHSIG`): should the
+/// supervisor be SIGKILLed, the server goes too instead of running on unsupervised.
+#[test]
+fn a_sigkilled_supervisor_takes_its_server_with_it() {
+    let sandbox = Sandbox::new();
+    let (mut tether, mut markers, server) = hold_server_with_grandchildren(&sandbox);
+    let supervisor = format!("--parent {} ", tether.id());
+    let supervisors = processes_with(&supervisor);
+    assert_eq!(supervisors.len(), 1, "one supervisor: {supervisors:?}");
+    kill(Pid::from_raw(supervisors[0]), Signal::SIGKILL).expect("killing the supervisor");
+    assert_eq!(
+        left_after_wait(&[], &[server]),
+        Vec::<String>::new(),
+        "the server outlived its SIGKILLed supervisor"
+    );
+    // What the server itself had started is nobody's to end now (see the supervisor's docs);
+    // the test cleans it up.
+    markers.push(supervisor);
+    signal(&tether, Signal::SIGKILL);
+    let _ = tether.wait();
+    let _ = left_after_wait(&markers, &[]);
+}
+
 #[test]
 fn a_normal_shutdown_ends_a_grandchild_that_called_setsid() {
     let sandbox = Sandbox::new();

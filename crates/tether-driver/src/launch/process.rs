@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tether_config::{Masker, SecretValue};
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// Variables a stdio server inherits from tether's environment (the rest is cleared).
 pub const ENV_WHITELIST: [&str; 10] = [
@@ -38,7 +38,7 @@ pub const TERMINATE_GRACE: Duration = Duration::from_secs(2);
 
 /// What a stdio server is launched with, rendered: the values are real. Any of them may
 /// have come from a secret or the environment, so each stays a [`SecretValue`] (zeroized
-/// when the launch is dropped) until it is handed to [`Command`].
+/// when the launch is dropped) until it is handed to [`tokio::process::Command`].
 pub struct StdioLaunch {
     pub command: SecretValue,
     pub args: Vec<SecretValue>,
@@ -163,7 +163,7 @@ impl ChildProcess {
             command.current_dir(cwd.expose());
         }
         if !supervised {
-            tie_to_parent(&mut command);
+            crate::supervisor::tie_to_parent(command.as_std_mut());
         }
         let mut child = command.spawn()?;
         let pgid = child
@@ -245,35 +245,6 @@ impl Drop for ChildProcess {
         }
     }
 }
-
-#[cfg(target_os = "linux")]
-fn tie_to_parent(command: &mut Command) {
-    // Captured before the fork: the pid the child must still have as its parent once the
-    // death signal is set.
-    let parent = nix::unistd::getpid();
-    // SAFETY: the closure runs in the forked child before exec and makes only the
-    // async-signal-safe prctl(2), getppid(2) and kill(2) calls (no allocation: the errors are
-    // raw errno values); it touches no memory shared with the parent.
-    #[expect(
-        unsafe_code,
-        reason = "pre_exec is the only way to set PR_SET_PDEATHSIG for the child"
-    )]
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
-            // The parent may have died between fork and prctl: the signal was then never
-            // armed and the child was re-parented. End it as the signal would have.
-            if nix::unistd::getppid() != parent {
-                nix::sys::signal::raise(Signal::SIGKILL).map_err(std::io::Error::from)?;
-                return Err(nix::errno::Errno::ESRCH.into());
-            }
-            Ok(())
-        });
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn tie_to_parent(_command: &mut Command) {}
 
 /// Reads the child's stderr into the tail and forwards each line (masked) to tracing.
 ///
