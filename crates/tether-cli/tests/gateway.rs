@@ -459,21 +459,44 @@ async fn http_needs_the_token_checks_the_host_and_closes_a_session_on_delete() {
     .expect("reading tools/list");
     assert!(listed.contains("test__echo"), "{listed}");
 
-    let deleted = http
-        .delete(url)
-        .bearer_auth(&token)
-        .header("Mcp-Session-Id", &session)
-        .header("Mcp-Protocol-Version", "2025-06-18")
+    let deleted = delete_session(&http, url, Some(&token), &session)
         .send()
         .await
         .expect("deleting the session");
     assert!(deleted.status().is_success(), "{deleted:?}");
+    assert_session_gone(&http, url, Some(&token), &session).await;
+}
+
+/// A DELETE of `session` at `url`, with `token` when there is one.
+fn delete_session(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    session: &str,
+) -> reqwest::RequestBuilder {
+    let delete = http
+        .delete(url)
+        .header("Mcp-Session-Id", session)
+        .header("Mcp-Protocol-Version", "2025-06-18");
+    match token {
+        Some(token) => delete.bearer_auth(token),
+        None => delete,
+    }
+}
+
+/// A request in the closed `session` gets 404.
+async fn assert_session_gone(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    session: &str,
+) {
     let after = post(
-        &http,
+        http,
         url,
-        Some(&token),
-        Some(&session),
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+        token,
+        Some(session),
+        &json!({"jsonrpc": "2.0", "id": 99, "method": "tools/list"}),
     )
     .send()
     .await
@@ -1461,13 +1484,7 @@ async fn delete_waits_for_the_sessions_running_call_to_answer() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut delete = http
-        .delete(&gateway.url)
-        .header("Mcp-Session-Id", &session)
-        .header("Mcp-Protocol-Version", "2025-06-18");
-    if let Some(token) = &token {
-        delete = delete.bearer_auth(token);
-    }
+    let delete = delete_session(&http, &gateway.url, token.as_deref(), &session);
     let asked = std::time::Instant::now();
     let deleted = delete.send().await.expect("deleting the session");
     let waited = asked.elapsed();
@@ -1484,17 +1501,7 @@ async fn delete_waits_for_the_sessions_running_call_to_answer() {
     );
 
     // Then the session is gone.
-    let after = post(
-        &http,
-        &gateway.url,
-        token.as_deref(),
-        Some(&session),
-        &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
-    )
-    .send()
-    .await
-    .expect("tools/list after DELETE");
-    assert_eq!(after.status().as_u16(), 404, "a closed session is gone");
+    assert_session_gone(&http, &gateway.url, token.as_deref(), &session).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
