@@ -252,6 +252,25 @@ async fn minted_json(server: &ServerProcess, api_key: &str, uid: uuid::Uuid) -> 
         .to_owned()
 }
 
+/// A server on `data` with the keys of `envs`, which mints every one of `installed` (uid and
+/// its secret) with the secret in it.
+async fn every_value_reads(
+    data: &std::path::Path,
+    envs: &[(&str, &str)],
+    api_key: &str,
+    installed: &[(uuid::Uuid, String)],
+) -> ServerProcess {
+    let server = ServerProcess::spawn_with_env("127.0.0.1:0", data, &[], envs).await;
+    for (uid, secret) in installed {
+        assert!(
+            minted_json(&server, api_key, *uid)
+                .await
+                .contains(secret.as_str())
+        );
+    }
+    server
+}
+
 /// `admin add` of a COMMAND installation whose secret T is `secret`; returns the uid.
 async fn add_with_secret(data: &std::path::Path, name: &str, secret: &str) -> uuid::Uuid {
     add(
@@ -332,16 +351,13 @@ async fn rotate_key_also_reseals_what_an_admin_added_with_the_old_key_meanwhile(
     assert!(output.status.success());
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.starts_with("re-sealed 3 installations"), "{stdout}");
-    let server =
-        ServerProcess::spawn_with_env("127.0.0.1:0", &data, &[], &[("TETHER_SERVER_KEY", NEW_KEY)])
-            .await;
-    for (uid, secret) in &installed {
-        assert!(
-            minted_json(&server, &api_key, *uid)
-                .await
-                .contains(secret.as_str())
-        );
-    }
+    every_value_reads(
+        &data,
+        &[("TETHER_SERVER_KEY", NEW_KEY)],
+        &api_key,
+        &installed,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -386,28 +402,20 @@ async fn rotate_key_killed_midway_leaves_every_value_readable_and_finishes_when_
     assert!(String::from_utf8_lossy(&output.stderr).contains("does not match"));
 
     // With both keys every value opens: the re-sealed one and the two not yet re-sealed.
-    let server = ServerProcess::spawn_with_env("127.0.0.1:0", &data, &[], &both).await;
-    for (uid, secret) in &installed {
-        assert!(
-            minted_json(&server, &api_key, *uid)
-                .await
-                .contains(secret.as_str())
-        );
-    }
+    let server = every_value_reads(&data, &both, &api_key, &installed).await;
     server.kill().await;
 
     // Run again, to the end; then the new key alone reads everything and the old one is refused.
     let done = admin(&data, &["rotate-key"], &both).await;
     assert!(done.starts_with("re-sealed 3 installations"), "{done}");
-    let server =
-        ServerProcess::spawn_with_env("127.0.0.1:0", &data, &[], &[("TETHER_SERVER_KEY", NEW_KEY)])
-            .await;
-    for (uid, secret) in &installed {
-        assert!(
-            minted_json(&server, &api_key, *uid)
-                .await
-                .contains(secret.as_str())
-        );
+    let server = every_value_reads(
+        &data,
+        &[("TETHER_SERVER_KEY", NEW_KEY)],
+        &api_key,
+        &installed,
+    )
+    .await;
+    for (_, secret) in &installed {
         assert!(!stored_in_clear(&data, secret));
     }
     server.kill().await;
