@@ -22,6 +22,23 @@ pub struct Answers {
     pub secrets: Vec<String>,
 }
 
+impl Answers {
+    /// Adds `value` for the input `name` (after any it has: a repeatable input takes several).
+    pub fn set(&mut self, name: &str, value: &str) {
+        self.values
+            .entry(name.to_owned())
+            .or_default()
+            .push(value.to_owned());
+    }
+
+    /// Records that the secret `name` will be supplied (once, however often it is said).
+    pub fn secret(&mut self, name: &str) {
+        if !self.secrets.iter().any(|s| s == name) {
+            self.secrets.push(name.to_owned());
+        }
+    }
+}
+
 /// An input the entry requires that has no value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingInput {

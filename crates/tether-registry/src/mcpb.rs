@@ -356,13 +356,11 @@ mod tests {
     fn answers(values: &[(&str, &str)], secrets: &[&str]) -> Answers {
         let mut answers = Answers::default();
         for (name, value) in values {
-            answers
-                .values
-                .entry((*name).to_owned())
-                .or_default()
-                .push((*value).to_owned());
+            answers.set(name, value);
         }
-        answers.secrets = secrets.iter().map(|s| (*s).to_owned()).collect();
+        for name in secrets {
+            answers.secret(name);
+        }
         answers
     }
 

@@ -175,7 +175,10 @@ fn pick<'a>(name: &str, mut choices: Vec<Choice<'a>>) -> anyhow::Result<Choice<'
 }
 
 fn answers(args: &AddArgs, secret_names: Vec<String>) -> anyhow::Result<Answers> {
-    let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut answers = Answers {
+        values: BTreeMap::new(),
+        secrets: secret_names,
+    };
     for pair in &args.set {
         let (name, value) = pair.split_once('=').ok_or_else(|| {
             UsageError::new(format!(
@@ -183,15 +186,9 @@ fn answers(args: &AddArgs, secret_names: Vec<String>) -> anyhow::Result<Answers>
                 name = pair
             ))
         })?;
-        values
-            .entry(name.to_owned())
-            .or_default()
-            .push(value.to_owned());
+        answers.set(name, value);
     }
-    Ok(Answers {
-        values,
-        secrets: secret_names,
-    })
+    Ok(answers)
 }
 
 /// Asks for each missing input on the terminal: hidden for a secret (into `given`), a line for
@@ -205,15 +202,9 @@ fn ask(
         let value = secrets::ask(&input.name, input.description.as_deref(), input.secret)?;
         if input.secret {
             given.insert(input.name.clone(), value);
-            if !answers.secrets.contains(&input.name) {
-                answers.secrets.push(input.name.clone());
-            }
+            answers.secret(&input.name);
         } else {
-            answers
-                .values
-                .entry(input.name.clone())
-                .or_default()
-                .push(value.expose().to_owned());
+            answers.set(&input.name, value.expose());
         }
     }
     Ok(())

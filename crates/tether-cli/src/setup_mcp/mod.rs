@@ -198,14 +198,10 @@ impl SetupServer {
             };
             values.push(value.clone());
             if input.secret {
-                answers.secrets.push(key.clone());
+                answers.secret(key);
                 given.insert(key.clone(), value);
             } else {
-                answers
-                    .values
-                    .entry(key.clone())
-                    .or_default()
-                    .push(value.expose().to_owned());
+                answers.set(key, value.expose());
             }
         }
         if !errors.is_empty() {
