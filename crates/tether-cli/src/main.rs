@@ -10,7 +10,6 @@ mod exec_shim;
 mod exit;
 mod gateway_relay;
 mod handoff;
-mod log_mask;
 mod oauth;
 mod oauth_tokens;
 mod output;
@@ -49,9 +48,9 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             if err.downcast_ref::<exit::Reported>().is_none() {
-                log_mask::eprintln_masked!("error: {err}");
+                tether_log::eprintln_masked!("error: {err}");
                 for cause in err.chain().skip(1) {
-                    log_mask::eprintln_masked!("  caused by: {cause}");
+                    tether_log::eprintln_masked!("  caused by: {cause}");
                 }
                 if err.chain().any(|c| {
                     matches!(
@@ -93,7 +92,7 @@ fn init_logging(verbose: u8) {
         .unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(log_mask::MaskedStderr)
+        .with_writer(tether_log::MaskedStderr)
         .with_ansi(
             std::env::var_os(tether_env::EnvVars::NO_COLOR).is_none()
                 && std::io::IsTerminal::is_terminal(&std::io::stderr()),

@@ -41,7 +41,7 @@ pub(crate) fn save(tokens: &Tokens) -> anyhow::Result<()> {
     let store = settings::open_store()?;
     // The URL is recorded masked: a secret in its query (a rendered config's value) never
     // reaches the database; the key is derived from the real one.
-    let shown = crate::log_mask::mask(&tokens.server);
+    let shown = tether_log::mask(&tokens.server);
     store.set_oauth(key(&tokens.server), &shown, &tokens.to_secret())?;
     settings::announce(&store);
     Ok(())
@@ -280,7 +280,7 @@ impl tether_driver::BearerAuth for StoredTokens {
 fn hand_over(resource: &str, renewed: anyhow::Result<Tokens>, failed: &str) -> Option<SecretValue> {
     match renewed {
         Ok(fresh) => {
-            crate::log_mask::register(std::slice::from_ref(&fresh.access_token));
+            tether_log::register(std::slice::from_ref(&fresh.access_token));
             tracing::debug!(%resource, "OAuth access token renewed");
             Some(fresh.access_token)
         }

@@ -10,7 +10,6 @@ use tether_driver::{ServerReport, ServerStatus, Session};
 
 use crate::cli::{AuthArgs, AuthCommand};
 use crate::exit::{FAILED, OK, Reported};
-use crate::log_mask;
 use crate::oauth::{self, Tokens};
 use crate::oauth_tokens::{authorize, key, load, save};
 use crate::output::{print, print_json};
@@ -168,7 +167,7 @@ async fn login(
     let wait = Duration::from_secs(timeout.max(1));
     let tokens = authorize(&http, &discovered, &client, listener, no_browser, wait).await?;
     save(&tokens)?;
-    log_mask::eprintln_masked!(
+    tether_log::eprintln_masked!(
         "logged in to {}{}",
         tokens.server,
         expiry_text(tokens.expires_at)
@@ -222,7 +221,7 @@ impl ServerAuth {
 
     fn to_json(&self) -> serde_json::Value {
         json!({
-            "server": log_mask::mask(&self.server),
+            "server": tether_log::mask(&self.server),
             "installations": self.installations,
             "needs_auth": self.needs_auth,
             "logged_in": self.tokens.is_some(),
@@ -258,7 +257,7 @@ async fn status(server: &str, json: bool) -> anyhow::Result<u8> {
     if json {
         print_json(&found.to_json());
     } else {
-        print(&log_mask::mask(&format!("{}\n", found.line())));
+        print(&tether_log::mask(&format!("{}\n", found.line())));
     }
     Ok(OK)
 }
@@ -322,7 +321,7 @@ async fn status_all(json: bool) -> anyhow::Result<u8> {
             .iter()
             .map(|server| format!("{}\n", server.line()))
             .collect();
-        print(&log_mask::mask(&lines));
+        print(&tether_log::mask(&lines));
     }
     Ok(OK)
 }
@@ -331,10 +330,10 @@ fn logout(server: &str) -> anyhow::Result<u8> {
     let store = settings::open_store()?;
     let resource = oauth::canonical_resource(server)?;
     if store.remove_oauth(key(&resource))? {
-        log_mask::eprintln_masked!("logged out of {resource}: its tokens are deleted");
+        tether_log::eprintln_masked!("logged out of {resource}: its tokens are deleted");
         Ok(OK)
     } else {
-        log_mask::eprintln_masked!("no tokens are stored for {resource}");
+        tether_log::eprintln_masked!("no tokens are stored for {resource}");
         Err(Reported(FAILED).into())
     }
 }
@@ -369,7 +368,7 @@ pub async fn explain_unauthorized(session: &Session, reports: &mut [ServerReport
             continue;
         }
         if stored_tokens(&resource) {
-            *reason = log_mask::mask(&format!(
+            *reason = tether_log::mask(&format!(
                 "needs login: {resource} refused the stored OAuth token; run `tether auth login {resource}`"
             ));
             continue;
@@ -378,7 +377,7 @@ pub async fn explain_unauthorized(session: &Session, reports: &mut [ServerReport
             continue;
         };
         if oauth::discover(&http, &url).await.is_ok() {
-            *reason = log_mask::mask(&format!(
+            *reason = tether_log::mask(&format!(
                 "needs login: {resource} requires OAuth and no token is stored; run `tether auth login {resource}`"
             ));
         }

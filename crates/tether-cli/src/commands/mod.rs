@@ -236,7 +236,7 @@ pub async fn session_with(
 ) -> anyhow::Result<Session> {
     let session = resolve_only(specs, parsed, task_id, secrets, progress).await?;
     let session = crate::oauth_tokens::apply_stored_tokens(session).await;
-    crate::log_mask::register(session.sensitive_values());
+    tether_log::register(session.sensitive_values());
     Ok(session)
 }
 
@@ -276,7 +276,7 @@ pub async fn resolve_only(
     let session = Session::resolve(resolver, parsed, secrets, ProcessEnv)
         .await?
         .with_pass_env(&specs.pass_env);
-    crate::log_mask::register(session.sensitive_values());
+    tether_log::register(session.sensitive_values());
     Ok(session)
 }
 

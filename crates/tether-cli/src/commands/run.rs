@@ -134,7 +134,7 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
             tokio::time::sleep(wait).await;
             let outcomes = session.refresh_due(&mut runtime).await;
             // A re-mint may bring values (a new proxy token) the log layer has not seen.
-            crate::log_mask::register(session.sensitive_values());
+            tether_log::register(session.sensitive_values());
             for outcome in outcomes {
                 report_refresh(outcome);
             }

@@ -21,7 +21,7 @@ use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ScanArg, ServeArgs};
 use crate::exit::{OK, UsageError};
 use crate::handoff::RunDir;
 use crate::output::Progress;
-use crate::{log_mask, secrets, settings};
+use crate::{secrets, settings};
 
 /// The flags, checked before anything is resolved or started.
 struct Transport {
@@ -103,7 +103,7 @@ pub(super) async fn start_gateway(
                     tools.len()
                 );
             }
-            ServerStatus::Failed { reason } => log_mask::eprintln_masked!(
+            ServerStatus::Failed { reason } => tether_log::eprintln_masked!(
                 "tether serve: {}: failed to start, its tools are not offered: {reason}",
                 report.name
             ),
@@ -137,7 +137,7 @@ pub(super) async fn start_gateway(
             upstream: Some(upstream),
             // A re-mint's new values (a fresh proxy token) are masked in tether's own lines.
             masking_hook: Some(tether_gateway::MaskingHook(std::sync::Arc::new(|values| {
-                log_mask::register(values);
+                tether_log::register(values);
             }))),
         },
     )
@@ -229,7 +229,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
                     // Printed this once; masked in everything printed later.
                     eprintln!("tether serve: bearer token {}", token.expose());
                 }
-                log_mask::register([token]);
+                tether_log::register([token]);
             }
             crate::output::print(&format!("listening on http://{bound}{MCP_PATH}\n"));
             eprintln!("tether serve: serving {offered} tools on http://{bound}{MCP_PATH}");

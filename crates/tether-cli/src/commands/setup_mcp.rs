@@ -180,7 +180,7 @@ mod http {
             .into());
         }
         let token = read_token(token_file)?;
-        crate::log_mask::register([&token]);
+        tether_log::register([&token]);
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("binding {listen}"))?;

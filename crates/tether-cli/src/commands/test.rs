@@ -9,7 +9,6 @@ use tether_gateway::ScanPolicy;
 
 use crate::cli::TestArgs;
 use crate::exit::{FAILED, OK, Reported};
-use crate::log_mask;
 use crate::output::{Progress, print, print_json, reports_json, reports_table};
 
 pub async fn test(args: &TestArgs) -> anyhow::Result<u8> {
@@ -26,7 +25,7 @@ pub async fn test(args: &TestArgs) -> anyhow::Result<u8> {
     let scans = scans(&session, &reports, &listed)?;
     for (server, scan) in &scans {
         for finding in scan["findings"].as_array().into_iter().flatten() {
-            log_mask::eprintln_masked!(
+            tether_log::eprintln_masked!(
                 "tether test: {server}: {} '{}' looks like a prompt injection ({}: {}); a gateway {} it",
                 finding["kind"].as_str().unwrap_or_default(),
                 finding["name"].as_str().unwrap_or_default(),

@@ -435,7 +435,7 @@ impl SetupServer {
         // The ref and the page's nonce are masked in every log line from now on (rmcp's
         // trace of the messages included).
         if let Some(id) = requested.reference.strip_prefix(refs::SCHEME) {
-            crate::log_mask::register([
+            tether_log::register([
                 &SecretValue::new(id.to_owned()),
                 &SecretValue::new(requested.nonce.clone()),
             ]);

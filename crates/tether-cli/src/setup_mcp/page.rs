@@ -249,7 +249,7 @@ async fn submit(
     let Some(value) = form_value(&body).filter(|v| !v.is_empty()) else {
         return refused(StatusCode::BAD_REQUEST, "The form had no value.");
     };
-    crate::log_mask::register([&value]);
+    tether_log::register([&value]);
     match state.refs.submit(&nonce, value) {
         Submitted::Accepted => {
             tracing::info!(key = %info.key, "secret submitted on the entry page");

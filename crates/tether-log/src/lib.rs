@@ -7,8 +7,16 @@
 //! (percent-encoded, lower-cased, JSON- and `Debug`-escaped) and each long line of a
 //! multi-line value.
 //!
-//! A process-wide registry is right here: this is the binary, there is one stderr, and log
-//! events come from threads tether does not control.
+//! A process-wide registry is right here: a process has one stderr, log events come from
+//! threads tether does not control, and a value becomes known wherever it is read or minted —
+//! the CLI's secret sources, the OAuth client's tokens, setup-mcp's typed values — so each of
+//! those registers it here, once, the moment it exists.
+//!
+//! ```
+//! let secret = tether_config::SecretValue::from("hunter2-sentinel");
+//! tether_log::register([&secret]);
+//! assert!(!tether_log::mask("token=hunter2-sentinel").contains("hunter2"));
+//! ```
 
 use std::io::Write;
 use std::sync::{PoisonError, RwLock};
@@ -95,12 +103,12 @@ impl Drop for EventBuffer {
 }
 
 /// `eprintln!` through the mask: for error messages built from library errors.
+#[macro_export]
 macro_rules! eprintln_masked {
     ($($arg:tt)*) => {
-        eprintln!("{}", $crate::log_mask::mask(&format!($($arg)*)))
+        eprintln!("{}", $crate::mask(&format!($($arg)*)))
     };
 }
-pub(crate) use eprintln_masked;
 
 #[cfg(test)]
 mod tests {
