@@ -5,6 +5,12 @@
 //! text whatever the number of values. Every occurrence of every value is covered, overlapping
 //! ones included; a run of overlapping occurrences becomes one [`MASK`].
 //!
+//! Forms longer than [`LONG_PATTERN_BYTES`] (a JSON service-account key, a PEM chain, in each of
+//! its printed forms) are not put in the automaton, whose build costs far more per pattern byte
+//! than a search does: each is found by a substring search of its own (`memchr::memmem`, linear
+//! in the text), overlapping occurrences of a periodic value included in linear time (see
+//! [`LongValue::spans`]). Building a masker is linear in the values' bytes either way.
+//!
 //! A value that spans lines (a PEM key, a JSON credential file) is also masked line by line, for
 //! output that is cut into lines before it is masked (a log line per stderr line): each of its
 //! lines is a value of its own once trimmed of surrounding whitespace, if it has at least
@@ -19,7 +25,10 @@ use std::collections::HashSet;
 use std::fmt;
 use std::ops::Range;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use std::sync::Arc;
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use memchr::memmem;
 
 use crate::encodings::printed_forms;
 use crate::secret::{MASK, SecretValue};
@@ -28,13 +37,86 @@ use crate::secret::{MASK, SecretValue};
 /// surrounding whitespace). A shorter line is masked only where the whole secret appears.
 pub const MIN_SECRET_LINE_BYTES: usize = 8;
 
+/// Above this many bytes of patterns in the automaton the search is an NFA: building a DFA costs a
+/// state per pattern byte times the alphabet, and the builder picks one for a few patterns however
+/// long they are; an NFA builds in time linear in the pattern bytes and searches only somewhat
+/// slower.
+const DFA_PATTERN_BYTES: usize = 4 * 1024;
+
+/// Forms (and lines) longer than this are searched one by one with [`memmem`] instead of in the
+/// automaton (see the module docs).
+pub const LONG_PATTERN_BYTES: usize = 256;
+
+/// One long form: its substring finder and its smallest period.
+struct LongValue {
+    finder: memmem::Finder<'static>,
+    /// The smallest `p` with `form[i] == form[i + p]` for every `i` (the form's length when it
+    /// does not repeat itself).
+    period: usize,
+}
+
+impl LongValue {
+    fn new(form: &[u8]) -> Self {
+        Self {
+            finder: memmem::Finder::new(form).into_owned(),
+            period: smallest_period(form),
+        }
+    }
+
+    /// Pushes the span of every occurrence in `text`, overlapping ones included.
+    ///
+    /// Two overlapping occurrences lie a period apart, so after one at `a` the next can start no
+    /// sooner than `a + period`; an occurrence at exactly `a + period` needs only the `period`
+    /// bytes after this one compared. When that fails, the next occurrence lies more than
+    /// `len - period` bytes on (two periods of a string sum to more than its length unless
+    /// one divides the other), so the search resumes at least half the form's length further:
+    /// every byte of text is examined a bounded number of times.
+    fn spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) {
+        let needle = self.finder.needle();
+        let (len, period) = (needle.len(), self.period);
+        let mut from = 0;
+        while from <= text.len() {
+            let Some(found) = self.finder.find(&text[from..]) else {
+                break;
+            };
+            let mut at = from + found;
+            out.push(at..at + len);
+            while period < len
+                && text
+                    .get(at + len..at + len + period)
+                    .is_some_and(|next| next == &needle[len - period..])
+            {
+                at += period;
+                out.push(at..at + len);
+            }
+            from = at + period.max(len - period + 1);
+        }
+    }
+}
+
+/// The smallest period of `bytes` (Knuth-Morris-Pratt's failure function of the whole string).
+fn smallest_period(bytes: &[u8]) -> usize {
+    let mut border = vec![0usize; bytes.len()];
+    let mut k = 0;
+    for i in 1..bytes.len() {
+        while k > 0 && bytes[i] != bytes[k] {
+            k = border[k - 1];
+        }
+        if bytes[i] == bytes[k] {
+            k += 1;
+        }
+        border[i] = k;
+    }
+    bytes.len() - border.last().copied().unwrap_or(0)
+}
+
 /// How a masker finds what to mask.
 #[derive(Clone)]
 enum Search {
     /// No non-empty value: nothing to mask.
     Nothing,
-    /// One automaton over every value.
-    Values(AhoCorasick),
+    /// One automaton over the short forms, and a substring search per long one.
+    Values(Option<AhoCorasick>, Arc<[LongValue]>),
     /// The automaton could not be built (a value set beyond its size limits): every non-empty
     /// text is masked whole rather than shown unmasked.
     Everything,
@@ -82,13 +164,23 @@ impl Masker {
             }
         }
         let longest = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
+        let (long, short): (Vec<&str>, Vec<&str>) =
+            patterns.iter().partition(|p| p.len() > LONG_PATTERN_BYTES);
+        let long: Arc<[LongValue]> = long.iter().map(|p| LongValue::new(p.as_bytes())).collect();
+        let total: usize = short.iter().map(|p| p.len()).sum();
+        let kind = (total > DFA_PATTERN_BYTES).then_some(AhoCorasickKind::ContiguousNFA);
         let search = if patterns.is_empty() {
             Search::Nothing
+        } else if short.is_empty() {
+            Search::Values(None, long)
         } else {
             AhoCorasick::builder()
                 .match_kind(MatchKind::Standard)
-                .build(&patterns)
-                .map_or(Search::Everything, Search::Values)
+                .kind(kind)
+                .build(&short)
+                .map_or(Search::Everything, |automaton| {
+                    Search::Values(Some(automaton), long)
+                })
         };
         Self {
             search,
@@ -120,28 +212,30 @@ impl Masker {
     pub fn mask_range(&self, text: &str, keep: Range<usize>) -> String {
         let end = floor_char_boundary(text, keep.end.min(text.len()));
         let start = ceil_char_boundary(text, keep.start.min(end));
-        let automaton = match &self.search {
+        let (automaton, long) = match &self.search {
             Search::Nothing => return text[start..end].to_owned(),
             Search::Everything if start < end => return MASK.to_owned(),
             Search::Everything => return String::new(),
-            Search::Values(automaton) => automaton,
+            Search::Values(automaton, long) => (automaton, long),
         };
-        let Ok(matches) = automaton.try_find_overlapping_iter(text) else {
-            return MASK.to_owned();
-        };
-        // Matches come in order of their end: merge each with the covered spans it overlaps.
-        let mut covered: Vec<Range<usize>> = Vec::new();
-        for found in matches {
-            let mut span = found.range();
-            while let Some(last) = covered.last() {
-                if last.end > span.start {
-                    span.start = span.start.min(last.start);
-                    covered.pop();
-                } else {
-                    break;
-                }
+        let mut found: Vec<Range<usize>> = Vec::new();
+        if let Some(automaton) = automaton {
+            let Ok(matches) = automaton.try_find_overlapping_iter(text) else {
+                return MASK.to_owned();
+            };
+            found.extend(matches.map(|m| m.range()));
+        }
+        for value in long.iter() {
+            value.spans(text.as_bytes(), &mut found);
+        }
+        // Merge overlapping spans: sorted by start, each joins the last one it overlaps.
+        found.sort_unstable_by_key(|span| span.start);
+        let mut covered: Vec<Range<usize>> = Vec::with_capacity(found.len());
+        for span in found {
+            match covered.last_mut() {
+                Some(last) if last.end > span.start => last.end = last.end.max(span.end),
+                _ => covered.push(span),
             }
-            covered.push(span);
         }
         let mut out = String::with_capacity(end - start);
         let mut at = start;
@@ -242,6 +336,67 @@ mod tests {
         check("no secret here", &["zzz"], "no secret here");
         check("", &["zzz"], "");
         check("é-clé-é", &["clé"], "é-********-é");
+    }
+
+    /// Every start at which `text` holds `pattern`, as spans.
+    fn naive(text: &[u8], pattern: &[u8]) -> Vec<Range<usize>> {
+        (0..text.len())
+            .filter(|&i| text[i..].starts_with(pattern))
+            .map(|i| i..i + pattern.len())
+            .collect()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn long_value_search_finds_every_overlapping_occurrence(
+            pattern in "[ab]{1,12}",
+            text in "[ab]{0,200}",
+        ) {
+            let value = LongValue::new(pattern.as_bytes());
+            let mut spans = Vec::new();
+            value.spans(text.as_bytes(), &mut spans);
+            proptest::prop_assert_eq!(spans, naive(text.as_bytes(), pattern.as_bytes()));
+        }
+    }
+
+    #[test]
+    fn periods() {
+        assert_eq!(smallest_period(b"abcabcab"), 3);
+        assert_eq!(smallest_period(b"aaaa"), 1);
+        assert_eq!(smallest_period(b"abcd"), 4);
+        assert_eq!(smallest_period(b"abaab"), 3);
+        assert_eq!(smallest_period(b"x"), 1);
+    }
+
+    #[test]
+    fn long_values_are_masked_like_short_ones() {
+        let long = "0123456789abcdef-\"-ü".repeat(40);
+        assert!(long.len() > LONG_PATTERN_BYTES);
+        let masker = Masker::new([&SecretValue::from(long.as_str())]);
+        let text = format!("a {long} b {long}{long} c \"{}\"", long.to_uppercase());
+        let masked = masker.mask(&text);
+        // The value repeats itself: two copies side by side are overlapping occurrences, one mask.
+        assert_eq!(
+            masked,
+            format!("a {MASK} b {MASK} c \"{}\"", long.to_uppercase())
+        );
+        // Its JSON form, and one overlapping a short value, are masked too.
+        let json = serde_json::to_string(&long).expect("JSON");
+        let both = Masker::new([
+            &SecretValue::from(long.as_str()),
+            &SecretValue::from("xx0123"),
+        ]);
+        assert_eq!(
+            both.mask(&format!("<xx{}>", &json[1..json.len() - 1])),
+            format!("<{MASK}>")
+        );
+        // A periodic value repeated past its own length is one mask.
+        let periodic = "ab".repeat(200);
+        let masker = Masker::new([&SecretValue::from(periodic.as_str())]);
+        assert_eq!(
+            masker.mask(&format!("[{}a]", "ab".repeat(1000))),
+            format!("[{MASK}a]")
+        );
     }
 
     #[test]
