@@ -1,9 +1,10 @@
 //! Every environment variable that tether's programs read, or set for a program they start,
 //! declared once as a documented constant.
 //!
-//! Code names a variable only through [`EnvVars`]; README's configuration tables are checked
-//! against [`EnvVars::ALL`] by a test (`tests/readme.rs`), so a variable cannot be added or
-//! renamed without the documentation following.
+//! Code names a variable only through [`EnvVars`]; the environment-variable table of
+//! `docs/configuration.md` is checked against [`EnvVars::ALL`] by a test (`tests/docs.rs`), so
+//! a variable cannot be added or renamed without the documentation following. Variables whose
+//! reader is [`Reader::Tests`] are left out of that table, and out of every user document.
 //!
 //! ```
 //! use tether_env::EnvVars;
@@ -23,11 +24,12 @@ pub enum Reader {
     /// Set by `tether run -- <harness>` for the harness it starts; read from the user's
     /// environment to find the harness's own files.
     Harness,
-    /// Read by the test suite only.
+    /// Read by the test suite only (or by shipped code only when a test sets it): documented
+    /// for developers (`docs/development.md`), never in the user documentation.
     Tests,
 }
 
-/// One variable, for documentation and the README check.
+/// One variable, for documentation and the documentation check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EnvVarDoc {
     /// The variable's name.
