@@ -1,28 +1,32 @@
-//! The URL-server bridge of a hand-off: a loopback HTTP server inside the `tether run` process that stands in for every remote server whose URL or headers hold a
-//! secret (or any header at all). The harness's config gets `http://127.0.0.1:PORT/<key>`,
-//! where `<key>` is random per server, plus `Authorization: Bearer <token>`, random per run;
-//! the bridge admits a request through [`tether_http::Admission`] (the `Host` header must name
-//! the bridge's own address and port, a browser's `Origin` must be the bridge, and the bearer
-//! token is compared in constant time: 421, 403 and 401 otherwise), then checks the key (404),
-//! forwards to the real URL with the real headers added, and streams
-//! the answer back. So no secret of a URL server reaches the harness (config, environment or
-//! command line), no harness expansion (`$` in Gemini CLI, `{env:…}` in opencode) can alter
-//! one, and every header value arrives upstream byte for byte as tether rendered it.
+//! The URL-server bridge of a hand-off: a loopback HTTP server inside the `tether run` process
+//! that stands in for every remote server whose URL or headers hold a secret (or any header at
+//! all). The harness's config gets `http://127.0.0.1:PORT/<key>`, where `<key>` is random per
+//! server, plus `Authorization: Bearer <token>`, random per run. The bridge admits a request
+//! through [`tether_http::Admission`] (the `Host` header must name the bridge's own address and
+//! port, a browser's `Origin` must be the bridge, the bearer token is compared in constant
+//! time: 421, 403 and 401 otherwise), then checks the key (404), forwards to the real URL with
+//! the real headers added, and streams the answer back. So no secret of a URL server reaches
+//! the harness (config, environment or command line), no harness expansion (`$` in Gemini CLI,
+//! `{env:…}` in opencode) can alter one, and every header value arrives upstream byte for byte
+//! as tether rendered it.
 //!
 //! Forwarded: POST (JSON or SSE answers), GET (event streams), DELETE; the client headers of
 //! [`tether_http::proxy::FORWARDED_REQUEST_HEADERS`] go up, the server headers of
-//! [`tether_http::proxy::RETURNED_RESPONSE_HEADERS`] come back; nothing else does (the harness's `Authorization` never
-//! goes upstream, no upstream header or URL reaches the harness). Legacy SSE servers: the
-//! `endpoint` event of their GET stream names where to POST; the bridge keeps that URL and
-//! sends the harness `/<key>/m/<id>` instead.
+//! [`tether_http::proxy::RETURNED_RESPONSE_HEADERS`] come back; nothing else does (the
+//! harness's `Authorization` never goes upstream, no upstream header or URL reaches the
+//! harness). Legacy SSE servers: the `endpoint` event of their GET stream names where to POST;
+//! the bridge keeps that URL and sends the harness `/<key>/m/<id>` instead. A server's own
+//! `Authorization` that the upstream refuses is renewed through the caller's `BearerAuth`
+//! (`tether_driver::send_renewing`) and the request sent again.
 //!
-//! Limits: request bodies up to [`MAX_REQUEST_BYTES`], read within [`BODY_TIMEOUT`], only after
-//! the request was admitted and its key checked; the upstream must answer within
-//! [`DEFAULT_UPSTREAM_TIMEOUT`] (or the server's own `timeout`, when longer), and a POST/DELETE answer may not fall silent longer than
-//! that (GET event streams may). Redirects are not followed (they would carry the headers to
-//! another host). Upstream 401/403 become 502 with a message: the harness cannot fix the
-//! credentials tether adds, and a 401 would send it into an OAuth flow against the bridge.
-//! Errors are logged without URLs (a URL may hold a secret).
+//! Limits: request bodies up to [`MAX_REQUEST_BYTES`], read within [`BODY_TIMEOUT`], only
+//! after the request was admitted and its key checked; the upstream must answer within
+//! [`DEFAULT_UPSTREAM_TIMEOUT`] (or the server's own `timeout`, when longer), and a POST/DELETE
+//! answer may not fall silent longer than that (GET event streams may). Redirects are not
+//! followed (they would carry the headers to another host). Upstream 401/403 (after any
+//! renewal) become 502 with a message: the harness cannot fix the credentials tether adds, and
+//! a 401 would send it into an OAuth flow against the bridge. Errors are logged without URLs
+//! (a URL may hold a secret).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
