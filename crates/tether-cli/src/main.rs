@@ -5,7 +5,6 @@ mod bridge;
 mod bundle;
 mod cli;
 mod commands;
-mod credentials;
 mod exec_shim;
 mod exit;
 mod gateway_relay;
