@@ -2,7 +2,6 @@
 //! glue; the work is in the library crates (`tether-driver` and below).
 
 mod bridge;
-mod bundle;
 mod cli;
 mod commands;
 mod exec_shim;
@@ -15,7 +14,6 @@ mod output;
 mod private_file;
 mod secrets;
 mod settings;
-mod setup_mcp;
 mod shorthand;
 
 use std::process::ExitCode;
