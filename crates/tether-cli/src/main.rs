@@ -1,10 +1,8 @@
 //! `tether`: resolve MCP servers for agent runs. This binary holds only the command line and
 //! glue; the work is in the library crates (`tether-driver` and below).
 
-mod bundle;
 mod cli;
 mod commands;
-mod credentials;
 mod exit;
 mod handoff;
 mod oauth;
@@ -13,7 +11,6 @@ mod output;
 mod private_file;
 mod secrets;
 mod settings;
-mod setup_mcp;
 mod shorthand;
 
 use std::process::ExitCode;
