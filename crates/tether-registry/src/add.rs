@@ -67,6 +67,18 @@ pub enum BuildError {
     /// A value was given for a secret input with `--set` (it would be stored in plain text).
     #[error("{0} is a secret: give it with --secret {0}=SOURCE, not --set")]
     SecretGivenAsValue(String),
+    /// The entry's package identifier or version is one its runner would read as something else
+    /// (an option: `npx -y --call=…` runs a command; a second word). Refused: a hostile or broken
+    /// entry; the caller says which field.
+    #[error("the entry's package {field} {value:?} {reason}; tether does not run it")]
+    UnsafePackage {
+        /// `identifier` or `version`.
+        field: &'static str,
+        /// The published value (registry data, not a secret), escaped when shown.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// tether cannot launch this kind of package yet; the caller offers another option.
     #[error("{0} cannot be added yet")]
     Unsupported(String),
@@ -318,6 +330,10 @@ pub fn package_config(package: &Package, answers: &Answers) -> Result<BuiltConfi
             package.registry_type, package.transport.kind
         )));
     }
+    check_word("identifier", &package.identifier)?;
+    if let Some(version) = &package.version {
+        check_word("version", version)?;
+    }
     let mut builder = Builder {
         answers,
         missing: Vec::new(),
@@ -350,6 +366,29 @@ pub fn package_config(package: &Package, answers: &Answers) -> Result<BuiltConfi
         server["env"] = Value::Object(env);
     }
     builder.finish(server)
+}
+
+/// A package identifier or version becomes one argument of the runner's command line, right
+/// after the runner's own options: it must read as a package, never as an option or as more
+/// than one word.
+fn check_word(field: &'static str, value: &str) -> Result<(), BuildError> {
+    let reason = if value.is_empty() {
+        Some("is empty")
+    } else if value.starts_with('-') {
+        Some("starts with '-' (the runner would read it as an option)")
+    } else if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("holds white space or a control character")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(BuildError::UnsafePackage {
+            field,
+            value: value.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The config for a remote.

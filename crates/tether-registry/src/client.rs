@@ -17,6 +17,10 @@ use tether_config::SecretValue;
 use crate::cache::{Cache, Entry, now};
 use crate::error::RegistryError;
 
+/// The largest answer read from a registry (a list page of 100 entries is a few hundred KiB);
+/// a larger one is refused unread past this point, whatever its timing.
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
 /// How long a cached answer is used without asking the registry.
 pub const FRESH_FOR: Duration = Duration::from_secs(600);
 
@@ -281,7 +285,25 @@ impl Registries {
             .get(ETAG)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = response.bytes().await.map_err(transport)?.to_vec();
+        let too_large = || RegistryError::TooLarge {
+            registry: source.title(),
+            url: url.to_string(),
+            limit_mib: MAX_RESPONSE_BYTES / (1024 * 1024),
+        };
+        if response
+            .content_length()
+            .is_some_and(|length| length > MAX_RESPONSE_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let mut response = response;
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
         Ok(Reply { status, etag, body })
     }
 

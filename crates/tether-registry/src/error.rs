@@ -40,6 +40,17 @@ pub enum RegistryError {
         reason: String,
     },
 
+    /// The answer was larger than [`crate::client::MAX_RESPONSE_BYTES`]: refused unread past
+    /// the limit (a hostile or broken registry). Nothing is cached; the caller reports it.
+    #[error("{registry} sent more than {limit_mib} MiB for {url}; refused")]
+    TooLarge {
+        /// Which registry.
+        registry: &'static str,
+        /// The URL asked.
+        url: String,
+        /// The limit, in MiB.
+        limit_mib: usize,
+    },
     /// The answer was not the JSON shape the registry documents.
     #[error("{registry} sent an answer tether cannot read for {url}: {reason}")]
     Decode {

@@ -141,3 +141,38 @@ fn remotes_fill_url_variables_and_headers_and_only_required_inputs_are_asked_for
         &["X-Api-Key"],
     );
 }
+
+#[test]
+fn identifiers_a_runner_would_read_as_options_are_refused() {
+    let filesystem = entry("io.github.modelcontextprotocol/filesystem");
+    let answers = answers(&[("target_dir", "/a")], &[]);
+    for (identifier, version, field) in [
+        ("--call=touch /tmp/owned", Some("1.0.0"), "identifier"),
+        ("-y", None, "identifier"),
+        ("", None, "identifier"),
+        ("pkg extra", None, "identifier"),
+        ("@scope/pkg", Some("--call=x"), "version"),
+        ("@scope/pkg", Some("1.0\n2"), "version"),
+    ] {
+        let mut package = filesystem.packages[0].clone();
+        package.identifier = identifier.to_owned();
+        package.version = version.map(str::to_owned);
+        match package_config(&package, &answers) {
+            Err(BuildError::UnsafePackage { field: refused, .. }) => {
+                assert_eq!(refused, field, "{identifier:?} {version:?}");
+            }
+            other => panic!("{identifier:?} {version:?} was not refused: {other:?}"),
+        }
+    }
+    let message = {
+        let mut package = filesystem.packages[0].clone();
+        package.identifier = "--call=x".to_owned();
+        package_config(&package, &answers)
+            .expect_err("refused")
+            .to_string()
+    };
+    assert_eq!(
+        message,
+        r#"the entry's package identifier "--call=x" starts with '-' (the runner would read it as an option); tether does not run it"#
+    );
+}

@@ -447,6 +447,22 @@ async fn errors_name_the_registry_the_status_and_the_timeout() {
         "{error}"
     );
 
+    // A body that never ends is refused at the byte limit, long before the timeout.
+    let error = clients
+        .search(&query("huge", 5, None))
+        .await
+        .expect_err("a 1 GiB answer");
+    assert!(
+        matches!(error, RegistryError::TooLarge { limit_mib: 16, .. }),
+        "{error}"
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with("the official registry sent more than 16 MiB for http://127.0.0.1:"),
+        "{error}"
+    );
+
     let error = Registries::new(RegistrySettings {
         official_url: "ftp://example.com".to_owned(),
         ..RegistrySettings::default()

@@ -6,7 +6,7 @@
 //! server behind).
 //!
 //! Fault injection through the search text: `fail-500`, `fail-400` answer that status, `slow`
-//! answers after 5 s. `POST /_touch/{name}` marks an official entry updated now (for
+//! answers after 5 s, `huge` streams a 1 GiB body (no length given) that never ends its JSON. `POST /_touch/{name}` marks an official entry updated now (for
 //! `updated_since`); `GET /_stats` counts requests, 304s and unauthorised Smithery requests.
 //! `--entry FILE` adds an official entry and `--file NAME=PATH` serves a file at
 //! `/_files/NAME` (an mcpb bundle for `tether add`).
@@ -112,6 +112,22 @@ async fn fault(text: &str) -> Option<Response> {
     }
     if text.contains("slow") {
         tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    if text.contains("huge") {
+        let chunk = axum::body::Bytes::from(vec![b' '; 1024 * 1024]);
+        let start = axum::body::Bytes::from_static(b"{\"servers\": [");
+        let body = futures_util::stream::iter(
+            std::iter::once(start)
+                .chain(std::iter::repeat_n(chunk, 1024))
+                .map(Ok::<_, std::convert::Infallible>),
+        );
+        return Some(
+            (
+                [(header::CONTENT_TYPE, "application/json")],
+                axum::body::Body::from_stream(body),
+            )
+                .into_response(),
+        );
     }
     None
 }
