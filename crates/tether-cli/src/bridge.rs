@@ -121,7 +121,7 @@ impl Bridge {
             base,
             bearer: tether_gateway::generate_token()?,
             routes: HashMap::new(),
-            bearer_auth: crate::oauth_tokens::bearer_auth(),
+            bearer_auth: crate::commands::bearer_auth(),
         })
     }
 

@@ -10,8 +10,6 @@ mod exec_shim;
 mod exit;
 mod gateway_relay;
 mod handoff;
-mod oauth;
-mod oauth_tokens;
 mod output;
 mod private_file;
 mod secrets;
