@@ -28,7 +28,7 @@ pub async fn hand_off(
         hidden_env: &secrets::env_source_names(&args.secrets),
         home: &home,
         program: &program,
-        bearer_auth: Some(crate::oauth_tokens::bearer_auth()),
+        bearer_auth: Some(crate::commands::bearer_auth()),
     };
     Ok(tether_handoff::run_harness(handoff, servers).await?)
 }

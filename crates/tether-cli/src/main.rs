@@ -5,8 +5,6 @@ mod cli;
 mod commands;
 mod exit;
 mod handoff;
-mod oauth;
-mod oauth_tokens;
 mod output;
 mod private_file;
 mod secrets;

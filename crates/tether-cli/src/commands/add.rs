@@ -37,11 +37,11 @@ pub(crate) struct OauthTokens;
 
 impl tether_install::StoredTokens for OauthTokens {
     fn apply(&self, session: tether_driver::Session) -> BoxFuture<'static, tether_driver::Session> {
-        Box::pin(crate::oauth_tokens::apply_stored_tokens(session))
+        Box::pin(super::auth::apply_stored_tokens(session))
     }
 
     fn renewal(&self) -> Arc<dyn tether_driver::BearerAuth> {
-        crate::oauth_tokens::bearer_auth()
+        super::auth::bearer_auth()
     }
 }
 

@@ -1,19 +1,73 @@
-//! `tether auth login|status|logout`, and `tether test`'s `needs login`. The stored tokens and
-//! their use at run time are `oauth_tokens.rs`. See specs/oauth/TECH.md.
+//! `tether auth login|status|logout`, `tether test`'s `needs login`, and the stored OAuth
+//! tokens as runs and hand-offs use them: the OAuth client, the token records and their
+//! renewal are `tether-oauth`'s; this is where the settings open its store. See
+//! specs/oauth/TECH.md.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use serde_json::json;
-use tether_config::{RenderedTransport, SecretValue};
+use tether_config::RenderedTransport;
 use tether_driver::{ServerReport, ServerStatus, Session};
+use tether_oauth::{
+    ClientChoice, LocalTokens, Login, OAuthClient, Redirect, StoredTokens, SystemClock, Terminal,
+    Tokens,
+};
 
 use crate::cli::{AuthArgs, AuthCommand};
 use crate::exit::{FAILED, OK, Reported};
-use crate::oauth::{self, Tokens};
-use crate::oauth_tokens::{authorize, key, load, save};
 use crate::output::{print, print_json};
 use crate::settings;
+
+/// The local store as the settings open it, for the stored tokens.
+struct SettingsStore;
+
+impl tether_oauth::OpenStore for SettingsStore {
+    fn open_existing(&self) -> Result<Option<tether_store::Store>, tether_oauth::OpenError> {
+        Ok(settings::open_existing_store()?)
+    }
+
+    fn open(&self) -> Result<tether_store::Store, tether_oauth::OpenError> {
+        Ok(settings::open_store()?)
+    }
+
+    fn written(&self, store: &tether_store::Store) {
+        settings::announce(store);
+    }
+}
+
+/// The stored tokens, with the browser step on this terminal and the system clock.
+fn run_tokens() -> StoredTokens {
+    StoredTokens::new(
+        Arc::new(LocalTokens::new(Arc::new(SettingsStore))),
+        Arc::new(Terminal),
+        Arc::new(SystemClock),
+    )
+}
+
+/// Gives each remote server of `session` with a stored token its `Authorization: Bearer`
+/// header, refreshing a token near expiry first ([`StoredTokens::apply`]).
+pub async fn apply_stored_tokens(session: Session) -> Session {
+    run_tokens().apply(session).await
+}
+
+/// The driver's and the hand-off bridge's source of fresh bearer tokens.
+pub fn bearer_auth() -> Arc<dyn tether_driver::BearerAuth> {
+    run_tokens().bearer_auth()
+}
+
+fn oauth_client() -> anyhow::Result<OAuthClient> {
+    Ok(OAuthClient::new(Arc::new(SystemClock))?)
+}
+
+/// The tokens stored for `server` (a canonical URL). Without a local store database nothing
+/// is recorded, so nothing is read.
+fn load(server: &str) -> anyhow::Result<Option<Tokens>> {
+    let Some(store) = settings::open_existing_store()? else {
+        return Ok(None);
+    };
+    Ok(tether_oauth::store::read(&store, server)?)
+}
 
 /// The URL `server` names: itself when it is an http(s) URL, else the one remote server of the
 /// MCP spec it is (an installation's name, a `--mcp NAME:` shorthand, inline JSON), resolved
@@ -77,7 +131,7 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
                 .transpose()?;
             let client_metadata_url =
                 settings::client_metadata_url(client_metadata_url.as_deref())?
-                    .map(|url| oauth::client_metadata_url(&url))
+                    .map(|url| tether_oauth::client_metadata_url(&url))
                     .transpose()
                     .map_err(|e| crate::exit::UsageError::new(e.to_string()))?;
             let url = server_url(server).await?;
@@ -86,7 +140,12 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
                 client_secret,
                 client_metadata_url,
             };
-            login(&url, *no_browser, client, *timeout).await
+            let redirect = if *no_browser {
+                Redirect::Paste
+            } else {
+                Redirect::Listen
+            };
+            login(&url, client, redirect, *timeout).await
         }
         AuthCommand::Status {
             server: Some(server),
@@ -97,94 +156,34 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
     }
 }
 
-/// Who tether is to the authorization server, as the flags and settings say.
-struct ClientChoice {
-    /// `--client-id`: pre-registered.
-    client_id: Option<String>,
-    client_secret: Option<SecretValue>,
-    /// `--client-metadata-url` or `oauth_client_metadata_url`: used when the server supports
-    /// client-id metadata documents.
-    client_metadata_url: Option<String>,
-}
-
 async fn login(
     server: &str,
-    no_browser: bool,
-    choice: ClientChoice,
+    client: ClientChoice,
+    redirect: Redirect,
     timeout: u64,
 ) -> anyhow::Result<u8> {
-    let ClientChoice {
-        client_id,
-        client_secret,
-        client_metadata_url,
-    } = choice;
     // A store that cannot be opened fails now, not after the browser step.
     settings::open_store()?;
-    let http = oauth::http_client()?;
-    let discovered = oauth::discover(&http, server)
-        .await
-        .with_context(|| format!("discovering how {server} is authorized"))?;
-    tracing::debug!(
-        resource = %discovered.resource,
-        authorization_endpoint = %discovered.authorization_endpoint,
-        token_endpoint = %discovered.token_endpoint,
-        "OAuth discovery"
-    );
-    let listener = oauth::Listener::bind().await?;
-    let metadata_document = client_metadata_url.filter(|_| discovered.client_metadata_documents);
-    let client = match (client_id, metadata_document) {
-        (Some(id), _) => oauth::Client {
-            client_id: id.to_owned(),
-            auth_method: match &client_secret {
-                None => "none",
-                // Basic unless the server lists only post (RFC 8414's default is basic).
-                Some(_)
-                    if !discovered.auth_methods.is_empty()
-                        && !discovered
-                            .auth_methods
-                            .iter()
-                            .any(|m| m == "client_secret_basic")
-                        && discovered
-                            .auth_methods
-                            .iter()
-                            .any(|m| m == "client_secret_post") =>
-                {
-                    "client_secret_post"
-                }
-                Some(_) => "client_secret_basic",
-            }
-            .to_owned(),
-            client_secret,
-        },
-        (None, Some(url)) => {
-            tracing::debug!(%url, "the client-id metadata document URL is the client id");
-            oauth::metadata_document_client(&url)
-        }
-        (None, None) => oauth::register(&http, &discovered, &listener.redirect_uri)
-            .await
-            .context("registering tether as an OAuth client")?,
+    let login = Login {
+        server: server.to_owned(),
+        client,
+        redirect,
+        timeout: Duration::from_secs(timeout.max(1)),
     };
-    let wait = Duration::from_secs(timeout.max(1));
-    let tokens = authorize(&http, &discovered, &client, listener, no_browser, wait).await?;
-    save(&tokens)?;
-    tether_log::eprintln_masked!(
-        "logged in to {}{}",
-        tokens.server,
-        expiry_text(tokens.expires_at)
-    );
+    let tokens = oauth_client()?.login(login, &Terminal).await?;
+    let store = settings::open_store()?;
+    tether_oauth::store::write(&store, &tokens)?;
+    settings::announce(&store);
+    tether_log::eprintln_masked!("logged in to {}{}", tokens.server, expiry_text(&tokens));
     Ok(OK)
 }
 
-fn expiry_text(expires_at: Option<i64>) -> String {
-    match expires_at {
-        Some(at) => {
-            let left = at.saturating_sub(oauth::now_unix());
-            if left <= 0 {
-                " (access token expired; it is refreshed at the next use)".to_owned()
-            } else {
-                format!(" (access token expires in {left} s)")
-            }
+fn expiry_text(tokens: &Tokens) -> String {
+    match tokens.seconds_left(&SystemClock) {
+        Some(left) if left <= 0 => {
+            " (access token expired; it is refreshed at the next use)".to_owned()
         }
+        Some(left) => format!(" (access token expires in {left} s)"),
         None => String::new(),
     }
 }
@@ -203,10 +202,10 @@ struct ServerAuth {
 impl ServerAuth {
     /// Probes `url` (bounded by [`PROBE_TIMEOUT`]) and reads its stored tokens.
     async fn of(url: &str, installations: Vec<String>) -> anyhow::Result<Self> {
-        let server = oauth::canonical_resource(url)?;
+        let server = tether_oauth::canonical_resource(url)?;
         let tokens = load(&server)?;
-        let http = oauth::http_client()?;
-        let needs_auth = tokio::time::timeout(PROBE_TIMEOUT, oauth::probe(&http, url))
+        let client = oauth_client()?;
+        let needs_auth = tokio::time::timeout(PROBE_TIMEOUT, client.probe(url))
             .await
             .ok()
             .and_then(Result::ok)
@@ -238,7 +237,7 @@ impl ServerAuth {
             None => "unreachable",
         };
         let state = match &self.tokens {
-            Some(tokens) => format!("logged in{}", expiry_text(tokens.expires_at)),
+            Some(tokens) => format!("logged in{}", expiry_text(tokens)),
             None => format!("not logged in (run `tether auth login {}`)", self.server),
         };
         let installed = match self.installations.as_slice() {
@@ -279,7 +278,7 @@ async fn status_all(json: bool) -> anyhow::Result<u8> {
     for (uid, name) in installed {
         match server_url(&uid).await {
             Ok(url) => {
-                let canonical = oauth::canonical_resource(&url)?;
+                let canonical = tether_oauth::canonical_resource(&url)?;
                 servers
                     .entry(canonical)
                     .or_insert((url, Vec::new()))
@@ -328,8 +327,8 @@ async fn status_all(json: bool) -> anyhow::Result<u8> {
 
 fn logout(server: &str) -> anyhow::Result<u8> {
     let store = settings::open_store()?;
-    let resource = oauth::canonical_resource(server)?;
-    if store.remove_oauth(key(&resource))? {
+    let resource = tether_oauth::canonical_resource(server)?;
+    if tether_oauth::store::remove(&store, &resource)? {
         tether_log::eprintln_masked!("logged out of {resource}: its tokens are deleted");
         Ok(OK)
     } else {
@@ -356,7 +355,7 @@ pub async fn explain_unauthorized(session: &Session, reports: &mut [ServerReport
             continue;
         };
         let url = url.expose();
-        let Ok(resource) = oauth::canonical_resource(&url) else {
+        let Ok(resource) = tether_oauth::canonical_resource(&url) else {
             continue;
         };
         if headers
@@ -373,10 +372,10 @@ pub async fn explain_unauthorized(session: &Session, reports: &mut [ServerReport
             ));
             continue;
         }
-        let Ok(http) = oauth::http_client() else {
+        let Ok(client) = oauth_client() else {
             continue;
         };
-        if oauth::discover(&http, &url).await.is_ok() {
+        if client.discover(&url).await.is_ok() {
             *reason = tether_log::mask(&format!(
                 "needs login: {resource} requires OAuth and no token is stored; run `tether auth login {resource}`"
             ));

@@ -17,7 +17,7 @@ mod trust;
 
 pub use add::add;
 pub use audit::audit;
-pub use auth::auth;
+pub use auth::{auth, bearer_auth};
 pub use call::call;
 pub use export::export;
 pub use install::{install, list, remove};
@@ -235,7 +235,7 @@ pub async fn session_with(
     progress: &Progress,
 ) -> anyhow::Result<Session> {
     let session = resolve_only(specs, parsed, task_id, secrets, progress).await?;
-    let session = crate::oauth_tokens::apply_stored_tokens(session).await;
+    let session = auth::apply_stored_tokens(session).await;
     tether_log::register(session.sensitive_values());
     Ok(session)
 }
@@ -318,7 +318,7 @@ pub fn start_options(timeout_secs: u64, strict: bool) -> StartOptions {
     StartOptions {
         startup_timeout: Duration::from_secs(timeout_secs.max(1)),
         strict,
-        bearer_auth: Some(crate::oauth_tokens::bearer_auth()),
+        bearer_auth: Some(auth::bearer_auth()),
         ..StartOptions::default()
     }
 }

@@ -1,0 +1,223 @@
+//! The authorization request (code + PKCE S256, RFC 7636, with `state`, `resource` and
+//! `scope`) and the redirect that answers it.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use reqwest::Url;
+use sha2::{Digest as _, Sha256};
+use tether_config::SecretValue;
+
+use crate::discovery::Discovered;
+use crate::error::OAuthError;
+use crate::registration::ClientRegistration;
+
+/// One authorization request: its URL, and what its redirect and code exchange are checked
+/// against.
+#[derive(Debug)]
+pub struct Pending {
+    /// The PKCE code verifier (32 random bytes as 64 hex digits), sent with the code.
+    pub verifier: SecretValue,
+    /// The `state` (16 random bytes as hex) its redirect must carry.
+    pub state: String,
+    /// The authorization URL the browser is sent to.
+    pub url: String,
+    /// The redirect URI it names, sent again with the code.
+    pub redirect_uri: String,
+}
+
+/// The PKCE S256 challenge of `verifier`: base64url (no padding) of its SHA-256.
+pub fn code_challenge(verifier: &SecretValue) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.expose().as_bytes()))
+}
+
+/// Builds the authorization URL (code + PKCE S256 + `state` + `resource` + `scope`) with a
+/// fresh verifier, registered for log masking, and a fresh `state`.
+pub fn authorization_request(
+    discovered: &Discovered,
+    client: &ClientRegistration,
+    redirect_uri: &str,
+) -> Result<Pending, OAuthError> {
+    let verifier = tether_http::token::generate()?;
+    tether_log::register([&verifier]);
+    let state = tether_http::token::random_hex(16)?;
+    let mut url =
+        Url::parse(&discovered.authorization_endpoint).map_err(|e| OAuthError::BadEndpoint {
+            field: "authorization_endpoint",
+            reason: e.to_string(),
+        })?;
+    {
+        let mut query = url.query_pairs_mut();
+        query
+            .append_pair("response_type", "code")
+            .append_pair("client_id", &client.client_id)
+            .append_pair("redirect_uri", redirect_uri)
+            .append_pair("code_challenge", &code_challenge(&verifier))
+            .append_pair("code_challenge_method", "S256")
+            .append_pair("state", &state)
+            .append_pair("resource", &discovered.resource);
+        if let Some(scope) = &discovered.scope {
+            query.append_pair("scope", scope);
+        }
+    }
+    Ok(Pending {
+        verifier,
+        state,
+        url: url.to_string(),
+        redirect_uri: redirect_uri.to_owned(),
+    })
+}
+
+/// The code of a redirect (a whole URL, or its path and query), after checking `state`; the
+/// code is registered for log masking. A wrong or missing `state` is
+/// [`OAuthError::StateMismatch`], checked before anything else the redirect says.
+pub fn code_from_redirect(target: &str, state: &str) -> Result<SecretValue, OAuthError> {
+    // The text holds the code: it is zeroed when done.
+    let absolute = zeroize::Zeroizing::new(format!("http://127.0.0.1{target}"));
+    let url = Url::parse(target)
+        .or_else(|_| Url::parse(&absolute))
+        .map_err(|_| OAuthError::RedirectNotAUrl)?;
+    let mut code = None;
+    let mut got_state = None;
+    let mut error = None;
+    for (name, value) in url.query_pairs() {
+        match &*name {
+            "code" => code = Some(SecretValue::new(value.into_owned())),
+            "state" => got_state = Some(value.into_owned()),
+            "error" => error = Some(value.into_owned()),
+            _ => {}
+        }
+    }
+    if got_state.as_deref() != Some(state) {
+        return Err(OAuthError::StateMismatch);
+    }
+    if let Some(error) = error {
+        return Err(OAuthError::AuthorizationRefused {
+            code: error
+                .chars()
+                .filter(char::is_ascii_graphic)
+                .take(64)
+                .collect(),
+        });
+    }
+    let code = code.ok_or(OAuthError::NoCode)?;
+    tether_log::register([&code]);
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registration::AuthMethod;
+
+    fn discovered(scope: Option<&str>) -> Discovered {
+        Discovered {
+            server: "http://127.0.0.1:1/mcp".to_owned(),
+            resource: "http://127.0.0.1:1".to_owned(),
+            scope: scope.map(str::to_owned),
+            authorization_endpoint: "http://127.0.0.1:1/authorize?tenant=a".to_owned(),
+            token_endpoint: "http://127.0.0.1:1/token".to_owned(),
+            registration_endpoint: None,
+            auth_methods: Vec::new(),
+            client_metadata_documents: false,
+        }
+    }
+
+    fn client() -> ClientRegistration {
+        ClientRegistration {
+            client_id: "client 1".to_owned(),
+            client_secret: None,
+            auth_method: AuthMethod::None,
+        }
+    }
+
+    #[test]
+    fn the_request_carries_an_s256_challenge_of_its_verifier() {
+        let redirect = "http://127.0.0.1:2/callback";
+        let pending =
+            authorization_request(&discovered(Some("mcp offline_access")), &client(), redirect)
+                .expect("an authorization request");
+        let verifier = pending.verifier.expose();
+        assert_eq!(verifier.len(), 64);
+        assert!(verifier.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(pending.state.len(), 32);
+        let url = Url::parse(&pending.url).expect("a URL");
+        let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+        let param = |name: &str| {
+            query
+                .iter()
+                .find(|(key, _)| key == name)
+                .map(|(_, value)| value.as_str())
+        };
+        assert_eq!(
+            param("tenant"),
+            Some("a"),
+            "the endpoint's own query is kept"
+        );
+        assert_eq!(param("response_type"), Some("code"));
+        assert_eq!(param("client_id"), Some("client 1"));
+        assert_eq!(param("redirect_uri"), Some(redirect));
+        assert_eq!(param("code_challenge_method"), Some("S256"));
+        assert_eq!(
+            param("code_challenge"),
+            Some(code_challenge(&pending.verifier).as_str())
+        );
+        assert_eq!(param("state"), Some(pending.state.as_str()));
+        assert_eq!(param("resource"), Some("http://127.0.0.1:1"));
+        assert_eq!(param("scope"), Some("mcp offline_access"));
+        assert!(!pending.url.contains(verifier), "the verifier never leaves");
+
+        let other = authorization_request(&discovered(None), &client(), redirect)
+            .expect("an authorization request");
+        assert_ne!(other.verifier, pending.verifier);
+        assert_ne!(other.state, pending.state);
+        assert!(!other.url.contains("scope="));
+    }
+
+    #[test]
+    fn the_challenge_is_the_unpadded_base64url_of_the_sha256() {
+        // SHA-256("abc") is ba7816bf…f20015ad (FIPS 180-2's first example).
+        let verifier = SecretValue::from("abc");
+        assert_eq!(
+            code_challenge(&verifier),
+            "ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0"
+        );
+    }
+
+    #[test]
+    fn a_redirect_with_another_state_is_a_state_mismatch() {
+        let code =
+            code_from_redirect("/callback?code=abc&state=s1", "s1").expect("a good redirect");
+        assert_eq!(code.expose(), "abc");
+        let full = code_from_redirect("http://127.0.0.1:9/callback?state=s1&code=a%20b", "s1")
+            .expect("a whole URL");
+        assert_eq!(full.expose(), "a b");
+        for forged in [
+            "/callback?code=abc&state=s2",
+            "/callback?code=abc",
+            // The state is checked before the error is believed.
+            "/callback?error=access_denied&state=s2",
+        ] {
+            assert!(
+                matches!(
+                    code_from_redirect(forged, "s1"),
+                    Err(OAuthError::StateMismatch)
+                ),
+                "{forged}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refusal_or_a_missing_code_is_its_own_error() {
+        match code_from_redirect("/callback?error=access_denied%0Aforged&state=s1", "s1") {
+            Err(OAuthError::AuthorizationRefused { code }) => {
+                assert_eq!(code, "access_deniedforged")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            code_from_redirect("/callback?state=s1", "s1"),
+            Err(OAuthError::NoCode)
+        ));
+    }
+}

@@ -1,0 +1,499 @@
+//! The stored tokens as runs use them ([`StoredTokens`]): applied to a session's remote
+//! servers, refreshed before expiry (by the clock given), and renewed for the driver and the
+//! hand-off bridge as [`tether_driver::BearerAuth`] — a refresh on 401, a step-up
+//! authorization on 403 `insufficient_scope`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tether_config::{RenderedTransport, SecretValue};
+use tether_driver::Session;
+
+use crate::challenge::step_up_scope;
+use crate::client::OAuthClient;
+use crate::clock::Clock;
+use crate::error::{OAuthError, chain};
+use crate::listener::RedirectListener;
+use crate::login::Redirect;
+use crate::prompt::Prompt;
+use crate::resource::canonical_resource;
+use crate::store::TokenStore;
+use crate::token::Tokens;
+
+/// How long a step-up waits for the browser's redirect, unless told otherwise.
+pub const STEP_UP_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The tokens of a [`TokenStore`], renewed there: what a run's servers are given, and the
+/// source of fresh tokens when one refuses them. Cheap to clone.
+#[derive(Clone)]
+pub struct StoredTokens {
+    store: Arc<dyn TokenStore>,
+    prompt: Arc<dyn Prompt>,
+    clock: Arc<dyn Clock>,
+    step_up_timeout: Duration,
+}
+
+impl std::fmt::Debug for StoredTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredTokens")
+            .field("step_up_timeout", &self.step_up_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoredTokens {
+    /// Tokens from `store`; a step-up's browser step goes through `prompt`; expiry is read
+    /// from `clock`.
+    pub fn new(store: Arc<dyn TokenStore>, prompt: Arc<dyn Prompt>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            store,
+            prompt,
+            clock,
+            step_up_timeout: STEP_UP_TIMEOUT,
+        }
+    }
+
+    /// How long a step-up waits for the browser's redirect (default [`STEP_UP_TIMEOUT`]).
+    pub fn with_step_up_timeout(mut self, timeout: Duration) -> Self {
+        self.step_up_timeout = timeout;
+        self
+    }
+
+    /// Self as the driver's source of fresh bearer tokens.
+    pub fn bearer_auth(&self) -> Arc<dyn tether_driver::BearerAuth> {
+        Arc::new(self.clone())
+    }
+
+    fn client(&self) -> Result<OAuthClient, OAuthError> {
+        OAuthClient::new(Arc::clone(&self.clock))
+    }
+
+    /// The access token stored for `server` (a canonical URL), refreshed (and stored again)
+    /// when it expires within [`crate::REFRESH_MARGIN`]. `Ok(None)` when none is stored.
+    pub async fn current_token(&self, server: &str) -> Result<Option<SecretValue>, OAuthError> {
+        let Some(tokens) = self.store.load(server)? else {
+            return Ok(None);
+        };
+        if !tokens.needs_refresh(self.clock.as_ref()) {
+            return Ok(Some(tokens.access_token));
+        }
+        if tokens.refresh_token.is_none() {
+            return Err(OAuthError::ExpiredWithoutRefresh);
+        }
+        let fresh = self.client()?.refresh(&tokens).await?;
+        self.store.save(&fresh)?;
+        tracing::debug!(%server, "OAuth access token refreshed");
+        Ok(Some(fresh.access_token))
+    }
+
+    /// Gives each remote server of `session` with a stored token, and no `Authorization`
+    /// header of its own, its `Authorization: Bearer` header ([`Session::apply_bearer_tokens`]),
+    /// refreshing a token near expiry first. A token that cannot be refreshed is left out with
+    /// a warning that says to log in again (the server then answers 401 as it would without
+    /// one).
+    pub async fn apply(&self, mut session: Session) -> Session {
+        let urls: Vec<String> = session
+            .servers()
+            .iter()
+            .filter_map(|server| match &server.transport {
+                RenderedTransport::Remote { url, headers, .. }
+                    if !headers
+                        .keys()
+                        .any(|name| name.eq_ignore_ascii_case("authorization")) =>
+                {
+                    Some(url.expose())
+                }
+                _ => None,
+            })
+            .collect();
+        if urls.is_empty() {
+            return session;
+        }
+        let mut tokens: HashMap<String, SecretValue> = HashMap::new();
+        for url in urls {
+            let Ok(server) = canonical_resource(&url) else {
+                continue;
+            };
+            match self.current_token(&server).await {
+                Ok(Some(token)) => {
+                    tokens.insert(url, token);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(
+                    "the stored OAuth token for {server} could not be refreshed ({}): run `tether auth login {server}`",
+                    chain(&e)
+                ),
+            }
+        }
+        let applied = session.apply_bearer_tokens(|url| tokens.get(url).cloned());
+        for name in applied {
+            tracing::debug!(server = %name, "OAuth bearer token applied");
+        }
+        session
+    }
+
+    /// A refused token's replacement: the stored tokens for `url` refreshed once (and stored).
+    async fn refreshed_token(&self, url: &str) -> Option<SecretValue> {
+        let server = canonical_resource(url).ok()?;
+        let tokens = self.store.load(&server).ok().flatten()?;
+        let refreshed = async {
+            let fresh = self.client()?.refresh(&tokens).await?;
+            self.store.save(&fresh)?;
+            Ok(fresh)
+        }
+        .await;
+        hand_over(
+            &server,
+            refreshed,
+            "refused the stored OAuth token and it could not be refreshed",
+        )
+    }
+
+    /// A 403's replacement: the stored client authorized again for the scope `challenge`
+    /// asks for joined to the one held.
+    async fn stepped_up_token(&self, url: &str, challenge: &str) -> Option<SecretValue> {
+        let server = canonical_resource(url).ok()?;
+        let tokens = self.store.load(&server).ok().flatten()?;
+        let Some(scope) = step_up_scope(challenge, tokens.scope.as_deref()) else {
+            tracing::warn!(
+                "{server} refused the stored OAuth token (403) without asking for a scope it lacks: not authorizing again"
+            );
+            return None;
+        };
+        hand_over(
+            &server,
+            self.authorize_again(url, &tokens, scope).await,
+            "asks for more access and it could not be had",
+        )
+    }
+
+    /// A new authorization of the stored client for `scope` (more than `tokens` hold): the
+    /// browser step again, on the login's redirect port when it is free; the new tokens
+    /// stored.
+    async fn authorize_again(
+        &self,
+        url: &str,
+        tokens: &Tokens,
+        scope: String,
+    ) -> Result<Tokens, OAuthError> {
+        let client = self.client()?;
+        let mut discovered = client.discover(url).await?;
+        self.prompt.tell(&format!(
+            "{} asks for more access (scope {scope}): authorize it in the browser",
+            discovered.server
+        ));
+        discovered.scope = Some(scope);
+        let listener = RedirectListener::bind_like(tokens.redirect_uri.as_deref()).await?;
+        let fresh = client
+            .authorize(
+                &discovered,
+                &tokens.client,
+                listener,
+                Redirect::Listen,
+                self.step_up_timeout,
+                self.prompt.as_ref(),
+            )
+            .await?;
+        self.store.save(&fresh)?;
+        Ok(fresh)
+    }
+}
+
+impl tether_driver::BearerAuth for StoredTokens {
+    /// Refreshes the stored tokens for the URL once (storing the new ones) and hands back the
+    /// new access token, registered for log masking. `None` (with a warning that says to log
+    /// in again) when nothing is stored for the URL or the refresh fails.
+    fn refresh(&self, url: String) -> BoxFuture<'static, Option<SecretValue>> {
+        let this = self.clone();
+        Box::pin(async move { this.refreshed_token(&url).await })
+    }
+
+    /// A 403 `insufficient_scope` whose scope the stored token lacks: the stored client is
+    /// authorized again for that scope joined to the one held (the browser step), the new
+    /// tokens are stored, and the new access token is handed back, registered for log
+    /// masking. `None` (with a warning) for any other 403, a scope already held, or a failed
+    /// authorization.
+    fn step_up(&self, url: String, challenge: String) -> BoxFuture<'static, Option<SecretValue>> {
+        let this = self.clone();
+        Box::pin(async move { this.stepped_up_token(&url, &challenge).await })
+    }
+}
+
+/// The new access token of `renewed`, registered for log masking; `None` with a warning
+/// "SERVER FAILED (why): run `tether auth login SERVER`".
+fn hand_over(
+    server: &str,
+    renewed: Result<Tokens, OAuthError>,
+    failed: &str,
+) -> Option<SecretValue> {
+    match renewed {
+        Ok(fresh) => {
+            tether_log::register([&fresh.access_token]);
+            tracing::debug!(%server, "OAuth access token renewed");
+            Some(fresh.access_token)
+        }
+        Err(e) => {
+            tracing::warn!(
+                "{server} {failed} ({}): run `tether auth login {server}`",
+                chain(&e)
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use axum::Router;
+    use axum::extract::State;
+    use axum::http::StatusCode;
+    use axum::routing::post;
+    use serde_json::{Value, json};
+    use tether_driver::BearerAuth as _;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::registration::{AuthMethod, ClientRegistration};
+
+    /// Tokens in memory.
+    #[derive(Default)]
+    struct Memory(Mutex<HashMap<String, Tokens>>);
+
+    impl Memory {
+        fn get(&self, server: &str) -> Option<Tokens> {
+            self.0.lock().expect("the map").get(server).cloned()
+        }
+    }
+
+    impl TokenStore for Memory {
+        fn load(&self, server: &str) -> Result<Option<Tokens>, OAuthError> {
+            Ok(self.get(server))
+        }
+
+        fn save(&self, tokens: &Tokens) -> Result<(), OAuthError> {
+            self.0
+                .lock()
+                .expect("the map")
+                .insert(tokens.server.clone(), tokens.clone());
+            Ok(())
+        }
+    }
+
+    /// A prompt no test of renewal reaches.
+    struct Nobody;
+
+    impl Prompt for Nobody {
+        fn open(&self, _: &str) {}
+
+        fn paste<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<SecretValue, OAuthError>> {
+            Box::pin(async { Err(OAuthError::NoCode) })
+        }
+
+        fn tell(&self, _: &str) {}
+    }
+
+    /// What the test token endpoint answers its `n`th request (from 1).
+    type Answer = fn(u64) -> (StatusCode, Value);
+
+    /// A token endpoint on loopback: its URL and how many requests it has had.
+    async fn token_endpoint(answer: Answer) -> (String, Arc<AtomicU64>) {
+        let count = Arc::new(AtomicU64::new(0));
+        let router = Router::new()
+            .route(
+                "/token",
+                post(
+                    |State((count, answer)): State<(Arc<AtomicU64>, Answer)>, body: String| async move {
+                        assert!(body.contains("grant_type=refresh_token"), "{body}");
+                        assert!(body.contains("resource="), "{body}");
+                        let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+                        let (status, value) = answer(n);
+                        (status, value.to_string())
+                    },
+                ),
+            )
+            .with_state((Arc::clone(&count), answer));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding loopback");
+        let address = listener.local_addr().expect("its address");
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        (format!("http://{address}/token"), count)
+    }
+
+    const SERVER: &str = "http://127.0.0.1:1/mcp";
+    const NOW: i64 = 1_700_000_000;
+
+    fn stored(token_endpoint: &str, expires_at: Option<i64>, refresh: bool) -> Tokens {
+        Tokens {
+            server: SERVER.to_owned(),
+            resource: SERVER.to_owned(),
+            access_token: "AT-0".into(),
+            refresh_token: refresh.then(|| SecretValue::from("RT-0")),
+            expires_at,
+            token_endpoint: token_endpoint.to_owned(),
+            client: ClientRegistration {
+                client_id: "client".to_owned(),
+                client_secret: None,
+                auth_method: AuthMethod::None,
+            },
+            scope: Some("mcp".to_owned()),
+            redirect_uri: None,
+        }
+    }
+
+    fn source(store: &Arc<Memory>, clock: &Arc<ManualClock>) -> StoredTokens {
+        let store: Arc<dyn TokenStore> = Arc::clone(store) as Arc<dyn TokenStore>;
+        let clock: Arc<dyn Clock> = Arc::clone(clock) as Arc<dyn Clock>;
+        StoredTokens::new(store, Arc::new(Nobody), clock)
+    }
+
+    fn fresh(n: u64) -> (StatusCode, Value) {
+        (
+            StatusCode::OK,
+            json!({"access_token": format!("AT-{n}"), "refresh_token": format!("RT-{n}"),
+                "expires_in": 3600, "token_type": "Bearer"}),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_token_is_refreshed_once_it_is_within_the_margin_by_the_clock() {
+        let (endpoint, requests) = token_endpoint(fresh).await;
+        let clock = Arc::new(ManualClock::at(NOW));
+        let store = Arc::new(Memory::default());
+        store
+            .save(&stored(&endpoint, Some(NOW + 3600), true))
+            .expect("saving");
+        let tokens = source(&store, &clock);
+
+        // An hour from expiry: used as it is.
+        let token = tokens.current_token(SERVER).await.expect("a token");
+        assert_eq!(token.as_ref().map(SecretValue::expose), Some("AT-0"));
+        assert_eq!(requests.load(Ordering::SeqCst), 0);
+
+        // 59 minutes on, 60 s are left: refreshed before use, and stored.
+        clock.advance(Duration::from_secs(3540));
+        let token = tokens.current_token(SERVER).await.expect("a token");
+        assert_eq!(token.as_ref().map(SecretValue::expose), Some("AT-1"));
+        assert_eq!(requests.load(Ordering::SeqCst), 1);
+        let kept = store.get(SERVER).expect("stored tokens");
+        assert_eq!(kept.access_token.expose(), "AT-1");
+        assert_eq!(
+            kept.refresh_token.as_ref().map(SecretValue::expose),
+            Some("RT-1")
+        );
+        assert_eq!(kept.expires_at, Some(NOW + 3540 + 3600), "by the clock");
+        assert_eq!(kept.scope.as_deref(), Some("mcp"), "the scope held is kept");
+
+        // The refreshed token is an hour from expiry again.
+        let token = tokens.current_token(SERVER).await.expect("a token");
+        assert_eq!(token.as_ref().map(SecretValue::expose), Some("AT-1"));
+        assert_eq!(requests.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_refused_refresh_is_typed_and_never_quotes_the_body() {
+        let (endpoint, requests) = token_endpoint(|_| {
+            (
+                StatusCode::BAD_REQUEST,
+                json!({"error": "invalid_grant", "error_description": "SENTINEL-BODY RT-0"}),
+            )
+        })
+        .await;
+        let clock = Arc::new(ManualClock::at(NOW));
+        let store = Arc::new(Memory::default());
+        store
+            .save(&stored(&endpoint, Some(NOW - 1), true))
+            .expect("saving");
+        let tokens = source(&store, &clock);
+        let refused = tokens.current_token(SERVER).await;
+        let Err(error) = refused else {
+            panic!("refreshed against a refusing endpoint: {refused:?}");
+        };
+        assert!(
+            matches!(
+                &error,
+                OAuthError::TokenRefused { status, code: Some(code), .. }
+                    if *status == StatusCode::BAD_REQUEST && code == "invalid_grant"
+            ),
+            "{error:?}"
+        );
+        let text = format!("{error} {error:?}");
+        assert!(
+            !text.contains("SENTINEL") && !text.contains("RT-0"),
+            "{text}"
+        );
+        assert_eq!(requests.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            store.get(SERVER).map(|t| t.access_token),
+            Some(SecretValue::from("AT-0")),
+            "nothing stored"
+        );
+        // The driver's renewal: no token, and the same refusal again.
+        assert_eq!(tokens.refresh(SERVER.to_owned()).await, None);
+        assert_eq!(requests.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn an_expired_token_without_a_refresh_token_is_not_sent() {
+        let (endpoint, requests) = token_endpoint(fresh).await;
+        let clock = Arc::new(ManualClock::at(NOW));
+        let store = Arc::new(Memory::default());
+        store
+            .save(&stored(&endpoint, Some(NOW + 30), false))
+            .expect("saving");
+        let tokens = source(&store, &clock);
+        assert!(matches!(
+            tokens.current_token(SERVER).await,
+            Err(OAuthError::ExpiredWithoutRefresh)
+        ));
+        assert_eq!(requests.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            tokens.current_token("http://127.0.0.1:1/other").await.ok(),
+            Some(None),
+            "nothing stored: no token"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_token_is_renewed_whatever_its_expiry() {
+        // The answer leaves out the refresh token and the expiry: the old refresh token stays.
+        let (endpoint, requests) = token_endpoint(|_| {
+            (
+                StatusCode::OK,
+                json!({"access_token": "AT-new", "scope": "mcp mcp:write"}),
+            )
+        })
+        .await;
+        let clock = Arc::new(ManualClock::at(NOW));
+        let store = Arc::new(Memory::default());
+        store
+            .save(&stored(&endpoint, Some(NOW + 3600), true))
+            .expect("saving");
+        let tokens = source(&store, &clock).bearer_auth();
+        let renewed = tokens.refresh(format!("{SERVER}#fragment")).await;
+        assert_eq!(renewed, Some(SecretValue::from("AT-new")));
+        assert_eq!(requests.load(Ordering::SeqCst), 1);
+        let kept = store.get(SERVER).expect("stored tokens");
+        assert_eq!(kept.refresh_token, Some(SecretValue::from("RT-0")));
+        assert_eq!(kept.expires_at, None);
+        assert_eq!(kept.scope.as_deref(), Some("mcp mcp:write"));
+        // Nothing stored for another server: nothing to renew with.
+        assert_eq!(
+            tokens.refresh("http://127.0.0.1:1/other".to_owned()).await,
+            None
+        );
+        // A 403 that asks for no scope the token lacks: no new authorization.
+        let challenge = r#"Bearer error="insufficient_scope", scope="mcp""#.to_owned();
+        assert_eq!(tokens.step_up(SERVER.to_owned(), challenge).await, None);
+        assert_eq!(requests.load(Ordering::SeqCst), 1);
+    }
+}
