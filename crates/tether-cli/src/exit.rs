@@ -95,6 +95,22 @@ pub fn code(err: &anyhow::Error) -> u8 {
                 | DriverError::Store(_) => FAILED,
             };
         }
+        if let Some(handoff) = cause.downcast_ref::<tether_handoff::HandoffError>() {
+            use tether_handoff::HandoffError as E;
+            return match handoff {
+                E::NoCommand | E::NotRunnable { .. } | E::CannotStart { .. } | E::Harness(_) => {
+                    USAGE
+                }
+                E::InvalidServer { .. }
+                | E::NoRandomness(_)
+                | E::Io { .. }
+                | E::Rewrite(_)
+                | E::HttpClient(_)
+                | E::ShimUnreachable { .. }
+                | E::UnknownServerId { .. }
+                | E::NoLaunchCommand => FAILED,
+            };
+        }
         if let Some(gateway) = cause.downcast_ref::<tether_gateway::GatewayError>() {
             return match gateway {
                 tether_gateway::GatewayError::Audit { .. }

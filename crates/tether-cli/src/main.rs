@@ -1,14 +1,9 @@
 //! `tether`: resolve MCP servers for agent runs. This binary holds only the command line and
 //! glue; the work is in the library crates (`tether-driver` and below).
 
-mod bridge;
-mod bundle;
 mod cli;
 mod commands;
-mod credentials;
-mod exec_shim;
 mod exit;
-mod gateway_relay;
 mod handoff;
 mod oauth;
 mod oauth_tokens;
@@ -16,7 +11,6 @@ mod output;
 mod private_file;
 mod secrets;
 mod settings;
-mod setup_mcp;
 mod shorthand;
 
 use std::process::ExitCode;
@@ -31,14 +25,14 @@ fn main() -> ExitCode {
     if let Some(rest) = internal_subcommand(&argv, tether_driver::supervisor::SUBCOMMAND) {
         return ExitCode::from(tether_driver::supervisor::main(rest));
     }
-    if let Some(rest) = internal_subcommand(&argv, exec_shim::SUBCOMMAND) {
-        return ExitCode::from(exec_shim::main(rest));
+    if let Some(rest) = internal_subcommand(&argv, tether_handoff::exec_shim::SUBCOMMAND) {
+        return ExitCode::from(tether_handoff::exec_shim::main(rest));
     }
-    if let Some(rest) = internal_subcommand(&argv, gateway_relay::SUBCOMMAND) {
-        return ExitCode::from(gateway_relay::main(rest));
+    if let Some(rest) = internal_subcommand(&argv, tether_handoff::gateway_relay::SUBCOMMAND) {
+        return ExitCode::from(tether_handoff::gateway_relay::main(rest));
     }
     // Every process tether starts goes through tether itself as its supervisor, so that none
-    // outlives this one (issue 10 item 7).
+    // outlives this one.
     if let Ok(exe) = std::env::current_exe() {
         tether_driver::supervisor::install(exe);
     }

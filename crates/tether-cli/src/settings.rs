@@ -19,8 +19,8 @@ use tether_env::EnvVars;
 use tether_graphql::{HttpClientSettings, HttpManagedMcpClient, ManagedMcpClient};
 
 use tether_registry::ApiKey;
+use tether_store::{Registry, RegistryKey};
 
-use crate::credentials::{Registry, RegistryKey};
 use crate::exit::UsageError;
 
 const TETHER_HOME: &str = EnvVars::TETHER_HOME;
@@ -283,14 +283,14 @@ fn smithery_key(file: &ConfigFile) -> anyhow::Result<Option<ApiKey>> {
     let Some(store) = open_existing_store()? else {
         return Ok(None);
     };
-    if !crate::credentials::recorded(&store, &key)? {
+    if !store.registry_key_recorded(&key)? {
         return Ok(None);
     }
     drop(store);
     let lookup = move || {
         let store = open_existing_store().map_err(|e| e.to_string())?;
         match store {
-            Some(store) => crate::credentials::load(&store, &key).map_err(|e| e.to_string()),
+            Some(store) => store.registry_key(&key).map_err(|e| e.to_string()),
             None => Ok(None),
         }
     };

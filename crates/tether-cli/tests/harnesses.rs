@@ -11,7 +11,7 @@
 //! backslashes, `{{…}}`, `{env:…}`, non-ASCII): the stdio one reaches its server through
 //! tether's exec shim, the HTTP one through tether's loopback bridge, neither through the
 //! harness. A harness that reports all three connected has delivered each secret exactly, and
-//! only to its own server (issue 10 item 3), even though the stdio secret's source is a
+//! only to its own server, even though the stdio secret's source is a
 //! variable of tether's own environment. (An exported config holds real values the harness
 //! expands itself, so there the secrets hold a quote, a backslash and `{{` only.)
 
@@ -356,7 +356,7 @@ fn claude_code_mcp_list_accepts_an_exported_user_config() {
     }
 }
 
-/// Issue 10 item 13: `tether run … -- claude mcp list` failed with `MCP config file not found:
+/// `tether run … -- claude mcp list` used to fail with `MCP config file not found:
 /// …/mcp`, because `--mcp-config` takes several values and swallowed the subcommand. tether now
 /// passes `--mcp-config=FILE`. `claude mcp list` itself reads user scope (not `--mcp-config`),
 /// so the servers it connects here come from an exported `~/.claude.json`: the subcommand and
@@ -522,7 +522,7 @@ fn codex_run_lists_the_servers_behind_the_shim_and_the_bridge() {
             .unwrap_or_else(|| panic!("codex does not list {name}: {listing}"))
     };
     // Each stdio server is tether's exec shim with no environment of its own: Codex holds none
-    // of its values (issue 10 item 3), so none can be forwarded by name either.
+    // of its values, so none can be forwarded by name either.
     for name in ["probe-stdio", "probe-other"] {
         let stdio = find(name);
         assert_eq!(

@@ -228,12 +228,12 @@ impl ServersConfig {
     /// with its id, its description when it had one, and `password: true` (tether treats every
     /// `${input:ID}` as a secret, so VS Code hides what is typed). The servers must already
     /// hold `${input:ID}` where the values go (see `RenderedServer::declassify`). Only the VS
-    /// Code format has prompts; for any other this does nothing.
+    /// Code format has prompts (its row's `input_prompts`); for any other this does nothing.
     pub fn set_inputs(&mut self, inputs: &[tether_config::InputPrompt]) {
-        let (Document::Json(root), Format::Vscode) = (&mut self.document, self.format) else {
+        let Document::Json(root) = &mut self.document else {
             return;
         };
-        if inputs.is_empty() {
+        if !self.format.harness().input_prompts || inputs.is_empty() {
             return;
         }
         let entries: Vec<serde_json::Value> = inputs

@@ -32,6 +32,10 @@ pub struct Harness {
     /// Where the harness keeps its own MCP config files, the user's first: what `--mcp NAME:`
     /// reads (never writes). Empty for tether's own format.
     pub own_configs: &'static [ConfigPlace],
+    /// Whether the format has VS Code's `inputs` prompts: `tether export` keeps a user config's
+    /// `${input:ID}` references as references and writes an `inputs` entry for each (the editor
+    /// asks for the values), instead of reading the values itself.
+    pub input_prompts: bool,
 }
 
 /// A place a harness keeps an MCP config file of its own.
@@ -145,6 +149,11 @@ pub struct Run {
     /// A variable naming a cache directory the harness logs expanded secrets into: tether
     /// points it into the run directory and gives the stdio servers the user's own value back.
     pub private_cache_env: Option<&'static str>,
+    /// Whether `tether run` hands this harness the gateway unless `--no-gateway`: where that is
+    /// strictly better than handing it the servers (Gemini CLI expands `$VAR` and `${VAR}` in
+    /// the values it is given, so a secret holding `$HOME` arrives changed, and hides variables
+    /// named like credentials from its servers; through the gateway it is given no value).
+    pub gateway_by_default: bool,
 }
 
 /// Where the config goes for a run.
@@ -207,6 +216,7 @@ pub const HARNESSES: &[Harness] = &[
         references: References::Dollar,
         run: None,
         own_configs: &[],
+        input_prompts: false,
     },
     Harness {
         format: Format::Claude,
@@ -223,6 +233,7 @@ pub const HARNESSES: &[Harness] = &[
             },
             strict: Strict::Flag("--strict-mcp-config"),
             private_cache_env: Some(EnvVars::XDG_CACHE_HOME),
+            gateway_by_default: false,
         }),
         own_configs: &[
             ConfigPlace::Home(".claude.json"),
@@ -232,6 +243,7 @@ pub const HARNESSES: &[Harness] = &[
                 projects_key: "projects",
             },
         ],
+        input_prompts: false,
     },
     Harness {
         format: Format::Codex,
@@ -250,12 +262,14 @@ pub const HARNESSES: &[Harness] = &[
             },
             strict: Strict::Unavailable,
             private_cache_env: None,
+            gateway_by_default: false,
         }),
         own_configs: &[ConfigPlace::EnvDir {
             env: EnvVars::CODEX_HOME,
             default: ".codex",
             path: "config.toml",
         }],
+        input_prompts: false,
     },
     Harness {
         format: Format::Gemini,
@@ -287,6 +301,7 @@ pub const HARNESSES: &[Harness] = &[
                 ],
             },
             private_cache_env: None,
+            gateway_by_default: true,
         }),
         own_configs: &[
             ConfigPlace::EnvDir {
@@ -296,6 +311,7 @@ pub const HARNESSES: &[Harness] = &[
             },
             ConfigPlace::Project(".gemini/settings.json"),
         ],
+        input_prompts: false,
     },
     Harness {
         format: Format::Opencode,
@@ -312,11 +328,13 @@ pub const HARNESSES: &[Harness] = &[
             },
             strict: Strict::Unavailable,
             private_cache_env: None,
+            gateway_by_default: false,
         }),
         own_configs: &[
             ConfigPlace::Home(".config/opencode/opencode.json"),
             ConfigPlace::Project("opencode.json"),
         ],
+        input_prompts: false,
     },
     Harness {
         format: Format::Vscode,
@@ -331,6 +349,7 @@ pub const HARNESSES: &[Harness] = &[
             ConfigPlace::Home(".config/Code/User/mcp.json"),
             ConfigPlace::Project(".vscode/mcp.json"),
         ],
+        input_prompts: true,
     },
     Harness {
         format: Format::Cursor,
@@ -345,6 +364,7 @@ pub const HARNESSES: &[Harness] = &[
             ConfigPlace::Home(".cursor/mcp.json"),
             ConfigPlace::Project(".cursor/mcp.json"),
         ],
+        input_prompts: false,
     },
 ];
 

@@ -49,6 +49,31 @@ fn hand_off_targets_and_export_only_formats() {
 }
 
 #[test]
+fn only_gemini_cli_gets_the_gateway_by_default() {
+    let by_default: Vec<&str> = HARNESSES
+        .iter()
+        .filter(|h| h.run.is_some_and(|run| run.gateway_by_default))
+        .map(|h| h.name)
+        .collect();
+    assert_eq!(by_default, ["gemini"]);
+    let gemini = Format::Gemini
+        .harness()
+        .run
+        .expect("Gemini CLI is a hand-off target");
+    assert!(gemini.gateway_by_default);
+}
+
+#[test]
+fn only_vs_code_has_input_prompts() {
+    let prompting: Vec<&str> = HARNESSES
+        .iter()
+        .filter(|h| h.input_prompts)
+        .map(|h| h.name)
+        .collect();
+    assert_eq!(prompting, ["vscode"]);
+}
+
+#[test]
 fn detection_uses_the_program_file_name() {
     let cases = [
         ("claude", Some(Format::Claude)),

@@ -31,8 +31,11 @@
 
 #![deny(missing_docs)]
 
+mod credentials;
+
 use std::path::{Path, PathBuf};
 
+pub use credentials::{Registry, RegistryKey};
 use indexmap::IndexMap;
 use rusqlite::{Connection, OptionalExtension, params};
 use tether_config::{

@@ -1,4 +1,6 @@
 //! `tether add`: a registry entry → a launch config → a test-connect → a local installation.
+//! The steps are `tether-install`'s; this is the glue: flags, questions on the terminal, what
+//! is printed.
 //!
 //! Required inputs come from `--set`/`--secret`, else are asked for on the terminal (hidden
 //! for secrets); `--yes`, or no terminal, fails naming them instead. Nothing is stored unless
@@ -9,143 +11,50 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::Path;
+use std::sync::Arc;
 
-use anyhow::Context;
-use serde_json::json;
-use tether_config::{Origin, parse_config};
-use tether_driver::{McpSpec, ServerStatus};
-use tether_registry::add::{
-    Answers, BuildError, BuiltConfig, MissingInput, package_config, remote_config,
-};
-use tether_registry::mcpb::bundle_config;
-use tether_registry::model::{Package, Remote, ServerJson};
-use tether_registry::{Registries, runner};
+use futures_util::future::BoxFuture;
+use tether_install::bundle::Bundle;
+use tether_install::{Choice, InstallError, Trial, TrialOptions, choose, local_name, usable};
+use tether_registry::Registries;
+use tether_registry::add::{Answers, BuildError, MissingInput};
+use tether_registry::model::ServerJson;
 
-use crate::bundle::Bundle;
-use crate::cli::{AddArgs, PackageArg, SpecArgs};
+use crate::cli::AddArgs;
 use crate::exit::{FAILED, OK, Reported, UsageError};
 use crate::output::{Progress, print};
 use crate::{secrets, settings};
 
-/// What `add` installs: one package or one remote of the entry, or a downloaded bundle.
-pub(crate) enum Choice<'a> {
-    Package(&'a Package),
-    Remote(&'a Remote),
-    /// An mcpb package, downloaded, verified and unpacked.
-    Bundle(&'a Package, Box<Bundle>),
-}
-
-impl Choice<'_> {
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            Choice::Package(p) => format!(
-                "{} package {}{}",
-                p.registry_type,
-                p.identifier,
-                p.version
-                    .as_deref()
-                    .map(|v| format!(" {v}"))
-                    .unwrap_or_default()
-            ),
-            Choice::Remote(r) => format!("remote {} ({})", r.url, r.kind),
-            Choice::Bundle(p, _) => Choice::Package(p).describe(),
-        }
-    }
-
-    /// The names of every input of this option (what `--set` and `--secret` may name).
-    fn input_names(&self) -> Vec<String> {
-        let option = match self {
-            Choice::Package(p) => tether_registry::package_option(p),
-            Choice::Remote(r) => tether_registry::remote_option(r),
-            Choice::Bundle(_, bundle) => return bundle.manifest.input_names(),
-        };
-        option.inputs.into_iter().map(|i| i.name).collect()
-    }
-
-    pub(crate) fn build(&self, answers: &Answers) -> Result<BuiltConfig, BuildError> {
-        match self {
-            Choice::Package(p) => package_config(p, answers),
-            Choice::Remote(r) => remote_config(r, answers),
-            Choice::Bundle(_, bundle) => {
-                bundle_config(&bundle.manifest, &bundle.dir.to_string_lossy(), answers)
-            }
-        }
+impl tether_install::Progress for Progress {
+    fn step(&self, message: &str) {
+        Progress::step(self, message);
     }
 }
 
-/// Whether `program` is an executable file in a `PATH` directory.
-fn on_path(program: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| {
-            std::fs::metadata(Path::new(&dir).join(program))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    })
+/// The OAuth tokens `tether auth login` stored, for a remote server's test-connect (`add`'s
+/// and `setup-mcp`'s).
+pub(crate) struct OauthTokens;
+
+impl tether_install::StoredTokens for OauthTokens {
+    fn apply(&self, session: tether_driver::Session) -> BoxFuture<'static, tether_driver::Session> {
+        Box::pin(crate::oauth_tokens::apply_stored_tokens(session))
+    }
+
+    fn renewal(&self) -> Arc<dyn tether_driver::BearerAuth> {
+        crate::oauth_tokens::bearer_auth()
+    }
 }
 
-/// `--package` decides; else the first stdio package whose runner is on PATH, else the first
-/// remote.
-pub(crate) fn choose<'a>(
-    server: &'a ServerJson,
-    asked: Option<PackageArg>,
-) -> anyhow::Result<Choice<'a>> {
-    let available = server.transports().join(", ");
-    if let Some(asked) = asked {
-        let kind = asked.as_str();
-        if kind == "remote" {
-            return server.remotes.first().map(Choice::Remote).ok_or_else(|| {
-                UsageError::new(format!(
-                    "{} has no remote (it has: {available})",
-                    server.name
-                ))
-                .into()
-            });
-        }
-        return server
-            .packages
-            .iter()
-            .find(|p| p.registry_type == kind)
-            .map(Choice::Package)
-            .ok_or_else(|| {
-                UsageError::new(format!(
-                    "{} has no {kind} package (it has: {available})",
-                    server.name
-                ))
-                .into()
-            });
+/// An install step's failure as the CLI reports it: the entry or a wish that cannot work is
+/// bad input (exit 2); the driver's errors keep their own exit code.
+pub(crate) fn failure(error: InstallError) -> anyhow::Error {
+    if error.is_bad_input() {
+        return UsageError::new(error.to_string()).into();
     }
-    if let Some(first) = usable(server).into_iter().next() {
-        return Ok(first);
+    match error {
+        InstallError::Driver(driver) => driver.into(),
+        other => other.into(),
     }
-    let runners: Vec<String> = server.packages.iter().map(runner).collect();
-    Err(UsageError::new(format!(
-        "{} has no remote and none of its packages' runners is on PATH ({}); install one, or pick a package with --package",
-        server.name,
-        runners.join(", ")
-    ))
-    .into())
-}
-
-/// What `add` can use without `--package`, in the order it prefers them: each stdio package
-/// whose runner is on PATH, then each remote.
-fn usable(server: &ServerJson) -> Vec<Choice<'_>> {
-    server
-        .packages
-        .iter()
-        .filter(|p| p.transport.kind == "stdio" && p.registry_type != "mcpb" && on_path(&runner(p)))
-        .map(Choice::Package)
-        .chain(server.remotes.iter().map(Choice::Remote))
-        // Last: a bundle is downloaded and unpacked before it can even be tried.
-        .chain(
-            server
-                .packages
-                .iter()
-                .filter(|p| p.registry_type == "mcpb" && p.runtime_hint.is_none())
-                .map(Choice::Package),
-        )
-        .collect()
 }
 
 /// Lets the user pick one of `choices` (more than one) by number on the terminal; an empty
@@ -235,91 +144,6 @@ fn build_error(error: BuildError) -> anyhow::Error {
     }
 }
 
-/// How a test-connect went.
-pub(crate) enum Trial {
-    /// Initialised and listed these tools.
-    Ready(Vec<tether_driver::ToolInfo>),
-    /// Did not get there, for this reason (secrets masked).
-    Failed(String),
-}
-
-/// Starts `built` as `local` in a scratch directory with `given`, runs initialize and
-/// tools/list within `timeout_secs`, and shuts it down: nothing is stored. Prints nothing on
-/// stdout (`tether setup-mcp` speaks MCP there).
-pub(crate) async fn test_connect(
-    local: &str,
-    built: &BuiltConfig,
-    given: &tether_config::Secrets,
-    timeout_secs: u64,
-    progress: &Progress,
-) -> anyhow::Result<Trial> {
-    let scratch = tempfile::tempdir().context("creating a scratch directory")?;
-    let mut trial = built.server.clone();
-    if trial.get("command").is_some() {
-        trial["cwd"] = json!(scratch.path());
-    }
-    let specs = SpecArgs {
-        mcp: Vec::new(),
-        task: None,
-        server_url: None,
-        managed_timeout: None,
-        pass_env: Vec::new(),
-    };
-    let parsed = vec![McpSpec::parse(&json!({ local: trial }).to_string())?];
-    let session = super::session_with(&specs, parsed, None, given.clone(), progress).await?;
-    let runtime = super::start(
-        &session,
-        &super::start_options(timeout_secs, false),
-        progress,
-    )
-    .await?;
-    let reports = runtime.reports().to_vec();
-    runtime.shutdown().await;
-    Ok(match reports.into_iter().next().map(|r| r.status) {
-        Some(ServerStatus::Ready { tools }) => Trial::Ready(tools),
-        Some(ServerStatus::Failed { reason }) => Trial::Failed(reason),
-        // A registry entry has no `disabled` field; an empty report means nothing started.
-        Some(ServerStatus::Disabled) | None => Trial::Failed("the server did not start".to_owned()),
-    })
-}
-
-/// Stores `built` as the local installation `local` of `server` (through `choice`), with
-/// `given`'s values in the secret store, atomically: its UUID and the open store.
-pub(crate) fn install_built(
-    server: &ServerJson,
-    choice: &Choice<'_>,
-    local: &str,
-    built: &BuiltConfig,
-    given: &tether_config::Secrets,
-) -> anyhow::Result<(uuid::Uuid, tether_store::Store)> {
-    let text = json!({ local: built.server }).to_string();
-    let parsed = parse_config(&text, Origin::User)?;
-    let [parsed_server] = <[_; 1]>::try_from(parsed.servers)
-        .map_err(|_| anyhow::anyhow!("the built config does not hold exactly one server"))?;
-    let mut installation = parsed_server.into_installation();
-    installation.server.name = local.to_owned();
-    let source = tether_store::InstallSource {
-        registry: "official".to_owned(),
-        name: server.name.clone(),
-        version: server.version.clone(),
-        package: choice.describe(),
-    };
-    let mut store = settings::open_store()?;
-    let uid = store.install_with(&installation, given, Some(&source))?;
-    settings::announce(&store);
-    Ok((uid, store))
-}
-
-/// The local name an entry installs under: the part after its last `/`.
-pub(crate) fn local_name(server: &ServerJson) -> String {
-    server
-        .name
-        .rsplit('/')
-        .next()
-        .unwrap_or(&server.name)
-        .to_owned()
-}
-
 /// `tether add`.
 pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
     if args.name.starts_with('@') {
@@ -347,7 +171,7 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
     let choice = match args.package {
         None if interactive && usable(server).len() > 1 => pick(&server.name, usable(server))?,
         asked => {
-            let choice = choose(server, asked)?;
+            let choice = choose(server, asked.map(|asked| asked.as_str())).map_err(failure)?;
             let others = usable(server).len().saturating_sub(1);
             if asked.is_none() && others > 0 {
                 eprintln!(
@@ -367,17 +191,16 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
         server.version
     );
     let choice = match choice {
-        Choice::Package(package)
-            if package.registry_type == "mcpb" && package.runtime_hint.is_none() =>
-        {
+        Choice::Package(package) if choice.needs_download() => {
             let progress = Progress::new();
-            let bundle = crate::bundle::fetch(
+            let bundle = tether_install::bundle::fetch(
                 &package.identifier,
                 package.file_sha256.as_deref(),
                 &settings::data_dir()?,
                 &progress,
             )
-            .await?;
+            .await
+            .map_err(failure)?;
             progress.finish();
             eprintln!(
                 "verified and unpacked the bundle {} {} into {}",
@@ -394,9 +217,19 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
     if outcome.is_err()
         && let Choice::Bundle(_, bundle) = &choice
     {
-        bundle.discard();
+        discard(bundle);
     }
     outcome
+}
+
+/// Removes a bundle this run unpacked, with a warning when that fails.
+fn discard(bundle: &Bundle) {
+    if let Err(error) = bundle.discard() {
+        eprintln!(
+            "warning: could not remove the unpacked bundle {}: {error}",
+            bundle.dir.display()
+        );
+    }
 }
 
 /// `add` once the way to run it is chosen (and a bundle unpacked): inputs, test-connect,
@@ -447,7 +280,17 @@ async fn add_chosen(
         .unwrap_or_else(|| local_name(server));
 
     let progress = Progress::new();
-    match test_connect(&local, &built, &given, args.timeout, &progress).await? {
+    let options = TrialOptions {
+        startup_timeout: std::time::Duration::from_secs(args.timeout),
+        tokens: Some(Arc::new(OauthTokens)),
+    };
+    // SIGINT or SIGTERM during the test-connect stops the server and exits 130/143.
+    let trial = tether_install::test_connect(&local, &built, &given, &options, &progress);
+    let trial = match super::until_signal(trial).await? {
+        Ok(trial) => trial.map_err(failure)?,
+        Err(signal) => return Err(signal.into()),
+    };
+    match trial {
         Trial::Ready(tools) => {
             progress.finish();
             let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
@@ -464,7 +307,10 @@ async fn add_chosen(
         }
     }
 
-    let (uid, store) = install_built(server, choice, &local, &built, &given)?;
+    let mut store = settings::open_store()?;
+    let uid = tether_install::install_built(&mut store, server, choice, &local, &built, &given)
+        .map_err(failure)?;
+    settings::announce(&store);
     print(&format!("{uid}\n"));
     let stored = store.stored(uid)?;
     let secrets_stored: Vec<&str> = stored

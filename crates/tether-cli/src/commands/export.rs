@@ -6,7 +6,7 @@
 
 use anyhow::Context as _;
 use tether_config::{Exposure, RenderedServer, SecretSource};
-use tether_harness::{Format, ServersConfig};
+use tether_harness::ServersConfig;
 
 use crate::cli::ExportArgs;
 use crate::exit::{OK, UsageError};
@@ -22,7 +22,7 @@ pub async fn export(args: &ExportArgs) -> anyhow::Result<u8> {
         return export_gateway(args);
     }
     let progress = Progress::new();
-    let (session, inputs) = if args.format == Format::Vscode {
+    let (session, inputs) = if args.format.harness().input_prompts {
         super::session_keeping_inputs(&args.specs, &args.secrets, &progress).await?
     } else {
         (

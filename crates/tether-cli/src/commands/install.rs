@@ -185,7 +185,7 @@ pub fn remove(args: &RemoveArgs) -> anyhow::Result<u8> {
     let uid = Uuid::parse_str(args.uid.trim())
         .map_err(|_| UsageError::new("remove takes an installation UUID (see `tether list`)"))?;
     let mut store = open_store()?;
-    let bundles = crate::bundle::bundles_dir(&crate::settings::data_dir()?);
+    let bundles = tether_install::bundle::bundles_dir(&crate::settings::data_dir()?);
     let mut unpacked = bundles_of(&store, uid, &bundles)?;
     if store.remove(uid)? {
         eprintln!("removed {uid}");

@@ -7,7 +7,7 @@ use tether_driver::{RefreshOutcome, ServerStatus};
 
 use crate::cli::{HarnessArg, RunArgs};
 use crate::exit::{OK, UsageError};
-use crate::handoff;
+use crate::handoff::hand_off;
 use crate::output::{Progress, print, print_json, reports_json, reports_table};
 
 /// Which harness a command is, from `--harness` or the command's file name.
@@ -47,34 +47,44 @@ fn pick_harness(args: &RunArgs) -> anyhow::Result<HarnessArg> {
     .into())
 }
 
-/// The harnesses a hand-off goes through the gateway for unless `--no-gateway`: those where
-/// it is strictly better. Gemini CLI expands `$VAR` and `${VAR}` in the values of the servers
-/// it is given (a secret holding `$HOME` arrives changed) and hides variables named like
-/// credentials from its servers; through the gateway it is given no value at all.
-const GATEWAY_BY_DEFAULT: &[&str] = &["gemini"];
-
-/// Whether this run hands the harness the gateway: `--gateway`, or the harness's default
-/// unless `--no-gateway`. `--audit` and `--client-capabilities` need the gateway.
+/// Whether this run hands the harness the gateway: `--gateway`, or the harness's default (its
+/// row's `gateway_by_default`) unless `--no-gateway`. `--audit` and `--client-capabilities`
+/// need the gateway.
 fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> {
-    let by_default =
-        matches!(harness, HarnessArg::Handoff(h) if GATEWAY_BY_DEFAULT.contains(&h.name));
+    let by_default = matches!(harness, HarnessArg::Handoff(h) if gateway_by_default(h));
     let gateway = args.gateway || (by_default && !args.no_gateway);
+    // The harnesses it is the default for, by title ("Gemini CLI").
+    let defaults = || {
+        tether_harness::HARNESSES
+            .iter()
+            .filter(|h| gateway_by_default(h))
+            .map(|h| h.title)
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
     if args.audit.is_some() && !gateway {
-        return Err(UsageError::new(
-            "--audit is the gateway's audit log: add --gateway (the default only for Gemini CLI)",
-        )
+        return Err(UsageError::new(format!(
+            "--audit is the gateway's audit log: add --gateway (the default only for {})",
+            defaults()
+        ))
         .into());
     }
     if args.client_capabilities.is_some() && !gateway {
-        return Err(UsageError::new(
-            "--client-capabilities is what the gateway declares to the servers: add --gateway (the default only for Gemini CLI)",
-        )
+        return Err(UsageError::new(format!(
+            "--client-capabilities is what the gateway declares to the servers: add --gateway (the default only for {})",
+            defaults()
+        ))
         .into());
     }
     if let Some(list) = &args.client_capabilities {
         super::serve::declared(list)?;
     }
     Ok(gateway)
+}
+
+/// Whether `tether run` hands `harness` the gateway unless `--no-gateway`.
+fn gateway_by_default(harness: &tether_harness::Harness) -> bool {
+    harness.run.is_some_and(|run| run.gateway_by_default)
 }
 
 pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
@@ -96,15 +106,7 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
     }
     if harness != HarnessArg::Builtin {
         progress.finish();
-        return handoff::run_harness(
-            harness,
-            &args.command,
-            session.servers(),
-            args.strict_mcp,
-            args.no_secrets_on_disk,
-            &crate::secrets::env_source_names(&args.secrets),
-        )
-        .await;
+        return hand_off(args, harness, session.servers()).await;
     }
 
     let options = super::start_options(args.timeout, args.strict_mcp);

@@ -19,7 +19,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ScanArg, ServeArgs};
 use crate::exit::{OK, UsageError};
-use crate::handoff::RunDir;
 use crate::output::Progress;
 use crate::{secrets, settings};
 
@@ -275,7 +274,7 @@ pub async fn run_through_gateway(
         progress,
     )
     .await?;
-    let dir = RunDir::create()?;
+    let dir = tether_handoff::RunDir::create(&settings::data_dir()?)?;
     let socket = dir.path().join(GATEWAY_SOCKET);
     let listener = tokio::net::UnixListener::bind(&socket)
         .with_context(|| format!("cannot listen on {}", socket.display()))?;
@@ -288,17 +287,12 @@ pub async fn run_through_gateway(
     let entry = RenderedServer::plain_stdio(
         GATEWAY_NAME,
         &program.to_string_lossy(),
-        &[crate::gateway_relay::SUBCOMMAND, &socket.to_string_lossy()],
+        &[
+            tether_handoff::gateway_relay::SUBCOMMAND,
+            &socket.to_string_lossy(),
+        ],
     );
-    let code = crate::handoff::run_harness(
-        harness,
-        &args.command,
-        std::slice::from_ref(&entry),
-        args.strict_mcp,
-        args.no_secrets_on_disk,
-        &secrets::env_source_names(&args.secrets),
-    )
-    .await;
+    let code = crate::handoff::hand_off(args, harness, std::slice::from_ref(&entry)).await;
     serving.abort();
     let _ = serving.await;
     gateway.shutdown().await;

@@ -4,10 +4,9 @@
 use std::io::IsTerminal;
 
 use serde_json::json;
-use tether_store::{InstalledSummary, Location, Store};
+use tether_store::{InstalledSummary, Location, Registry, RegistryKey, Store};
 
 use crate::cli::{SecretsArgs, SecretsCommand};
-use crate::credentials::{self, Registry, RegistryKey};
 use crate::exit::{OK, UsageError};
 use crate::output::{print, print_json};
 use crate::{secrets, settings};
@@ -202,7 +201,7 @@ fn set_registry_key(key: RegistryKey, from: Option<&str>) -> anyhow::Result<u8> 
         return Err(UsageError::new(format!("{} is empty; nothing stored", key.variable())).into());
     }
     let store = settings::open_store()?;
-    let location = credentials::save(&store, &key, &value)?;
+    let location = store.set_registry_key(&key, &value)?;
     settings::announce(&store);
     eprintln!(
         "stored {} for {} in the {}; search, show and add use it when {} is not set",
@@ -216,7 +215,7 @@ fn set_registry_key(key: RegistryKey, from: Option<&str>) -> anyhow::Result<u8> 
 
 fn rm_registry_key(key: RegistryKey) -> anyhow::Result<u8> {
     let removed = match settings::open_existing_store()? {
-        Some(store) => credentials::delete(&store, &key)?,
+        Some(store) => store.remove_registry_key(&key)?,
         None => false,
     };
     if removed {

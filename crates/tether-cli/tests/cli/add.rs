@@ -311,7 +311,7 @@ impl Drop for HttpTestMcp {
     }
 }
 
-/// Issue 12 item 4: `tether add` SIGKILLed at each step of storing leaves either nothing
+/// `tether add` SIGKILLed at each step of storing leaves either nothing
 /// visible or everything, and the next run sweeps what a killed one left half-written.
 #[test]
 fn add_killed_at_each_step_leaves_nothing_or_everything() {
@@ -662,7 +662,7 @@ fn add_asks_for_a_missing_secret_on_a_terminal_and_yes_never_asks() {
     assert!(secret_file.contains(typed));
 }
 
-/// Issue 12 item 4: with more than one usable way to run an entry (here a local npm package
+/// With more than one usable way to run an entry (here a local npm package
 /// whose runner is on PATH, and a remote), `add` on a terminal asks which; `--yes` takes the
 /// preferred one and says what else there was.
 #[test]
@@ -1014,7 +1014,7 @@ fn served_tools(sandbox: &Sandbox, args: &[&str]) -> Vec<String> {
     names
 }
 
-/// Issue 14 item 4: a registry installation is scanned under `block` by default (a hand-written
+/// A registry installation is scanned under `block` by default (a hand-written
 /// server under `warn`), `tether test --json` shows the policy and the findings, `--scan`
 /// overrides, and its tools are pinned under its uid.
 #[test]

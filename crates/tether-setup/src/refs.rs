@@ -1,7 +1,8 @@
 //! `secret://` refs: opaque handles for values a person typed on tether's page, held only in
 //! this process's memory (each value a zeroized-on-drop [`SecretValue`]).
 //!
-//! A ref is 128 random bits in hex, with nothing of its value in it. It is valid for the one
+//! A ref is 128 random bits in hex (`tether_http::token::random_hex`), with nothing of its
+//! value in it. It is valid for the one
 //! key it was requested for, expires after [`IDLE_TTL`] without use, and is gone once an
 //! install consumed it. Each pending ref has its own single-use page nonce (another 128
 //! random bits): the nonce dies when a value is submitted or the ref goes.
@@ -11,6 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tether_config::SecretValue;
+use tether_http::token::NoRandomness;
 
 /// How long a ref lives without being used.
 pub const IDLE_TTL: Duration = Duration::from_secs(15 * 60);
@@ -18,12 +20,9 @@ pub const IDLE_TTL: Duration = Duration::from_secs(15 * 60);
 /// The scheme every ref starts with.
 pub const SCHEME: &str = "secret://";
 
-/// 128 random bits as 32 lowercase hex digits.
-pub fn random_hex() -> anyhow::Result<String> {
-    let mut bytes = [0_u8; 16];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| anyhow::anyhow!("the system's random source failed: {e}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+/// 128 random bits as 32 lowercase hex digits: a ref id or a page nonce.
+fn random_id() -> Result<String, NoRandomness> {
+    tether_http::token::random_hex(16)
 }
 
 /// A ref as it may appear in a log: the scheme and its first four digits.
@@ -199,9 +198,9 @@ impl Refs {
         prompt: &str,
         server: Option<String>,
         base: &str,
-    ) -> anyhow::Result<(Requested, String)> {
-        let id = random_hex()?;
-        let nonce = random_hex()?;
+    ) -> Result<(Requested, String), NoRandomness> {
+        let id = random_id()?;
+        let nonce = random_id()?;
         let url = format!("{base}/secret/{nonce}");
         let mut inner = self.lock();
         inner.nonces.insert(nonce.clone(), id.clone());
@@ -351,6 +350,20 @@ impl Refs {
         }
     }
 
+    /// Makes every entry look unused for `idle` longer than it was (tests of the TTL).
+    #[cfg(test)]
+    fn idle_for(&self, idle: Duration) {
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for entry in inner.entries.values_mut() {
+            if let Some(earlier) = entry.touched.checked_sub(idle) {
+                entry.touched = earlier;
+            }
+        }
+    }
+
     /// Waits until the page of `nonce` has taken a value (true) or `timeout` passed (false).
     pub async fn wait_submitted(&self, nonce: &str, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -465,10 +478,14 @@ mod tests {
 
     #[test]
     fn an_idle_ref_expires_and_its_page_dies() {
-        let refs = Refs::new(Duration::from_millis(50));
+        let refs = Refs::new(Duration::from_secs(60));
         let reference = submitted(&refs, "TOKEN", "v");
         let (pending, _) = refs.request("OTHER", "p", None, BASE).expect("a ref");
-        std::thread::sleep(Duration::from_millis(120));
+        // Used just under the TTL ago: still there, and the use renews it.
+        refs.idle_for(Duration::from_secs(59));
+        assert!(refs.resolve("TOKEN", &reference).is_ok());
+        assert!(refs.page(&pending.nonce).is_some());
+        refs.idle_for(Duration::from_secs(61));
         let error = refs.resolve("TOKEN", &reference).expect_err("expired");
         assert!(matches!(error, RefError::Expired { .. }), "{error}");
         assert_eq!(refs.page(&pending.nonce), None);
@@ -494,25 +511,25 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiter_wakes_when_the_value_arrives() {
-        let refs = std::sync::Arc::new(Refs::new(IDLE_TTL));
+        use std::future::Future as _;
+        use std::task::{Context, Poll, Waker};
+        let refs = Refs::new(IDLE_TTL);
         let (requested, _) = refs.request("TOKEN", "p", None, BASE).expect("a ref");
         assert!(
             !refs
                 .wait_submitted(&requested.nonce, Duration::from_millis(30))
-                .await
+                .await,
+            "nothing was submitted"
         );
-        let submitter = {
-            let refs = refs.clone();
-            let nonce = requested.nonce.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(30)).await;
-                refs.submit(&nonce, SecretValue::from("v"))
-            })
-        };
-        assert!(
-            refs.wait_submitted(&requested.nonce, Duration::from_secs(5))
-                .await
+        // A waiter that is already waiting when the value arrives.
+        let waiting = refs.wait_submitted(&requested.nonce, Duration::from_secs(30));
+        tokio::pin!(waiting);
+        let mut context = Context::from_waker(Waker::noop());
+        assert!(waiting.as_mut().poll(&mut context).is_pending());
+        assert_eq!(
+            refs.submit(&requested.nonce, SecretValue::from("v")),
+            Submitted::Accepted
         );
-        assert_eq!(submitter.await.expect("the submitter"), Submitted::Accepted);
+        assert_eq!(waiting.as_mut().poll(&mut context), Poll::Ready(true));
     }
 }

@@ -1,4 +1,4 @@
-//! The exec shim of a hand-off (issue 10 item 3): in the harness's config every stdio server is
+//! The exec shim of a hand-off, both sides: in the harness's config every stdio server is
 //! `tether __exec SOCKET ID`, and the shim gets that one server's real launch (command, args,
 //! env, cwd) from tether over a Unix socket in the run directory, removes every
 //! `TETHER_SECRET_*` variable it inherited from the harness, and `exec`s the server.
@@ -21,10 +21,11 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde_json::{Value, json};
 use tether_config::{RenderedServer, RenderedText, RenderedTransport, SecretValue};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+use crate::error::{HandoffError, with_causes};
 
 /// The hidden subcommand of `tether` that runs [`main`].
 pub const SUBCOMMAND: &str = "__exec";
@@ -40,7 +41,7 @@ const CANNOT_START: u8 = 127;
 
 /// The launches of one hand-off's stdio servers, by opaque id, and the socket they are served
 /// on. Values stay in memory ([`SecretValue`], zeroized on drop).
-pub struct LaunchChannel {
+pub(crate) struct LaunchChannel {
     socket: PathBuf,
     listener: std::os::unix::net::UnixListener,
     program: PathBuf,
@@ -53,11 +54,15 @@ impl LaunchChannel {
     /// Binds the socket in `dir` (the private run directory). `program` is tether's own
     /// executable, which the harness will start as the shim; `hidden_env` names variables the
     /// shim removes from each server's inherited environment besides `TETHER_SECRET_*`.
-    pub fn bind(dir: &Path, program: PathBuf, hidden_env: Vec<String>) -> anyhow::Result<Self> {
+    pub(crate) fn bind(
+        dir: &Path,
+        program: PathBuf,
+        hidden_env: Vec<String>,
+    ) -> Result<Self, HandoffError> {
         let socket = dir.join(SOCKET_NAME);
-        let listener = std::os::unix::net::UnixListener::bind(&socket)
-            .with_context(|| format!("cannot listen on {}", socket.display()))?;
-        listener.set_nonblocking(true)?;
+        let cannot_listen = || HandoffError::io(format!("cannot listen on {}", socket.display()));
+        let listener = std::os::unix::net::UnixListener::bind(&socket).map_err(cannot_listen())?;
+        listener.set_nonblocking(true).map_err(cannot_listen())?;
         Ok(Self {
             socket,
             listener,
@@ -69,7 +74,10 @@ impl LaunchChannel {
 
     /// `server` as the harness must see it: a stdio server becomes `tether __exec SOCKET ID`
     /// with no environment of its own (its launch is kept here); a remote one is unchanged.
-    pub fn route(&mut self, server: &RenderedServer) -> RenderedServer {
+    pub(crate) fn route(
+        &mut self,
+        server: &RenderedServer,
+    ) -> Result<RenderedServer, HandoffError> {
         let RenderedTransport::Stdio {
             command,
             args,
@@ -77,7 +85,7 @@ impl LaunchChannel {
             cwd,
         } = &server.transport
         else {
-            return server.clone();
+            return Ok(server.clone());
         };
         let launch = json!({
             "command": command.expose(),
@@ -86,7 +94,7 @@ impl LaunchChannel {
             "cwd": cwd.as_ref().map(RenderedText::expose),
             "unset": self.hidden_env,
         });
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let id = tether_http::token::random_hex(16)?;
         self.launches
             .insert(id.clone(), SecretValue::new(launch.to_string()));
         let mut routed = server.clone();
@@ -99,12 +107,14 @@ impl LaunchChannel {
             env: indexmap::IndexMap::new(),
             cwd: None,
         };
-        routed
+        Ok(routed)
     }
 
     /// Answers shims until the returned task is aborted (when the harness has exited).
-    pub fn serve(self) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let listener = tokio::net::UnixListener::from_std(self.listener)?;
+    pub(crate) fn serve(self) -> Result<tokio::task::JoinHandle<()>, HandoffError> {
+        let listener = tokio::net::UnixListener::from_std(self.listener).map_err(
+            HandoffError::io(format!("cannot listen on {}", self.socket.display())),
+        )?;
         let launches = Arc::new(self.launches);
         let uid = nix::unistd::getuid().as_raw();
         Ok(tokio::spawn(async move {
@@ -143,7 +153,8 @@ async fn answer(
 }
 
 /// The shim's `main`: `args` are those after [`SUBCOMMAND`] (`SOCKET ID`). Returns only when
-/// the server cannot be started; otherwise the process becomes the server.
+/// the server cannot be started (the exit code, 127 as a shell's; 2 for wrong arguments);
+/// otherwise the process becomes the server.
 pub fn main(args: &[OsString]) -> u8 {
     let [socket, id] = args else {
         eprintln!("tether {SUBCOMMAND}: internal use only: SOCKET ID");
@@ -157,29 +168,30 @@ pub fn main(args: &[OsString]) -> u8 {
             CANNOT_START
         }
         Err(error) => {
-            eprintln!("tether {SUBCOMMAND}: {error:#}");
+            eprintln!("tether {SUBCOMMAND}: {}", with_causes(&error));
             CANNOT_START
         }
     }
 }
 
 /// Fetches the launch for `id` and builds the server's command from it.
-fn launch(socket: &Path, id: &str) -> anyhow::Result<std::process::Command> {
-    let mut stream = std::os::unix::net::UnixStream::connect(socket).with_context(|| {
-        format!(
-            "cannot reach tether at {} (has the run ended?)",
-            socket.display()
-        )
-    })?;
-    stream.write_all(format!("{id}\n").as_bytes())?;
-    stream.shutdown(std::net::Shutdown::Write)?;
+fn launch(socket: &Path, id: &str) -> Result<std::process::Command, HandoffError> {
+    let unreachable = |source| HandoffError::ShimUnreachable {
+        socket: socket.to_owned(),
+        source,
+    };
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(unreachable)?;
+    stream
+        .write_all(format!("{id}\n").as_bytes())
+        .and_then(|()| stream.shutdown(std::net::Shutdown::Write))
+        .map_err(unreachable)?;
     let mut text = String::new();
-    stream.read_to_string(&mut text)?;
+    stream.read_to_string(&mut text).map_err(unreachable)?;
     let text = SecretValue::new(text);
     let launch: Value = serde_json::from_str(text.expose())
-        .map_err(|_| anyhow::anyhow!("tether does not know the server id {id}"))?;
+        .map_err(|_| HandoffError::UnknownServerId { id: id.to_owned() })?;
     let string = |value: &Value| value.as_str().map(str::to_owned);
-    let program = string(&launch["command"]).context("the launch has no command")?;
+    let program = string(&launch["command"]).ok_or(HandoffError::NoLaunchCommand)?;
     let mut command = std::process::Command::new(program);
     command.args(
         launch["args"]
@@ -237,7 +249,10 @@ mod tests {
             vec!["SRC".to_owned()],
         )
         .expect("binding");
-        let routed: Vec<RenderedServer> = servers.iter().map(|s| channel.route(s)).collect();
+        let routed: Vec<RenderedServer> = servers
+            .iter()
+            .map(|s| channel.route(s).expect("routing"))
+            .collect();
         let [stdio, remote] = routed.as_slice() else {
             panic!("two servers expected");
         };

@@ -1,13 +1,4 @@
-//! `tether setup-mcp`: an MCP server with the five `mcp_setup_*` tools that let any agent set
-//! up an MCP server from the registry while the secrets never pass through the model: the
-//! agent holds only `secret://` refs ([`refs`]); the values are typed by the person on a
-//! loopback page ([`page`]) and go from there to the test-connect and the secret store.
-//!
-//! The tools are built on the registry client and on `tether add`'s core (the choice of
-//! package, the launch config, the scratch test-connect, the atomic install).
-
-pub mod page;
-pub mod refs;
+//! The MCP server: the five `mcp_setup_*` tools.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -22,23 +13,44 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tether_config::{SecretValue, Secrets};
+use tether_install::{Trial, TrialOptions, choose, install_built, local_name, test_connect};
 use tether_registry::add::{Answers, BuildError};
 use tether_registry::{Registries, SearchQuery, Source};
+use tether_store::Store;
 
-use crate::commands::add::{Trial, choose, install_built, local_name, test_connect};
-use crate::output::Progress;
-use refs::{RefError, Refs, masked};
+use crate::refs::{self, RefError, Refs, masked};
+
+/// What the setup server borrows from the program that runs it: its settings, its display and
+/// its stored OAuth tokens.
+pub trait Host: Send + Sync {
+    /// The local store an install goes into, opened as the program's settings say (created
+    /// when there is none). The error is the line the tool result shows after "storing … failed,
+    /// nothing was stored: ".
+    fn open_store(&self) -> Result<Store, String>;
+
+    /// Called with the store after an install wrote to it (the program tells the person of a
+    /// secrets file the write created).
+    fn installed(&self, store: &Store);
+
+    /// A progress display for one test-connect; dropped when the test-connect ends.
+    fn progress(&self) -> Box<dyn tether_install::Progress>;
+
+    /// The program's stored OAuth tokens, for a remote server's test-connect.
+    fn tokens(&self) -> Option<Arc<dyn tether_install::StoredTokens>>;
+}
 
 /// What the server needs besides its refs.
 pub struct Settings {
     /// The registries.
     pub registries: Registries,
-    /// Startup timeout of a test-connect, in seconds.
-    pub test_timeout_secs: u64,
+    /// How long a test-connect's server may take to initialize and list its tools.
+    pub test_timeout: Duration,
     /// How long a URL elicitation waits for the value.
     pub elicitation_timeout: Duration,
     /// `http://127.0.0.1:PORT` of the entry page.
     pub page_base: String,
+    /// The program around the server.
+    pub host: Arc<dyn Host>,
 }
 
 struct Shared {
@@ -163,14 +175,8 @@ impl SetupServer {
     ) -> Result<(Answers, Secrets, Vec<SecretValue>), String> {
         let server = &prepared.response.server;
         let choice = choose(server, None).map_err(|e| e.to_string())?;
-        let inputs = match &choice {
-            // `choose` never downloads a bundle: the registry's description of its inputs.
-            crate::commands::add::Choice::Package(p)
-            | crate::commands::add::Choice::Bundle(p, _) => {
-                tether_registry::package_option(p).inputs
-            }
-            crate::commands::add::Choice::Remote(r) => tether_registry::remote_option(r).inputs,
-        };
+        // `choose` never downloads a bundle: the registry's description of its inputs.
+        let inputs = choice.registry_inputs();
         let mut answers = Answers::default();
         let mut given = Secrets::new();
         let mut values = Vec::new();
@@ -258,16 +264,14 @@ impl SetupServer {
             Err(error) => return tool_error(redact(error.to_string(), &values)),
         };
         let local = local_name(server);
-        let progress = Progress::new();
-        let trial = test_connect(
-            &local,
-            &built,
-            &given,
-            self.shared.settings.test_timeout_secs,
-            &progress,
-        )
-        .await;
-        progress.finish();
+        let host = &self.shared.settings.host;
+        let options = TrialOptions {
+            startup_timeout: self.shared.settings.test_timeout,
+            tokens: host.tokens(),
+        };
+        let progress = host.progress();
+        let trial = test_connect(&local, &built, &given, &options, progress.as_ref()).await;
+        drop(progress);
         let tools = match trial {
             Ok(Trial::Ready(tools)) => tools,
             Ok(Trial::Failed(reason)) => {
@@ -281,7 +285,7 @@ impl SetupServer {
                     CallToolResult::structured(json!({ "ok": false, "error": reason }))
                 };
             }
-            Err(error) => return tool_error(redact(format!("{error:#}"), &values)),
+            Err(error) => return tool_error(redact(crate::chain(&error), &values)),
         };
         let tools: Vec<Value> = tools
             .iter()
@@ -290,10 +294,15 @@ impl SetupServer {
         if !install {
             return CallToolResult::structured(json!({ "ok": true, "tools": tools }));
         }
-        let installed =
-            tokio::task::block_in_place(|| install_built(server, &choice, &local, &built, &given));
+        let installed = tokio::task::block_in_place(|| {
+            let mut store = host.open_store()?;
+            let uid = install_built(&mut store, server, &choice, &local, &built, &given)
+                .map_err(|error| crate::chain(&error))?;
+            host.installed(&store);
+            Ok::<_, String>(uid)
+        });
         match installed {
-            Ok((uid, _store)) => {
+            Ok(uid) => {
                 tracing::info!(server = %server.name, %uid, "installed");
                 CallToolResult::structured(json!({
                     "server_id": uid.to_string(),
@@ -303,7 +312,7 @@ impl SetupServer {
             }
             Err(error) => tool_error(redact(
                 format!(
-                    "storing {} failed, nothing was stored: {error:#}",
+                    "storing {} failed, nothing was stored: {error}",
                     server.name
                 ),
                 &values,

@@ -2,10 +2,12 @@
 //! one password field, `POST /secret/NONCE` (`application/x-www-form-urlencoded`, field
 //! `value`) hands the value to [`Refs::submit`] and kills the nonce.
 //!
-//! Admission (kept in this module so it can be shared with other loopback servers): the
-//! `Host` header must name this listener (`127.0.0.1:PORT` or `localhost:PORT`), which
-//! defeats DNS rebinding; a POST must carry an `Origin` of the same listener, which defeats
-//! cross-site form posts. No value appears in a URL, a log line or a response.
+//! Admission is `tether_http::Admission`, the one every listener of tether's uses: the `Host`
+//! header must name this listener (`127.0.0.1:PORT` or `localhost:PORT`), which defeats DNS
+//! rebinding (421); the POST must carry an `Origin` of the same listener
+//! ([`OriginRule::Required`]), which defeats cross-site form posts (403). The page has no
+//! bearer token (the browser has none); a refusal is answered with a page that says why. No
+//! value appears in a URL, a log line or a response.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,48 +19,13 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tether_config::SecretValue;
+use tether_http::{Admission, OriginRule, Refusal};
 use zeroize::Zeroizing;
 
-use super::refs::{Refs, Submitted};
+use crate::refs::{Refs, Submitted};
 
 /// The largest form body taken (a PEM key fits; anything bigger is refused unread).
 const MAX_BODY: usize = 64 * 1024;
-
-/// Which `Host` and `Origin` values a loopback listener accepts.
-#[derive(Debug, Clone)]
-pub struct Admission {
-    hosts: Vec<String>,
-    origins: Vec<String>,
-}
-
-impl Admission {
-    /// For a listener on `address` (a loopback address).
-    pub fn for_address(address: SocketAddr) -> Self {
-        let port = address.port();
-        let mut hosts = vec![format!("127.0.0.1:{port}"), format!("localhost:{port}")];
-        if address.is_ipv6() {
-            hosts.push(format!("[::1]:{port}"));
-        }
-        let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
-        Self { hosts, origins }
-    }
-
-    /// Whether `headers` name this listener as their `Host`.
-    pub fn host_ok(&self, headers: &HeaderMap) -> bool {
-        headers
-            .get(header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|host| self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)))
-    }
-
-    /// Whether `headers` carry an `Origin` of this listener (required for a state change).
-    pub fn origin_ok(&self, headers: &HeaderMap) -> bool {
-        headers
-            .get(header::ORIGIN)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|origin| self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin)))
-    }
-}
 
 #[derive(Clone)]
 struct PageState {
@@ -66,15 +33,16 @@ struct PageState {
     admission: Admission,
 }
 
-/// The page's routes (`/secret/{nonce}`), admitting by `admission`.
+/// The page's routes (`/secret/{nonce}`), admitting by `admission` (the listener's, without a
+/// bearer token).
 pub fn router(refs: Arc<Refs>, admission: Admission) -> Router {
     Router::new()
         .route("/secret/{nonce}", get(show).post(submit))
         .with_state(PageState { refs, admission })
 }
 
-/// Serves the page alone on `listener` until the process ends.
-pub fn serve(listener: tokio::net::TcpListener, refs: Arc<Refs>) -> anyhow::Result<SocketAddr> {
+/// Serves the page alone on `listener` until the process ends: its address.
+pub fn serve(listener: tokio::net::TcpListener, refs: Arc<Refs>) -> std::io::Result<SocketAddr> {
     let address = listener.local_addr()?;
     let app = router(refs, Admission::for_address(address)).fallback(not_found);
     tokio::spawn(async move {
@@ -134,6 +102,17 @@ fn refused(status: StatusCode, why: &str) -> Response {
     )
 }
 
+/// The page that answers a refused request: why, in words for the person.
+fn refusal(refusal: Refusal) -> Response {
+    let why = match refusal {
+        Refusal::Host => "Unexpected Host header.",
+        Refusal::Origin => "This form only accepts submissions from its own page.",
+        // The page's admission has no bearer token.
+        Refusal::Bearer => "Not allowed.",
+    };
+    refused(refusal.status(), why)
+}
+
 fn gone() -> Response {
     html(
         StatusCode::NOT_FOUND,
@@ -152,8 +131,8 @@ async fn show(
     Path(nonce): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if !state.admission.host_ok(&headers) {
-        return refused(StatusCode::MISDIRECTED_REQUEST, "Unexpected Host header.");
+    if let Err(refused) = state.admission.check(&headers, OriginRule::IfPresent) {
+        return refusal(refused);
     }
     let Some(info) = state.refs.page(&nonce) else {
         return gone();
@@ -216,14 +195,8 @@ async fn submit(
     body: Bytes,
 ) -> Response {
     // The body is copied out of `Bytes` only once it is accepted; the copy is zeroized.
-    if !state.admission.host_ok(&headers) {
-        return refused(StatusCode::MISDIRECTED_REQUEST, "Unexpected Host header.");
-    }
-    if !state.admission.origin_ok(&headers) {
-        return refused(
-            StatusCode::FORBIDDEN,
-            "This form only accepts submissions from its own page.",
-        );
+    if let Err(refused) = state.admission.check(&headers, OriginRule::Required) {
+        return refusal(refused);
     }
     let form = headers
         .get(header::CONTENT_TYPE)
@@ -279,33 +252,96 @@ mod tests {
     }
 
     #[test]
-    fn admission_takes_this_listener_only() {
-        let admission = Admission::for_address("127.0.0.1:4242".parse().expect("an address"));
-        let mut headers = HeaderMap::new();
-        assert!(!admission.host_ok(&headers));
-        headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:4242"));
-        assert!(admission.host_ok(&headers));
-        headers.insert(header::HOST, HeaderValue::from_static("evil.example:4242"));
-        assert!(!admission.host_ok(&headers));
-        headers.insert(
-            header::ORIGIN,
-            HeaderValue::from_static("http://localhost:4242"),
-        );
-        assert!(admission.origin_ok(&headers));
-        headers.insert(
-            header::ORIGIN,
-            HeaderValue::from_static("http://127.0.0.1:4243"),
-        );
-        assert!(!admission.origin_ok(&headers));
-        headers.insert(header::ORIGIN, HeaderValue::from_static("null"));
-        assert!(!admission.origin_ok(&headers));
-    }
-
-    #[test]
     fn escaping_keeps_markup_out() {
         assert_eq!(
             escape("<a href=\"x\">'&"),
             "&lt;a href=&quot;x&quot;&gt;&#39;&amp;"
         );
+    }
+
+    /// The page served alone on a loopback port, and a pending ref's page URL.
+    async fn listening() -> (Arc<Refs>, SocketAddr, String) {
+        let refs = Arc::new(Refs::new(crate::refs::IDLE_TTL));
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("a loopback port");
+        let address = serve(listener, refs.clone()).expect("serving the page");
+        let (_, url) = refs
+            .request("TOKEN", "the token", None, &format!("http://{address}"))
+            .expect("a ref");
+        (refs, address, url)
+    }
+
+    fn client() -> reqwest::Client {
+        reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("an HTTP client")
+    }
+
+    /// POSTs the form `value=v` to `url` with these `Host` and `Origin` headers (`None`: the
+    /// listener's own Host, no Origin): the status and the body.
+    async fn post(url: &str, host: Option<&str>, origin: Option<&str>) -> (u16, String) {
+        let mut request = client()
+            .post(url)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body("value=v");
+        if let Some(host) = host {
+            request = request.header(header::HOST, host);
+        }
+        if let Some(origin) = origin {
+            request = request.header(header::ORIGIN, origin);
+        }
+        let response = request.send().await.expect("a POST");
+        let status = response.status().as_u16();
+        (status, response.text().await.expect("a body"))
+    }
+
+    #[tokio::test]
+    async fn the_page_refuses_another_host_name_and_posts_from_elsewhere() {
+        let (refs, address, url) = listening().await;
+        let nonce = url.rsplit('/').next().expect("a nonce").to_owned();
+        let own = format!("http://{address}");
+
+        // A page under another name that resolves here (DNS rebinding): 421, GET and POST.
+        let shown = client()
+            .get(&url)
+            .header(header::HOST, format!("rebound.test:{}", address.port()))
+            .send()
+            .await
+            .expect("a GET");
+        assert_eq!(shown.status().as_u16(), 421);
+        assert!(
+            shown
+                .text()
+                .await
+                .expect("a body")
+                .contains("Unexpected Host header.")
+        );
+        let (status, _) = post(&url, Some("rebound.test"), Some(&own)).await;
+        assert_eq!(status, 421);
+        // The listener's address on another port is another listener.
+        let other_port = format!("127.0.0.1:{}", address.port().wrapping_add(1));
+        assert_eq!(post(&url, Some(&other_port), Some(&own)).await.0, 421);
+
+        // A POST without an Origin, from another site, or from an opaque origin: 403.
+        for origin in [None, Some("http://evil.example"), Some("null")] {
+            let (status, body) = post(&url, None, origin).await;
+            assert_eq!(status, 403, "{origin:?}");
+            assert!(
+                body.contains("only accepts submissions from its own page"),
+                "{body}"
+            );
+        }
+        // None of that reached the ref: its page is still there and takes the value once.
+        assert!(refs.page(&nonce).is_some());
+        let shown = client().get(&url).send().await.expect("a GET");
+        assert_eq!(shown.status().as_u16(), 200);
+        let (status, body) = post(&url, None, Some(&own)).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("You can close this page"), "{body}");
+        let localhost = format!("http://localhost:{}", address.port());
+        assert_eq!(post(&url, None, Some(&localhost)).await.0, 404);
+        assert!(refs.page(&nonce).is_none());
     }
 }

@@ -1,0 +1,163 @@
+//! Running the harness: found on `PATH` first, started under tether's supervisor with what
+//! [`prepare`](crate::prepare) made, TERM and HUP passed on, its exit code returned, the run
+//! directory removed however this returns.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tether_config::RenderedServer;
+use tether_driver::supervisor::{SuperviseOptions, supervised_command};
+use tether_env::EnvVars;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::HandOff;
+use crate::bridge::Bridge;
+use crate::error::HandoffError;
+use crate::exec_shim::LaunchChannel;
+use crate::prepare::prepare;
+
+/// Runs the harness command of `handoff` with `servers` handed over; returns its exit code
+/// (128 + the signal's number when a signal ended it).
+///
+/// The program is looked up on `PATH` before anything is made, so a missing one is
+/// [`HandoffError::CannotStart`]. While the harness runs, tether answers its exec shims and
+/// bridges its URL servers; SIGTERM and SIGHUP are passed on to it, SIGINT (which the
+/// terminal sends it too) is waited out. The run directory is removed when this returns.
+pub async fn run_harness(
+    handoff: HandOff<'_>,
+    servers: &[RenderedServer],
+) -> Result<u8, HandoffError> {
+    let Some((program, rest)) = handoff.command.split_first() else {
+        return Err(HandoffError::NoCommand);
+    };
+    let cannot_start = |reason| HandoffError::CannotStart {
+        program: program.clone(),
+        reason,
+    };
+    // The supervisor starts the program: find it first, so that a missing one stays a usage
+    // error of tether's (exit 2) rather than the supervisor's exit 127.
+    find_program(program).map_err(cannot_start)?;
+    let mut prepared = prepare(&handoff, servers)?;
+    // Stops answering shims and bridging when this function returns, however it returns.
+    let _serving = prepared
+        .launches
+        .take()
+        .map(LaunchChannel::serve)
+        .transpose()?
+        .map(AbortOnDrop);
+    let _bridging = prepared
+        .bridge
+        .take()
+        .map(Bridge::serve)
+        .transpose()?
+        .map(AbortOnDrop);
+    let args: Vec<&OsStr> = prepared
+        .args
+        .iter()
+        .map(OsString::as_os_str)
+        .chain(rest.iter().map(OsStr::new))
+        .collect();
+    // Through the supervisor: it passes TERM and HUP on, and if tether is killed it kills the
+    // harness and everything it started, then removes the run directory.
+    let mut child = supervised_command(
+        OsStr::new(program),
+        &args,
+        &SuperviseOptions {
+            forward_signals: true,
+            remove_on_orphan: Some(prepared.dir.path().to_owned()),
+        },
+    );
+    child
+        .envs(prepared.plain_env.iter().map(|(k, v)| (k, v)))
+        .envs(prepared.env.iter().map(|(k, v)| (k, v.expose())));
+    let mut child = child.spawn().map_err(cannot_start)?;
+    let pid = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .map(Pid::from_raw);
+    let watch = |kind| signal(kind).map_err(HandoffError::io("cannot watch for signals"));
+    let mut term = watch(SignalKind::terminate())?;
+    let mut hangup = watch(SignalKind::hangup())?;
+    // Ctrl-C reaches the harness from the terminal; tether keeps waiting for it to finish.
+    let mut interrupt = watch(SignalKind::interrupt())?;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status.map_err(HandoffError::io("waiting for the harness"))?,
+            _ = term.recv() => forward(pid, Signal::SIGTERM),
+            _ = hangup.recv() => forward(pid, Signal::SIGHUP),
+            _ = interrupt.recv() => {}
+        }
+    };
+    drop(prepared);
+    Ok(
+        match (
+            status.code(),
+            std::os::unix::process::ExitStatusExt::signal(&status),
+        ) {
+            (Some(code), _) => u8::try_from(code).unwrap_or(1),
+            (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(1),
+            (None, None) => 1,
+        },
+    )
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Where `program` would be executed from: itself when it holds a `/`, else the first
+/// executable file of that name on `PATH` (as `execvp` searches).
+fn find_program(program: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return if executable(&path) {
+            Ok(path)
+        } else {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no executable file there",
+            ))
+        };
+    }
+    std::env::var_os(EnvVars::PATH)
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|path| executable(path))
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "not found on PATH"))
+}
+
+fn forward(pid: Option<Pid>, signal: Signal) {
+    if let Some(pid) = pid {
+        let _ = kill(pid, signal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_is_found_as_execvp_would() {
+        assert!(find_program("sh").is_ok_and(|path| path.is_absolute()));
+        assert!(find_program("/bin/sh").is_ok());
+        let missing = find_program("tether-no-such-program").expect_err("not on PATH");
+        assert_eq!(missing.to_string(), "not found on PATH");
+        let dir = tempfile::tempdir().expect("creating a temporary directory");
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "").expect("writing the file");
+        let error = find_program(&plain.to_string_lossy()).expect_err("not executable");
+        assert_eq!(error.to_string(), "no executable file there");
+    }
+}

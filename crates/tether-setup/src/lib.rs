@@ -1,0 +1,116 @@
+//! `tether setup-mcp`: an MCP server with the five `mcp_setup_*` tools that let any agent set
+//! up an MCP server from the registry while the secrets never pass through the model: the
+//! agent holds only `secret://` refs ([`refs`]); the values are typed by the person on a
+//! loopback page ([`page`], or sent with `tether secrets submit`: [`submit`]) and go from
+//! there to the test-connect and the secret store.
+//!
+//! The tools are built on the registry client and on `tether add`'s core in `tether-install`
+//! (the choice of package, the launch config, the scratch test-connect, the atomic install),
+//! called, not copied. What they need of the program around them — the local store, a
+//! progress display, stored OAuth tokens — comes through a [`Host`].
+//!
+//! Two transports: stdio ([`serve_stdio`], with the page alone on a random loopback port:
+//! [`page::serve`]) and Streamable HTTP on loopback ([`serve_http`]: `/mcp` behind a bearer
+//! token, the pages beside it on the same port). Every listener admits through
+//! `tether_http::Admission`.
+//!
+//! ```no_run
+//! # async fn demo(settings: tether_setup::Settings) -> Result<(), tether_setup::SetupError> {
+//! use std::sync::Arc;
+//! use tether_setup::refs::{IDLE_TTL, Refs};
+//!
+//! let refs = Arc::new(Refs::new(IDLE_TTL));
+//! let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+//!     .await
+//!     .map_err(tether_setup::SetupError::Serve)?;
+//! let page = tether_setup::page::serve(listener, refs.clone())
+//!     .map_err(tether_setup::SetupError::Serve)?;
+//! eprintln!("entry page on http://{page}");
+//! tether_setup::serve_stdio(tether_setup::SetupServer::new(settings, refs)).await
+//! # }
+//! ```
+
+mod error;
+pub mod page;
+pub mod refs;
+mod server;
+pub mod submit;
+
+use std::sync::Arc;
+
+use axum::Router;
+use rmcp::ServiceExt as _;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tether_config::SecretValue;
+use tether_http::{Admission, OriginRule};
+
+pub use error::SetupError;
+pub use server::{
+    ConnectArgs, GetArgs, Host, RequestSecretArgs, SearchArgs, Settings, SetupServer,
+};
+
+/// The path of the MCP endpoint of [`serve_http`].
+pub const MCP_PATH: &str = "/mcp";
+
+/// Serves `server` to the MCP client on stdin/stdout until it closes the session.
+pub async fn serve_stdio(server: SetupServer) -> Result<(), SetupError> {
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|error| SetupError::Handshake(Box::new(error)))?;
+    // How the session ended (the client closed it, or the task was cancelled) is not a failure.
+    let _ = running.waiting().await;
+    Ok(())
+}
+
+/// Serves `server` at [`MCP_PATH`] on `listener` (rmcp's Streamable HTTP, with sessions, so
+/// elicitation works) and the entry pages of `refs` beside it, until the listener fails.
+///
+/// `/mcp` admits as `tether_http::Admission` says, with [`OriginRule::IfPresent`] (an MCP client
+/// sends no Origin; a browser page on another site always does) and `Authorization: Bearer
+/// token`; the pages admit by their own rule and have no token (the browser has none).
+/// Dropping the future ends every session.
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    token: SecretValue,
+    server: SetupServer,
+    refs: Arc<refs::Refs>,
+) -> Result<(), SetupError> {
+    let address = listener.local_addr().map_err(SetupError::Serve)?;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let _end_sessions = shutdown.clone().drop_guard();
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().with_cancellation_token(shutdown.clone()),
+    );
+    let admission = Admission::for_address(address);
+    let mcp_admission = admission
+        .clone()
+        .with_bearer(token)
+        .with_origin_rule(OriginRule::IfPresent);
+    let mcp =
+        Router::new()
+            .nest_service(MCP_PATH, service)
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::new(mcp_admission),
+                tether_http::admit,
+            ));
+    let app = mcp
+        .merge(page::router(refs, admission))
+        .fallback(page::not_found);
+    axum::serve(listener, app).await.map_err(SetupError::Serve)
+}
+
+/// `error` and each of its causes, joined by `: ` (what a tool result shows).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
+}
