@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CLI benchmarks (issue targets; figures go in README's Performance section):
+# CLI benchmarks and their targets (figures go in docs/performance.md, "The tether binary"):
 #   tether export over 100 local installations: <= 30 ms wall, <= 20 MB peak RSS
 #   tether --version: <= 5 ms
 # Needs hyperfine (Debian package `hyperfine`) and GNU time (/usr/bin/time).

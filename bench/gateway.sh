@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Gateway benchmarks (issue 14 figures; they go in README's Performance section):
+# Gateway benchmarks and their targets (figures go in docs/performance.md, "The gateway"):
 #   one tools/call through `tether serve` vs direct, stdio and Streamable HTTP: p50 <= +1 ms, p99 <= +3 ms
 #   tools/list over 16 servers at the gateway: <= 1.1x the slowest server's own tools/list
 #   100 concurrent calls over 8 servers: none lost or cross-wired

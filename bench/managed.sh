@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 17's figure against the real server (figures go in README's Performance section):
+# Managed resolution against the real server (figures go in docs/performance.md,
+# "Managed resolution and startup"):
 # 32 managed uids resolved through tether-server behind a 50 ms loopback delay, batched vs one
 # operation per uid, 256 uids batched, and the release `tether` binary exporting 32 UUIDs
 # through the same delay. Targets: 32 uids <= one uid + 20 ms in <= 2 requests; 256 uids <=

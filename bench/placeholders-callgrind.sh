@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issue 10 item 9: parse + render of one server with 10,000 vs 40,000 distinct placeholders,
+# Linear scaling: parse + render of one server with 10,000 vs 40,000 distinct placeholders,
 # counted by valgrind (instructions, and data cache misses in its cache model) — the same
 # numbers on a loaded machine as on a quiet one, unlike the wall-clock criterion bench
 # (`cargo bench -p tether-config --bench render -- placeholders`). Only parse_and_render is
 # counted (building the input and the secrets is left out); `mask` counts one masking of text
-# holding N distinct secret values. Figures go in README.
+# holding N distinct secret values. Figures go in docs/performance.md, "Rendering and masking".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "needs valgrind (Debian package valgrind)"; exit 1; }

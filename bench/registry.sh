@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# `tether search` against the loopback fixture registry (issue 12 target: cached <= 30 ms).
+# `tether search` against the loopback fixture registry (target: cached <= 30 ms).
 #   cold:        an empty TETHER_HOME each run — every page fetched from the registry
 #   cached:      a fresh cache (< 10 min old) — the registry is not asked
 #   revalidated: --refresh over a cache — one request answered 304 (ETag)
-# Both registries are asked (official and Smithery, concurrently). Figures go in README's
-# Performance section. Needs python3. PROFILE=debug measures the debug build instead of release.
+# Both registries are asked (official and Smithery, concurrently). Figures go in
+# docs/performance.md, "tether search". Needs python3. PROFILE=debug measures the debug build instead of release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${PROFILE:-release}

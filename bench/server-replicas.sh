@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's figures (README, "Running for a team"): createManagedMcpClientConfig from 50
+# Replica figures (docs/performance.md, "Replicas on PostgreSQL"): createManagedMcpClientConfig from 50
 # clients against tether-server on SQLite, one PostgreSQL replica and two replicas on the same
 # PostgreSQL; then SIGKILL of one replica under load. Needs PostgreSQL's server binaries
 # (Debian: apt-get install postgresql); the bench starts a throwaway cluster and removes it.
