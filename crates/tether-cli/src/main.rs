@@ -13,7 +13,6 @@ mod handoff;
 mod oauth;
 mod oauth_tokens;
 mod output;
-mod private_file;
 mod secrets;
 mod settings;
 mod setup_mcp;
