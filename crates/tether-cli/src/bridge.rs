@@ -119,7 +119,7 @@ impl Bridge {
         Ok(Self {
             listener,
             base,
-            bearer: tether_gateway::generate_token()?,
+            bearer: tether_http::token::generate()?,
             routes: HashMap::new(),
             bearer_auth: crate::oauth_tokens::bearer_auth(),
         })
@@ -246,7 +246,7 @@ async fn handle(
         .get(header::AUTHORIZATION)
         .map(HeaderValue::as_bytes)
         .unwrap_or_default();
-    if !tether_gateway::constant_time_eq(presented, expected.as_bytes()) {
+    if !tether_http::constant_time_eq(presented, expected.as_bytes()) {
         tracing::warn!(server = %route.name, "bridge: a request without the run's token");
         return refuse(StatusCode::UNAUTHORIZED, "missing or wrong bridge token");
     }

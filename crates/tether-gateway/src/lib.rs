@@ -65,7 +65,7 @@ pub use audit::AuditLog;
 pub use catalogue::{Admission, STATUS_TOOL};
 pub use error::GatewayError;
 pub use handler::list_all;
-pub use http::{MCP_PATH, constant_time_eq, generate_token, is_loopback};
+pub use http::{MCP_PATH, is_loopback};
 pub use lines::{FirstLine, read_first_line};
 pub use pins::PinStore;
 pub use remint::{MaskingHook, RegisterValues};

@@ -11,8 +11,7 @@ use tether_config::RenderedServer;
 use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::names::ToolFilter;
 use tether_gateway::{
-    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, Upstream, generate_token,
-    is_loopback,
+    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, Upstream, is_loopback,
 };
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
@@ -149,7 +148,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let token = match (&transport.listen, &args.token, args.no_auth) {
         (None, _, _) | (Some(_), _, true) => None,
         (Some(_), Some(source), false) => Some(secrets::read_one("--token", source)?),
-        (Some(_), None, false) => Some(generate_token()?),
+        (Some(_), None, false) => Some(tether_http::token::generate()?),
     };
     let mut options = super::start_options(args.timeout, false);
     options.declared = args
