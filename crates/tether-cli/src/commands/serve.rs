@@ -48,7 +48,7 @@ fn transport(args: &ServeArgs) -> anyhow::Result<Transport> {
 pub(super) struct Policy {
     pub call_timeout: Duration,
     pub pins: bool,
-    /// `--scan`: every server's policy; `None`: per installation (`admission.rs`).
+    /// `--scan`: every server's policy; `None`: per installation (`policy.rs`).
     pub scan: Option<ScanPolicy>,
     pub filter: ToolFilter,
 }
@@ -112,11 +112,11 @@ pub(super) async fn start_gateway(
         }
     }
     eprintln!("tether serve: audit log {}", audit.path().display());
-    let admissions = super::admission::admissions(&session, policy.scan)?;
+    let policies = super::policy::policies(&session, policy.scan)?;
     let pins = if policy.pins {
         let pins = PinStore::new(pins_path()?);
         for server in session.names() {
-            super::admission::pin_key(&pins, &admissions, &server)?;
+            super::policy::pin_key(&pins, &policies, &server)?;
         }
         Some(pins)
     } else {
@@ -131,7 +131,7 @@ pub(super) async fn start_gateway(
             start: options.clone(),
             pins,
             scan: policy.scan.unwrap_or_default(),
-            admissions,
+            policies,
             filter: policy.filter,
             upstream: Some(upstream),
             // A re-mint's new values (a fresh proxy token) are masked in tether's own lines.
