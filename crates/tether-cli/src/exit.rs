@@ -1,59 +1,18 @@
 //! Exit codes, decided in one place.
 //!
 //! 0 success · 1 a server or the harness failed · 2 bad input or usage · 3 managed resolution
-//! failed. A harness run passes the harness's own exit code through.
-
-use std::fmt;
+//! failed. A harness run passes the harness's own exit code through. The table and the errors
+//! both binaries share are `tether_clikit::exit`'s; [`code`] maps the libraries' errors.
 
 use tether_driver::DriverError;
 
-pub const OK: u8 = 0;
-/// A server or the harness failed.
-pub const FAILED: u8 = 1;
-/// Bad input or usage.
-pub const USAGE: u8 = 2;
-/// Managed resolution failed.
-pub const MANAGED: u8 = 3;
-
-/// Bad input detected by the CLI itself (exit 2).
-#[derive(Debug)]
-pub struct UsageError(String);
-
-impl UsageError {
-    /// A usage error with this message.
-    pub fn new(message: impl Into<String>) -> Self {
-        Self(message.into())
-    }
-}
-
-impl fmt::Display for UsageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-/// A failure already reported to the user (e.g. servers listed as failed): exit with `code`.
-#[derive(Debug)]
-pub struct Reported(pub u8);
-
-impl fmt::Display for Reported {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "exit {}", self.0)
-    }
-}
-
-impl std::error::Error for Reported {}
+pub use tether_clikit::exit::{FAILED, MANAGED, OK, Reported, USAGE, UsageError};
 
 /// The exit code for an error.
 pub fn code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
-        if let Some(reported) = cause.downcast_ref::<Reported>() {
-            return reported.0;
-        }
-        if cause.downcast_ref::<UsageError>().is_some() {
-            return USAGE;
+        if let Some(code) = tether_clikit::exit::shared_code(cause) {
+            return code;
         }
         if cause
             .downcast_ref::<tether_harness::HarnessError>()

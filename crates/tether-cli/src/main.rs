@@ -6,7 +6,6 @@ mod commands;
 mod exit;
 mod handoff;
 mod output;
-mod private_file;
 mod secrets;
 mod settings;
 mod shorthand;

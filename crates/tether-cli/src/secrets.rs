@@ -1,18 +1,16 @@
-//! Reading the run's secrets from their sources. Never from a literal on the command line.
+//! The run's secrets: every `--secrets-file` and `--secret`, read by `tether_clikit::secrets`
+//! (the readers `tether-server` uses too: an empty value is refused, buffers are zeroed, each
+//! value is registered for masking), and the prompts for the VS Code inputs a spec uses.
+//! Never from a literal on the command line.
 
 use std::io::BufRead;
-use std::path::Path;
 
 use anyhow::Context;
 use tether_config::placeholder::placeholder_names;
-use tether_config::{
-    InputPrompt, Origin, SecretArg, SecretSource, SecretValue, Secrets, parse_config,
-    parse_secret_args,
-};
+use tether_config::{InputPrompt, Origin, SecretValue, Secrets, parse_config, parse_secret_args};
 use tether_driver::McpSpec;
 
 use crate::cli::SecretArgs;
-use crate::exit::UsageError;
 
 /// Reads every `--secrets-file` (in order; a later file's value for a name replaces an earlier
 /// one's), then every `--secret`, which replaces a file's value for its name. `--secret`
@@ -26,19 +24,31 @@ pub fn read(args: &SecretArgs) -> anyhow::Result<Secrets> {
 /// [`read`], leaving out the `--secret` values of the inputs in `skip` (their sources are not
 /// read at all: a VS Code export writes `${input:ID}`, so no value is needed or prompted for).
 pub fn read_except(args: &SecretArgs, skip: &[InputPrompt]) -> anyhow::Result<Secrets> {
-    let mut parsed = parse_secret_args(&args.secret).map_err(|e| UsageError::new(e.to_string()))?;
+    let mut parsed = parse_secret_args(&args.secret)?;
     parsed.retain(|arg| !skip.iter().any(|input| input.id == arg.name));
     let mut secrets = Secrets::new();
     for file in &args.secrets_file {
-        for (name, value) in read_dotenv(file)? {
+        for (name, value) in tether_clikit::secrets::read_dotenv(file)? {
             secrets.insert(name, value);
         }
     }
     for arg in &parsed {
-        let value = read_source(arg)?;
+        let value = tether_clikit::secrets::read_source(arg)?;
         secrets.insert(arg.name.clone(), value);
     }
     Ok(secrets)
+}
+
+/// Reads the value of `name` from one `SOURCE` as `--secret NAME=SOURCE` would (a literal is
+/// refused the same way; so is an empty value).
+pub fn read_one(name: &str, source: &str) -> anyhow::Result<SecretValue> {
+    Ok(tether_clikit::secrets::read_one(name, source)?)
+}
+
+/// All of stdin as one value (a PEM key or JSON credentials may span lines), without one
+/// trailing newline; an empty value is refused.
+pub fn read_stdin_all(name: &str) -> anyhow::Result<SecretValue> {
+    Ok(tether_clikit::secrets::read_stdin_all(name)?)
 }
 
 /// The environment variables `--secret NAME=env:VAR` reads values from: a hand-off's exec shim
@@ -124,67 +134,6 @@ pub fn ask(id: &str, description: Option<&str>, hidden: bool) -> anyhow::Result<
     Ok(SecretValue::new(value))
 }
 
-/// Reads the value of `name` from one `SOURCE` as `--secret NAME=SOURCE` would (a literal is
-/// refused the same way).
-pub fn read_one(name: &str, source: &str) -> anyhow::Result<SecretValue> {
-    let parsed = parse_secret_args(&[format!("{name}={source}")])
-        .map_err(|e| UsageError::new(e.to_string()))?;
-    let [arg] = <[_; 1]>::try_from(parsed)
-        .map_err(|_| UsageError::new("expected exactly one secret source"))?;
-    read_source(&arg)
-}
-
-/// All of stdin as one value (a PEM key or JSON credentials may span lines), without one
-/// trailing newline.
-pub fn read_stdin_all(name: &str) -> anyhow::Result<SecretValue> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::io::stdin()
-        .lock()
-        .read_to_string(&mut text)
-        .with_context(|| format!("secret {name}: cannot read stdin"))?;
-    strip_one_newline(&mut text);
-    Ok(SecretValue::new(text))
-}
-
-/// Reads one secret's value from its source.
-fn read_source(arg: &SecretArg) -> anyhow::Result<SecretValue> {
-    let name = &arg.name;
-    let value = match &arg.source {
-        SecretSource::Env(var) => std::env::var(var).map_err(|_| {
-            UsageError::new(format!(
-                "secret {name}: the environment variable {var} is not set (or not valid UTF-8)"
-            ))
-        })?,
-        SecretSource::File(path) => {
-            let mut text = std::fs::read_to_string(path)
-                .map_err(|e| UsageError::new(format!("secret {name}: cannot read {path}: {e}")))?;
-            strip_one_newline(&mut text);
-            text
-        }
-        SecretSource::Stdin => {
-            let mut line = String::new();
-            std::io::stdin()
-                .lock()
-                .read_line(&mut line)
-                .with_context(|| format!("secret {name}: cannot read stdin"))?;
-            strip_one_newline(&mut line);
-            line
-        }
-        SecretSource::Prompt => {
-            if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-                return Err(UsageError::new(format!(
-                    "secret {name}: `prompt` needs a terminal; use env:VAR, file:PATH or - instead"
-                ))
-                .into());
-            }
-            rpassword::prompt_password(format!("{name}: "))
-                .with_context(|| format!("secret {name}: cannot read the hidden input"))?
-        }
-    };
-    Ok(SecretValue::new(value))
-}
-
 fn strip_one_newline(text: &mut String) {
     if text.ends_with('\n') {
         text.pop();
@@ -192,65 +141,6 @@ fn strip_one_newline(text: &mut String) {
             text.pop();
         }
     }
-}
-
-/// Reads `NAME=value` lines: blank lines and `#` comments are skipped, `export ` is allowed,
-/// values may be single-quoted (literal) or double-quoted (`\"`, `\\`, `\n` escapes).
-/// Errors name the file and line, never a value.
-pub fn read_dotenv(path: &Path) -> anyhow::Result<Vec<(String, SecretValue)>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        UsageError::new(format!(
-            "cannot read --secrets-file {}: {e}",
-            path.display()
-        ))
-    })?;
-    let mut out = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        let line = line.trim_start();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let line = line.strip_prefix("export ").unwrap_or(line);
-        let bad =
-            |what: &str| UsageError::new(format!("{} line {}: {what}", path.display(), index + 1));
-        let Some((name, raw)) = line.split_once('=') else {
-            return Err(bad("expected NAME=value").into());
-        };
-        let name = name.trim();
-        if name.is_empty() || name.contains(char::is_whitespace) {
-            return Err(bad("the name before '=' is empty or holds spaces").into());
-        }
-        let value = unquote(raw.trim()).ok_or_else(|| bad("unterminated quote"))?;
-        out.push((name.to_owned(), SecretValue::new(value)));
-    }
-    Ok(out)
-}
-
-fn unquote(raw: &str) -> Option<String> {
-    if let Some(rest) = raw.strip_prefix('\'') {
-        return rest.strip_suffix('\'').map(str::to_owned);
-    }
-    let Some(rest) = raw.strip_prefix('"') else {
-        // Unquoted: a trailing ` # comment` is not part of the value.
-        let value = raw.split(" #").next().unwrap_or_default();
-        return Some(value.trim_end().to_owned());
-    };
-    let inner = rest.strip_suffix('"')?;
-    let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('n') => out.push('\n'),
-                Some('t') => out.push('\t'),
-                Some(other) => out.push(other),
-                None => out.push('\\'),
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    Some(out)
 }
 
 #[cfg(test)]
@@ -316,36 +206,5 @@ mod tests {
             assert!(!error.to_string().contains("UNSET"), "{error}");
             assert_eq!(crate::exit::code(&error), crate::exit::USAGE, "{error}");
         }
-    }
-
-    #[test]
-    fn dotenv_forms() {
-        let dir = tempfile::tempdir().expect("creating a temp dir");
-        let path = dir.path().join(".env");
-        std::fs::write(
-            &path,
-            "# comment\n\nA=plain # note\nexport B=\"q\\\"uo\\\\te\\n\"\nC='{{lit}} $x'\nD=\n",
-        )
-        .expect("writing the dotenv file");
-        let pairs: Vec<(String, String)> = read_dotenv(&path)
-            .expect("reading the dotenv file")
-            .into_iter()
-            .map(|(k, v)| (k, v.expose().to_owned()))
-            .collect();
-        assert_eq!(
-            pairs,
-            [
-                ("A".to_owned(), "plain".to_owned()),
-                ("B".to_owned(), "q\"uo\\te\n".to_owned()),
-                ("C".to_owned(), "{{lit}} $x".to_owned()),
-                ("D".to_owned(), String::new()),
-            ]
-        );
-        std::fs::write(&path, "OK=1\nBROKEN=\"sk-SENTINEL\n").expect("writing the dotenv file");
-        let err = read_dotenv(&path)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(err.ends_with("line 2: unterminated quote"), "{err}");
     }
 }

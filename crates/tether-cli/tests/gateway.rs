@@ -407,13 +407,34 @@ async fn http_needs_the_token_checks_the_host_and_closes_a_session_on_delete() {
         .expect("posting a wrong token");
     assert_eq!(wrong.status().as_u16(), 401);
 
-    // DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends its own Host/Origin.
-    let rebound = post(&http, url, Some(&token), None, &initialize_body())
-        .header("Host", "evil.example")
+    // DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends its own Host/Origin;
+    // a page on another loopback port names that port. Neither names this listener: 421.
+    let port = url
+        .trim_start_matches("http://127.0.0.1:")
+        .split('/')
+        .next()
+        .and_then(|port| port.parse::<u16>().ok())
+        .expect("the listening URL names a port on 127.0.0.1");
+    for host in [
+        "evil.example".to_owned(),
+        format!("evil.example:{port}"),
+        format!("127.0.0.1:{}", port.wrapping_add(1)),
+        "127.0.0.1".to_owned(),
+    ] {
+        let rebound = post(&http, url, Some(&token), None, &initialize_body())
+            .header("Host", &host)
+            .send()
+            .await
+            .expect("posting with a foreign Host");
+        assert_eq!(rebound.status().as_u16(), 421, "Host: {host}");
+    }
+    let named = post(&http, url, Some(&token), None, &initialize_body())
+        .header("Host", format!("localhost:{port}"))
         .send()
         .await
-        .expect("posting with a foreign Host");
-    assert_eq!(rebound.status().as_u16(), 403);
+        .expect("posting with Host localhost");
+    assert!(named.status().is_success(), "{named:?}");
+    let _ = named.text().await;
     let foreign_origin = post(&http, url, Some(&token), None, &initialize_body())
         .header("Origin", "http://evil.example")
         .send()

@@ -16,6 +16,7 @@ use tether_driver::ToolInfo;
 
 use crate::names::{Collision, Namespace, ToolFilter};
 use crate::pins::{Pin, PinStore, Verdict};
+use crate::policy::ToolPolicy;
 use crate::redact::mask_value;
 use crate::scan::{ScanPolicy, scan};
 
@@ -25,15 +26,6 @@ pub const STATUS_TOOL: &str = "tether_status";
 /// The `_meta` key of a `tools/list` answer the line transport (`lines.rs`) replaces with
 /// [`Catalogue::tools_json`].
 pub(crate) const CATALOGUE_MARKER: &str = "io.github.tether/catalogue";
-
-/// How one server's entries are admitted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Admission {
-    /// Where its tools are pinned: its installation's id when it has one, else its name.
-    pub pin_key: String,
-    /// What the prompt-injection scan does with a finding in its entries.
-    pub scan: ScanPolicy,
-}
 
 /// One tool or prompt of one server, as admitted.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,14 +149,14 @@ impl Catalogue {
     }
 }
 
-/// `server`'s tools, admitted: checked against the pins under `admission.pin_key` (a
-/// changed definition is withheld), scanned under `admission.scan` (a blocked finding is
+/// `server`'s tools, admitted: checked against the pins under `policy.pin_key` (a
+/// changed definition is withheld), scanned under `policy.scan` (a blocked finding is
 /// withheld), masked. `others` are the other servers' tool names (shadowing). A tool `known`
 /// (the server's entries before a list change) holds with the same definition keeps its
 /// verdict, without its findings being reported again.
 pub(crate) fn admit_tools(
     server: &str,
-    admission: &Admission,
+    policy: &ToolPolicy,
     offered: &[ToolInfo],
     pins: Option<&PinStore>,
     others: &HashSet<String>,
@@ -177,7 +169,7 @@ pub(crate) fn admit_tools(
                 .iter()
                 .map(|info| (info.name.clone(), info.definition.clone()))
                 .collect();
-            match pins.check(&admission.pin_key, &definitions) {
+            match pins.check(&policy.pin_key, &definitions) {
                 Ok(verdicts) => verdicts.into_iter().collect(),
                 Err(error) => {
                     tracing::warn!("{error}; tools are offered without pinning");
@@ -212,7 +204,7 @@ pub(crate) fn admit_tools(
                     info.name, info.name
                 ))
             } else {
-                scanned(admission.scan, server, "tool", &info.name, &info.definition, others)
+                scanned(policy.scan, server, "tool", &info.name, &info.definition, others)
             };
             Admitted {
                 own: info.name.clone(),

@@ -33,12 +33,12 @@ use tether_driver::{DriverError, McpRuntime, ServerStatus, Session};
 use crate::GatewayOptions;
 use crate::audit::{AuditLog, Outcome, Record, uri_target};
 use crate::catalogue::{
-    Admission, CATALOGUE_MARKER, Catalogue, Entries, STATUS_TOOL, admit_prompts, admit_tools,
-    scanned,
+    CATALOGUE_MARKER, Catalogue, Entries, STATUS_TOOL, admit_prompts, admit_tools, scanned,
 };
 use crate::clients::Clients;
 use crate::names::ToolFilter;
 use crate::pins::PinStore;
+use crate::policy::ToolPolicy;
 use crate::redact::mask_value;
 use crate::scan::ScanPolicy;
 use crate::supervise::Supervisor;
@@ -51,8 +51,8 @@ pub(crate) struct Shared {
     /// Every server's admitted tools and prompts, from which the catalogue is built.
     entries: std::sync::Mutex<Entries>,
     /// Per server: where its tools are pinned, and its scan policy.
-    admissions: HashMap<String, Admission>,
-    /// The scan policy of a server `admissions` does not name.
+    policies: HashMap<String, ToolPolicy>,
+    /// The scan policy of a server `policies` does not name.
     default_scan: ScanPolicy,
     pins: Option<PinStore>,
     filter: ToolFilter,
@@ -97,13 +97,13 @@ impl Shared {
             start,
             pins,
             scan: default_scan,
-            admissions,
+            policies,
             filter,
             upstream: _,
             masking_hook: _,
         } = options;
         let running = runtime.running();
-        let admission = |server: &str| admission_of(&admissions, default_scan, server);
+        let policy = |server: &str| ToolPolicy::of(&policies, default_scan, server);
         let mut entries = Entries {
             order: runtime.reports().iter().map(|r| r.name.clone()).collect(),
             ..Entries::default()
@@ -134,7 +134,7 @@ impl Shared {
                 .collect();
             let admitted = admit_tools(
                 &report.name,
-                &admission(&report.name),
+                &policy(&report.name),
                 offered,
                 pins.as_ref(),
                 &others,
@@ -172,8 +172,7 @@ impl Shared {
         for (server, listed) in prompt_servers.iter().zip(listed) {
             match listed {
                 Ok(items) => {
-                    let admitted =
-                        admit_prompts(server, admission(server).scan, items, &masker, &[]);
+                    let admitted = admit_prompts(server, policy(server).scan, items, &masker, &[]);
                     entries.prompts.insert(server.clone(), admitted);
                 }
                 Err(error) => {
@@ -218,7 +217,7 @@ impl Shared {
             supervisor,
             catalogue: RwLock::new(Arc::new(catalogue)),
             entries: std::sync::Mutex::new(entries),
-            admissions,
+            policies,
             default_scan,
             pins,
             filter,
@@ -247,9 +246,9 @@ impl Shared {
         )
     }
 
-    /// How `server`'s entries are admitted.
-    fn admission(&self, server: &str) -> Admission {
-        admission_of(&self.admissions, self.default_scan, server)
+    /// How `server`'s entries are checked before they are offered.
+    fn policy(&self, server: &str) -> ToolPolicy {
+        ToolPolicy::of(&self.policies, self.default_scan, server)
     }
 
     /// Lists `server`'s tools again (it said its list changed, or it was restarted), admits
@@ -273,7 +272,7 @@ impl Shared {
         };
         let admitted = admit_tools(
             server,
-            &self.admission(server),
+            &self.policy(server),
             &offered,
             self.pins.as_ref(),
             &others,
@@ -322,7 +321,7 @@ impl Shared {
             .unwrap_or_default();
         let admitted = admit_prompts(
             server,
-            self.admission(server).scan,
+            self.policy(server).scan,
             items,
             &self.masker(),
             &known,
@@ -402,22 +401,6 @@ impl Shared {
             _ => ErrorData::internal_error(message, None),
         }
     }
-}
-
-/// How `server`'s entries are admitted: as `admissions` says, else pinned under its name and
-/// scanned under `default_scan`.
-fn admission_of(
-    admissions: &HashMap<String, Admission>,
-    default_scan: ScanPolicy,
-    server: &str,
-) -> Admission {
-    admissions
-        .get(server)
-        .cloned()
-        .unwrap_or_else(|| Admission {
-            pin_key: server.to_owned(),
-            scan: default_scan,
-        })
 }
 
 /// Every item of a paginated list method on `server` (`key` is the result's array).
@@ -632,7 +615,7 @@ impl GatewayHandler {
                 .or_else(|| item.get("uri"))
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let policy = shared.admission(server).scan;
+            let policy = shared.policy(server).scan;
             scanned(policy, server, "resource", name, item, &HashSet::new()).is_none()
         });
         for (_, item) in &mut merged {

@@ -1,8 +1,10 @@
 //! Streamable HTTP at `/mcp` on a loopback address, behind a bearer token.
 //!
-//! Order of checks for every request: the bearer token (401 without it, unless the gateway
-//! runs `--no-auth`), then rmcp's own: `Host` must be a loopback name (DNS rebinding), an
-//! `Origin`, when a browser sends one, must be this very address, then the MCP session.
+//! Every request is admitted by `tether_http::admit`, the rule of every listener tether opens:
+//! `Host` must name this listener, its port included (421 otherwise: DNS rebinding), an
+//! `Origin`, when one is sent, must be this listener too (403), and the bearer token must be
+//! given unless the gateway runs `--no-auth` (401). Then rmcp checks its own host and origin
+//! lists (looser, so they refuse nothing admitted) and the MCP session.
 //! DELETE with an `Mcp-Session-Id` closes that session after draining it: new calls in it are
 //! refused, and the DELETE is answered when the calls it has running ended (at most
 //! [`DRAIN_LIMIT`], or the call timeout when shorter; calls still running then are cancelled).
@@ -14,9 +16,9 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::Method;
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse as _, Response};
+use axum::response::Response;
 use axum::serve::ListenerExt as _;
 use futures_util::StreamExt as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -54,16 +56,18 @@ pub(crate) async fn serve(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let mut router = Router::new()
-        .nest_service(MCP_PATH, service)
-        .layer(middleware::from_fn_with_state(shared, drain_on_delete));
+    let mut admission = tether_http::Admission::for_address(address)
+        .with_origin_rule(tether_http::OriginRule::IfPresent);
     if let Some(token) = token {
-        let expected = SecretValue::new(format!("Bearer {}", token.expose()));
-        router = router.layer(middleware::from_fn_with_state(
-            Arc::new(expected),
-            require_bearer,
-        ));
+        admission = admission.with_bearer(token);
     }
+    let router = Router::new()
+        .nest_service(MCP_PATH, service)
+        .layer(middleware::from_fn_with_state(shared, drain_on_delete))
+        .layer(middleware::from_fn_with_state(
+            Arc::new(admission),
+            tether_http::admit,
+        ));
     // Small streamed writes must not wait for the peer's delayed ACK.
     let listener = listener.tap_io(|stream| {
         if let Err(error) = stream.set_nodelay(true) {
@@ -79,7 +83,8 @@ pub(crate) async fn serve(
         })
 }
 
-/// The origins a browser page on this very address sends.
+/// The origins rmcp accepts: a browser page on this very port (tether_http's admission, which
+/// runs first, accepts only this listener's own address and `localhost`).
 fn origins(address: SocketAddr) -> Vec<String> {
     let port = address.port();
     vec![
@@ -87,28 +92,6 @@ fn origins(address: SocketAddr) -> Vec<String> {
         format!("http://localhost:{port}"),
         format!("http://[::1]:{port}"),
     ]
-}
-
-async fn require_bearer(
-    State(expected): State<Arc<SecretValue>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|value| value.as_bytes())
-        .unwrap_or_default();
-    if constant_time_eq(given, expected.expose().as_bytes()) {
-        return next.run(request).await;
-    }
-    tracing::warn!("refusing a request without the gateway's bearer token");
-    (
-        StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Bearer realm=\"tether\"")],
-        "missing or wrong bearer token\n",
-    )
-        .into_response()
 }
 
 /// A DELETE of a session waits until the responses the session is being sent ended (its
@@ -154,49 +137,14 @@ async fn drain_on_delete(
     response
 }
 
-/// Equal bytes, compared in time that depends only on the lengths (bearer tokens: the
-/// gateway's, the hand-off bridge's).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// Whether `address` may be listened on: loopback only (there is no TLS).
 pub fn is_loopback(address: &SocketAddr) -> bool {
     address.ip().is_loopback()
 }
 
-/// A fresh bearer token: 32 random bytes as 64 hex digits.
-pub fn generate_token() -> Result<SecretValue, GatewayError> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| GatewayError::Io {
-        what: "generating a bearer token".to_owned(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(SecretValue::new(hex))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_are_long_and_fresh() {
-        let first = generate_token().expect("generating a token");
-        let second = generate_token().expect("generating a token");
-        assert_eq!(first.expose().len(), 64);
-        assert_ne!(first.expose(), second.expose());
-    }
-
-    #[test]
-    fn equal_only_when_every_byte_is() {
-        assert!(constant_time_eq(b"Bearer ab", b"Bearer ab"));
-        assert!(!constant_time_eq(b"Bearer ab", b"Bearer ac"));
-        assert!(!constant_time_eq(b"Bearer a", b"Bearer ab"));
-    }
 
     #[test]
     fn only_loopback_addresses_are_allowed() {

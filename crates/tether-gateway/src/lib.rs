@@ -22,7 +22,7 @@
 //!     start,
 //!     pins: None,
 //!     scan: tether_gateway::ScanPolicy::Warn,
-//!     admissions: Default::default(),
+//!     policies: Default::default(),
 //!     filter: tether_gateway::names::ToolFilter::default(),
 //!     upstream: Some(upstream),
 //!     masking_hook: None,
@@ -47,6 +47,7 @@ mod http;
 mod lines;
 pub mod names;
 pub mod pins;
+mod policy;
 pub mod redact;
 mod remint;
 pub mod scan;
@@ -62,12 +63,13 @@ use tether_driver::{McpRuntime, Session, StartOptions};
 use tokio_util::sync::CancellationToken;
 
 pub use audit::AuditLog;
-pub use catalogue::{Admission, STATUS_TOOL};
+pub use catalogue::STATUS_TOOL;
 pub use error::GatewayError;
 pub use handler::list_all;
-pub use http::{MCP_PATH, constant_time_eq, generate_token, is_loopback};
+pub use http::{MCP_PATH, is_loopback};
 pub use lines::{FirstLine, read_first_line};
 pub use pins::PinStore;
+pub use policy::ToolPolicy;
 pub use remint::{MaskingHook, RegisterValues};
 pub use scan::ScanPolicy;
 pub use upstream::Upstream;
@@ -85,12 +87,12 @@ pub struct GatewayOptions {
     pub start: StartOptions,
     /// Where tool definitions are pinned; `None` pins nothing.
     pub pins: Option<PinStore>,
-    /// What the prompt-injection scan does with a finding, for a server `admissions` does
+    /// What the prompt-injection scan does with a finding, for a server `policies` does
     /// not name.
     pub scan: ScanPolicy,
     /// Per server: where its tools are pinned and its scan policy. A server not named here
     /// is pinned under its name and scanned under `scan`.
-    pub admissions: std::collections::HashMap<String, Admission>,
+    pub policies: std::collections::HashMap<String, ToolPolicy>,
     /// Which namespaced tools are offered.
     pub filter: names::ToolFilter,
     /// The servers' notifications and requests to their client, when `start` was wired with

@@ -9,12 +9,12 @@
 //!
 //! The pins live in one JSON file (`$TETHER_HOME/pins.json`, 0600), keyed by server name then
 //! tool name. Every change is a read-modify-write under an exclusive lock on a sibling lock
-//! file, written to a fresh temporary file and renamed over the old one, so two gateways never
-//! lose each other's pins and a reader never sees half a file.
+//! file, written by `tether_fs::write_private` (a fresh 0600 file renamed over the old one; a
+//! link in its place is refused), so two gateways never lose each other's pins and a reader
+//! never sees half a file.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::Write as _;
+use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
@@ -190,7 +190,10 @@ impl PinStore {
         if pins != before {
             let text = serde_json::to_string_pretty(&pins)
                 .map_err(|e| failed(format!("cannot encode: {e}")))?;
-            write_replacing(&self.path, &text).map_err(|e| failed(format!("cannot write: {e}")))?;
+            tether_fs::write_private(&self.path, text.as_bytes()).map_err(|e| match e {
+                tether_fs::WriteError::Io { cause, .. } => failed(format!("cannot write: {cause}")),
+                refused => failed(format!("cannot write: {refused}")),
+            })?;
         }
         drop(lock);
         Ok(result)
@@ -206,20 +209,6 @@ fn stored_pin(value: &Value) -> Option<Pin> {
         sha256: value.get("sha256")?.as_str()?.to_owned(),
         canonical: value.get("definition")?.as_str()?.to_owned(),
     })
-}
-
-/// Writes `text` to a fresh 0600 file beside `path` and renames it over `path`.
-fn write_replacing(path: &Path, text: &str) -> std::io::Result<()> {
-    let temporary = path.with_extension(format!("tmp-{}", std::process::id()));
-    let mut file: File = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(&temporary)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)
 }
 
 /// `value` as compact JSON with every object's keys sorted (recursively): the same definition

@@ -80,7 +80,7 @@ async fn a_managed_config_is_reminted_before_expiry_and_its_server_replaced() {
             start,
             pins: None,
             scan: ScanPolicy::Warn,
-            admissions: HashMap::new(),
+            policies: HashMap::new(),
             filter: ToolFilter::default(),
             upstream: Some(upstream),
             masking_hook: None,

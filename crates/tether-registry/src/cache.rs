@@ -2,7 +2,8 @@
 //! by a hash of the request (base URL, path and query; never a credential), holding when it
 //! was fetched, the ETag the registry sent, and the body.
 //!
-//! Files are written to a temporary name and renamed, so a reader sees a whole entry or none.
+//! Files are written by `tether_fs::write_private` (0600, a temporary name renamed over the
+//! entry), so a reader sees a whole entry or none.
 //! A cache that cannot be read or written is never an error: the request goes to the network.
 
 use std::path::{Path, PathBuf};
@@ -82,15 +83,53 @@ impl Cache {
         }
     }
 
-    fn try_store<T: Serialize>(&self, key: &str, entry: &Entry<T>) -> std::io::Result<()> {
+    fn try_store<T: Serialize>(&self, key: &str, entry: &Entry<T>) -> Result<(), String> {
         // 0700, like the rest of TETHER_HOME: the cache may be what creates TETHER_HOME, and
         // the local store refuses a directory others can write and warns on one they can read.
         std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
-            .create(&self.dir)?;
-        let path = self.path(key);
-        let temp = path.with_extension(format!("tmp{}", std::process::id()));
-        let bytes = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
-        std::fs::write(&temp, bytes)?;
-        std::fs::rename(&temp, &path)
+            .create(&self.dir)
+            .map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec(entry).map_err(|e| e.to_string())?;
+        tether_fs::write_private(&self.path(key), &bytes).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    #[test]
+    fn an_entry_is_stored_whole_0600_and_read_back() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let cache = Cache::new(dir.path().join("cache").join("registry"));
+        let entry = Entry {
+            fetched_at: now(),
+            etag: Some("\"v1\"".to_owned()),
+            body: vec!["a".to_owned(), "b".to_owned()],
+        };
+        cache.store("https://registry/v0.1/servers?search=x", &entry);
+        let loaded: Entry<Vec<String>> = cache
+            .load("https://registry/v0.1/servers?search=x")
+            .expect("the stored entry");
+        assert_eq!(loaded.body, entry.body);
+        assert_eq!(loaded.etag, entry.etag);
+        let files: Vec<_> = std::fs::read_dir(cache.dir())
+            .expect("listing the cache")
+            .map(|e| e.expect("an entry").path())
+            .collect();
+        assert_eq!(files.len(), 1, "one file, no temporary one: {files:?}");
+        let mode = std::fs::metadata(&files[0])
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let dir_mode = std::fs::metadata(cache.dir())
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(dir_mode & 0o777, 0o700);
+        assert!(cache.load::<Vec<String>>("another request").is_none());
     }
 }

@@ -1,15 +1,16 @@
 //! The fallback backend: `secrets.json` in the data directory, 0600.
 //!
 //! Every change is read-modify-write under an exclusive `flock` on `secrets.json.lock`, and
-//! lands by renaming a fresh temp file (`O_CREAT | O_EXCL | O_NOFOLLOW`, 0600, synced) over
-//! the file, so a reader or a killed writer never sees half a file. An existing file that is a
+//! lands through `tether_fs::write_private` (a fresh temp file, `O_CREAT | O_EXCL |
+//! O_NOFOLLOW`, 0600, synced, renamed over the file, the directory synced), so a reader or a
+//! killed writer never sees half a file. An existing file that is a
 //! link, not a regular file, owned by another user, or open to group or others is refused.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
@@ -233,34 +234,14 @@ pub(crate) fn update(
         };
     }
     let bytes = contents.encode();
-
-    let temp = temp_path(dir);
-    let result = write_new(&temp, &bytes).and_then(|()| {
-        std::fs::rename(&temp, &path).map_err(io(&path))?;
-        // The rename is durable once the directory is synced.
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
-    });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result.map(|()| created)
-}
-
-fn temp_path(dir: &Path) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    dir.join(format!(".{FILE_NAME}.{}.{nanos}.tmp", std::process::id()))
-}
-
-fn write_new(path: &Path, bytes: &[u8]) -> Result<(), SecretStoreError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(io(path))?;
-    file.write_all(bytes).map_err(io(path))?;
-    file.sync_all().map_err(io(path))
+    tether_fs::write_private(&path, &bytes).map_err(|error| match error {
+        tether_fs::WriteError::Io { step, cause, .. } => match step {
+            tether_fs::Step::SyncDirectory => io(dir)(cause),
+            _ => io(&path)(cause),
+        },
+        // A link or a directory put there after `read` checked the file, by a process that
+        // does not take the lock.
+        refused => io(&path)(std::io::Error::other(refused.to_string())),
+    })?;
+    Ok(created)
 }

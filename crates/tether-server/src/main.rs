@@ -1,10 +1,11 @@
 //! `tether-server`: the reference managed MCP server (`serve`) and its admin CLI (`admin`).
 //!
-//! Exit codes, the same table as `tether`'s (README, "Exit codes"): 0 success, 1 failure (the
-//! message is on stderr), 2 bad input or usage (clap's own errors, `--secret` arguments, an
-//! invalid installation config, name, uid, key or public URL). Decided in one place: [`exit_code`].
+//! Exit codes, the same table as `tether`'s (`tether_clikit::exit`; README, "Exit codes"): 0
+//! success, 1 failure (the message is on stderr), 2 bad input or usage (clap's own errors,
+//! `--secret` arguments and sources, an invalid installation config, name, uid, key or public
+//! URL). Decided in one place: [`exit_code`].
 
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::{IsTerminal as _, Write as _};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,9 +15,7 @@ use tether_env::EnvVars;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use std::sync::Arc;
-use tether_config::{
-    SecretArg, SecretArgError, SecretSource, SecretValue, Secrets, parse_secret_args,
-};
+use tether_clikit::{FAILED, OK, USAGE, UsageError};
 use tether_server::store::{self, AuditEvent, DatabaseUrl, Storage};
 use tether_server::{
     BoundServer, DEFAULT_TEAM, INSECURE_DEV_KEY_WARNING, InstallationError, KeyError, MasterKey,
@@ -24,7 +23,6 @@ use tether_server::{
     master_key_from_env, reseal, validate_team,
 };
 use uuid::Uuid;
-use zeroize::Zeroizing;
 
 /// The reference managed MCP server: hands a team's members managed MCP servers without
 /// handing them upstream credentials.
@@ -95,7 +93,7 @@ impl DatabaseArgs {
         if let Some(text) = &self.database_url {
             let url = DatabaseUrl::parse(text)?;
             if url.has_password() {
-                return Err(UsageError(format!(
+                return Err(UsageError::new(format!(
                     "--database-url: a password on the command line is refused, because the \
                      command line is visible to every user on this machine (`ps`, /proc); set \
                      {} instead, or use a Unix socket with peer authentication",
@@ -110,7 +108,7 @@ impl DatabaseArgs {
         }
         match std::env::var(EnvVars::TETHER_SERVER_DATABASE_URL) {
             Ok(text) if !text.trim().is_empty() => Ok(DatabaseUrl::parse(text.trim())?),
-            _ => Err(UsageError(format!(
+            _ => Err(UsageError::new(format!(
                 "no database: give --data-dir DIR (SQLite), --database-url URL, or set {}",
                 EnvVars::TETHER_SERVER_DATABASE_URL
             ))
@@ -248,17 +246,10 @@ enum TokenCommand {
     },
 }
 
-/// Success.
-const EXIT_OK: u8 = 0;
-/// A failure (store, network, serving…).
-const EXIT_FAILED: u8 = 1;
-/// Bad input or usage, as `tether`'s exit code 2 (clap exits 2 on its own errors too).
-const EXIT_USAGE: u8 = 2;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::from(EXIT_OK),
+        Ok(()) => ExitCode::from(OK),
         Err(error) => {
             eprintln!("tether-server: error: {error:#}");
             ExitCode::from(exit_code(&error))
@@ -266,24 +257,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// Bad input found by the binary itself (exit 2).
-#[derive(Debug)]
-struct UsageError(String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-/// The exit code for an error: 2 when what the operator typed or gave is wrong, else 1.
+/// The exit code for an error: 2 when what the operator typed or gave is wrong, else 1. The
+/// errors both binaries share (`tether_clikit::exit::shared_code`) are asked first.
 fn exit_code(error: &anyhow::Error) -> u8 {
+    if let Some(code) = error.chain().find_map(tether_clikit::exit::shared_code) {
+        return code;
+    }
     let usage = |cause: &(dyn std::error::Error + 'static)| {
-        if cause.is::<UsageError>() || cause.is::<SecretArgError>() {
-            return true;
-        }
         if let Some(error) = cause.downcast_ref::<KeyError>() {
             return matches!(
                 error,
@@ -326,9 +306,9 @@ fn exit_code(error: &anyhow::Error) -> u8 {
             .map_or_else(|| usage(cause), layer)
     };
     if error.chain().any(is_usage) {
-        EXIT_USAGE
+        USAGE
     } else {
-        EXIT_FAILED
+        FAILED
     }
 }
 
@@ -477,7 +457,7 @@ async fn admin_async(args: AdminArgs) -> anyhow::Result<()> {
             // Validate everything before reading secrets or touching the store.
             validate_team(&team)?;
             let spec = read_spec(&from)?;
-            let secrets = read_secrets(&secrets)?;
+            let secrets = tether_clikit::secrets::read(&secrets)?;
             let key = master_key(insecure_dev_key)?;
             let new = NewInstallation::from_spec(&name, &team, &spec, secrets)
                 .with_context(|| format!("adding installation '{name}'"))?;
@@ -551,7 +531,7 @@ async fn admin_async(args: AdminArgs) -> anyhow::Result<()> {
         AdminCommand::ApiKey(ApiKeyCommand::Revoke { id }) => {
             let store = open().await?;
             if !store.revoke_api_key(id.clone()).await? {
-                return Err(UsageError(format!(
+                return Err(UsageError::new(format!(
                     "no API key {id:?}; `tether-server admin api-key list` shows the ids"
                 ))
                 .into());
@@ -579,7 +559,7 @@ async fn admin_async(args: AdminArgs) -> anyhow::Result<()> {
         AdminCommand::RotateKey { pause_ms } => {
             let key = master_key(insecure_dev_key)?;
             if !key.has_previous() {
-                return Err(UsageError(format!(
+                return Err(UsageError::new(format!(
                     "rotate-key needs the new key in {} and the old one in {}",
                     EnvVars::TETHER_SERVER_KEY,
                     EnvVars::TETHER_SERVER_PREVIOUS_KEY
@@ -724,7 +704,7 @@ fn read_spec(from: &str) -> anyhow::Result<String> {
     }
     let path = Path::new(from);
     if !path.is_file() {
-        return Err(UsageError(format!(
+        return Err(UsageError::new(format!(
             "--from: not inline JSON (it does not start with '{{') and not a file ({} bytes given)",
             from.len()
         ))
@@ -733,126 +713,36 @@ fn read_spec(from: &str) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }
 
-/// `--secret NAME=SOURCE` values, checked by [`parse_secret_args`] (the parser `tether` uses
-/// too), then read from their sources.
-fn read_secrets(args: &[String]) -> anyhow::Result<Secrets> {
-    read_secrets_from(
-        args,
-        |var| std::env::var(var).ok(),
-        || {
-            let mut line = String::new();
-            std::io::stdin()
-                .lock()
-                .read_line(&mut line)
-                .context("reading a secret from stdin")?;
-            Ok(line)
-        },
-    )
-}
-
-fn read_secrets_from(
-    args: &[String],
-    env: impl Fn(&str) -> Option<String>,
-    mut stdin_line: impl FnMut() -> anyhow::Result<String>,
-) -> anyhow::Result<Secrets> {
-    let mut secrets = Secrets::new();
-    for SecretArg { name, source } in parse_secret_args(args)? {
-        let usage = |message: String| anyhow::Error::new(UsageError(message));
-        let value = Zeroizing::new(match source {
-            SecretSource::Env(var) => env(&var).ok_or_else(|| {
-                usage(format!(
-                    "secret {name}: the environment variable {var} is not set (or not valid UTF-8)"
-                ))
-            })?,
-            SecretSource::File(path) => std::fs::read_to_string(&path)
-                .map_err(|e| usage(format!("secret {name}: cannot read {path}: {e}")))?,
-            SecretSource::Stdin => stdin_line()?,
-            SecretSource::Prompt => {
-                if !std::io::stdin().is_terminal() {
-                    return Err(usage(format!(
-                        "secret {name}: `prompt` needs a terminal; use env:VAR, file:PATH or - instead"
-                    )));
-                }
-                rpassword::prompt_password(format!("{name}: "))
-                    .with_context(|| format!("secret {name}: cannot read the hidden input"))?
-            }
-        });
-        let value = value.strip_suffix('\n').unwrap_or(&value);
-        let value = value.strip_suffix('\r').unwrap_or(value);
-        if value.is_empty() {
-            return Err(usage(format!("secret {name}: the value is empty")));
-        }
-        secrets.insert(name, SecretValue::from(value));
-    }
-    Ok(secrets)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn no_stdin() -> anyhow::Result<String> {
-        panic!("stdin read")
-    }
-
+    /// `admin add --secret` reads through `tether_clikit::secrets`, as `tether` does; what
+    /// it refuses is a usage error here too.
     #[test]
-    fn secret_sources() {
+    fn secret_sources_and_their_refusals() {
         let dir = tempfile::tempdir().expect("creating a temp dir");
         let file = dir.path().join("s");
         std::fs::write(&file, "from-file\n").expect("writing the secret file");
-        let args = vec![
-            "A=env:VAR_A".to_owned(),
-            format!("B=file:{}", file.display()),
-            "C=-".to_owned(),
+        let read = |args: &[String]| tether_clikit::secrets::read(args).map_err(anyhow::Error::new);
+        let secrets = read(&[format!("B=file:{}", file.display())]).expect("reading a file");
+        assert_eq!(secrets.get("B").expect("B").expose(), "from-file");
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\n").expect("writing the empty file");
+        let refusals = [
+            vec!["TOKEN=hunter2".to_owned()],
+            vec!["A=-".to_owned(), "B=-".to_owned()],
+            vec!["A=env:X".to_owned(), "A=env:Y".to_owned()],
+            vec![format!("A=file:{}", dir.path().join("missing").display())],
+            vec![format!("A=file:{}", empty.display())],
         ];
-        let secrets = read_secrets_from(
-            &args,
-            |var| (var == "VAR_A").then(|| "from-env".to_owned()),
-            || Ok("from-stdin\r\n".to_owned()),
-        )
-        .unwrap();
-        assert_eq!(secrets.get("A").unwrap().expose(), "from-env");
-        assert_eq!(secrets.get("B").unwrap().expose(), "from-file");
-        assert_eq!(secrets.get("C").unwrap().expose(), "from-stdin");
-    }
-
-    #[test]
-    fn literal_and_bad_sources_are_refused() {
-        let refuse = |arg: &str| {
-            read_secrets_from(&[arg.to_owned()], |_| None, no_stdin)
-                .unwrap_err()
-                .to_string()
-        };
-        let literal = refuse("TOKEN=hunter2");
-        assert!(literal.contains("visible"), "{literal}");
-        assert!(!literal.contains("hunter2"), "{literal}");
-        assert!(refuse("TOKEN=env:UNSET").contains("UNSET"));
-        assert!(refuse("A=env:X").contains("not set"));
-        assert!(refuse("TOKEN").contains("NAME=SOURCE"));
-        assert!(refuse("=env:X").contains("empty"));
-        let twice = read_secrets_from(
-            &["A=-".to_owned(), "B=-".to_owned()],
-            |_| None,
-            || Ok("x".to_owned()),
-        )
-        .unwrap_err();
-        assert!(twice.to_string().contains("only one"), "{twice}");
-        assert_eq!(exit_code(&twice), EXIT_USAGE);
-        let duplicate = read_secrets_from(
-            &["A=env:X".to_owned(), "A=env:Y".to_owned()],
-            |_| panic!("no source is read before every argument is checked"),
-            no_stdin,
-        )
-        .unwrap_err();
-        assert_eq!(
-            duplicate.to_string(),
-            "--secret A is given twice; give each secret once"
-        );
-        assert_eq!(exit_code(&duplicate), EXIT_USAGE);
-        let empty = read_secrets_from(&["A=env:X".to_owned()], |_| Some("\n".to_owned()), no_stdin)
-            .unwrap_err();
-        assert!(empty.to_string().contains("empty"), "{empty}");
-        assert_eq!(exit_code(&empty), EXIT_USAGE);
+        for args in &refusals {
+            let error = read(args).expect_err("refused");
+            assert!(!error.to_string().contains("hunter2"), "{error}");
+            assert_eq!(exit_code(&error), USAGE, "{error:#}");
+        }
+        let error = read(&refusals[4]).expect_err("refused");
+        assert!(error.to_string().contains("is empty"), "{error}");
     }
 
     #[test]
@@ -866,7 +756,7 @@ mod tests {
             anyhow::Error::new(ServerError::from(InstallationError::SseUpstream)),
         ];
         for error in &usage {
-            assert_eq!(exit_code(error), EXIT_USAGE, "{error:#}");
+            assert_eq!(exit_code(error), USAGE, "{error:#}");
         }
         let failed = [
             anyhow::Error::new(ServerError::from(KeyError::Unseal)),
@@ -874,7 +764,7 @@ mod tests {
             anyhow::anyhow!("reading a file"),
         ];
         for error in &failed {
-            assert_eq!(exit_code(error), EXIT_FAILED, "{error:#}");
+            assert_eq!(exit_code(error), FAILED, "{error:#}");
         }
     }
 

@@ -4,7 +4,8 @@
 //! A request needs `Authorization: Bearer <proxy token>` minted for this uid, unexpired, for an
 //! active installation. Then POST, GET (event streams) and DELETE go upstream with an allowlist
 //! of the client's headers plus the installation's own headers; the response streams back
-//! chunk by chunk (never buffered whole) with an allowlist of upstream headers.
+//! chunk by chunk (never buffered whole) with an allowlist of upstream headers. Both lists are
+//! `tether_http::proxy`'s, the ones the hand-off bridge uses too.
 //!
 //! Limits ([`crate::limits`]): the token is checked from the headers before any byte of the
 //! body is read; the body is read within the body timeout and the shared byte budget; the
@@ -26,6 +27,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use tether_http::proxy;
 
 use crate::crypto;
 use crate::installation::Upstream;
@@ -38,23 +40,6 @@ pub const MAX_PROXY_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 /// How often an open proxied response checks that its token is still accepted: the bound on
 /// how long a revocation or deactivation (through any replica) takes to end an open stream.
 pub const STREAM_RECHECK: Duration = Duration::from_secs(1);
-
-/// Client headers forwarded upstream; nothing else is (above all not `Authorization`).
-const FORWARDED_REQUEST_HEADERS: [HeaderName; 5] = [
-    header::ACCEPT,
-    header::CONTENT_TYPE,
-    HeaderName::from_static("mcp-session-id"),
-    HeaderName::from_static("mcp-protocol-version"),
-    HeaderName::from_static("last-event-id"),
-];
-
-/// Upstream headers returned to the client; nothing else is.
-const RETURNED_RESPONSE_HEADERS: [HeaderName; 4] = [
-    header::CONTENT_TYPE,
-    header::CACHE_CONTROL,
-    HeaderName::from_static("mcp-session-id"),
-    HeaderName::from_static("mcp-protocol-version"),
-];
 
 /// Handles one request to `/mcp-proxy/{uid}`.
 pub(crate) async fn handle(
@@ -139,11 +124,10 @@ async fn forward(
             return refuse(status, message);
         }
     };
+    // Only the allow-listed client headers (never its `Authorization`), then the upstream's own.
     let mut outgoing = HeaderMap::new();
-    for name in &FORWARDED_REQUEST_HEADERS {
-        for value in headers.get_all(name) {
-            outgoing.append(name.clone(), value.clone());
-        }
+    for (name, value) in proxy::allowed(headers, &proxy::FORWARDED_REQUEST_HEADERS) {
+        outgoing.append(name.clone(), value.clone());
     }
     let Upstream {
         url,
@@ -210,10 +194,8 @@ async fn forward(
         return response;
     }
     let mut returned = Response::builder().status(status);
-    for name in &RETURNED_RESPONSE_HEADERS {
-        for value in response.headers().get_all(name) {
-            returned = returned.header(name.clone(), value.clone());
-        }
+    for (name, value) in proxy::allowed(response.headers(), &proxy::RETURNED_RESPONSE_HEADERS) {
+        returned = returned.header(name.clone(), value.clone());
     }
     // An event stream (GET) may be silent for long; any other response may not.
     let idle = (method != Method::GET).then_some(upstream_timeout);

@@ -11,12 +11,11 @@ use tether_harness::ServersConfig;
 use crate::cli::ExportArgs;
 use crate::exit::{OK, UsageError};
 use crate::output::{Progress, print};
-use crate::private_file::{check_target, write_private};
 
 pub async fn export(args: &ExportArgs) -> anyhow::Result<u8> {
     if let Some(path) = &args.output {
         // Before anything is resolved (a managed config may be minted for nothing otherwise).
-        check_target(path)?;
+        tether_fs::check_target(path).map_err(refused)?;
     }
     if args.gateway {
         return export_gateway(args);
@@ -45,7 +44,7 @@ pub async fn export(args: &ExportArgs) -> anyhow::Result<u8> {
         Some(path) => {
             let config = export(Exposure::Real)?;
             print_notes(config.notes());
-            write_private(path, config.to_text().as_bytes())?;
+            write_private(path, &config.to_text())?;
             eprintln!(
                 "wrote {} ({}, mode 0600, real values)",
                 path.display(),
@@ -139,12 +138,33 @@ fn export_gateway(args: &ExportArgs) -> anyhow::Result<u8> {
     print_notes(config.notes());
     match &args.output {
         Some(path) => {
-            write_private(path, config.to_text().as_bytes())?;
+            write_private(path, &config.to_text())?;
             eprintln!("wrote {} (1 server: the tether gateway)", path.display());
         }
         None => print(&config.to_text()),
     }
     Ok(OK)
+}
+
+/// Writes `text` to `path` as a new 0600 file that replaces `path` in one rename (a symbolic
+/// link or a non-regular file is refused: tether never writes real values through a link, nor
+/// changes the mode of a file it did not create).
+fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    tether_fs::write_private(path, text.as_bytes()).map_err(refused)
+}
+
+/// A refused target as a usage error (exit 2) in `export`'s words; a failed write as it is.
+fn refused(error: tether_fs::WriteError) -> anyhow::Error {
+    match error {
+        tether_fs::WriteError::Link { path } => UsageError::new(format!(
+            "{} is a symbolic link; tether writes real secret values only to a regular file it \
+             replaces itself: name the link's target, or a new file",
+            path.display()
+        ))
+        .into(),
+        tether_fs::WriteError::NotRegular { .. } => UsageError::new(error.to_string()).into(),
+        tether_fs::WriteError::Io { .. } => error.into(),
+    }
 }
 
 /// `1 server`, `2 servers`.

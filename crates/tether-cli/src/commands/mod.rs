@@ -1,12 +1,12 @@
 //! The subcommands, and what they share: reading specs and secrets, resolving, starting.
 
 pub(crate) mod add;
-mod admission;
 mod audit;
 mod auth;
 mod call;
 mod export;
 mod install;
+mod policy;
 mod registry;
 mod run;
 mod serve;

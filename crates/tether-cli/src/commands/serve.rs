@@ -11,8 +11,7 @@ use tether_config::RenderedServer;
 use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::names::ToolFilter;
 use tether_gateway::{
-    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, Upstream, generate_token,
-    is_loopback,
+    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, Upstream, is_loopback,
 };
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
@@ -48,7 +47,7 @@ fn transport(args: &ServeArgs) -> anyhow::Result<Transport> {
 pub(super) struct Policy {
     pub call_timeout: Duration,
     pub pins: bool,
-    /// `--scan`: every server's policy; `None`: per installation (`admission.rs`).
+    /// `--scan`: every server's policy; `None`: per installation (`policy.rs`).
     pub scan: Option<ScanPolicy>,
     pub filter: ToolFilter,
 }
@@ -112,11 +111,11 @@ pub(super) async fn start_gateway(
         }
     }
     eprintln!("tether serve: audit log {}", audit.path().display());
-    let admissions = super::admission::admissions(&session, policy.scan)?;
+    let policies = super::policy::policies(&session, policy.scan)?;
     let pins = if policy.pins {
         let pins = PinStore::new(pins_path()?);
         for server in session.names() {
-            super::admission::pin_key(&pins, &admissions, &server)?;
+            super::policy::pin_key(&pins, &policies, &server)?;
         }
         Some(pins)
     } else {
@@ -131,7 +130,7 @@ pub(super) async fn start_gateway(
             start: options.clone(),
             pins,
             scan: policy.scan.unwrap_or_default(),
-            admissions,
+            policies,
             filter: policy.filter,
             upstream: Some(upstream),
             // A re-mint's new values (a fresh proxy token) are masked in tether's own lines.
@@ -148,7 +147,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let token = match (&transport.listen, &args.token, args.no_auth) {
         (None, _, _) | (Some(_), _, true) => None,
         (Some(_), Some(source), false) => Some(secrets::read_one("--token", source)?),
-        (Some(_), None, false) => Some(generate_token()?),
+        (Some(_), None, false) => Some(tether_http::token::generate()?),
     };
     let mut options = super::start_options(args.timeout, false);
     options.declared = args

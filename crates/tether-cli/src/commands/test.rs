@@ -127,7 +127,7 @@ fn scans(
     reports: &[ServerReport],
     listed: &HashMap<String, Vec<Entry>>,
 ) -> anyhow::Result<Vec<(String, Value)>> {
-    let admissions = super::admission::admissions(session, None)?;
+    let policies = super::policy::policies(session, None)?;
     let masker = tether_config::Masker::new(session.sensitive_values());
     let tools_of = |report: &ServerReport| match &report.status {
         ServerStatus::Ready { tools } => tools.clone(),
@@ -138,9 +138,9 @@ fn scans(
         let ServerStatus::Ready { tools } = &report.status else {
             continue;
         };
-        let policy = admissions
+        let policy = policies
             .get(&report.name)
-            .map_or(ScanPolicy::Warn, |admission| admission.scan);
+            .map_or(ScanPolicy::Warn, |policy| policy.scan);
         let others: HashSet<String> = reports
             .iter()
             .filter(|other| other.name != report.name)
@@ -178,7 +178,7 @@ fn scans(
         };
         scans.push((
             report.name.clone(),
-            json!({"policy": super::admission::policy_name(policy), "findings": findings}),
+            json!({"policy": super::policy::policy_name(policy), "findings": findings}),
         ));
     }
     Ok(scans)

@@ -36,6 +36,28 @@ fn literal_secrets_are_refused_with_the_reason() {
         .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("TETHER_TEST_UNSET_VAR is not set"));
+    // An empty value is refused, naming the secret and where it came from.
+    for (secret, stdin, from) in [
+        (
+            "TOKEN=env:TETHER_TEST_EMPTY_VAR",
+            "",
+            "env:TETHER_TEST_EMPTY_VAR",
+        ),
+        ("TOKEN=-", "\n", "stdin"),
+    ] {
+        let out = export_with(&sandbox, &spec, secret)
+            .env("TETHER_TEST_EMPTY_VAR", "")
+            .write_stdin(stdin)
+            .output()
+            .expect("running tether");
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(
+            text(&out.stderr).trim_end(),
+            format!(
+                "error: secret TOKEN: the value from {from} is empty; an empty secret is refused"
+            )
+        );
+    }
 }
 
 #[test]

@@ -305,7 +305,9 @@ fn config_toml_chooses_the_secret_store() {
                 "TOKEN=env:VALUE",
             ])
             .env_remove("TETHER_SECRET_STORE")
-            .env("VALUE", "v")
+            // Long enough to be told apart: every value read is masked in what tether prints
+            // from then on, and a one-letter value would mask that letter in the error.
+            .env("VALUE", "value-of-the-token")
             .output()
             .expect("running tether install")
     };

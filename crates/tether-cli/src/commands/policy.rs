@@ -1,5 +1,5 @@
-//! How each server of a session is admitted by a gateway: the key its tool pins are kept
-//! under, and its prompt-injection scan policy.
+//! What a gateway applies to each server of a session (`tether_gateway::ToolPolicy`): the key
+//! its tool pins are kept under, and its prompt-injection scan policy.
 //!
 //! - Pin key: a local installation's uid; a managed server's `MANAGED_UID/NAME` (one managed
 //!   installation may hold several servers); else (inline or file JSON, whose ids are made
@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use tether_config::Origin;
 use tether_driver::Session;
-use tether_gateway::{Admission, PinStore, ScanPolicy};
+use tether_gateway::{PinStore, ScanPolicy, ToolPolicy};
 
 use crate::settings;
 
@@ -27,10 +27,10 @@ fn default_policy(from_registry: bool, origin: Origin) -> ScanPolicy {
 }
 
 /// Every server of `session`, by name: its pin key and scan policy. `flag` is `--scan`.
-pub(super) fn admissions(
+pub(super) fn policies(
     session: &Session,
     flag: Option<ScanPolicy>,
-) -> anyhow::Result<HashMap<String, Admission>> {
+) -> anyhow::Result<HashMap<String, ToolPolicy>> {
     let chosen = match flag {
         Some(policy) => Some(policy),
         None => settings::scan_policy()?,
@@ -48,12 +48,12 @@ pub(super) fn admissions(
             .map(|summary| summary.uid)
             .collect()
     };
-    let mut admissions = HashMap::new();
+    let mut policies = HashMap::new();
     for local in &resolved.local {
         let registry = from_registry.contains(&local.uid);
-        admissions.insert(
+        policies.insert(
             local.installation.name().to_owned(),
-            Admission {
+            ToolPolicy {
                 pin_key: local.uid.to_string(),
                 scan: chosen.unwrap_or_else(|| default_policy(registry, local.installation.origin)),
             },
@@ -65,28 +65,28 @@ pub(super) fn admissions(
             Some(lease) => format!("{}/{name}", lease.uid),
             None => name.to_owned(),
         };
-        admissions.insert(
+        policies.insert(
             name.to_owned(),
-            Admission {
+            ToolPolicy {
                 pin_key,
                 scan: chosen
                     .unwrap_or_else(|| default_policy(false, ephemeral.installation.origin)),
             },
         );
     }
-    Ok(admissions)
+    Ok(policies)
 }
 
-/// The pin key of `server` (its name when `admissions` does not know it), with the pins an
+/// The pin key of `server` (its name when `policies` does not know it), with the pins an
 /// older tether kept under its name carried over.
 pub(super) fn pin_key(
     pins: &PinStore,
-    admissions: &HashMap<String, Admission>,
+    policies: &HashMap<String, ToolPolicy>,
     server: &str,
 ) -> anyhow::Result<String> {
-    let key = admissions
+    let key = policies
         .get(server)
-        .map_or_else(|| server.to_owned(), |a| a.pin_key.clone());
+        .map_or_else(|| server.to_owned(), |p| p.pin_key.clone());
     pins.adopt(&key, server)?;
     Ok(key)
 }
