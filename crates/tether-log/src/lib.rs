@@ -25,39 +25,47 @@ use tether_config::{Masker, SecretValue};
 use tracing_subscriber::fmt::MakeWriter;
 use zeroize::Zeroize as _;
 
-/// The registered values, and the masker built from them (rebuilt when values are added,
-/// which happens a few times per run; masking happens on every log event).
+/// The registered values, and the masker built from them. Registering only records a value;
+/// the masker is rebuilt at the next masking after a change, so values registered one at a time
+/// (each `--secret` as it is read) cost one build, not one per value.
 struct Registry {
     values: Vec<SecretValue>,
     masker: Masker,
+    /// Values were added since `masker` was built.
+    stale: bool,
 }
 
 static REGISTRY: RwLock<Registry> = RwLock::new(Registry {
     values: Vec::new(),
     masker: Masker::EMPTY,
+    stale: false,
 });
 
 /// Adds secret values to mask from now on.
 pub fn register<'a>(values: impl IntoIterator<Item = &'a SecretValue>) {
     let mut registry = REGISTRY.write().unwrap_or_else(PoisonError::into_inner);
-    let before = registry.values.len();
     for value in values {
         if !value.is_empty() && !registry.values.contains(value) {
             registry.values.push(value.clone());
+            registry.stale = true;
         }
-    }
-    if registry.values.len() != before {
-        registry.masker = Masker::new(&registry.values);
     }
 }
 
 /// `text` with every registered value, in each of its forms, replaced by the mask.
 pub fn mask(text: &str) -> String {
-    REGISTRY
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .masker
-        .mask(text)
+    {
+        let registry = REGISTRY.read().unwrap_or_else(PoisonError::into_inner);
+        if !registry.stale {
+            return registry.masker.mask(text);
+        }
+    }
+    let mut registry = REGISTRY.write().unwrap_or_else(PoisonError::into_inner);
+    if registry.stale {
+        registry.masker = Masker::new(&registry.values);
+        registry.stale = false;
+    }
+    registry.masker.mask(text)
 }
 
 /// The tracing writer: each event is formatted into a buffer, masked as a whole, and written
