@@ -198,3 +198,46 @@ fn no_secret_on_stdout_or_stderr_at_debug_level() {
         text(&out.stdout)
     );
 }
+
+/// A 64 KiB secret full of what every printed form of a value changes (JSON specials, `{{X}}`,
+/// `$HOME`, `%41`, quotes, backslashes, non-ASCII, line breaks) is exported whole, byte for
+/// byte, and masked in the `-vv` log — in seconds: rendering it took minutes when the masker
+/// built a DFA over its forms (16 KiB: over 5 minutes).
+#[test]
+fn a_64_kib_hostile_secret_is_exported_whole_and_quickly() {
+    let sandbox = Sandbox::new();
+    let unit =
+        "{\"a\":\"$HOME\",\"b\":\"{{X}}\",\"c\":\"%41\",\"d\":\"\\\\ \\\"q\\\" ünï ${X} $$\"}\n";
+    let secret = unit.repeat(64 * 1024 / unit.len()).trim_end().to_owned();
+    let file = sandbox.write("secret", &secret);
+    let spec = config(&[server_json(
+        "s",
+        &["--key", "{{TOKEN}}"],
+        &[("TOKEN", "{{TOKEN}}")],
+    )]);
+    let started = std::time::Instant::now();
+    let out = sandbox
+        .tether(&[
+            "export",
+            "--format",
+            "json",
+            "--show-secrets",
+            "-vv",
+            "--mcp",
+            &spec,
+            "--secret",
+            &format!("TOKEN=file:{file}"),
+        ])
+        .output()
+        .expect("running tether");
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // A debug build on a loaded 2-core machine; the release figure is in docs/performance.md.
+    assert!(took < std::time::Duration::from_secs(60), "took {took:?}");
+    let exported: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let server = &exported["mcpServers"]["s"];
+    assert_eq!(server["args"][1].as_str(), Some(secret.as_str()));
+    assert_eq!(server["env"]["TOKEN"].as_str(), Some(secret.as_str()));
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("ünï"), "the -vv log shows the secret");
+}
