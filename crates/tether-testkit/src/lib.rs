@@ -10,6 +10,8 @@
 //! - [`files_bytes`] / [`holds`]: what a store wrote to disk (sentinel searches);
 //! - [`output_within`] / [`strip_ansi`]: a harness CLI run with a time limit, its coloured
 //!   listing as plain text;
+//! - [`ManualClock`]: a clock the test moves forward, for code that takes a
+//!   `tether_clock::Clock`;
 //! - [`postgres`]: throwaway PostgreSQL clusters (`PgCluster`), and the switch that runs
 //!   tether-server's suite on one (`TETHER_TEST_BACKEND=postgres`).
 
@@ -18,11 +20,13 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+mod clock;
 pub mod managed;
 mod npm;
 pub mod postgres;
 mod registry;
 
+pub use clock::ManualClock;
 pub use npm::{NPM_PACKAGES_FILE, NpmPackage, npm_bin, npm_packages, npm_prefix};
 pub use registry::{FIXTURE_SMITHERY_KEY, FixtureRegistry, test_registry_bin};
 
