@@ -11,7 +11,7 @@
 use std::io::{BufRead as _, BufReader};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use rmcp::ServiceExt as _;
@@ -19,7 +19,7 @@ use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceReq
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use tether_testkit::{json_str, server_everything, test_server_bin};
+use tether_testkit::{Tether, json_str, server_everything, test_server_bin};
 
 /// Every character a shell or a harness might expand, and a placeholder.
 const SECRET: &str = "gw-s3cr3t $HOME \"q\" {{x}} é";
@@ -34,19 +34,14 @@ fn tether_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tether"))
 }
 
+/// How the tests run tether: its own TETHER_HOME under `dir`, no managed server, cwd `dir`.
+fn tether_in(dir: &Path) -> Tether {
+    Tether::new(tether_bin(), dir.join("home")).current_dir(dir)
+}
+
 /// `tether ARGS` with its own TETHER_HOME under `dir`, the secret in `GW_SECRET`.
 fn tether_command(dir: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(tether_bin());
-    command
-        .args(args)
-        .current_dir(dir)
-        .env("TETHER_HOME", dir.join("home"))
-        .env("GW_SECRET", SECRET)
-        .env("NO_COLOR", "1")
-        .env_remove("TETHER_SERVER_URL")
-        .env_remove("TETHER_API_KEY")
-        .env_remove("RUST_LOG");
-    command
+    tokio::process::Command::from(tether_in(dir).env("GW_SECRET", SECRET).command(args))
 }
 
 /// server-everything in Streamable HTTP mode on a free loopback port.
@@ -320,12 +315,8 @@ fn http_gateway_for(dir: &Path, server_args: &[&str], extra: &[&str]) -> HttpGat
 fn http_gateway_of(dir: &Path, spec: &str, extra: &[&str]) -> HttpGateway {
     let mut args = vec!["serve", "--mcp", spec, "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    let mut child = Command::new(tether_bin())
-        .args(&args)
-        .current_dir(dir)
-        .env("TETHER_HOME", dir.join("home"))
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
+    let mut child = tether_in(dir)
+        .command(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -547,9 +538,8 @@ async fn an_rmcp_client_calls_through_http_with_a_token_from_a_source() {
 fn only_loopback_addresses_are_served() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
     for address in ["0.0.0.0:0", "192.0.2.1:80"] {
-        let out = Command::new(tether_bin())
-            .args(["serve", "--mcp", "{}", "--listen", address, "--no-auth"])
-            .env("TETHER_HOME", dir.path().join("home"))
+        let out = tether_in(dir.path())
+            .command(&["serve", "--mcp", "{}", "--listen", address, "--no-auth"])
             .output()
             .expect("running tether serve");
         assert_eq!(out.status.code(), Some(2), "{address}");
@@ -566,10 +556,9 @@ fn export_gateway_writes_sources_never_values_and_refuses_what_would_leak_or_han
     let export = |extra: &[&str]| {
         let mut args = vec!["export", "--gateway", "--format", "json"];
         args.extend_from_slice(extra);
-        Command::new(tether_bin())
-            .args(&args)
-            .env("TETHER_HOME", dir.path().join("home"))
+        tether_in(dir.path())
             .env("GW_SECRET", SECRET)
+            .command(&args)
             .output()
             .expect("running tether export --gateway")
     };
@@ -1367,10 +1356,8 @@ async fn over_http_the_servers_are_told_every_capability_by_default() {
 #[test]
 fn client_capabilities_that_cannot_be_combined_are_refused() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let out = Command::new(tether_bin())
-        .args(["serve", "--mcp", "{}", "--client-capabilities", "all,roots"])
-        .current_dir(dir.path())
-        .env("TETHER_HOME", dir.path().join("home"))
+    let out = tether_in(dir.path())
+        .command(&["serve", "--mcp", "{}", "--client-capabilities", "all,roots"])
         .stdin(Stdio::null())
         .output()
         .expect("running tether serve");
@@ -1378,8 +1365,8 @@ fn client_capabilities_that_cannot_be_combined_are_refused() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("`all` cannot be combined"), "{stderr}");
 
-    let out = Command::new(tether_bin())
-        .args([
+    let out = tether_in(dir.path())
+        .command(&[
             "run",
             "--mcp",
             "{}",
@@ -1388,8 +1375,6 @@ fn client_capabilities_that_cannot_be_combined_are_refused() {
             "--",
             "claude",
         ])
-        .current_dir(dir.path())
-        .env("TETHER_HOME", dir.path().join("home"))
         .stdin(Stdio::null())
         .output()
         .expect("running tether run");

@@ -6,22 +6,16 @@
 
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use tether_e2e::{files_bytes, holds, tether_bin};
+use tether_e2e::{Tether, files_bytes, holds, tether_bin};
 
 /// `tether ARGS` with `home` as TETHER_HOME and no managed server.
 fn tether(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(tether_bin())
-        .args(args)
-        .env("TETHER_HOME", home)
-        .env_remove("TETHER_SERVER_URL")
-        .env_remove("TETHER_API_KEY")
-        .env_remove("TETHER_API_KEY_FILE")
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
-        // Values in TETHER_HOME's 0600 file, where these tests can look at every byte.
-        .env("TETHER_SECRET_STORE", "file")
+    // Values in TETHER_HOME's 0600 file, where these tests can look at every byte.
+    Tether::new(tether_bin(), home)
+        .secret_store("file")
+        .command(args)
         .envs(env.iter().copied())
         .output()
         .expect("running tether")

@@ -178,6 +178,20 @@ impl ServerProcess {
         kib * 1024
     }
 
+    /// How many sockets the server has open (from `/proc/PID/fd`): its listener, its store's
+    /// connections and every connection it accepted.
+    pub fn open_sockets(&self) -> usize {
+        let pid = self.child.id().expect("the server is still running");
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .expect("reading the server's /proc fd list")
+            .flatten()
+            .filter(|entry| {
+                std::fs::read_link(entry.path())
+                    .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"))
+            })
+            .count()
+    }
+
     /// Whether the server's stderr shows `needle` within 5 s (the log is collected
     /// asynchronously, so a line written just now may not be there yet).
     pub async fn logged(&self, needle: &str) -> bool {
