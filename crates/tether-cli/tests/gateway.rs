@@ -1,4 +1,4 @@
-//! `tether serve` (issue 14), end to end: a real MCP client (rmcp) talks to the `tether`
+//! `tether serve`, the gateway, end to end: a real MCP client (rmcp) talks to the `tether`
 //! binary, which fronts several real servers at once — server-everything over stdio and over
 //! Streamable HTTP, and our test server — through namespaced names. A secret a server puts in
 //! a tool result reaches the client masked, and the audit log holds no value.

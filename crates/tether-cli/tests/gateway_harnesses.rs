@@ -1,4 +1,4 @@
-//! `tether run --gateway -- HARNESS …` (issue 14 step 3) with the real harness CLIs (Claude
+//! `tether run --gateway -- HARNESS …` with the real harness CLIs (Claude
 //! Code, Gemini CLI, opencode, Codex), each with a temp HOME: the harness gets ONE stdio server,
 //! `tether`, which is tether's gateway; the run's servers start in tether itself.
 //!

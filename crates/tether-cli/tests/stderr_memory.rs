@@ -1,5 +1,5 @@
-//! Issue 10 item 8: a stdio server's stderr without line ends grew tether's memory without bound
-//! (1 GB of stderr with no newline took tether to 2.1 GB RSS). Here a server writes 256 MiB of
+//! A stdio server's stderr without line ends must not grow tether's memory without bound
+//! (an unbounded line reader took tether to 2.1 GB RSS on 1 GB of stderr with no newline). Here a server writes 256 MiB of
 //! stderr with neither `\n` nor `\r` before it answers, at `-vv` (so every piece is logged), and
 //! tether's peak resident memory must stay far below the amount written.
 //!

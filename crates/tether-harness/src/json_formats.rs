@@ -183,7 +183,7 @@ fn server_json(
                 }
                 Format::Gemini => match transport {
                     // A URL the config gave without a type stays a `url`, which Gemini CLI
-                    // reads as it reads the user's own (issue 11 item 5).
+                    // reads as it reads the user's own.
                     RemoteTransport::StreamableHttp if server.options.transport_guessed => {
                         json!({"url": url, "headers": headers})
                     }

@@ -140,7 +140,7 @@ fn codex_forwards_env_and_headers_and_inlines_args() {
     let names: Vec<&str> = out.env.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         names,
-        // LOG_LEVEL's plain value is written inline (issue 11 item 6: masking and references
+        // LOG_LEVEL's plain value is written inline (masking and references
         // follow provenance).
         ["GITHUB_PERSONAL_ACCESS_TOKEN", "TETHER_SECRET_2"]
     );
@@ -177,7 +177,7 @@ fn unsupported_shapes_are_clear_errors() {
     );
 }
 
-/// Issue 11 item 2: a disabled server keeps its flag in the formats that have one and is left
+/// A disabled server keeps its flag in the formats that have one and is left
 /// out, with a note naming it, of those that do not.
 #[test]
 fn disabled_servers_are_flagged_or_left_out_with_a_note() {
@@ -219,7 +219,7 @@ fn disabled_servers_are_flagged_or_left_out_with_a_note() {
     }
 }
 
-/// Issue 11 item 6: a masked export counts the fields it masked (the secret in args[2], the
+/// A masked export counts the fields it masked (the secret in args[2], the
 /// token env entry, the Authorization header), and shows the plain LOG_LEVEL.
 #[test]
 fn masked_exports_count_what_they_mask() {
@@ -235,7 +235,7 @@ fn masked_exports_count_what_they_mask() {
     }
 }
 
-/// Issue 11 item 3: tool filters and per-server options go into the formats that have them;
+/// Tool filters and per-server options go into the formats that have them;
 /// the rest is named in a note.
 #[test]
 fn server_options_are_exported_where_the_format_has_them() {

@@ -5,7 +5,7 @@
 //! With `TETHER_TEST_BACKEND=postgres-replicas` the stack is two replicas on one PostgreSQL
 //! database (a throwaway cluster): the CLI's GraphQL goes to replica A, whose proxy URLs
 //! (`--public-url`) name replica B, so every proxied call uses a token minted by the other
-//! replica (issue 16).
+//! replica.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};

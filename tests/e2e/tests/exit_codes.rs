@@ -1,4 +1,4 @@
-//! Issue 10 item 14a: one exit-code table for `tether` and `tether-server` — README's table, and
+//! One exit-code table for `tether` and `tether-server` — README's table, and
 //! both binaries exiting 2 on the same bad input.
 
 #![allow(clippy::expect_used, reason = "test helpers fail loudly")]
@@ -49,7 +49,7 @@ fn readme_table() -> Vec<(String, String, String)> {
 }
 
 #[test]
-fn r10_14a_one_exit_code_table_for_both_binaries() {
+fn one_exit_code_table_for_both_binaries() {
     let table = readme_table();
     let codes: Vec<&str> = table.iter().map(|(code, _, _)| code.as_str()).collect();
     assert_eq!(codes, ["0", "1", "2", "3"]);

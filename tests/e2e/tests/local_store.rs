@@ -1,6 +1,6 @@
 //! The `tether` CLI's local store as a user meets it, as real processes on real files: values
-//! given at install time leave no byte behind after `remove` (issue 10 item 5), and a store
-//! another user can write is refused (issue 10 item 6).
+//! given at install time leave no byte behind after `remove`, and a store
+//! another user can write is refused.
 
 #![allow(clippy::expect_used, reason = "test helpers fail loudly")]
 
@@ -60,7 +60,7 @@ fn install(home: &Path, name: &str, value: &str) -> String {
 }
 
 #[test]
-fn r10_5_remove_leaves_no_byte_of_an_install_time_secret() {
+fn remove_leaves_no_byte_of_an_install_time_secret() {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
     let removed = format!("SENTINEL-removed-{}", std::process::id());
@@ -107,7 +107,7 @@ fn r10_5_remove_leaves_no_byte_of_an_install_time_secret() {
 }
 
 #[test]
-fn r10_6_a_store_other_users_can_write_is_refused() {
+fn a_store_other_users_can_write_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
     let _ = install(&home, "x", "SENTINEL-loose");

@@ -1,4 +1,4 @@
-//! The URL-server bridge of a hand-off (issue 10 item 3): a fake harness (a Python script named
+//! The URL-server bridge of a hand-off: a fake harness (a Python script named
 //! `claude`) reads the config tether handed it and speaks Streamable HTTP to the URL it finds
 //! there, as a real harness would. The upstream is our test server, which answers 401 unless
 //! `Authorization` is exactly `Bearer <secret>`, the secret holding every character a harness

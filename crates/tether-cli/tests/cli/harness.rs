@@ -138,7 +138,7 @@ fn each_harness_gets_references_in_its_config_and_values_in_its_environment() {
     }
 }
 
-/// Also issue 10 item 13: `--mcp-config` takes several values, so `--mcp-config FILE mcp list`
+/// `--mcp-config` takes several values, so `--mcp-config FILE mcp list`
 /// made Claude read `mcp` and `list` as config files. tether passes `--mcp-config=FILE`, one
 /// argument, before the user's.
 #[test]
@@ -175,7 +175,7 @@ fn strict_mcp_asks_claude_to_be_strict() {
     );
 }
 
-/// Issue 10 item 3: a secret in a remote server's `url` (which Codex's TOML cannot reference)
+/// A secret in a remote server's `url` (which Codex's TOML cannot reference)
 /// or headers stays in tether's bridge: every harness gets a loopback URL and the run's token,
 /// so `--no-secrets-on-disk` has nothing to refuse and the harness's environment holds no
 /// secret either. (The bridge's forwarding itself: `bridge.rs`.)
@@ -218,7 +218,7 @@ fn a_url_secret_stays_in_the_bridge_for_every_harness() {
     }
 }
 
-/// Issue 10 item 3: a stdio server's values, a secret in `args` included, reach it through
+/// A stdio server's values, a secret in `args` included, reach it through
 /// tether's exec shim, so even Codex (which cannot reference `args`) gets a config without them
 /// and `--no-secrets-on-disk` has nothing to refuse.
 #[test]
@@ -390,7 +390,7 @@ fn harness_and_format_values_come_from_the_harness_table() {
     );
 }
 
-/// Issue 14 item 7: Gemini CLI goes through the gateway unless `--no-gateway`: its settings
+/// Gemini CLI goes through the gateway unless `--no-gateway`: its settings
 /// hold one server, `tether`, whose command is tether's exec shim, and its environment holds
 /// no secret; `--audit` without the gateway is refused.
 #[test]

@@ -1,4 +1,4 @@
-//! No process of a run outlives tether (issue 10 item 7): a stdio server's grandchildren, one
+//! No process of a run outlives tether: a stdio server's grandchildren, one
 //! that called `setsid`, and a harness with its run directory — after a normal shutdown and
 //! after tether is SIGKILLed. Real processes, checked in `/proc` within a bounded wait.
 

@@ -1,4 +1,4 @@
-//! Stored secrets (issue 12 items 5 and 6): `install --secret` stores the value in the secret
+//! Stored secrets: `install --secret` stores the value in the secret
 //! store, `--mcp NAME` applies it in memory with no `--secret`, a run's `--secret` overrides
 //! it, and hostile values never reach stdout/stderr at -vvv, the SQLite file, or any file but
 //! the 0600 store — with the file backend, and with a real Secret Service.
@@ -157,12 +157,12 @@ fn stored_secret_applied_at_use(backend: &str) {
 }
 
 #[test]
-fn r12_6_stored_secret_applied_at_use_file_backend() {
+fn stored_secret_applied_at_use_file_backend() {
     stored_secret_applied_at_use("file");
 }
 
 #[test]
-fn r12_6_stored_secret_applied_at_use_secret_service() {
+fn stored_secret_applied_at_use_secret_service() {
     if secret_service_or_skip() {
         stored_secret_applied_at_use("keyring");
     }

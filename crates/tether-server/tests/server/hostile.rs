@@ -1,4 +1,4 @@
-//! tether-server under hostile clients and upstreams (issue 10 items 14-16): slow and
+//! tether-server under hostile clients and upstreams: slow and
 //! never-finished bodies, idle and half-sent connections, a connection flood, a hanging
 //! upstream, event streams outliving their token, forged log lines. Real processes, real
 //! sockets on loopback, every wait bounded.

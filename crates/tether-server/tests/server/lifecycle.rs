@@ -1,4 +1,4 @@
-//! The lifecycle a team needs (issue 16): revoking tokens and API keys, rate limits, the audit
+//! The lifecycle a team needs: revoking tokens and API keys, rate limits, the audit
 //! log, and key rotation with a kill in the middle. On both backends, like the whole suite.
 
 use std::process::Stdio;
