@@ -19,7 +19,7 @@ use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceReq
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use tether_testkit::{Tether, json_str, server_everything, test_server_bin};
+use tether_testkit::{Tether, json_str, processes_with, server_everything, test_server_bin};
 
 /// Every character a shell or a harness might expand, and a placeholder.
 const SECRET: &str = "gw-s3cr3t $HOME \"q\" {{x}} é";
@@ -1421,6 +1421,16 @@ async fn a_resource_update_reaches_the_client_that_subscribed() {
 }
 
 /// An initialized Streamable HTTP session at `gateway`: its `Mcp-Session-Id`.
+/// How many bytes process `pid` has read so far (`rchar` of `/proc/PID/io`).
+fn bytes_read(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .expect("reading /proc/PID/io")
+        .lines()
+        .find_map(|line| line.strip_prefix("rchar: "))
+        .and_then(|count| count.trim().parse().ok())
+        .expect("an rchar line")
+}
+
 async fn open_session(http: &reqwest::Client, gateway: &HttpGateway) -> String {
     let token = gateway.token.as_deref();
     let initialized = post(http, &gateway.url, token, None, &initialize_body())
@@ -1453,6 +1463,20 @@ async fn delete_waits_for_the_sessions_running_call_to_answer() {
     // A call that takes 1.5 s, started before the DELETE.
     let echo = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": {"name": "test__echo", "arguments": {"text": "answered before closing"}}});
+    // The test server behind the gateway (its arguments are this test's own): the call is
+    // running once it has read the request, which shows in the bytes it read from its stdin.
+    let server_exe = test_server_bin()
+        .canonicalize()
+        .expect("the test server's path");
+    let upstream: Vec<i32> = processes_with("--slow-echo 1500")
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == server_exe)
+        })
+        .collect();
+    assert_eq!(upstream.len(), 1, "the slow test server: {upstream:?}");
+    let read_by_upstream = || bytes_read(upstream[0]);
+    let before = read_by_upstream();
     let running = {
         let (http, url, token, session) = (
             http.clone(),
@@ -1468,7 +1492,14 @@ async fn delete_waits_for_the_sessions_running_call_to_answer() {
             response.text().await.expect("reading the call's answer")
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while read_by_upstream() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never reached the test server"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let delete = delete_session(&http, &gateway.url, token.as_deref(), &session);
     let asked = std::time::Instant::now();
     let deleted = delete.send().await.expect("deleting the session");
@@ -1476,7 +1507,7 @@ async fn delete_waits_for_the_sessions_running_call_to_answer() {
     assert!(deleted.status().is_success(), "{deleted:?}");
 
     // The call was answered in full, not cut off (without the drain the body ends with no
-    // answer), and the DELETE waited for it: the call had about 1.2 s left when it came.
+    // answer), and the DELETE waited for it: the call had most of its 1.5 s left when it came.
     let body = running.await.expect("the call's task");
     assert!(body.contains("answered before closing"), "{body}");
     assert!(!body.contains("\"error\""), "{body}");

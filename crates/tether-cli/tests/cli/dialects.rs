@@ -379,6 +379,30 @@ fn gemini_style_config_filters_a_real_servers_tools() {
     );
 }
 
+/// Whether the terminal the `tether` process running on `file` reads from has echo off
+/// (`stty -F` on its stdin's pseudo-terminal). False while that process is not found.
+fn terminal_echo_is_off(tether: &std::path::Path, file: &str) -> bool {
+    let tether = tether.to_string_lossy();
+    tether_testkit::processes_with(file).into_iter().any(|pid| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let is_tether = cmdline.split(|b| *b == 0).next() == Some(tether.as_bytes());
+        let Ok(tty) = std::fs::read_link(format!("/proc/{pid}/fd/0")) else {
+            return false;
+        };
+        is_tether
+            && std::process::Command::new("stty")
+                .arg("-F")
+                .arg(&tty)
+                .arg("-a")
+                .output()
+                .is_ok_and(|out| {
+                    String::from_utf8_lossy(&out.stdout)
+                        .split_whitespace()
+                        .any(|flag| flag == "-echo")
+                })
+    })
+}
+
 /// On a terminal, a VS Code input no `--secret` gave is asked for with its
 /// description, the typing hidden when `password: true` (as VS Code does); run under `script`
 /// for a real pseudo-terminal.
@@ -430,22 +454,29 @@ fn missing_vscode_inputs_are_prompted_for_on_a_terminal() {
             }
         })
     };
-    // Each answer once its prompt is up: typing that comes earlier would be echoed.
-    for (prompt, answer) in [
-        ("API token (tok): ", "typed-SENTINEL\n"),
-        ("Region (region): ", "eu-west\n"),
-    ] {
+    // Each answer once its prompt is up, and a hidden one once tether's terminal has echo
+    // off (the prompt is written just before): typing that comes earlier would be echoed.
+    let wait_for = |what: &str, ready: &dyn Fn() -> bool| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !text(&seen.lock().expect("transcript lock")).contains(prompt) {
+        while !ready() {
             assert!(
                 std::time::Instant::now() < deadline,
-                "no prompt {prompt:?}: {}",
+                "no {what}: {}",
                 text(&seen.lock().expect("transcript lock"))
             );
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        // The prompt is written just before echo is turned off: leave it that moment.
-        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    for (prompt, answer, hidden) in [
+        ("API token (tok): ", "typed-SENTINEL\n", true),
+        ("Region (region): ", "eu-west\n", false),
+    ] {
+        wait_for(prompt, &|| {
+            text(&seen.lock().expect("transcript lock")).contains(prompt)
+        });
+        if hidden {
+            wait_for("echo off", &|| terminal_echo_is_off(&tether, &file));
+        }
         std::io::Write::write_all(&mut stdin, answer.as_bytes()).expect("answering a prompt");
     }
     let status = child.wait().expect("waiting for script");
