@@ -1,4 +1,4 @@
-//! `tether serve` (issue 14), end to end: a real MCP client (rmcp) talks to the `tether`
+//! `tether serve`, the gateway, end to end: a real MCP client (rmcp) talks to the `tether`
 //! binary, which fronts several real servers at once — server-everything over stdio and over
 //! Streamable HTTP, and our test server — through namespaced names. A secret a server puts in
 //! a tool result reaches the client masked, and the audit log holds no value.
@@ -11,7 +11,7 @@
 use std::io::{BufRead as _, BufReader};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use rmcp::ServiceExt as _;
@@ -19,7 +19,7 @@ use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceReq
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use tether_testkit::{json_str, server_everything, test_server_bin};
+use tether_testkit::{Tether, json_str, processes_with, server_everything, test_server_bin};
 
 /// Every character a shell or a harness might expand, and a placeholder.
 const SECRET: &str = "gw-s3cr3t $HOME \"q\" {{x}} é";
@@ -34,19 +34,14 @@ fn tether_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tether"))
 }
 
+/// How the tests run tether: its own TETHER_HOME under `dir`, no managed server, cwd `dir`.
+fn tether_in(dir: &Path) -> Tether {
+    Tether::new(tether_bin(), dir.join("home")).current_dir(dir)
+}
+
 /// `tether ARGS` with its own TETHER_HOME under `dir`, the secret in `GW_SECRET`.
 fn tether_command(dir: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(tether_bin());
-    command
-        .args(args)
-        .current_dir(dir)
-        .env("TETHER_HOME", dir.join("home"))
-        .env("GW_SECRET", SECRET)
-        .env("NO_COLOR", "1")
-        .env_remove("TETHER_SERVER_URL")
-        .env_remove("TETHER_API_KEY")
-        .env_remove("RUST_LOG");
-    command
+    tokio::process::Command::from(tether_in(dir).env("GW_SECRET", SECRET).command(args))
 }
 
 /// server-everything in Streamable HTTP mode on a free loopback port.
@@ -320,12 +315,8 @@ fn http_gateway_for(dir: &Path, server_args: &[&str], extra: &[&str]) -> HttpGat
 fn http_gateway_of(dir: &Path, spec: &str, extra: &[&str]) -> HttpGateway {
     let mut args = vec!["serve", "--mcp", spec, "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    let mut child = Command::new(tether_bin())
-        .args(&args)
-        .current_dir(dir)
-        .env("TETHER_HOME", dir.join("home"))
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
+    let mut child = tether_in(dir)
+        .command(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -568,9 +559,8 @@ async fn an_rmcp_client_calls_through_http_with_a_token_from_a_source() {
 fn only_loopback_addresses_are_served() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
     for address in ["0.0.0.0:0", "192.0.2.1:80"] {
-        let out = Command::new(tether_bin())
-            .args(["serve", "--mcp", "{}", "--listen", address, "--no-auth"])
-            .env("TETHER_HOME", dir.path().join("home"))
+        let out = tether_in(dir.path())
+            .command(&["serve", "--mcp", "{}", "--listen", address, "--no-auth"])
             .output()
             .expect("running tether serve");
         assert_eq!(out.status.code(), Some(2), "{address}");
@@ -587,10 +577,9 @@ fn export_gateway_writes_sources_never_values_and_refuses_what_would_leak_or_han
     let export = |extra: &[&str]| {
         let mut args = vec!["export", "--gateway", "--format", "json"];
         args.extend_from_slice(extra);
-        Command::new(tether_bin())
-            .args(&args)
-            .env("TETHER_HOME", dir.path().join("home"))
+        tether_in(dir.path())
             .env("GW_SECRET", SECRET)
+            .command(&args)
             .output()
             .expect("running tether export --gateway")
     };
@@ -1388,10 +1377,8 @@ async fn over_http_the_servers_are_told_every_capability_by_default() {
 #[test]
 fn client_capabilities_that_cannot_be_combined_are_refused() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let out = Command::new(tether_bin())
-        .args(["serve", "--mcp", "{}", "--client-capabilities", "all,roots"])
-        .current_dir(dir.path())
-        .env("TETHER_HOME", dir.path().join("home"))
+    let out = tether_in(dir.path())
+        .command(&["serve", "--mcp", "{}", "--client-capabilities", "all,roots"])
         .stdin(Stdio::null())
         .output()
         .expect("running tether serve");
@@ -1399,8 +1386,8 @@ fn client_capabilities_that_cannot_be_combined_are_refused() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("`all` cannot be combined"), "{stderr}");
 
-    let out = Command::new(tether_bin())
-        .args([
+    let out = tether_in(dir.path())
+        .command(&[
             "run",
             "--mcp",
             "{}",
@@ -1409,8 +1396,6 @@ fn client_capabilities_that_cannot_be_combined_are_refused() {
             "--",
             "claude",
         ])
-        .current_dir(dir.path())
-        .env("TETHER_HOME", dir.path().join("home"))
         .stdin(Stdio::null())
         .output()
         .expect("running tether run");
@@ -1457,6 +1442,16 @@ async fn a_resource_update_reaches_the_client_that_subscribed() {
 }
 
 /// An initialized Streamable HTTP session at `gateway`: its `Mcp-Session-Id`.
+/// How many bytes process `pid` has read so far (`rchar` of `/proc/PID/io`).
+fn bytes_read(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .expect("reading /proc/PID/io")
+        .lines()
+        .find_map(|line| line.strip_prefix("rchar: "))
+        .and_then(|count| count.trim().parse().ok())
+        .expect("an rchar line")
+}
+
 async fn open_session(http: &reqwest::Client, gateway: &HttpGateway) -> String {
     let token = gateway.token.as_deref();
     let initialized = post(http, &gateway.url, token, None, &initialize_body())
@@ -1489,6 +1484,20 @@ async fn delete_waits_for_the_sessions_running_call_to_answer() {
     // A call that takes 1.5 s, started before the DELETE.
     let echo = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": {"name": "test__echo", "arguments": {"text": "answered before closing"}}});
+    // The test server behind the gateway (its arguments are this test's own): the call is
+    // running once it has read the request, which shows in the bytes it read from its stdin.
+    let server_exe = test_server_bin()
+        .canonicalize()
+        .expect("the test server's path");
+    let upstream: Vec<i32> = processes_with("--slow-echo 1500")
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == server_exe)
+        })
+        .collect();
+    assert_eq!(upstream.len(), 1, "the slow test server: {upstream:?}");
+    let read_by_upstream = || bytes_read(upstream[0]);
+    let before = read_by_upstream();
     let running = {
         let (http, url, token, session) = (
             http.clone(),
@@ -1504,7 +1513,14 @@ async fn delete_waits_for_the_sessions_running_call_to_answer() {
             response.text().await.expect("reading the call's answer")
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while read_by_upstream() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never reached the test server"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let delete = delete_session(&http, &gateway.url, token.as_deref(), &session);
     let asked = std::time::Instant::now();
     let deleted = delete.send().await.expect("deleting the session");
@@ -1512,7 +1528,7 @@ async fn delete_waits_for_the_sessions_running_call_to_answer() {
     assert!(deleted.status().is_success(), "{deleted:?}");
 
     // The call was answered in full, not cut off (without the drain the body ends with no
-    // answer), and the DELETE waited for it: the call had about 1.2 s left when it came.
+    // answer), and the DELETE waited for it: the call had most of its 1.5 s left when it came.
     let body = running.await.expect("the call's task");
     assert!(body.contains("answered before closing"), "{body}");
     assert!(!body.contains("\"error\""), "{body}");

@@ -1,14 +1,12 @@
-//! Issue 10 item 8: a stdio server's stderr without line ends grew tether's memory without bound
-//! (1 GB of stderr with no newline took tether to 2.1 GB RSS). Here a server writes 256 MiB of
+//! A stdio server's stderr without line ends must not grow tether's memory without bound
+//! (an unbounded line reader took tether to 2.1 GB RSS on 1 GB of stderr with no newline). Here a server writes 256 MiB of
 //! stderr with neither `\n` nor `\r` before it answers, at `-vv` (so every piece is logged), and
 //! tether's peak resident memory must stay far below the amount written.
 //!
 //! Its own test binary: the peak is read with `getrusage(RUSAGE_CHILDREN)`, which covers every
 //! child this process has waited for, so no other test may run children beside it.
 
-use std::process::Command;
-
-use tether_testkit::{json_str, test_server_bin};
+use tether_testkit::{Tether, json_str, test_server_bin};
 
 /// What the server writes to stderr before it starts: 256 MiB of `x`, no line end.
 const WRITTEN_MIB: u64 = 256;
@@ -29,11 +27,8 @@ fn stderr_without_line_ends_keeps_memory_bounded() {
         json_str(&script),
         json_str(&server.to_string_lossy())
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["test", "-vv", "--timeout", "60", "--mcp", &spec])
-        .env("TETHER_HOME", home.path())
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
+    let out = Tether::new(env!("CARGO_BIN_EXE_tether"), home.path())
+        .command(&["test", "-vv", "--timeout", "60", "--mcp", &spec])
         .output()
         .expect("running tether test");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -1,8 +1,8 @@
 //! Rendering throughput: N servers holding 10 placeholders each, secrets applied in memory,
-//! serialized to the portable JSON map. Target (issue 2): 1,000 servers / 10,000 placeholders
+//! serialized to the portable JSON map. Target: 1,000 servers / 10,000 placeholders
 //! in ≤ 20 ms on a 2-core machine, and doubling the input at most ×2.3 the time.
 //!
-//! Scaling in the number of distinct placeholders of one server (issue 10, item 9): parse and
+//! Scaling in the number of distinct placeholders of one server: parse and
 //! render 10,000 vs 40,000 distinct placeholders, spread over args and env values or all in one
 //! string, and mask text holding 10,000 vs 40,000 distinct secret values. Target: 40k/10k at
 //! most ×4.5 the time (the code was quadratic: ×13 to ×20).

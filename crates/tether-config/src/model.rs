@@ -99,7 +99,7 @@ pub struct Variable {
     pub source: VariableSource,
 }
 
-/// What a config says about a server besides how to launch it (issue 11): kept in the model
+/// What a config says about a server besides how to launch it: kept in the model
 /// so that tether honours it and exports it to the formats that can express it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ServerOptions {

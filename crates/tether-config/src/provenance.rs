@@ -1,5 +1,4 @@
-//! Which values a user wrote into a config are credentials, for masking by provenance
-//! (issue 11 item 6).
+//! Which values a user wrote into a config are credentials, for masking by provenance.
 //!
 //! A rendered value is masked when it came from a secret, the environment or a managed server
 //! (see `render`). A literal the user typed into the config is shown, except where it is a

@@ -658,7 +658,7 @@ mod tests {
         assert_eq!(values, ["t0k-SENTINEL", "lit"]);
     }
 
-    /// Issue 11 item 6: what the user wrote is shown unless it is a credential by its key or a
+    /// What the user wrote is shown unless it is a credential by its key or a
     /// URL's password; what came from a secret, the environment or a managed server is masked.
     #[test]
     fn masking_follows_provenance() {

@@ -4,10 +4,10 @@
 //! against the shared original `../shared/vectors/config_cases.json` (next to the repository)
 //! when that file exists.
 //!
-//! `tests/vectors/dialect_cases.json` holds the cases of issue 11 (the config dialects users
+//! `tests/vectors/dialect_cases.json` holds tether's own dialect cases (the config dialects users
 //! paste: JSONC, other tools' variable syntaxes, `disabled`, tool filters, masking), in the same
 //! form plus `env` (the environment `${VAR}` reads) and `cwd` (the working directory). Its
-//! `replaces` list names shared cases whose expectation issue 11 changed, with the reason; those
+//! `replaces` list names shared cases whose expectation the dialect rules changed, with the reason; those
 //! are skipped in the shared file (each must exist there) until the shared file follows.
 
 use std::collections::BTreeMap;
@@ -71,7 +71,7 @@ const VENDORED: &str = concat!(
     "/tests/vectors/config_cases.json"
 );
 
-/// Issue 11's cases (tether's own, not shared yet).
+/// The dialect cases (tether's own, not shared yet).
 const DIALECTS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/vectors/dialect_cases.json"

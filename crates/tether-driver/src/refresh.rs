@@ -6,11 +6,10 @@
 //! when its rendered config changed. The task config is never touched: it keeps `warp_id`.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tether_config::{EnvLookup, Exposure, RenderedServer, Secrets};
 use time::OffsetDateTime;
-use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::launch::ServerReport;
@@ -149,9 +148,9 @@ impl Refresher {
             .map(|wait| wait.clamp(Duration::from_secs(1), self.policy.min_interval))
     }
 
-    /// Notes an attempt for `uid` now, successful or not.
-    pub(crate) fn attempted(&mut self, uid: Uuid) {
-        self.last_attempt.insert(uid, Instant::now());
+    /// Notes an attempt for `uid` at `now`, successful or not.
+    pub(crate) fn attempted(&mut self, uid: Uuid, now: Instant) {
+        self.last_attempt.insert(uid, now);
     }
 }
 

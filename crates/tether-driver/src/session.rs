@@ -14,14 +14,14 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
+use tether_clock::Clock;
 use tether_config::{
     EnvLookup, RenderedServer, RenderedText, RenderedTransport, SecretValue, Secrets,
 };
 use time::OffsetDateTime;
-use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::error::DriverError;
@@ -47,6 +47,9 @@ pub struct Session {
     /// grows: a value a re-mint retired may still sit in a log line or a child's stderr.
     masking: Vec<SecretValue>,
     refresher: Refresher,
+    /// What re-mint decisions read the time from ([`Session::with_clock`]; the system clock
+    /// by default).
+    clock: Arc<dyn Clock>,
     /// Variables of tether's environment every stdio server gets (`--pass-env`), kept so that
     /// every rendering, re-mints included, carries them.
     pass_env: Vec<String>,
@@ -93,6 +96,7 @@ impl Session {
             servers,
             masking: Vec::new(),
             refresher: Refresher::default(),
+            clock: tether_clock::system(),
             pass_env: Vec::new(),
         };
         session.extend_masking();
@@ -129,6 +133,21 @@ impl Session {
     pub fn with_refresh_policy(mut self, policy: RefreshPolicy) -> Self {
         self.refresher = Refresher::new(policy);
         self
+    }
+
+    /// Reads the time from `clock` instead of the system clock: whether a lease is near
+    /// expiry, how long since the last attempt, and (for holders that wait through
+    /// [`Session::clock`]) when to look again. Tests pass a clock they move themselves.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The clock this session decides re-mints by; a holder that schedules them (a gateway)
+    /// waits on it too, so one clock moves both.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
     }
 
     /// Gives every remote server whose config sends no `Authorization` header the bearer
@@ -298,10 +317,11 @@ impl Session {
     /// the servers each [`RemintOutcome::Changed`] names, from the session (a gateway, whose
     /// servers live in runtimes of their own). A failed re-mint is reported, not an error.
     pub async fn remint_due(&mut self) -> Vec<RemintOutcome> {
-        let due = self.due(OffsetDateTime::now_utc(), Instant::now());
+        let now = self.clock.now();
+        let due = self.due(self.clock.now_utc(), now);
         let mut outcomes = Vec::new();
         for uid in due {
-            self.refresher.attempted(uid);
+            self.refresher.attempted(uid, now);
             let fresh = match self.resolver.remint(uid).await {
                 Ok(fresh) => fresh,
                 Err(err) => {

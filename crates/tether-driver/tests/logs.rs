@@ -107,8 +107,22 @@ async fn no_secret_in_any_log_line_at_trace() {
         .map(|e| format!("{e} {e:?}"))
         .unwrap_or_default();
     let reports = format!("{:?}", runtime.reports());
-    // Give the stderr readers a moment to log what the servers wrote.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The stderr readers log what the servers wrote as it comes: wait (bounded) until the
+    // lines of both servers that print API_TOKEN are in.
+    let logged = || {
+        String::from_utf8_lossy(
+            &buffer
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .matches("stderr: API_TOKEN=********")
+        .count()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while logged() < 2 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     runtime.shutdown().await;
 
     let logs = String::from_utf8_lossy(
@@ -122,9 +136,10 @@ async fn no_secret_in_any_log_line_at_trace() {
         logs.contains("talker"),
         "the log captured nothing useful:\n{logs}"
     );
-    assert!(
-        logs.contains("API_TOKEN=********"),
-        "stderr lines were not logged masked:\n{logs}"
+    assert_eq!(
+        logs.matches("stderr: API_TOKEN=********").count(),
+        2,
+        "the stderr lines of talker and quitter were not logged masked:\n{logs}"
     );
     // The session warns (naming the position, not the value) about a secret in argv.
     assert!(

@@ -95,7 +95,9 @@ impl EnvVars {
 
     /// Tests only: `STEP:PATH` makes the local store stop at STEP of an install (`pending`:
     /// pending rows committed; `values`: values written, installation not committed;
-    /// `committed`), create the file PATH and wait 60 s, so a test can SIGKILL it there.
+    /// `committed`), create the file PATH and wait until PATH is removed (at most 60 s), so a
+    /// test can SIGKILL it there. Read only by builds with tether-store's `test-hooks`
+    /// feature (the test builds); a shipped `tether` ignores it.
     pub const TETHER_TEST_STORE_PAUSE: &'static str = "TETHER_TEST_STORE_PAUSE";
 
     /// Tests: `postgres` runs tether-server's test suite on PostgreSQL (a throwaway cluster

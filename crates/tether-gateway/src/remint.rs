@@ -4,14 +4,14 @@
 //! installation); each server whose rendering changed is started afresh from it and replaces
 //! the old one (`Supervisor::replace`), then is listed again. The new values join the
 //! gateway's masking set (and the caller's, through [`MaskingHook`]) before anything the new
-//! servers send is passed on.
+//! servers send is passed on. The loop tells time and waits by the session's clock
+//! (`Session::clock`), so a test that moves that clock moves the schedule with it.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tether_config::SecretValue;
 use tether_driver::RemintOutcome;
-use time::OffsetDateTime;
 
 use crate::handler::Shared;
 
@@ -35,17 +35,18 @@ const MIN_WAIT: Duration = Duration::from_secs(1);
 /// Re-mints due managed configs until the gateway is gone or no lease expires.
 pub(crate) async fn remint(shared: Weak<Shared>, hook: Option<MaskingHook>) {
     loop {
-        let wait = {
+        let (wait, clock) = {
             let Some(shared) = shared.upgrade() else {
                 return;
             };
             let session = shared.supervisor.session().read().await;
-            session.next_check(OffsetDateTime::now_utc())
+            let clock = session.clock();
+            (session.next_check(clock.now_utc()), clock)
         };
         let Some(wait) = wait else {
             return;
         };
-        tokio::time::sleep(wait.max(MIN_WAIT)).await;
+        clock.sleep(wait.max(MIN_WAIT)).await;
         let Some(shared) = shared.upgrade() else {
             return;
         };

@@ -10,12 +10,17 @@
 //!   so a crash loop slows down instead of spinning;
 //! - after [`MAX_FAILED_STARTS`] failed starts in a row the server is left stopped;
 //! - every change is reported on stderr (through `tracing`, masked) and in `tether_status`.
+//!
+//! The delays and "within a minute" are measured on the session's clock (`Session::clock`):
+//! the system clock in the binary, one the test moves in tests. The watcher's own polling
+//! interval is real time.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tether_clock::Clock;
 use tether_driver::{DriverError, McpRuntime, ServerNotice, Session, StartOptions};
 
 /// How often the watcher looks for closed connections.
@@ -88,6 +93,8 @@ pub(crate) struct Supervisor {
     failed_at_start: Vec<(String, String)>,
     /// Servers in spec order, for reports.
     order: Vec<String>,
+    /// The session's clock: restart delays and uptimes are measured on it.
+    clock: Arc<dyn Clock>,
 }
 
 impl Supervisor {
@@ -98,7 +105,8 @@ impl Supervisor {
         runtime: Arc<McpRuntime>,
         failed_at_start: Vec<(String, String)>,
     ) -> Self {
-        let now = Instant::now();
+        let clock = session.clock();
+        let now = clock.now();
         let slots = runtime
             .running()
             .into_iter()
@@ -121,6 +129,7 @@ impl Supervisor {
             slots,
             failed_at_start,
             order,
+            clock,
         }
     }
 
@@ -146,7 +155,7 @@ impl Supervisor {
         let old = slot.read();
         slot.set(State::Ready {
             runtime: Arc::new(started),
-            started: Instant::now(),
+            started: self.clock.now(),
             level: 0,
         });
         if let State::Ready { runtime, .. } = old {
@@ -241,7 +250,7 @@ impl Supervisor {
         let State::Ready { started, level, .. } = slot.read() else {
             return;
         };
-        let level = if started.elapsed() >= STABLE_AFTER {
+        let level = if self.clock.now().saturating_duration_since(started) >= STABLE_AFTER {
             0
         } else {
             level
@@ -256,15 +265,27 @@ impl Supervisor {
             reason: reason.to_owned(),
             failed_starts: 0,
         });
-        tokio::spawn(restart(Arc::downgrade(self), server.to_owned(), level));
+        tokio::spawn(restart(
+            Arc::downgrade(self),
+            Arc::clone(&self.clock),
+            server.to_owned(),
+            level,
+        ));
     }
 }
 
 /// Starts `server` again until it runs or [`MAX_FAILED_STARTS`] starts failed.
-async fn restart(supervisor: Weak<Supervisor>, server: String, mut level: u32) {
+/// The delays are waited on `clock` (the supervisor's), held apart so the wait does not keep
+/// the supervisor alive.
+async fn restart(
+    supervisor: Weak<Supervisor>,
+    clock: Arc<dyn Clock>,
+    server: String,
+    mut level: u32,
+) {
     let mut failed_starts = 0;
     loop {
-        tokio::time::sleep(backoff(level)).await;
+        clock.sleep(backoff(level)).await;
         let Some(supervisor) = supervisor.upgrade() else {
             return;
         };
@@ -287,7 +308,7 @@ async fn restart(supervisor: Weak<Supervisor>, server: String, mut level: u32) {
                 tracing::warn!(server = %server, "MCP server restarted (restart {count})");
                 slot.set(State::Ready {
                     runtime: Arc::new(runtime),
-                    started: Instant::now(),
+                    started: supervisor.clock.now(),
                     level,
                 });
                 supervisor.relist(&server);

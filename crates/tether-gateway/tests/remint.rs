@@ -1,6 +1,7 @@
-//! Issue 14 item 5: a managed config is re-minted while the gateway serves, before its proxy
-//! token expires; the server whose rendering changed is started afresh from the new config,
-//! the old process ends, and the client is told the tool list changed.
+//! A managed config is re-minted while the gateway serves, before its proxy token expires; the
+//! server whose rendering changed is started afresh from the new config, the old process
+//! ends, and the client is told the tool list changed. The gateway's schedule runs on a clock
+//! the test moves, so nothing waits for time to pass.
 
 #![allow(
     clippy::expect_used,
@@ -23,7 +24,7 @@ use tether_gateway::names::ToolFilter;
 use tether_gateway::{Gateway, GatewayOptions, ScanPolicy, Upstream};
 use tether_graphql::ManagedMcpClient;
 use tether_testkit::managed::{Answer, FakeManaged};
-use tether_testkit::{json_str, test_server_bin, wait_group_gone};
+use tether_testkit::{ManualClock, json_str, test_server_bin, wait_group_gone};
 use uuid::Uuid;
 
 /// The managed config: the test server with `tools` numbered tools, expiring `expires_in`
@@ -38,19 +39,34 @@ fn managed_config(tools: usize, expires_in: time::Duration) -> Answer {
     }
 }
 
-/// A client that counts `tools/list_changed`.
+/// A client that counts `tools/list_changed` and wakes whoever waits for one.
 #[derive(Clone, Default)]
-struct Counter(Arc<AtomicUsize>);
+struct Counter(Arc<AtomicUsize>, Arc<tokio::sync::Notify>);
+
+impl Counter {
+    /// Waits (at most 20 s, then panics) until at least `count` notifications came.
+    async fn reached(&self, count: usize) {
+        let waited = tokio::time::timeout(Duration::from_secs(20), async {
+            while self.0.load(Ordering::SeqCst) < count {
+                self.1.notified().await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "fewer than {count} tools/list_changed");
+    }
+}
 
 impl rmcp::ClientHandler for Counter {
     async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
         self.0.fetch_add(1, Ordering::SeqCst);
+        self.1.notify_one();
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_managed_config_is_reminted_before_expiry_and_its_server_replaced() {
     let uid = Uuid::new_v4();
+    let clock = ManualClock::new();
     // Two minutes from expiry: inside the five-minute window at once.
     let fake = Arc::new(FakeManaged::new(vec![(
         uid,
@@ -64,7 +80,8 @@ async fn a_managed_config_is_reminted_before_expiry_and_its_server_replaced() {
         .with_refresh_policy(RefreshPolicy {
             ahead: Duration::from_secs(300),
             min_interval: Duration::from_secs(1),
-        });
+        })
+        .with_clock(clock.clone());
     let mut start = StartOptions::default();
     let upstream = Upstream::wire(&mut start);
     let runtime = session.start(&start).await.expect("starting");
@@ -102,14 +119,11 @@ async fn a_managed_config_is_reminted_before_expiry_and_its_server_replaced() {
         .await
         .expect("initializing through the gateway");
 
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while counter.0.load(Ordering::SeqCst) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no tools/list_changed after the re-mint"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // The gateway looks again a second from now on its clock, and not before.
+    clock.sleeping(1, Duration::from_secs(20)).await;
+    assert_eq!(fake.calls(), 1, "re-minted before the clock moved");
+    clock.advance(Duration::from_secs(1));
+    counter.reached(1).await;
     let names: Vec<String> = client
         .list_all_tools()
         .await

@@ -1,4 +1,4 @@
-//! Batched resolution (issue 17): many uids in one operation with one aliased field each,
+//! Batched resolution: many uids in one operation with one aliased field each,
 //! each alias mapped exactly as a single call; refusals split the batch; a failed request is
 //! retried whole.
 #![expect(

@@ -1,6 +1,7 @@
 //! The resolution deadline (retries and backoff included) and the missing-API-key hint:
-//! regressions for issue 10 items 10 and 14a (a hung endpoint held `tether test` for 3 min
-//! 1 s; a 401 without a configured key only relayed the server's text).
+//! a hung endpoint must not hold a resolution past its deadline (it once held `tether test`
+//! for 3 min 1 s), and a 401 without a configured key says how to configure one instead of only
+//! relaying the server's text.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Issue 17's figure against the real server: managed uids resolved through `tether-server`
+//! Batched resolution's figure against the real server: managed uids resolved through `tether-server`
 //! behind a loopback proxy that holds every byte from client to server 50 ms (a 50 ms round
 //! trip), batched (one GraphQL operation of up to 32 aliased fields) and unbatched (one
 //! operation per uid, `batch_size` 1, 16 at a time: the path before batching, still reachable
@@ -9,7 +9,7 @@
 //! cargo bench -p tether-server --bench managed_latency
 //! ```
 //!
-//! Targets (issue 17): 32 uids ≤ one uid + 20 ms in ≤ 2 requests; 256 uids ≤ one uid + 60 ms.
+//! Targets: 32 uids ≤ one uid + 20 ms in ≤ 2 requests; 256 uids ≤ one uid + 60 ms.
 
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
@@ -211,7 +211,7 @@ async fn bench() {
     let proxy = DelayingProxy::start(upstream).await;
     let endpoint = format!("http://{}/graphql", proxy.address);
     println!(
-        "issue 17 against tether-server {} (release) behind a {} ms loopback delay, {} cores; medians of {RUNS}",
+        "batched resolution against tether-server {} (release) behind a {} ms loopback delay, {} cores; medians of {RUNS}",
         env!("CARGO_PKG_VERSION"),
         DELAY.as_millis(),
         std::thread::available_parallelism().map_or(0, usize::from)

@@ -1,4 +1,4 @@
-//! tether-server on SQLite vs one and two PostgreSQL replicas (issue 16), run by hand in
+//! tether-server on SQLite vs one and two PostgreSQL replicas, run by hand in
 //! release mode (`bench/server-replicas.sh`); prints its figures.
 //!
 //! 1. `createManagedMcpClientConfig` from 50 concurrent clients (the workspace's

@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{any, get, post};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::json;
+use tether_clock::Clock;
 use tower_service::Service as _;
 
 use crate::crypto::MasterKey;
@@ -85,6 +86,15 @@ impl std::fmt::Debug for BoundServer {
 impl BoundServer {
     /// Opens the store (verifying the key against it) and binds the listen address.
     pub async fn bind(options: ServeOptions) -> Result<Self, ServerError> {
+        Self::bind_with_clock(options, tether_clock::system()).await
+    }
+
+    /// [`BoundServer::bind`], telling proxy-token expiry and rate-limit refills by `clock`
+    /// instead of the system clock (tests pass one they move).
+    pub async fn bind_with_clock(
+        options: ServeOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ServerError> {
         let ServeOptions {
             listen,
             database,
@@ -129,6 +139,7 @@ impl BoundServer {
                 public_base: public_base.clone(),
                 proxy_token_ttl,
             },
+            Arc::clone(&clock),
         ));
         let http = reqwest::Client::builder()
             .connect_timeout(UPSTREAM_CONNECT_TIMEOUT)
@@ -144,7 +155,7 @@ impl BoundServer {
             http,
             body_limits: BodyLimits::new(&limits),
             logs: LimitLogs::default(),
-            rate: RateLimiter::new(rate),
+            rate: RateLimiter::new(rate, clock),
             limits,
         });
         Ok(Self {

@@ -155,7 +155,7 @@ impl MasterKey {
 /// random (all zeros, one repeated byte, `abab…`, a placeholder).
 const MIN_DISTINCT_KEY_BYTES: usize = 8;
 
-/// Refuses a key that cannot have come from a random generator (issue 10 item 17).
+/// Refuses a key that cannot have come from a random generator (too few distinct bytes).
 fn check_entropy(bytes: &[u8]) -> Result<(), KeyError> {
     let mut seen = [false; 256];
     for &byte in bytes {

@@ -7,8 +7,10 @@
 //! dropped and memory stays bounded by the keys active in the last minutes.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use tether_clock::Clock;
 
 /// Default requests per second per API key (per replica).
 pub const DEFAULT_RATE_PER_SEC: u32 = 50;
@@ -50,22 +52,25 @@ struct Buckets {
 pub(crate) struct RateLimiter {
     settings: RateSettings,
     buckets: Mutex<Buckets>,
+    /// What refills are measured on.
+    clock: Arc<dyn Clock>,
 }
 
 impl RateLimiter {
-    pub(crate) fn new(settings: RateSettings) -> Self {
+    pub(crate) fn new(settings: RateSettings, clock: Arc<dyn Clock>) -> Self {
         Self {
             settings,
             buckets: Mutex::new(Buckets {
                 by_key: HashMap::new(),
-                swept: Instant::now(),
+                swept: clock.now(),
             }),
+            clock,
         }
     }
 
     /// Takes a token from `key`'s bucket, or says how long until one is back.
     pub(crate) fn check(&self, key: &str) -> Result<(), Duration> {
-        self.check_at(key, Instant::now())
+        self.check_at(key, self.clock.now())
     }
 
     fn check_at(&self, key: &str, now: Instant) -> Result<(), Duration> {
@@ -111,10 +116,13 @@ mod tests {
 
     #[test]
     fn a_bucket_allows_its_burst_then_the_rate() {
-        let limiter = RateLimiter::new(RateSettings {
-            per_sec: 2,
-            burst: 3,
-        });
+        let limiter = RateLimiter::new(
+            RateSettings {
+                per_sec: 2,
+                burst: 3,
+            },
+            tether_clock::system(),
+        );
         let start = Instant::now();
         for _ in 0..3 {
             assert_eq!(limiter.check_at("k", start), Ok(()));
@@ -131,10 +139,13 @@ mod tests {
 
     #[test]
     fn zero_turns_limiting_off() {
-        let limiter = RateLimiter::new(RateSettings {
-            per_sec: 0,
-            burst: 1,
-        });
+        let limiter = RateLimiter::new(
+            RateSettings {
+                per_sec: 0,
+                burst: 1,
+            },
+            tether_clock::system(),
+        );
         let now = Instant::now();
         for _ in 0..1000 {
             assert_eq!(limiter.check_at("k", now), Ok(()));
@@ -143,10 +154,13 @@ mod tests {
 
     #[test]
     fn idle_buckets_are_dropped() {
-        let limiter = RateLimiter::new(RateSettings {
-            per_sec: 10,
-            burst: 10,
-        });
+        let limiter = RateLimiter::new(
+            RateSettings {
+                per_sec: 10,
+                burst: 10,
+            },
+            tether_clock::system(),
+        );
         let start = Instant::now();
         limiter.check_at("a", start).unwrap();
         limiter.check_at("b", start + SWEEP_EVERY).unwrap();

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
+use tether_clock::Clock;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
@@ -18,7 +19,7 @@ use crate::crypto::{self, MasterKey};
 use crate::error::ServerError;
 use crate::installation::{OpenedInstallation, Upstream};
 use crate::model::TransportKind;
-use crate::store::{AuditEvent, Storage, now_ms};
+use crate::store::{AuditEvent, Storage};
 
 /// Default lifetime of a proxy token.
 pub const DEFAULT_PROXY_TOKEN_TTL: Duration = Duration::from_secs(3600);
@@ -115,17 +116,26 @@ pub struct Service {
     store: Arc<dyn Storage>,
     key: Arc<MasterKey>,
     settings: ServiceSettings,
+    /// What token lifetimes are measured on (the system clock; a test's own in tests).
+    clock: Arc<dyn Clock>,
     /// Request counters.
     pub metrics: Metrics,
 }
 
 impl Service {
-    /// A service over an opened store whose key has been verified.
-    pub fn new(store: Arc<dyn Storage>, key: Arc<MasterKey>, settings: ServiceSettings) -> Self {
+    /// A service over an opened store whose key has been verified, telling token expiry by
+    /// `clock`.
+    pub fn new(
+        store: Arc<dyn Storage>,
+        key: Arc<MasterKey>,
+        settings: ServiceSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
             store,
             key,
             settings,
+            clock,
             metrics: Metrics::default(),
         }
     }
@@ -195,7 +205,7 @@ impl Service {
         let token = crypto::random_token()?;
         let hash = crypto::token_hash(&token);
         let ttl_ms = i64::try_from(self.settings.proxy_token_ttl.as_millis()).unwrap_or(i64::MAX);
-        let expires_at_ms = now_ms().saturating_add(ttl_ms);
+        let expires_at_ms = self.clock.unix_ms().saturating_add(ttl_ms);
         self.store
             .insert_proxy_token(hash, uid, expires_at_ms)
             .await?;
@@ -231,7 +241,7 @@ impl Service {
         let Some((record, stored)) = found.filter(|(record, _)| record.uid == uid) else {
             return Ok(ProxyDecision::InvalidToken);
         };
-        if record.expires_at_ms <= now_ms() {
+        if record.expires_at_ms <= self.clock.unix_ms() {
             return Ok(ProxyDecision::Expired);
         }
         if !stored.active {
@@ -252,8 +262,9 @@ impl Service {
         token_hash: [u8; 32],
     ) -> Result<bool, ServerError> {
         let found = self.store.proxy_token(token_hash).await?;
+        let now_ms = self.clock.unix_ms();
         Ok(found.is_some_and(|(record, stored)| {
-            record.uid == uid && record.expires_at_ms > now_ms() && stored.active
+            record.uid == uid && record.expires_at_ms > now_ms && stored.active
         }))
     }
 
@@ -261,7 +272,7 @@ impl Service {
     /// with one is told the token expired, rather than that it is unknown).
     pub async fn purge_expired_tokens(&self, keep_expired: Duration) -> Result<u64, ServerError> {
         let keep_ms = i64::try_from(keep_expired.as_millis()).unwrap_or(i64::MAX);
-        let before = now_ms().saturating_sub(keep_ms);
+        let before = self.clock.unix_ms().saturating_sub(keep_ms);
         Ok(self.store.purge_proxy_tokens(before).await?)
     }
 

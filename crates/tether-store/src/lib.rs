@@ -38,6 +38,9 @@ use std::path::{Path, PathBuf};
 pub use credentials::{Registry, RegistryKey};
 use indexmap::IndexMap;
 use rusqlite::{Connection, OptionalExtension, params};
+mod test_hooks;
+
+use test_hooks::pause_point;
 use tether_config::{
     Installation, Origin, SecretValue, Secrets, ServerTemplate, TemplatableServer, VariableValue,
 };
@@ -308,20 +311,6 @@ fn now() -> i64 {
 /// (it renders from the run's secrets). Not a secret; never stored.
 fn placeholder(name: &str) -> String {
     format!("{{{{{name}}}}}")
-}
-
-/// The test hook `TETHER_TEST_STORE_PAUSE=STEP:PATH`: at `step`, create PATH and wait 60 s
-/// (a test kills the process meanwhile). Does nothing unless the variable names this step.
-fn pause_point(step: &str) {
-    let Ok(setting) = std::env::var(tether_env::EnvVars::TETHER_TEST_STORE_PAUSE) else {
-        return;
-    };
-    if let Some((wanted, marker)) = setting.split_once(':')
-        && wanted == step
-    {
-        let _ = std::fs::write(marker, step);
-        std::thread::sleep(std::time::Duration::from_secs(60));
-    }
 }
 
 /// Whether the process `pid` is alive (or belongs to another user).

@@ -147,10 +147,10 @@ fn all_bytes(dir: &std::path::Path) -> Vec<u8> {
     files_bytes(dir).expect("reading the store's files")
 }
 
-/// Issue 10 item 5: a value given at install time leaves no byte in the store's files once
+/// A value given at install time leaves no byte in the store's files once
 /// the installation is removed (secure_delete + a truncating WAL checkpoint).
 #[test]
-fn r10_5_remove_leaves_no_byte_of_a_value() {
+fn remove_leaves_no_byte_of_a_value() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sentinel = "SENTINEL-4d2a9c71-install-time-value";
     let config = format!(
@@ -190,9 +190,9 @@ fn r10_5_remove_leaves_no_byte_of_a_value() {
     );
 }
 
-/// Issue 10 item 6: a store another user can write is refused, with the fix in the message.
+/// A store another user can write is refused, with the fix in the message.
 #[test]
-fn r10_6_a_store_others_can_write_is_refused() {
+fn a_store_others_can_write_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
     open_store(&home).expect("create");
@@ -259,10 +259,10 @@ const HOSTILE: &[&str] = &[
     "SENTINEL-e ünï秘密",
 ];
 
-/// Issue 12 item 5: the SQLite file keeps names and locations only; values live in the
+/// The SQLite file keeps names and locations only; values live in the
 /// secret store, come back byte-exact, and leave it on `remove`.
 #[test]
-fn r12_5_values_live_in_the_secret_store_not_in_sqlite() {
+fn values_live_in_the_secret_store_not_in_sqlite() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut store = open_store(dir.path()).expect("open");
     let env: serde_json::Map<String, serde_json::Value> = HOSTILE
@@ -308,7 +308,7 @@ fn r12_5_values_live_in_the_secret_store_not_in_sqlite() {
 /// A store written by an older tether (values in `variable_values`) has them moved into the
 /// secret store on open, and no byte of them is left in the SQLite files.
 #[test]
-fn r12_5_an_old_store_is_migrated_and_left_clean() {
+fn an_old_store_is_migrated_and_left_clean() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sentinel = "SENTINEL-old-format-1f5e9a";
     let uid = Uuid::new_v4();

@@ -1,5 +1,7 @@
 //! Test helpers shared by tether's crates (a dev-dependency only).
 //!
+//! - [`Tether`] / [`tether_bin`]: the one command builder for the `tether` binary (its own
+//!   `TETHER_HOME`, no managed server, options for the rest);
 //! - [`test_server_bin`] / [`workspace_artifact`]: binaries of this workspace, found in the
 //!   target directory the tests were built into (built on demand when missing);
 //! - [`npm_bin`] / [`server_everything`]: the pinned npm packages of `npm-packages.txt`
@@ -10,6 +12,8 @@
 //! - [`files_bytes`] / [`holds`]: what a store wrote to disk (sentinel searches);
 //! - [`output_within`] / [`strip_ansi`]: a harness CLI run with a time limit, its coloured
 //!   listing as plain text;
+//! - [`ManualClock`]: a clock the test moves forward, for code that takes a
+//!   `tether_clock::Clock`;
 //! - [`postgres`]: throwaway PostgreSQL clusters (`PgCluster`), and the switch that runs
 //!   tether-server's suite on one (`TETHER_TEST_BACKEND=postgres`).
 
@@ -18,13 +22,17 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+mod clock;
 pub mod managed;
 mod npm;
 pub mod postgres;
 mod registry;
+mod tether;
 
+pub use clock::ManualClock;
 pub use npm::{NPM_PACKAGES_FILE, NpmPackage, npm_bin, npm_packages, npm_prefix};
 pub use registry::{FIXTURE_SMITHERY_KEY, FixtureRegistry, test_registry_bin};
+pub use tether::{Tether, tether_bin};
 
 /// The `tether-test-mcp` binary (built on first use when a test runs without the workspace).
 pub fn test_server_bin() -> PathBuf {

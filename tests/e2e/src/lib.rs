@@ -5,7 +5,7 @@
 //! With `TETHER_TEST_BACKEND=postgres-replicas` the stack is two replicas on one PostgreSQL
 //! database (a throwaway cluster): the CLI's GraphQL goes to replica A, whose proxy URLs
 //! (`--public-url`) name replica B, so every proxied call uses a token minted by the other
-//! replica (issue 16).
+//! replica.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
@@ -15,21 +15,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub use tether_testkit::{
-    files_bytes, holds, json_str, processes_with, test_server_bin, workspace_artifact,
-    workspace_artifact_with_progress,
+    Tether, files_bytes, holds, json_str, processes_with, test_server_bin, tether_bin,
+    workspace_artifact, workspace_artifact_with_progress,
 };
-
-/// The `tether` binary.
-pub fn tether_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        workspace_artifact(
-            &["-p", "tether-cli", "--bin", "tether"],
-            Path::new("tether"),
-        )
-    })
-    .clone()
-}
 
 /// The `tether-server` binary.
 pub fn server_bin() -> PathBuf {
@@ -177,17 +165,15 @@ impl Stack {
         Ok(self.admin_with_env(&args, &env_refs)?.trim().to_owned())
     }
 
+    /// How the CLI is run against this server: TETHER_HOME in the temp dir, the server's
+    /// GraphQL endpoint and API key.
+    pub fn runner(&self) -> Tether {
+        Tether::new(tether_bin(), self.tether_home()).managed(&self.graphql_url(), &self.api_key)
+    }
+
     /// A `tether ARGS` command pointed at this server, with TETHER_HOME in the temp dir.
     pub fn tether(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(tether_bin());
-        command
-            .args(args)
-            .env("TETHER_HOME", self.tether_home())
-            .env("TETHER_SERVER_URL", self.graphql_url())
-            .env("TETHER_API_KEY", &self.api_key)
-            .env_remove("TETHER_API_KEY_FILE")
-            .env("NO_COLOR", "1");
-        command
+        self.runner().command(args)
     }
 
     /// Runs `tether ARGS` and returns its output.

@@ -1,4 +1,4 @@
-//! Issue 17 end to end: `tether export` of 40 managed uids against the reference server sends
+//! Batched resolution end to end: `tether export` of 40 managed uids against the reference server sends
 //! two GraphQL requests (a batch of 32 and one of 8), counted by a loopback proxy in front of
 //! the server that also delays each request by 50 ms, as a far-away server would.
 

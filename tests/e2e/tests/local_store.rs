@@ -1,27 +1,21 @@
 //! The `tether` CLI's local store as a user meets it, as real processes on real files: values
-//! given at install time leave no byte behind after `remove` (issue 10 item 5), and a store
-//! another user can write is refused (issue 10 item 6).
+//! given at install time leave no byte behind after `remove`, and a store
+//! another user can write is refused.
 
 #![allow(clippy::expect_used, reason = "test helpers fail loudly")]
 
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use tether_e2e::{files_bytes, holds, tether_bin};
+use tether_e2e::{Tether, files_bytes, holds, tether_bin};
 
 /// `tether ARGS` with `home` as TETHER_HOME and no managed server.
 fn tether(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(tether_bin())
-        .args(args)
-        .env("TETHER_HOME", home)
-        .env_remove("TETHER_SERVER_URL")
-        .env_remove("TETHER_API_KEY")
-        .env_remove("TETHER_API_KEY_FILE")
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
-        // Values in TETHER_HOME's 0600 file, where these tests can look at every byte.
-        .env("TETHER_SECRET_STORE", "file")
+    // Values in TETHER_HOME's 0600 file, where these tests can look at every byte.
+    Tether::new(tether_bin(), home)
+        .secret_store("file")
+        .command(args)
         .envs(env.iter().copied())
         .output()
         .expect("running tether")
@@ -66,7 +60,7 @@ fn install(home: &Path, name: &str, value: &str) -> String {
 }
 
 #[test]
-fn r10_5_remove_leaves_no_byte_of_an_install_time_secret() {
+fn remove_leaves_no_byte_of_an_install_time_secret() {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
     let removed = format!("SENTINEL-removed-{}", std::process::id());
@@ -113,7 +107,7 @@ fn r10_5_remove_leaves_no_byte_of_an_install_time_secret() {
 }
 
 #[test]
-fn r10_6_a_store_other_users_can_write_is_refused() {
+fn a_store_other_users_can_write_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
     let _ = install(&home, "x", "SENTINEL-loose");

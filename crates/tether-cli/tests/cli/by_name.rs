@@ -1,4 +1,4 @@
-//! Issue 12 item 6 (part): `--mcp NAME` runs the local installation called NAME; a name that
+//! `--mcp NAME` runs the local installation called NAME; a name that
 //! is also a path, or that two installations share, is refused with what to pass instead.
 
 use crate::support::{Sandbox, json_str, test_server_bin, text};

@@ -1,4 +1,4 @@
-//! Issue 11: configs as users paste them from other tools' docs, end to end through `tether`.
+//! Configs as users paste them from other tools' docs, end to end through `tether`.
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -84,7 +84,7 @@ fn export_flags_or_leaves_out_a_disabled_server() {
     );
 }
 
-/// Issue 11 item 6: export to stdout masks by provenance (a secret, an environment value, a
+/// Export to stdout masks by provenance (a secret, an environment value, a
 /// credential-named field, a URL's password) and shows the rest, says on stderr how many values
 /// it masked and how to get them; `-o` counts servers in the singular when there is one.
 #[test]
@@ -142,7 +142,7 @@ fn export_masks_by_provenance_and_says_so() {
     );
 }
 
-/// Issue 11 item 7: a field tether does not use is warned about once, though the spec is
+/// A field tether does not use is warned about once, though the spec is
 /// parsed several times in a run; two bare servers named after their command say how to name
 /// them.
 #[test]
@@ -219,7 +219,7 @@ const REFUSED: [(&str, &str, &str); 2] = [
 /// Formats with no off switch: a disabled server is left out of them.
 const NO_DISABLED_FLAG: [&str; 4] = ["claude", "gemini", "vscode", "cursor"];
 
-/// Issue 11, "done when": every snippet goes through `export` for every format: it parses,
+/// Every snippet goes through `export` for every format: it parses,
 /// holds every server (a disabled one only where the format can say so), and shows no secret.
 #[test]
 fn published_snippets_export_to_every_format() {
@@ -328,7 +328,7 @@ fn published_snippets_export_to_every_format() {
     );
 }
 
-/// Issue 11 item 3 with a real server from the registry: a Gemini-style JSONC file whose
+/// Tool filters with a real server from the registry: a Gemini-style JSONC file whose
 /// command is a bare `$VAR` and which excludes `get-env`: `test` lists the other tools only and
 /// `call` refuses the excluded one.
 #[test]
@@ -379,7 +379,31 @@ fn gemini_style_config_filters_a_real_servers_tools() {
     );
 }
 
-/// Issue 11 item 4: on a terminal, a VS Code input no `--secret` gave is asked for with its
+/// Whether the terminal the `tether` process running on `file` reads from has echo off
+/// (`stty -F` on its stdin's pseudo-terminal). False while that process is not found.
+fn terminal_echo_is_off(tether: &std::path::Path, file: &str) -> bool {
+    let tether = tether.to_string_lossy();
+    tether_testkit::processes_with(file).into_iter().any(|pid| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let is_tether = cmdline.split(|b| *b == 0).next() == Some(tether.as_bytes());
+        let Ok(tty) = std::fs::read_link(format!("/proc/{pid}/fd/0")) else {
+            return false;
+        };
+        is_tether
+            && std::process::Command::new("stty")
+                .arg("-F")
+                .arg(&tty)
+                .arg("-a")
+                .output()
+                .is_ok_and(|out| {
+                    String::from_utf8_lossy(&out.stdout)
+                        .split_whitespace()
+                        .any(|flag| flag == "-echo")
+                })
+    })
+}
+
+/// On a terminal, a VS Code input no `--secret` gave is asked for with its
 /// description, the typing hidden when `password: true` (as VS Code does); run under `script`
 /// for a real pseudo-terminal.
 #[test]
@@ -430,22 +454,29 @@ fn missing_vscode_inputs_are_prompted_for_on_a_terminal() {
             }
         })
     };
-    // Each answer once its prompt is up: typing that comes earlier would be echoed.
-    for (prompt, answer) in [
-        ("API token (tok): ", "typed-SENTINEL\n"),
-        ("Region (region): ", "eu-west\n"),
-    ] {
+    // Each answer once its prompt is up, and a hidden one once tether's terminal has echo
+    // off (the prompt is written just before): typing that comes earlier would be echoed.
+    let wait_for = |what: &str, ready: &dyn Fn() -> bool| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !text(&seen.lock().expect("transcript lock")).contains(prompt) {
+        while !ready() {
             assert!(
                 std::time::Instant::now() < deadline,
-                "no prompt {prompt:?}: {}",
+                "no {what}: {}",
                 text(&seen.lock().expect("transcript lock"))
             );
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        // The prompt is written just before echo is turned off: leave it that moment.
-        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    for (prompt, answer, hidden) in [
+        ("API token (tok): ", "typed-SENTINEL\n", true),
+        ("Region (region): ", "eu-west\n", false),
+    ] {
+        wait_for(prompt, &|| {
+            text(&seen.lock().expect("transcript lock")).contains(prompt)
+        });
+        if hidden {
+            wait_for("echo off", &|| terminal_echo_is_off(&tether, &file));
+        }
         std::io::Write::write_all(&mut stdin, answer.as_bytes()).expect("answering a prompt");
     }
     let status = child.wait().expect("waiting for script");
@@ -471,7 +502,7 @@ fn missing_vscode_inputs_are_prompted_for_on_a_terminal() {
     assert!(transcript.contains(r#""--region=eu-west""#), "{transcript}");
 }
 
-/// Issue 11 item 4, last part: an export to VS Code keeps each `${input:ID}` as a reference and
+/// An export to VS Code keeps each `${input:ID}` as a reference and
 /// writes its `inputs` entry back (`promptString`, `password: true`, the description kept), so
 /// VS Code prompts for it; no value is read for it, even when `--secret` gives one, and on a
 /// terminal nothing is asked. An input no server uses is left out. The file written reads back
@@ -563,7 +594,7 @@ fn a_vscode_export_writes_inputs_back_instead_of_values() {
     assert_eq!(again["mcpServers"]["s"]["args"][0], "--region=eu-west");
 }
 
-/// Issue 11 item 8 (files only): Codex's own `config.toml`, written by the real `codex mcp add`
+/// Codex's own `config.toml`, written by the real `codex mcp add`
 /// in a temporary home, is a `--mcp` file: `test` starts its stdio server, and its remote entry's
 /// `bearer_token_env_var` becomes an `Authorization` header from the environment.
 #[test]
@@ -642,7 +673,7 @@ fn a_config_toml_written_by_codex_is_a_spec() {
     assert_eq!(report["servers"][1]["status"], "failed", "{report}");
 }
 
-/// Issue 11 items 2 and 3, checked against the real harnesses: what tether exports for a
+/// Checked against the real harnesses: what tether exports for a
 /// disabled server and for tool filters and timeouts is what Codex and opencode read.
 #[test]
 fn real_codex_and_opencode_read_the_exported_flags_and_options() {
@@ -715,7 +746,7 @@ fn real_codex_and_opencode_read_the_exported_flags_and_options() {
     );
 }
 
-/// Issue 11 item 7: an `--mcp` error says which value failed, by position (the value may hold
+/// An `--mcp` error says which value failed, by position (the value may hold
 /// a secret, so it is not shown).
 #[test]
 fn an_mcp_error_names_the_value_by_position() {
@@ -742,7 +773,7 @@ fn an_mcp_error_names_the_value_by_position() {
     assert!(!stderr.contains("SENTINEL"), "{stderr}");
 }
 
-/// Issue 11 item 7: a stdio server gets only a short allowlist of tether's environment;
+/// A stdio server gets only a short allowlist of tether's environment;
 /// `--pass-env NAME` and a server's `passEnv` pass more, the values stay masked in output, and
 /// Codex's export forwards them with `env_vars`.
 #[test]
@@ -787,7 +818,7 @@ fn pass_env_gives_a_stdio_server_more_of_the_environment() {
     );
 }
 
-/// Issue 11 item 8: `--mcp NAME:` reads the configs a harness keeps in its standard places,
+/// `--mcp NAME:` reads the configs a harness keeps in its standard places,
 /// here written by the real `claude mcp add` (user, project and local scope), `gemini mcp add` and
 /// `codex mcp add` in a temporary home (opencode, VS Code and Cursor files by hand: their
 /// commands are interactive or absent), and `test` starts every server in them.

@@ -1,5 +1,5 @@
-//! Issue 10 item 4: `export -o FILE` followed symlinks and checked before it opened (chmod and
-//! overwrite a link's target; a race in a shared directory). It now writes a fresh 0600 file
+//! `export -o FILE` must not follow symlinks or check before it opens (which would chmod and
+//! overwrite a link's target, or race in a shared directory): it writes a fresh 0600 file
 //! and renames it over the target, refusing links and non-regular files.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -269,21 +269,16 @@ fn sigterm_is_forwarded_and_the_run_directory_removed() {
     let sandbox = Sandbox::new();
     let program = fake_harness(&sandbox, "claude", "sleep");
     let spec = spec();
-    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("tether"));
-    command
-        .args([
-            "run",
-            "--mcp",
-            &spec,
-            "--secret",
-            "TOKEN=env:SRC",
-            "--",
-            &program.to_string_lossy(),
-        ])
-        .current_dir(sandbox.dir.path())
-        .env("TETHER_HOME", sandbox.home())
-        .env("SRC", SECRET)
-        .env_remove("TETHER_SERVER_URL");
+    let mut command = sandbox.runner().command(&[
+        "run",
+        "--mcp",
+        &spec,
+        "--secret",
+        "TOKEN=env:SRC",
+        "--",
+        &program.to_string_lossy(),
+    ]);
+    command.env("SRC", SECRET);
     let mut child = command.spawn().expect("spawning the process");
     // Wait (bounded) until the harness is running.
     let argv = sandbox.path("record").join("argv");

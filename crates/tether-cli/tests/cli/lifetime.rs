@@ -39,13 +39,9 @@ fn grandchildren(setsid: &str, plain: &str, pid_file: &Path) -> String {
 /// `tether ARGS` started in the sandbox, stdout into `stdout` there.
 fn start(sandbox: &Sandbox, args: &[&str]) -> Child {
     let stdout = std::fs::File::create(sandbox.path("stdout")).expect("creating the file");
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("tether"))
-        .args(args)
-        .current_dir(sandbox.dir.path())
-        .env("TETHER_HOME", sandbox.home())
-        .env("NO_COLOR", "1")
-        .env_remove("TETHER_SERVER_URL")
-        .env_remove("RUST_LOG")
+    sandbox
+        .runner()
+        .command(args)
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(Stdio::null())
@@ -217,14 +213,13 @@ fn a_sigkilled_hand_off_takes_the_harness_its_children_and_the_run_directory() {
         r#"{{"s": {{"command": {}, "env": {{"K": "{{{{TOKEN}}}}"}}}}}}"#,
         json_str(&test_server_bin().to_string_lossy())
     );
-    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("tether"));
+    let mut command =
+        sandbox
+            .runner()
+            .command(&["run", "--mcp", &spec, "--secret", "TOKEN=env:SRC", "--"]);
     command
-        .args(["run", "--mcp", &spec, "--secret", "TOKEN=env:SRC", "--"])
         .arg(&harness)
-        .current_dir(sandbox.dir.path())
-        .env("TETHER_HOME", sandbox.home())
         .env("SRC", "sk-LIFETIME-SENTINEL")
-        .env_remove("TETHER_SERVER_URL")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

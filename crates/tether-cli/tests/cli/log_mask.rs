@@ -1,5 +1,5 @@
-//! Issue 10 item 1: a secret inside a remote server's URL reached stderr in clear (from rmcp's
-//! and reqwest's own log lines) and the report in percent-encoded form. Every line tether
+//! A secret inside a remote server's URL must not reach stderr in clear (from rmcp's
+//! and reqwest's own log lines) or the report in percent-encoded form: every line tether
 //! prints, at the most verbose level, must hold no form of it.
 
 use crate::support::{Sandbox, text};

@@ -1,4 +1,4 @@
-//! Issue 10 item 10 (CLI part): `--managed-timeout SECS`, `TETHER_MANAGED_TIMEOUT` and
+//! The CLI's bound on managed resolution: `--managed-timeout SECS`, `TETHER_MANAGED_TIMEOUT` and
 //! `managed_timeout` in config.toml bound managed resolution against an endpoint that accepts
 //! connections and never answers; `--server-url` belongs to the resolving commands only.
 

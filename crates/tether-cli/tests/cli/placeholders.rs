@@ -1,4 +1,4 @@
-//! Issue 10 item 11: a `{{NAME}}` no secret fills was launched silently. Every resolving command
+//! A `{{NAME}}` no secret fills is never launched silently: every resolving command
 //! names it on stderr (server, field, name; never a value), and `run --strict-mcp` exits 2
 //! before anything starts.
 

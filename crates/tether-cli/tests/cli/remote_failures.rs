@@ -1,4 +1,4 @@
-//! Issue 10 item 12: an HTTP/SSE server that cannot be reached is reported in one line: the
+//! An HTTP/SSE server that cannot be reached is reported in one line: the
 //! (masked) URL, the cause in words, what to try; no Rust type names, no HTML page, and no
 //! separate `worker quit…` dump from rmcp at the default log level.
 

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
-pub use tether_testkit::{json_str, test_server_bin};
+pub use tether_testkit::{Tether, json_str, test_server_bin};
 
 /// A temporary TETHER_HOME and working directory for one test.
 pub struct Sandbox {
@@ -26,19 +26,15 @@ impl Sandbox {
         self.dir.path().join(name)
     }
 
+    /// How this sandbox runs tether ([`tether_testkit::Tether`]): TETHER_HOME here, no
+    /// managed server configured, colour off, cwd in the sandbox.
+    pub fn runner(&self) -> Tether {
+        Tether::new(env!("CARGO_BIN_EXE_tether"), self.home()).current_dir(self.dir.path())
+    }
+
     /// `tether ARGS` with TETHER_HOME here, no managed server configured, colour off.
     pub fn tether(&self, args: &[&str]) -> Command {
-        let mut command = Command::cargo_bin("tether").expect("locating the tether binary");
-        command
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("TETHER_HOME", self.home())
-            .env("NO_COLOR", "1")
-            .env_remove("TETHER_SERVER_URL")
-            .env_remove("TETHER_API_KEY")
-            .env_remove("TETHER_API_KEY_FILE")
-            .env_remove("RUST_LOG");
-        command
+        Command::from_std(self.runner().command(args))
     }
 
     /// Runs `tether ARGS` (as [`Sandbox::tether`]) to the end: its exit status and output.

@@ -1,4 +1,4 @@
-//! Per-server timeouts from the configs (issue 11 leftovers): a server's own startup timeout
+//! Per-server timeouts from the configs: a server's own startup timeout
 //! (Codex `startup_timeout_sec`/`startup_timeout_ms`) replaces `--timeout` for its startup, and
 //! its own per-request `timeout` (Gemini/Claude, in ms) replaces `call --timeout` for its tool
 //! calls, both ways: shorter and longer.

@@ -963,7 +963,7 @@ async fn start_one(
                 ChildProcess::spawn(&server.name, &launch, masking.to_vec()).map_err(|e| {
                     let shown = command.show(Exposure::Masked);
                     // "No such file or directory" says neither what was missing nor where it
-                    // was looked for (issue 11 item 7).
+                    // was looked for.
                     let why = match (&launch.cwd, e.kind()) {
                         (Some(dir), std::io::ErrorKind::NotFound)
                             if !std::path::Path::new(dir.expose()).is_dir() =>

@@ -169,7 +169,7 @@ async fn strict_startup_fails_the_run_and_stops_the_good_servers() {
     }
 }
 
-/// Issue 11 item 3: `excludeTools`/`includeTools` (Gemini CLI) keep a tool out of the report
+/// `excludeTools`/`includeTools` (Gemini CLI) keep a tool out of the report
 /// and out of reach of calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_filters_hide_tools_and_refuse_their_calls() {
@@ -223,7 +223,7 @@ async fn tool_filters_hide_tools_and_refuse_their_calls() {
     runtime.shutdown().await;
 }
 
-/// Issue 11 item 7: a program that is not there says where it was looked for.
+/// A program that is not there says where it was looked for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_program_is_not_found_on_path() {
     let config = r#"{"uvx-like": {"command": "tether-issue-11-no-such-program"},
@@ -249,7 +249,7 @@ async fn a_missing_program_is_not_found_on_path() {
     runtime.shutdown().await;
 }
 
-/// Issue 11 item 2: `"disabled": true` (Windsurf, Cline, Roo) keeps a server from starting, even
+/// `"disabled": true` (Windsurf, Cline, Roo) keeps a server from starting, even
 /// under strict startup, and its report keeps its place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disabled_server_is_not_started_and_reported_as_disabled() {
@@ -511,7 +511,7 @@ async fn server_everything_over_sse_and_streamable_http() {
     let _ = http.kill().await;
 }
 
-/// Issue 11 item 5: a URL without a `type` (Cursor's `/sse` entries, Gemini's `url`) is tried
+/// A URL without a `type` (Cursor's `/sse` entries, Gemini's `url`) is tried
 /// as Streamable HTTP first and then, as the MCP specification's backwards-compatibility section
 /// recommends, over the legacy SSE transport; a declared type gets no fallback.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -614,7 +614,7 @@ fn with_auth(auth: &std::sync::Arc<CountingAuth>) -> StartOptions {
     }
 }
 
-/// Issue 15 item 1: a refused bearer token (401) is renewed once through `bearer_auth` and the
+/// A refused bearer token (401) is renewed once through `bearer_auth` and the
 /// request retried; later requests use the new token; a renewal the server refuses too is not
 /// asked for again within the same request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -657,7 +657,7 @@ async fn a_refused_bearer_token_is_renewed_once_per_request() {
     let _ = child.kill().await;
 }
 
-/// Issue 15 item 2: a server that answers every request 403 `insufficient_scope` gets at most
+/// A server that answers every request 403 `insufficient_scope` gets at most
 /// `MAX_STEP_UPS` step-ups per request, then its refusal stands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn step_ups_are_bounded_per_request() {

@@ -4,10 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
+use tether_clock::Clock as _;
 use tether_config::Secrets;
 use tether_driver::{
     McpRuntime, McpSpec, RefreshOutcome, RefreshPolicy, ServerStatus, StartOptions,
 };
+use tether_testkit::ManualClock;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -47,8 +49,10 @@ async fn a_lease_near_expiry_is_reminted_and_restarted_only_when_changed() {
     assert_eq!(fake.calls(), 1);
 
     // A lease 2 minutes from expiry is inside the 5-minute window: due now.
-    let now = tokio::time::Instant::now();
-    assert_eq!(session.due(OffsetDateTime::now_utc(), now), vec![uid]);
+    assert_eq!(
+        session.due(OffsetDateTime::now_utc(), std::time::Instant::now()),
+        vec![uid]
+    );
 
     // Same config again: re-minted, nothing restarted.
     fake.set_answer(uid, managed("1", Duration::from_secs(120)));
@@ -80,7 +84,7 @@ async fn a_lease_near_expiry_is_reminted_and_restarted_only_when_changed() {
     // The new lease is an hour out: not due any more.
     assert!(
         session
-            .due(OffsetDateTime::now_utc(), tokio::time::Instant::now())
+            .due(OffsetDateTime::now_utc(), std::time::Instant::now())
             .is_empty()
     );
     runtime.shutdown().await;
@@ -111,17 +115,16 @@ async fn attempts_are_at_most_once_a_minute_and_far_leases_wait() {
             },
         ),
     ]));
+    let clock = ManualClock::new();
     let mut session = session(
         vec![McpSpec::Uuid(near), McpSpec::Uuid(far)],
         Secrets::new(),
         Some(fake.clone()),
     )
     .await
-    .expect("resolving two managed specs");
-    assert_eq!(
-        session.due(OffsetDateTime::now_utc(), tokio::time::Instant::now()),
-        vec![near]
-    );
+    .expect("resolving two managed specs")
+    .with_clock(clock.clone());
+    assert_eq!(session.due(clock.now_utc(), clock.now()), vec![near]);
     let options = StartOptions {
         startup_timeout: Duration::from_secs(2),
         ..StartOptions::default()
@@ -129,25 +132,18 @@ async fn attempts_are_at_most_once_a_minute_and_far_leases_wait() {
     let mut runtime = McpRuntime::start(Vec::new(), &options)
         .await
         .expect("starting no server");
+    let minted = fake.calls();
     session.refresh_due(&mut runtime).await;
+    assert_eq!(fake.calls(), minted + 1, "one re-mint, of the near lease");
     // Just attempted: not due again within the minute, even though still near expiry.
-    assert!(
-        session
-            .due(OffsetDateTime::now_utc(), tokio::time::Instant::now())
-            .is_empty()
-    );
-    assert!(
-        session
-            .due(
-                OffsetDateTime::now_utc(),
-                tokio::time::Instant::now() + Duration::from_secs(61)
-            )
-            .contains(&near)
-    );
+    clock.advance(Duration::from_secs(59));
+    assert!(session.due(clock.now_utc(), clock.now()).is_empty());
+    session.refresh_due(&mut runtime).await;
+    assert_eq!(fake.calls(), minted + 1, "no attempt within the minute");
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(session.due(clock.now_utc(), clock.now()), vec![near]);
     // The next check is no later than a minute away.
-    let wait = session
-        .next_check(OffsetDateTime::now_utc())
-        .unwrap_or(Duration::MAX);
+    let wait = session.next_check(clock.now_utc()).unwrap_or(Duration::MAX);
     assert!(wait <= Duration::from_secs(60), "{wait:?}");
     runtime.shutdown().await;
 }

@@ -368,7 +368,7 @@ async fn a_task_config_with_warp_ids_resolves_like_direct_specs() {
     assert_eq!(fake.calls(), 2);
 }
 
-/// Stored secrets (issue 12 item 6) belong to their installation: two local installations
+/// Stored secrets belong to their installation: two local installations
 /// with a `TOKEN` each get their own value, a run's `--secret TOKEN` overrides both for the
 /// run, and every stored value is in the session's masking set.
 #[tokio::test]

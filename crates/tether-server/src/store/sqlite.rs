@@ -60,7 +60,7 @@ const MIGRATIONS: &[&str] = &[
          created_at_ms    INTEGER NOT NULL
      );
      CREATE INDEX proxy_tokens_expiry ON proxy_tokens(expires_at_ms);",
-    // 2 (issue 16): API key ids and last use, the audit log, revoking tokens by installation.
+    // 2: API key ids and last use, the audit log, revoking tokens by installation.
     "ALTER TABLE api_keys ADD COLUMN id TEXT;
      UPDATE api_keys SET id = lower(hex(randomblob(8))) WHERE id IS NULL;
      CREATE UNIQUE INDEX api_keys_id ON api_keys(id);

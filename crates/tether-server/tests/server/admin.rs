@@ -219,10 +219,10 @@ async fn admin_output(data: &Path, args: &[&str], envs: &[(&str, &str)]) -> std:
     run(&full, envs, "").await
 }
 
-/// Issue 10 item 14a: `admin … --secret T=abc` exits 2 like `tether`, and a name given twice
+/// `admin … --secret T=abc` exits 2 like `tether`, and a name given twice
 /// is refused by the same parser.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r10_14a_secret_usage_errors_exit_2() {
+async fn secret_usage_errors_exit_2() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let spec = r#"{"command":"x","env":{"T":"{{T}}"}}"#;
@@ -255,10 +255,10 @@ async fn r10_14a_secret_usage_errors_exit_2() {
     assert_eq!(output.status.code(), Some(2));
 }
 
-/// Issue 10 item 17: the development key's warning reaches stderr even when the log filter
+/// The development key's warning reaches stderr even when the log filter
 /// drops warnings, and keys with no entropy are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r10_17_dev_key_warning_is_unconditional_and_weak_keys_are_refused() {
+async fn dev_key_warning_is_unconditional_and_weak_keys_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let spec = r#"{"command":"x"}"#;
@@ -306,10 +306,10 @@ async fn r10_17_dev_key_warning_is_unconditional_and_weak_keys_are_refused() {
     }
 }
 
-/// Issue 10 item 6: a data directory or database another user can write (or owns) is refused
+/// A data directory or database another user can write (or owns) is refused
 /// by `serve` and `admin`, with the fix in the message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r10_6_loose_or_foreign_data_is_refused() {
+async fn loose_or_foreign_data_is_refused() {
     if crate::pg::enabled() {
         eprintln!("SQLite files only: on PostgreSQL the cluster's files are not the server's");
         return;

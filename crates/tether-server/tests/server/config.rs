@@ -225,7 +225,7 @@ async fn health_and_graceful_shutdown() {
     drop(dir);
 }
 
-/// Issue 17: the server takes a batch of 64 aliased `createManagedMcpClientConfig` fields in
+/// The server takes a batch of 64 aliased `createManagedMcpClientConfig` fields in
 /// one request (its documented limit is 128), and answers each alias on its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_64_is_answered_per_alias_in_one_request() {

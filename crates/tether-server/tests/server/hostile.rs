@@ -1,4 +1,4 @@
-//! tether-server under hostile clients and upstreams (issue 10 items 14-16): slow and
+//! tether-server under hostile clients and upstreams: slow and
 //! never-finished bodies, idle and half-sent connections, a connection flood, a hanging
 //! upstream, event streams outliving their token, forged log lines. Real processes, real
 //! sockets on loopback, every wait bounded.
@@ -192,12 +192,20 @@ async fn healthz_answers_beside_5000_idle_connections_which_are_shed_after_the_h
 async fn connections_past_the_bound_are_closed_at_once_and_logged() {
     let fixture = Fixture::start(&["--max-connections", "20", "--header-timeout", "5"]).await;
     let address = authority(&fixture.server.base).to_owned();
+    let before = fixture.server.open_sockets();
     let mut held = Vec::new();
     for _ in 0..20 {
         held.push(TcpStream::connect(&address).await.expect("connecting"));
     }
-    // Let the server accept them all before the extra one.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server has accepted them all (each is a socket of its own) before the extra one.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fixture.server.open_sockets() < before + 20 {
+        assert!(
+            Instant::now() < deadline,
+            "the server did not accept 20 connections"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let extra = TcpStream::connect(&address).await.expect("connecting");
     // Closed at once, not after the 5 s header timeout.
     assert!(closed_within(extra, Duration::from_secs(3)).await);

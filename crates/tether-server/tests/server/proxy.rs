@@ -1,6 +1,7 @@
 //! `/mcp-proxy/{uid}`: a real MCP session through the proxy with the driver's runtime, token
 //! checks, header allowlists, and streaming.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -13,16 +14,25 @@ use tether_graphql::{ManagedMcpClientConfig, TransportKind};
 use uuid::Uuid;
 
 use crate::config::raw_graphql;
-use crate::support::{Fixture, STEP, Upstream, add, admin, call, launch, ready_tools, sentinel};
+use tether_server::rate::RateSettings;
+
+use crate::support::{
+    ClockedFixture, Fixture, STEP, Upstream, add, admin, call, launch, ready_tools, sentinel,
+};
 
 /// Adds a URL installation for `url` whose `Authorization` header carries `token` as the
 /// server-held secret UPSTREAM_TOKEN; returns the uid.
 pub(crate) async fn add_url(fixture: &Fixture, name: &str, url: &str, token: &str) -> Uuid {
+    add_url_to(&fixture.data(), name, url, token).await
+}
+
+/// [`add_url`] on the data directory `data`.
+pub(crate) async fn add_url_to(data: &Path, name: &str, url: &str, token: &str) -> Uuid {
     let spec = format!(
         r#"{{"url": "{url}", "headers": {{"Authorization": "Bearer {{{{UPSTREAM_TOKEN}}}}"}}}}"#
     );
     add(
-        &fixture.data(),
+        data,
         name,
         &spec,
         &["UPSTREAM_TOKEN=env:UPSTREAM_SECRET"],
@@ -222,23 +232,36 @@ async fn proxy_refuses_missing_wrong_foreign_and_inactive() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn expired_proxy_token_is_refused_saying_so() {
-    let fixture = Fixture::start(&["--proxy-token-ttl", "1"]).await;
+async fn a_proxy_token_is_accepted_until_its_lifetime_passes_then_refused_saying_so() {
+    let ttl = Duration::from_secs(3600);
+    let fixture = ClockedFixture::start(ttl, RateSettings::default()).await;
     let upstream_token = sentinel("upstream-token");
     let upstream = Upstream::start(&upstream_token).await;
-    let uid = add_url(&fixture, "short", &upstream.url, &upstream_token).await;
+    let uid = add_url_to(&fixture.data(), "short", &upstream.url, &upstream_token).await;
     let config = fixture.mint(uid).await;
-    let lifetime =
-        config.expires_at.expect("the URL config has an expiry") - time::OffsetDateTime::now_utc();
-    assert!(lifetime <= time::Duration::seconds(1), "{lifetime}");
-    tokio::time::sleep(Duration::from_millis(2100)).await;
-    let response = proxy_request(
-        &fixture.server.base,
-        &uid.to_string(),
-        Method::POST,
-        Some(&token_of(&config)),
-    )
-    .await;
+    let lifetime = config.expires_at.expect("the URL config has an expiry")
+        - tether_clock::Clock::now_utc(fixture.clock.as_ref());
+    // The expiry is kept in whole milliseconds.
+    let ttl_left = time::Duration::try_from(ttl).expect("an hour");
+    assert!(
+        ttl_left - time::Duration::milliseconds(1) < lifetime && lifetime <= ttl_left,
+        "{lifetime}"
+    );
+    let ask = async || {
+        proxy_request(
+            &fixture.base,
+            &uid.to_string(),
+            Method::POST,
+            Some(&token_of(&config)),
+        )
+        .await
+    };
+    // A millisecond before its expiry the token is still taken to the upstream.
+    fixture.clock.advance(ttl - Duration::from_millis(1));
+    let accepted = ask().await;
+    assert_ne!(accepted.status(), 401, "{}", text(accepted).await);
+    fixture.clock.advance(Duration::from_millis(1));
+    let response = ask().await;
     assert_eq!(response.status(), 401);
     let body = text(response).await;
     assert!(body.contains("expired"), "{body}");

@@ -1,4 +1,4 @@
-//! Two replicas on one PostgreSQL database (issue 16): what one mints the other accepts, and
+//! Two replicas on one PostgreSQL database: what one mints the other accepts, and
 //! what an admin revokes through the shared database reaches both within a second.
 
 use std::sync::Arc;

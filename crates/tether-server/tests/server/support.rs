@@ -178,6 +178,20 @@ impl ServerProcess {
         kib * 1024
     }
 
+    /// How many sockets the server has open (from `/proc/PID/fd`): its listener, its store's
+    /// connections and every connection it accepted.
+    pub fn open_sockets(&self) -> usize {
+        let pid = self.child.id().expect("the server is still running");
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .expect("reading the server's /proc fd list")
+            .flatten()
+            .filter(|entry| {
+                std::fs::read_link(entry.path())
+                    .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"))
+            })
+            .count()
+    }
+
     /// Whether the server's stderr shows `needle` within 5 s (the log is collected
     /// asynchronously, so a line written just now may not be there yet).
     pub async fn logged(&self, needle: &str) -> bool {
@@ -203,15 +217,7 @@ impl ServerProcess {
 
     /// The managed client of the workspace, with `api_key` and no retries.
     pub fn client(&self, api_key: &str) -> HttpManagedMcpClient {
-        let settings = HttpClientSettings {
-            api_key: Some(SecretValue::from(api_key)),
-            retry: RetryPolicy {
-                max_attempts: 1,
-                ..RetryPolicy::default()
-            },
-            ..HttpClientSettings::new(self.graphql_url().parse().expect("graphql url"))
-        };
-        HttpManagedMcpClient::new(settings).expect("client")
+        managed_client(&self.graphql_url(), api_key)
     }
 
     /// `GET /metrics`: the createManagedMcpClientConfig counter.
@@ -243,6 +249,19 @@ impl ServerProcess {
             .unwrap_or_else(|_| panic!("tether-server did not exit after SIGTERM"))
             .expect("wait")
     }
+}
+
+/// The managed client of the workspace for `graphql_url`, with `api_key` and no retries.
+pub fn managed_client(graphql_url: &str, api_key: &str) -> HttpManagedMcpClient {
+    let settings = HttpClientSettings {
+        api_key: Some(SecretValue::from(api_key)),
+        retry: RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        },
+        ..HttpClientSettings::new(graphql_url.parse().expect("graphql url"))
+    };
+    HttpManagedMcpClient::new(settings).expect("client")
 }
 
 /// `tether-server ARGS` with [`TEST_KEY`] unless `envs` sets `TETHER_SERVER_KEY` (an empty
@@ -470,6 +489,89 @@ impl Fixture {
             .create_managed_mcp_client_config(uid)
             .await
             .unwrap_or_else(|e| panic!("createManagedMcpClientConfig {uid}: {e}"))
+    }
+}
+
+/// tether-server's library serving in this test process on a clock the test moves, for what
+/// depends on time (proxy-token expiry, rate-limit refills): the test advances the clock
+/// instead of waiting. The data directory and its API key are made with the admin CLI, as
+/// for [`Fixture`]; the server stops when this is dropped.
+pub struct ClockedFixture {
+    /// Holds the data directory.
+    pub dir: tempfile::TempDir,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// An API key of team `default`.
+    pub api_key: String,
+    /// The clock the server tells time by.
+    pub clock: Arc<tether_testkit::ManualClock>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl ClockedFixture {
+    /// Serves a fresh data directory with these proxy-token lifetime and rate settings.
+    pub async fn start(proxy_token_ttl: Duration, rate: tether_server::rate::RateSettings) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let api_key = api_key(&data, "default").await;
+        let database = if crate::pg::enabled() {
+            tether_server::DatabaseUrl::parse(&database_url(&data)).expect("a database URL")
+        } else {
+            tether_server::DatabaseUrl::sqlite(&data)
+        };
+        let clock = tether_testkit::ManualClock::new();
+        let server = tether_server::BoundServer::bind_with_clock(
+            tether_server::ServeOptions {
+                listen: "127.0.0.1:0".parse().expect("a socket address"),
+                database,
+                public_url: None,
+                proxy_token_ttl,
+                key: tether_server::MasterKey::from_text(TEST_KEY).expect("the test key"),
+                limits: tether_server::limits::Limits::default(),
+                rate,
+            },
+            clock.clone(),
+        )
+        .await
+        .expect("binding the server");
+        let base = format!("http://{}", server.local_addr());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Self {
+            dir,
+            base,
+            api_key,
+            clock,
+            stop: Some(stop),
+        }
+    }
+
+    /// The data directory.
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The GraphQL endpoint.
+    pub fn graphql_url(&self) -> String {
+        format!("{}/graphql", self.base)
+    }
+
+    /// `createManagedMcpClientConfig(uid)` with the default team's key, which must succeed.
+    pub async fn mint(&self, uid: uuid::Uuid) -> ManagedMcpClientConfig {
+        managed_client(&self.graphql_url(), &self.api_key)
+            .create_managed_mcp_client_config(uid)
+            .await
+            .unwrap_or_else(|e| panic!("createManagedMcpClientConfig {uid}: {e}"))
+    }
+}
+
+impl Drop for ClockedFixture {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
     }
 }
 
