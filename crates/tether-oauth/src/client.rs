@@ -42,6 +42,6 @@ impl OAuthClient {
 
     /// Seconds since the Unix epoch, by this client's clock.
     pub(crate) fn now(&self) -> i64 {
-        self.clock.now_unix()
+        crate::clock::now_unix(self.clock.as_ref())
     }
 }

@@ -13,7 +13,7 @@
 //!   [`tether_driver::Session`], refreshed before expiry, and renewed as the driver's
 //!   [`tether_driver::BearerAuth`] (a refresh on 401, a step-up on 403 `insufficient_scope`).
 //! - Expiry is decided by a [`Clock`] the caller passes ([`SystemClock`] in a program,
-//!   [`ManualClock`] in tests); the person logging in is reached through a [`Prompt`]
+//!   a clock the test moves); the person logging in is reached through a [`Prompt`]
 //!   ([`Terminal`]: `$BROWSER` or the platform opener, stderr, stdin).
 //!
 //! **Invariant:** a token, code, verifier or client secret is only ever a
@@ -78,7 +78,7 @@ mod wire;
 pub use authorization::{Pending, authorization_request, code_challenge, code_from_redirect};
 pub use challenge::step_up_scope;
 pub use client::OAuthClient;
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, SystemClock};
 pub use discovery::{Discovered, Probe};
 pub use error::{OAuthError, Step};
 pub use listener::{ACCEPTED_PAGE, REFUSED_PAGE, RedirectListener};

@@ -57,14 +57,14 @@ impl Tokens {
     /// Whether the access token is to be refreshed before use: it expires within
     /// [`REFRESH_MARGIN`] of `clock`'s now.
     pub fn needs_refresh(&self, clock: &dyn Clock) -> bool {
-        self.expires_within(clock.now_unix(), REFRESH_MARGIN)
+        self.expires_within(crate::clock::now_unix(clock), REFRESH_MARGIN)
     }
 
     /// Seconds until the access token expires by `clock` (zero or less: expired); `None` when
     /// its expiry is unknown.
     pub fn seconds_left(&self, clock: &dyn Clock) -> Option<i64> {
         self.expires_at
-            .map(|at| at.saturating_sub(clock.now_unix()))
+            .map(|at| at.saturating_sub(crate::clock::now_unix(clock)))
     }
 
     /// The stored form: one JSON document, itself a secret.
