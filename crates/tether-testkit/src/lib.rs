@@ -8,7 +8,8 @@
 //!   (server-everything and the harness CLIs), installed once under a file lock;
 //! - [`FixtureRegistry`]: the loopback fixture registry (`tether-test-registry`), started
 //!   as a real process;
-//! - [`processes_in_group`] / [`wait_group_gone`]: process checks through `/proc`;
+//! - [`processes_in_group`] / [`wait_group_gone`] / [`terminal_echo_is_off`]: process checks
+//!   through `/proc`;
 //! - [`files_bytes`] / [`holds`]: what a store wrote to disk (sentinel searches);
 //! - [`output_within`] / [`strip_ansi`]: a harness CLI run with a time limit, its coloured
 //!   listing as plain text;
@@ -198,6 +199,30 @@ fn live_processes() -> Vec<Process> {
             })
         })
         .collect()
+}
+
+/// Whether a live process of `program` (its `argv[0]`) whose command line contains `marker`
+/// reads from a terminal with echo off (`stty -F` on the pseudo-terminal of its stdin): a
+/// hidden prompt is up and typing now is not echoed. False while no such process is found.
+pub fn terminal_echo_is_off(program: &Path, marker: &str) -> bool {
+    let program = program.as_os_str().as_encoded_bytes();
+    processes_with(marker).into_iter().any(|pid| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let Ok(tty) = std::fs::read_link(format!("/proc/{pid}/fd/0")) else {
+            return false;
+        };
+        cmdline.split(|b| *b == 0).next() == Some(program)
+            && Command::new("stty")
+                .arg("-F")
+                .arg(&tty)
+                .arg("-a")
+                .output()
+                .is_ok_and(|out| {
+                    String::from_utf8_lossy(&out.stdout)
+                        .split_whitespace()
+                        .any(|flag| flag == "-echo")
+                })
+    })
 }
 
 /// Pids of live processes whose process group is `pgid`.

@@ -379,30 +379,6 @@ fn gemini_style_config_filters_a_real_servers_tools() {
     );
 }
 
-/// Whether the terminal the `tether` process running on `file` reads from has echo off
-/// (`stty -F` on its stdin's pseudo-terminal). False while that process is not found.
-fn terminal_echo_is_off(tether: &std::path::Path, file: &str) -> bool {
-    let tether = tether.to_string_lossy();
-    tether_testkit::processes_with(file).into_iter().any(|pid| {
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let is_tether = cmdline.split(|b| *b == 0).next() == Some(tether.as_bytes());
-        let Ok(tty) = std::fs::read_link(format!("/proc/{pid}/fd/0")) else {
-            return false;
-        };
-        is_tether
-            && std::process::Command::new("stty")
-                .arg("-F")
-                .arg(&tty)
-                .arg("-a")
-                .output()
-                .is_ok_and(|out| {
-                    String::from_utf8_lossy(&out.stdout)
-                        .split_whitespace()
-                        .any(|flag| flag == "-echo")
-                })
-    })
-}
-
 /// On a terminal, a VS Code input no `--secret` gave is asked for with its
 /// description, the typing hidden when `password: true` (as VS Code does); run under `script`
 /// for a real pseudo-terminal.
@@ -475,7 +451,9 @@ fn missing_vscode_inputs_are_prompted_for_on_a_terminal() {
             text(&seen.lock().expect("transcript lock")).contains(prompt)
         });
         if hidden {
-            wait_for("echo off", &|| terminal_echo_is_off(&tether, &file));
+            wait_for("echo off", &|| {
+                tether_testkit::terminal_echo_is_off(&tether, &file)
+            });
         }
         std::io::Write::write_all(&mut stdin, answer.as_bytes()).expect("answering a prompt");
     }
