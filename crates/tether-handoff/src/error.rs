@@ -108,15 +108,3 @@ impl HandoffError {
         move |source| Self::Io { what, source }
     }
 }
-
-/// `error` and its causes, `: `-separated (as `anyhow` prints `{:#}`).
-pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        cause = next.source();
-    }
-    text
-}

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use tether_config::{RenderedServer, RenderedText, RenderedTransport, SecretValue};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
-use crate::error::{HandoffError, with_causes};
+use crate::error::HandoffError;
 
 /// The hidden subcommand of `tether` that runs [`main`].
 pub const SUBCOMMAND: &str = "__exec";
@@ -168,7 +168,7 @@ pub fn main(args: &[OsString]) -> u8 {
             CANNOT_START
         }
         Err(error) => {
-            eprintln!("tether {SUBCOMMAND}: {}", with_causes(&error));
+            eprintln!("tether {SUBCOMMAND}: {}", tether_log::error_chain(&error));
             CANNOT_START
         }
     }

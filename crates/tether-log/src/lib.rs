@@ -68,6 +68,19 @@ pub fn mask(text: &str) -> String {
     registry.masker.mask(text)
 }
 
+/// `error` and each of its causes, joined by `: ` (as anyhow's `{:#}` prints them): the one
+/// line a warning, a tool result or a shim's last word shows. Mask it before it is printed.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
+}
+
 /// The tracing writer: each event is formatted into a buffer, masked as a whole, and written
 /// to stderr in one call.
 #[derive(Debug, Clone, Copy, Default)]

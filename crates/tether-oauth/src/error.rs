@@ -261,18 +261,6 @@ fn code_suffix(code: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
-/// `error` and every cause, joined by `: ` (what a warning line shows).
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        cause = next.source();
-    }
-    text
-}
-
 /// The `error` code of an OAuth error body, when it is one: at most 64 printable ASCII
 /// characters (a fixed vocabulary, not a secret).
 pub(crate) fn oauth_error_code(code: Option<&str>) -> Option<String> {

@@ -14,7 +14,7 @@ use tether_driver::Session;
 use crate::challenge::step_up_scope;
 use crate::client::OAuthClient;
 use crate::clock::Clock;
-use crate::error::{OAuthError, chain};
+use crate::error::OAuthError;
 use crate::listener::RedirectListener;
 use crate::login::Redirect;
 use crate::prompt::Prompt;
@@ -123,7 +123,7 @@ impl StoredTokens {
                 Ok(None) => {}
                 Err(e) => tracing::warn!(
                     "the stored OAuth token for {server} could not be refreshed ({}): run `tether auth login {server}`",
-                    chain(&e)
+                    tether_log::error_chain(&e)
                 ),
             }
         }
@@ -237,7 +237,7 @@ fn hand_over(
         Err(e) => {
             tracing::warn!(
                 "{server} {failed} ({}): run `tether auth login {server}`",
-                chain(&e)
+                tether_log::error_chain(&e)
             );
             None
         }

@@ -102,15 +102,3 @@ pub async fn serve_http(
         .fallback(page::not_found);
     axum::serve(listener, app).await.map_err(SetupError::Serve)
 }
-
-/// `error` and each of its causes, joined by `: ` (what a tool result shows).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        cause = next.source();
-    }
-    text
-}

@@ -285,7 +285,7 @@ impl SetupServer {
                     CallToolResult::structured(json!({ "ok": false, "error": reason }))
                 };
             }
-            Err(error) => return tool_error(redact(crate::chain(&error), &values)),
+            Err(error) => return tool_error(redact(tether_log::error_chain(&error), &values)),
         };
         let tools: Vec<Value> = tools
             .iter()
@@ -297,7 +297,7 @@ impl SetupServer {
         let installed = tokio::task::block_in_place(|| {
             let mut store = host.open_store()?;
             let uid = install_built(&mut store, server, &choice, &local, &built, &given)
-                .map_err(|error| crate::chain(&error))?;
+                .map_err(|error| tether_log::error_chain(&error))?;
             host.installed(&store);
             Ok::<_, String>(uid)
         });
