@@ -661,7 +661,7 @@ fn rfc3339_ms(ms: i64) -> String {
 }
 
 /// The master key; with `--insecure-dev-key`, [`INSECURE_DEV_KEY_WARNING`] goes to stderr
-/// whatever `TETHER_SERVER_LOG` says (issue 10 item 17).
+/// whatever `TETHER_SERVER_LOG` says: an insecure key is never run silently.
 fn master_key(insecure_dev_key: bool) -> anyhow::Result<MasterKey> {
     let key = master_key_from_env(insecure_dev_key)?;
     if key.is_insecure_dev() {
