@@ -47,7 +47,12 @@ fn secrets() -> Secrets {
 }
 
 fn installations(servers: usize) -> Vec<Installation> {
-    match parse_config(&config(servers), Origin::Managed) {
+    installations_of(&config(servers), Origin::Managed)
+}
+
+/// The installations of a config text parsed as `origin` would be.
+fn installations_of(text: &str, origin: Origin) -> Vec<Installation> {
+    match parse_config(text, origin) {
         Ok(parsed) => parsed
             .servers
             .into_iter()
@@ -166,15 +171,7 @@ fn bench_large_secret(c: &mut Criterion) {
 }
 
 fn parse_and_render_user(text: &str, secrets: &Secrets) -> String {
-    let installations: Vec<Installation> = match parse_config(text, Origin::User) {
-        Ok(parsed) => parsed
-            .servers
-            .into_iter()
-            .map(|s| s.into_installation())
-            .collect(),
-        Err(err) => panic!("bench config does not parse: {err}"),
-    };
-    render_all(&installations, secrets)
+    render_all(&installations_of(text, Origin::User), secrets)
 }
 
 criterion_group!(benches, bench, bench_wide, bench_large_secret);
