@@ -96,6 +96,11 @@ struct Cli {
     #[arg(long, value_name = "TEXT")]
     extra_tool: Option<String>,
 
+    /// The input schema of `extra`, as a JSON object (default: an empty object schema), for
+    /// the scan of property names and descriptions a client shows the model.
+    #[arg(long, value_name = "JSON", requires = "extra_tool")]
+    extra_tool_schema: Option<String>,
+
     /// Also list a prompt `extra` described by TEXT, declaring `prompts` (for the
     /// prompt-injection scan of prompts: `tether test --json`, the gateway).
     #[arg(long, value_name = "TEXT")]
@@ -182,9 +187,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|var| std::env::var(var).with_context(|| format!("--require-bearer-env {var}")))
         .transpose()?;
+    let extra_schema = cli
+        .extra_tool_schema
+        .as_deref()
+        .map(|text| {
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+                .context("--extra-tool-schema must be a JSON object")
+        })
+        .transpose()?;
     let server = TestServer::new(cli.tools, initialize)
         .with_echo_delay(Duration::from_millis(cli.slow_echo))
-        .with_extra_tool(cli.extra_tool.as_deref())
+        .with_extra_tool(cli.extra_tool.as_deref(), extra_schema)
         .with_extra_prompt(cli.extra_prompt.as_deref())
         .with_tool_growth(cli.grow_tools)
         .with_capabilities_tool(cli.capabilities_tool);

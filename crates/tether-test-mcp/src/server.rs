@@ -161,11 +161,17 @@ impl TestServer {
         self
     }
 
-    /// Adds a tool `extra` described by `description` (none when `None`).
+    /// Adds a tool `extra` described by `description` (none when `None`), taking `schema` as
+    /// its input schema (an empty object schema when `None`).
     #[must_use]
-    pub fn with_extra_tool(mut self, description: Option<&str>) -> Self {
+    pub fn with_extra_tool(
+        mut self,
+        description: Option<&str>,
+        schema: Option<JsonObject>,
+    ) -> Self {
         if let Some(description) = description {
-            let attr = Tool::new("extra", description.to_owned(), empty_object_schema());
+            let schema = schema.unwrap_or_else(empty_object_schema);
+            let attr = Tool::new("extra", description.to_owned(), schema);
             self.tool_router
                 .add_route(ToolRoute::new(attr, numbered_tool));
         }
