@@ -141,7 +141,7 @@ fn parse(template: &str) -> Option<Vec<Part>> {
                 rest = &rest[end + 1..];
             }
             Some(at) => {
-                parts.push(Part::Literal(rest[..at].as_bytes().to_vec()));
+                parts.push(Part::Literal(rest.as_bytes()[..at].to_vec()));
                 rest = &rest[at..];
             }
             None => {
