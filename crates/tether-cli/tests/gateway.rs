@@ -1647,3 +1647,148 @@ async fn sampling_reaches_a_client_over_streamable_http() {
     );
     client.cancel().await.expect("closing the client");
 }
+
+/// A spec of test servers, in this order: each `(name, args)`.
+fn test_servers_spec(servers: &[(&str, &[&str])]) -> String {
+    let bin = test_server_bin().to_string_lossy().into_owned();
+    let entries: serde_json::Map<String, Value> = servers
+        .iter()
+        .map(|(name, args)| ((*name).to_owned(), json!({"command": bin, "args": args})))
+        .collect();
+    Value::Object(entries).to_string()
+}
+
+/// `tether serve` over stdio for `spec` plus `extra` flags, with a [`FullClient`] that counts
+/// list changes.
+async fn serve_full(
+    dir: &Path,
+    spec: &str,
+    extra: &[&str],
+) -> (FullClient, RunningService<RoleClient, FullClient>) {
+    let mut args = vec!["serve", "--mcp", spec];
+    args.extend_from_slice(extra);
+    let (transport, _) = TokioChildProcess::builder(tether_command(dir, &args))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve");
+    let handler = FullClient::default();
+    let client = handler
+        .clone()
+        .serve(transport)
+        .await
+        .expect("initializing");
+    (handler, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_change_neither_takes_another_servers_name_nor_revives_an_excluded_tool() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    // `a` comes first in spec order, and its `b__c` sanitizes like `a__b`'s `c`.
+    let spec = test_servers_spec(&[("a", &["--grow-tools"]), ("a__b", &["--grow-tools"])]);
+    let (handler, client) = serve_full(dir.path(), &spec, &["--exclude-tools", "a__b__d"]).await;
+    let changes = || {
+        handler
+            .tools_changed
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+
+    call(&client, "a__b__add_tool", json!({"name": "c"})).await;
+    eventually("a__b__c being offered", async || {
+        tool_names(&client).await.contains(&"a__b__c".to_owned())
+    })
+    .await;
+    assert_eq!(
+        text_of(&call(&client, "a__b__c", json!({})).await),
+        "c answered"
+    );
+
+    // Server `a` now lists `b__c`: it gets a name of its own, and `a__b__c` still leads to
+    // `a__b`'s tool.
+    let before = changes();
+    call(&client, "a__add_tool", json!({"name": "b__c"})).await;
+    eventually("the list change being passed on", async || {
+        changes() > before
+    })
+    .await;
+    let names = tool_names(&client).await;
+    assert!(names.contains(&"a__b__c_2".to_owned()), "{names:?}");
+    assert_eq!(
+        text_of(&call(&client, "a__b__c", json!({})).await),
+        "c answered"
+    );
+    assert_eq!(
+        text_of(&call(&client, "a__b__c_2", json!({})).await),
+        "b__c answered"
+    );
+
+    // `a__b`'s `d` is excluded; `a` then lists `b__d`. The exclusion holds for `a__b`'s tool
+    // whatever `a` lists, and `b__d` (whose unsuffixed name the pattern names) is left out too.
+    call(&client, "a__b__add_tool", json!({"name": "d"})).await;
+    eventually("a__b__d being known", async || {
+        text_of(&call(&client, "a__b__d", json!({})).await).contains("--exclude-tools")
+    })
+    .await;
+    call(&client, "a__add_tool", json!({"name": "b__d"})).await;
+    eventually("a's b__d being known", async || {
+        !text_of(&call(&client, "a__b__d_2", json!({})).await).contains("no tool named")
+    })
+    .await;
+    for name in ["a__b__d", "a__b__d_2"] {
+        let refused = call(&client, name, json!({})).await;
+        assert_eq!(refused["isError"], json!(true), "{name}: {refused}");
+        assert!(
+            text_of(&refused).contains("--exclude-tools"),
+            "{name}: {refused}"
+        );
+    }
+    let names = tool_names(&client).await;
+    assert!(
+        !names.iter().any(|name| name.starts_with("a__b__d")),
+        "{names:?}"
+    );
+    client.cancel().await.expect("closing the client");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_more_specific_template_of_a_later_server_does_not_capture_reads() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = test_servers_spec(&[
+        ("a", &["--resource-template", "mem://{id}"]),
+        (
+            "b",
+            &[
+                "--resource-template",
+                "mem://secret{id}",
+                "--resource-template",
+                "mem://{+path}",
+            ],
+        ),
+    ]);
+    let (_, client) = serve_full(dir.path(), &spec, &[]).await;
+    let templates = client
+        .list_all_resource_templates()
+        .await
+        .expect("resources/templates/list through the gateway");
+    assert_eq!(templates.len(), 3, "{templates:?}");
+    let read = async |uri: &str| {
+        let result = client
+            .read_resource(ReadResourceRequestParams::new(uri.to_owned()))
+            .await
+            .unwrap_or_else(|e| panic!("reading {uri}: {e}"));
+        serde_json::to_value(result).expect("serializing a result")["contents"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // `a`'s template makes this URI (id = "secret%24HOME"); `b`'s more specific one could
+    // too, but `a` comes first.
+    let uri = "mem://secret%24HOME";
+    assert_eq!(
+        read(uri).await,
+        format!("{uri} read by the server of mem://{{id}}")
+    );
+    // Only `b`'s `{+path}` can make a `/`: the read goes there.
+    let uri = "mem://x/y";
+    assert!(read(uri).await.ends_with("mem://{+path}"), "{uri}");
+    client.cancel().await.expect("closing the client");
+}

@@ -3,8 +3,9 @@
 //!
 //! A server's entries are admitted when the gateway starts and again when the server says its
 //! list changed (or after it was restarted); the union ([`Catalogue`]) is then rebuilt from
-//! every server's admitted entries, in spec order, so names stay as stable as the servers'
-//! own lists allow. The union is serialized once per rebuild (`tools/list` answers from it).
+//! every server's admitted entries, in spec order, each entry under the name the run's ledger
+//! gave it first (`names.rs`), so names never move. The union is serialized once per rebuild
+//! (`tools/list` answers from it).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use serde_json::{Map, Value, json};
 use tether_config::Masker;
 use tether_driver::ToolInfo;
 
-use crate::names::{Collision, Namespace, ToolFilter};
+use crate::names::{Collision, Ledger, Namespace, ToolFilter};
 use crate::pins::{Pin, PinStore, Verdict};
 use crate::policy::ToolPolicy;
 use crate::redact::mask_value;
@@ -45,6 +46,10 @@ pub(crate) struct Entries {
     pub order: Vec<String>,
     pub tools: HashMap<String, Vec<Admitted>>,
     pub prompts: HashMap<String, Vec<Admitted>>,
+    /// Every tool name given in this run.
+    pub tool_ledger: Ledger,
+    /// Every prompt name given in this run.
+    pub prompt_ledger: Ledger,
 }
 
 impl Entries {
@@ -74,18 +79,23 @@ pub(crate) struct Catalogue {
 }
 
 impl Catalogue {
-    /// The union of `entries`: namespaced names, `filter` applied to tools, collisions
-    /// reported on stderr unless `previous` had the same ones.
-    pub fn build(entries: &Entries, filter: &ToolFilter, previous: Option<&Self>) -> Self {
+    /// The union of `entries`: names from their ledgers (a name given now for the first time
+    /// may collide; those collisions are reported on stderr), `filter` applied to tools.
+    pub fn build(entries: &mut Entries, filter: &ToolFilter) -> Self {
         let mut tool_names = Namespace::default();
         let mut prompt_names = Namespace::default();
         let mut tools = Vec::new();
         let mut prompts = Vec::new();
         let mut withheld = HashMap::new();
+        let mut unnamed = 0usize;
         for server in &entries.order {
             for entry in entries.tools.get(server).into_iter().flatten() {
-                let name = tool_names.add(server, &entry.own);
-                if !filter.allows(&name) {
+                let Some(name) = tool_names.add(&mut entries.tool_ledger, server, &entry.own)
+                else {
+                    unnamed += 1;
+                    continue;
+                };
+                if !filter.allows_entry(&name, server, &entry.own) {
                     withheld.insert(
                         name,
                         format!(
@@ -110,7 +120,11 @@ impl Catalogue {
                 }
             }
             for entry in entries.prompts.get(server).into_iter().flatten() {
-                let name = prompt_names.add(server, &entry.own);
+                let Some(name) = prompt_names.add(&mut entries.prompt_ledger, server, &entry.own)
+                else {
+                    unnamed += 1;
+                    continue;
+                };
                 if let Some(reason) = &entry.withheld {
                     withheld.insert(name, reason.clone());
                     continue;
@@ -123,11 +137,14 @@ impl Catalogue {
             }
         }
         tools.push(status_tool());
-        if previous.is_none_or(|p| p.tool_names.collisions() != tool_names.collisions()) {
-            report_collisions("tool", tool_names.collisions());
-        }
-        if previous.is_none_or(|p| p.prompt_names.collisions() != prompt_names.collisions()) {
-            report_collisions("prompt", prompt_names.collisions());
+        report_collisions("tool", tool_names.collisions());
+        report_collisions("prompt", prompt_names.collisions());
+        if unnamed > 0 {
+            tracing::debug!(
+                unnamed,
+                "entries not offered: listed twice by their server, or past the {} names a gateway gives in a run",
+                crate::names::MAX_NAMES
+            );
         }
         let tools_json = serde_json::to_string(&tools).unwrap_or_else(|_| "[]".to_owned());
         Self {

@@ -66,7 +66,8 @@ pub(crate) struct Shared {
     logging_servers: Vec<String>,
     /// URI → the server that listed it (the last `resources/list`).
     resource_routes: RwLock<HashMap<String, String>>,
-    /// A template's text before its first `{` → its server (the last templates list).
+    /// Every template with its server, in spec order then each server's order (the last
+    /// templates list).
     template_routes: RwLock<Vec<(String, String)>>,
     /// The session's masking set as a masker; replaced when a re-mint adds values.
     masker: RwLock<Arc<Masker>>,
@@ -180,7 +181,7 @@ impl Shared {
                 }
             }
         }
-        let catalogue = Catalogue::build(&entries, &filter, None);
+        let catalogue = Catalogue::build(&mut entries, &filter);
 
         // Lists change: a server's own change is followed and passed on (`list_changed`).
         let mut capabilities = ServerCapabilities::default();
@@ -285,7 +286,7 @@ impl Shared {
         }
         tracing::info!(server = %server, tools = offered.len(), "the server's tool list changed");
         entries.tools.insert(server.to_owned(), admitted);
-        self.rebuild(&entries)
+        self.rebuild(&mut entries)
     }
 
     /// [`Shared::relist_tools`] for prompts.
@@ -331,7 +332,7 @@ impl Shared {
             return false;
         }
         entries.prompts.insert(server.to_owned(), admitted);
-        self.rebuild(&entries)
+        self.rebuild(&mut entries)
     }
 
     fn lock_entries(&self) -> std::sync::MutexGuard<'_, Entries> {
@@ -341,12 +342,12 @@ impl Shared {
     }
 
     /// Replaces the catalogue with one built from `entries`; whether the lists differ.
-    fn rebuild(&self, entries: &Entries) -> bool {
+    fn rebuild(&self, entries: &mut Entries) -> bool {
         let mut current = self
             .catalogue
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let fresh = Catalogue::build(entries, &self.filter, Some(&current));
+        let fresh = Catalogue::build(entries, &self.filter);
         let changed = fresh.tools != current.tools || fresh.prompts != current.prompts;
         *current = Arc::new(fresh);
         changed
@@ -558,8 +559,11 @@ impl GatewayHandler {
         ErrorData::invalid_params(message, None)
     }
 
-    /// The server a resource URI goes to: the one that listed it, else the one whose
-    /// template it fits (longest literal prefix), else the only server with resources.
+    /// The server a resource URI goes to: the one that listed it, else the first (spec order)
+    /// with a template that can expand to it (`uri_template.rs`), else the only server with
+    /// resources. A later server's template, however specific, never takes a URI an earlier
+    /// server's template makes: which template the client expanded is unknown, and the spec
+    /// order settles every such tie (as for names and listed URIs).
     fn resource_server(&self, uri: &str) -> Option<String> {
         let routes = self
             .shared
@@ -577,8 +581,7 @@ impl GatewayHandler {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some((_, server)) = templates
             .iter()
-            .filter(|(prefix, _)| !prefix.is_empty() && uri.starts_with(prefix.as_str()))
-            .max_by_key(|(prefix, _)| prefix.len())
+            .find(|(template, _)| crate::uri_template::fits(template, uri))
         {
             return Some(server.clone());
         }
@@ -736,11 +739,6 @@ fn http_session(context: &RequestContext<RoleServer>) -> Option<String> {
         .to_str()
         .ok()
         .map(str::to_owned)
-}
-
-/// The part of a URI template before its first variable.
-fn template_prefix(template: &str) -> String {
-    template.split('{').next().unwrap_or_default().to_owned()
 }
 
 impl ServerHandler for GatewayHandler {
@@ -979,7 +977,7 @@ impl ServerHandler for GatewayHandler {
             let Some(template) = item.get("uriTemplate").and_then(Value::as_str) else {
                 continue;
             };
-            routes.push((template_prefix(template), server));
+            routes.push((template.to_owned(), server));
             if let Ok(template) = serde_json::from_value::<ResourceTemplate>(item) {
                 templates.push(template);
             }

@@ -53,6 +53,7 @@ mod remint;
 pub mod scan;
 pub mod supervise;
 mod upstream;
+pub mod uri_template;
 
 use std::sync::Arc;
 use std::time::Duration;

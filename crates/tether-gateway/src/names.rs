@@ -8,8 +8,14 @@
 //!    later entry (spec order, then the server's own order) gets `_2`, `_3`, … (cut to fit),
 //!    and the collision is reported.
 //!
-//! The result depends only on the servers' names, their entries' names and their order, so a
-//! client sees the same names every run.
+//! Names are given once ([`Ledger`]): an entry keeps the name it was first given for the whole
+//! run, and a name once given leads to that entry only, even after the entry left its server's
+//! list. A server whose list changes can therefore neither take another server's name (calls
+//! would reroute) nor push another server's entry onto a suffixed name (a filter written for
+//! the name would miss it).
+//!
+//! At start the result depends only on the servers' names, their entries' names and their
+//! order, so a client sees the same names every run.
 
 use std::collections::HashMap;
 
@@ -22,7 +28,7 @@ pub const MAX_NAME_LEN: usize = 64;
 pub const SEPARATOR: &str = "__";
 
 /// Where a namespaced name leads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Route {
     /// The server's name in the run.
     pub server: String,
@@ -43,55 +49,109 @@ pub struct Collision {
     pub renamed_to: String,
 }
 
-/// Namespaced names for a list of entries, in order, with the routes back.
+/// The most names one [`Ledger`] gives in a run; an entry beyond it is not offered (a
+/// server that renames its tools on every list change cannot grow the gateway without end).
+pub const MAX_NAMES: usize = 65_536;
+
+/// Every name given in a run, and to whom: once given, a name never moves.
+#[derive(Debug, Default, Clone)]
+pub struct Ledger {
+    given: HashMap<Route, String>,
+    holders: HashMap<String, Route>,
+}
+
+/// What [`Ledger::name`] gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Given {
+    /// The entry's name (given now or before), and the collision if it was given now under
+    /// a suffix.
+    Name(String, Option<Collision>),
+    /// The ledger holds [`MAX_NAMES`] names already; this new entry gets none.
+    Full,
+}
+
+impl Ledger {
+    /// The name of `server`'s entry `name`: the one it was given before, else a new one
+    /// (rules 1–3 against every name given so far).
+    pub fn name(&mut self, server: &str, name: &str) -> Given {
+        let route = Route {
+            server: server.to_owned(),
+            name: name.to_owned(),
+        };
+        if let Some(given) = self.given.get(&route) {
+            return Given::Name(given.clone(), None);
+        }
+        if self.given.len() >= MAX_NAMES {
+            return Given::Full;
+        }
+        let wanted = namespaced(server, name);
+        let (chosen, collision) = if let Some(holder) = self.holders.get(&wanted) {
+            let mut counter = 2usize;
+            let chosen = loop {
+                let suffix = format!("_{counter}");
+                let candidate = format!("{}{suffix}", cut(&wanted, MAX_NAME_LEN - suffix.len()));
+                if !self.holders.contains_key(&candidate) {
+                    break candidate;
+                }
+                counter += 1;
+            };
+            let collision = Collision {
+                wanted: wanted.clone(),
+                kept_by: holder.clone(),
+                renamed: route.clone(),
+                renamed_to: chosen.clone(),
+            };
+            (chosen, Some(collision))
+        } else {
+            (wanted, None)
+        };
+        self.holders.insert(chosen.clone(), route.clone());
+        self.given.insert(route, chosen.clone());
+        Given::Name(chosen, collision)
+    }
+}
+
+/// The namespaced names offered now, with the routes back: one build of the union, its names
+/// from a [`Ledger`].
 #[derive(Debug, Default, Clone)]
 pub struct Namespace {
     routes: HashMap<String, Route>,
     /// The namespaced names, in the order the entries were given.
     order: Vec<String>,
+    /// The collisions of names given during this build.
     collisions: Vec<Collision>,
 }
 
 impl Namespace {
-    /// Names every `(server, name)` pair of `entries`, in order.
+    /// Names every `(server, name)` pair of `entries`, in order, from a fresh ledger.
     pub fn build<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut ledger = Ledger::default();
         let mut namespace = Self::default();
         for (server, name) in entries {
-            namespace.add(server, name);
+            namespace.add(&mut ledger, server, name);
         }
         namespace
     }
 
-    /// Names one more entry and returns its namespaced name.
-    pub fn add(&mut self, server: &str, name: &str) -> String {
-        let wanted = namespaced(server, name);
-        let route = Route {
-            server: server.to_owned(),
-            name: name.to_owned(),
+    /// Adds one entry under its name from `ledger`. `None` when it gets no name (the ledger
+    /// is full) or is a repeat of an entry added already (a server that lists a name twice).
+    pub fn add(&mut self, ledger: &mut Ledger, server: &str, name: &str) -> Option<String> {
+        let Given::Name(chosen, collision) = ledger.name(server, name) else {
+            return None;
         };
-        let chosen = if self.routes.contains_key(&wanted) {
-            let mut counter = 2usize;
-            let chosen = loop {
-                let suffix = format!("_{counter}");
-                let candidate = format!("{}{suffix}", cut(&wanted, MAX_NAME_LEN - suffix.len()));
-                if !self.routes.contains_key(&candidate) {
-                    break candidate;
-                }
-                counter += 1;
-            };
-            self.collisions.push(Collision {
-                wanted: wanted.clone(),
-                kept_by: self.routes[&wanted].clone(),
-                renamed: route.clone(),
-                renamed_to: chosen.clone(),
-            });
-            chosen
-        } else {
-            wanted
-        };
-        self.routes.insert(chosen.clone(), route);
+        if self.routes.contains_key(&chosen) {
+            return None;
+        }
+        self.collisions.extend(collision);
+        self.routes.insert(
+            chosen.clone(),
+            Route {
+                server: server.to_owned(),
+                name: name.to_owned(),
+            },
+        );
         self.order.push(chosen.clone());
-        chosen
+        Some(chosen)
     }
 
     /// Where `namespaced` leads, if it is one of these names.
@@ -104,7 +164,7 @@ impl Namespace {
         &self.order
     }
 
-    /// Every collision, in the order they happened.
+    /// The collisions of the names given while this was built, in order.
     pub fn collisions(&self) -> &[Collision] {
         &self.collisions
     }
@@ -127,6 +187,14 @@ impl ToolFilter {
     pub fn allows(&self, namespaced: &str) -> bool {
         !self.exclude.iter().any(|p| glob_match(p, namespaced))
             && (self.include.is_empty() || self.include.iter().any(|p| glob_match(p, namespaced)))
+    }
+
+    /// Whether `server`'s tool `own`, offered as `given`, is offered: [`ToolFilter::allows`]
+    /// of `given`, and no exclude pattern matches its unsuffixed name either (`SERVER__TOOL`
+    /// before a collision suffix), so an exclusion holds however the tool came to be named.
+    pub fn allows_entry(&self, given: &str, server: &str, own: &str) -> bool {
+        let unsuffixed = namespaced(server, own);
+        self.allows(given) && !self.exclude.iter().any(|p| glob_match(p, &unsuffixed))
     }
 }
 
@@ -279,12 +347,65 @@ mod tests {
     }
 
     #[test]
-    fn a_renamed_long_name_still_fits() {
-        let server = "s".repeat(70);
-        let namespace = Namespace::build([(server.as_str(), "t"), (server.as_str(), "t")]);
+    fn a_renamed_name_of_full_length_still_fits() {
+        // Both sanitize to the same 64 characters: the later is cut to make room for `_2`.
+        let first = (format!("{}__b", "a".repeat(29)), "c".repeat(30));
+        let second = ("a".repeat(29), format!("b__{}", "c".repeat(30)));
+        let namespace = Namespace::build([
+            (first.0.as_str(), first.1.as_str()),
+            (second.0.as_str(), second.1.as_str()),
+        ]);
+        assert_eq!(namespace.names()[0].len(), MAX_NAME_LEN);
         for name in namespace.names() {
             assert!(allowed(name), "{name}");
         }
         assert_ne!(namespace.names()[0], namespace.names()[1]);
+        assert!(
+            namespace.names()[1].ends_with("_2"),
+            "{:?}",
+            namespace.names()
+        );
+    }
+
+    #[test]
+    fn a_name_once_given_never_moves() {
+        let mut ledger = Ledger::default();
+        let mut first = Namespace::default();
+        assert_eq!(
+            first.add(&mut ledger, "a__b", "c").as_deref(),
+            Some("a__b__c")
+        );
+        // Server `a` (earlier in spec order) now lists `b__c`, which sanitizes alike; it gets
+        // the suffix, and `a__b`'s tool keeps its name.
+        let mut second = Namespace::default();
+        assert_eq!(
+            second.add(&mut ledger, "a", "b__c").as_deref(),
+            Some("a__b__c_2")
+        );
+        assert_eq!(
+            second.add(&mut ledger, "a__b", "c").as_deref(),
+            Some("a__b__c")
+        );
+        assert_eq!(second.collisions().len(), 1);
+        // Gone from its list and back, an entry has its old name; nobody else took it.
+        let mut third = Namespace::default();
+        assert_eq!(
+            third.add(&mut ledger, "a", "b__c").as_deref(),
+            Some("a__b__c_2")
+        );
+        assert_eq!(third.route("a__b__c"), None);
+        assert!(third.collisions().is_empty());
+        // A repeat within one list is listed once.
+        assert_eq!(third.add(&mut ledger, "a", "b__c"), None);
+    }
+
+    #[test]
+    fn an_exclusion_holds_for_a_suffixed_name() {
+        let filter = ToolFilter {
+            include: Vec::new(),
+            exclude: vec!["gh__a_b".into()],
+        };
+        assert!(!filter.allows_entry("gh__a_b_2", "gh", "a.b"));
+        assert!(filter.allows_entry("gh__c", "gh", "c"));
     }
 }

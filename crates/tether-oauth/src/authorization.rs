@@ -40,11 +40,11 @@ pub fn authorization_request(
     let verifier = tether_http::token::generate()?;
     tether_log::register([&verifier]);
     let state = tether_http::token::random_hex(16)?;
-    let mut url =
-        Url::parse(&discovered.authorization_endpoint).map_err(|e| OAuthError::BadEndpoint {
-            field: "authorization_endpoint",
-            reason: e.to_string(),
-        })?;
+    // The URL goes to a browser opener: https, or http to loopback, nothing else.
+    let mut url = crate::resource::web_endpoint(
+        "authorization_endpoint",
+        &discovered.authorization_endpoint,
+    )?;
     {
         let mut query = url.query_pairs_mut();
         query

@@ -225,17 +225,37 @@ fn discovered(
     let required =
         |name: &'static str| field(name).ok_or(OAuthError::MissingEndpoint { field: name });
     let (authorization_endpoint, token_endpoint, registration_endpoint) = match metadata {
-        Some(_) => (
-            required("authorization_endpoint")?,
-            required("token_endpoint")?,
-            field("registration_endpoint"),
-        ),
+        Some(metadata) => {
+            // RFC 8414 §3.3: the metadata's issuer is the one it was fetched for, else it is
+            // another server's (equal as URLs: case of scheme and host, an empty path).
+            let named = metadata.get("issuer").and_then(Value::as_str);
+            if named.and_then(|named| Url::parse(named).ok()).as_ref() != Some(issuer) {
+                return Err(OAuthError::IssuerMismatch {
+                    expected: issuer.to_string(),
+                    found: named.map(str::to_owned),
+                });
+            }
+            (
+                required("authorization_endpoint")?,
+                required("token_endpoint")?,
+                field("registration_endpoint"),
+            )
+        }
         None => (
             format!("{origin}/authorize"),
             format!("{origin}/token"),
             Some(format!("{origin}/register")),
         ),
     };
+    for (name, endpoint) in [
+        ("authorization_endpoint", Some(&authorization_endpoint)),
+        ("token_endpoint", Some(&token_endpoint)),
+        ("registration_endpoint", registration_endpoint.as_ref()),
+    ] {
+        if let Some(endpoint) = endpoint {
+            crate::resource::web_endpoint(name, endpoint)?;
+        }
+    }
     let client_metadata_documents = metadata
         .and_then(|m| m.get("client_id_metadata_document_supported"))
         .and_then(Value::as_bool)
@@ -364,6 +384,7 @@ mod tests {
     #[test]
     fn authorization_server_metadata_names_endpoints_methods_and_offline_access() {
         let metadata = json!({
+            "issuer": SERVER,
             "authorization_endpoint": "https://auth.example/authorize",
             "token_endpoint": "https://auth.example/token",
             "token_endpoint_auth_methods_supported": ["client_secret_post", 7],
@@ -417,8 +438,41 @@ mod tests {
     }
 
     #[test]
+    fn metadata_of_another_issuer_or_with_unsafe_endpoints_is_refused() {
+        let endpoints = json!({
+            "authorization_endpoint": "https://auth.example/authorize",
+            "token_endpoint": "https://auth.example/token",
+        });
+        for issuer in [json!("https://evil.example"), json!(null), json!(7)] {
+            let mut metadata = endpoints.clone();
+            metadata["issuer"] = issuer.clone();
+            assert!(
+                matches!(
+                    discovered(SERVER.to_owned(), facts(None), &url(), Some(&metadata)),
+                    Err(OAuthError::IssuerMismatch { .. })
+                ),
+                "{issuer}"
+            );
+        }
+        for (field, bad) in [
+            ("authorization_endpoint", "javascript:alert(1)"),
+            ("token_endpoint", "file:///etc/passwd"),
+            ("registration_endpoint", "http://auth.example/register"),
+        ] {
+            let mut metadata = endpoints.clone();
+            metadata["issuer"] = json!(SERVER);
+            metadata[field] = json!(bad);
+            match discovered(SERVER.to_owned(), facts(None), &url(), Some(&metadata)) {
+                Err(OAuthError::UnsafeEndpoint { field: named, .. }) => assert_eq!(named, field),
+                other => panic!("{field} {bad}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn metadata_without_a_token_endpoint_is_refused() {
-        let metadata = json!({"authorization_endpoint": "https://auth.example/authorize"});
+        let metadata =
+            json!({"issuer": SERVER, "authorization_endpoint": "https://auth.example/authorize"});
         assert!(matches!(
             discovered(SERVER.to_owned(), facts(None), &url(), Some(&metadata)),
             Err(OAuthError::MissingEndpoint {

@@ -82,6 +82,33 @@ pub enum OAuthError {
         /// `authorization_endpoint` or `token_endpoint`.
         field: &'static str,
     },
+    /// An endpoint of the metadata is not one tether opens or sends to: only `https`, or
+    /// `http` to this machine's loopback (a `file:`, `javascript:` or `vscode:` URL would be
+    /// handed to the browser opener; plain http elsewhere carries codes and tokens in clear).
+    /// Returned by discovery and [`crate::authorization_request`] before anything is opened or
+    /// sent; the caller stops the login.
+    #[error(
+        "the authorization server's {field} is {what}: only https (or http to this machine's loopback) is opened or sent to; not authorizing"
+    )]
+    UnsafeEndpoint {
+        /// The metadata field.
+        field: &'static str,
+        /// What the URL is: "a 'SCHEME:' URL" or "plain http to another host".
+        what: String,
+    },
+    /// The authorization server metadata names another issuer than the one it was fetched for
+    /// (RFC 8414 §3.3), or none: metadata published for another server. Returned by discovery
+    /// before anything is registered or authorized; the caller stops the login.
+    #[error(
+        "the authorization server metadata fetched for {expected} {}: not authorizing (RFC 8414 requires them to be the same)",
+        found.as_deref().map_or_else(|| "names no issuer".to_owned(), |found| format!("names another issuer ({found})"))
+    )]
+    IssuerMismatch {
+        /// The issuer the metadata was fetched for.
+        expected: String,
+        /// The `issuer` the metadata names, if any.
+        found: Option<String>,
+    },
     /// An endpoint of the metadata is not a URL. Returned by
     /// [`crate::authorization_request`]; the caller reports it.
     #[error("{field}: {reason}")]

@@ -4,7 +4,9 @@
 //! An axum router behind [`tether_http::admit`] (the `Host` must be this listener, port
 //! included, else 421; an `Origin`, if sent, must be this listener, else 403), served by hyper
 //! one task per connection, so a connection that sends nothing (a browser's speculative
-//! preconnect, a port scanner) never delays the redirect. `GET /callback?…` with this login's
+//! preconnect, a port scanner) never delays the redirect. At most [`MAX_CONNECTIONS`] are
+//! served at once (one more closes the oldest), and each lives at most
+//! [`CONNECTION_TIMEOUT`]: idle local connections can neither hold the login up nor pile up. `GET /callback?…` with this login's
 //! `state` ends the wait with its code (200) or the error it carries (400); a wrong `state` is
 //! answered 400 and the wait goes on; anything else is 404. Every answer closes its
 //! connection, and when the wait ends every other connection is dropped with the listener.
@@ -26,8 +28,15 @@ use tower_service::Service as _;
 use crate::authorization::code_from_redirect;
 use crate::error::OAuthError;
 
-/// How long a connection may take to send its request's headers (or stay idle between two).
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may take to send its request's headers. A browser sends the
+/// redirect at once; only an idle or trickling connection takes longer.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long one connection is served at most, answer included (the answer is a short page).
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many connections are served at once; one more closes the oldest.
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// The page a browser shows after the redirect was taken.
 pub const ACCEPTED_PAGE: &str = "tether: login complete. You can close this page.";
@@ -118,6 +127,9 @@ impl RedirectListener {
             .header_read_timeout(HEADER_TIMEOUT);
         let wait = async {
             let mut connections = tokio::task::JoinSet::new();
+            // Oldest first: each connection's abort handle and its outcome slot.
+            let mut open: std::collections::VecDeque<(tokio::task::AbortHandle, Slot)> =
+                std::collections::VecDeque::new();
             loop {
                 tokio::select! {
                     accepted = self.listener.accept() => {
@@ -128,6 +140,16 @@ impl RedirectListener {
                                 continue;
                             }
                         };
+                        open.retain(|(handle, _)| !handle.is_finished());
+                        if open.len() >= MAX_CONNECTIONS
+                            && let Some((oldest, slot)) = open.pop_front()
+                        {
+                            oldest.abort();
+                            // It may have been answered already: its outcome counts.
+                            if let Some(outcome) = slot.take() {
+                                return outcome;
+                            }
+                        }
                         let slot = Slot::default();
                         let router = router.clone();
                         let handed = slot.clone();
@@ -141,12 +163,18 @@ impl RedirectListener {
                         let connection = http1.serve_connection(TokioIo::new(stream), service);
                         // The outcome counts once its answer is written and the connection
                         // closed, so the browser shows the page before the listener goes.
-                        connections.spawn(async move {
-                            if let Err(error) = connection.await {
-                                tracing::debug!(%error, "a redirect connection ended with an error");
+                        let outcome = slot.clone();
+                        let handle = connections.spawn(async move {
+                            match tokio::time::timeout(CONNECTION_TIMEOUT, connection).await {
+                                Ok(Ok(())) => {}
+                                Ok(Err(error)) => {
+                                    tracing::debug!(%error, "a redirect connection ended with an error");
+                                }
+                                Err(_) => tracing::debug!("a redirect connection timed out"),
                             }
-                            slot.take()
+                            outcome.take()
                         });
+                        open.push_back((handle, slot));
                     }
                     Some(done) = connections.join_next(), if !connections.is_empty() => {
                         if let Ok(Some(outcome)) = done {
@@ -316,6 +344,46 @@ mod tests {
             .await
             .expect("the idle connection is closed");
         assert!(read.is_err() || rest.is_empty(), "it got no answer");
+    }
+
+    #[tokio::test]
+    async fn idle_connections_are_bounded_in_number_and_time() {
+        let (listener, address) = listener().await;
+        let wait = tokio::spawn(listener.code("s1", Duration::from_secs(60)));
+        // Twice as many idle connections as are served: the oldest are closed at once.
+        let mut idle = Vec::new();
+        for _ in 0..MAX_CONNECTIONS * 2 {
+            idle.push(
+                tokio::net::TcpStream::connect(&address)
+                    .await
+                    .expect("connecting"),
+            );
+        }
+        // The oldest were closed when the newer came: each reads end-of-file (or a reset) at
+        // once, where an open one would wait for the header timeout.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        for (index, stream) in idle.iter_mut().take(MAX_CONNECTIONS).enumerate() {
+            let mut byte = [0u8; 1];
+            let read = tokio::time::timeout_at(deadline, stream.read(&mut byte))
+                .await
+                .unwrap_or_else(|_| panic!("idle connection {index} is still open"));
+            assert!(matches!(read, Ok(0) | Err(_)), "{index}: {read:?}");
+        }
+        // The newest are closed too once they outlive the connection timeout, well before the
+        // login's own timeout.
+        let mut last = idle.pop().expect("a connection");
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(
+            CONNECTION_TIMEOUT + Duration::from_secs(2),
+            last.read_to_end(&mut rest),
+        )
+        .await
+        .expect("an idle connection is closed after the connection timeout");
+        assert!(read.is_err() || rest.is_empty());
+        let (status, _) = send(&address, &get("/callback?code=c0de&state=s1", &address)).await;
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        let code = wait.await.expect("the wait").expect("the code");
+        assert_eq!(code.expose(), "c0de");
     }
 
     #[tokio::test]

@@ -50,6 +50,12 @@ impl Prompt for Terminal {
     /// platform opener (`xdg-open`, `open`) with the URL also on stderr (the opener may find no
     /// browser), else the URL on stderr. Nothing waits for the browser to exit.
     fn open(&self, url: &str) {
+        // Only a web page is handed to an opener (discovery refuses the rest already; this
+        // holds for any caller of `open`).
+        if let Err(refused) = crate::resource::web_endpoint("authorization_endpoint", url) {
+            eprintln!("not opening the authorization page: {refused}");
+            return;
+        }
         let quiet = |command: &mut std::process::Command| {
             command
                 .stdin(std::process::Stdio::null())

@@ -23,6 +23,35 @@ pub fn canonical_resource(url: &str) -> Result<String, OAuthError> {
     })
 }
 
+/// `url` as an endpoint of the authorization server's metadata (`field`): parsed, and `https`,
+/// or `http` to a loopback host (`127.0.0.0/8`, `[::1]`, `localhost`) — the only URLs tether
+/// hands to a browser opener or sends a code, token or registration to.
+pub(crate) fn web_endpoint(field: &'static str, url: &str) -> Result<Url, OAuthError> {
+    let parsed = Url::parse(url).map_err(|e| OAuthError::BadEndpoint {
+        field,
+        reason: e.to_string(),
+    })?;
+    let host = parsed.host_str().unwrap_or_default();
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match parsed.scheme() {
+        "https" if !host.is_empty() => Ok(parsed),
+        "http" if loopback => Ok(parsed),
+        "http" => Err(OAuthError::UnsafeEndpoint {
+            field,
+            what: "plain http to another host".to_owned(),
+        }),
+        scheme => Err(OAuthError::UnsafeEndpoint {
+            field,
+            what: format!("a '{scheme}:' URL"),
+        }),
+    }
+}
+
 /// `url` parsed, or [`OAuthError::NotAUrl`].
 pub(crate) fn parse(url: &str) -> Result<Url, OAuthError> {
     Url::parse(url).map_err(|e| OAuthError::NotAUrl {
@@ -79,6 +108,43 @@ pub(crate) fn authorization_server_metadata(issuer: &Url) -> Vec<String> {
             format!("{origin}/.well-known/openid-configuration{path}"),
             format!("{origin}{path}/.well-known/openid-configuration"),
         ]
+    }
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::*;
+
+    #[test]
+    fn only_https_and_loopback_http_endpoints_are_taken() {
+        for good in [
+            "https://auth.example/authorize",
+            "http://127.0.0.1:8/authorize",
+            "http://127.9.9.9/a",
+            "http://[::1]:9/a",
+            "http://LOCALHOST:1/a",
+        ] {
+            assert!(
+                web_endpoint("authorization_endpoint", good).is_ok(),
+                "{good}"
+            );
+        }
+        for bad in [
+            "file:///etc/passwd",
+            "javascript:alert(1)",
+            "vscode://extension/x?code=1",
+            "http://auth.example/authorize",
+            "http://localhost.evil.example/a",
+            "data:text/html,<b>x</b>",
+        ] {
+            assert!(
+                matches!(
+                    web_endpoint("authorization_endpoint", bad),
+                    Err(OAuthError::UnsafeEndpoint { .. } | OAuthError::BadEndpoint { .. })
+                ),
+                "{bad}"
+            );
+        }
     }
 }
 

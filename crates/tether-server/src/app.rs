@@ -331,16 +331,7 @@ async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Bod
     };
     if let Err(wait) = app.rate.check(&caller.key_id) {
         app.logs.rate_limit.hit();
-        let mut response = (
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate limit of this API key reached; retry after the time in Retry-After\n",
-        )
-            .into_response();
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(retry_after_secs(wait)),
-        );
-        return response;
+        return rate_limited(wait);
     }
     let body = match app
         .body_limits
@@ -353,7 +344,7 @@ async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Bod
             return (status, format!("{message}\n")).into_response();
         }
     };
-    let request: async_graphql::Request = match serde_json::from_slice(&body.bytes) {
+    let mut request: async_graphql::Request = match serde_json::from_slice(&body.bytes) {
         Ok(request) => request,
         Err(_) => {
             return (
@@ -363,8 +354,48 @@ async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Bod
                 .into_response();
         }
     };
+    // Every top-level field is a resolution (an aliased createManagedMcpClientConfig mints a
+    // config and a token each): the request is charged one token per field, the one taken
+    // above included, and refused whole — nothing resolved — when it selects more than one
+    // request may or than the key has left.
+    let fields = crate::graphql::root_fields(&mut request).unwrap_or(1);
+    let most = app
+        .rate
+        .largest_cost()
+        .map_or(crate::graphql::MAX_ROOT_FIELDS, |burst| {
+            crate::graphql::MAX_ROOT_FIELDS.min(usize::try_from(burst).unwrap_or(usize::MAX))
+        });
+    if fields > most {
+        app.logs.rate_limit.hit();
+        return Json(crate::graphql::request_error(
+            format!(
+                "this request selects {fields} top-level fields (aliases included); this server resolves at most {most} per request: send them in smaller requests"
+            ),
+            "TOO_MANY_FIELDS",
+        ))
+        .into_response();
+    }
+    let more = u32::try_from(fields.saturating_sub(1)).unwrap_or(u32::MAX);
+    if let Err(wait) = app.rate.charge(&caller.key_id, more) {
+        app.logs.rate_limit.hit();
+        return rate_limited(wait);
+    }
     let response = app.schema.execute(request.data(caller)).await;
     Json(response).into_response()
+}
+
+/// 429 with `Retry-After`: the key's bucket is empty for now.
+fn rate_limited(wait: std::time::Duration) -> Response {
+    let mut response = (
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate limit of this API key reached; retry after the time in Retry-After\n",
+    )
+        .into_response();
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(retry_after_secs(wait)),
+    );
+    response
 }
 
 async fn healthz(State(app): State<Arc<AppState>>) -> Response {

@@ -29,6 +29,87 @@ pub fn build_schema(service: Arc<Service>) -> ManagedMcpSchema {
         .finish()
 }
 
+/// The most top-level fields (aliases included) one request may select: the client's batches
+/// (`tether-graphql`, 32 by default) fit many times over, a flood of aliases does not.
+pub const MAX_ROOT_FIELDS: usize = 128;
+
+/// Fragment spreads are followed this deep when counting (a deeper document is refused by
+/// the depth limit anyway).
+const MAX_SPREAD_DEPTH: usize = 16;
+
+/// How many top-level fields `request` selects, over every operation of its document, with
+/// fragment spreads and inline fragments expanded and `@skip`/`@include` ignored (a field
+/// counts even if a directive would drop it). Each is one resolution — a minted config for
+/// every aliased `createManagedMcpClientConfig` — and is charged to the rate limit. `None`
+/// when the document does not parse (executing it then answers the parse error, resolving
+/// nothing).
+pub fn root_fields(request: &mut async_graphql::Request) -> Option<usize> {
+    use async_graphql::parser::types::{
+        ExecutableDocument, FragmentDefinition, Selection, SelectionSet,
+    };
+    use std::collections::HashMap;
+
+    fn count(
+        set: &SelectionSet,
+        document: &ExecutableDocument,
+        depth: usize,
+        memo: &mut HashMap<String, usize>,
+    ) -> usize {
+        set.items.iter().fold(0usize, |total, item| {
+            let more = match &item.node {
+                Selection::Field(_) => 1,
+                Selection::InlineFragment(inline) => {
+                    count(&inline.node.selection_set.node, document, depth, memo)
+                }
+                Selection::FragmentSpread(spread) => {
+                    let name = spread.node.fragment_name.node.as_str();
+                    if let Some(known) = memo.get(name) {
+                        *known
+                    } else if depth >= MAX_SPREAD_DEPTH {
+                        // Deeper than any valid document: count it as over every limit.
+                        MAX_ROOT_FIELDS + 1
+                    } else {
+                        let fragment: Option<&FragmentDefinition> =
+                            document.fragments.get(name).map(|fragment| &fragment.node);
+                        let inner = fragment.map_or(0, |fragment| {
+                            count(&fragment.selection_set.node, document, depth + 1, memo)
+                        });
+                        memo.insert(name.to_owned(), inner);
+                        inner
+                    }
+                }
+            };
+            total.saturating_add(more)
+        })
+    }
+
+    let document = request.parsed_query().ok()?;
+    let mut memo = HashMap::new();
+    Some(
+        document
+            .operations
+            .iter()
+            .fold(0usize, |total, (_, operation)| {
+                total.saturating_add(count(
+                    &operation.node.selection_set.node,
+                    document,
+                    0,
+                    &mut memo,
+                ))
+            }),
+    )
+}
+
+/// A GraphQL answer with one request error (no `path`: the request as a whole was refused,
+/// which `tether-graphql` answers by splitting its batch).
+pub fn request_error(message: String, code: &'static str) -> async_graphql::Response {
+    let mut error = async_graphql::ServerError::new(message, None);
+    let mut extensions = async_graphql::ErrorExtensionValues::default();
+    extensions.set("code", code);
+    error.extensions = Some(extensions);
+    async_graphql::Response::from_errors(vec![error])
+}
+
 /// The SDL this server serves.
 pub fn sdl() -> String {
     Schema::build(Query, Mutation, EmptySubscription)
@@ -206,4 +287,41 @@ fn request_parts<'a>(ctx: &Context<'a>) -> async_graphql::Result<(&'a Arc<Servic
 fn internal(error: ServerError) -> async_graphql::Error {
     tracing::error!("request failed: {error}");
     async_graphql::Error::new("internal server error")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(query: &str) -> Option<usize> {
+        root_fields(&mut async_graphql::Request::new(query))
+    }
+
+    #[test]
+    fn top_level_fields_are_counted_through_fragments_and_aliases() {
+        assert_eq!(fields("{ managedMcpServerUids }"), Some(1));
+        assert_eq!(
+            fields("{ a: managedMcpServerUids b: managedMcpServerUids }"),
+            Some(2)
+        );
+        // A fragment spread twice counts twice; nested selections are not top-level fields.
+        assert_eq!(
+            fields(
+                "mutation { ...F ...F ... on Mutation { c: createManagedMcpClientConfig(input: {uid: \"x\"}) { __typename } } } \
+                 fragment F on Mutation { a: createManagedMcpClientConfig(input: {uid: \"x\"}) { __typename ... on UserFacingError { error { message } } } }"
+            ),
+            Some(3)
+        );
+        // Spreads that double at every level cannot hide their count (nor take long).
+        let mut doubling = String::from("query { ...F0 } ");
+        for level in 0..40 {
+            doubling.push_str(&format!(
+                "fragment F{level} on Query {{ ...F{next} ...F{next} }} ",
+                next = level + 1
+            ));
+        }
+        doubling.push_str("fragment F40 on Query { managedMcpServerUids }");
+        assert!(fields(&doubling).is_some_and(|count| count > MAX_ROOT_FIELDS));
+        assert_eq!(fields("{ not graphql"), None);
+    }
 }

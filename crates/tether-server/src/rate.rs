@@ -2,7 +2,8 @@
 //!
 //! Each key may make `burst` requests at once and `per_sec` a second after that; an empty
 //! bucket answers how long until a request would be allowed (the handler sends 429 with
-//! `Retry-After`). Buckets are per replica: N replicas allow up to N times the rate in sum.
+//! `Retry-After`). A request that resolves several things at once (a GraphQL document with
+//! aliased fields) costs one token per resolution ([`RateLimiter::charge`]). Buckets are per replica: N replicas allow up to N times the rate in sum.
 //! A bucket idle long enough to be full again is the same as no bucket, so idle ones are
 //! dropped and memory stays bounded by the keys active in the last minutes.
 
@@ -73,11 +74,29 @@ impl RateLimiter {
         self.check_at(key, self.clock.now())
     }
 
+    /// Takes `cost` tokens from `key`'s bucket at once, or none and says how long until they
+    /// are back. A cost above the bucket's size never fits; callers refuse it first
+    /// ([`RateLimiter::largest_cost`]).
+    pub(crate) fn charge(&self, key: &str, cost: u32) -> Result<(), Duration> {
+        self.charge_at(key, cost, self.clock.now())
+    }
+
+    /// The largest cost one request may have: the bucket's size, or `None` when limiting
+    /// is off.
+    pub(crate) fn largest_cost(&self) -> Option<u32> {
+        (self.settings.per_sec != 0).then_some(self.settings.burst.max(1))
+    }
+
     fn check_at(&self, key: &str, now: Instant) -> Result<(), Duration> {
+        self.charge_at(key, 1, now)
+    }
+
+    fn charge_at(&self, key: &str, cost: u32, now: Instant) -> Result<(), Duration> {
         let RateSettings { per_sec, burst } = self.settings;
-        if per_sec == 0 {
+        if per_sec == 0 || cost == 0 {
             return Ok(());
         }
+        let cost = f64::from(cost);
         let rate = f64::from(per_sec);
         let burst = f64::from(burst.max(1));
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
@@ -96,11 +115,11 @@ impl RateLimiter {
         let elapsed = now.duration_since(bucket.updated).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
         bucket.updated = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
+        if bucket.tokens >= cost {
+            bucket.tokens -= cost;
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((1.0 - bucket.tokens) / rate))
+            Err(Duration::from_secs_f64((cost - bucket.tokens) / rate))
         }
     }
 }
@@ -135,6 +154,27 @@ mod tests {
         let later = start + Duration::from_millis(500);
         assert_eq!(limiter.check_at("k", later), Ok(()));
         assert!(limiter.check_at("k", later).is_err());
+    }
+
+    #[test]
+    fn a_cost_takes_that_many_tokens_or_none() {
+        let limiter = RateLimiter::new(
+            RateSettings {
+                per_sec: 2,
+                burst: 5,
+            },
+            tether_clock::system(),
+        );
+        let start = Instant::now();
+        assert_eq!(limiter.charge_at("k", 4, start), Ok(()));
+        // Two more do not fit in the one left: nothing is taken.
+        assert_eq!(
+            limiter.charge_at("k", 2, start),
+            Err(Duration::from_millis(500))
+        );
+        assert_eq!(limiter.check_at("k", start), Ok(()));
+        assert!(limiter.check_at("k", start).is_err());
+        assert_eq!(limiter.largest_cost(), Some(5));
     }
 
     #[test]

@@ -111,6 +111,12 @@ struct Cli {
     #[arg(long)]
     grow_tools: bool,
 
+    /// Also list the resource template TEMPLATE, declaring `resources` (repeatable); a
+    /// `resources/read` of any URI answers "URI read by the server of TEMPLATES" (every
+    /// template, joined by spaces), so a test sees which server a read reached.
+    #[arg(long, value_name = "TEMPLATE")]
+    resource_template: Vec<String>,
+
     /// Also serve `client_capabilities`, which answers with the capabilities the client
     /// declared in its initialize, as JSON (for what the gateway declares to servers).
     #[arg(long)]
@@ -200,7 +206,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .with_extra_tool(cli.extra_tool.as_deref(), extra_schema)
         .with_extra_prompt(cli.extra_prompt.as_deref())
         .with_tool_growth(cli.grow_tools)
-        .with_capabilities_tool(cli.capabilities_tool);
+        .with_capabilities_tool(cli.capabilities_tool)
+        .with_resource_templates(cli.resource_template.clone());
     let hang = cli.hang;
 
     let runtime = tokio::runtime::Builder::new_current_thread()

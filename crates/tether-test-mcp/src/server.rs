@@ -13,8 +13,9 @@ use rmcp::{
     model::{
         CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
         Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListPromptsResult,
-        ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion, ServerCapabilities,
-        ServerConfig, Tool,
+        ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams, Prompt,
+        ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+        ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
     tool, tool_handler, tool_router,
@@ -73,6 +74,9 @@ pub struct TestServer {
     extra_prompt: Option<String>,
     /// With `--capabilities-tool`: also serve [`CAPABILITIES_TOOL`].
     capabilities_tool: bool,
+    /// With `--resource-template`: the templates listed (the server then declares
+    /// `resources`).
+    resource_templates: Vec<String>,
 }
 
 /// The tool `--capabilities-tool` adds: it answers with the capabilities the client declared
@@ -101,6 +105,7 @@ impl TestServer {
             grown: None,
             extra_prompt: None,
             capabilities_tool: false,
+            resource_templates: Vec::new(),
         }
     }
 
@@ -151,6 +156,13 @@ impl TestServer {
     #[must_use]
     pub fn with_capabilities_tool(mut self, on: bool) -> Self {
         self.capabilities_tool = on;
+        self
+    }
+
+    /// Lists `templates` as resource templates (no resources when empty).
+    #[must_use]
+    pub fn with_resource_templates(mut self, templates: Vec<String>) -> Self {
+        self.resource_templates = templates;
         self
     }
 
@@ -251,15 +263,21 @@ fn tools_page(tools: Vec<Tool>, cursor: Option<&str>) -> Result<ListToolsResult,
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
-        // `prompts` only with `--extra-prompt`: a client then lists them.
-        let capabilities = if self.extra_prompt.is_some() {
-            ServerCapabilities::builder()
-                .enable_tools()
+        // `prompts` only with `--extra-prompt`, `resources` only with `--resource-template`:
+        // a client then lists them.
+        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        if self.extra_prompt.is_some() {
+            capabilities.prompts = ServerCapabilities::builder()
                 .enable_prompts()
                 .build()
-        } else {
-            ServerCapabilities::builder().enable_tools().build()
-        };
+                .prompts;
+        }
+        if !self.resource_templates.is_empty() {
+            capabilities.resources = ServerCapabilities::builder()
+                .enable_resources()
+                .build()
+                .resources;
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
                 "tether-test-mcp",
@@ -281,6 +299,41 @@ impl ServerHandler for TestServer {
             .map(|description| Prompt::new("extra", Some(description.clone()), None))
             .collect();
         Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = self
+            .resource_templates
+            .iter()
+            .enumerate()
+            .map(|(index, template)| {
+                ResourceTemplate::new(template.clone(), format!("template_{index}"))
+            })
+            .collect();
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if self.resource_templates.is_empty() {
+            return Err(ErrorData::resource_not_found(
+                "this server has no resources",
+                None,
+            ));
+        }
+        let text = format!(
+            "{} read by the server of {}",
+            request.uri,
+            self.resource_templates.join(" ")
+        );
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]).into())
     }
 
     async fn initialize(

@@ -188,6 +188,74 @@ async fn a_key_past_its_rate_gets_429_with_retry_after_and_others_are_not_slowed
     assert!(fixture.server.logged("rate-limit").await);
 }
 
+/// One mutation with `count` aliased createManagedMcpClientConfig fields for `uid`, half of
+/// them behind a fragment spread (counting must see through it).
+fn aliased_mints(uid: uuid::Uuid, count: usize) -> serde_json::Value {
+    let field = |index: usize| {
+        format!(
+            "m{index}: createManagedMcpClientConfig(input: {{uid: \"{uid}\"}}) {{ __typename }}"
+        )
+    };
+    let direct: Vec<String> = (0..count / 2).map(field).collect();
+    let spread: Vec<String> = (count / 2..count).map(field).collect();
+    json!({"query": format!(
+        "mutation {{ {} ...More }} fragment More on Mutation {{ {} }}",
+        direct.join(" "),
+        spread.join(" ")
+    )})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_aliased_mint_is_charged_and_a_flood_of_aliases_is_refused_whole() {
+    let fixture = Fixture::start(&["--rate-limit", "1", "--rate-burst", "40"]).await;
+    let uid = add_url(&fixture, "aliased", "http://127.0.0.1:9/mcp", "s").await;
+    let url = fixture.server.graphql_url();
+    let authorization = format!("Bearer {}", fixture.api_key);
+    let send = async |count: usize| {
+        raw_graphql(&url, Some(&authorization), &aliased_mints(uid, count)).await
+    };
+
+    // More fields than one request may select: a GraphQL error, nothing minted.
+    let flood = send(2047).await;
+    assert_eq!(flood.status(), 200);
+    let body: serde_json::Value = flood.json().await.expect("a GraphQL answer");
+    assert!(body["data"].is_null(), "{body}");
+    assert_eq!(
+        body["errors"][0]["extensions"]["code"],
+        json!("TOO_MANY_FIELDS"),
+        "{body}"
+    );
+    let message = body["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("2047") && message.contains("at most 40"),
+        "{message}"
+    );
+    assert_eq!(fixture.server.config_requests().await, 0);
+
+    // 30 aliases are 30 resolutions: they fit the bucket (40, one spent on the flood) once.
+    let first = send(30).await;
+    assert_eq!(first.status(), 200);
+    let body: serde_json::Value = first.json().await.expect("a GraphQL answer");
+    assert_eq!(
+        body["data"].as_object().map(serde_json::Map::len),
+        Some(30),
+        "{body}"
+    );
+    assert_eq!(fixture.server.config_requests().await, 30);
+    let second = send(30).await;
+    assert_eq!(
+        second.status(),
+        429,
+        "30 more do not fit in the 9 tokens left"
+    );
+    assert!(second.headers().get("retry-after").is_some());
+    assert_eq!(
+        fixture.server.config_requests().await,
+        30,
+        "nothing of it was minted"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limited_key_is_served_again_once_retry_after_has_passed() {
     let fixture = ClockedFixture::start(
