@@ -140,6 +140,9 @@ enum Search {
     Everything,
 }
 
+/// A pattern to search, and whether it must stand alone to count.
+type Pattern<'a> = (&'a str, bool);
+
 /// The automaton over the short forms, and which of its patterns must stand alone to count.
 #[derive(Clone)]
 struct Automaton {
@@ -174,7 +177,7 @@ impl Masker {
             .collect();
         // Each pattern once, with whether every value it is a form of is short.
         let mut seen: HashMap<&str, usize> = HashMap::new();
-        let mut patterns: Vec<(&str, bool)> = Vec::new();
+        let mut patterns: Vec<Pattern<'_>> = Vec::new();
         let mut count = 0;
         for value_forms in &forms {
             let short = value_forms
@@ -206,7 +209,7 @@ impl Masker {
         }
         let longest = patterns.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
         let starry = patterns.iter().any(|(p, _)| p.bytes().all(|b| b == b'*'));
-        let (long, short): (Vec<(&str, bool)>, Vec<(&str, bool)>) = patterns
+        let (long, short): (Vec<Pattern<'_>>, Vec<Pattern<'_>>) = patterns
             .iter()
             .partition(|(p, _)| p.len() > LONG_PATTERN_BYTES);
         let long: Arc<[LongValue]> = long
@@ -285,7 +288,8 @@ impl Masker {
             offset = range.end;
             // A piece's own occurrences (one standing alone in it may not in the joined
             // text), and its parts of those that cross its edges.
-            let mut spans = self.covered(piece).unwrap_or_else(|| vec![0..piece.len()]);
+            let whole: Range<usize> = 0..piece.len();
+            let mut spans = self.covered(piece).unwrap_or_else(|| Vec::from([whole]));
             spans.extend(
                 across
                     .iter()
