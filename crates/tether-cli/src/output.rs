@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
+use tether_config::escape_controls;
 use tether_driver::{ServerReport, ServerStatus};
 
 use tether_env::EnvVars;
@@ -133,15 +134,17 @@ pub fn reports_table(reports: &[ServerReport]) -> String {
                 };
                 out.push_str(&format!("{}  {name}  {count}\n", status("ready", "32")));
                 for tool in tools {
+                    // Server-supplied text: masked by the driver, its control characters
+                    // escaped here (a terminal would act on them).
                     let description = tool
                         .description
                         .as_deref()
-                        .map(|d| d.lines().next().unwrap_or_default())
+                        .map(|d| escape_controls(d.lines().next().unwrap_or_default()))
                         .unwrap_or_default();
                     out.push_str(&format!(
                         "{indent}{:width$}  {}{}\n",
                         "",
-                        tool.name,
+                        escape_controls(&tool.name),
                         if description.is_empty() {
                             String::new()
                         } else {
@@ -151,6 +154,7 @@ pub fn reports_table(reports: &[ServerReport]) -> String {
                 }
             }
             ServerStatus::Failed { reason } => {
+                let reason = escape_controls(reason);
                 let mut lines = reason.lines();
                 out.push_str(&format!(
                     "{}  {name}  {}\n",

@@ -28,9 +28,11 @@ mod env_expand;
 mod error;
 mod json;
 mod mask;
+mod mask_json;
 mod model;
 mod parse;
 pub mod placeholder;
+mod printable;
 mod provenance;
 mod render;
 mod secret;
@@ -40,7 +42,8 @@ pub use encodings::printed_forms;
 pub use env_expand::{EmptyEnv, EnvLookup, ProcessEnv};
 pub use error::ConfigError;
 pub use json::MAX_CONFIG_BYTES;
-pub use mask::{MIN_SECRET_LINE_BYTES, Masker, mask_known_values};
+pub use mask::{MIN_SECRET_LINE_BYTES, Masker, SHORT_SECRET_CHARS, mask_known_values};
+pub use mask_json::mask_json;
 pub use model::{
     Installation, Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerOptions,
     ServerTemplate, StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
@@ -49,6 +52,7 @@ pub use parse::{
     ConfigWarning, InputPrompt, ParsedConfig, ServerReference, declares_servers, parse_config,
     raw_server_entries,
 };
+pub use printable::escape_controls;
 pub use provenance::{is_credential_name, url_passwords};
 pub use render::{Exposure, RenderedServer, RenderedText, RenderedTransport, render_server_map};
 pub use secret::{MASK, SecretValue, Secrets};

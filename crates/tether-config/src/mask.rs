@@ -17,11 +17,25 @@
 //! [`MIN_SECRET_LINE_BYTES`] bytes. Shorter lines (`{`, `}`, an empty line, a short base64 tail)
 //! would mask ordinary text everywhere; they are still masked wherever the whole value appears.
 //!
+//! A value shorter than [`SHORT_SECRET_CHARS`] characters (a one-letter test secret, `x`) is
+//! masked only where it stands alone: where the characters on either side of it are not letters,
+//! digits or `_`. Masked inside words, it would corrupt every text (`exited` became
+//! `e********ited`) while hiding nothing a guess would not find: a value that short is not a
+//! secret anyone can keep. Where tether itself prints a value (a rendered config, a report of
+//! what it passed on) it shows the mask by provenance whatever the length; this rule is about
+//! finding values in text others wrote.
+//!
+//! Values are matched ignoring ASCII case when they are short enough for the automaton (at most
+//! [`LONG_PATTERN_BYTES`] bytes per form): hex digests, base32 codes and host names change case
+//! on the way; a longer form is searched as written and in its lower- and upper-case forms.
+//! Text that already holds a mask is left as it is: masking twice (the driver, then a gateway)
+//! gives what masking once does, also for a value made of `*`.
+//!
 //! **Invariant:** a masker never shows its values (`Debug` prints how many there are). Its
 //! search tables hold copies of the values' bytes that are not zeroed on drop; it lives as long
 //! as the run it masks for, in memory only.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 
@@ -32,6 +46,10 @@ use memchr::memmem;
 
 use crate::encodings::printed_forms;
 use crate::secret::{MASK, SecretValue};
+
+/// Values with fewer characters than this are masked only where they stand alone (see the
+/// module docs).
+pub const SHORT_SECRET_CHARS: usize = 4;
 
 /// The shortest line of a multi-line secret that is masked on its own (in bytes, after trimming
 /// surrounding whitespace). A shorter line is masked only where the whole secret appears.
@@ -116,10 +134,22 @@ enum Search {
     /// No non-empty value: nothing to mask.
     Nothing,
     /// One automaton over the short forms, and a substring search per long one.
-    Values(Option<AhoCorasick>, Arc<[LongValue]>),
+    Values(Option<Automaton>, Arc<[LongValue]>),
     /// The automaton could not be built (a value set beyond its size limits): every non-empty
     /// text is masked whole rather than shown unmasked.
     Everything,
+}
+
+/// A pattern to search, and whether it must stand alone to count.
+type Pattern<'a> = (&'a str, bool);
+
+/// The automaton over the short forms, and which of its patterns must stand alone to count.
+#[derive(Clone)]
+struct Automaton {
+    search: AhoCorasick,
+    /// By pattern id: whether the pattern is a form of a value shorter than
+    /// [`SHORT_SECRET_CHARS`] (matched only where it stands alone).
+    standalone: Arc<[bool]>,
 }
 
 /// A set of known secret values, ready to mask text in one pass.
@@ -128,6 +158,8 @@ pub struct Masker {
     search: Search,
     count: usize,
     longest: usize,
+    /// Some form is made of `*` only: matches inside an existing mask are then ignored.
+    starry: bool,
 }
 
 impl Masker {
@@ -143,31 +175,48 @@ impl Masker {
             .filter(|value| !value.is_empty())
             .map(printed_forms)
             .collect();
-        let mut seen: HashSet<&str> = HashSet::new();
-        let mut patterns: Vec<&str> = Vec::new();
+        // Each pattern once, with whether every value it is a form of is short.
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        let mut patterns: Vec<Pattern<'_>> = Vec::new();
         let mut count = 0;
-        for (index, value) in forms.iter().flat_map(|forms| forms.iter().enumerate()) {
-            let value = value.expose();
-            let lines = value
-                .contains(['\n', '\r'])
-                .then(|| value.split(['\n', '\r']).map(str::trim))
-                .into_iter()
-                .flatten()
-                .filter(|line| line.len() >= MIN_SECRET_LINE_BYTES);
-            for pattern in std::iter::once(value).chain(lines) {
-                if !pattern.is_empty() && seen.insert(pattern) {
-                    patterns.push(pattern);
+        for value_forms in &forms {
+            let short = value_forms
+                .first()
+                .is_some_and(|raw| raw.expose().chars().count() < SHORT_SECRET_CHARS);
+            for (index, value) in value_forms.iter().enumerate() {
+                let value = value.expose();
+                let lines = value
+                    .contains(['\n', '\r'])
+                    .then(|| value.split(['\n', '\r']).map(str::trim))
+                    .into_iter()
+                    .flatten()
+                    .filter(|line| line.len() >= MIN_SECRET_LINE_BYTES);
+                for pattern in std::iter::once(value).chain(lines) {
+                    if pattern.is_empty() {
+                        continue;
+                    }
+                    if let Some(&at) = seen.get(pattern) {
+                        patterns[at].1 &= short;
+                        continue;
+                    }
+                    seen.insert(pattern, patterns.len());
+                    patterns.push((pattern, short));
                     if index == 0 {
                         count += 1;
                     }
                 }
             }
         }
-        let longest = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
-        let (long, short): (Vec<&str>, Vec<&str>) =
-            patterns.iter().partition(|p| p.len() > LONG_PATTERN_BYTES);
-        let long: Arc<[LongValue]> = long.iter().map(|p| LongValue::new(p.as_bytes())).collect();
-        let total: usize = short.iter().map(|p| p.len()).sum();
+        let longest = patterns.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+        let starry = patterns.iter().any(|(p, _)| p.bytes().all(|b| b == b'*'));
+        let (long, short): (Vec<Pattern<'_>>, Vec<Pattern<'_>>) = patterns
+            .iter()
+            .partition(|(p, _)| p.len() > LONG_PATTERN_BYTES);
+        let long: Arc<[LongValue]> = long
+            .iter()
+            .map(|(p, _)| LongValue::new(p.as_bytes()))
+            .collect();
+        let total: usize = short.iter().map(|(p, _)| p.len()).sum();
         let kind = (total > DFA_PATTERN_BYTES).then_some(AhoCorasickKind::ContiguousNFA);
         let search = if patterns.is_empty() {
             Search::Nothing
@@ -176,16 +225,19 @@ impl Masker {
         } else {
             AhoCorasick::builder()
                 .match_kind(MatchKind::Standard)
+                .ascii_case_insensitive(true)
                 .kind(kind)
-                .build(&short)
-                .map_or(Search::Everything, |automaton| {
-                    Search::Values(Some(automaton), long)
+                .build(short.iter().map(|(p, _)| p))
+                .map_or(Search::Everything, |search| {
+                    let standalone = short.iter().map(|(_, alone)| *alone).collect();
+                    Search::Values(Some(Automaton { search, standalone }), long)
                 })
         };
         Self {
             search,
             count,
             longest,
+            starry,
         }
     }
 
@@ -212,48 +264,148 @@ impl Masker {
     pub fn mask_range(&self, text: &str, keep: Range<usize>) -> String {
         let end = floor_char_boundary(text, keep.end.min(text.len()));
         let start = ceil_char_boundary(text, keep.start.min(end));
+        match self.covered(text) {
+            Some(covered) => render(text, &covered, start..end),
+            None if start < end => MASK.to_owned(),
+            None => String::new(),
+        }
+    }
+
+    /// Each of `pieces` masked, also where a value runs from one piece into the next (a value
+    /// split across two content blocks): each piece's part of such a value becomes a [`MASK`].
+    pub fn mask_pieces(&self, pieces: &[&str]) -> Vec<String> {
+        let joined = pieces.concat();
+        let Some(across) = self.covered(&joined) else {
+            return pieces
+                .iter()
+                .map(|piece| if piece.is_empty() { "" } else { MASK }.to_owned())
+                .collect();
+        };
+        let mut out = Vec::with_capacity(pieces.len());
+        let mut offset = 0;
+        for piece in pieces {
+            let range = offset..offset + piece.len();
+            offset = range.end;
+            // A piece's own occurrences (one standing alone in it may not in the joined
+            // text), and its parts of those that cross its edges.
+            let whole: Range<usize> = 0..piece.len();
+            let mut spans = self.covered(piece).unwrap_or_else(|| Vec::from([whole]));
+            spans.extend(
+                across
+                    .iter()
+                    .filter(|span| span.start < range.start || span.end > range.end)
+                    .filter(|span| span.start < range.end && span.end > range.start)
+                    .map(|span| {
+                        span.start.max(range.start) - range.start
+                            ..span.end.min(range.end) - range.start
+                    }),
+            );
+            let spans = merge(spans);
+            out.push(render(piece, &spans, 0..piece.len()));
+        }
+        out
+    }
+
+    /// Where `text` holds a value, as sorted spans that do not overlap; `None` when everything
+    /// is to be masked (no automaton could be built).
+    fn covered(&self, text: &str) -> Option<Vec<Range<usize>>> {
         let (automaton, long) = match &self.search {
-            Search::Nothing => return text[start..end].to_owned(),
-            Search::Everything if start < end => return MASK.to_owned(),
-            Search::Everything => return String::new(),
+            Search::Nothing => return Some(Vec::new()),
+            Search::Everything => return None,
             Search::Values(automaton, long) => (automaton, long),
         };
         let mut found: Vec<Range<usize>> = Vec::new();
         if let Some(automaton) = automaton {
-            let Ok(matches) = automaton.try_find_overlapping_iter(text) else {
-                return MASK.to_owned();
-            };
-            found.extend(matches.map(|m| m.range()));
+            let matches = automaton.search.try_find_overlapping_iter(text).ok()?;
+            found.extend(
+                matches
+                    .filter(|m| {
+                        !automaton
+                            .standalone
+                            .get(m.pattern().as_usize())
+                            .copied()
+                            .unwrap_or(false)
+                            || stands_alone(text, &m.range())
+                    })
+                    .map(|m| m.range()),
+            );
         }
         for value in long.iter() {
             value.spans(text.as_bytes(), &mut found);
         }
-        // Merge overlapping spans: sorted by start, each joins the last one it overlaps.
-        found.sort_unstable_by_key(|span| span.start);
-        let mut covered: Vec<Range<usize>> = Vec::with_capacity(found.len());
-        for span in found {
-            match covered.last_mut() {
-                Some(last) if last.end > span.start => last.end = last.end.max(span.end),
-                _ => covered.push(span),
-            }
+        if self.starry {
+            let masks = mask_runs(text);
+            found.retain(|span| {
+                !masks
+                    .iter()
+                    .any(|run| run.start <= span.start && span.end <= run.end)
+            });
         }
-        let mut out = String::with_capacity(end - start);
-        let mut at = start;
-        for span in covered {
-            if span.end <= start || span.start >= end {
-                continue;
-            }
-            if at < span.start {
-                out.push_str(&text[at..span.start]);
-            }
-            out.push_str(MASK);
-            at = span.end;
-        }
-        if at < end {
-            out.push_str(&text[at..end]);
-        }
-        out
+        Some(merge(found))
     }
+}
+
+/// Whether `span` of `text` has no letter, digit or `_` right before or right after it.
+fn stands_alone(text: &str, span: &Range<usize>) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    let before = text.get(..span.start).and_then(|t| t.chars().next_back());
+    let after = text.get(span.end..).and_then(|t| t.chars().next());
+    !before.is_some_and(word) && !after.is_some_and(word)
+}
+
+/// The runs of at least [`MASK`]'s length of `*` in `text` (masks already there).
+fn mask_runs(text: &str) -> Vec<Range<usize>> {
+    let mut runs = Vec::new();
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(found) = memchr::memchr(b'*', &bytes[at..]) {
+        let start = at + found;
+        let end = bytes[start..]
+            .iter()
+            .position(|&b| b != b'*')
+            .map_or(bytes.len(), |len| start + len);
+        if end - start >= MASK.len() {
+            runs.push(start..end);
+        }
+        at = end;
+    }
+    runs
+}
+
+/// `spans` sorted by start, overlapping ones joined.
+fn merge(mut spans: Vec<Range<usize>>) -> Vec<Range<usize>> {
+    spans.sort_unstable_by_key(|span| span.start);
+    let mut covered: Vec<Range<usize>> = Vec::with_capacity(spans.len());
+    for span in spans {
+        match covered.last_mut() {
+            Some(last) if last.end > span.start => last.end = last.end.max(span.end),
+            _ => covered.push(span),
+        }
+    }
+    covered
+}
+
+/// The part `start..end` of `text` with each of `covered` (sorted, disjoint) that reaches into
+/// it replaced by one [`MASK`].
+fn render(text: &str, covered: &[Range<usize>], keep: Range<usize>) -> String {
+    let (start, end) = (keep.start, keep.end);
+    let mut out = String::with_capacity(end - start);
+    let mut at = start;
+    let first = covered.partition_point(|span| span.end <= start);
+    for span in &covered[first..] {
+        if span.start >= end {
+            break;
+        }
+        if at < span.start {
+            out.push_str(&text[at..span.start]);
+        }
+        out.push_str(MASK);
+        at = span.end;
+    }
+    if at < end {
+        out.push_str(&text[at..end]);
+    }
+    out
 }
 
 impl Masker {
@@ -262,6 +414,7 @@ impl Masker {
         search: Search::Nothing,
         count: 0,
         longest: 0,
+        starry: false,
     };
 }
 
@@ -328,11 +481,11 @@ mod tests {
     #[test]
     fn overlapping_and_adjacent_values() {
         // Overlapping occurrences are covered whole, whichever starts first.
-        check("abcdef", &["bcdef", "abc"], "********");
+        check("abcdef", &["bcdef", "abcd"], "********");
         check("xabcdefx", &["abcd", "cdef"], "x********x");
         // Adjacent occurrences stay two masks; the mask itself is never masked again.
-        check("abcabc", &["abc"], "****************");
-        check("a*b", &["*"], "a********b");
+        check("abcdabcd", &["abcd"], "****************");
+        check("a * b", &["*"], "a ******** b");
         check("no secret here", &["zzz"], "no secret here");
         check("", &["zzz"], "");
         check("é-clé-é", &["clé"], "é-********-é");
@@ -375,11 +528,9 @@ mod tests {
         let masker = Masker::new([&SecretValue::from(long.as_str())]);
         let text = format!("a {long} b {long}{long} c \"{}\"", long.to_uppercase());
         let masked = masker.mask(&text);
-        // The value repeats itself: two copies side by side are overlapping occurrences, one mask.
-        assert_eq!(
-            masked,
-            format!("a {MASK} b {MASK} c \"{}\"", long.to_uppercase())
-        );
+        // The value repeats itself: two copies side by side are overlapping occurrences, one
+        // mask. Its upper-case form is a form of its own.
+        assert_eq!(masked, format!("a {MASK} b {MASK} c \"{MASK}\""));
         // Its JSON form, and one overlapping a short value, are masked too.
         let json = serde_json::to_string(&long).expect("JSON");
         let both = Masker::new([
@@ -442,5 +593,49 @@ mod tests {
         assert_eq!(masker.mask_range("é", 1..2), "");
         assert!(Masker::new([&SecretValue::from("")]).is_empty());
         assert_eq!(masker.longest(), 6);
+    }
+
+    #[test]
+    fn short_values_are_masked_only_where_they_stand_alone() {
+        let masker = Masker::new([&SecretValue::from("x")]);
+        for (text, expect) in [
+            ("the server exited", "the server exited"),
+            ("TOKEN=x", "TOKEN=********"),
+            (
+                "{\"type\":\"text\",\"text\":\"x\"}",
+                "{\"type\":\"text\",\"text\":\"********\"}",
+            ),
+            ("x", "********"),
+            ("X y", "******** y"),
+            ("tool get_x", "tool get_x"),
+            ("é x é", "é ******** é"),
+        ] {
+            assert_eq!(masker.mask(text), expect, "masking {text:?}");
+        }
+        // Four characters and more: masked inside words too.
+        let masker = Masker::new([&SecretValue::from("xyzw")]);
+        assert_eq!(masker.mask("axyzwb"), "a********b");
+    }
+
+    #[test]
+    fn case_is_ignored_and_masking_twice_changes_nothing() {
+        let masker = Masker::new([&SecretValue::from("deadBEEF00")]);
+        assert_eq!(masker.mask("h=DEADbeef00."), "h=********.");
+        for value in ["*", "**", "te*t"] {
+            let masker = Masker::new([&SecretValue::from(value)]);
+            let once = masker.mask(&format!("a {value} b"));
+            assert_eq!(once, "a ******** b");
+            assert_eq!(masker.mask(&once), once, "{value}");
+        }
+    }
+
+    #[test]
+    fn a_value_split_across_pieces_is_masked_in_each() {
+        let masker = Masker::new([&SecretValue::from("split-SECRET"), &SecretValue::from("x")]);
+        assert_eq!(
+            masker.mask_pieces(&["a split-", "SECRET b", "c", "x"]),
+            ["a ********", "******** b", "c", "********"]
+        );
+        assert_eq!(masker.mask_pieces(&["none", "here"]), ["none", "here"]);
     }
 }

@@ -4,47 +4,17 @@
 //! libraries print it in (percent-encoded, escaped, lower-cased) — reaches the client as the
 //! mask.
 //!
-//! Base64 payloads (`blob`, image and audio `data`) are not decoded: a secret inside one is not
-//! found (specs/gateway/TECH.md, "Deliberately absent").
+//! The masking is [`tether_config::mask_json`], the one every command that prints a server's
+//! answer uses: it masks parsed strings, never the JSON text (so no value can break the
+//! protocol), decodes base64 payloads (`blob`, image and audio `data`) and finds a value split
+//! across consecutive text blocks.
 
 use serde_json::Value;
 use tether_config::Masker;
 
 /// Masks every string and object key in `value`, in place. Returns how many strings changed.
 pub fn mask_value(masker: &Masker, value: &mut Value) -> usize {
-    match value {
-        Value::String(text) => mask_string(masker, text),
-        Value::Array(items) => items.iter_mut().map(|item| mask_value(masker, item)).sum(),
-        Value::Object(map) => {
-            let mut changed = 0;
-            let keys: Vec<String> = map.keys().cloned().collect();
-            for key in keys {
-                let masked_key = masker.mask(&key);
-                if masked_key != key
-                    && let Some(inner) = map.shift_remove(&key)
-                {
-                    map.insert(masked_key, inner);
-                    changed += 1;
-                }
-            }
-            changed
-                + map
-                    .values_mut()
-                    .map(|inner| mask_value(masker, inner))
-                    .sum::<usize>()
-        }
-        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
-    }
-}
-
-fn mask_string(masker: &Masker, text: &mut String) -> usize {
-    let masked = masker.mask(text);
-    if masked == *text {
-        0
-    } else {
-        *text = masked;
-        1
-    }
+    tether_config::mask_json(masker, value)
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //!
 //! The run registers its secret values once they are known ([`register`]); the masker built
 //! from them (`tether_config::Masker`) finds each value in every form libraries print it in
-//! (percent-encoded, lower-cased, JSON- and `Debug`-escaped) and each long line of a
-//! multi-line value.
+//! (percent-encoded, lower- and upper-cased, JSON-, HTML-, shell- and `Debug`-escaped, NFC and
+//! NFD) and each long line of a multi-line value.
 //!
 //! A process-wide registry is right here: a process has one stderr, log events come from
 //! threads tether does not control, and a value becomes known wherever it is read or minted —
@@ -21,7 +21,7 @@
 use std::io::Write;
 use std::sync::{PoisonError, RwLock};
 
-use tether_config::{Masker, SecretValue};
+use tether_config::{Masker, SHORT_SECRET_CHARS, SecretValue};
 use tracing_subscriber::fmt::MakeWriter;
 use zeroize::Zeroize as _;
 
@@ -42,13 +42,29 @@ static REGISTRY: RwLock<Registry> = RwLock::new(Registry {
 });
 
 /// Adds secret values to mask from now on.
+///
+/// A value shorter than [`tether_config::SHORT_SECRET_CHARS`] characters is masked only where
+/// it stands alone (masked inside words it would corrupt every line); each such value is
+/// warned about once, when it is registered.
 pub fn register<'a>(values: impl IntoIterator<Item = &'a SecretValue>) {
-    let mut registry = REGISTRY.write().unwrap_or_else(PoisonError::into_inner);
-    for value in values {
-        if !value.is_empty() && !registry.values.contains(value) {
-            registry.values.push(value.clone());
-            registry.stale = true;
+    let mut short = 0;
+    {
+        let mut registry = REGISTRY.write().unwrap_or_else(PoisonError::into_inner);
+        for value in values {
+            if !value.is_empty() && !registry.values.contains(value) {
+                registry.values.push(value.clone());
+                registry.stale = true;
+                if value.expose().chars().count() < SHORT_SECRET_CHARS {
+                    short += 1;
+                }
+            }
         }
+    }
+    // After the lock is released: the warning itself is masked through the registry.
+    for _ in 0..short {
+        tracing::warn!(
+            "a secret value is shorter than {SHORT_SECRET_CHARS} characters: output shows it masked only where it stands alone, not inside words, and a value that short is easy to guess"
+        );
     }
 }
 

@@ -3,10 +3,11 @@
 //! It serves three tools (`echo`, `env_check`, `add`, plus `--tools N` numbered ones) over stdio
 //! (the default) or Streamable HTTP (`--http ADDRESS`), and misbehaves on request so a launcher's
 //! failure handling can be tested: `--slow-start`, `--exit-early`, `--hang`, `--stderr-env`,
-//! `--spawn-child`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
+//! `--spawn-child`, reflects a variable into a tool with `--reflect-env`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
 
 mod http;
 mod oauth;
+mod reflect;
 mod server;
 
 use std::{net::SocketAddr, process::ExitCode, time::Duration};
@@ -121,6 +122,12 @@ struct Cli {
     /// declared in its initialize, as JSON (for what the gateway declares to servers).
     #[arg(long)]
     capabilities_tool: bool,
+
+    /// Also serve `reflect`, a hostile tool that reflects the environment variable VAR: its
+    /// description holds `VAR=<value>`, and a call answers with the value in many printed
+    /// forms (for the masking of what servers send).
+    #[arg(long, value_name = "VAR")]
+    reflect_env: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -207,7 +214,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .with_extra_prompt(cli.extra_prompt.as_deref())
         .with_tool_growth(cli.grow_tools)
         .with_capabilities_tool(cli.capabilities_tool)
-        .with_resource_templates(cli.resource_template.clone());
+        .with_resource_templates(cli.resource_template.clone()
+        .with_reflected(cli.reflect_env.as_deref());
     let hang = cli.hang;
 
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -77,6 +77,8 @@ pub struct TestServer {
     /// With `--resource-template`: the templates listed (the server then declares
     /// `resources`).
     resource_templates: Vec<String>,
+    /// With `--reflect-env VAR`: also serve `reflect` (see `reflect.rs`).
+    reflect: Option<crate::reflect::Reflected>,
 }
 
 /// The tool `--capabilities-tool` adds: it answers with the capabilities the client declared
@@ -106,6 +108,7 @@ impl TestServer {
             extra_prompt: None,
             capabilities_tool: false,
             resource_templates: Vec::new(),
+            reflect: None,
         }
     }
 
@@ -150,6 +153,13 @@ impl TestServer {
             )
         }));
         tools
+    }
+
+    /// Also serves `reflect`, which reflects `variable` (`--reflect-env`).
+    #[must_use]
+    pub fn with_reflected(mut self, variable: Option<&str>) -> Self {
+        self.reflect = variable.map(crate::reflect::Reflected::from_env);
+        self
     }
 
     /// With `on`, also serves `client_capabilities` (`--capabilities-tool`).
@@ -364,6 +374,7 @@ impl ServerHandler for TestServer {
         let cursor = request.as_ref().and_then(|params| params.cursor.as_deref());
         let mut tools = self.tool_router.list_all();
         tools.extend(self.grown_tools());
+        tools.extend(self.reflect.iter().map(crate::reflect::Reflected::tool));
         if self.capabilities_tool {
             tools.push(Tool::new(
                 CAPABILITIES_TOOL,
@@ -387,6 +398,11 @@ impl ServerHandler for TestServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(reflected) = &self.reflect
+            && request.name == crate::reflect::TOOL
+        {
+            return Ok(reflected.call().into());
+        }
         if self.capabilities_tool && request.name == CAPABILITIES_TOOL {
             let declared = context
                 .peer

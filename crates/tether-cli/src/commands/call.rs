@@ -71,7 +71,9 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
         if let Some(structured) = result.get("structuredContent").filter(|_| text.is_empty()) {
             text = serde_json::to_string_pretty(structured).unwrap_or_default() + "\n";
         }
-        print(&text);
+        // The result is masked already (the driver masks every answer, as `serve` does);
+        // a tool's text may still hold terminal control sequences.
+        print(&tether_config::escape_controls(&text));
     }
     if is_error {
         eprintln!("error: the tool '{}' reported an error", args.tool);

@@ -28,9 +28,9 @@ pub async fn test(args: &TestArgs) -> anyhow::Result<u8> {
             tether_log::eprintln_masked!(
                 "tether test: {server}: {} '{}' looks like a prompt injection ({}: {}); a gateway {} it",
                 finding["kind"].as_str().unwrap_or_default(),
-                finding["name"].as_str().unwrap_or_default(),
+                tether_config::escape_controls(finding["name"].as_str().unwrap_or_default()),
                 finding["rule"].as_str().unwrap_or_default(),
-                finding["excerpt"].as_str().unwrap_or_default(),
+                tether_config::escape_controls(finding["excerpt"].as_str().unwrap_or_default()),
                 match scan["policy"].as_str() {
                     Some("block") => "withholds",
                     Some("warn") => "reports and offers",

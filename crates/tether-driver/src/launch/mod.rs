@@ -26,8 +26,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Map, Value};
 use tether_config::{
-    Exposure, RemoteTransport, RenderedServer, RenderedText, RenderedTransport, SecretValue,
-    ServerOptions, mask_known_values,
+    Exposure, Masker, RemoteTransport, RenderedServer, RenderedText, RenderedTransport,
+    SecretValue, ServerOptions, mask_json, mask_known_values,
 };
 
 use process::{ChildProcess, StdioLaunch};
@@ -135,15 +135,19 @@ impl Default for StartOptions {
     }
 }
 
-/// A tool a server offers.
+/// A tool a server offers, with every string the server wrote in it masked (the run's
+/// masking set, [`tether_config::mask_json`]): whoever shows a tool — a report, a gateway's
+/// list, setup-mcp's answer to an agent — shows no secret value a server put there (one that
+/// reflects its environment into a description). A tool whose name holds a value is not
+/// listed at all: its name is what a call sends back, so it can be neither masked nor shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolInfo {
     /// The name `tools/call` takes.
     pub name: String,
-    /// As the server describes it (`None` when it gives none).
+    /// As the server describes it (`None` when it gives none), masked.
     pub description: Option<String>,
     /// The whole definition as the server sent it (name, description, input and output
-    /// schema, annotations, …): what a gateway offers under its own name.
+    /// schema, annotations, …), masked: what a gateway offers under its own name.
     pub definition: Value,
 }
 
@@ -370,6 +374,8 @@ pub struct McpRuntime {
     /// Values masked in stderr tails and error messages: every sensitive value of the servers
     /// started so far, plus what the caller added (a session's secrets).
     masking: Arc<Vec<SecretValue>>,
+    /// The masker of `masking`: what the servers answer is masked with it.
+    masker: Arc<Masker>,
     options: StartOptions,
 }
 
@@ -467,6 +473,7 @@ impl McpRuntime {
         let mut runtime = Self {
             running: Vec::new(),
             reports: Vec::new(),
+            masker: Arc::new(Masker::new(masking.iter())),
             masking,
             options: options.clone(),
         };
@@ -601,7 +608,10 @@ impl McpRuntime {
             .await
             .map_err(|_| failed(format!("no answer within {} s", timeout.as_secs_f64())))?
             .map_err(|e| failed(e.to_string()))?;
-        serde_json::to_value(result).map_err(|e| failed(format!("unreadable result: {e}")))
+        let mut result =
+            serde_json::to_value(result).map_err(|e| failed(format!("unreadable result: {e}")))?;
+        mask_json(&self.masker, &mut result);
+        Ok(result)
     }
 
     /// Lists `server`'s tools again (every page), keeping those its config allows: what a
@@ -623,7 +633,7 @@ impl McpRuntime {
             .map_err(|_| failed(format!("no answer within {} s", timeout.as_secs_f64())))?
             .map_err(|e| failed(e.to_string()))?;
         tools.retain(|tool| running.options.allows_tool(&tool.name));
-        Ok(tool_infos(tools))
+        Ok(tool_infos(server, tools, &self.masker))
     }
 
     /// Ends `server`'s connection and process now, leaving it listed in this runtime (whose
@@ -746,8 +756,12 @@ impl McpRuntime {
             }
         };
         match answer {
-            Ok(result) => serde_json::to_value(result)
-                .map_err(|e| failed(None, format!("unreadable result: {e}"))),
+            Ok(result) => {
+                let mut result = serde_json::to_value(result)
+                    .map_err(|e| failed(None, format!("unreadable result: {e}")))?;
+                mask_json(&self.masker, &mut result);
+                Ok(result)
+            }
             Err(rmcp::ServiceError::McpError(error)) => {
                 Err(failed(Some(error.code.0), error.message.to_string()))
             }
@@ -766,6 +780,7 @@ impl McpRuntime {
         }
         let mut masking = self.masking.as_ref().clone();
         add_masking(&mut masking, &server);
+        self.masker = Arc::new(Masker::new(masking.iter()));
         self.masking = Arc::new(masking);
         let started = if server.options.disabled {
             None
@@ -937,6 +952,7 @@ async fn start_one(
     masking: &Arc<Vec<SecretValue>>,
 ) -> Result<Started, String> {
     let mask = |text: String| mask_known_values(&text, masking.iter());
+    let masker = Masker::new(masking.iter());
     let client = TetherClient::for_server(&server.name, start);
     match &server.transport {
         RenderedTransport::Stdio {
@@ -998,7 +1014,7 @@ async fn start_one(
                 Ok(Ok((client, tools))) => Ok(Started {
                     client,
                     child: Some(child),
-                    tools: tool_infos(tools),
+                    tools: tool_infos(&server.name, tools, &masker),
                 }),
                 Ok(Err(err)) => {
                     // The child may be exiting right now: its status explains more than the
@@ -1083,7 +1099,7 @@ async fn start_one(
                 Ok(Ok((client, tools))) => Ok(Started {
                     client,
                     child: None,
-                    tools: tool_infos(tools),
+                    tools: tool_infos(&server.name, tools, &masker),
                 }),
                 Ok(Err(err)) => Err(mask(failure::describe(&url, kind, &*err))),
                 Err(_) => Err(mask(format!(
@@ -1116,14 +1132,34 @@ fn header_map(headers: &IndexMap<String, RenderedText>) -> Result<HeaderMap, Str
     Ok(map)
 }
 
-fn tool_infos(tools: Vec<rmcp::model::Tool>) -> Vec<ToolInfo> {
+/// `tools` as [`ToolInfo`]s, masked with `masker`; a tool whose name holds a value is left out
+/// (said in a warning that shows its name masked).
+fn tool_infos(server: &str, tools: Vec<rmcp::model::Tool>, masker: &Masker) -> Vec<ToolInfo> {
     tools
         .into_iter()
-        .map(|tool| ToolInfo {
-            name: tool.name.to_string(),
-            description: tool.description.as_ref().map(|d| d.to_string()),
+        .filter_map(|tool| {
+            let name = tool.name.to_string();
+            let shown = masker.mask(&name);
+            if shown != name {
+                tracing::warn!(
+                    server,
+                    "the tool '{}' is not offered: its name holds a secret value",
+                    tether_config::escape_controls(&shown)
+                );
+                return None;
+            }
             // A `Tool` is plain data; serializing it cannot fail.
-            definition: serde_json::to_value(&tool).unwrap_or(Value::Null),
+            let mut definition = serde_json::to_value(&tool).unwrap_or(Value::Null);
+            mask_json(masker, &mut definition);
+            let description = definition
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            Some(ToolInfo {
+                name,
+                description,
+                definition,
+            })
         })
         .collect()
 }

@@ -94,7 +94,8 @@ impl StderrTail {
         }
     }
 
-    /// The captured text (at most [`STDERR_TAIL_BYTES`]), every known secret masked.
+    /// The captured text (at most [`STDERR_TAIL_BYTES`]), every known secret masked and every
+    /// control character but line feed and tab escaped (it is shown on terminals).
     pub fn text(&self) -> String {
         let mut bytes = self
             .bytes
@@ -107,7 +108,7 @@ impl StderrTail {
         let start = (start..=masked.len())
             .find(|i| masked.is_char_boundary(*i))
             .unwrap_or(masked.len());
-        masked[start..].to_owned()
+        tether_config::escape_controls(&masked[start..]).into_owned()
     }
 
     /// The last `lines` lines of [`StderrTail::text`], for error messages.
@@ -259,7 +260,7 @@ async fn capture_stderr(name: String, mut pipe: impl AsyncRead + Unpin, tail: Ar
             return;
         }
         let text = piece.masked(&tail.masker);
-        let text = text.trim_end();
+        let text = tether_config::escape_controls(text.trim_end());
         if !text.is_empty() {
             tracing::debug!(server = %name, "stderr: {text}");
         }

@@ -1,0 +1,49 @@
+//! Text from elsewhere (a server's stderr, a tool description, an error a server sent) made
+//! safe to write on a terminal or into a log line: control characters are shown escaped
+//! instead of acting (an `ESC [` sequence recolouring or clearing the screen, an OSC sequence
+//! setting the window title or a hyperlink, `BEL`, a carriage return drawing over what was
+//! written before it).
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// `text` with every control character but line feed and tab written as an escape: C0
+/// controls and DEL as `\x1b`, `\r`, …; C1 controls (`U+0080`–`U+009F`, which a terminal may
+/// read as `ESC` sequences too) as `\u{9b}`. Text without any is returned as it is.
+pub fn escape_controls(text: &str) -> Cow<'_, str> {
+    let escaped = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(escaped) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\r' if escaped(c) => out.push_str("\\r"),
+            c if escaped(c) && u32::from(c) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            c if escaped(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_are_escaped_and_the_rest_kept() {
+        assert_eq!(
+            escape_controls("\u{1b}]0;title\u{7}\u{1b}[31mred\rX\u{9b}2J\u{7f}"),
+            "\\x1b]0;title\\x07\\x1b[31mred\\rX\\u{9b}2J\\x7f"
+        );
+        assert!(matches!(
+            escape_controls("line one\n\tline two é"),
+            Cow::Borrowed("line one\n\tline two é")
+        ));
+    }
+}
