@@ -830,9 +830,13 @@ pub enum SecretsCommand {
         #[arg(value_parser = ["keyring", "file"])]
         to: String,
     },
-    /// Enter a value `tether setup-mcp` asked for, on this terminal instead of its page.
+    /// Enter a value `tether setup-mcp` asked for, on this terminal instead of its page. The
+    /// value goes only to a page a running `tether setup-mcp` of this user announces under
+    /// this TETHER_HOME, once that page proved it is the announced one; never to another
+    /// address.
     Submit {
-        /// The page's nonce (the last part of its URL) or the whole URL.
+        /// The page's nonce (the last part of its URL), or the whole URL the agent passed on
+        /// (it only picks one of the announced pages).
         nonce: String,
         /// Where the value comes from: env:VAR, file:PATH, - (stdin) or prompt. Default: a
         /// hidden prompt on a terminal, else all of stdin (one trailing newline removed).

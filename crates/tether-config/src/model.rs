@@ -21,6 +21,13 @@ pub enum Origin {
     /// Returned by the managed server (`mcpConfigJson`): no `${VAR}` expansion, and captured
     /// literal values are locked against local secrets.
     Managed,
+    /// Built by tether from a registry entry (`tether add`, `tether setup-mcp`), and the local
+    /// installations added that way: every value is literal — no `${VAR}`, `$VAR`, `{env:VAR}`
+    /// or `${input:ID}` is read from anywhere — and the only `{{NAME}}` placeholders are the
+    /// ones the builder put there for the entry's secret inputs (it refuses published text
+    /// that would read as one). Captured values are not locked and not sensitive as a whole,
+    /// as a user's are: the person's own stored values replace them.
+    Registry,
 }
 
 /// How a remote server is reached.

@@ -187,7 +187,7 @@ pub fn raw_server_entries(text: &str) -> Result<Vec<(String, serde_json::Value)>
 fn syntax(origin: Origin) -> Syntax {
     match origin {
         Origin::User => Syntax::Jsonc,
-        Origin::Managed => Syntax::Json,
+        Origin::Managed | Origin::Registry => Syntax::Json,
     }
 }
 
@@ -770,7 +770,7 @@ fn parse_server(
     // VS Code's `${input:ID}` is the secret ID, in text a user wrote only.
     let inputs = |text: String| match origin {
         Origin::User => input_references(&text),
-        Origin::Managed => text,
+        Origin::Managed | Origin::Registry => text,
     };
     let input_map = |map: IndexMap<String, String>| -> IndexMap<String, String> {
         map.into_iter().map(|(k, v)| (k, inputs(v))).collect()

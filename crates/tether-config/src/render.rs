@@ -752,6 +752,31 @@ mod tests {
     }
 
     #[test]
+    fn registry_configs_are_literal_and_take_only_their_secrets() {
+        let env: BTreeMap<String, String> = [("HOME".to_owned(), "/home/u".to_owned())]
+            .into_iter()
+            .collect();
+        let text = r#"{"s":{"command":"x","args":["--dir","$HOME/${HOME}/{env:HOME}/${input:v}/%41","{{K}}"],"env":{"A":"Bearer ${HOME}","B":"{{B}}"}}}"#;
+        let server = render_one(
+            text,
+            Origin::Registry,
+            &secrets(&[("K", "k"), ("B", "b"), ("A", "a")]),
+            &env,
+        );
+        assert_eq!(
+            server.to_json(Exposure::Real),
+            json!({"command":"x","args":["--dir","$HOME/${HOME}/{env:HOME}/${input:v}/%41","k"],"env":{"A":"a","B":"b"}})
+        );
+        assert!(server.unset_env_vars().is_empty());
+        let unmasked = render_one(text, Origin::Registry, &Secrets::new(), &env);
+        assert_eq!(
+            unmasked.to_json(Exposure::Masked)["env"]["A"],
+            "Bearer ${HOME}",
+            "a published value is not a secret"
+        );
+    }
+
+    #[test]
     fn secret_values_are_never_env_expanded() {
         let env: BTreeMap<String, String> = [("HOME".to_owned(), "/home/u".to_owned())]
             .into_iter()

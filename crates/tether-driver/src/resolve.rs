@@ -224,12 +224,13 @@ impl Resolver {
         for (position, spec) in specs.iter().enumerate() {
             match spec {
                 McpSpec::Uuid(uid) => slots.push(self.uuid_slot(*uid)?),
-                McpSpec::Json { text, .. } => {
-                    let parsed =
-                        parse_config(text, Origin::User).map_err(|source| DriverError::Config {
+                McpSpec::Json { text, source } => {
+                    let parsed = parse_config(text, source.origin()).map_err(|source| {
+                        DriverError::Config {
                             spec: spec.label(Some(position)),
                             source,
-                        })?;
+                        }
+                    })?;
                     for reference in &parsed.references {
                         slots.push(self.uuid_slot(reference.uid)?);
                     }

@@ -15,6 +15,19 @@ pub enum SpecSource {
     Inline,
     /// The contents of the file at this path, read when the spec was parsed.
     File(PathBuf),
+    /// A config tether built from a registry entry (a test-connect before an install): parsed
+    /// with [`Origin::Registry`], so its values are literal.
+    Registry,
+}
+
+impl SpecSource {
+    /// Which rules its text is parsed under.
+    pub fn origin(&self) -> Origin {
+        match self {
+            SpecSource::Inline | SpecSource::File(_) => Origin::User,
+            SpecSource::Registry => Origin::Registry,
+        }
+    }
 }
 
 /// One MCP spec of a run.
@@ -95,9 +108,10 @@ impl McpSpec {
 
     /// A JSON spec, validated.
     pub fn json(text: String, source: SpecSource) -> Result<Self, DriverError> {
+        let origin = source.origin();
         let spec = McpSpec::Json { text, source };
         if let McpSpec::Json { text, .. } = &spec {
-            parse_config(text, Origin::User).map_err(|source| DriverError::Config {
+            parse_config(text, origin).map_err(|source| DriverError::Config {
                 spec: spec.label(None),
                 source,
             })?;
@@ -121,6 +135,10 @@ impl McpSpec {
                 Some(n) => format!("inline spec #{}", n + 1),
                 None => "inline spec".to_owned(),
             },
+            McpSpec::Json {
+                source: SpecSource::Registry,
+                ..
+            } => "the config built from the registry entry".to_owned(),
         }
     }
 

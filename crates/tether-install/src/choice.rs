@@ -62,6 +62,37 @@ impl Choice<'_> {
         }
     }
 
+    /// The names of the inputs whose values go on the server's command line (its runtime and
+    /// package arguments, or the variables of an argument's fixed value): visible to every
+    /// process of the machine (`/proc/PID/cmdline`), so never a place for a secret. A remote
+    /// has none; a bundle's are its registry package's.
+    pub fn argument_inputs(&self) -> Vec<String> {
+        let package = match self {
+            Choice::Package(p) | Choice::Bundle(p, _) => p,
+            Choice::Remote(_) => return Vec::new(),
+        };
+        let mut names = Vec::new();
+        for argument in package
+            .runtime_arguments
+            .iter()
+            .chain(&package.package_arguments)
+        {
+            if argument.input.value.is_some() {
+                names.extend(argument.input.variables.keys().cloned());
+            } else if argument.kind == "named" {
+                names.push(argument.label().to_owned());
+            } else {
+                names.push(
+                    argument
+                        .value_hint
+                        .clone()
+                        .unwrap_or_else(|| argument.label().to_owned()),
+                );
+            }
+        }
+        names
+    }
+
     /// The launch config for `answers`; [`BuildError::Missing`] names what is still needed.
     pub fn build(&self, answers: &Answers) -> Result<BuiltConfig, BuildError> {
         match self {

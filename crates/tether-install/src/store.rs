@@ -21,7 +21,8 @@ pub fn install_built(
     given: &Secrets,
 ) -> Result<Uuid, InstallError> {
     let text = json!({ local: built.server }).to_string();
-    let parsed = parse_config(&text, Origin::User)?;
+    // Registry values are literal: nothing in them is read from the environment.
+    let parsed = parse_config(&text, Origin::Registry)?;
     let [parsed_server] =
         <[_; 1]>::try_from(parsed.servers).map_err(|_| InstallError::NotOneServer)?;
     let mut installation = parsed_server.into_installation();

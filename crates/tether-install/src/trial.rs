@@ -8,8 +8,8 @@ use futures_util::future::BoxFuture;
 use serde_json::json;
 use tether_config::{ProcessEnv, Secrets};
 use tether_driver::{
-    BearerAuth, McpSpec, NoLocalInstallations, Resolver, ServerStatus, Session, StartOptions,
-    ToolInfo,
+    BearerAuth, McpSpec, NoLocalInstallations, Resolver, ServerStatus, Session, SpecSource,
+    StartOptions, ToolInfo,
 };
 use tether_registry::add::BuiltConfig;
 
@@ -59,7 +59,8 @@ pub async fn test_connect(
     if trial.get("command").is_some() {
         trial["cwd"] = json!(scratch.path());
     }
-    let spec = McpSpec::parse(&json!({ local: trial }).to_string())?;
+    // Parsed as what it is, a config built from a registry entry: its values are literal.
+    let spec = McpSpec::json(json!({ local: trial }).to_string(), SpecSource::Registry)?;
     // A built config names no installation: nothing to look up locally or on a server.
     let resolver = Resolver::new(Arc::new(NoLocalInstallations), None);
     progress.step("resolving 1 MCP spec…");

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use tether_config::placeholder::{Segment, segments};
+
 use crate::model::{Argument, Input, KeyValueInput, Package, Remote};
 use crate::show::{pinned, runner};
 
@@ -79,6 +81,15 @@ pub enum BuildError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// Text of the config that is not one of the entry's secret inputs reads as a `{{NAME}}`
+    /// placeholder (a published `{{PATH_TO_SRC}}`, an answer holding `{{GITHUB_TOKEN}}`).
+    /// Everything but a secret input's placeholder is literal, and tether's configs have no
+    /// literal form for such text, so the config is not built: it would hand the secret NAME
+    /// of a run to this server.
+    #[error(
+        "the entry's text {{{{{0}}}}} reads as a tether secret placeholder, and {0} is none of its secret inputs; tether passes a registry's values literally and cannot pass this one, so it does not run it"
+    )]
+    ForeignPlaceholder(String),
     /// tether cannot launch this kind of package yet; the caller offers another option.
     #[error("{0} cannot be added yet")]
     Unsupported(String),
@@ -286,11 +297,35 @@ impl Builder<'_> {
         if !self.missing.is_empty() {
             return Err(BuildError::Missing(self.missing));
         }
+        if let Some(name) = foreign_placeholder(&server, &self.placeholders) {
+            return Err(BuildError::ForeignPlaceholder(name));
+        }
         self.placeholders.sort();
         Ok(BuiltConfig {
             server,
             placeholders: self.placeholders,
         })
+    }
+}
+
+/// The first `{{NAME}}` in any string of `server` (keys included) that is not one of `ours`:
+/// text from the entry or an answer that would read as a placeholder.
+fn foreign_placeholder(server: &Value, ours: &[String]) -> Option<String> {
+    let foreign = |text: &str| {
+        segments(text).find_map(|segment| match segment {
+            Segment::Placeholder(name) if !ours.iter().any(|o| o == name) => Some(name.to_owned()),
+            _ => None,
+        })
+    };
+    match server {
+        Value::String(text) => foreign(text),
+        Value::Array(items) => items
+            .iter()
+            .find_map(|item| foreign_placeholder(item, ours)),
+        Value::Object(map) => map
+            .iter()
+            .find_map(|(key, value)| foreign(key).or_else(|| foreign_placeholder(value, ours))),
+        _ => None,
     }
 }
 

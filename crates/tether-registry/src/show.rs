@@ -144,23 +144,14 @@ pub struct ServerDetails {
     pub entry: Value,
 }
 
-/// `{name}` → `<name>` in a value template.
-fn placeholders(template: &str) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find('{') {
-        match rest[start..].find('}') {
-            Some(len) => {
-                out.push_str(&rest[..start]);
-                out.push('<');
-                out.push_str(&rest[start + 1..start + len]);
-                out.push('>');
-                rest = &rest[start + len + 1..];
-            }
-            None => break,
-        }
+/// A fixed value as `add` runs it: each `{name}` of one of its declared `variables` shown as
+/// `<name>` (what a user supplies), every other character as published — `{{PATH_TO_SRC}}`,
+/// `${VAR}` and `$VAR` are literal text, passed to the server as they are.
+fn placeholders(template: &str, variables: &std::collections::BTreeMap<String, Input>) -> String {
+    let mut out = template.to_owned();
+    for name in variables.keys() {
+        out = out.replace(&format!("{{{name}}}"), &format!("<{name}>"));
     }
-    out.push_str(rest);
     out
 }
 
@@ -204,11 +195,10 @@ fn argument_tokens(argument: &Argument, out: &mut Vec<String>) {
         .value_hint
         .clone()
         .unwrap_or_else(|| argument.label().trim_start_matches('-').to_owned());
-    let value = argument
-        .input
-        .value
-        .as_deref()
-        .map_or_else(|| format!("<{hint}>"), placeholders);
+    let value = argument.input.value.as_deref().map_or_else(
+        || format!("<{hint}>"),
+        |value| placeholders(value, &argument.input.variables),
+    );
     let mut words = Vec::with_capacity(2);
     match (argument.kind.as_str(), &argument.name) {
         ("named", Some(name)) => {
@@ -282,11 +272,10 @@ fn assignments(items: &[KeyValueInput], separator: &str) -> Vec<String> {
     items
         .iter()
         .map(|item| {
-            let value = item
-                .input
-                .value
-                .as_deref()
-                .map_or_else(|| format!("<{}>", item.name), placeholders);
+            let value = item.input.value.as_deref().map_or_else(
+                || format!("<{}>", item.name),
+                |value| placeholders(value, &item.input.variables),
+            );
             let line = format!("{}{separator}{value}", item.name);
             if item.input.value.is_none() && !item.input.is_required {
                 format!("[{line}]")

@@ -27,6 +27,17 @@ pub enum SetupError {
     /// it timed out). The caller tries the next announced page.
     #[error("posting to the page")]
     Post(#[source] reqwest::Error),
+
+    /// [`crate::submit::post`]: the listener at an announced address did not prove it holds
+    /// the announcement's key (another program on a reused port, or no page at all); nothing
+    /// of the value was sent. The caller tries the next announced page.
+    #[error("the listener at {address} is not the announced tether setup-mcp: {why}")]
+    Unproven {
+        /// The announced address.
+        address: std::net::SocketAddr,
+        /// What failed.
+        why: String,
+    },
 }
 
 impl SetupError {

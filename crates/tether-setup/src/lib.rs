@@ -23,7 +23,9 @@
 //! let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
 //!     .await
 //!     .map_err(tether_setup::SetupError::Serve)?;
-//! let page = tether_setup::page::serve(listener, refs.clone())
+//! let key = tether_setup::submit::AnnouncementKey::generate()
+//!     .map_err(|e| tether_setup::SetupError::Serve(std::io::Error::other(e)))?;
+//! let page = tether_setup::page::serve(listener, refs.clone(), key)
 //!     .map_err(tether_setup::SetupError::Serve)?;
 //! eprintln!("entry page on http://{page}");
 //! tether_setup::serve_stdio(tether_setup::SetupServer::new(settings, refs)).await
@@ -65,7 +67,8 @@ pub async fn serve_stdio(server: SetupServer) -> Result<(), SetupError> {
 }
 
 /// Serves `server` at [`MCP_PATH`] on `listener` (rmcp's Streamable HTTP, with sessions, so
-/// elicitation works) and the entry pages of `refs` beside it, until the listener fails.
+/// elicitation works) and the entry pages of `refs` beside it (proving `key`, the key of their
+/// announcement), until the listener fails.
 ///
 /// `/mcp` admits as `tether_http::Admission` says, with [`OriginRule::IfPresent`] (an MCP client
 /// sends no Origin; a browser page on another site always does) and `Authorization: Bearer
@@ -76,6 +79,7 @@ pub async fn serve_http(
     token: SecretValue,
     server: SetupServer,
     refs: Arc<refs::Refs>,
+    key: submit::AnnouncementKey,
 ) -> Result<(), SetupError> {
     let address = listener.local_addr().map_err(SetupError::Serve)?;
     let shutdown = tokio_util::sync::CancellationToken::new();
@@ -98,7 +102,7 @@ pub async fn serve_http(
                 tether_http::admit,
             ));
     let app = mcp
-        .merge(page::router(refs, admission))
+        .merge(page::router(refs, admission, key))
         .fallback(page::not_found);
     axum::serve(listener, app).await.map_err(SetupError::Serve)
 }

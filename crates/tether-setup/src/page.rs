@@ -23,6 +23,7 @@ use tether_http::{Admission, OriginRule, Refusal};
 use zeroize::Zeroizing;
 
 use crate::refs::{Refs, Submitted};
+use crate::submit::{AnnouncementKey, PROOF_PATH, is_challenge};
 
 /// The largest form body taken (a PEM key fits; anything bigger is refused unread).
 const MAX_BODY: usize = 64 * 1024;
@@ -31,20 +32,31 @@ const MAX_BODY: usize = 64 * 1024;
 struct PageState {
     refs: Arc<Refs>,
     admission: Admission,
+    key: AnnouncementKey,
 }
 
-/// The page's routes (`/secret/{nonce}`), admitting by `admission` (the listener's, without a
-/// bearer token).
-pub fn router(refs: Arc<Refs>, admission: Admission) -> Router {
+/// The page's routes (`/secret/{nonce}`, and [`PROOF_PATH`] where it proves it holds `key`,
+/// the key of its announcement), admitting by `admission` (the listener's, without a bearer
+/// token).
+pub fn router(refs: Arc<Refs>, admission: Admission, key: AnnouncementKey) -> Router {
     Router::new()
         .route("/secret/{nonce}", get(show).post(submit))
-        .with_state(PageState { refs, admission })
+        .route(PROOF_PATH, get(prove))
+        .with_state(PageState {
+            refs,
+            admission,
+            key,
+        })
 }
 
 /// Serves the page alone on `listener` until the process ends: its address.
-pub fn serve(listener: tokio::net::TcpListener, refs: Arc<Refs>) -> std::io::Result<SocketAddr> {
+pub fn serve(
+    listener: tokio::net::TcpListener,
+    refs: Arc<Refs>,
+    key: AnnouncementKey,
+) -> std::io::Result<SocketAddr> {
     let address = listener.local_addr()?;
-    let app = router(refs, Admission::for_address(address)).fallback(not_found);
+    let app = router(refs, Admission::for_address(address), key).fallback(not_found);
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, app).await {
             tracing::warn!("the secret entry page stopped: {error}");
@@ -137,19 +149,48 @@ async fn show(
     let Some(info) = state.refs.page(&nonce) else {
         return gone();
     };
-    tracing::info!(key = %info.key, "secret entry page shown");
-    let server = info
-        .server
-        .as_deref()
-        .map(|s| format!(" for <strong>{}</strong>", escape(s)))
-        .unwrap_or_default();
+    let binding = &info.binding;
+    tracing::info!(key = %binding.key, server = %binding.server, "secret entry page shown");
     let body = format!(
-        "<h1>Enter {key}</h1>\n<p>tether is setting up an MCP server{server} and needs <strong>{key}</strong>.</p>\n<p>{prompt}</p>\n<p>The value goes to tether on this computer only; the agent never sees it.</p>\n<form method=\"post\" action=\"/secret/{nonce}\" autocomplete=\"off\">\n<label for=\"value\">{key}</label>\n<input id=\"value\" name=\"value\" type=\"password\" required autofocus autocomplete=\"off\" spellcheck=\"false\">\n<button type=\"submit\">Submit</button>\n</form>",
-        key = escape(&info.key),
+        "<h1>Enter {key}</h1>\n<p>tether is setting up the MCP server <strong>{server}</strong>, run as <strong>{launch}</strong>, and needs <strong>{key}</strong>. The value is used for that server and that {kind} only.</p>\n<p>{prompt}</p>\n<p>The value goes to tether on this computer only; the agent never sees it.</p>\n<form method=\"post\" action=\"/secret/{nonce}\" autocomplete=\"off\">\n<label for=\"value\">{key}</label>\n<input id=\"value\" name=\"value\" type=\"password\" required autofocus autocomplete=\"off\" spellcheck=\"false\">\n<button type=\"submit\">Submit</button>\n</form>",
+        key = escape(&binding.key),
+        server = escape(&binding.server),
+        launch = escape(&binding.launch),
+        kind = if binding.launch.starts_with("remote ") {
+            "remote"
+        } else {
+            "package"
+        },
         prompt = escape(&info.prompt),
         nonce = escape(&nonce),
     );
-    html(StatusCode::OK, &format!("Enter {}", info.key), &body)
+    html(StatusCode::OK, &format!("Enter {}", binding.key), &body)
+}
+
+/// `GET /announce/proof?challenge=HEX`: the proof that this listener is the page its
+/// announcement file names (`tether secrets submit` asks before it sends a value). Plain text,
+/// never cached; a browser page on another site is refused by the admission.
+async fn prove(
+    State(state): State<PageState>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = state.admission.check(&headers, OriginRule::IfPresent) {
+        return refusal(refused);
+    }
+    let challenge = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("challenge="));
+    let Some(challenge) = challenge.filter(|c| is_challenge(c)) else {
+        return refused(StatusCode::BAD_REQUEST, "Expected a challenge.");
+    };
+    let mut response = state.key.proof(challenge).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// Decodes one `application/x-www-form-urlencoded` component (`+` is a space).
@@ -225,13 +266,13 @@ async fn submit(
     tether_log::register([&value]);
     match state.refs.submit(&nonce, value) {
         Submitted::Accepted => {
-            tracing::info!(key = %info.key, "secret submitted on the entry page");
+            tracing::info!(key = %info.binding.key, "secret submitted on the entry page");
             html(
                 StatusCode::OK,
                 "Received",
                 &format!(
                     "<h1>Received</h1>\n<p>tether has {}. You can close this page and go back to the agent.</p>",
-                    escape(&info.key)
+                    escape(&info.binding.key)
                 ),
             )
         }
@@ -265,9 +306,15 @@ mod tests {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .expect("a loopback port");
-        let address = serve(listener, refs.clone()).expect("serving the page");
+        let key = AnnouncementKey::generate().expect("a key");
+        let address = serve(listener, refs.clone(), key).expect("serving the page");
+        let binding = crate::refs::Binding {
+            server: "io.x/y".into(),
+            launch: "npm package y 1.0.0".into(),
+            key: "TOKEN".into(),
+        };
         let (_, url) = refs
-            .request("TOKEN", "the token", None, &format!("http://{address}"))
+            .request(binding, "the token", &format!("http://{address}"))
             .expect("a ref");
         (refs, address, url)
     }

@@ -2,9 +2,10 @@
 //! this process's memory (each value a zeroized-on-drop [`SecretValue`]).
 //!
 //! A ref is 128 random bits in hex (`tether_http::token::random_hex`), with nothing of its
-//! value in it. It is valid for the one
-//! key it was requested for, expires after [`IDLE_TTL`] without use, and is gone once an
-//! install consumed it. Each pending ref has its own single-use page nonce (another 128
+//! value in it. It is bound when it is requested to one [`Binding`] — the registry entry, the
+//! launch option tether chose for it (a package or a remote) and the input — and valid for
+//! that binding only; it expires after [`IDLE_TTL`] without use, and is gone once an install
+//! consumed it. Each pending ref has its own single-use page nonce (another 128
 //! random bits): the nonce dies when a value is submitted or the ref goes.
 
 use std::collections::HashMap;
@@ -30,6 +31,25 @@ pub fn masked(reference: &str) -> String {
     let id = reference.strip_prefix(SCHEME).unwrap_or(reference);
     let head: String = id.chars().take(4).collect();
     format!("{SCHEME}{head}…")
+}
+
+/// What a ref is for: one input of one launch option of one registry entry. Fixed when the
+/// ref is requested and shown on its page; every use must name the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    /// The registry entry (`io.github.owner/server`).
+    pub server: String,
+    /// The launch option tether chose for it, as `Choice::describe` says it (`npm package
+    /// web-search-mcp 1.0.0`, `remote https://… (streamable-http)`).
+    pub launch: String,
+    /// The input (an environment variable, a header, a URL variable).
+    pub key: String,
+}
+
+impl std::fmt::Display for Binding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {} ({})", self.key, self.server, self.launch)
+    }
 }
 
 /// Why a ref cannot be used. Every message names the key, never a value.
@@ -75,6 +95,20 @@ pub enum RefError {
         /// The ref, masked.
         reference: String,
     },
+    /// It was requested for another entry, or another launch option of the entry.
+    #[error(
+        "{key}: the ref {reference} was requested for {requested}, not for {used}; call mcp_setup_request_secret for this server"
+    )]
+    WrongServer {
+        /// The key it was given for.
+        key: String,
+        /// What it is bound to.
+        requested: String,
+        /// What it was given for (`ENTRY (LAUNCH)`).
+        used: String,
+        /// The ref, masked.
+        reference: String,
+    },
     /// Its value has not been submitted yet.
     #[error(
         "{key}: the value has not been entered yet; ask the user to open {url} and submit it, then try again"
@@ -98,12 +132,10 @@ pub enum RefError {
 /// What the page shows for a nonce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageInfo {
-    /// The key the value is for.
-    pub key: String,
+    /// What the value is for: the key, the entry and its launch option.
+    pub binding: Binding,
     /// The agent's prompt.
     pub prompt: String,
-    /// The registry entry being set up, when known.
-    pub server: Option<String>,
 }
 
 /// What a submission did.
@@ -121,9 +153,8 @@ enum Gone {
 }
 
 struct Entry {
-    key: String,
+    binding: Binding,
     prompt: String,
-    server: Option<String>,
     value: Option<SecretValue>,
     nonce: Option<String>,
     url: String,
@@ -191,12 +222,11 @@ impl Refs {
         inner
     }
 
-    /// A pending ref for `key`, its page at `base` + `/secret/NONCE`.
+    /// A pending ref for `binding`, its page at `base` + `/secret/NONCE`.
     pub fn request(
         &self,
-        key: &str,
+        binding: Binding,
         prompt: &str,
-        server: Option<String>,
         base: &str,
     ) -> Result<(Requested, String), NoRandomness> {
         let id = random_id()?;
@@ -207,9 +237,8 @@ impl Refs {
         inner.entries.insert(
             id.clone(),
             Entry {
-                key: key.to_owned(),
+                binding,
                 prompt: prompt.to_owned(),
-                server,
                 value: None,
                 nonce: Some(nonce.clone()),
                 url: url.clone(),
@@ -231,9 +260,8 @@ impl Refs {
         let id = inner.nonces.get(nonce)?;
         let entry = inner.entries.get(id)?;
         Some(PageInfo {
-            key: entry.key.clone(),
+            binding: entry.binding.clone(),
             prompt: entry.prompt.clone(),
-            server: entry.server.clone(),
         })
     }
 
@@ -262,9 +290,10 @@ impl Refs {
 
     fn check<'a>(
         inner: &'a mut Inner,
-        key: &str,
+        used: &Binding,
         reference: &str,
     ) -> Result<&'a mut Entry, RefError> {
+        let key = used.key.as_str();
         let shown = masked(reference);
         let Some(id) = Self::id_of(reference) else {
             return Err(RefError::Unknown {
@@ -288,10 +317,18 @@ impl Refs {
             key: key.to_owned(),
             reference: shown.clone(),
         })?;
-        if entry.key != key {
+        if entry.binding.key != key {
             return Err(RefError::WrongKey {
                 key: key.to_owned(),
-                requested: entry.key.clone(),
+                requested: entry.binding.key.clone(),
+                reference: shown,
+            });
+        }
+        if entry.binding.server != used.server || entry.binding.launch != used.launch {
+            return Err(RefError::WrongServer {
+                key: key.to_owned(),
+                requested: entry.binding.to_string(),
+                used: format!("{} ({})", used.server, used.launch),
                 reference: shown,
             });
         }
@@ -304,24 +341,30 @@ impl Refs {
         Ok(entry)
     }
 
-    /// The value of `reference` for `key` (a copy, zeroized when dropped); the ref stays.
-    pub fn resolve(&self, key: &str, reference: &str) -> Result<SecretValue, RefError> {
+    /// The value of `reference` for `binding` (a copy, zeroized when dropped); the ref stays.
+    /// A ref bound to anything else is refused.
+    pub fn resolve(&self, binding: &Binding, reference: &str) -> Result<SecretValue, RefError> {
         let mut inner = self.lock();
-        let entry = Self::check(&mut inner, key, reference)?;
+        let entry = Self::check(&mut inner, binding, reference)?;
         entry.touched = Instant::now();
         entry.value.clone().ok_or_else(|| RefError::Pending {
-            key: key.to_owned(),
+            key: binding.key.clone(),
             url: entry.url.clone(),
         })
     }
 
-    /// The value of `reference` for `key`, removing the ref (whatever happens next). A ref
-    /// that cannot be used is removed too, unless it belongs to another key.
-    pub fn consume(&self, key: &str, reference: &str) -> Result<SecretValue, RefError> {
+    /// The value of `reference` for `binding`, removing the ref (whatever happens next). A
+    /// ref that cannot be used is removed too, unless it is bound to something else (then it
+    /// stays for its own use).
+    pub fn consume(&self, binding: &Binding, reference: &str) -> Result<SecretValue, RefError> {
+        let key = binding.key.as_str();
         let mut inner = self.lock();
-        let outcome = Self::check(&mut inner, key, reference).map(|entry| entry.value.take());
+        let outcome = Self::check(&mut inner, binding, reference).map(|entry| entry.value.take());
         if let Some(id) = Self::id_of(reference)
-            && !matches!(outcome, Err(RefError::WrongKey { .. }))
+            && !matches!(
+                outcome,
+                Err(RefError::WrongKey { .. } | RefError::WrongServer { .. })
+            )
             && let Some(entry) = inner.entries.remove(id)
         {
             if let Some(nonce) = entry.nonce {
@@ -336,6 +379,27 @@ impl Refs {
                 reference: masked(reference),
             }),
             Err(error) => Err(error),
+        }
+    }
+
+    /// Marks `reference` consumed if it is bound to the entry `server` (whatever its key or
+    /// launch option): what an install does with every ref it was given, whatever the outcome.
+    /// A ref bound to another entry is left alone.
+    pub fn spend(&self, server: &str, reference: &str) {
+        let mut inner = self.lock();
+        let Some(id) = Self::id_of(reference) else {
+            return;
+        };
+        if inner
+            .entries
+            .get(id)
+            .is_some_and(|entry| entry.binding.server == server)
+            && let Some(entry) = inner.entries.remove(id)
+        {
+            if let Some(nonce) = entry.nonce {
+                inner.nonces.remove(&nonce);
+            }
+            inner.gone.insert(id.to_owned(), Gone::Consumed);
         }
     }
 
@@ -387,8 +451,16 @@ mod tests {
 
     const BASE: &str = "http://127.0.0.1:9";
 
+    fn bound(key: &str) -> Binding {
+        Binding {
+            server: "io.x/y".into(),
+            launch: "npm package y 1.0.0".into(),
+            key: key.into(),
+        }
+    }
+
     fn submitted(refs: &Refs, key: &str, value: &str) -> String {
-        let (requested, _) = refs.request(key, "the token", None, BASE).expect("a ref");
+        let (requested, _) = refs.request(bound(key), "the token", BASE).expect("a ref");
         assert_eq!(
             refs.submit(&requested.nonce, SecretValue::from(value)),
             Submitted::Accepted
@@ -399,8 +471,8 @@ mod tests {
     #[test]
     fn a_ref_is_128_random_bits_and_says_nothing_of_its_value() {
         let refs = Refs::new(IDLE_TTL);
-        let (a, url) = refs.request("TOKEN", "p", None, BASE).expect("a ref");
-        let (b, _) = refs.request("TOKEN", "p", None, BASE).expect("a ref");
+        let (a, url) = refs.request(bound("TOKEN"), "p", BASE).expect("a ref");
+        let (b, _) = refs.request(bound("TOKEN"), "p", BASE).expect("a ref");
         let id = a.reference.strip_prefix(SCHEME).expect("the scheme");
         assert_eq!(id.len(), 32);
         assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
@@ -414,35 +486,74 @@ mod tests {
         let refs = Refs::new(IDLE_TTL);
         let reference = submitted(&refs, "TOKEN", "s3cret");
         assert_eq!(
-            refs.resolve("TOKEN", &reference)
+            refs.resolve(&bound("TOKEN"), &reference)
                 .expect("resolves")
                 .expose(),
             "s3cret"
         );
-        let wrong = refs.resolve("OTHER", &reference).expect_err("another key");
+        let wrong = refs
+            .resolve(&bound("OTHER"), &reference)
+            .expect_err("another key");
         assert!(matches!(wrong, RefError::WrongKey { ref requested, .. } if requested == "TOKEN"));
         assert!(!wrong.to_string().contains("s3cret"));
         // Still there after a failed use (a failed test keeps refs).
-        assert!(refs.resolve("TOKEN", &reference).is_ok());
+        assert!(refs.resolve(&bound("TOKEN"), &reference).is_ok());
         assert_eq!(
-            refs.consume("TOKEN", &reference)
+            refs.consume(&bound("TOKEN"), &reference)
                 .expect("consumed")
                 .expose(),
             "s3cret"
         );
-        let again = refs.resolve("TOKEN", &reference).expect_err("consumed");
+        let again = refs
+            .resolve(&bound("TOKEN"), &reference)
+            .expect_err("consumed");
         assert!(matches!(again, RefError::Consumed { .. }), "{again}");
         assert!(again.to_string().starts_with("TOKEN: "), "{again}");
+    }
+
+    #[test]
+    fn a_ref_is_refused_for_another_entry_or_launch_option_and_stays_for_its_own() {
+        let refs = Refs::new(IDLE_TTL);
+        let reference = submitted(&refs, "TOKEN", "x");
+        let other_entry = Binding {
+            server: "io.x/other".into(),
+            ..bound("TOKEN")
+        };
+        let other_launch = Binding {
+            launch: "remote https://evil.example/mcp (streamable-http)".into(),
+            ..bound("TOKEN")
+        };
+        for used in [&other_entry, &other_launch] {
+            for error in [
+                refs.resolve(used, &reference).expect_err("another server"),
+                refs.consume(used, &reference).expect_err("another server"),
+            ] {
+                assert!(matches!(error, RefError::WrongServer { .. }), "{error}");
+                let text = error.to_string();
+                assert!(
+                    text.contains("io.x/y") && text.contains(&used.launch),
+                    "{text}"
+                );
+                assert!(!text.contains(&reference), "{text}");
+            }
+        }
+        // Neither misuse consumed it: it still serves its own binding, once.
+        assert_eq!(
+            refs.consume(&bound("TOKEN"), &reference)
+                .expect("its own binding")
+                .expose(),
+            "x"
+        );
     }
 
     #[test]
     fn a_pending_ref_names_its_key_and_page_and_its_nonce_is_single_use() {
         let refs = Refs::new(IDLE_TTL);
         let (requested, url) = refs
-            .request("TOKEN", "the token", Some("io.x/y".into()), BASE)
+            .request(bound("TOKEN"), "the token", BASE)
             .expect("a ref");
         let pending = refs
-            .resolve("TOKEN", &requested.reference)
+            .resolve(&bound("TOKEN"), &requested.reference)
             .expect_err("pending");
         assert_eq!(
             pending,
@@ -454,9 +565,8 @@ mod tests {
         assert_eq!(
             refs.page(&requested.nonce),
             Some(PageInfo {
-                key: "TOKEN".into(),
+                binding: bound("TOKEN"),
                 prompt: "the token".into(),
-                server: Some("io.x/y".into())
             })
         );
         assert_eq!(
@@ -469,7 +579,7 @@ mod tests {
         );
         assert_eq!(refs.page(&requested.nonce), None);
         assert_eq!(
-            refs.resolve("TOKEN", &requested.reference)
+            refs.resolve(&bound("TOKEN"), &requested.reference)
                 .expect("ready")
                 .expose(),
             "v"
@@ -480,13 +590,15 @@ mod tests {
     fn an_idle_ref_expires_and_its_page_dies() {
         let refs = Refs::new(Duration::from_secs(60));
         let reference = submitted(&refs, "TOKEN", "v");
-        let (pending, _) = refs.request("OTHER", "p", None, BASE).expect("a ref");
+        let (pending, _) = refs.request(bound("OTHER"), "p", BASE).expect("a ref");
         // Used just under the TTL ago: still there, and the use renews it.
         refs.idle_for(Duration::from_secs(59));
-        assert!(refs.resolve("TOKEN", &reference).is_ok());
+        assert!(refs.resolve(&bound("TOKEN"), &reference).is_ok());
         assert!(refs.page(&pending.nonce).is_some());
         refs.idle_for(Duration::from_secs(61));
-        let error = refs.resolve("TOKEN", &reference).expect_err("expired");
+        let error = refs
+            .resolve(&bound("TOKEN"), &reference)
+            .expect_err("expired");
         assert!(matches!(error, RefError::Expired { .. }), "{error}");
         assert_eq!(refs.page(&pending.nonce), None);
         assert_eq!(
@@ -503,7 +615,9 @@ mod tests {
             "not-a-ref",
             "secret://zz",
         ] {
-            let error = refs.resolve("API_KEY", reference).expect_err("unknown");
+            let error = refs
+                .resolve(&bound("API_KEY"), reference)
+                .expect_err("unknown");
             assert!(matches!(error, RefError::Unknown { .. }), "{error}");
             assert!(error.to_string().starts_with("API_KEY: "), "{error}");
         }
@@ -514,7 +628,7 @@ mod tests {
         use std::future::Future as _;
         use std::task::{Context, Poll, Waker};
         let refs = Refs::new(IDLE_TTL);
-        let (requested, _) = refs.request("TOKEN", "p", None, BASE).expect("a ref");
+        let (requested, _) = refs.request(bound("TOKEN"), "p", BASE).expect("a ref");
         assert!(
             !refs
                 .wait_submitted(&requested.nonce, Duration::from_millis(30))

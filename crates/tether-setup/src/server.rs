@@ -1,7 +1,7 @@
 //! The MCP server: the five `mcp_setup_*` tools.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -18,7 +18,7 @@ use tether_registry::add::{Answers, BuildError};
 use tether_registry::{Registries, SearchQuery, Source};
 use tether_store::Store;
 
-use crate::refs::{self, RefError, Refs, masked};
+use crate::refs::{self, Binding, RefError, Refs, masked};
 
 /// What the setup server borrows from the program that runs it: its settings, its display and
 /// its stored OAuth tokens.
@@ -56,8 +56,6 @@ pub struct Settings {
 struct Shared {
     settings: Settings,
     refs: Arc<Refs>,
-    /// The last entry `mcp_setup_get` described (the page names it).
-    last_server: Mutex<Option<String>>,
 }
 
 /// The setup server. Cheap to clone.
@@ -90,7 +88,11 @@ pub struct GetArgs {
 /// Arguments of `mcp_setup_request_secret`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RequestSecretArgs {
-    /// The key (one of `required_env_keys`).
+    /// The server the value is for, as `mcp_setup_get` was given it: the ref works for this
+    /// server (and the package or remote tether runs it as) only.
+    pub qualified_name: String,
+    /// The key (one of `required_env_keys`, or another input the server declares that is not
+    /// a command-line argument).
     pub key_name: String,
     /// One sentence shown to the person: what the value is and where to find it.
     pub prompt: String,
@@ -104,6 +106,11 @@ pub struct ConnectArgs {
     /// Each required key → the `secret://` ref `mcp_setup_request_secret` returned for it.
     #[serde(default)]
     pub env_refs: BTreeMap<String, String>,
+    /// Plain values of non-secret inputs by name (those of `required_values`, e.g. a
+    /// directory argument): visible to you and on the server's command line, so never a
+    /// secret.
+    #[serde(default)]
+    pub values: BTreeMap<String, String>,
 }
 
 fn tool_error(message: impl Into<String>) -> CallToolResult {
@@ -128,6 +135,13 @@ fn summary_keys(env_refs: &BTreeMap<String, String>) -> (Vec<&str>, Vec<String>)
     )
 }
 
+/// Why a value typed on the page never goes to a command-line argument.
+fn argv_refusal(key: &str, server: &str) -> String {
+    format!(
+        "{key} is a command-line argument of {server}: a value typed on tether's page is never put on a command line, where every process of this computer can read it (/proc/PID/cmdline). If it is not a secret, pass it in `values`; a secret argument cannot be set up this way"
+    )
+}
+
 /// A registry entry as fetched.
 struct Prepared {
     response: tether_registry::model::ServerResponse,
@@ -139,11 +153,7 @@ impl SetupServer {
     pub fn new(settings: Settings, refs: Arc<Refs>) -> Self {
         Self {
             tool_router: Self::tool_router(),
-            shared: Arc::new(Shared {
-                settings,
-                refs,
-                last_server: Mutex::new(None),
-            }),
+            shared: Arc::new(Shared { settings, refs }),
         }
     }
 
@@ -166,23 +176,43 @@ impl SetupServer {
         })
     }
 
-    /// The answers for `env_refs` (secret inputs as secrets, others as values), resolved (or
-    /// consumed) through `take`, which names the key in its errors.
+    /// The answers for `env_refs` (secret inputs as secrets, others as values) and `values`
+    /// (plain, non-secret inputs), each ref resolved (or consumed) through `take` for its
+    /// binding to this entry, this launch option and its key. A ref for an input that goes on
+    /// the command line is refused: a value typed on the page is never put in argv.
     fn answers(
-        prepared: &Prepared,
-        env_refs: &BTreeMap<String, String>,
-        take: impl Fn(&str, &str) -> Result<SecretValue, RefError>,
+        server: &tether_registry::model::ServerJson,
+        choice: &tether_install::Choice<'_>,
+        args: &ConnectArgs,
+        take: impl Fn(&Binding, &str) -> Result<SecretValue, RefError>,
     ) -> Result<(Answers, Secrets, Vec<SecretValue>), String> {
-        let server = &prepared.response.server;
-        let choice = choose(server, None).map_err(|e| e.to_string())?;
         // `choose` never downloads a bundle: the registry's description of its inputs.
         let inputs = choice.registry_inputs();
+        let on_argv = choice.argument_inputs();
+        let launch = choice.describe();
+        let unknown = |key: &str| {
+            let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+            format!(
+                "{key}: {} has no input of that name (its inputs: {})",
+                server.name,
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            )
+        };
         let mut answers = Answers::default();
         let mut given = Secrets::new();
         let mut values = Vec::new();
         let mut errors = Vec::new();
-        for (key, reference) in env_refs {
-            let value = match take(key, reference) {
+        for (key, reference) in &args.env_refs {
+            let binding = Binding {
+                server: server.name.clone(),
+                launch: launch.clone(),
+                key: key.clone(),
+            };
+            let value = match take(&binding, reference) {
                 Ok(value) => value,
                 Err(error) => {
                     errors.push(error.to_string());
@@ -190,18 +220,13 @@ impl SetupServer {
                 }
             };
             let Some(input) = inputs.iter().find(|i| &i.name == key) else {
-                let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
-                errors.push(format!(
-                    "{key}: {} has no input of that name (its inputs: {})",
-                    server.name,
-                    if names.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        names.join(", ")
-                    }
-                ));
+                errors.push(unknown(key));
                 continue;
             };
+            if on_argv.contains(key) {
+                errors.push(argv_refusal(key, &server.name));
+                continue;
+            }
             values.push(value.clone());
             if input.secret {
                 answers.secret(key);
@@ -210,10 +235,54 @@ impl SetupServer {
                 answers.set(key, value.expose());
             }
         }
+        for (key, value) in &args.values {
+            match inputs.iter().find(|i| &i.name == key) {
+                None => errors.push(unknown(key)),
+                Some(input) if input.secret => errors.push(format!(
+                    "{key} is a secret input of {}: request it with mcp_setup_request_secret and pass the ref in env_refs, never in values",
+                    server.name
+                )),
+                Some(_) if args.env_refs.contains_key(key) => {
+                    errors.push(format!("{key} is in both env_refs and values; keep one"));
+                }
+                Some(_) => answers.set(key, value),
+            }
+        }
         if !errors.is_empty() {
             return Err(errors.join("\n"));
         }
         Ok((answers, given, values))
+    }
+
+    /// What a ref requested for `key` of the entry `name` is bound to: the entry, the launch
+    /// option tether runs it as, the key. Refused (the line the agent reads) when the entry
+    /// declares no such input for that option, or when the input is a command-line argument.
+    async fn binding(&self, name: &str, key: &str) -> Result<Binding, String> {
+        let prepared = self.entry(name).await?;
+        let server = &prepared.response.server;
+        let choice = choose(server, None).map_err(|e| e.to_string())?;
+        let inputs = choice.registry_inputs();
+        if !inputs.iter().any(|i| i.name == key) {
+            let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+            return Err(format!(
+                "{key}: {} ({}) declares no input of that name, so tether asks for no value for it (its inputs: {})",
+                server.name,
+                choice.describe(),
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ));
+        }
+        if choice.argument_inputs().iter().any(|n| n == key) {
+            return Err(argv_refusal(key, &server.name));
+        }
+        Ok(Binding {
+            server: server.name.clone(),
+            launch: choice.describe(),
+            key: key.to_owned(),
+        })
     }
 
     /// Build, test-connect, and (when `install`) store: the tool's result.
@@ -222,34 +291,42 @@ impl SetupServer {
             Ok(prepared) => prepared,
             Err(error) => {
                 if install {
-                    // Consumed whatever the outcome.
-                    for (key, reference) in &args.env_refs {
-                        let _ = self.shared.refs.consume(key, reference);
+                    // Spent whatever the outcome.
+                    for reference in args.env_refs.values() {
+                        self.shared.refs.spend(&args.qualified_name, reference);
                     }
                 }
                 return tool_error(error);
             }
         };
         let refs = &self.shared.refs;
+        let server = &prepared.response.server;
+        let choice = match choose(server, None) {
+            Ok(choice) => choice,
+            Err(error) => {
+                if install {
+                    for reference in args.env_refs.values() {
+                        refs.spend(&server.name, reference);
+                    }
+                }
+                return tool_error(error.to_string());
+            }
+        };
         let outcome = if install {
-            Self::answers(&prepared, &args.env_refs, |k, r| refs.consume(k, r))
+            Self::answers(server, &choice, &args, |b, r| refs.consume(b, r))
         } else {
-            Self::answers(&prepared, &args.env_refs, |k, r| refs.resolve(k, r))
+            Self::answers(server, &choice, &args, |b, r| refs.resolve(b, r))
         };
         if install {
-            // A ref the entry has no input for was not taken above: consume it as well.
-            for (key, reference) in &args.env_refs {
-                let _ = refs.consume(key, reference);
+            // A ref of this entry that was not taken above (another key, an argument input) is
+            // spent as well.
+            for reference in args.env_refs.values() {
+                refs.spend(&server.name, reference);
             }
         }
         let (answers, given, values) = match outcome {
             Ok(outcome) => outcome,
             Err(error) => return tool_error(error),
-        };
-        let server = &prepared.response.server;
-        let choice = match choose(server, None) {
-            Ok(choice) => choice,
-            Err(error) => return tool_error(error.to_string()),
         };
         let built = match choice.build(&answers) {
             Ok(built) => built,
@@ -372,7 +449,7 @@ impl SetupServer {
     /// One entry and the keys it really needs.
     #[tool(
         name = "mcp_setup_get",
-        description = "Step 2: describe one server. Returns {detail, required_env_keys}: required_env_keys lists only the inputs the server cannot start without (no default), for the launch option tether would use. For each key call mcp_setup_request_secret; you never see the values."
+        description = "Step 2: describe one server. Returns {detail, required_env_keys, required_values}: the inputs the server cannot start without (no default), for the launch option tether would use (detail.launch). For each of required_env_keys call mcp_setup_request_secret with this qualified_name; you never see the values. required_values are plain command-line arguments (e.g. a directory), never secrets: pass them in `values`."
     )]
     async fn mcp_setup_get(
         &self,
@@ -388,34 +465,40 @@ impl SetupServer {
             Ok(choice) => choice,
             Err(error) => return Ok(tool_error(error.to_string())),
         };
-        let required: Vec<Value> = match choice.build(&Answers::default()) {
+        let missing = match choice.build(&Answers::default()) {
             Ok(_) => Vec::new(),
-            Err(BuildError::Missing(missing)) => missing
-                .iter()
-                .map(|m| Value::String(m.name.clone()))
-                .collect(),
+            Err(BuildError::Missing(missing)) => missing,
             Err(error) => return Ok(tool_error(error.to_string())),
         };
-        *self
-            .shared
-            .last_server
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(server.name.clone());
+        // A plain argument is a value, not a ref; a secret one is listed with the keys (and
+        // refused with the reason when it is requested).
+        let on_argv = choice.argument_inputs();
+        let (values, keys): (Vec<_>, Vec<_>) = missing
+            .iter()
+            .partition(|m| !m.secret && on_argv.contains(&m.name));
+        let names = |inputs: Vec<&tether_registry::add::MissingInput>| -> Vec<Value> {
+            inputs
+                .into_iter()
+                .map(|m| Value::String(m.name.clone()))
+                .collect()
+        };
         let detail = tether_registry::official_details(&prepared.response, prepared.freshness);
         let mut detail = serde_json::to_value(&detail).unwrap_or(Value::Null);
         if let Some(object) = detail.as_object_mut() {
             object.remove("freshness");
             object.insert("launch".to_owned(), json!(choice.describe()));
         }
-        Ok(CallToolResult::structured(
-            json!({ "detail": detail, "required_env_keys": required }),
-        ))
+        Ok(CallToolResult::structured(json!({
+            "detail": detail,
+            "required_env_keys": names(keys),
+            "required_values": names(values),
+        })))
     }
 
     /// A ref for a value the person enters out of band.
     #[tool(
         name = "mcp_setup_request_secret",
-        description = "Step 3, once per key of required_env_keys: ask the person for the value out of band. tether shows them a local page (through the client's URL elicitation when it supports it) where they type it; you never see it. Returns {ref:\"secret://…\"} once the value is in, or, when the client cannot open URLs, {ref, status:\"pending\", url, message} at once: pass the message to the person, word for word, and wait for them to say they submitted it. Use the ref in env_refs."
+        description = "Step 3, once per key of required_env_keys, naming the server (qualified_name): ask the person for the value out of band. tether shows them a local page (through the client's URL elicitation when it supports it) where they type it; you never see it. Returns {ref:\"secret://…\"} once the value is in, or, when the client cannot open URLs, {ref, status:\"pending\", url, message} at once: pass the message to the person, word for word, and wait for them to say they submitted it. Use the ref in env_refs of this server only: it is bound to it."
     )]
     async fn mcp_setup_request_secret(
         &self,
@@ -426,16 +509,13 @@ impl SetupServer {
         if key.is_empty() {
             return Ok(tool_error("key_name is empty"));
         }
-        let server = self
-            .shared
-            .last_server
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let binding = match self.binding(&args.qualified_name, &key).await {
+            Ok(binding) => binding,
+            Err(error) => return Ok(tool_error(error)),
+        };
         let (requested, url) = match self.shared.refs.request(
-            &key,
+            binding.clone(),
             &args.prompt,
-            server.clone(),
             &self.shared.settings.page_base,
         ) {
             Ok(requested) => requested,
@@ -454,10 +534,10 @@ impl SetupServer {
             .supported_elicitation_modes()
             .contains(&rmcp::service::ElicitationMode::Url);
         tracing::info!(tool = "mcp_setup_request_secret", key = %key, r#ref = %masked(&requested.reference), url_elicitation = elicit, "tool call");
-        let purpose = server
-            .as_deref()
-            .map(|s| format!(" for the MCP server {s}"))
-            .unwrap_or_default();
+        let purpose = format!(
+            " for the MCP server {} (run as {})",
+            binding.server, binding.launch
+        );
         let message = format!(
             "tether needs {key}{purpose}: {}. Open {url} in your browser and enter it there (the agent never sees it).",
             args.prompt.trim_end_matches('.')

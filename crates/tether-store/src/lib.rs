@@ -809,6 +809,19 @@ impl Store {
         .transpose()
     }
 
+    /// Whether `uid` was added from a registry entry (it has a source).
+    fn from_registry(&self, uid: Uuid) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT source_json IS NOT NULL FROM installations WHERE uid = ?1",
+                params![uid.to_string()],
+                |row| row.get::<_, bool>(0),
+            )
+            .optional()
+            .map(|found| found.unwrap_or(false))
+            .map_err(self.db_error())
+    }
+
     /// The inputs recorded for `uid` at install time (none recorded: its variables).
     fn inputs(&self, uid: Uuid, server: &TemplatableServer) -> Result<Vec<String>, StoreError> {
         let text: Option<String> = self
@@ -859,8 +872,10 @@ impl Store {
 
     /// The installation `uid`, if installed, with its stored values read from the secret
     /// store into memory (a variable without one keeps its `{{NAME}}` placeholder, for the
-    /// run's secrets). Local installations have [`Origin::User`]: `${VAR}` expands at render
-    /// time, and run secrets replace stored values for the run.
+    /// run's secrets). A hand-written installation (`tether install`) has [`Origin::User`]:
+    /// `${VAR}` expands at render time. One added from a registry entry (it has a source) has
+    /// [`Origin::Registry`]: its values are literal, nothing is read from the environment.
+    /// Run secrets replace stored values for the run in both.
     pub fn get(&self, uid: Uuid) -> Result<Option<Installation>, StoreError> {
         let Some(server) = self.template(uid)? else {
             return Ok(None);
@@ -895,10 +910,15 @@ impl Store {
                 .unwrap_or_else(|| SecretValue::new(placeholder(name)));
             values.insert(name.to_owned(), VariableValue::new(value));
         }
+        let origin = if self.from_registry(uid)? {
+            Origin::Registry
+        } else {
+            Origin::User
+        };
         Ok(Some(Installation {
             server,
             values,
-            origin: Origin::User,
+            origin,
         }))
     }
 

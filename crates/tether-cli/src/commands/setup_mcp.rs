@@ -12,7 +12,7 @@ use anyhow::Context;
 use tether_config::SecretValue;
 use tether_registry::Registries;
 use tether_setup::refs::{IDLE_TTL, Refs};
-use tether_setup::submit::Announcement;
+use tether_setup::submit::{Announcement, AnnouncementKey};
 use tether_setup::{Host, MCP_PATH, Settings, SetupServer, page};
 
 use super::add::OauthTokens;
@@ -47,6 +47,7 @@ impl Host for CliHost {
 pub async fn setup_mcp(args: &SetupMcpArgs) -> anyhow::Result<u8> {
     let registries = Registries::new(settings::registry_settings(false)?)?;
     let refs = Arc::new(Refs::new(IDLE_TTL));
+    let key = AnnouncementKey::generate()?;
     let settings = |address: SocketAddr| Settings {
         registries,
         test_timeout: Duration::from_secs(args.timeout.max(1)),
@@ -55,13 +56,13 @@ pub async fn setup_mcp(args: &SetupMcpArgs) -> anyhow::Result<u8> {
         host: Arc::new(CliHost),
     };
     if let (Some(listen), Some(token_file)) = (args.listen, &args.token_file) {
-        return serve_http(listen, token_file, refs, settings).await;
+        return serve_http(listen, token_file, refs, key, settings).await;
     }
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .context("opening the secret entry page on 127.0.0.1")?;
-    let address = page::serve(listener, refs.clone())?;
-    let _announcement = Announcement::write(&settings::data_dir()?, address)?;
+    let address = page::serve(listener, refs.clone(), key.clone())?;
+    let _announcement = Announcement::write(&settings::data_dir()?, address, &key)?;
     tracing::info!("secret entry page on http://{address}");
     let server = SetupServer::new(settings(address), refs);
     match super::until_signal(tether_setup::serve_stdio(server)).await? {
@@ -97,6 +98,7 @@ async fn serve_http(
     listen: SocketAddr,
     token_file: &Path,
     refs: Arc<Refs>,
+    key: AnnouncementKey,
     settings: impl FnOnce(SocketAddr) -> Settings,
 ) -> anyhow::Result<u8> {
     if !listen.ip().is_loopback() {
@@ -111,12 +113,12 @@ async fn serve_http(
         .await
         .with_context(|| format!("binding {listen}"))?;
     let address = listener.local_addr().context("reading the bound address")?;
-    let _announcement = Announcement::write(&settings::data_dir()?, address)?;
+    let _announcement = Announcement::write(&settings::data_dir()?, address, &key)?;
     let server = SetupServer::new(settings(address), refs.clone());
     eprintln!(
         "tether setup-mcp: MCP on http://{address}{MCP_PATH}, entry pages on http://{address}/secret/…"
     );
-    let served = tether_setup::serve_http(listener, token, server, refs);
+    let served = tether_setup::serve_http(listener, token, server, refs, key);
     match super::until_signal(served).await? {
         Ok(served) => {
             served?;
@@ -126,19 +128,30 @@ async fn serve_http(
     }
 }
 
-/// `tether secrets submit NONCE|URL`.
+/// `tether secrets submit NONCE|URL`: the value goes only to a page a running `tether
+/// setup-mcp` of this user announces under this TETHER_HOME, and only once that page proved
+/// it holds its announcement's key (`tether_setup::submit`). A URL only picks one of those
+/// pages; any other address is refused before the value is read.
 pub fn submit(target: &str, from: Option<&str>) -> anyhow::Result<u8> {
-    // A whole URL names its server; a bare nonce is tried on every running one.
-    let (addresses, nonce) = match target.strip_prefix("http://") {
-        Some(rest) => {
+    let target = target.trim();
+    let pages = tether_setup::submit::announced(&settings::data_dir()?);
+    let (pages, nonce) = match target.split_once("://") {
+        Some((scheme, rest)) => {
             let (address, path) = rest.split_once('/').unwrap_or((rest, ""));
             let nonce = path.strip_prefix("secret/").unwrap_or_default();
-            (vec![address.to_owned()], nonce.to_owned())
+            let chosen: Vec<_> = pages
+                .into_iter()
+                .filter(|page| scheme == "http" && page_named(&page.address, address))
+                .collect();
+            if chosen.is_empty() {
+                return Err(UsageError::new(format!(
+                    "{scheme}://{address} is not the page of a tether setup-mcp running for this user and TETHER_HOME; tether secrets submit sends a value to such a page only (give the nonce, the last part of the URL the agent passed on)"
+                ))
+                .into());
+            }
+            (chosen, nonce.to_owned())
         }
-        None => (
-            tether_setup::submit::announced(&settings::data_dir()?),
-            target.trim().to_owned(),
-        ),
+        None => (pages, target.to_owned()),
     };
     if nonce.is_empty() || !nonce.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(UsageError::new(format!(
@@ -146,8 +159,10 @@ pub fn submit(target: &str, from: Option<&str>) -> anyhow::Result<u8> {
         ))
         .into());
     }
-    if addresses.is_empty() {
-        eprintln!("no tether setup-mcp is running for this TETHER_HOME; nothing was submitted");
+    if pages.is_empty() {
+        eprintln!(
+            "no tether setup-mcp is running for this user and TETHER_HOME; nothing was submitted"
+        );
         return Ok(FAILED);
     }
     let name = "the value";
@@ -163,18 +178,31 @@ pub fn submit(target: &str, from: Option<&str>) -> anyhow::Result<u8> {
         .enable_all()
         .build()
         .context("starting the HTTP client")?;
-    for address in &addresses {
-        match runtime.block_on(tether_setup::submit::post(address, &nonce, &value)) {
+    for page in &pages {
+        match runtime.block_on(tether_setup::submit::post(page, &nonce, &value)) {
             Ok(200) => {
                 eprintln!("submitted; the agent can go on");
                 return Ok(OK);
             }
-            Ok(status) => tracing::debug!("{address} answered {status} for the nonce"),
-            Err(error) => tracing::debug!("{address}: {:#}", anyhow::Error::from(error)),
+            Ok(status) => tracing::debug!("{} answered {status} for the nonce", page.address),
+            Err(error @ tether_setup::SetupError::Unproven { .. }) => {
+                tracing::warn!("{error}; nothing was sent to it");
+            }
+            Err(error) => tracing::debug!("{}: {:#}", page.address, anyhow::Error::from(error)),
         }
     }
     eprintln!(
         "no running tether setup-mcp has a page for that nonce (already used, expired, or never issued); ask the agent to request the value again"
     );
     Ok(FAILED)
+}
+
+/// Whether the URL's `host:port` names the page at `address` (`localhost` names loopback).
+fn page_named(address: &SocketAddr, authority: &str) -> bool {
+    let Some((host, port)) = authority.rsplit_once(':') else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    port.parse::<u16>().ok() == Some(address.port())
+        && (host == "localhost" || host.parse::<std::net::IpAddr>().ok() == Some(address.ip()))
 }

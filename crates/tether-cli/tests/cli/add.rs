@@ -1095,3 +1095,194 @@ fn a_registry_installation_is_scanned_under_block_and_pinned_by_uid() {
     assert!(pins[&uid]["echo"]["sha256"].is_string(), "{pins}");
     assert!(pins.get("notes").is_none(), "{pins}");
 }
+
+/// An official entry (as `--entry` takes it) with one npm package `package@1.0.0` whose
+/// arguments and environment variables are `package_arguments` and `environment_variables`.
+fn package_entry(
+    sandbox: &Sandbox,
+    name: &str,
+    package: &str,
+    package_arguments: serde_json::Value,
+    environment_variables: serde_json::Value,
+) -> String {
+    let entry = serde_json::json!({
+        "server": {
+            "name": format!("io.github.example/{name}"),
+            "description": "Published values written in shell and template syntax",
+            "version": "1.0.0",
+            "packages": [{
+                "registryType": "npm",
+                "identifier": package,
+                "version": "1.0.0",
+                "transport": {"type": "stdio"},
+                "packageArguments": package_arguments,
+                "environmentVariables": environment_variables
+            }]
+        },
+        "_meta": {"io.modelcontextprotocol.registry/official": {
+            "status": "active", "publishedAt": "2026-11-01T10:00:00Z",
+            "updatedAt": "2026-11-01T10:00:00Z", "isLatest": true
+        }}
+    });
+    let path = sandbox.path(&format!("{name}.json"));
+    std::fs::write(&path, entry.to_string()).expect("writing the entry");
+    path.display().to_string()
+}
+
+/// Registry-published values are literal: `${VAR}`, `$VAR`, `{env:VAR}` and `${input:ID}` in an
+/// entry's arguments and environment reach the server as published — in the test-connect of
+/// `tether add` and in a later run of the stored installation — and read nothing of the
+/// user's environment; a published `{{NAME}}` that is none of the entry's secret inputs is
+/// refused, never read as a secret; `tether show` prints the values as `add` runs them.
+#[test]
+fn registry_values_are_literal_and_never_read_the_users_environment() {
+    let sandbox = Sandbox::new();
+    let published_auth =
+        "Bearer ${SLACK_MCP_SSE_API_KEY} {env:SLACK_MCP_SSE_API_KEY} %41 $$ \"q\" \\ ü";
+    let entries = [
+        package_entry(
+            &sandbox,
+            "literal",
+            "literal-mcp",
+            serde_json::json!([
+                {"type": "named", "name": "--directory", "value": "$REPOSITORY_DIRECTORY"},
+                {"type": "positional", "valueHint": "vault", "value": "${input:vaultPath}"},
+                {"type": "named", "name": "--auth", "value": published_auth}
+            ]),
+            serde_json::json!([
+                {"name": "HOME_DIR", "value": "${HOME}/x $HOME"},
+                {"name": "API_KEY", "isRequired": true, "isSecret": true}
+            ]),
+        ),
+        package_entry(
+            &sandbox,
+            "brace",
+            "brace-mcp",
+            serde_json::json!([
+                {"type": "named", "name": "--src", "value": "{{PATH_TO_SRC}}"}
+            ]),
+            serde_json::json!([]),
+        ),
+    ];
+    let mut args = Vec::new();
+    for entry in &entries {
+        args.extend(["--entry", entry.as_str()]);
+    }
+    let registry = FixtureRegistry::start(&args);
+    // The secret the server insists on (so the test-connect proves the secret still goes in).
+    let secret = "s$HOME{{x}}";
+    let expected = sandbox.path("expected-key");
+    std::fs::write(&expected, secret).expect("writing the expected secret");
+    let argv_file = sandbox.path("argv.txt");
+    let env_file = sandbox.path("env.txt");
+    let shim = npx_shim(
+        &sandbox,
+        &format!(
+            "printf '%s\\n' \"$@\" > {argv}\nenv > {env}\nexec {server} --expect-env-file API_KEY={expected}",
+            argv = argv_file.display(),
+            env = env_file.display(),
+            server = tether_testkit::test_server_bin().display(),
+            expected = expected.display(),
+        ),
+    );
+    let path = path_with(&shim);
+    let users_env = [
+        ("SLACK_MCP_SSE_API_KEY", "sentinel-users-slack-token"),
+        ("REPOSITORY_DIRECTORY", "/sentinel/users/repository"),
+        ("vaultPath", "sentinel-users-vault"),
+    ];
+    let run = |args: &[&str]| {
+        let mut command = sandbox.tether(args);
+        command
+            .env("TETHER_REGISTRY_URL", &registry.url)
+            .env("TETHER_SECRET_STORE", "file")
+            .env("PATH", &path)
+            .env("API_KEY_SOURCE", secret)
+            .env_remove("SMITHERY_API_KEY");
+        for (name, value) in users_env {
+            command.env(name, value);
+        }
+        command.output().expect("running tether")
+    };
+    let home = sandbox.dir.path().to_string_lossy().into_owned();
+    let published_argv = [
+        "-y",
+        "literal-mcp@1.0.0",
+        "--directory",
+        "$REPOSITORY_DIRECTORY",
+        "${input:vaultPath}",
+        "--auth",
+        published_auth,
+    ];
+    let check_server_saw_the_published_values = |when: &str| {
+        let argv = std::fs::read_to_string(&argv_file).expect("the server's argv");
+        let lines: Vec<&str> = argv.lines().collect();
+        assert_eq!(lines, published_argv, "{when}: argv {argv}");
+        let env = std::fs::read_to_string(&env_file).expect("the server's environment");
+        assert!(
+            env.lines().any(|line| line == "HOME_DIR=${HOME}/x $HOME"),
+            "{when}: HOME_DIR is not literal in {env}"
+        );
+        for (_, value) in users_env {
+            assert!(
+                !argv.contains(value) && !env.contains(value),
+                "{when}: {value} leaked"
+            );
+        }
+        assert!(!argv.contains(&home), "{when}: $HOME was expanded: {argv}");
+        std::fs::remove_file(&argv_file).expect("removing the argv file");
+    };
+
+    let show = run(&["show", "io.github.example/literal"]);
+    let shown = text(&show.stdout);
+    assert_eq!(show.status.code(), Some(0), "{}", text(&show.stderr));
+    for word in [
+        "$REPOSITORY_DIRECTORY",
+        "${input:vaultPath}",
+        "${SLACK_MCP_SSE_API_KEY}",
+    ] {
+        assert!(
+            shown.contains(word),
+            "show does not print {word} as published: {shown}"
+        );
+    }
+
+    let added = run(&[
+        "add",
+        "io.github.example/literal",
+        "--secret",
+        "API_KEY=env:API_KEY_SOURCE",
+        "--yes",
+    ]);
+    let stderr = text(&added.stderr);
+    assert_eq!(added.status.code(), Some(0), "{stderr}");
+    check_server_saw_the_published_values("the test-connect of tether add");
+
+    // The stored installation runs with the same literal values.
+    let tested = run(&["test", "--mcp", "literal"]);
+    assert_eq!(tested.status.code(), Some(0), "{}", text(&tested.stderr));
+    check_server_saw_the_published_values("a run of the stored installation");
+
+    // A published `{{PATH_TO_SRC}}` is no secret reference: refused with the reason, nothing
+    // started, nothing stored; `show` prints it as published.
+    let show = run(&["show", "io.github.example/brace"]);
+    let shown = text(&show.stdout);
+    assert!(
+        shown.contains("--src {{PATH_TO_SRC}}") && !shown.contains("<{"),
+        "{shown}"
+    );
+    let refused = run(&["add", "io.github.example/brace", "--yes"]);
+    let stderr = text(&refused.stderr);
+    assert_ne!(refused.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("{{PATH_TO_SRC}} reads as a tether secret placeholder"),
+        "{stderr}"
+    );
+    assert!(!argv_file.exists(), "the brace entry was started");
+    let listed = installations(&sandbox);
+    assert_eq!(
+        listed["installations"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+}

@@ -209,7 +209,7 @@ async fn request<S: rmcp::service::Service<RoleClient>>(
         client,
         transcript,
         "mcp_setup_request_secret",
-        json!({"key_name": "SEARCH_API_KEY", "prompt": prompt}),
+        json!({"qualified_name": ENTRY, "key_name": "SEARCH_API_KEY", "prompt": prompt}),
     )
     .await
 }
