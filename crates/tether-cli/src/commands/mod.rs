@@ -280,6 +280,46 @@ pub async fn resolve_only(
     Ok(session)
 }
 
+/// What the specs of `session` declare when they declare no server: "file ./mcp.json declares
+/// no MCP servers", for a line of its own.
+fn nothing_declared(session: &Session) -> String {
+    let labels: Vec<String> = session
+        .specs()
+        .iter()
+        .enumerate()
+        .map(|(index, spec)| spec.label(Some(index)))
+        .collect();
+    match labels.as_slice() {
+        [one] => format!("{one} declares no MCP servers (its server map is empty)"),
+        many => format!(
+            "{} declare no MCP servers (their server maps are empty)",
+            many.join(", ")
+        ),
+    }
+}
+
+/// A command that starts servers (`run`, `test`, `serve`, `call`, `trust`) with none to start
+/// is an input error: the specs were read, and none of them declares a server.
+pub fn require_servers(session: &Session) -> anyhow::Result<()> {
+    if session.servers().is_empty() {
+        return Err(
+            UsageError::new(format!("nothing to start: {}", nothing_declared(session))).into(),
+        );
+    }
+    Ok(())
+}
+
+/// `tether export` of specs that declare no server writes the empty config it was asked for,
+/// and says so on stderr.
+pub fn warn_if_no_servers(session: &Session) {
+    if session.servers().is_empty() {
+        eprintln!(
+            "tether export: {}, so the config holds none",
+            nothing_declared(session)
+        );
+    }
+}
+
 /// Exit code for a run stopped by a signal.
 fn signal_exit(kind: SignalKind) -> u8 {
     u8::try_from(128 + kind.as_raw_value()).unwrap_or(1)
