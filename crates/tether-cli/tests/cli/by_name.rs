@@ -28,7 +28,11 @@ fn an_installed_server_runs_by_its_name() {
     // A name nothing is installed under is read as a path, and says so.
     let out = sandbox.run(&["test", "--mcp", "nothing-called-this"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("not a UUID, not an existing file"));
+    assert!(
+        text(&out.stderr).contains("--mcp nothing-called-this is not an installed server's name"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use pretty_assertions::assert_eq;
 
-use crate::support::{Sandbox, text};
+use crate::support::{Sandbox, json_str, test_server_bin, text};
 
 /// The lines of `stderr` that are not blank.
 fn lines(stderr: &[u8]) -> Vec<String> {
@@ -57,4 +57,97 @@ fn an_empty_server_map_is_said_and_is_an_input_error_where_something_must_start(
         "{}",
         text(&out.stderr)
     );
+}
+
+/// Installs our test server as `name` from `--from`; returns its UUID.
+fn install(sandbox: &Sandbox, name: &str) -> String {
+    let spec = format!(
+        r#"{{"command": {}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let out = sandbox.run(&["install", name, "--from", &spec]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    text(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn an_mcp_value_that_is_no_spec_is_echoed_with_what_is_accepted() {
+    let sandbox = Sandbox::new();
+    install(&sandbox, "github");
+    let out = sandbox.run(&["test", "--mcp", "githb"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = lines(&out.stderr);
+    assert_eq!(stderr.len(), 2, "{stderr:?}");
+    assert!(
+        stderr[0].starts_with("error: --mcp githb is not an installed server's name"),
+        "{stderr:?}"
+    );
+    assert!(
+        stderr[1].starts_with("hint: did you mean github? ")
+            && stderr[1].contains("(github)")
+            && stderr[1].contains("claude:, codex:, gemini:"),
+        "{stderr:?}"
+    );
+    // A misspelt harness shorthand, and a path with no file.
+    let out = sandbox.run(&["test", "--mcp", "claud:"]);
+    assert!(
+        text(&out.stderr).contains("did you mean claude:?"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = sandbox.run(&["test", "--mcp", "./mcp.jsn"]);
+    assert!(
+        text(&out.stderr).starts_with("error: --mcp ./mcp.jsn: no such file\nhint: "),
+        "{}",
+        text(&out.stderr)
+    );
+    // What could be a credential is named by position and length only.
+    let out = sandbox.run(&["test", "--mcp", "ghp_SENTINEL%41$HOME"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        !text(&out.stderr).contains("SENTINEL"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(text(&out.stderr).contains("--mcp value #1 (of 1, 20 characters"));
+}
+
+#[test]
+fn a_json_error_is_one_line_with_its_cause_once() {
+    let sandbox = Sandbox::new();
+    let file = sandbox.write("bad.json", r#"{"a": {"command": }}"#);
+    for value in [file.as_str(), r#"{"a": {"command": "{{x}}", }"#] {
+        let out = sandbox.run(&["test", "--mcp", value]);
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = lines(&out.stderr);
+        assert_eq!(stderr.len(), 1, "{stderr:?}");
+        assert_eq!(stderr[0].matches("invalid JSON").count(), 1, "{stderr:?}");
+    }
+}
+
+#[test]
+fn a_misspelt_flag_gets_the_flag_it_means() {
+    let sandbox = Sandbox::new();
+    for args in [
+        &["test", "--mpc", "x"][..],
+        &["run", "--mpc", "x", "--", "claude"],
+        &["serve", "--scna", "off"],
+    ] {
+        let out = sandbox.run(args);
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = text(&out.stderr);
+        let flag = if args[1] == "--scna" {
+            "--scan"
+        } else {
+            "--mcp"
+        };
+        assert!(
+            stderr.contains(&format!("a similar argument exists: '{flag}'")),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("as a value, use '--"),
+            "{args:?}: {stderr}"
+        );
+    }
 }
