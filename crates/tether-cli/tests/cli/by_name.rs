@@ -46,14 +46,16 @@ fn a_name_that_is_also_a_path_or_shared_is_refused() {
     assert!(stderr.contains("pass ./twice for the file"), "{stderr}");
     assert!(stderr.contains(&uid), "{stderr}");
 
+    // A second installation of the same name is refused when it is installed, so `--mcp NAME`
+    // cannot become ambiguous through `tether install`.
     let sandbox = Sandbox::new();
     install(&sandbox, "shared");
-    install(&sandbox, "shared");
-    let out = sandbox.run(&["test", "--mcp", "shared"]);
+    let spec = format!(
+        r#"{{"command": {}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let out = sandbox.run(&["install", "shared", "--from", &spec]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("2 installed servers have that name"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("exists already"), "{stderr}");
 }

@@ -151,3 +151,53 @@ fn a_misspelt_flag_gets_the_flag_it_means() {
         );
     }
 }
+
+#[test]
+fn install_refuses_a_taken_or_path_like_name_installs_each_server_and_remove_takes_a_name() {
+    let sandbox = Sandbox::new();
+    let uid = install(&sandbox, "github");
+    let spec = format!(
+        r#"{{"command": {}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    // The same name again: refused, naming the one that has it.
+    let out = sandbox.run(&["install", "github", "--from", &spec]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = lines(&out.stderr);
+    assert_eq!(stderr.len(), 1, "{stderr:?}");
+    assert!(
+        stderr[0].contains("exists already") && stderr[0].contains(&uid),
+        "{stderr:?}"
+    );
+    // A name that reads as a path.
+    let out = sandbox.run(&["install", "./mcp.json", "--from", &spec]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("it reads as a path"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Three servers: with NAME, how to pick one; without, each under its own name.
+    let bin = json_str(&test_server_bin().to_string_lossy());
+    let three = sandbox.write(
+        "three.json",
+        &format!(r#"{{"mcpServers": {{"a": {{"command": {bin}}}, "b": {{"command": {bin}}}, "c": {{"command": {bin}}}}}}}"#),
+    );
+    let out = sandbox.run(&["install", "x", "--from", &three]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--server KEY"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = sandbox.run(&["install", "--from", &three]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().count(), 3);
+    // Remove by name; `--mcp github` is no longer ambiguous at any point.
+    let out = sandbox.run(&["remove", "a"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = sandbox.run(&["test", "--mcp", "github"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let listed = text(&sandbox.run(&["list"]).stdout);
+    assert!(!listed.lines().any(|l| l.starts_with("a ")), "{listed}");
+}
