@@ -95,6 +95,8 @@ Pins live in $TETHER_HOME/pins.json (SHA-256 of each tool's whole definition).")
     #[command(after_help = "Examples:
   tether install github --from ./github.json
   tether install github --from '{\"command\":\"npx\",\"args\":[\"--token={{GH_TOKEN}}\"]}'
+  tether install --from ./mcp.json                  (every server, each under its own name)
+  tether install gh --from ./mcp.json --server github
 
 Placeholders without a --secret value stay variables, filled from each run's secrets.
 
@@ -604,12 +606,18 @@ pub struct AuditTailArgs {
 /// `tether install`.
 #[derive(Debug, Args)]
 pub struct InstallArgs {
-    /// The installation's name.
-    pub name: String,
+    /// The installation's name (letters, digits, '-', '_', '.'; unique). Default: the
+    /// server's own name in the config; without NAME, a config of several servers installs
+    /// each under its own name.
+    pub name: Option<String>,
 
-    /// The server's config: a path to a JSON file or inline JSON (one server).
+    /// The server's config: a path to a JSON file or inline JSON.
     #[arg(long, value_name = "SPEC")]
     pub from: String,
+
+    /// Install only this server of the config (its key in the server map).
+    #[arg(long, value_name = "KEY")]
+    pub server: Option<String>,
 
     #[command(flatten)]
     pub secrets: SecretArgs,
@@ -761,8 +769,9 @@ pub struct ListArgs {
 /// `tether remove`.
 #[derive(Debug, Args)]
 pub struct RemoveArgs {
-    /// The installation's UUID.
-    pub uid: String,
+    /// The installation's name or UUID.
+    #[arg(value_name = "NAME|UUID")]
+    pub installation: String,
 }
 
 /// `tether completions`.

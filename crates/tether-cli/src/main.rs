@@ -9,6 +9,7 @@ mod output;
 mod secrets;
 mod settings;
 mod shorthand;
+mod typed;
 
 use std::process::ExitCode;
 
@@ -33,15 +34,22 @@ fn main() -> ExitCode {
     if let Ok(exe) = std::env::current_exe() {
         tether_driver::supervisor::install(exe);
     }
-    let cli = Cli::parse();
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|error| suggest_flag(error, &argv).exit());
     init_logging(cli.verbose);
     let code = match run(&cli) {
         Ok(code) => code,
         Err(err) => {
             if err.downcast_ref::<exit::Reported>().is_none() {
-                tether_log::eprintln_masked!("error: {err}");
+                // A cause whose text the lines above already hold (an error that prints its
+                // source in its own message) is not printed again.
+                let mut printed = err.to_string();
+                tether_log::eprintln_masked!("error: {printed}");
                 for cause in err.chain().skip(1) {
-                    tether_log::eprintln_masked!("  caused by: {cause}");
+                    let text = cause.to_string();
+                    if !printed.contains(&text) {
+                        tether_log::eprintln_masked!("  caused by: {text}");
+                        printed.push_str(&text);
+                    }
                 }
                 if err.chain().any(|c| {
                     matches!(
@@ -56,6 +64,51 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(code)
+}
+
+/// A clap error for an unknown `--flag` with the command's nearest long flag suggested when
+/// clap found none: clap's own similarity measure misses swapped letters in short names
+/// (`--mpc` for `--mcp`). With a suggestion, clap's tip to pass the flag after `--` as the
+/// harness's argument is dropped: the typo is the likelier reading.
+fn suggest_flag(mut error: clap::Error, argv: &[std::ffi::OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument || error.get(ContextKind::SuggestedArg).is_some()
+    {
+        return error;
+    }
+    let Some(ContextValue::String(invalid)) = error.get(ContextKind::InvalidArg) else {
+        return error;
+    };
+    let Some(typed) = invalid.strip_prefix("--") else {
+        return error;
+    };
+    let typed = typed.split('=').next().unwrap_or_default().to_owned();
+    // The subcommand the flag was given to: follow argv down the command tree.
+    let mut command = Cli::command();
+    for arg in argv.iter().skip(1) {
+        let Some(arg) = arg.to_str() else { break };
+        if arg == "--" {
+            break;
+        }
+        match command.find_subcommand(arg) {
+            Some(sub) => command = sub.clone(),
+            None => continue,
+        }
+    }
+    let longs: Vec<String> = command
+        .get_arguments()
+        .filter(|arg| !arg.is_hide_set())
+        .filter_map(|arg| arg.get_long().map(str::to_owned))
+        .chain(["verbose".to_owned(), "help".to_owned()])
+        .collect();
+    if let Some(near) = typed::closest(&typed, longs.iter().map(String::as_str)) {
+        error.insert(
+            ContextKind::SuggestedArg,
+            ContextValue::String(format!("--{near}")),
+        );
+        error.insert(ContextKind::Suggested, ContextValue::StyledStrs(Vec::new()));
+    }
+    error
 }
 
 /// The arguments after `argv[1]` when `argv[1]` is the hidden internal subcommand `name`

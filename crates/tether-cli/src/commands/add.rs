@@ -278,6 +278,7 @@ async fn add_chosen(
         .local_name
         .clone()
         .unwrap_or_else(|| local_name(server));
+    super::install::check_new_name(&local, &super::install::installed()?, "pass --name OTHER")?;
 
     let progress = Progress::new();
     let options = TrialOptions {

@@ -30,6 +30,7 @@ pub async fn export(args: &ExportArgs) -> anyhow::Result<u8> {
         )
     };
     progress.finish();
+    super::warn_if_no_servers(&session);
     let mut servers = session.servers().to_vec();
     for server in &mut servers {
         server.declassify(&inputs.references);

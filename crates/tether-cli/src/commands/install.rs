@@ -15,11 +15,88 @@ fn open_store() -> anyhow::Result<Store> {
     settings::open_store()
 }
 
-pub fn install(args: &InstallArgs) -> anyhow::Result<u8> {
-    let name = args.name.trim();
+/// The longest installation name.
+const MAX_NAME: usize = 64;
+
+/// Why `name` cannot name an installation, or `None` when it can: a name is 1 to 64 ASCII
+/// letters, digits, `-`, `_` and `.`, starting with a letter or digit, and not what `--mcp`
+/// would read as something else (a UUID, a `*.json` file); so `--mcp NAME` always means it.
+fn bad_name(name: &str) -> Option<&'static str> {
+    let first_ok = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric());
     if name.is_empty() {
-        return Err(UsageError::new("the installation needs a non-empty NAME").into());
+        Some("it is empty")
+    } else if name.contains(['/', '\\']) || name.starts_with(['.', '~']) {
+        Some("it reads as a path")
+    } else if name.starts_with(['{', '"', '[']) {
+        Some("it reads as inline JSON")
+    } else if name.ends_with(':') {
+        Some("it reads as a harness shorthand (`claude:`)")
+    } else if Uuid::parse_str(name).is_ok() {
+        Some("it reads as a UUID")
+    } else if [".json", ".jsonc", ".toml"]
+        .iter()
+        .any(|ext| name.to_ascii_lowercase().ends_with(ext))
+    {
+        Some("it reads as a file name")
+    } else if name.chars().count() > MAX_NAME {
+        Some("it is longer than 64 characters")
+    } else if !first_ok
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        Some("a name is ASCII letters, digits, '-', '_' and '.', starting with a letter or digit")
+    } else {
+        None
     }
+}
+
+/// Refuses `name` for a new installation when it is no valid name ([`bad_name`]) or another
+/// installation has it already (`--mcp NAME` would then be ambiguous). `other` is how to pick
+/// another name (`--name OTHER` for `add`).
+pub(crate) fn check_new_name(
+    name: &str,
+    installed: &[tether_store::InstalledSummary],
+    other: &str,
+) -> anyhow::Result<()> {
+    if let Some(why) = bad_name(name) {
+        let shown = crate::typed::shown(name)
+            .map(|shown| format!("'{shown}'"))
+            .unwrap_or_else(|| "the name given".to_owned());
+        return Err(UsageError::new(format!(
+            "{shown} cannot name an installation: {why}\nhint: the server's config goes after --from (`tether install NAME --from ./mcp.json`); a name is like github or my-server"
+        ))
+        .into());
+    }
+    if let Some(existing) = installed.iter().find(|entry| entry.name == name) {
+        return Err(UsageError::new(format!(
+            "an installation called '{name}' exists already ({}); remove it first (`tether remove {name}`) or {other}",
+            existing.uid
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The local installations, or none when there is no store yet (a check does not create one).
+pub(crate) fn installed() -> anyhow::Result<Vec<tether_store::InstalledSummary>> {
+    if settings::data_dir()?
+        .join(tether_store::DATABASE_FILE)
+        .is_file()
+    {
+        Ok(open_store()?.list()?)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// `tether install [NAME] --from SPEC [--server KEY]`: one server under NAME (the config's only
+/// server, or the one `--server` picks), or, without NAME, every server of the config under
+/// its own name. Every name is checked before anything is stored.
+pub fn install(args: &InstallArgs) -> anyhow::Result<u8> {
     let text = match McpSpec::parse(&args.from)? {
         McpSpec::Json { text, .. } => text,
         McpSpec::Uuid(_) => {
@@ -35,33 +112,74 @@ pub fn install(args: &InstallArgs) -> anyhow::Result<u8> {
         )
         .into());
     }
-    let [server] = <[_; 1]>::try_from(parsed.servers).map_err(|servers: Vec<_>| {
-        UsageError::new(format!(
-            "--from holds {} servers; install takes exactly one (install each separately)",
-            servers.len()
+    let keys: Vec<String> = parsed
+        .servers
+        .iter()
+        .map(|s| s.server.name.clone())
+        .collect();
+    if parsed.servers.is_empty() {
+        return Err(
+            UsageError::new("--from declares no MCP servers (its server map is empty)").into(),
+        );
+    }
+    let mut servers = parsed.servers;
+    if let Some(key) = &args.server {
+        servers.retain(|parsed| parsed.server.name == *key);
+        if servers.is_empty() {
+            return Err(UsageError::new(format!(
+                "--from has no server called '{key}' (it has {})",
+                keys.join(", ")
+            ))
+            .into());
+        }
+    }
+    let name = args.name.as_deref().map(str::trim);
+    if let (Some(name), [_, _, ..]) = (name, servers.as_slice()) {
+        return Err(UsageError::new(format!(
+            "--from holds {} servers ({}); pass --server KEY to install one of them as '{name}', or leave NAME out to install each under its own name",
+            servers.len(),
+            keys.join(", ")
         ))
-    })?;
-    let mut installation = server.into_installation();
-    installation.server.name = name.to_owned();
+        .into());
+    }
+    let named: Vec<(String, tether_config::ParsedServer)> = servers
+        .into_iter()
+        .map(|parsed| {
+            (
+                name.map_or_else(|| parsed.server.name.clone(), str::to_owned),
+                parsed,
+            )
+        })
+        .collect();
+    let existing = installed()?;
+    for (name, _) in &named {
+        check_new_name(name, &existing, "pick another NAME")?;
+    }
     // Secrets given now are stored (in the secret store) for every run; the rest stay
     // placeholders for run secrets.
     let given = secrets::read(&args.secrets)?;
     let mut store = open_store()?;
-    let uid = store.install_with(&installation, &given, None)?;
-    settings::announce(&store);
-    print(&format!("{uid}\n"));
-    // What a run must still supply: the placeholders left after applying what was given now.
-    let open: Vec<String> = installation
-        .render(&given, &tether_config::EmptyEnv)
-        .unresolved_placeholders()
-        .iter()
-        .cloned()
-        .collect();
-    if !open.is_empty() {
-        eprintln!(
-            "installed '{name}'; pass these at run time with --secret: {}",
-            open.join(", ")
-        );
+    for (name, server) in named {
+        let mut installation = server.into_installation();
+        installation.server.name.clone_from(&name);
+        let uid = store.install_with(&installation, &given, None)?;
+        settings::announce(&store);
+        print(&format!("{uid}\n"));
+        // What a run must still supply: the placeholders left after applying what was given now.
+        let open: Vec<String> = installation
+            .render(&given, &tether_config::EmptyEnv)
+            .unresolved_placeholders()
+            .iter()
+            .cloned()
+            .collect();
+        if open.is_empty() {
+            eprintln!("installed '{name}'; use it with: tether test --mcp {name}");
+        } else {
+            eprintln!(
+                "installed '{name}'; pass these at run time with --secret: {}",
+                open.join(", ")
+            );
+        }
     }
     Ok(OK)
 }
@@ -182,9 +300,11 @@ fn bundles_of(
 }
 
 pub fn remove(args: &RemoveArgs) -> anyhow::Result<u8> {
-    let uid = Uuid::parse_str(args.uid.trim())
-        .map_err(|_| UsageError::new("remove takes an installation UUID (see `tether list`)"))?;
     let mut store = open_store()?;
+    let uid = match Uuid::parse_str(args.installation.trim()) {
+        Ok(uid) => uid,
+        Err(_) => super::stored::find_installation(&store, &args.installation)?.uid,
+    };
     let bundles = tether_install::bundle::bundles_dir(&crate::settings::data_dir()?);
     let mut unpacked = bundles_of(&store, uid, &bundles)?;
     if store.remove(uid)? {

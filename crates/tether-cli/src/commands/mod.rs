@@ -33,7 +33,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context;
 use serde_json::Value;
 use tether_config::{Origin, ProcessEnv, parse_config};
 use tether_driver::{
@@ -47,6 +46,7 @@ use crate::exit::{Reported, UsageError};
 use crate::output::Progress;
 use crate::secrets;
 use crate::settings;
+use crate::typed;
 
 /// A task config: `{"task_id": "…", "mcp_servers": {…}}` (`mcpServers` also accepted).
 fn read_task(path: &Path) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
@@ -136,6 +136,92 @@ fn installed_by_name(
     }
 }
 
+/// How an `--mcp` value is named in a message: as typed when [`typed::shown`] allows (a name,
+/// a path), else by position, since inline JSON and what looks like a credential may hold a
+/// secret.
+fn mcp_label(value: &str, index: usize, count: usize) -> String {
+    let position = format!("#{} (of {count}", index + 1);
+    match typed::shown(value) {
+        Some(shown) => format!("--mcp {}", typed::shell_quote(shown)),
+        None if value.trim_start().starts_with(['{', '"', '/']) => {
+            format!("--mcp value {position}, inline JSON)")
+        }
+        None => format!(
+            "--mcp value {position}, {} characters, not shown: it may be a secret)",
+            value.trim().chars().count()
+        ),
+    }
+}
+
+/// The harness shorthands `--mcp` reads (`claude:`, `codex:`, …): the rows with config files
+/// of their own.
+fn shorthands() -> Vec<String> {
+    tether_harness::HARNESSES
+        .iter()
+        .filter(|harness| !harness.own_configs.is_empty())
+        .map(|harness| format!("{}:", harness.name))
+        .collect()
+}
+
+/// The error for an `--mcp` value that is no spec: one line naming what was typed and what is
+/// wrong with it, and a hint line with what `--mcp` accepts (the installations' names and the
+/// harness shorthands, a near one first).
+fn spec_error(
+    value: &str,
+    index: usize,
+    count: usize,
+    error: tether_driver::DriverError,
+    installed: &[(String, uuid::Uuid)],
+) -> anyhow::Error {
+    use tether_driver::DriverError;
+    let label = mcp_label(value, index, count);
+    let trimmed = value.trim();
+    let path = Path::new(trimmed);
+    let reason = match error {
+        DriverError::Config { source, .. } => {
+            return UsageError::new(format!("{label}: {source}")).into();
+        }
+        DriverError::InvalidSpec { reason } if path.is_file() => {
+            return UsageError::new(format!("{label}: {reason}")).into();
+        }
+        _ if path.exists() => " exists but is not a file".to_owned(),
+        _ if trimmed.contains(['/', '\\'])
+            || trimmed.ends_with(".json")
+            || trimmed.ends_with(".jsonc") =>
+        {
+            ": no such file".to_owned()
+        }
+        _ => {
+            " is not an installed server's name, a harness shorthand, a UUID, a file or inline JSON"
+                .to_owned()
+        }
+    };
+    let mut names: Vec<&str> = installed.iter().map(|(name, _)| name.as_str()).collect();
+    names.dedup();
+    let shorthands = shorthands();
+    let near = typed::shown(value).and_then(|shown| {
+        typed::closest(
+            shown,
+            names
+                .iter()
+                .copied()
+                .chain(shorthands.iter().map(String::as_str)),
+        )
+    });
+    let installed_text = if names.is_empty() {
+        "none yet".to_owned()
+    } else {
+        names.join(", ")
+    };
+    let hint = format!(
+        "{}--mcp takes an installed server's name ({installed_text}), a harness's servers ({}), a UUID, a JSON file or inline JSON",
+        near.map(|word| format!("did you mean {word}? "))
+            .unwrap_or_default(),
+        shorthands.join(", ")
+    );
+    UsageError::new(format!("{label}{reason}\nhint: {hint}")).into()
+}
+
 /// Reads specs and secrets, resolves local-first and renders: the run's [`Session`]. Its
 /// masking set (the secrets' values and every sensitive value of every rendered server) is
 /// registered with the log layer before anything else can print.
@@ -204,14 +290,13 @@ pub(super) fn parse_specs(specs: &SpecArgs) -> anyhow::Result<(Vec<McpSpec>, Opt
             parsed.push(spec);
             continue;
         }
-        // The value itself may hold a secret: the error names its position only.
-        parsed.push(McpSpec::parse(value).with_context(|| {
-            format!(
-                "reading --mcp value #{} (of {})",
-                index + 1,
-                specs.mcp.len()
-            )
-        })?);
+        match McpSpec::parse(value) {
+            Ok(spec) => parsed.push(spec),
+            Err(error) => {
+                let names = installed.as_deref().unwrap_or_default();
+                return Err(spec_error(value, index, specs.mcp.len(), error, names));
+            }
+        }
     }
     let mut task_id = None;
     if let Some(path) = &specs.task {
@@ -278,6 +363,46 @@ pub async fn resolve_only(
         .with_pass_env(&specs.pass_env);
     tether_log::register(session.sensitive_values());
     Ok(session)
+}
+
+/// What the specs of `session` declare when they declare no server: "file ./mcp.json declares
+/// no MCP servers", for a line of its own.
+fn nothing_declared(session: &Session) -> String {
+    let labels: Vec<String> = session
+        .specs()
+        .iter()
+        .enumerate()
+        .map(|(index, spec)| spec.label(Some(index)))
+        .collect();
+    match labels.as_slice() {
+        [one] => format!("{one} declares no MCP servers (its server map is empty)"),
+        many => format!(
+            "{} declare no MCP servers (their server maps are empty)",
+            many.join(", ")
+        ),
+    }
+}
+
+/// A command that starts servers (`run`, `test`, `serve`, `call`, `trust`) with none to start
+/// is an input error: the specs were read, and none of them declares a server.
+pub fn require_servers(session: &Session) -> anyhow::Result<()> {
+    if session.servers().is_empty() {
+        return Err(
+            UsageError::new(format!("nothing to start: {}", nothing_declared(session))).into(),
+        );
+    }
+    Ok(())
+}
+
+/// `tether export` of specs that declare no server writes the empty config it was asked for,
+/// and says so on stderr.
+pub fn warn_if_no_servers(session: &Session) {
+    if session.servers().is_empty() {
+        eprintln!(
+            "tether export: {}, so the config holds none",
+            nothing_declared(session)
+        );
+    }
 }
 
 /// Exit code for a run stopped by a signal.

@@ -91,6 +91,7 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let harness = pick_harness(args)?;
     let progress = Progress::new();
     let mut session = super::session(&args.specs, &args.secrets, &progress).await?;
+    super::require_servers(&session)?;
     if args.strict_mcp {
         // Strict: a placeholder no secret filled stops the run before anything starts.
         tether_driver::require_resolved(session.servers())?;

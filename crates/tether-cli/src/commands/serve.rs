@@ -157,6 +157,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         .transpose()?;
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
+    super::require_servers(&session)?;
     // Over stdio, the servers are told what this one client can answer: its initialize is
     // read first (a client sends it at once; it is served again from the buffer).
     let mut stdin = None;

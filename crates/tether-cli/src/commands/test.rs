@@ -14,6 +14,7 @@ use crate::output::{Progress, print, print_json, reports_json, reports_table};
 pub async fn test(args: &TestArgs) -> anyhow::Result<u8> {
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
+    super::require_servers(&session)?;
     let options = super::start_options(args.timeout, false);
     let runtime = super::start(&session, &options, &progress).await?;
     let mut reports = runtime.reports().to_vec();

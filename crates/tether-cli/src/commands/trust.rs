@@ -13,6 +13,7 @@ use crate::output::{Progress, print};
 pub async fn trust(args: &TrustArgs) -> anyhow::Result<u8> {
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
+    super::require_servers(&session)?;
     let options = super::start_options(args.timeout, false);
     progress.step(&format!("starting {}…", args.server));
     let started = super::until_signal(session.start_server(&args.server, &options)).await??;

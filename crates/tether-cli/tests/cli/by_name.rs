@@ -28,7 +28,11 @@ fn an_installed_server_runs_by_its_name() {
     // A name nothing is installed under is read as a path, and says so.
     let out = sandbox.run(&["test", "--mcp", "nothing-called-this"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("not a UUID, not an existing file"));
+    assert!(
+        text(&out.stderr).contains("--mcp nothing-called-this is not an installed server's name"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -42,14 +46,16 @@ fn a_name_that_is_also_a_path_or_shared_is_refused() {
     assert!(stderr.contains("pass ./twice for the file"), "{stderr}");
     assert!(stderr.contains(&uid), "{stderr}");
 
+    // A second installation of the same name is refused when it is installed, so `--mcp NAME`
+    // cannot become ambiguous through `tether install`.
     let sandbox = Sandbox::new();
     install(&sandbox, "shared");
-    install(&sandbox, "shared");
-    let out = sandbox.run(&["test", "--mcp", "shared"]);
+    let spec = format!(
+        r#"{{"command": {}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let out = sandbox.run(&["install", "shared", "--from", &spec]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("2 installed servers have that name"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("exists already"), "{stderr}");
 }

@@ -330,7 +330,7 @@ fn install_list_remove() {
         .output()
         .expect("running tether");
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("holds 2 servers"));
+    assert!(text(&out.stderr).contains("--from holds 2 servers (a, b); pass --server KEY"));
 }
 
 #[test]

@@ -744,8 +744,9 @@ fn an_mcp_error_names_the_value_by_position() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("error: reading --mcp value #2 (of 2)")
-            && stderr.contains("invalid JSON at line 1, column 33"),
+        stderr.contains(
+            "error: --mcp value #2 (of 2, inline JSON): invalid JSON at line 1, column 33"
+        ),
         "{stderr}"
     );
     assert!(!stderr.contains("SENTINEL"), "{stderr}");

@@ -12,6 +12,7 @@ mod by_name;
 mod commands;
 mod dialects;
 mod export_file;
+mod first_use;
 mod harness;
 mod lifetime;
 mod log_mask;
