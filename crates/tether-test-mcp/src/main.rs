@@ -214,7 +214,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .with_extra_prompt(cli.extra_prompt.as_deref())
         .with_tool_growth(cli.grow_tools)
         .with_capabilities_tool(cli.capabilities_tool)
-        .with_resource_templates(cli.resource_template.clone()
+        .with_resource_templates(cli.resource_template.clone())
         .with_reflected(cli.reflect_env.as_deref());
     let hang = cli.hang;
 
