@@ -810,7 +810,7 @@ impl Store {
     }
 
     /// Whether `uid` was added from a registry entry (it has a source).
-    fn from_registry(&self, uid: Uuid) -> Result<bool, StoreError> {
+    fn has_registry_source(&self, uid: Uuid) -> Result<bool, StoreError> {
         self.conn
             .query_row(
                 "SELECT source_json IS NOT NULL FROM installations WHERE uid = ?1",
@@ -910,7 +910,7 @@ impl Store {
                 .unwrap_or_else(|| SecretValue::new(placeholder(name)));
             values.insert(name.to_owned(), VariableValue::new(value));
         }
-        let origin = if self.from_registry(uid)? {
+        let origin = if self.has_registry_source(uid)? {
             Origin::Registry
         } else {
             Origin::User
