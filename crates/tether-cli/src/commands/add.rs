@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
 use tether_install::bundle::Bundle;
 use tether_install::{Choice, InstallError, Trial, TrialOptions, choose, local_name, usable};
 use tether_registry::Registries;
@@ -28,20 +27,6 @@ use crate::{secrets, settings};
 impl tether_install::Progress for Progress {
     fn step(&self, message: &str) {
         Progress::step(self, message);
-    }
-}
-
-/// The OAuth tokens `tether auth login` stored, for a remote server's test-connect (`add`'s
-/// and `setup-mcp`'s).
-pub(crate) struct OauthTokens;
-
-impl tether_install::StoredTokens for OauthTokens {
-    fn apply(&self, session: tether_driver::Session) -> BoxFuture<'static, tether_driver::Session> {
-        Box::pin(super::auth::apply_stored_tokens(session))
-    }
-
-    fn renewal(&self) -> Arc<dyn tether_driver::BearerAuth> {
-        super::auth::bearer_auth()
     }
 }
 
@@ -283,7 +268,7 @@ async fn add_chosen(
     let progress = Progress::new();
     let options = TrialOptions {
         startup_timeout: std::time::Duration::from_secs(args.timeout),
-        tokens: Some(Arc::new(OauthTokens)),
+        tokens: Some(Arc::new(super::auth::OauthTokens)),
     };
     // SIGINT or SIGTERM during the test-connect stops the server and exits 130/143.
     let trial = tether_install::test_connect(&local, &built, &given, &options, &progress);

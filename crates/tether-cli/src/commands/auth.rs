@@ -6,6 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+
 use serde_json::json;
 use tether_config::RenderedTransport;
 use tether_driver::{ServerReport, ServerStatus, Session};
@@ -386,4 +388,18 @@ pub async fn explain_unauthorized(session: &Session, reports: &mut [ServerReport
 /// Whether tokens are stored for `resource` (an unreadable store counts as none).
 fn stored_tokens(resource: &str) -> bool {
     load(resource).ok().flatten().is_some()
+}
+
+/// The OAuth tokens `tether auth login` stored, for a remote server's test-connect (`add`'s
+/// and `setup-mcp`'s).
+pub(crate) struct OauthTokens;
+
+impl tether_install::StoredTokens for OauthTokens {
+    fn apply(&self, session: tether_driver::Session) -> BoxFuture<'static, tether_driver::Session> {
+        Box::pin(apply_stored_tokens(session))
+    }
+
+    fn renewal(&self) -> Arc<dyn tether_driver::BearerAuth> {
+        bearer_auth()
+    }
 }

@@ -15,7 +15,7 @@ use tether_setup::refs::{IDLE_TTL, Refs};
 use tether_setup::submit::{Announcement, AnnouncementKey};
 use tether_setup::{Host, MCP_PATH, Settings, SetupServer, page};
 
-use super::add::OauthTokens;
+use super::auth::OauthTokens;
 use crate::cli::SetupMcpArgs;
 use crate::exit::{FAILED, OK, UsageError};
 use crate::output::Progress;
