@@ -3,21 +3,10 @@
 
 use crate::support::{Sandbox, json_str, test_server_bin, text};
 
-/// Installs our test server as `name`; returns its UUID.
-fn install(sandbox: &Sandbox, name: &str) -> String {
-    let spec = format!(
-        r#"{{"command": {}}}"#,
-        json_str(&test_server_bin().to_string_lossy())
-    );
-    let out = sandbox.run(&["install", name, "--from", &spec]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    text(&out.stdout).trim().to_owned()
-}
-
 #[test]
 fn an_installed_server_runs_by_its_name() {
     let sandbox = Sandbox::new();
-    install(&sandbox, "tools");
+    sandbox.install_test_server("tools");
     let out = sandbox.run(&["test", "--mcp", "tools", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let report: serde_json::Value =
@@ -38,7 +27,7 @@ fn an_installed_server_runs_by_its_name() {
 #[test]
 fn a_name_that_is_also_a_path_or_shared_is_refused() {
     let sandbox = Sandbox::new();
-    let uid = install(&sandbox, "twice");
+    let uid = sandbox.install_test_server("twice");
     sandbox.write("twice", "{}");
     let out = sandbox.run(&["test", "--mcp", "twice"]);
     let stderr = text(&out.stderr);
@@ -49,7 +38,7 @@ fn a_name_that_is_also_a_path_or_shared_is_refused() {
     // A second installation of the same name is refused when it is installed, so `--mcp NAME`
     // cannot become ambiguous through `tether install`.
     let sandbox = Sandbox::new();
-    install(&sandbox, "shared");
+    sandbox.install_test_server("shared");
     let spec = format!(
         r#"{{"command": {}}}"#,
         json_str(&test_server_bin().to_string_lossy())

@@ -59,21 +59,10 @@ fn an_empty_server_map_is_said_and_is_an_input_error_where_something_must_start(
     );
 }
 
-/// Installs our test server as `name` from `--from`; returns its UUID.
-fn install(sandbox: &Sandbox, name: &str) -> String {
-    let spec = format!(
-        r#"{{"command": {}}}"#,
-        json_str(&test_server_bin().to_string_lossy())
-    );
-    let out = sandbox.run(&["install", name, "--from", &spec]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    text(&out.stdout).trim().to_owned()
-}
-
 #[test]
 fn an_mcp_value_that_is_no_spec_is_echoed_with_what_is_accepted() {
     let sandbox = Sandbox::new();
-    install(&sandbox, "github");
+    sandbox.install_test_server("github");
     let out = sandbox.run(&["test", "--mcp", "githb"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = lines(&out.stderr);
@@ -155,7 +144,7 @@ fn a_misspelt_flag_gets_the_flag_it_means() {
 #[test]
 fn install_refuses_a_taken_or_path_like_name_installs_each_server_and_remove_takes_a_name() {
     let sandbox = Sandbox::new();
-    let uid = install(&sandbox, "github");
+    let uid = sandbox.install_test_server("github");
     let spec = format!(
         r#"{{"command": {}}}"#,
         json_str(&test_server_bin().to_string_lossy())

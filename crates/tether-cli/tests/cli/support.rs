@@ -42,6 +42,17 @@ impl Sandbox {
         self.tether(args).output().expect("running tether")
     }
 
+    /// Installs our test server as `name` (`tether install NAME --from …`); returns its UUID.
+    pub fn install_test_server(&self, name: &str) -> String {
+        let spec = format!(
+            r#"{{"command": {}}}"#,
+            json_str(&test_server_bin().to_string_lossy())
+        );
+        let out = self.run(&["install", name, "--from", &spec]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout).trim().to_owned()
+    }
+
     /// Writes `text` to `name` and returns its path as a string.
     pub fn write(&self, name: &str, text: &str) -> String {
         let path = self.path(name);
