@@ -89,6 +89,14 @@ fn gateway_by_default(harness: &tether_harness::Harness) -> bool {
 
 pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let harness = pick_harness(args)?;
+    // Usage errors come before anything is resolved, fetched or asked for.
+    let gateway = through_gateway(args, harness)?;
+    if gateway && harness == HarnessArg::Builtin {
+        return Err(UsageError::new(
+            "--gateway hands the servers to a harness: give its command after `--` (or use `tether serve`)",
+        )
+        .into());
+    }
     let progress = Progress::new();
     let mut session = super::session(&args.specs, &args.secrets, &progress).await?;
     super::require_servers(&session)?;
@@ -96,13 +104,7 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
         // Strict: a placeholder no secret filled stops the run before anything starts.
         tether_driver::require_resolved(session.servers())?;
     }
-    if through_gateway(args, harness)? {
-        if harness == HarnessArg::Builtin {
-            return Err(UsageError::new(
-                "--gateway hands the servers to a harness: give its command after `--` (or use `tether serve`)",
-            )
-            .into());
-        }
+    if gateway {
         return super::serve::run_through_gateway(args, harness, session, &progress).await;
     }
     if harness != HarnessArg::Builtin {
