@@ -999,3 +999,164 @@ fn a_secret_in_the_server_url_is_masked_in_oauth_messages() {
         text(&out.stdout)
     );
 }
+
+/// A hostile authorization server on loopback: a resource at `/mcp` that asks for a token, its
+/// protected resource metadata naming this origin, and authorization server metadata holding
+/// `issuer` and `authorization_endpoint` as given. Each request is logged (`METHOD PATH`).
+struct HostileAuthorizationServer {
+    origin: String,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl HostileAuthorizationServer {
+    fn start(issuer: Option<&str>, authorization_endpoint: &str) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding the server");
+        let origin = format!("http://{}", listener.local_addr().expect("its address"));
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = std::sync::Arc::clone(&requests);
+        let mut metadata = serde_json::json!({
+            "authorization_endpoint": authorization_endpoint,
+            "token_endpoint": format!("{origin}/token"),
+            "registration_endpoint": format!("{origin}/register"),
+            "response_types_supported": ["code"],
+            "code_challenge_methods_supported": ["S256"],
+        });
+        metadata["issuer"] = issuer.map_or_else(|| Value::String(origin.clone()), Value::from);
+        let resource = serde_json::json!({
+            "resource": format!("{origin}/mcp"),
+            "authorization_servers": [origin],
+        });
+        let own = origin.clone();
+        // The thread ends with the test process; every connection gets one answer and closes.
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let mut reader = std::io::BufReader::new(stream);
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                let mut length = 0_usize;
+                loop {
+                    let mut header = String::new();
+                    if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = header.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0_u8; length.min(1 << 20)];
+                let _ = reader.read_exact(&mut body);
+                let mut parts = line.split_whitespace();
+                let method = parts.next().unwrap_or_default().to_owned();
+                let path = parts.next().unwrap_or_default().to_owned();
+                log.lock()
+                    .expect("the log")
+                    .push(format!("{method} {path}"));
+                let (status, extra, text) = if path.starts_with("/mcp") {
+                    (
+                        "401 Unauthorized",
+                        format!(
+                            "WWW-Authenticate: Bearer resource_metadata=\"{own}/.well-known/oauth-protected-resource/mcp\"\r\n"
+                        ),
+                        String::new(),
+                    )
+                } else if path.starts_with("/.well-known/oauth-protected-resource") {
+                    ("200 OK", String::new(), resource.to_string())
+                } else if path.starts_with("/.well-known/oauth-authorization-server")
+                    || path.starts_with("/.well-known/openid-configuration")
+                {
+                    ("200 OK", String::new(), metadata.to_string())
+                } else if path.starts_with("/register") {
+                    (
+                        "201 Created",
+                        String::new(),
+                        serde_json::json!({"client_id": "hostile-client", "redirect_uris": []})
+                            .to_string(),
+                    )
+                } else {
+                    ("404 Not Found", String::new(), String::new())
+                };
+                let mut stream = reader.into_inner();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\n{extra}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+            }
+        });
+        Self { origin, requests }
+    }
+
+    fn url(&self) -> String {
+        format!("{}/mcp", self.origin)
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().expect("the log").clone()
+    }
+}
+
+/// `auth login` hands the browser only an https URL or an http one on loopback, and only from
+/// metadata that names the issuer it was fetched for (issue 24 item 13): a `file:`,
+/// `javascript:` or `vscode:` authorization endpoint, or metadata of another issuer, stops the
+/// login before any browser opens or any client is registered.
+#[test]
+fn login_opens_no_browser_for_a_hostile_authorization_server() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let sandbox = Sandbox::new();
+    let opened = sandbox.path("browser-opened");
+    let browser = sandbox.path("browser");
+    std::fs::write(
+        &browser,
+        format!("#!/bin/sh\necho \"$@\" >> '{}'\n", opened.display()),
+    )
+    .expect("writing the browser");
+    std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755))
+        .expect("making it executable");
+    let cases: [(Option<&str>, &str, &str); 4] = [
+        (None, "file:///etc/passwd", "authorization_endpoint"),
+        (
+            None,
+            "javascript:alert(document.cookie)",
+            "authorization_endpoint",
+        ),
+        (None, "vscode://evil/authorize", "authorization_endpoint"),
+        (
+            Some("http://127.0.0.1:9/other-issuer"),
+            "http://127.0.0.1:9/authorize",
+            "names another issuer (http://127.0.0.1:9/other-issuer)",
+        ),
+    ];
+    for (issuer, endpoint, expected) in cases {
+        let server = HostileAuthorizationServer::start(issuer, endpoint);
+        let out = sandbox
+            .tether(&["-vvv", "auth", "login", &server.url(), "--timeout", "20"])
+            .env("TETHER_SECRET_STORE", "file")
+            .env("BROWSER", &browser)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("running tether auth login");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{endpoint}: {stderr}");
+        assert!(stderr.contains(expected), "{endpoint}: {stderr}");
+        assert!(
+            !opened.exists(),
+            "{endpoint}: a browser was opened with {:?}",
+            std::fs::read_to_string(&opened)
+        );
+        let requests = server.requests();
+        assert!(
+            requests
+                .iter()
+                .any(|r| r.contains("/.well-known/oauth-authorization-server")),
+            "{endpoint}: the metadata was read: {requests:?}"
+        );
+        assert!(
+            !requests.iter().any(|r| r.starts_with("POST /register")),
+            "{endpoint}: a client was registered with a hostile server: {requests:?}"
+        );
+    }
+}

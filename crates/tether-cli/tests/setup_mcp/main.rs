@@ -9,6 +9,7 @@
     reason = "test helpers outside #[test] fns say what they were doing when they fail"
 )]
 
+mod bound;
 mod browser;
 mod harnesses;
 
