@@ -2,7 +2,8 @@
 //!
 //! A managed URL config carries `expiresAt`. A long-running session asks the managed server
 //! for a fresh config about [`RefreshPolicy::ahead`] (5 minutes) before expiry, at most once
-//! per [`RefreshPolicy::min_interval`] (1 minute) per installation, and restarts a server only
+//! per [`RefreshPolicy::min_interval`] (1 minute) per installation — or, for a token that
+//! lives less than two minutes, once per half its life (at least 5 s apart) — and restarts a server only
 //! when its rendered config changed. The task config is never touched: it keeps `warp_id`.
 
 use std::collections::HashMap;
@@ -14,6 +15,9 @@ use uuid::Uuid;
 
 use crate::launch::ServerReport;
 use crate::resolve::{EphemeralInstallation, ResolvedMcpSpecs};
+
+/// The least time between two re-mints of one installation, however short its tokens live.
+const MIN_REST: Duration = Duration::from_secs(5);
 
 /// When to re-mint.
 #[derive(Debug, Clone, Copy)]
@@ -116,10 +120,10 @@ impl Refresher {
                 let remaining = expires_at - now_utc;
                 let near = remaining
                     <= time::Duration::try_from(self.policy.ahead).unwrap_or(time::Duration::MAX);
-                let rested = self
-                    .last_attempt
-                    .get(&lease.uid)
-                    .is_none_or(|last| now.duration_since(*last) >= self.policy.min_interval);
+                let rested = self.last_attempt.get(&lease.uid).is_none_or(|last| {
+                    let since = now.duration_since(*last);
+                    since >= self.rest(since, remaining)
+                });
                 near && rested
             })
             .map(|lease| lease.uid)
@@ -146,6 +150,16 @@ impl Refresher {
             })
             .min()
             .map(|wait| wait.clamp(Duration::from_secs(1), self.policy.min_interval))
+    }
+
+    /// The least time between two attempts for a lease with `remaining` life, `since` the
+    /// last attempt: half the life the lease had then (`since + remaining`), at least
+    /// [`MIN_REST`] (or `min_interval` when less), at most `min_interval`. So a token that lives under two minutes is
+    /// re-minted at half its life, not once a minute (a 45 s token had 15 s gaps).
+    fn rest(&self, since: Duration, remaining: time::Duration) -> Duration {
+        let remaining = Duration::try_from(remaining).unwrap_or(Duration::ZERO);
+        let most = self.policy.min_interval;
+        ((since + remaining) / 2).clamp(MIN_REST.min(most), most)
     }
 
     /// Notes an attempt for `uid` at `now`, successful or not.

@@ -1,7 +1,10 @@
 //! The exec shim of a hand-off, both sides: in the harness's config every stdio server is
 //! `tether __exec SOCKET ID`, and the shim gets that one server's real launch (command, args,
-//! env, cwd) from tether over a Unix socket in the run directory, removes every
-//! `TETHER_SECRET_*` variable it inherited from the harness, and `exec`s the server.
+//! env, cwd) from tether over a Unix socket in the run directory, removes its
+//! whole inherited environment but the variables every stdio server gets (the driver's
+//! [`tether_driver::inherited_env`]: the allow-list plus `--pass-env` / `passEnv`, the same
+//! rule as a direct launch), and `exec`s the server. So `AWS_SECRET_ACCESS_KEY` or
+//! `GITHUB_TOKEN` in the harness's environment does not reach a server started through it.
 //!
 //! So no harness ever sees a stdio server's values (no expansion can alter them: Gemini CLI
 //! expanded `$` twice), and a server never sees another server's values (harnesses pass their
@@ -9,7 +12,8 @@
 //! them in memory and answers each `ID` as often as the harness starts that server.
 //!
 //! Protocol: the shim connects, writes `ID\n`, reads the launch as one JSON object
-//! (`{"command": …, "args": […], "env": [[name, value]…], "cwd": …|null, "unset": [name…]}`)
+//! (`{"command": …, "args": […], "env": [[name, value]…], "cwd": …|null, "pass_env": [name…],
+//! "unset": [name…]}`)
 //! until end of file. `unset` names the variables `--secret NAME=env:VAR` read secrets from:
 //! the harness keeps them, the servers lose them (their own `env` may set them again).
 //! An unknown id, or a peer of another user, gets the connection closed with nothing.
@@ -92,6 +96,7 @@ impl LaunchChannel {
             "args": args.iter().map(RenderedText::expose).collect::<Vec<_>>(),
             "env": env.iter().map(|(k, v)| json!([k, v.expose()])).collect::<Vec<_>>(),
             "cwd": cwd.as_ref().map(RenderedText::expose),
+            "pass_env": server.options.pass_env,
             "unset": self.hidden_env,
         });
         let id = tether_http::token::random_hex(16)?;
@@ -200,9 +205,18 @@ fn launch(socket: &Path, id: &str) -> Result<std::process::Command, HandoffError
             .flatten()
             .filter_map(string),
     );
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with(SECRET_PREFIX) {
-            command.env_remove(name);
+    // The harness's environment is dropped but for what every stdio server gets; a
+    // `TETHER_SECRET_*` reference is never passed on, even when `passEnv` names it.
+    let pass_env: Vec<String> = launch["pass_env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(string)
+        .collect();
+    command.env_clear();
+    for (name, value) in tether_driver::inherited_env(&pass_env) {
+        if !name.starts_with(SECRET_PREFIX) {
+            command.env(name, value);
         }
     }
     for name in launch["unset"].as_array().into_iter().flatten() {

@@ -448,3 +448,78 @@ fn gemini_gets_the_gateway_by_default() {
         text(&out.stderr)
     );
 }
+
+/// A hostile value for a variable of the harness's environment that no server may see.
+const HARNESS_ONLY: &str = "aws-SENTINEL $HOME ${X} $$ %41 \"q\" 'q' \\ {{x}} é✓";
+
+#[test]
+fn a_server_started_through_the_shim_gets_the_allow_list_not_the_harness_environment() {
+    for harness in ["claude", "gemini", "opencode", "codex"] {
+        let sandbox = Sandbox::new();
+        let record = sandbox.path("record");
+        let program = fake_harness(&sandbox, harness, "0");
+        // The harness starts its one stdio server as its config says (`tether __exec SOCKET
+        // ID`, the arguments found in whichever format it was handed) before it exits.
+        let tether = env!("CARGO_BIN_EXE_tether");
+        let script = std::fs::read_to_string(&program).expect("reading the fake harness");
+        let start = format!(
+            r#"line=$(tr -d '\n ' < '{r}/config' | grep -o '"__exec","[^"]*","[^"]*"' | head -1)
+'{tether}' __exec "$(echo "$line" | cut -d'"' -f4)" "$(echo "$line" | cut -d'"' -f6)"
+exit 0
+"#,
+            r = record.display()
+        );
+        std::fs::write(&program, script.replace("exit 0\n", &start)).expect("writing");
+        let dump = format!("env > '{}/server-env'", record.display());
+        let spec = config(&[format!(
+            r#""local": {{"command": "/bin/sh", "args": ["-c", {dump:?}], "env": {{"OWN": "mine"}}}}"#
+        )]);
+        let out = hand_off(&sandbox, &spec, &["--pass-env", "PASSED"], &program, &[])
+            .env("AWS_SECRET_ACCESS_KEY", HARNESS_ONLY)
+            .env("GITHUB_TOKEN", HARNESS_ONLY)
+            .env("PASSED", "passed-value")
+            .output()
+            .expect("running tether");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{harness}: {}",
+            text(&out.stderr)
+        );
+        let env = read(&record.join("server-env"));
+        assert!(
+            env.contains("OWN=mine"),
+            "{harness}: the server did not run: {env}"
+        );
+        assert!(
+            !env.contains("aws-SENTINEL")
+                && !env.contains("AWS_SECRET_ACCESS_KEY")
+                && !env.contains("GITHUB_TOKEN"),
+            "{harness}: the harness's environment reached the server: {env}"
+        );
+        assert!(
+            !env.contains(SECRET) && !env.lines().any(|l| l.starts_with("SRC=")),
+            "{harness}: a secret's source variable reached the server"
+        );
+        assert!(
+            env.contains("PASSED=passed-value"),
+            "{harness}: --pass-env: {env}"
+        );
+        assert!(
+            env.lines().any(|l| l.starts_with("PATH=")),
+            "{harness}: the allow-list: {env}"
+        );
+        let names: Vec<&str> = env
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(n, _)| n)
+            .collect();
+        for name in &names {
+            assert!(
+                tether_driver::ENV_WHITELIST.contains(name)
+                    || ["PASSED", "OWN", "PWD", "SHLVL", "_"].contains(name),
+                "{harness}: {name} is not on the allow-list"
+            );
+        }
+    }
+}

@@ -31,7 +31,7 @@ use tether_config::{
 };
 
 use process::{ChildProcess, StdioLaunch};
-pub use process::{ENV_WHITELIST, STDERR_TAIL_BYTES, StderrTail, TERMINATE_GRACE};
+pub use process::{ENV_WHITELIST, STDERR_TAIL_BYTES, StderrTail, TERMINATE_GRACE, inherited_env};
 use sse::SseClientTransport;
 
 use crate::error::DriverError;

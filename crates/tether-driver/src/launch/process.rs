@@ -25,6 +25,29 @@ pub const ENV_WHITELIST: [&str; 10] = [
     "HOME", "LOGNAME", "PATH", "SHELL", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ",
 ];
 
+/// The environment a stdio server inherits, read from this process's own: each
+/// [`ENV_WHITELIST`] variable that is set, then each of `pass_env` (`--pass-env`, a server's
+/// `passEnv`) that is set. Everything else is left out. The one rule for every way tether
+/// starts a server: the direct launch and the gateway ([`ChildProcess::spawn`]) and the exec
+/// shim of a hand-off, which runs inside the harness and so must drop the harness's
+/// environment the same way.
+pub fn inherited_env(pass_env: &[String]) -> Vec<(String, std::ffi::OsString)> {
+    let mut inherited: Vec<(String, std::ffi::OsString)> = Vec::new();
+    for name in ENV_WHITELIST
+        .iter()
+        .map(|name| (*name).to_owned())
+        .chain(pass_env.iter().cloned())
+    {
+        if inherited.iter().any(|(known, _)| *known == name) {
+            continue;
+        }
+        if let Some(value) = std::env::var_os(&name) {
+            inherited.push((name, value));
+        }
+    }
+    inherited
+}
+
 /// How much of a child's stderr is kept: the last 64 KiB.
 pub const STDERR_TAIL_BYTES: usize = 64 * 1024;
 
@@ -147,11 +170,7 @@ impl ChildProcess {
         );
         command
             .env_clear()
-            .envs(
-                ENV_WHITELIST
-                    .iter()
-                    .filter_map(|key| std::env::var_os(key).map(|value| (key.to_string(), value))),
-            )
+            .envs(inherited_env(&[]))
             .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.expose())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

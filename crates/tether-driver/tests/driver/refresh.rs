@@ -104,7 +104,7 @@ async fn attempts_are_at_most_once_a_minute_and_far_leases_wait() {
             near,
             Answer::Config {
                 json: r#"{"mcpServers":{"n":{"url":"http://127.0.0.1:9/mcp"}}}"#.to_owned(),
-                expires_at: Some(OffsetDateTime::now_utc() + Duration::from_secs(60)),
+                expires_at: Some(OffsetDateTime::now_utc() + Duration::from_secs(200)),
             },
         ),
         (
@@ -145,5 +145,46 @@ async fn attempts_are_at_most_once_a_minute_and_far_leases_wait() {
     // The next check is no later than a minute away.
     let wait = session.next_check(clock.now_utc()).unwrap_or(Duration::MAX);
     assert!(wait <= Duration::from_secs(60), "{wait:?}");
+    runtime.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_living_under_a_minute_is_reminted_at_half_its_life() {
+    let short = Uuid::new_v4();
+    let fake = Arc::new(FakeManaged::new(vec![(
+        short,
+        Answer::Config {
+            json: r#"{"mcpServers":{"s":{"url":"http://127.0.0.1:9/mcp"}}}"#.to_owned(),
+            expires_at: Some(OffsetDateTime::now_utc() + Duration::from_secs(45)),
+        },
+    )]));
+    let clock = ManualClock::new();
+    let mut session = session(
+        vec![McpSpec::Uuid(short)],
+        Secrets::new(),
+        Some(fake.clone()),
+    )
+    .await
+    .expect("resolving a managed spec")
+    .with_clock(clock.clone());
+    let options = StartOptions {
+        startup_timeout: Duration::from_secs(2),
+        ..StartOptions::default()
+    };
+    let mut runtime = McpRuntime::start(Vec::new(), &options)
+        .await
+        .expect("starting no server");
+    let minted = fake.calls();
+    session.refresh_due(&mut runtime).await;
+    assert_eq!(fake.calls(), minted + 1, "the short lease is re-minted");
+    clock.advance(Duration::from_secs(20));
+    assert!(
+        session.due(clock.now_utc(), clock.now()).is_empty(),
+        "rested"
+    );
+    // Half the 45 s the token had at the last attempt has gone: due again, long before a
+    // minute (the old rule left it expired for 15 s).
+    clock.advance(Duration::from_secs(3));
+    assert_eq!(session.due(clock.now_utc(), clock.now()), vec![short]);
     runtime.shutdown().await;
 }
