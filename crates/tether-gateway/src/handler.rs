@@ -255,7 +255,7 @@ impl Shared {
     /// Lists `server`'s tools again (it said its list changed, or it was restarted), admits
     /// them and rebuilds the catalogue. Returns whether what is offered changed.
     pub(crate) async fn relist_tools(&self, server: &str) -> bool {
-        let listed = match self.supervisor.runtime(server) {
+        let listed = match self.supervisor.runtime(server, "tools/list") {
             Ok(runtime) => runtime.list_tools(server, self.relist_timeout).await,
             Err(unavailable) => Err(unavailable),
         };
@@ -294,7 +294,7 @@ impl Shared {
         if !self.prompt_servers.iter().any(|s| s == server) {
             return false;
         }
-        let listed = match self.supervisor.runtime(server) {
+        let listed = match self.supervisor.runtime(server, "prompts/list") {
             Ok(runtime) => {
                 list_all(
                     &runtime,
@@ -506,7 +506,7 @@ impl GatewayHandler {
             };
             return (Err(refused), Duration::ZERO);
         };
-        let answer = match self.shared.supervisor.runtime(server) {
+        let answer = match self.shared.supervisor.runtime(server, method) {
             Ok(runtime) => {
                 let answer = runtime
                     .forward(
@@ -528,7 +528,7 @@ impl GatewayHandler {
                         Err(self
                             .shared
                             .supervisor
-                            .runtime(server)
+                            .runtime(server, method)
                             .err()
                             .unwrap_or(error))
                     }
@@ -596,7 +596,7 @@ impl GatewayHandler {
         let shared = &self.shared;
         let listed = futures_util::future::join_all(shared.resource_servers.iter().map(
             |server| async move {
-                let runtime = shared.supervisor.runtime(server)?;
+                let runtime = shared.supervisor.runtime(server, method)?;
                 list_all(&runtime, server, method, key, shared.call_timeout).await
             },
         ))

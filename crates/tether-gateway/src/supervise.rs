@@ -175,11 +175,16 @@ impl Supervisor {
         }
     }
 
-    /// The runtime `server` is served by now, or why there is none.
-    pub(crate) fn runtime(&self, server: &str) -> Result<Arc<McpRuntime>, DriverError> {
+    /// The runtime `server` is served by now, or why there is none; the error names `method`,
+    /// the request that could not be sent (`prompts/get`, `resources/read`, …).
+    pub(crate) fn runtime(
+        &self,
+        server: &str,
+        method: &str,
+    ) -> Result<Arc<McpRuntime>, DriverError> {
         let unavailable = |message: String| DriverError::RequestFailed {
             server: server.to_owned(),
-            method: "tools/call".to_owned(),
+            method: method.to_owned(),
             code: None,
             message,
         };
