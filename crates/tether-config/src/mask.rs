@@ -65,19 +65,26 @@ const DFA_PATTERN_BYTES: usize = 4 * 1024;
 /// automaton (see the module docs).
 pub const LONG_PATTERN_BYTES: usize = 256;
 
-/// One long form: its substring finder and its smallest period.
+/// How many leading bytes of a long form are searched first: a text that does not hold them
+/// cannot hold the form, so the form's own finder and period are built only for a text that
+/// does (most forms of a value never occur; building all of them cost most of a masker's
+/// construction for a large secret).
+const PREFIX_BYTES: usize = 32;
+
+/// One long form: a finder for its first bytes, and (built at the first text holding those)
+/// its substring finder and its smallest period.
 struct LongValue {
-    finder: memmem::Finder<'static>,
-    /// The smallest `p` with `form[i] == form[i + p]` for every `i` (the form's length when it
-    /// does not repeat itself).
-    period: usize,
+    prefix: memmem::Finder<'static>,
+    form: zeroize::Zeroizing<Vec<u8>>,
+    full: std::sync::OnceLock<(memmem::Finder<'static>, usize)>,
 }
 
 impl LongValue {
     fn new(form: &[u8]) -> Self {
         Self {
-            finder: memmem::Finder::new(form).into_owned(),
-            period: smallest_period(form),
+            prefix: memmem::Finder::new(&form[..form.len().min(PREFIX_BYTES)]).into_owned(),
+            form: zeroize::Zeroizing::new(form.to_vec()),
+            full: std::sync::OnceLock::new(),
         }
     }
 
@@ -90,11 +97,20 @@ impl LongValue {
     /// one divides the other), so the search resumes at least half the form's length further:
     /// every byte of text is examined a bounded number of times.
     fn spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) {
-        let needle = self.finder.needle();
-        let (len, period) = (needle.len(), self.period);
+        if text.len() < self.form.len() || self.prefix.find(text).is_none() {
+            return;
+        }
+        let (finder, period) = self.full.get_or_init(|| {
+            (
+                memmem::Finder::new(self.form.as_slice()).into_owned(),
+                smallest_period(&self.form),
+            )
+        });
+        let needle: &[u8] = &self.form;
+        let (len, period) = (needle.len(), *period);
         let mut from = 0;
         while from <= text.len() {
-            let Some(found) = self.finder.find(&text[from..]) else {
+            let Some(found) = finder.find(&text[from..]) else {
                 break;
             };
             let mut at = from + found;
@@ -502,8 +518,9 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn long_value_search_finds_every_overlapping_occurrence(
-            pattern in "[ab]{1,12}",
-            text in "[ab]{0,200}",
+            // Shorter and longer than the prefix searched first.
+            pattern in "[ab]{1,12}|[ab]{30,70}",
+            text in "[ab]{0,300}",
         ) {
             let value = LongValue::new(pattern.as_bytes());
             let mut spans = Vec::new();
