@@ -773,6 +773,33 @@ fn extra_spec(description: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_withheld_hint_names_the_spec_file_and_its_command_works() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let file = dir.path().join("mcp.json");
+    std::fs::write(&file, extra_spec("Does the extra thing.")).expect("writing the spec");
+    let spec = file.to_string_lossy().into_owned();
+    let (client, stderr) = serve_client(dir.path(), &spec, &[]).await;
+    assert!(tool_names(&client).await.contains(&"srv__extra".to_owned()));
+    drop(stderr_of(client, stderr).await);
+    std::fs::write(&file, extra_spec("Does the extra thing, and more.")).expect("writing the spec");
+    let (client, stderr) = serve_client(dir.path(), &spec, &[]).await;
+    let refused = text_of(&call(&client, "srv__extra", json!({})).await);
+    drop(stderr_of(client, stderr).await);
+    let hint = format!("tether trust --mcp {spec} srv extra");
+    assert!(refused.contains(&hint), "{refused}");
+    // The hint's command, as printed, works.
+    let out = tether_command(dir.path(), &["trust", "--mcp", &spec, "srv", "extra"])
+        .output()
+        .await
+        .expect("running tether trust");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_tool_definition_is_withheld_until_trusted() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
     let first = extra_spec("Does the extra thing.");
@@ -789,7 +816,7 @@ async fn a_changed_tool_definition_is_withheld_until_trusted() {
     let refused = call(&client, "srv__extra", json!({})).await;
     assert_eq!(refused["isError"], json!(true), "{refused}");
     assert!(
-        text_of(&refused).contains("tether trust srv extra"),
+        text_of(&refused).contains("tether trust --mcp SPEC srv extra"),
         "{refused}"
     );
     assert_eq!(

@@ -210,15 +210,16 @@ pub(crate) fn admit_tools(
             let withheld = if let Some(Verdict::Changed { pinned }) = verdicts.get(&info.name) {
                 tracing::warn!(
                     server = %server,
-                    "tool '{}' changed since it was pinned (sha256 {} → {}); withheld until `tether trust {server} {}`",
+                    "tool '{}' changed since it was pinned (sha256 {} → {}); withheld until `tether trust {}{server} {}`",
                     info.name,
                     &pinned.sha256[..12],
                     &Pin::of(&info.definition).sha256[..12],
+                    policy.trust_with,
                     info.name
                 );
                 Some(format!(
-                    "the tool '{}' of server '{server}' is withheld: its definition changed since it was first seen; run `tether trust {server} {}` to review the change and accept it",
-                    info.name, info.name
+                    "the tool '{}' of server '{server}' is withheld: its definition changed since it was first seen; run `tether trust {}{server} {}` to review the change and accept it",
+                    info.name, policy.trust_with, info.name
                 ))
             } else {
                 scanned(policy.scan, server, "tool", &info.name, &info.definition, others)

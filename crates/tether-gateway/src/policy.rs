@@ -13,6 +13,9 @@ pub struct ToolPolicy {
     pub pin_key: String,
     /// What the prompt-injection scan does with a finding in its entries.
     pub scan: ScanPolicy,
+    /// What goes between `tether trust` and the server's name in the hint for a withheld tool
+    /// (e.g. `--mcp ./mcp.json `, shell-quoted, never a secret); empty for an installed server.
+    pub trust_with: String,
 }
 
 impl ToolPolicy {
@@ -26,6 +29,7 @@ impl ToolPolicy {
         policies.get(server).cloned().unwrap_or_else(|| Self {
             pin_key: server.to_owned(),
             scan: default_scan,
+            trust_with: String::new(),
         })
     }
 }

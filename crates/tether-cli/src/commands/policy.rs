@@ -27,9 +27,12 @@ fn default_policy(from_registry: bool, origin: Origin) -> ScanPolicy {
 }
 
 /// Every server of `session`, by name: its pin key and scan policy. `flag` is `--scan`.
+/// `trust_with` is what `tether trust` needs before a server name to find the servers given
+/// by `--mcp` (see [`trust_with`]).
 pub(super) fn policies(
     session: &Session,
     flag: Option<ScanPolicy>,
+    trust_with: &str,
 ) -> anyhow::Result<HashMap<String, ToolPolicy>> {
     let chosen = match flag {
         Some(policy) => Some(policy),
@@ -56,6 +59,7 @@ pub(super) fn policies(
             ToolPolicy {
                 pin_key: local.uid.to_string(),
                 scan: chosen.unwrap_or_else(|| default_policy(registry, local.installation.origin)),
+                trust_with: String::new(),
             },
         );
     }
@@ -71,10 +75,26 @@ pub(super) fn policies(
                 pin_key,
                 scan: chosen
                     .unwrap_or_else(|| default_policy(false, ephemeral.installation.origin)),
+                trust_with: trust_with.to_owned(),
             },
         );
     }
     Ok(policies)
+}
+
+/// The `--mcp` options a `tether trust` hint repeats (each followed by a space), shell-quoted:
+/// a value shown as typed when [`crate::typed::shown`] allows (a name, a path), else a
+/// placeholder, since inline JSON or a credential-like value may hold a secret.
+pub(super) fn trust_with(specs: &crate::cli::SpecArgs) -> String {
+    let option = |flag: &str, value: &str| match crate::typed::shown(value) {
+        Some(shown) => format!("{flag} {} ", crate::typed::shell_quote(shown)),
+        None => format!("{flag} SPEC "),
+    };
+    let mut with: String = specs.mcp.iter().map(|spec| option("--mcp", spec)).collect();
+    if let Some(task) = &specs.task {
+        with.push_str(&option("--task", &task.to_string_lossy()));
+    }
+    with
 }
 
 /// The pin key of `server` (its name when `policies` does not know it), with the pins an

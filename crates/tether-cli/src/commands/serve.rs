@@ -50,6 +50,8 @@ pub(super) struct Policy {
     /// `--scan`: every server's policy; `None`: per installation (`policy.rs`).
     pub scan: Option<ScanPolicy>,
     pub filter: ToolFilter,
+    /// The `--mcp` options a `tether trust` hint repeats ([`super::policy::trust_with`]).
+    pub trust_with: String,
 }
 
 /// `$TETHER_HOME/pins.json`.
@@ -111,7 +113,7 @@ pub(super) async fn start_gateway(
         }
     }
     eprintln!("tether serve: audit log {}", audit.path().display());
-    let policies = super::policy::policies(&session, policy.scan)?;
+    let policies = super::policy::policies(&session, policy.scan, &policy.trust_with)?;
     let pins = if policy.pins {
         let pins = PinStore::new(pins_path()?);
         for server in session.names() {
@@ -197,6 +199,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
                 include: args.include_tools.clone(),
                 exclude: args.exclude_tools.clone(),
             },
+            trust_with: super::policy::trust_with(&args.specs),
         },
         &progress,
     )
@@ -270,6 +273,7 @@ pub async fn run_through_gateway(
             pins: true,
             scan: None,
             filter: ToolFilter::default(),
+            trust_with: super::policy::trust_with(&args.specs),
         },
         progress,
     )

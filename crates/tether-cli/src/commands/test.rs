@@ -128,7 +128,7 @@ fn scans(
     reports: &[ServerReport],
     listed: &HashMap<String, Vec<Entry>>,
 ) -> anyhow::Result<Vec<(String, Value)>> {
-    let policies = super::policy::policies(session, None)?;
+    let policies = super::policy::policies(session, None, "")?;
     let masker = tether_config::Masker::new(session.sensitive_values());
     let tools_of = |report: &ServerReport| match &report.status {
         ServerStatus::Ready { tools } => tools.clone(),
