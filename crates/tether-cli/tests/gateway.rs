@@ -730,6 +730,47 @@ async fn a_crashed_server_fails_fast_then_is_restarted() {
     client.cancel().await.expect("closing the client");
 }
 
+/// A request other than a tool call to a server that is down names its own method.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_of_a_down_server_fails_naming_prompts_get() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let program = dir.path().join("down-mcp");
+    std::os::unix::fs::symlink(test_server_bin(), &program).expect("linking the test server");
+    let spec = format!(
+        r#"{{"down": {{"command": {}, "args": ["--extra-prompt", "A prompt."]}}}}"#,
+        json_str(&program.to_string_lossy())
+    );
+    let command = tether_command(dir.path(), &["serve", "--mcp", &spec]);
+    let (transport, _stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve");
+    let client: Client = ().serve(transport).await.expect("initializing");
+    let prompts = client.list_all_prompts().await.expect("prompts/list");
+    let name = prompts
+        .iter()
+        .map(|p| p.name.to_string())
+        .find(|n| n.starts_with("down__"))
+        .expect("the server's prompt through the gateway");
+    let pids = pids_running(&program);
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pids[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("killing the server");
+    let error = client
+        .get_prompt(rmcp::model::GetPromptRequestParams::new(name.clone()))
+        .await
+        .expect_err("prompts/get of a server that is down");
+    let error = error.to_string();
+    assert!(
+        error.contains("prompts/get") && !error.contains("tools/call"),
+        "{name}: {error}"
+    );
+    client.cancel().await.expect("closing the client");
+}
+
 /// `tether serve` over stdio for `spec` with TETHER_HOME in `dir`, plus `extra` flags.
 async fn serve_client(
     dir: &Path,
