@@ -77,10 +77,13 @@ pub struct Discovered {
 }
 
 /// What the protected resource metadata, or its absence, says.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct ProtectedResource {
     resource: String,
     issuer: String,
+    /// Whether the protected resource metadata named the issuer (else it is the server's own
+    /// origin, the 2025-03-26 default, and nothing names an issuer to hold the metadata to).
+    named: bool,
     scope: Option<String>,
 }
 
@@ -166,12 +169,13 @@ fn protected_resource(
 ) -> Result<ProtectedResource, OAuthError> {
     // 2025-03-26 servers publish no resource metadata: the server's origin is the
     // authorization server.
-    let issuer = metadata
+    let named = metadata
         .and_then(|m| m.get("authorization_servers"))
         .and_then(Value::as_array)
         .and_then(|servers| servers.first())
-        .and_then(Value::as_str)
-        .map_or_else(|| url.origin().ascii_serialization(), str::to_owned);
+        .and_then(Value::as_str);
+    let issuer = named.map_or_else(|| url.origin().ascii_serialization(), str::to_owned);
+    let named = named.is_some();
     let resource = metadata
         .and_then(|m| m.get("resource"))
         .and_then(Value::as_str)
@@ -189,6 +193,7 @@ fn protected_resource(
     Ok(ProtectedResource {
         resource,
         issuer,
+        named,
         scope,
     })
 }
@@ -227,9 +232,14 @@ fn discovered(
     let (authorization_endpoint, token_endpoint, registration_endpoint) = match metadata {
         Some(metadata) => {
             // RFC 8414 §3.3: the metadata's issuer is the one it was fetched for, else it is
-            // another server's (equal as URLs: case of scheme and host, an empty path).
+            // another server's (equal as URLs: case of scheme and host, an empty path). Held
+            // to the issuer the resource metadata named; a 2025-03-26 server without resource
+            // metadata is its own authorization server, its metadata read from its own origin
+            // (whose `issuer` may carry a path), so there is no named issuer to compare with.
             let named = metadata.get("issuer").and_then(Value::as_str);
-            if named.and_then(|named| Url::parse(named).ok()).as_ref() != Some(issuer) {
+            if protected.named
+                && named.and_then(|named| Url::parse(named).ok()).as_ref() != Some(issuer)
+            {
                 return Err(OAuthError::IssuerMismatch {
                     expected: issuer.to_string(),
                     found: named.map(str::to_owned),
@@ -338,6 +348,7 @@ mod tests {
             ProtectedResource {
                 resource: "http://127.0.0.1:8".to_owned(),
                 issuer: "https://auth.example/tenant".to_owned(),
+                named: true,
                 scope: Some("mcp read".to_owned()),
             }
         );
@@ -354,6 +365,7 @@ mod tests {
             ProtectedResource {
                 resource: SERVER.to_owned(),
                 issuer: "http://127.0.0.1:8".to_owned(),
+                named: false,
                 scope: None,
             }
         );
@@ -377,6 +389,7 @@ mod tests {
         ProtectedResource {
             resource: SERVER.to_owned(),
             issuer: "http://127.0.0.1:8".to_owned(),
+            named: true,
             scope: scope.map(str::to_owned),
         }
     }
@@ -478,6 +491,38 @@ mod tests {
             Err(OAuthError::MissingEndpoint {
                 field: "token_endpoint"
             })
+        ));
+    }
+
+    #[test]
+    fn a_servers_own_metadata_may_name_an_issuer_with_a_path_but_not_unsafe_endpoints() {
+        // 2025-03-26: no resource metadata, the server's origin is asked; its metadata's issuer
+        // (here with a path) names no other server than the one tether talks to.
+        let own = ProtectedResource {
+            named: false,
+            ..facts(None)
+        };
+        let metadata = json!({
+            "issuer": "http://127.0.0.1:8/oauth",
+            "authorization_endpoint": "http://127.0.0.1:8/oauth/authorize",
+            "token_endpoint": "http://127.0.0.1:8/oauth/token",
+        });
+        let found = discovered(SERVER.to_owned(), own.clone(), &url(), Some(&metadata))
+            .expect("the server's own metadata");
+        assert_eq!(
+            found.authorization_endpoint,
+            "http://127.0.0.1:8/oauth/authorize"
+        );
+        let mut hostile = metadata.clone();
+        hostile["authorization_endpoint"] = json!("file:///etc/passwd");
+        assert!(matches!(
+            discovered(SERVER.to_owned(), own, &url(), Some(&hostile)),
+            Err(OAuthError::UnsafeEndpoint { .. })
+        ));
+        // Named by resource metadata: held to it.
+        assert!(matches!(
+            discovered(SERVER.to_owned(), facts(None), &url(), Some(&metadata)),
+            Err(OAuthError::IssuerMismatch { .. })
         ));
     }
 }
