@@ -55,94 +55,283 @@ const SETS: [EncodeSet; 6] = [
 /// string or a URL). The JSON and `Debug` forms are also escaped once more: JSON text inside a
 /// JSON string, or inside a `Debug`-printed one (a log line at `-vvv`). A value long enough
 /// also has base64 forms: what base64 text holding it holds at each alignment
-/// ([`base64_cores`]).
+/// ([`base64_core`]).
 #[must_use]
 pub fn printed_forms(value: &SecretValue) -> Vec<SecretValue> {
     let raw = value.expose();
-    let mut forms: Vec<String> = vec![raw.to_owned()];
-    for set in &SETS {
-        let upper = percent_encode(raw, set.encoded, false);
-        push_new(&mut forms, upper.to_ascii_lowercase_hex());
-        push_new(&mut forms, upper.0);
-    }
-    push_new(&mut forms, percent_encode(raw, FORM, true).0);
-    push_new(&mut forms, raw.to_lowercase());
-    push_new(&mut forms, raw.to_uppercase());
-    push_new(&mut forms, raw.nfc().collect());
-    push_new(&mut forms, raw.nfd().collect());
-    for style in &HTML_STYLES {
-        push_new(&mut forms, html_escape(raw, style));
-    }
-    push_new(&mut forms, shell_single_quoted(raw, "'\\''"));
-    push_new(&mut forms, shell_single_quoted(raw, "'\"'\"'"));
-    push_new(&mut forms, shell_backslashed(raw));
-    // Escaped forms of every form so far: a URL printed with `{:?}` is a percent-encoded
-    // form with its backslashes doubled.
-    let unescaped = forms.len();
-    for index in 0..unescaped {
-        // Temporaries hold the value too: zeroed when dropped.
-        let form = Zeroizing::new(forms[index].clone());
-        push_new(&mut forms, json_escape(&form, JsonStyle::Plain));
-        push_new(&mut forms, debug_escape(&form));
-    }
-    // The value's JSON forms (every encoder's style) and its `Debug` form, each also escaped
-    // once more: JSON text in a JSON string, JSON text in a `Debug`-printed string.
-    let mut once: Vec<Zeroizing<String>> = [
-        JsonStyle::Plain,
-        JsonStyle::AsciiLower,
-        JsonStyle::AsciiUpper,
-        JsonStyle::HtmlSafe,
-    ]
-    .into_iter()
-    .map(|style| Zeroizing::new(json_escape(raw, style)))
-    .collect();
-    once.push(Zeroizing::new(debug_escape(raw)));
-    for form in &once {
-        push_new(&mut forms, form.to_string());
-        push_new(&mut forms, json_escape(form, JsonStyle::Plain));
-        push_new(&mut forms, debug_escape(form));
-    }
-    for core in base64_cores(raw) {
-        push_new(&mut forms, core);
+    let mut forms: Vec<String> = Vec::with_capacity(RECIPES.len());
+    for recipe in RECIPES.iter() {
+        if let Some(form) = recipe.apply(raw) {
+            push_new(&mut forms, form);
+        }
     }
     forms.into_iter().map(SecretValue::new).collect()
 }
 
-/// The shortest base64 core that is a form of its own (see [`base64_cores`]): a shorter one
+/// How a form's text is made before any escaping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Base {
+    /// The value as it is.
+    Raw,
+    /// Percent-encoded with one of [`SETS`], upper- or lower-case hex.
+    Percent {
+        set: usize,
+        lower: bool,
+    },
+    /// `application/x-www-form-urlencoded`.
+    FormEncoded,
+    Lower,
+    Upper,
+    Nfc,
+    Nfd,
+    /// HTML-escaped in one of [`HTML_STYLES`].
+    Html(usize),
+    /// Shell single-quoted, `'` written as `'\''` (`false`) or `'"'"'` (`true`).
+    ShellQuoted(bool),
+    ShellBackslashed,
+    /// A base64 core (see [`base64_core`]): alignment, and the URL-safe alphabet or not.
+    Base64 {
+        offset: usize,
+        url_safe: bool,
+    },
+}
+
+/// An escape applied to a form: a JSON string's inside in a style, or `Debug`'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layer {
+    Json(JsonStyle),
+    Debug,
+}
+
+/// One printed form: a base, then up to two escapes, in order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Recipe {
+    base: Base,
+    layers: [Option<Layer>; 2],
+}
+
+impl Recipe {
+    const fn new(base: Base, layers: [Option<Layer>; 2]) -> Self {
+        Self { base, layers }
+    }
+
+    /// The form of `raw`, if this recipe gives one (a base64 core needs a long enough value).
+    pub(crate) fn apply(&self, raw: &str) -> Option<String> {
+        let base = Zeroizing::new(match self.base {
+            Base::Raw => raw.to_owned(),
+            Base::Percent { set, lower } => {
+                let upper = percent_encode(raw, SETS[set].encoded, false);
+                if lower {
+                    upper.to_ascii_lowercase_hex()
+                } else {
+                    upper.0
+                }
+            }
+            Base::FormEncoded => percent_encode(raw, FORM, true).0,
+            Base::Lower => raw.to_lowercase(),
+            Base::Upper => raw.to_uppercase(),
+            Base::Nfc => raw.nfc().collect(),
+            Base::Nfd => raw.nfd().collect(),
+            Base::Html(style) => html_escape(raw, &HTML_STYLES[style]),
+            Base::ShellQuoted(double) => {
+                shell_single_quoted(raw, if double { "'\"'\"'" } else { "'\\''" })
+            }
+            Base::ShellBackslashed => shell_backslashed(raw),
+            Base::Base64 { offset, url_safe } => base64_core(raw, offset, url_safe)?,
+        });
+        let form = self.apply_layers(&base);
+        (!form.is_empty()).then_some(form)
+    }
+
+    /// This recipe's escapes applied to `base`, its base form of some value.
+    fn apply_layers(&self, base: &str) -> String {
+        let mut form = Zeroizing::new(base.to_owned());
+        for layer in self.layers.iter().flatten() {
+            form = Zeroizing::new(match layer {
+                Layer::Json(style) => json_escape(&form, *style),
+                Layer::Debug => debug_escape(&form),
+            });
+        }
+        std::mem::take(&mut *form)
+    }
+
+    /// Whether the form can hold the value's line breaks as they are (no escape or encoding
+    /// rewrites them): only those forms have lines to mask one by one.
+    pub(crate) fn keeps_line_breaks(&self) -> bool {
+        self.layers[0].is_none()
+            && !matches!(
+                self.base,
+                Base::Percent { .. } | Base::FormEncoded | Base::Base64 { .. }
+            )
+    }
+}
+
+/// A form of a long value that is made only when a text holds its first bytes.
+pub(crate) struct LazyForm {
+    /// The form's first bytes (made from a prefix of the value).
+    pub(crate) start: Zeroizing<Vec<u8>>,
+    recipe: Recipe,
+    /// The value, or (with `layers_only`) the base form of it the recipe's escapes apply to.
+    source: SecretValue,
+    layers_only: bool,
+}
+
+impl LazyForm {
+    /// The whole form.
+    pub(crate) fn make(&self) -> Option<String> {
+        if self.layers_only {
+            Some(self.recipe.apply_layers(self.source.expose()))
+        } else {
+            self.recipe.apply(self.source.expose())
+        }
+    }
+}
+
+/// A long value's printed forms, split into those made now and those made lazily.
+///
+/// Made now: the forms that can hold the value's line breaks (their lines are masked one by
+/// one), each once, in [`printed_forms`]'s order, the value first. Made lazily: every other
+/// form whose first `start_bytes` bytes `prefix` (a prefix of the value that every form of it
+/// begins with the form of, but for the form's last bytes) gives, with at least as many bytes
+/// to spare; a form of a base that equals an earlier base is left out (its forms are that
+/// base's), and one of a base made now is made from it. A form `prefix` gives too little of is
+/// made now.
+pub(crate) fn split_forms(
+    value: &SecretValue,
+    prefix: &str,
+    start_bytes: usize,
+) -> (Vec<SecretValue>, Vec<LazyForm>) {
+    let raw = value.expose();
+    let mut now: Vec<String> = Vec::new();
+    let mut lazy = Vec::new();
+    // The base forms made now, by base, with whether an earlier base gave the same text.
+    let mut bases: Vec<(Base, SecretValue, bool)> = Vec::new();
+    for recipe in RECIPES.iter() {
+        if recipe.keeps_line_breaks() {
+            let Some(form) = recipe.apply(raw) else {
+                continue;
+            };
+            let form = SecretValue::new(form);
+            let repeated = bases
+                .iter()
+                .any(|(_, earlier, _)| earlier.expose() == form.expose());
+            push_new(&mut now, form.expose().to_owned());
+            bases.push((recipe.base, form, repeated));
+            continue;
+        }
+        let base = bases.iter().find(|(base, _, _)| *base == recipe.base);
+        if base.is_some_and(|(_, _, repeated)| *repeated) {
+            continue;
+        }
+        let start = Zeroizing::new(recipe.apply(prefix).unwrap_or_default().into_bytes());
+        if start.len() >= 2 * start_bytes {
+            lazy.push(LazyForm {
+                start: Zeroizing::new(start[..start_bytes].to_vec()),
+                recipe: *recipe,
+                source: base.map_or_else(|| value.clone(), |(_, form, _)| form.clone()),
+                layers_only: base.is_some(),
+            });
+        } else if let Some(form) = recipe.apply(raw) {
+            push_new(&mut now, form);
+        }
+    }
+    (now.into_iter().map(SecretValue::new).collect(), lazy)
+}
+
+/// Every printed form, in the order [`printed_forms`] lists them (the value itself first).
+static RECIPES: std::sync::LazyLock<Vec<Recipe>> = std::sync::LazyLock::new(|| {
+    let mut bases = vec![Base::Raw];
+    for set in 0..SETS.len() {
+        bases.push(Base::Percent { set, lower: true });
+        bases.push(Base::Percent { set, lower: false });
+    }
+    bases.extend([
+        Base::FormEncoded,
+        Base::Lower,
+        Base::Upper,
+        Base::Nfc,
+        Base::Nfd,
+    ]);
+    bases.extend((0..HTML_STYLES.len()).map(Base::Html));
+    bases.extend([
+        Base::ShellQuoted(false),
+        Base::ShellQuoted(true),
+        Base::ShellBackslashed,
+    ]);
+    let mut recipes: Vec<Recipe> = bases
+        .iter()
+        .map(|&base| Recipe::new(base, [None, None]))
+        .collect();
+    // Escaped forms of each of those: a URL printed with `{:?}` is a percent-encoded form with
+    // its backslashes doubled.
+    for &base in &bases {
+        for layer in [Layer::Json(JsonStyle::Plain), Layer::Debug] {
+            recipes.push(Recipe::new(base, [Some(layer), None]));
+        }
+    }
+    // The value's JSON forms (every encoder's style) and its `Debug` form, each also escaped
+    // once more: JSON text in a JSON string, JSON text in a `Debug`-printed string.
+    let once = [
+        Layer::Json(JsonStyle::Plain),
+        Layer::Json(JsonStyle::AsciiLower),
+        Layer::Json(JsonStyle::AsciiUpper),
+        Layer::Json(JsonStyle::HtmlSafe),
+        Layer::Debug,
+    ];
+    for first in once {
+        for second in [
+            None,
+            Some(Layer::Json(JsonStyle::Plain)),
+            Some(Layer::Debug),
+        ] {
+            // The plain JSON and `Debug` forms of the value itself are listed above already.
+            if second.is_none() && matches!(first, Layer::Json(JsonStyle::Plain) | Layer::Debug) {
+                continue;
+            }
+            recipes.push(Recipe::new(Base::Raw, [Some(first), second]));
+        }
+    }
+    for offset in 0..3 {
+        for url_safe in [false, true] {
+            recipes.push(Recipe::new(Base::Base64 { offset, url_safe }, [None, None]));
+        }
+    }
+    recipes
+});
+
+/// The shortest base64 core that is a form of its own (see [`base64_core`]): a shorter one
 /// would be found in unrelated base64 text.
 const MIN_BASE64_CORE: usize = 12;
 
-/// What base64 text holding `text` (in the standard and the URL-safe alphabets) always holds,
-/// wherever `text` starts in the encoded bytes: for each of the three alignments, the encoding
-/// without the characters that also depend on the bytes before and after it. A payload (an
+/// What base64 text holding `text` always holds, wherever `text` starts in the encoded bytes:
+/// for the alignment `offset` (0 to 2 bytes before it in its group), the encoding without the
+/// characters that also depend on the bytes before and after it, in the standard or the
+/// URL-safe alphabet; `None` when that is shorter than [`MIN_BASE64_CORE`]. A payload (an
 /// image's `data`, a `Basic` credential, a blob in a `-vvv` protocol dump) that holds the value
-/// holds one of these.
-fn base64_cores(text: &str) -> Vec<String> {
+/// holds one of the six.
+fn base64_core(text: &str, offset: usize, url_safe: bool) -> Option<String> {
     use base64::Engine as _;
     use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
-    let mut cores = Vec::new();
-    for offset in 0..3_usize {
-        let mut bytes = Zeroizing::new(vec![0_u8; offset]);
-        bytes.extend_from_slice(text.as_bytes());
-        // Drop the group the padding bytes share with the value, and a partial last group.
-        let whole = bytes.len() / 3 * 3;
-        let start = if offset == 0 { 0 } else { 3 };
-        if whole <= start {
-            continue;
-        }
-        let middle = &bytes[start..whole];
-        for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
-            let core = engine.encode(middle);
-            if core.len() >= MIN_BASE64_CORE {
-                cores.push(core);
-            }
-        }
+    let mut bytes = Zeroizing::new(vec![0_u8; offset]);
+    bytes.extend_from_slice(text.as_bytes());
+    // Drop the group the padding bytes share with the value, and a partial last group.
+    let whole = bytes.len() / 3 * 3;
+    let start = if offset == 0 { 0 } else { 3 };
+    if whole <= start {
+        return None;
     }
-    cores
+    let middle = &bytes[start..whole];
+    let engine = if url_safe {
+        &URL_SAFE_NO_PAD
+    } else {
+        &STANDARD_NO_PAD
+    };
+    let core = engine.encode(middle);
+    (core.len() >= MIN_BASE64_CORE).then_some(core)
 }
 
 /// How a JSON encoder writes a string's characters.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum JsonStyle {
     /// Only what JSON requires (`"`, `\\`, controls): serde_json and most encoders.
     Plain,

@@ -10,6 +10,9 @@
 //! than a search does: each is found by a substring search of its own (`memchr::memmem`, linear
 //! in the text), overlapping occurrences of a periodic value included in linear time (see
 //! [`LongValue::spans`]). Building a masker is linear in the values' bytes either way.
+//! A long value's forms that cannot hold its line breaks (its escaped, encoded and base64
+//! forms, most of its ~80) are made only when a text holds their first bytes: see
+//! [`crate::encodings::split_forms`] for why a prefix of the value gives those exactly.
 //!
 //! A value that spans lines (a PEM key, a JSON credential file) is also masked line by line, for
 //! output that is cut into lines before it is masked (a log line per stderr line): each of its
@@ -39,12 +42,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use memchr::memmem;
 
-use crate::encodings::printed_forms;
+use crate::encodings::{LazyForm, printed_forms, split_forms};
 use crate::secret::{MASK, SecretValue};
 
 /// Values with fewer characters than this are masked only where they stand alone (see the
@@ -71,21 +74,42 @@ pub const LONG_PATTERN_BYTES: usize = 256;
 /// construction for a large secret).
 const PREFIX_BYTES: usize = 32;
 
-/// One long form: a finder for its first bytes, and (built at the first text holding those)
-/// its substring finder and its smallest period.
+/// One long form: a finder for its first bytes, and (made at the first text holding those) the
+/// form itself when it is made lazily, its substring finder and its smallest period.
 struct LongValue {
     prefix: memmem::Finder<'static>,
-    form: zeroize::Zeroizing<Vec<u8>>,
-    full: std::sync::OnceLock<(memmem::Finder<'static>, usize)>,
+    /// The form's bytes: given, or made from `recipe` when first needed.
+    form: OnceLock<zeroize::Zeroizing<Vec<u8>>>,
+    /// How to make the form, for a form made lazily.
+    recipe: Option<LazyForm>,
+    search: OnceLock<(memmem::Finder<'static>, usize)>,
 }
 
 impl LongValue {
     fn new(form: &[u8]) -> Self {
         Self {
             prefix: memmem::Finder::new(&form[..form.len().min(PREFIX_BYTES)]).into_owned(),
-            form: zeroize::Zeroizing::new(form.to_vec()),
-            full: std::sync::OnceLock::new(),
+            form: OnceLock::from(zeroize::Zeroizing::new(form.to_vec())),
+            recipe: None,
+            search: OnceLock::new(),
         }
+    }
+
+    /// A form made only once a text holds its first bytes.
+    fn lazy(form: LazyForm) -> Self {
+        Self {
+            prefix: memmem::Finder::new(form.start.as_slice()).into_owned(),
+            form: OnceLock::new(),
+            recipe: Some(form),
+            search: OnceLock::new(),
+        }
+    }
+
+    fn form(&self) -> &[u8] {
+        self.form.get_or_init(|| {
+            let made = self.recipe.as_ref().and_then(LazyForm::make);
+            zeroize::Zeroizing::new(made.map(String::into_bytes).unwrap_or_default())
+        })
     }
 
     /// Pushes the span of every occurrence in `text`, overlapping ones included.
@@ -97,16 +121,19 @@ impl LongValue {
     /// one divides the other), so the search resumes at least half the form's length further:
     /// every byte of text is examined a bounded number of times.
     fn spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) {
-        if text.len() < self.form.len() || self.prefix.find(text).is_none() {
+        if self.prefix.find(text).is_none() {
             return;
         }
-        let (finder, period) = self.full.get_or_init(|| {
+        let needle = self.form();
+        if needle.is_empty() || text.len() < needle.len() {
+            return;
+        }
+        let (finder, period) = self.search.get_or_init(|| {
             (
-                memmem::Finder::new(self.form.as_slice()).into_owned(),
-                smallest_period(&self.form),
+                memmem::Finder::new(needle).into_owned(),
+                smallest_period(needle),
             )
         });
-        let needle: &[u8] = &self.form;
         let (len, period) = (needle.len(), *period);
         let mut from = 0;
         while from <= text.len() {
@@ -128,6 +155,31 @@ impl LongValue {
     }
 }
 
+/// Where the forms of a long `raw` can be made lazily from: a prefix of at least
+/// [`LAZY_PREFIX_CHARS`] characters that ends before an ASCII character. Every form is made
+/// character by character (case mapping also looks one character ahead, base64 works in 3-byte
+/// groups, and no ASCII character composes with the one before it or is reordered by Unicode
+/// normalisation), so a form of that prefix, but for its last few bytes, begins the form of the
+/// whole value. `None` for a value with no such place (it is then made in full).
+fn lazy_prefix(raw: &str) -> Option<&str> {
+    let (at, _) = raw
+        .char_indices()
+        .skip(LAZY_PREFIX_CHARS)
+        .find(|(_, c)| c.is_ascii())?;
+    Some(&raw[..at])
+}
+
+/// How many leading bytes of a form made lazily are searched before it is made: more than
+/// [`PREFIX_BYTES`], since forms of one value often begin alike (its JSON form and the JSON
+/// form of its NFD agree up to its first accented letter), and making a form that is not there
+/// costs far more than searching a longer prefix. No lazily made form is shorter.
+const LAZY_PREFIX_BYTES: usize = LONG_PATTERN_BYTES;
+
+/// How many characters of a long value its lazily made forms' first bytes are made from (see
+/// [`lazy_prefix`]): each gives at least a byte of a form, so usually `2 × LAZY_PREFIX_BYTES`
+/// bytes or more (a value whose forms are shorter there is made in full).
+const LAZY_PREFIX_CHARS: usize = 2 * LAZY_PREFIX_BYTES;
+
 /// The smallest period of `bytes` (Knuth-Morris-Pratt's failure function of the whole string).
 fn smallest_period(bytes: &[u8]) -> usize {
     let mut border = vec![0usize; bytes.len()];
@@ -142,6 +194,27 @@ fn smallest_period(bytes: &[u8]) -> usize {
         border[i] = k;
     }
     bytes.len() - border.last().copied().unwrap_or(0)
+}
+
+/// A pattern as a key for finding repeated ones: equal when the texts are, hashed by length
+/// and by the bytes at both ends only. A large secret has dozens of forms as long as itself;
+/// hashing each whole cost more than making it, while the forms that agree in length and at
+/// both ends are few and are then compared whole.
+#[derive(PartialEq, Eq)]
+struct Sampled<'a>(&'a str);
+
+impl std::hash::Hash for Sampled<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        const ENDS: usize = 64;
+        let bytes = self.0.as_bytes();
+        state.write_usize(bytes.len());
+        if bytes.len() <= 2 * ENDS {
+            state.write(bytes);
+        } else {
+            state.write(&bytes[..ENDS]);
+            state.write(&bytes[bytes.len() - ENDS..]);
+        }
+    }
 }
 
 /// How a masker finds what to mask.
@@ -185,14 +258,29 @@ impl Masker {
     /// [`MIN_SECRET_LINE_BYTES`] bytes (trimmed) as a value of its own.
     pub fn new<'a>(values: impl IntoIterator<Item = &'a SecretValue>) -> Self {
         // Each value's forms, the value itself first: `count` (what `Debug` shows) counts the
-        // values and their lines as given, not the encoded forms searched besides.
+        // values and their lines as given, not the encoded forms searched besides. A long
+        // value's forms that cannot hold its line breaks are made only once a text holds their
+        // first bytes (`lazy`): most of a large secret's forms never occur, and making them all
+        // was most of the cost of a masker for one.
+        let mut lazy: Vec<LongValue> = Vec::new();
         let forms: Vec<Vec<SecretValue>> = values
             .into_iter()
             .filter(|value| !value.is_empty())
-            .map(printed_forms)
+            .map(|value| {
+                let raw = value.expose();
+                let Some(prefix) = (raw.len() > LONG_PATTERN_BYTES)
+                    .then(|| lazy_prefix(raw))
+                    .flatten()
+                else {
+                    return printed_forms(value);
+                };
+                let (now, later) = split_forms(value, prefix, LAZY_PREFIX_BYTES);
+                lazy.extend(later.into_iter().map(LongValue::lazy));
+                now
+            })
             .collect();
         // Each pattern once, with whether every value it is a form of is short.
-        let mut seen: HashMap<&str, usize> = HashMap::new();
+        let mut seen: HashMap<Sampled<'_>, usize> = HashMap::new();
         let mut patterns: Vec<Pattern<'_>> = Vec::new();
         let mut count = 0;
         for value_forms in &forms {
@@ -211,11 +299,11 @@ impl Masker {
                     if pattern.is_empty() {
                         continue;
                     }
-                    if let Some(&at) = seen.get(pattern) {
+                    if let Some(&at) = seen.get(&Sampled(pattern)) {
                         patterns[at].1 &= short;
                         continue;
                     }
-                    seen.insert(pattern, patterns.len());
+                    seen.insert(Sampled(pattern), patterns.len());
                     patterns.push((pattern, short));
                     if index == 0 {
                         count += 1;
@@ -231,10 +319,11 @@ impl Masker {
         let long: Arc<[LongValue]> = long
             .iter()
             .map(|(p, _)| LongValue::new(p.as_bytes()))
+            .chain(lazy)
             .collect();
         let total: usize = short.iter().map(|(p, _)| p.len()).sum();
         let kind = (total > DFA_PATTERN_BYTES).then_some(AhoCorasickKind::ContiguousNFA);
-        let search = if patterns.is_empty() {
+        let search = if patterns.is_empty() && long.is_empty() {
             Search::Nothing
         } else if short.is_empty() {
             Search::Values(None, long)
@@ -263,9 +352,14 @@ impl Masker {
     }
 
     /// The length in bytes of the longest value: a window of text that may cut a value must
-    /// reach this far past the cut for the value to be found whole.
+    /// reach this far past the cut for the value to be found whole. (A long value's forms made
+    /// lazily are made here, once: a caller asks this before streaming text past the masker.)
     pub fn longest(&self) -> usize {
-        self.longest
+        let lazy = match &self.search {
+            Search::Values(_, long) => long.iter().map(|value| value.form().len()).max(),
+            Search::Nothing | Search::Everything => None,
+        };
+        self.longest.max(lazy.unwrap_or(0))
     }
 
     /// `text` with every occurrence of every value replaced by [`MASK`].
@@ -527,6 +621,44 @@ mod tests {
             value.spans(text.as_bytes(), &mut spans);
             proptest::prop_assert_eq!(spans, naive(text.as_bytes(), pattern.as_bytes()));
         }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(64))]
+        /// A long value's forms made lazily (from a prefix) are found exactly as its forms made
+        /// whole are: each of its printed forms, alone in a text, is masked. The characters are
+        /// the ones whose forms depend on their neighbours or change length: combining marks
+        /// and letters that compose, Hangul jamo, final sigma, controls, quotes, `\`.
+        #[test]
+        fn every_form_of_a_long_value_is_masked(
+            value in "([a-z0-9 ]|[\"'\\\\<>&%$\n\t\u{1}]|[éΣσςİẞ\u{301}\u{323}\u{1100}\u{1161}\u{11a8}\u{2028}😀]){560,700}",
+        ) {
+            every_form_is_masked(&value)?;
+        }
+
+        /// The same for values whose base forms coincide (no quote, `<`, `>` or `&`: the
+        /// shell-quoted and HTML forms are the value itself; no accent: NFC and NFD too).
+        #[test]
+        fn every_form_of_a_long_value_with_coinciding_forms_is_masked(
+            value in "([a-z0-9 ]|[\"\\\\%$\n\t]|[ΣẞÉ😀]){560,700}",
+        ) {
+            every_form_is_masked(&value)?;
+        }
+    }
+
+    fn every_form_is_masked(value: &str) -> Result<(), proptest::test_runner::TestCaseError> {
+        let secret = SecretValue::from(value);
+        let masker = Masker::new([&secret]);
+        for form in crate::encodings::printed_forms(&secret) {
+            let text = format!("<{}>", form.expose());
+            let masked = masker.mask(&text);
+            proptest::prop_assert!(
+                !masked.contains(form.expose()) && masked.contains(MASK),
+                "a form of {} bytes was not masked",
+                form.expose().len()
+            );
+        }
+        Ok(())
     }
 
     #[test]
