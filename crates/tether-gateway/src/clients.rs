@@ -180,7 +180,8 @@ impl Clients {
         }
     }
 
-    fn running_in(&self, http_session: &str) -> usize {
+    /// How many POSTs of `http_session` are being answered.
+    pub fn running_in(&self, http_session: &str) -> usize {
         lock(&self.http_requests)
             .get(http_session)
             .copied()

@@ -88,6 +88,11 @@ struct Cli {
     #[arg(long, value_name = "MS", default_value_t = 0)]
     slow_echo: u64,
 
+    /// With --slow-echo: when a waiting `echo` is cancelled (`notifications/cancelled`),
+    /// append `echo cancelled: TEXT` to PATH (for tests of cancellation passed on).
+    #[arg(long, value_name = "PATH", requires = "slow_echo")]
+    record_cancellations: Option<std::path::PathBuf>,
+
     /// Also serve N numbered tools `tool_0`..`tool_{N-1}` (tools/list pages hold 50 tools).
     #[arg(long, value_name = "N", default_value_t = 0)]
     tools: usize,
@@ -210,6 +215,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .transpose()?;
     let server = TestServer::new(cli.tools, initialize)
         .with_echo_delay(Duration::from_millis(cli.slow_echo))
+        .with_cancellations(cli.record_cancellations.clone())
         .with_extra_tool(cli.extra_tool.as_deref(), extra_schema)
         .with_extra_prompt(cli.extra_prompt.as_deref())
         .with_tool_growth(cli.grow_tools)
