@@ -3,7 +3,7 @@
 //! It serves three tools (`echo`, `env_check`, `add`, plus `--tools N` numbered ones) over stdio
 //! (the default) or Streamable HTTP (`--http ADDRESS`), and misbehaves on request so a launcher's
 //! failure handling can be tested: `--slow-start`, `--exit-early`, `--hang`, `--stderr-env`,
-//! `--spawn-child`, reflects a variable into a tool with `--reflect-env`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
+//! `--spawn-child`, records cancelled slow echoes with `--record-cancellations`, reflects a variable into a tool with `--reflect-env`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
 
 mod http;
 mod oauth;
