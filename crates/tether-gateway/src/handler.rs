@@ -761,7 +761,7 @@ fn client_gone(
         .extensions
         .get::<axum::http::request::Parts>()?
         .extensions
-        .get::<crate::http::ClientGone>()
+        .get::<crate::clients::ClientGone>()
         .map(|gone| gone.0.clone())
 }
 

@@ -43,7 +43,7 @@ use tether_config::SecretValue;
 use tether_http::json_rpc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::clients::{Clients, RequestGuard};
+use crate::clients::{ClientGone, Clients, RequestGuard};
 use crate::error::GatewayError;
 use crate::handler::{GatewayHandler, Shared};
 
@@ -195,11 +195,6 @@ struct HttpState {
     /// What a POST body must be (rmcp's size limit, rmcp's message type).
     body: json_rpc::BodyCheck,
 }
-
-/// Put in a POST's extensions (rmcp passes them on to the handler): cancelled when the client
-/// went away before the answer was written.
-#[derive(Clone, Debug)]
-pub(crate) struct ClientGone(pub(crate) CancellationToken);
 
 /// Serves `shared` on `listener` until `shutdown` is cancelled.
 pub(crate) async fn serve(
