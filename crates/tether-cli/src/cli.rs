@@ -497,6 +497,19 @@ pub struct ServeArgs {
     #[arg(long, requires = "listen")]
     pub no_auth: bool,
 
+    /// Close an HTTP session that had no request for SECS seconds and has no call running
+    /// (its client then initializes again).
+    #[arg(long, value_name = "SECS", requires = "listen",
+          default_value_t = tether_gateway::DEFAULT_SESSION_IDLE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub session_idle: u64,
+
+    /// The most HTTP sessions open at once; an initialize beyond gets 503.
+    #[arg(long, value_name = "N", requires = "listen",
+          default_value_t = tether_gateway::DEFAULT_MAX_SESSIONS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_sessions: u32,
+
     /// The audit log to create (must not exist; mode 0600).
     #[arg(long, value_name = "PATH")]
     pub audit: Option<PathBuf>,

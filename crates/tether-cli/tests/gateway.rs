@@ -362,11 +362,22 @@ fn post(
     session: Option<&str>,
     body: &Value,
 ) -> reqwest::RequestBuilder {
+    post_text(http, url, token, session, body.to_string())
+}
+
+/// A POST of `body` as JSON, whatever it holds.
+fn post_text(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: String,
+) -> reqwest::RequestBuilder {
     let mut request = http
         .post(url)
         .header("Accept", "application/json, text/event-stream")
         .header("Content-Type", "application/json")
-        .body(body.to_string());
+        .body(body);
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
@@ -1610,6 +1621,25 @@ fn bytes_read(pid: i32) -> u64 {
         .expect("an rchar line")
 }
 
+/// The one test server process whose command line holds `marker`.
+fn test_server_with(marker: &str) -> i32 {
+    let server_exe = test_server_bin()
+        .canonicalize()
+        .expect("the test server's path");
+    let upstream: Vec<i32> = processes_with(marker)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == server_exe)
+        })
+        .collect();
+    assert_eq!(
+        upstream.len(),
+        1,
+        "the test server with {marker}: {upstream:?}"
+    );
+    upstream[0]
+}
+
 async fn open_session(http: &reqwest::Client, gateway: &HttpGateway) -> String {
     let token = gateway.token.as_deref();
     let initialized = post(http, &gateway.url, token, None, &initialize_body())
@@ -1644,17 +1674,8 @@ async fn delete_waits_for_the_sessions_running_call_to_answer() {
         "params": {"name": "test__echo", "arguments": {"text": "answered before closing"}}});
     // The test server behind the gateway (its arguments are this test's own): the call is
     // running once it has read the request, which shows in the bytes it read from its stdin.
-    let server_exe = test_server_bin()
-        .canonicalize()
-        .expect("the test server's path");
-    let upstream: Vec<i32> = processes_with("--slow-echo 1500")
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == server_exe)
-        })
-        .collect();
-    assert_eq!(upstream.len(), 1, "the slow test server: {upstream:?}");
-    let read_by_upstream = || bytes_read(upstream[0]);
+    let upstream = test_server_with("--slow-echo 1500");
+    let read_by_upstream = || bytes_read(upstream);
     let before = read_by_upstream();
     let running = {
         let (http, url, token, session) = (
@@ -1859,4 +1880,187 @@ async fn a_more_specific_template_of_a_later_server_does_not_capture_reads() {
     let uri = "mem://x/y";
     assert!(read(uri).await.ends_with("mem://{+path}"), "{uri}");
     client.cancel().await.expect("closing the client");
+}
+
+/// A `tools/call` of the test server's `echo` with `text`.
+fn echo_call(id: u64, text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "test__echo", "arguments": {"text": text}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_running_longer_than_the_idle_expiry_gets_its_answer() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    // The call takes 3 s; a session with no request for 1 s expires, unless a call runs.
+    let gateway = http_gateway_for(
+        dir.path(),
+        &["--slow-echo", "3000"],
+        &["--session-idle", "1"],
+    );
+    let http = reqwest::Client::new();
+    let session = open_session(&http, &gateway).await;
+    let token = gateway.token.as_deref();
+    let call = echo_call(3, "answered after the idle expiry");
+    let body = tokio::time::timeout(
+        Duration::from_secs(30),
+        post(&http, &gateway.url, token, Some(&session), &call)
+            .send()
+            .await
+            .expect("posting the call")
+            .text(),
+    )
+    .await
+    .expect("the call's answer within 30 s")
+    .expect("reading the call's answer");
+    assert!(body.contains("answered after the idle expiry"), "{body}");
+    assert!(!body.contains("\"error\""), "{body}");
+    // The session lives on: the call's end counts as its last use.
+    let listed = post(
+        &http,
+        &gateway.url,
+        token,
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+    )
+    .send()
+    .await
+    .expect("tools/list after the call");
+    assert_eq!(listed.status().as_u16(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_capped_and_an_idle_one_expires() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let gateway = http_gateway(dir.path(), &["--max-sessions", "1", "--session-idle", "1"]);
+    let http = reqwest::Client::new();
+    let token = gateway.token.as_deref();
+    let first = open_session(&http, &gateway).await;
+
+    // A second session is refused while the first is open: 503 and a JSON-RPC error.
+    let refused = post(&http, &gateway.url, token, None, &initialize_body())
+        .send()
+        .await
+        .expect("initializing a second session");
+    assert_eq!(refused.status().as_u16(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    let error: Value = refused.json().await.expect("a JSON-RPC error body");
+    assert_eq!(error["jsonrpc"], "2.0");
+    assert_eq!(error["error"]["code"], -32000);
+    let message = error["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains("1 sessions open, its limit (--max-sessions)"),
+        "{message}"
+    );
+
+    // Once the first had no request for 1 s, it is closed and a new one opens.
+    let mut second = None;
+    eventually("a new session after the idle one expired", async || {
+        let answer = post(&http, &gateway.url, token, None, &initialize_body())
+            .send()
+            .await
+            .expect("initializing");
+        second = answer
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        second.is_some()
+    })
+    .await;
+    assert_ne!(second.as_deref(), Some(first.as_str()));
+    assert_session_gone(&http, &gateway.url, token, &first).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_mid_call_cancels_the_call_upstream() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let record = dir.path().join("cancellations.txt");
+    let record_arg = record.to_string_lossy().into_owned();
+    let gateway = http_gateway_for(
+        dir.path(),
+        &[
+            "--slow-echo",
+            "60000",
+            "--record-cancellations",
+            &record_arg,
+        ],
+        &[],
+    );
+    let http = reqwest::Client::new();
+    let session = open_session(&http, &gateway).await;
+    let upstream = test_server_with(&record_arg);
+    let before = bytes_read(upstream);
+    let call = echo_call(5, "left behind");
+    let response = post(
+        &http,
+        &gateway.url,
+        gateway.token.as_deref(),
+        Some(&session),
+        &call,
+    )
+    .send()
+    .await
+    .expect("posting the call");
+    assert_eq!(response.status().as_u16(), 200);
+    // The call is running once the test server read it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while bytes_read(upstream) == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never reached the test server"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The client goes away: its connection closes with the answer unread.
+    drop(response);
+    let gone = std::time::Instant::now();
+    eventually("the test server's echo being cancelled", async || {
+        std::fs::read_to_string(&record)
+            .is_ok_and(|text| text.contains("echo cancelled: left behind"))
+    })
+    .await;
+    eprintln!(
+        "cancelled upstream {:?} after the client left",
+        gone.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_is_not_a_json_rpc_message_gets_400_with_a_json_rpc_error() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let gateway = http_gateway(dir.path(), &[]);
+    let http = reqwest::Client::new();
+    let token = gateway.token.as_deref();
+    let session = open_session(&http, &gateway).await;
+    for (body, code) in [
+        ("not json", -32700),
+        ("{\"jsonrpc\": \"2.0\", \"id\": 1,", -32700),
+        ("[1, 2]", -32600),
+        ("{\"hello\": \"world\"}", -32600),
+        (
+            "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"tools/call\", \"params\": 7}",
+            -32600,
+        ),
+    ] {
+        for session in [None, Some(session.as_str())] {
+            let answer = post_text(&http, &gateway.url, token, session, body.to_owned())
+                .send()
+                .await
+                .expect("posting a malformed body");
+            assert_eq!(answer.status().as_u16(), 400, "{body}");
+            let error: Value = answer.json().await.expect("a JSON-RPC error body");
+            assert_eq!(error["error"]["code"], code, "{body}: {error}");
+        }
+    }
+    // A body that is not JSON by its type keeps 415.
+    let answer = http
+        .post(&gateway.url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "text/plain")
+        .bearer_auth(token.expect("a generated token"))
+        .body(initialize_body().to_string())
+        .send()
+        .await
+        .expect("posting text/plain");
+    assert_eq!(answer.status().as_u16(), 415);
 }

@@ -77,6 +77,11 @@ impl Drop for RequestGuard {
     }
 }
 
+/// Put in a Streamable HTTP POST's extensions (rmcp passes them on to the handler): cancelled
+/// when the client went away before the answer was written (`http.rs`).
+#[derive(Clone, Debug)]
+pub(crate) struct ClientGone(pub(crate) tokio_util::sync::CancellationToken);
+
 /// The call's Streamable HTTP session is being closed (DELETE): no new call starts in it.
 #[derive(Debug)]
 pub(crate) struct SessionClosing;
@@ -180,7 +185,8 @@ impl Clients {
         }
     }
 
-    fn running_in(&self, http_session: &str) -> usize {
+    /// How many POSTs of `http_session` are being answered.
+    pub fn running_in(&self, http_session: &str) -> usize {
         lock(&self.http_requests)
             .get(http_session)
             .copied()

@@ -506,6 +506,17 @@ impl GatewayHandler {
             };
             return (Err(refused), Duration::ZERO);
         };
+        // Cancelled by the client's `notifications/cancelled`, or by its going away over HTTP.
+        let gone = client_gone(context);
+        let cancelled = async {
+            match gone {
+                Some(gone) => tokio::select! {
+                    () = context.ct.cancelled() => {}
+                    () = gone.cancelled() => {}
+                },
+                None => context.ct.cancelled().await,
+            }
+        };
         let answer = match self.shared.supervisor.runtime(server, method) {
             Ok(runtime) => {
                 let answer = runtime
@@ -514,7 +525,7 @@ impl GatewayHandler {
                         method,
                         params,
                         self.shared.call_timeout,
-                        context.ct.cancelled(),
+                        cancelled,
                         progress,
                     )
                     .await;
@@ -739,6 +750,19 @@ fn http_session(context: &RequestContext<RoleServer>) -> Option<String> {
         .to_str()
         .ok()
         .map(str::to_owned)
+}
+
+/// Cancelled when the request came over HTTP and its client went away before the answer was
+/// written (`http.rs`).
+fn client_gone(
+    context: &RequestContext<RoleServer>,
+) -> Option<tokio_util::sync::CancellationToken> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()?
+        .extensions
+        .get::<crate::clients::ClientGone>()
+        .map(|gone| gone.0.clone())
 }
 
 impl ServerHandler for GatewayHandler {

@@ -67,7 +67,7 @@ pub use audit::AuditLog;
 pub use catalogue::STATUS_TOOL;
 pub use error::GatewayError;
 pub use handler::list_all;
-pub use http::{MCP_PATH, is_loopback};
+pub use http::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpOptions, MCP_PATH, is_loopback};
 pub use lines::{FirstLine, read_first_line};
 pub use pins::PinStore;
 pub use policy::ToolPolicy;
@@ -194,14 +194,16 @@ impl Gateway {
 
     /// Serves Streamable HTTP at [`MCP_PATH`] on `listener` (bound to a loopback address by
     /// the caller; see [`is_loopback`]) until `shutdown` is cancelled. With `token`, every
-    /// request needs `Authorization: Bearer TOKEN`.
+    /// request needs `Authorization: Bearer TOKEN`; `options` bound the sessions (idle
+    /// expiry, measured on the session's clock, and how many may be open).
     pub async fn serve_http(
         &self,
         listener: tokio::net::TcpListener,
         token: Option<SecretValue>,
+        options: HttpOptions,
         shutdown: CancellationToken,
     ) -> Result<(), GatewayError> {
-        http::serve(Arc::clone(&self.shared), listener, token, shutdown).await
+        http::serve(Arc::clone(&self.shared), listener, token, options, shutdown).await
     }
 
     /// Stops every server. Connections still open keep their handlers until they close;

@@ -133,6 +133,11 @@ impl Supervisor {
         }
     }
 
+    /// The session's clock (what the Streamable HTTP sessions' idle expiry is measured on).
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
+    }
+
     /// The session the servers are started from.
     pub(crate) fn session(&self) -> &tokio::sync::RwLock<Session> {
         &self.session

@@ -8,7 +8,8 @@
     reason = "a test binary: helpers outside #[test] functions panic on setup failure too"
 )]
 
-use std::collections::HashMap;
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -20,8 +21,7 @@ use tether_config::{EmptyEnv, Secrets};
 use tether_driver::{
     McpSpec, NoLocalInstallations, RefreshPolicy, Resolver, Session, StartOptions,
 };
-use tether_gateway::names::ToolFilter;
-use tether_gateway::{Gateway, GatewayOptions, ScanPolicy, Upstream};
+use tether_gateway::{Gateway, Upstream};
 use tether_graphql::ManagedMcpClient;
 use tether_testkit::managed::{Answer, FakeManaged};
 use tether_testkit::{ManualClock, json_str, test_server_bin, wait_group_gone};
@@ -91,17 +91,7 @@ async fn a_managed_config_is_reminted_before_expiry_and_its_server_replaced() {
     let gateway = Gateway::new(
         session,
         runtime,
-        GatewayOptions {
-            call_timeout: Duration::from_secs(60),
-            audit: None,
-            start,
-            pins: None,
-            scan: ScanPolicy::Warn,
-            policies: HashMap::new(),
-            filter: ToolFilter::default(),
-            upstream: Some(upstream),
-            masking_hook: None,
-        },
+        support::gateway_options(start, Some(upstream)),
     )
     .await;
     assert!(gateway.tool_names().contains(&"managed__tool_0".to_owned()));

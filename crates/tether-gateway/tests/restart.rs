@@ -8,19 +8,17 @@
     reason = "a test binary: helpers outside #[test] functions panic on setup failure too"
 )]
 
-use std::collections::HashMap;
-use std::sync::Arc;
+mod support;
+
 use std::time::Duration;
 
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::Value;
-use tether_config::{EmptyEnv, Secrets};
-use tether_driver::{McpSpec, NoLocalInstallations, Resolver, Session, SpecSource, StartOptions};
-use tether_gateway::names::ToolFilter;
-use tether_gateway::{Gateway, GatewayOptions, ScanPolicy, Upstream};
-use tether_testkit::{ManualClock, json_str, processes_with, test_server_bin};
+use tether_driver::StartOptions;
+use tether_gateway::{Gateway, Upstream};
+use tether_testkit::{ManualClock, processes_with, test_server_bin};
 
 /// `tether_status`'s entry for `server`.
 async fn status(client: &RunningService<RoleClient, ()>, server: &str) -> Value {
@@ -77,36 +75,14 @@ async fn restarts_wait_the_backoff_on_the_sessions_clock() {
     std::os::unix::fs::symlink(test_server_bin(), &program).expect("linking the test server");
     let program = program.to_string_lossy().into_owned();
     let clock = ManualClock::new();
-    let spec = McpSpec::json(
-        format!(
-            r#"{{"mcpServers":{{"crashy":{{"command":{}}}}}}}"#,
-            json_str(&program)
-        ),
-        SpecSource::Inline,
-    )
-    .expect("a valid spec");
-    let resolver = Resolver::new(Arc::new(NoLocalInstallations), None);
-    let session = Session::resolve(resolver, vec![spec], Secrets::new(), EmptyEnv)
-        .await
-        .expect("resolving the spec")
-        .with_clock(clock.clone());
+    let session = support::session_of("crashy", &program, clock.clone()).await;
     let mut start = StartOptions::default();
     let upstream = Upstream::wire(&mut start);
     let runtime = session.start(&start).await.expect("starting");
     let gateway = Gateway::new(
         session,
         runtime,
-        GatewayOptions {
-            call_timeout: Duration::from_secs(60),
-            audit: None,
-            start,
-            pins: None,
-            scan: ScanPolicy::Warn,
-            policies: HashMap::new(),
-            filter: ToolFilter::default(),
-            upstream: Some(upstream),
-            masking_hook: None,
-        },
+        support::gateway_options(start, Some(upstream)),
     )
     .await;
     let (ours, theirs) = tokio::io::duplex(1 << 16);

@@ -15,7 +15,9 @@
 //! [`tether_http::proxy::RETURNED_RESPONSE_HEADERS`] come back; nothing else does (the
 //! harness's `Authorization` never goes upstream, no upstream header or URL reaches the
 //! harness). Legacy SSE servers: the `endpoint` event of their GET stream names where to POST;
-//! the bridge keeps that URL and sends the harness `/<key>/m/<id>` instead. A server's own
+//! the bridge keeps that URL and sends the harness `/<key>/m/<id>` instead. An endpoint on
+//! another origin (scheme, host, port) than the server's URL cuts the stream: the messages,
+//! with the server's headers, would go there (`tether_driver::sse_endpoint`). A server's own
 //! `Authorization` that the upstream refuses is renewed through the caller's `BearerAuth`
 //! (`tether_driver::send_renewing`) and the request sent again.
 //!
@@ -477,12 +479,29 @@ impl EndpointRewriter {
     }
 
     /// The path the harness gets for the upstream's message endpoint `data`.
+    /// An endpoint on another origin than the server's URL, or none at all, cuts the stream:
+    /// the bridge would send the server's headers there.
     fn endpoint(&self, data: &[u8]) -> Result<String, Cut> {
         let data = String::from_utf8_lossy(data.strip_prefix(b" ").unwrap_or(data)).into_owned();
         let resolved = reqwest::Url::parse(self.route.url.expose())
-            .and_then(|base| base.join(&data))
+            .map_err(|_| tether_driver::SseError::BadEndpoint)
+            .and_then(|base| tether_driver::sse_endpoint(&base, &data))
             .map(String::from)
-            .unwrap_or(data);
+            .map_err(|error| {
+                // Neither URL is logged: the server's may hold a secret.
+                let why = match error {
+                    tether_driver::SseError::ForeignEndpoint { .. } => {
+                        "names another origin than the server's URL"
+                    }
+                    _ => "holds no valid URL",
+                };
+                tracing::warn!(
+                    server = %self.route.name,
+                    "bridge: the legacy SSE stream's endpoint event {why}; the stream is cut, \
+                     since every message would carry the server's headers there"
+                );
+                Cut("the SSE endpoint is not on the server's origin")
+            })?;
         let id = token::random_hex(KEY_BYTES)
             .map_err(|_| Cut("no random id for the message endpoint"))?;
         let mut endpoints = lock(&self.route.endpoints);
@@ -832,6 +851,93 @@ mod tests {
         // Only the two admitted requests reached the upstream.
         assert_eq!(lock(&seen).len(), 2);
         serving.abort();
+    }
+
+    /// A legacy SSE server whose `endpoint` event names `endpoint`; the stream then stays open.
+    async fn hostile_sse(endpoint: String) -> String {
+        let app = axum::Router::new().fallback(move || {
+            let event = format!("event: endpoint\ndata: {endpoint}\n\n");
+            async move {
+                let events = futures_util::stream::once(async move {
+                    Ok::<_, std::convert::Infallible>(Bytes::from(event))
+                })
+                .chain(futures_util::stream::pending());
+                (
+                    [("content-type", "text/event-stream")],
+                    Body::from_stream(events),
+                )
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding the SSE server");
+        let url = format!("http://{}/sse", listener.local_addr().expect("its address"));
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        url
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_sse_endpoint_on_another_origin_gets_nothing_through_the_bridge() {
+        // What the hostile endpoint receives: the recorder on another loopback port.
+        let (elsewhere, seen) = upstream(None).await;
+        let secret = "k-$HOME-$$-${X}-%41-\"q\"-\\-{{x}}-é";
+        for endpoint in [
+            elsewhere.clone(),
+            elsewhere.replace("127.0.0.1", "localhost"),
+        ] {
+            let sse = hostile_sse(endpoint).await;
+            let servers = servers(
+                &format!(
+                    r#"{{"s": {{"type": "sse", "url": "{sse}", "headers": {{"X-Key": "{{{{T}}}}"}}}}}}"#
+                ),
+                secret,
+            );
+            let (url, headers, base, serving) = serve(&servers, None);
+            let client = reqwest::Client::new();
+            // Read as a harness would until the endpoint event, or the end of the stream (cut
+            // before its first byte, the answer may not even have begun).
+            let mut text = String::new();
+            let read = tokio::time::timeout(Duration::from_secs(20), async {
+                let opened = client
+                    .get(&url)
+                    .header(header::AUTHORIZATION, &headers[0].1)
+                    .header(header::ACCEPT, "text/event-stream")
+                    .send()
+                    .await;
+                let Ok(opened) = opened else { return };
+                let mut stream = opened.bytes_stream();
+                while let Some(Ok(chunk)) = stream.next().await {
+                    text.push_str(&String::from_utf8_lossy(&chunk));
+                    if text.contains("\n\n") {
+                        break;
+                    }
+                }
+            })
+            .await;
+            assert!(read.is_ok(), "the stream neither ended nor gave an event");
+            // A harness posts to the endpoint it was handed.
+            if let Some(path) = text
+                .lines()
+                .find_map(|line| line.strip_prefix("data: "))
+                .map(str::trim)
+            {
+                let _ = client
+                    .post(format!("{base}{path}"))
+                    .header(header::AUTHORIZATION, &headers[0].1)
+                    .header("content-type", "application/json")
+                    .body("{}")
+                    .send()
+                    .await;
+            }
+            assert_eq!(lock(&seen).clone(), Vec::<Seen>::new());
+            assert!(
+                !text.contains("data:"),
+                "an endpoint was handed out: {text}"
+            );
+            serving.abort();
+        }
     }
 
     /// Hands out `fresh` when asked to refresh; counts the refreshes.

@@ -7,7 +7,8 @@
 //! that listener too, which defeats cross-site requests from a browser; and where the listener
 //! has a bearer token, the `Authorization` header must carry it, compared in constant time.
 //! Tokens come from [`token::generate`]. The header rules of tether's two reverse proxies (the
-//! hand-off bridge and the team server's `/mcp-proxy`) are in [`proxy`].
+//! hand-off bridge and the team server's `/mcp-proxy`) are in [`proxy`]; what a POST body of
+//! tether's MCP endpoints must be (one JSON-RPC message, else 400), in [`json_rpc`].
 //!
 //! ```
 //! use tether_http::{Admission, OriginRule};
@@ -24,6 +25,7 @@
 //! ```
 
 pub mod admission;
+pub mod json_rpc;
 pub mod proxy;
 pub mod token;
 

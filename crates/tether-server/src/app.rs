@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `POST /graphql` | the managed MCP schema; `Authorization: Bearer <api key>` or 401 |
 //! | `GET, POST, DELETE /mcp-proxy/{uid}` | the Streamable HTTP proxy ([`crate::proxy`]) |
-//! | `GET /healthz` | `ok` when the store answers, else 503 |
+//! | `GET /healthz` | `ok` when the store answers and can be written to, else 503 and why |
 //! | `GET /metrics` | `{"create_managed_mcp_client_config": N}`, to loopback peers only (404 otherwise) |
 
 use std::future::Future;
@@ -399,14 +399,9 @@ fn rate_limited(wait: std::time::Duration) -> Response {
 }
 
 async fn healthz(State(app): State<Arc<AppState>>) -> Response {
-    if app.service.healthy().await {
-        (StatusCode::OK, "ok\n").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the store does not answer\n",
-        )
-            .into_response()
+    match app.service.health().await {
+        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
     }
 }
 

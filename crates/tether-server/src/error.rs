@@ -96,6 +96,28 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
 
+    /// The filesystem holding the SQLite database has less room than a write may need
+    /// ([`crate::store::MIN_FREE_BYTES`]): writes fail or soon will. Returned by the health
+    /// check; the operator frees space.
+    #[error("the filesystem holding {path} has {free} bytes free: writes fail; free some space")]
+    NoSpace {
+        /// The database file.
+        path: PathBuf,
+        /// Bytes available to the server.
+        free: u64,
+    },
+
+    /// The last write to the store failed for a reason of the store itself (the disk is full,
+    /// an I/O error, the database is read-only), and a write tried since failed too. Returned
+    /// by the health check until a write succeeds.
+    #[error("writes to {database} fail: {class}")]
+    WritesFail {
+        /// The database file.
+        database: String,
+        /// What failed, in words (never a value).
+        class: &'static str,
+    },
+
     /// PostgreSQL failed (a statement, the connection, a constraint). Statements bind values
     /// as parameters, so the error holds no stored value; the database is named without its
     /// password.

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use zeroize::Zeroizing;
 
 use crate::crypto::{self, MasterKey};
-use crate::error::ServerError;
+use crate::error::{ServerError, StoreError};
 use crate::installation::{OpenedInstallation, Upstream};
 use crate::model::TransportKind;
 use crate::store::{AuditEvent, Storage};
@@ -276,17 +276,22 @@ impl Service {
         Ok(self.store.purge_proxy_tokens(before).await?)
     }
 
-    /// Whether the store answers within [`HEALTH_TIMEOUT`].
-    pub async fn healthy(&self) -> bool {
+    /// Whether the store answers within [`HEALTH_TIMEOUT`] and can be written to; else why,
+    /// in words fit for an unauthenticated client (no path: the log has the details).
+    pub async fn health(&self) -> Result<(), &'static str> {
         match tokio::time::timeout(HEALTH_TIMEOUT, self.store.ping()).await {
-            Ok(Ok(())) => true,
+            Ok(Ok(())) => Ok(()),
             Ok(Err(error)) => {
                 tracing::warn!("health check: {error}");
-                false
+                Err(match error {
+                    StoreError::NoSpace { .. } => "the store's disk is full",
+                    StoreError::WritesFail { .. } => "the store cannot be written to",
+                    _ => "the store does not answer",
+                })
             }
             Err(_) => {
                 tracing::warn!("health check: the store did not answer within {HEALTH_TIMEOUT:?}");
-                false
+                Err("the store does not answer")
             }
         }
     }

@@ -84,23 +84,35 @@ pub async fn serve_http(
     let address = listener.local_addr().map_err(SetupError::Serve)?;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let _end_sessions = shutdown.clone().drop_guard();
+    let config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown.clone());
+    let body = tether_http::json_rpc::BodyCheck {
+        limit: config.max_request_body_bytes,
+        parses: |bytes| {
+            serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(bytes)
+                .map(drop)
+                .map_err(|error| error.to_string())
+        },
+    };
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default().with_cancellation_token(shutdown.clone()),
+        config,
     );
     let admission = Admission::for_address(address);
     let mcp_admission = admission
         .clone()
         .with_bearer(token)
         .with_origin_rule(OriginRule::IfPresent);
-    let mcp =
-        Router::new()
-            .nest_service(MCP_PATH, service)
-            .layer(axum::middleware::from_fn_with_state(
-                Arc::new(mcp_admission),
-                tether_http::admit,
-            ));
+    let mcp = Router::new()
+        .nest_service(MCP_PATH, service)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(body),
+            tether_http::json_rpc::check_body,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(mcp_admission),
+            tether_http::admit,
+        ));
     let app = mcp
         .merge(page::router(refs, admission, key))
         .fallback(page::not_found);

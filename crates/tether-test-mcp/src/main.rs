@@ -3,7 +3,7 @@
 //! It serves three tools (`echo`, `env_check`, `add`, plus `--tools N` numbered ones) over stdio
 //! (the default) or Streamable HTTP (`--http ADDRESS`), and misbehaves on request so a launcher's
 //! failure handling can be tested: `--slow-start`, `--exit-early`, `--hang`, `--stderr-env`,
-//! `--spawn-child`, reflects a variable into a tool with `--reflect-env`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
+//! `--spawn-child`, records cancelled slow echoes with `--record-cancellations`, reflects a variable into a tool with `--reflect-env`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
 
 mod http;
 mod oauth;
@@ -87,6 +87,11 @@ struct Cli {
     /// Make `echo` wait this many milliseconds before answering (to test call timeouts).
     #[arg(long, value_name = "MS", default_value_t = 0)]
     slow_echo: u64,
+
+    /// With --slow-echo: when a waiting `echo` is cancelled (`notifications/cancelled`),
+    /// append `echo cancelled: TEXT` to PATH (for tests of cancellation passed on).
+    #[arg(long, value_name = "PATH", requires = "slow_echo")]
+    record_cancellations: Option<std::path::PathBuf>,
 
     /// Also serve N numbered tools `tool_0`..`tool_{N-1}` (tools/list pages hold 50 tools).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -210,6 +215,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .transpose()?;
     let server = TestServer::new(cli.tools, initialize)
         .with_echo_delay(Duration::from_millis(cli.slow_echo))
+        .with_cancellations(cli.record_cancellations.clone())
         .with_extra_tool(cli.extra_tool.as_deref(), extra_schema)
         .with_extra_prompt(cli.extra_prompt.as_deref())
         .with_tool_growth(cli.grow_tools)

@@ -67,6 +67,8 @@ pub struct TestServer {
     initialize: InitializeBehaviour,
     /// How long `echo` waits before answering (`--slow-echo`).
     echo_delay: Duration,
+    /// With `--record-cancellations PATH`: where a cancelled `echo` appends a line.
+    cancellations: Option<std::path::PathBuf>,
     /// With `--grow-tools`: the names of the tools `add_tool` added so far.
     grown: Option<std::sync::Arc<std::sync::Mutex<Vec<String>>>>,
     /// With `--extra-prompt TEXT`: the description of the one prompt, `extra`, listed (the
@@ -104,6 +106,7 @@ impl TestServer {
             tool_router,
             initialize,
             echo_delay: Duration::ZERO,
+            cancellations: None,
             grown: None,
             extra_prompt: None,
             capabilities_tool: false,
@@ -115,6 +118,13 @@ impl TestServer {
     /// The same server whose `echo` waits `delay` before answering (`--slow-echo`).
     pub fn with_echo_delay(mut self, delay: Duration) -> Self {
         self.echo_delay = delay;
+        self
+    }
+
+    /// The same server whose `echo`, when cancelled while it waits, appends
+    /// `echo cancelled: TEXT` to `path` (`--record-cancellations`).
+    pub fn with_cancellations(mut self, path: Option<std::path::PathBuf>) -> Self {
+        self.cancellations = path;
         self
     }
 }
@@ -205,9 +215,21 @@ impl TestServer {
 impl TestServer {
     /// Sends the text back unchanged.
     #[tool(description = "Return the given text unchanged, as text content.")]
-    async fn echo(&self, Parameters(EchoArguments { text }): Parameters<EchoArguments>) -> String {
+    async fn echo(
+        &self,
+        Parameters(EchoArguments { text }): Parameters<EchoArguments>,
+        cancelled: tokio_util::sync::CancellationToken,
+    ) -> String {
         if !self.echo_delay.is_zero() {
-            tokio::time::sleep(self.echo_delay).await;
+            tokio::select! {
+                () = tokio::time::sleep(self.echo_delay) => {}
+                () = cancelled.cancelled() => {
+                    if let Some(path) = &self.cancellations {
+                        record_line(path, &format!("echo cancelled: {text}"));
+                    }
+                    return "cancelled".to_owned();
+                }
+            }
         }
         text
     }
@@ -449,6 +471,22 @@ impl ServerHandler for TestServer {
         }
         let context = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
         self.tool_router.call(context).await
+    }
+}
+
+/// Appends `line` to `path` (a test reads it; failures go to stderr).
+fn record_line(path: &std::path::Path, line: &str) {
+    use std::io::Write as _;
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut file| writeln!(file, "{line}"));
+    if let Err(error) = written {
+        eprintln!(
+            "tether-test-mcp: cannot record to {}: {error}",
+            path.display()
+        );
     }
 }
 

@@ -236,8 +236,13 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             crate::output::print(&format!("listening on http://{bound}{MCP_PATH}\n"));
             eprintln!("tether serve: serving {offered} tools on http://{bound}{MCP_PATH}");
             let shutdown = CancellationToken::new();
+            let options = tether_gateway::HttpOptions {
+                session_idle: Duration::from_secs(args.session_idle),
+                max_sessions: args.max_sessions,
+            };
             let served =
-                super::until_signal(gateway.serve_http(listener, token, shutdown.clone())).await?;
+                super::until_signal(gateway.serve_http(listener, token, options, shutdown.clone()))
+                    .await?;
             shutdown.cancel();
             if let Ok(result) = served {
                 result?;

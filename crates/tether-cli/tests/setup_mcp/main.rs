@@ -866,6 +866,19 @@ async fn over_streamable_http_with_a_bearer_token_and_url_elicitation() {
         403
     );
     assert_eq!(send(vec![("Authorization", bearer.clone())]).await, 200);
+    // Admitted, but a body that is not one JSON-RPC message: 400 with a JSON-RPC error.
+    let malformed = http
+        .post(&url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("Authorization", &bearer)
+        .body("{\"jsonrpc\": \"2.0\", \"id\": 1,")
+        .send()
+        .await
+        .expect("a POST");
+    assert_eq!(malformed.status().as_u16(), 400);
+    let error: serde_json::Value = malformed.json().await.expect("a JSON-RPC error");
+    assert_eq!(error["error"]["code"], -32700, "{error}");
 
     let person = Person {
         value: Some(SENTINEL),

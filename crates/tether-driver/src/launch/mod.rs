@@ -33,6 +33,7 @@ use tether_config::{
 use process::{ChildProcess, StdioLaunch};
 pub use process::{ENV_WHITELIST, STDERR_TAIL_BYTES, StderrTail, TERMINATE_GRACE, inherited_env};
 use sse::SseClientTransport;
+pub use sse::{SseError, sse_endpoint};
 
 use crate::error::DriverError;
 

@@ -5,6 +5,11 @@
 //! relative to the SSE URL) to which the client POSTs each JSON-RPC message; the server sends
 //! its messages as `message` events on the open stream. Written here because no maintained crate
 //! offers it for rmcp; the SSE framing itself comes from `sse-stream` (which rmcp also uses).
+//!
+//! The endpoint must be on the SSE URL's own origin (scheme, host and port): each message
+//! carries the server's headers (its API key, its bearer token), which a server, or whoever
+//! can inject an event into its stream, must not be able to send elsewhere ([`sse_endpoint`],
+//! which the hand-off bridge applies too). Redirects are refused for the same reason.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -35,6 +40,18 @@ pub enum SseError {
     /// The endpoint is not a valid URL.
     #[error("the SSE endpoint event holds an invalid URL")]
     BadEndpoint,
+    /// The endpoint is on another origin than the SSE URL: refused, since every message sent
+    /// there would carry the server's headers. The server (or its stream) is at fault.
+    #[error(
+        "the SSE endpoint event names another origin ({endpoint}) than the SSE URL's ({sse}); \
+         refused, since every message would carry the server's headers there"
+    )]
+    ForeignEndpoint {
+        /// The endpoint's origin (scheme, host, port).
+        endpoint: String,
+        /// The SSE URL's origin.
+        sse: String,
+    },
     /// A message could not be serialized.
     #[error("cannot serialize a message: {0}")]
     Serialize(String),
@@ -88,9 +105,7 @@ impl SseClientTransport {
         .ok()
         .flatten()
         .ok_or(SseError::NoEndpoint)?;
-        let post_url = base
-            .join(endpoint.trim())
-            .map_err(|_| SseError::BadEndpoint)?;
+        let post_url = sse_endpoint(&base, &endpoint)?;
         let (sender, incoming) = mpsc::channel(64);
         let reader = tokio::spawn(async move {
             while let Some(event) = events.next().await {
@@ -160,6 +175,19 @@ impl Transport<RoleClient> for SseClientTransport {
         self.reader.abort();
         Ok(())
     }
+}
+
+/// Where messages go: the `endpoint` event's `data` resolved against the SSE URL `base`,
+/// refused unless it is on `base`'s origin (scheme, host and port).
+pub fn sse_endpoint(base: &reqwest::Url, data: &str) -> Result<reqwest::Url, SseError> {
+    let endpoint = base.join(data.trim()).map_err(|_| SseError::BadEndpoint)?;
+    if endpoint.origin() != base.origin() {
+        return Err(SseError::ForeignEndpoint {
+            endpoint: endpoint.origin().ascii_serialization(),
+            sse: base.origin().ascii_serialization(),
+        });
+    }
+    Ok(endpoint)
 }
 
 /// `request` with `headers`, the `Authorization` of `authorization` in place of theirs.

@@ -752,3 +752,63 @@ async fn the_sse_transport_renews_a_refused_token() {
         .collect();
     assert_eq!(gets, ["Bearer stale", "Bearer fresh"]);
 }
+
+/// A legacy SSE server whose `endpoint` event names another origin (here another loopback
+/// port, then the same port under another host name) does not get tether's messages sent
+/// there: the server fails naming the refusal, and the other origin receives nothing, neither
+/// the `initialize` nor the server's header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_endpoint_on_another_origin_is_refused_and_gets_nothing() {
+    use wiremock::matchers::method;
+    let elsewhere = wiremock::MockServer::start().await;
+    wiremock::Mock::given(method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(202))
+        .mount(&elsewhere)
+        .await;
+    let sse = wiremock::MockServer::start().await;
+    let sse_port = sse.address().port();
+    for endpoint in [
+        format!("{}/messages?sessionId=1", elsewhere.uri()),
+        format!("http://localhost:{sse_port}/messages?sessionId=1"),
+    ] {
+        sse.reset().await;
+        wiremock::Mock::given(method("GET"))
+            .respond_with(
+                wiremock::ResponseTemplate::new(200)
+                    .insert_header("content-type", "text/event-stream")
+                    .set_body_string(format!("event: endpoint\ndata: {endpoint}\n\n")),
+            )
+            .mount(&sse)
+            .await;
+        let secrets: Secrets = [("KEY", "k-SENTINEL-$HOME-$$-${X}-%41-\"q\"-\\-{{x}}-é")]
+            .into_iter()
+            .collect();
+        let config = format!(
+            r#"{{"hostile": {{"type": "sse", "url": "{}/sse", "headers": {{"X-Api-Key": "{{{{KEY}}}}"}}}}}}"#,
+            sse.uri()
+        );
+        let runtime = start(config, StartOptions::default(), &secrets)
+            .await
+            .expect("starting the servers");
+        let received = elsewhere.received_requests().await.unwrap_or_default();
+        assert!(
+            received.is_empty(),
+            "{} requests reached {endpoint}",
+            received.len()
+        );
+        let posted = sse.received_requests().await.unwrap_or_default();
+        assert!(
+            posted
+                .iter()
+                .all(|request| request.method.as_str() == "GET"),
+            "a message reached the SSE server's other host name"
+        );
+        let reason = failure(&runtime.reports()[0].status);
+        assert!(
+            reason.contains("the SSE endpoint event names another origin"),
+            "{reason}"
+        );
+        assert!(!reason.contains("SENTINEL"), "{reason}");
+        runtime.shutdown().await;
+    }
+}

@@ -28,6 +28,10 @@ const KEY_CHECK_AAD: &[u8] = b"meta:key_check";
 /// The `meta` row holding the key check.
 const KEY_CHECK: &str = "key_check";
 
+/// The least room the SQLite database's filesystem must have for the store to be healthy
+/// (`/healthz`): less, and a write (a page, its WAL frame) may fail.
+pub const MIN_FREE_BYTES: u64 = 1024 * 1024;
+
 /// How long `last_used_at` of an API key may lag: it is written at most this often per key, so
 /// authenticating is not a write per request.
 pub const LAST_USED_GRANULARITY_MS: i64 = 60_000;
@@ -197,7 +201,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// The newest `limit` audit events, newest first.
     async fn audit_events(&self, limit: i64) -> Result<Vec<AuditEvent>, StoreError>;
 
-    /// A cheap query, for health checks.
+    /// For health checks: whether the store answers, and can be written to (on SQLite: room
+    /// on its filesystem, and the last write's failure, if any, gone).
     async fn ping(&self) -> Result<(), StoreError>;
 }
 

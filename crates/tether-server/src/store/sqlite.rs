@@ -84,6 +84,9 @@ pub(super) struct SqliteStore {
 struct Inner {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// Why the last write failed, when it failed for a reason of the store itself (disk full,
+    /// I/O, read-only); cleared by the next write that succeeds. The health check reads it.
+    write_failure: Mutex<Option<&'static str>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -113,7 +116,25 @@ impl Inner {
             tx.commit()?;
             Ok(value)
         };
-        run(&mut conn).map_err(|failure: Failure| failure.into_error(&self.path))
+        let outcome = run(&mut conn).map_err(|failure: Failure| failure.into_error(&self.path));
+        let failure = match &outcome {
+            Ok(_) => None,
+            Err(StoreError::Database { source, .. }) => write_failure_class(source),
+            // Ours (a constraint of the service, a key): not the store's health.
+            Err(_) => return outcome,
+        };
+        *self
+            .write_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = failure;
+        outcome
+    }
+
+    fn write_failure(&self) -> Option<&'static str> {
+        *self
+            .write_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn migrate(&self) -> Result<(), StoreError> {
@@ -156,6 +177,7 @@ impl SqliteStore {
             let inner = Inner {
                 conn: Mutex::new(conn),
                 path: dir.join(DATABASE_FILE),
+                write_failure: Mutex::new(None),
             };
             inner.migrate()?;
             Ok(Self {
@@ -520,10 +542,67 @@ impl Storage for SqliteStore {
         .await
     }
 
+    /// A read; then the room left on the database's filesystem; then, when the last write
+    /// failed for a reason of the store, a write of a `meta` row (which clears it if it
+    /// succeeds): a full disk answers reads but not writes.
     async fn ping(&self) -> Result<(), StoreError> {
         self.read(|conn| Ok(conn.query_row("SELECT 1", [], |_| Ok(()))?))
-            .await
+            .await?;
+        let inner = Arc::clone(&self.inner);
+        run_blocking(move || {
+            let free = free_bytes(&inner.path)?;
+            if free < super::MIN_FREE_BYTES {
+                return Err(StoreError::NoSpace {
+                    path: inner.path.clone(),
+                    free,
+                });
+            }
+            if inner.write_failure().is_some() {
+                let probed = inner.write_now(|tx| {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('health_probe', ?1)",
+                        [now_ms().to_le_bytes().to_vec()],
+                    )?;
+                    Ok(())
+                });
+                if let (Err(_), Some(class)) = (probed, inner.write_failure()) {
+                    return Err(StoreError::WritesFail {
+                        database: inner.path.display().to_string(),
+                        class,
+                    });
+                }
+            }
+            Ok(())
+        })
+        .await
     }
+}
+
+/// What a failed write says of the store's health, in words: `None` for a failure of the
+/// statement or the data (a constraint, a busy database), which a later write need not share.
+fn write_failure_class(error: &rusqlite::Error) -> Option<&'static str> {
+    use rusqlite::ErrorCode;
+    match error.sqlite_error_code()? {
+        ErrorCode::DiskFull => Some("the disk is full"),
+        ErrorCode::SystemIoFailure => Some("an I/O error"),
+        ErrorCode::ReadOnly => Some("the database is read-only"),
+        ErrorCode::CannotOpen => Some("a file of the database cannot be opened"),
+        ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => Some("the database is damaged"),
+        _ => None,
+    }
+}
+
+/// Bytes available to this process on the filesystem holding `path`.
+#[allow(
+    clippy::useless_conversion,
+    reason = "the block count and size are narrower than u64 on some targets"
+)]
+fn free_bytes(path: &Path) -> Result<u64, StoreError> {
+    let stat = nix::sys::statvfs::statvfs(path).map_err(|errno| StoreError::DataDir {
+        path: path.to_owned(),
+        source: std::io::Error::from(errno),
+    })?;
+    Ok(u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size())))
 }
 
 /// Inserts an installation's sealed values, in their order.

@@ -526,3 +526,97 @@ async fn rotate_key_killed_midway_leaves_every_value_readable_and_finishes_when_
     let log = admin(&data, &["audit"], &[("TETHER_SERVER_KEY", NEW_KEY)]).await;
     assert!(log.contains("rotate-key"), "{log}");
 }
+
+/// Whether a private tmpfs can be mounted here (root, and `unshare` allowed): the full-disk
+/// test needs one.
+fn can_mount_a_private_tmpfs() -> bool {
+    nix::unistd::geteuid().is_root()
+        && std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg("mount -t tmpfs -o size=64k tmpfs /mnt")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+}
+
+/// Writes zeros to `path` until its filesystem is full.
+fn fill(path: &std::path::Path) {
+    use std::io::Write as _;
+    let mut file = std::fs::File::create(path).expect("creating the filler");
+    let chunk = vec![0_u8; 64 * 1024];
+    // A bound, so a filesystem that never fills cannot make the test run forever.
+    for _ in 0..1024 {
+        match file.write_all(&chunk).and_then(|()| file.sync_all()) {
+            Ok(()) => {}
+            Err(error) if error.raw_os_error() == Some(nix::libc::ENOSPC) => return,
+            Err(error) => panic!("filling the disk: {error}"),
+        }
+    }
+    panic!("the 8 MiB filesystem did not fill with 64 MiB");
+}
+
+/// `GET /healthz`: the status and body.
+async fn health(server: &ServerProcess) -> (u16, String) {
+    let answer = reqwest::get(format!("{}/healthz", server.base))
+        .await
+        .expect("GET /healthz");
+    let status = answer.status().as_u16();
+    (status, answer.text().await.expect("the body"))
+}
+
+/// The store on a filesystem that fills up: `/healthz` says so (503) while it is full, not
+/// `ok`, and `ok` again once there is room. A real full filesystem: an 8 MiB tmpfs mounted in
+/// a mount namespace of the server's own (`unshare`, as root), filled from outside through
+/// `/proc/PID/root`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_is_503_while_the_stores_disk_is_full() {
+    if crate::pg::enabled() || !can_mount_a_private_tmpfs() {
+        eprintln!("skipped: needs SQLite, root and unshare for a private tmpfs");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seed = dir.path().join("seed");
+    let api_key = crate::support::api_key(&seed, "default").await;
+    let uid = add_with_secret(&seed, "filled", "s3cret-$HOME-é").await;
+    let mount = dir.path().join("mnt");
+    std::fs::create_dir(&mount).expect("the mount point");
+    // The tmpfs holds a copy of the seeded store; the server then runs on it.
+    let mut command = tokio::process::Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(
+            r#"mount -t tmpfs -o size=8m,mode=0700 tmpfs "$1" && cp -a "$2"/. "$1"/ && exec "$0" serve --listen 127.0.0.1:0 --data-dir "$1""#,
+        )
+        .arg(server_bin())
+        .arg(&mount)
+        .arg(&seed)
+        .env("TETHER_SERVER_KEY", TEST_KEY)
+        .env("TETHER_SERVER_LOG", "info");
+    let server = ServerProcess::from_command(command).await;
+    assert_eq!(health(&server).await, (200, "ok\n".to_owned()));
+    assert!(
+        minted_json(&server, &api_key, uid)
+            .await
+            .contains("s3cret-$HOME-é")
+    );
+
+    // The server's view of the tmpfs, from outside its mount namespace.
+    let pid = server.pid();
+    let inside = std::path::PathBuf::from(format!("/proc/{pid}/root"))
+        .join(mount.strip_prefix("/").expect("an absolute mount point"));
+    let filler = inside.join("filler");
+    fill(&filler);
+    // The store still answers a read; health says what is wrong.
+    let (status, body) = health(&server).await;
+    assert_eq!((status, body.as_str()), (503, "the store's disk is full\n"));
+    assert!(server.logged("health check: the filesystem holding").await);
+
+    std::fs::remove_file(&filler).expect("freeing the disk");
+    assert_eq!(health(&server).await, (200, "ok\n".to_owned()));
+    assert!(
+        minted_json(&server, &api_key, uid)
+            .await
+            .contains("s3cret-$HOME-é")
+    );
+}

@@ -164,6 +164,11 @@ impl ServerProcess {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the server is still running")
+    }
+
     /// A memory figure of the server from `/proc/PID/status` (`VmRSS`, `VmHWM` for the
     /// peak), in bytes.
     pub fn memory_bytes(&self, field: &str) -> u64 {

@@ -1,0 +1,48 @@
+//! What the gateway's tests share.
+
+#![allow(dead_code, reason = "each test binary uses a part")]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tether_clock::Clock;
+use tether_config::{EmptyEnv, Secrets};
+use tether_driver::{McpSpec, NoLocalInstallations, Resolver, Session, SpecSource, StartOptions};
+use tether_gateway::names::ToolFilter;
+use tether_gateway::{GatewayOptions, ScanPolicy, Upstream};
+use tether_testkit::json_str;
+
+/// The options a test's gateway runs with: a 60 s call timeout, no audit log, pins or filter,
+/// the scan warning; `upstream` when `start` was wired with it.
+pub fn gateway_options(start: StartOptions, upstream: Option<Upstream>) -> GatewayOptions {
+    GatewayOptions {
+        call_timeout: Duration::from_secs(60),
+        audit: None,
+        start,
+        pins: None,
+        scan: ScanPolicy::Warn,
+        policies: HashMap::new(),
+        filter: ToolFilter::default(),
+        upstream,
+        masking_hook: None,
+    }
+}
+
+/// A session of one stdio server `name` running `program`, on `clock`.
+pub async fn session_of(name: &str, program: &str, clock: Arc<dyn Clock>) -> Session {
+    let spec = McpSpec::json(
+        format!(
+            r#"{{"mcpServers":{{{}:{{"command":{}}}}}}}"#,
+            json_str(name),
+            json_str(program)
+        ),
+        SpecSource::Inline,
+    )
+    .expect("a valid spec");
+    let resolver = Resolver::new(Arc::new(NoLocalInstallations), None);
+    Session::resolve(resolver, vec![spec], Secrets::new(), EmptyEnv)
+        .await
+        .expect("resolving the spec")
+        .with_clock(clock)
+}
