@@ -26,6 +26,10 @@ pub struct Harness {
     pub servers_key: &'static str,
     /// How a value is read from the harness's environment instead of being written inline.
     pub references: References,
+    /// What the harness rewrites in the values of a config file it reads (its own variable
+    /// syntax), and whether a literal can be escaped: what `tether export` with real values
+    /// must escape, or refuse to write.
+    pub expansion: Expansion,
     /// How `tether run -- CMD` hands the servers over; `None` for export-only formats
     /// (editors, tether's own JSON).
     pub run: Option<Run>,
@@ -137,6 +141,96 @@ pub enum References {
     CodexEnvNames,
 }
 
+/// What a harness rewrites in the string values of a config file it reads. A value holding
+/// such text arrives changed (`${HOME}` becomes the harness's home), so `tether export` writes a
+/// sensitive value that holds it escaped, where the format has an escape, or refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expansion {
+    /// Nothing: values are read as written (Codex's `config.toml`).
+    Nothing,
+    /// `${NAME}` and `${NAME:-default}`, NAME an identifier, in command, args, env, url and
+    /// headers (Claude Code); no escape.
+    DollarBrace,
+    /// `$NAME` (NAME a run of letters, digits, `_`) and `${…}` in every string of the settings
+    /// (Gemini CLI); no escape.
+    Dollar,
+    /// `${…}` variables (`${env:NAME}`, `${input:ID}`, `${workspaceFolder}`, `${userHome}`: VS
+    /// Code and Cursor); no escape.
+    EditorVariables,
+    /// `{env:NAME}` and `{file:PATH}` pasted into the file's text before it is parsed
+    /// (opencode): escaped by writing that `{` as the JSON escape `\u007b`, which the
+    /// substitution does not see and the parser turns back into `{`.
+    OpencodeText,
+}
+
+impl Expansion {
+    /// Whether the harness would rewrite something in `text`.
+    pub fn expands(self, text: &str) -> bool {
+        match self {
+            Expansion::Nothing => false,
+            Expansion::DollarBrace => text.match_indices("${").any(|(at, _)| {
+                let rest = &text[at + 2..];
+                let name_len = rest
+                    .char_indices()
+                    .find(|&(i, c)| {
+                        !(c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()))
+                    })
+                    .map_or(rest.len(), |(i, _)| i);
+                let after = &rest[name_len..];
+                name_len > 0
+                    && (after.starts_with('}')
+                        || after.strip_prefix(":-").is_some_and(|d| d.contains('}')))
+            }),
+            Expansion::Dollar => text.match_indices('$').any(|(at, _)| {
+                let rest = &text[at + 1..];
+                match rest.chars().next() {
+                    Some(c) if c == '_' || c.is_ascii_alphanumeric() => true,
+                    Some('{') => rest[1..].find('}').is_some_and(|end| end > 0),
+                    _ => false,
+                }
+            }),
+            Expansion::EditorVariables => text
+                .match_indices("${")
+                .any(|(at, _)| text[at + 2..].find('}').is_some_and(|end| end > 0)),
+            Expansion::OpencodeText => text.contains("{env:") || text.contains("{file:"),
+        }
+    }
+
+    /// The syntax the harness expands, for messages.
+    pub fn syntax(self) -> &'static str {
+        match self {
+            Expansion::Nothing => "nothing",
+            Expansion::DollarBrace => "${VAR} and ${VAR:-default}",
+            Expansion::Dollar => "$VAR and ${VAR}",
+            Expansion::EditorVariables => "${…} variables",
+            Expansion::OpencodeText => "{env:…} and {file:…}",
+        }
+    }
+
+    /// Whether the format can write a value holding such text so that it is read back as
+    /// written (see [`Expansion::escape_text`]).
+    pub fn has_escape(self) -> bool {
+        matches!(self, Expansion::OpencodeText)
+    }
+
+    /// `text`, a whole config file as written, with every expandable piece escaped so that the
+    /// harness reads it literally; `text` unchanged for a format without an escape. Valid for
+    /// a file tether wrote with no reference of its own in it.
+    pub fn escape_text(self, text: &str) -> String {
+        match self {
+            // In JSON text tether serialised, `{env:` and `{file:` occur only inside strings,
+            // where `\u007b` is read as `{`.
+            Expansion::OpencodeText => text
+                .replace("{env:", "\\u007benv:")
+                .replace("{file:", "\\u007bfile:"),
+            Expansion::Nothing
+            | Expansion::DollarBrace
+            | Expansion::Dollar
+            | Expansion::EditorVariables => text.to_owned(),
+        }
+    }
+}
+
 /// How `tether run` hands a harness its servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run {
@@ -214,6 +308,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: "mcp.json",
         servers_key: "mcpServers",
         references: References::Dollar,
+        expansion: Expansion::Nothing,
         run: None,
         own_configs: &[],
         input_prompts: false,
@@ -226,6 +321,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: "mcp.json",
         servers_key: "mcpServers",
         references: References::Dollar,
+        expansion: Expansion::DollarBrace,
         run: Some(Run {
             programs: &["claude"],
             delivery: Delivery::FileFlag {
@@ -253,6 +349,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: "config.toml",
         servers_key: "mcp_servers",
         references: References::CodexEnvNames,
+        expansion: Expansion::Nothing,
         run: Some(Run {
             programs: &["codex"],
             delivery: Delivery::PrivateHome {
@@ -279,6 +376,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: "settings.json",
         servers_key: "mcpServers",
         references: References::Dollar,
+        expansion: Expansion::Dollar,
         run: Some(Run {
             programs: &["gemini"],
             delivery: Delivery::PrivateHome {
@@ -321,6 +419,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: "opencode.json",
         servers_key: "mcp",
         references: References::OpencodeEnv,
+        expansion: Expansion::OpencodeText,
         run: Some(Run {
             programs: &["opencode"],
             delivery: Delivery::InlineEnv {
@@ -344,6 +443,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: ".vscode/mcp.json",
         servers_key: "servers",
         references: References::Dollar,
+        expansion: Expansion::EditorVariables,
         run: None,
         own_configs: &[
             ConfigPlace::Home(".config/Code/User/mcp.json"),
@@ -359,6 +459,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: ".cursor/mcp.json",
         servers_key: "mcpServers",
         references: References::Dollar,
+        expansion: Expansion::EditorVariables,
         run: None,
         own_configs: &[
             ConfigPlace::Home(".cursor/mcp.json"),

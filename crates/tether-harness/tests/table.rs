@@ -171,3 +171,96 @@ fn a_default_stdio_env_value_does_not_override_the_servers_own() {
         assert_eq!(text.matches("/mine").count(), 1, "{format}: {text}");
     }
 }
+
+/// Each row's expansion rule matches what its harness rewrites (checked against Claude Code
+/// 2.1's, Gemini CLI 0.61's and opencode 1.18's own code), and leaves the rest alone.
+#[test]
+fn expansion_rules_match_what_each_harness_rewrites() {
+    let expands = |format: Format, text: &str| format.harness().expansion.expands(text);
+    // Claude Code: `${NAME}` and `${NAME:-default}` only.
+    for text in ["${HOME}", "a${X_1}b", "${HOME:-x}", "${A:-}"] {
+        assert!(expands(Format::Claude, text), "claude: {text}");
+    }
+    for text in [
+        "$HOME",
+        "$$",
+        "${1X}",
+        "${}",
+        "${HOME",
+        "{env:HOME}",
+        "%41",
+        "{{x}}",
+    ] {
+        assert!(!expands(Format::Claude, text), "claude: {text}");
+    }
+    // Gemini CLI: `$NAME` (word characters) and `${…}`.
+    for text in ["$HOME", "x$1", "${HOME}", "${a b}", "$_"] {
+        assert!(expands(Format::Gemini, text), "gemini: {text}");
+    }
+    for text in ["$$", "$", "${}", "${HOME", "$-", "{env:HOME}", "é$"] {
+        assert!(!expands(Format::Gemini, text), "gemini: {text}");
+    }
+    // opencode: `{env:…}` and `{file:…}` in the text.
+    assert!(expands(Format::Opencode, "a{env:HOME}"));
+    assert!(expands(Format::Opencode, "{file:/etc/passwd}"));
+    assert!(!expands(Format::Opencode, "${HOME} $HOME {{x}}"));
+    // Codex expands nothing; VS Code and Cursor their `${…}` variables.
+    assert!(!expands(Format::Codex, "${HOME} $HOME {env:HOME}"));
+    for format in [Format::Vscode, Format::Cursor] {
+        assert!(expands(format, "${env:HOME}"));
+        assert!(!expands(format, "$HOME ${}"));
+    }
+    let escapable: Vec<&str> = HARNESSES
+        .iter()
+        .filter(|h| h.expansion.has_escape())
+        .map(|h| h.name)
+        .collect();
+    assert_eq!(escapable, ["opencode"]);
+}
+
+/// A real value the harness would rewrite: escaped where the format can (opencode, read back
+/// as written), refused naming the server and field where it cannot; a plain value the user
+/// wrote (which may use the harness's own variables on purpose) and a masked one are left as
+/// they are.
+#[test]
+fn a_real_value_the_harness_would_rewrite_is_escaped_or_refused() {
+    let secrets: Secrets = [("T", "x{env:HOME}${HOME}")].into_iter().collect();
+    let rendered: Vec<RenderedServer> = parse_config(
+        r#"{"s": {"command": "run", "args": ["${workspaceFolder}"], "env": {"K": "{{T}}"}}}"#,
+        Origin::User,
+    )
+    .expect("parsing the test config")
+    .servers
+    .into_iter()
+    .map(|s| s.into_installation().render(&secrets, &EmptyEnv))
+    .collect();
+    let text = export_config(&rendered, Format::Opencode, Exposure::Real)
+        .expect("opencode has an escape")
+        .to_text();
+    let parsed: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(parsed["mcp"]["s"]["environment"]["K"], "x{env:HOME}${HOME}");
+    assert!(!text.contains("{env:"), "{text}");
+    for format in [Format::Claude, Format::Gemini, Format::Vscode] {
+        let err = export_config(&rendered, format, Exposure::Real).expect_err("no escape: refused");
+        assert!(
+            matches!(&err, HarnessError::WouldExpand { server, field, .. } if server == "s" && field == "env.K"),
+            "{format}: {err}"
+        );
+        assert!(!err.to_string().contains("HOME}"), "{err}");
+        export_config(&rendered, format, Exposure::Masked).expect("masked: nothing to expand");
+    }
+    // The user's own `${workspaceFolder}` (plain text) passes for VS Code.
+    let plain: Vec<RenderedServer> = parse_config(
+        r#"{"s": {"command": "run", "args": ["${workspaceFolder}"]}}"#,
+        Origin::User,
+    )
+    .expect("parsing the test config")
+    .servers
+    .into_iter()
+    .map(|s| s.into_installation().render(&Secrets::default(), &EmptyEnv))
+    .collect();
+    let text = export_config(&plain, Format::Vscode, Exposure::Real)
+        .expect("a plain value is the user's")
+        .to_text();
+    assert!(text.contains("${workspaceFolder}"), "{text}");
+}
