@@ -356,6 +356,32 @@ fn claude_code_mcp_list_accepts_an_exported_user_config() {
     }
 }
 
+/// `claude mcp …` reads only Claude Code's own config files, never `--mcp-config`: through
+/// `tether run` it lists none of the servers handed over, and tether says so in one line.
+#[test]
+fn claude_code_mcp_list_through_a_run_is_said_to_ignore_the_handed_over_servers() {
+    let Some(claude) = npm_bin(CLAUDE) else {
+        return;
+    };
+    let setup = Setup::new();
+    let mut command = setup.run_harness(&claude, &["mcp", "list"]);
+    command.env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let out = output_within(command, Duration::from_secs(120));
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(
+        !stdout.contains("probe-stdio"),
+        "claude mcp list now reads --mcp-config: drop the note\n{stdout}"
+    );
+    let notes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("`claude mcp …` reads only Claude Code's own config files"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    assert!(notes[0].contains("tether test"), "{stderr}");
+    assert_no_secret("claude mcp list", &out);
+}
+
 /// `tether run … -- claude mcp list` used to fail with `MCP config file not found:
 /// …/mcp`, because `--mcp-config` takes several values and swallowed the subcommand. tether now
 /// passes `--mcp-config=FILE`. `claude mcp list` itself reads user scope (not `--mcp-config`),

@@ -243,6 +243,10 @@ pub struct Run {
     /// A variable naming a cache directory the harness logs expanded secrets into: tether
     /// points it into the run directory and gives the stdio servers the user's own value back.
     pub private_cache_env: Option<&'static str>,
+    /// The harness's subcommands that read only its own config files and ignore the servers
+    /// handed over (`claude mcp list` does not read `--mcp-config`): when the user's command
+    /// starts with one, `tether run` says so on stderr (and still runs it).
+    pub config_only_subcommands: &'static [&'static str],
     /// Whether `tether run` hands this harness the gateway unless `--no-gateway`: where that is
     /// strictly better than handing it the servers (Gemini CLI expands `$VAR` and `${VAR}` in
     /// the values it is given, so a secret holding `$HOME` arrives changed, and hides variables
@@ -329,6 +333,7 @@ pub const HARNESSES: &[Harness] = &[
             },
             strict: Strict::Flag("--strict-mcp-config"),
             private_cache_env: Some(EnvVars::XDG_CACHE_HOME),
+            config_only_subcommands: &["mcp"],
             gateway_by_default: false,
         }),
         own_configs: &[
@@ -359,6 +364,7 @@ pub const HARNESSES: &[Harness] = &[
             },
             strict: Strict::Unavailable,
             private_cache_env: None,
+            config_only_subcommands: &[],
             gateway_by_default: false,
         }),
         own_configs: &[ConfigPlace::EnvDir {
@@ -399,6 +405,7 @@ pub const HARNESSES: &[Harness] = &[
                 ],
             },
             private_cache_env: None,
+            config_only_subcommands: &[],
             gateway_by_default: true,
         }),
         own_configs: &[
@@ -427,6 +434,7 @@ pub const HARNESSES: &[Harness] = &[
             },
             strict: Strict::Unavailable,
             private_cache_env: None,
+            config_only_subcommands: &[],
             gateway_by_default: false,
         }),
         own_configs: &[

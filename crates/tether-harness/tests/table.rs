@@ -264,3 +264,15 @@ fn a_real_value_the_harness_would_rewrite_is_escaped_or_refused() {
         .to_text();
     assert!(text.contains("${workspaceFolder}"), "{text}");
 }
+
+/// Subcommands that read only the harness's own files: Claude Code's `mcp` (it ignores
+/// `--mcp-config`); the others read what tether hands over.
+#[test]
+fn only_claude_codes_mcp_subcommand_ignores_the_handed_over_servers() {
+    let rows: Vec<(&str, &[&str])> = HARNESSES
+        .iter()
+        .filter_map(|h| h.run.map(|run| (h.name, run.config_only_subcommands)))
+        .filter(|(_, subcommands)| !subcommands.is_empty())
+        .collect();
+    assert_eq!(rows, [("claude", &["mcp"][..])]);
+}
