@@ -38,8 +38,8 @@ use std::fmt;
 use tether_config::{Exposure, RenderedServer, RenderedText, SecretValue};
 
 pub use table::{
-    ConfigPlace, Delivery, Expansion, HARNESSES, Harness, OwnConfig, References, Run, Strict,
-    Syntax, detect,
+    ConfigPlace, Delivery, Expansion, FolderTrust, HARNESSES, Harness, OwnConfig, References, Run,
+    Strict, Syntax, TrustInputs, TrustVerdict, detect,
 };
 
 /// An output format: a key into [`HARNESSES`], whose row describes it.

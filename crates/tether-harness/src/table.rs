@@ -247,11 +247,112 @@ pub struct Run {
     /// handed over (`claude mcp list` does not read `--mcp-config`): when the user's command
     /// starts with one, `tether run` says so on stderr (and still runs it).
     pub config_only_subcommands: &'static [&'static str],
+    /// How the harness gates MCP servers on trusting the working folder, if it does: `tether
+    /// run` refuses a folder the harness would give no servers in.
+    pub folder_trust: Option<FolderTrust>,
     /// Whether `tether run` hands this harness the gateway unless `--no-gateway`: where that is
     /// strictly better than handing it the servers (Gemini CLI expands `$VAR` and `${VAR}` in
     /// the values it is given, so a secret holding `$HOME` arrives changed, and hides variables
     /// named like credentials from its servers; through the gateway it is given no value).
     pub gateway_by_default: bool,
+}
+
+/// How a harness gates MCP servers on trusting the working folder: Gemini CLI disables every
+/// MCP server, the handed-over ones too, in a folder it does not trust, and trusting a folder
+/// also turns on that folder's own settings, hooks and servers. So tether never trusts a folder
+/// on the user's behalf: it reads the harness's own answer ([`FolderTrust::verdict`]) and
+/// refuses a run that would have no servers, naming the step to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FolderTrust {
+    /// The variable that trusts (`true`) or distrusts (`false`) the working folder for a run.
+    pub trust_env: &'static str,
+    /// The variable that, `true`, trusts no folder.
+    pub restricted_env: &'static str,
+    /// The variable naming the trust rules file.
+    pub rules_env: &'static str,
+    /// The rules file's name in the harness's own config directory (`~/.gemini`): an object
+    /// of path → `TRUST_FOLDER`, `TRUST_PARENT` (the path's parent) or `DO_NOT_TRUST`; the
+    /// longest path that holds the folder decides.
+    pub rules_file: &'static str,
+    /// The variable naming the system settings file.
+    pub system_settings_env: &'static str,
+    /// The system settings file when that variable is unset.
+    pub system_settings: &'static str,
+    /// The setting that turns the check off (`false`), in the system settings, else the
+    /// user's (`security.folderTrust.enabled`, default on).
+    pub enabled_setting: &'static [&'static str],
+}
+
+/// The harness's answer for a folder, as [`FolderTrust::verdict`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrustVerdict {
+    /// Trusted (by a rule, the variable, or the check being off).
+    Trusted,
+    /// Not trusted: why, for the user (`no rule in trustedFolders.json trusts it`).
+    NotTrusted(String),
+}
+
+/// What [`FolderTrust::verdict`] reads, gathered by the caller.
+pub struct TrustInputs<'a> {
+    /// The environment.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// The settings files that exist, parsed, highest precedence first (system, user).
+    pub settings: &'a [serde_json::Value],
+    /// The rules file, parsed (`None`: there is none).
+    pub rules: Option<&'a serde_json::Value>,
+    /// The folder, its symbolic links resolved.
+    pub folder: &'a std::path::Path,
+    /// A path with its symbolic links resolved (the path itself if it cannot be).
+    pub real_path: &'a dyn Fn(&std::path::Path) -> std::path::PathBuf,
+}
+
+impl FolderTrust {
+    /// Whether the harness trusts the folder, read as it reads it: the variables first, then
+    /// the setting, then the longest matching rule; no rule is not trusted.
+    pub fn verdict(&self, inputs: &TrustInputs<'_>) -> TrustVerdict {
+        let env = |name: &str| (inputs.env)(name);
+        if env(self.restricted_env).as_deref() == Some("true") {
+            return TrustVerdict::NotTrusted(format!("{}=true", self.restricted_env));
+        }
+        match env(self.trust_env).as_deref() {
+            Some("false") => return TrustVerdict::NotTrusted(format!("{}=false", self.trust_env)),
+            Some("true") => return TrustVerdict::Trusted,
+            _ => {}
+        }
+        let enabled = inputs.settings.iter().find_map(|settings| {
+            self.enabled_setting
+                .iter()
+                .try_fold(settings, |at, key| at.get(key))
+                .and_then(serde_json::Value::as_bool)
+        });
+        if enabled == Some(false) {
+            return TrustVerdict::Trusted;
+        }
+        let mut best: Option<(usize, &str)> = None;
+        let rules = inputs.rules.and_then(serde_json::Value::as_object);
+        for (path, level) in rules.into_iter().flatten() {
+            let Some(level) = level.as_str() else {
+                continue;
+            };
+            let rule = std::path::Path::new(path);
+            let effective = match level {
+                "TRUST_PARENT" => rule.parent().unwrap_or(rule),
+                _ => rule,
+            };
+            if inputs.folder.starts_with((inputs.real_path)(effective))
+                && best.is_none_or(|(len, _)| path.len() > len)
+            {
+                best = Some((path.len(), level));
+            }
+        }
+        match best {
+            Some((_, "TRUST_FOLDER" | "TRUST_PARENT")) => TrustVerdict::Trusted,
+            Some((_, "DO_NOT_TRUST")) => {
+                TrustVerdict::NotTrusted(format!("{} marks it DO_NOT_TRUST", self.rules_file))
+            }
+            _ => TrustVerdict::NotTrusted(format!("no rule in {} trusts it", self.rules_file)),
+        }
+    }
 }
 
 /// Where the config goes for a run.
@@ -334,6 +435,7 @@ pub const HARNESSES: &[Harness] = &[
             strict: Strict::Flag("--strict-mcp-config"),
             private_cache_env: Some(EnvVars::XDG_CACHE_HOME),
             config_only_subcommands: &["mcp"],
+            folder_trust: None,
             gateway_by_default: false,
         }),
         own_configs: &[
@@ -365,6 +467,7 @@ pub const HARNESSES: &[Harness] = &[
             strict: Strict::Unavailable,
             private_cache_env: None,
             config_only_subcommands: &[],
+            folder_trust: None,
             gateway_by_default: false,
         }),
         own_configs: &[ConfigPlace::EnvDir {
@@ -406,6 +509,15 @@ pub const HARNESSES: &[Harness] = &[
             },
             private_cache_env: None,
             config_only_subcommands: &[],
+            folder_trust: Some(FolderTrust {
+                trust_env: EnvVars::GEMINI_CLI_TRUST_WORKSPACE,
+                restricted_env: EnvVars::GEMINI_RESTRICTED_MODE,
+                rules_env: EnvVars::GEMINI_CLI_TRUSTED_FOLDERS_PATH,
+                rules_file: "trustedFolders.json",
+                system_settings_env: EnvVars::GEMINI_CLI_SYSTEM_SETTINGS_PATH,
+                system_settings: "/etc/gemini-cli/settings.json",
+                enabled_setting: &["security", "folderTrust", "enabled"],
+            }),
             gateway_by_default: true,
         }),
         own_configs: &[
@@ -435,6 +547,7 @@ pub const HARNESSES: &[Harness] = &[
             strict: Strict::Unavailable,
             private_cache_env: None,
             config_only_subcommands: &[],
+            folder_trust: None,
             gateway_by_default: false,
         }),
         own_configs: &[

@@ -265,6 +265,80 @@ fn a_real_value_the_harness_would_rewrite_is_escaped_or_refused() {
     assert!(text.contains("${workspaceFolder}"), "{text}");
 }
 
+/// Gemini CLI's folder trust, read as Gemini reads it: variables, the setting, then the
+/// longest rule that holds the folder.
+#[test]
+fn folder_trust_is_read_as_gemini_cli_reads_it() {
+    use std::path::{Path, PathBuf};
+    use tether_harness::{TrustInputs, TrustVerdict};
+    let trust = Format::Gemini
+        .harness()
+        .run
+        .and_then(|run| run.folder_trust)
+        .expect("Gemini CLI gates servers on folder trust");
+    for format in [Format::Claude, Format::Codex, Format::Opencode] {
+        assert!(format.harness().run.and_then(|r| r.folder_trust).is_none());
+    }
+    let verdict = |env: &[(&str, &str)],
+                   settings: &[serde_json::Value],
+                   rules: Option<serde_json::Value>| {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let real = |path: &Path| -> PathBuf { path.to_owned() };
+        trust.verdict(&TrustInputs {
+            env: &lookup,
+            settings,
+            rules: rules.as_ref(),
+            folder: Path::new("/home/me/work/repo"),
+            real_path: &real,
+        })
+    };
+    let trusted = |v: &TrustVerdict| *v == TrustVerdict::Trusted;
+    assert!(!trusted(&verdict(&[], &[], None)));
+    assert!(trusted(&verdict(
+        &[("GEMINI_CLI_TRUST_WORKSPACE", "true")],
+        &[],
+        None
+    )));
+    assert!(!trusted(&verdict(
+        &[
+            ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
+            ("GEMINI_RESTRICTED_MODE", "true")
+        ],
+        &[],
+        None
+    )));
+    let off = serde_json::json!({"security": {"folderTrust": {"enabled": false}}});
+    let on = serde_json::json!({"security": {"folderTrust": {"enabled": true}}});
+    assert!(trusted(&verdict(&[], std::slice::from_ref(&off), None)));
+    // The system settings (first) win over the user's.
+    assert!(!trusted(&verdict(&[], &[on, off], None)));
+    let rules = |r: serde_json::Value| verdict(&[], &[], Some(r));
+    assert!(trusted(&rules(
+        serde_json::json!({"/home/me/work/repo": "TRUST_FOLDER"})
+    )));
+    assert!(trusted(&rules(
+        serde_json::json!({"/home/me/work/x": "TRUST_PARENT"})
+    )));
+    assert!(!trusted(&rules(
+        serde_json::json!({"/home/me/work/repository": "TRUST_FOLDER"})
+    )));
+    // The longest rule decides, either way.
+    assert!(!trusted(&rules(
+        serde_json::json!({"/home/me": "TRUST_FOLDER", "/home/me/work": "DO_NOT_TRUST"})
+    )));
+    assert!(trusted(&rules(
+        serde_json::json!({"/home/me": "DO_NOT_TRUST", "/home/me/work/repo": "TRUST_FOLDER"})
+    )));
+    match rules(serde_json::json!({"/home": "DO_NOT_TRUST"})) {
+        TrustVerdict::NotTrusted(why) => assert!(why.contains("DO_NOT_TRUST"), "{why}"),
+        TrustVerdict::Trusted => panic!("a DO_NOT_TRUST rule was ignored"),
+    }
+}
+
 /// Subcommands that read only the harness's own files: Claude Code's `mcp` (it ignores
 /// `--mcp-config`); the others read what tether hands over.
 #[test]

@@ -111,6 +111,14 @@ fn note_config_only_subcommand(args: &RunArgs, harness: HarnessArg) {
 pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let harness = pick_harness(args)?;
     note_config_only_subcommand(args, harness);
+    if let HarnessArg::Handoff(row) = harness {
+        // A harness that would give the run no servers (an untrusted folder) is refused
+        // before anything is resolved or started.
+        let folder = std::env::current_dir()
+            .map_err(|e| anyhow::anyhow!("cannot read the working directory: {e}"))?;
+        tether_handoff::check_folder_trust(row, &folder)?;
+    }
+    // Usage errors come before anything is resolved, fetched or asked for.
     let gateway = through_gateway(args, harness)?;
     if gateway && harness == HarnessArg::Builtin {
         return Err(UsageError::new(
