@@ -413,6 +413,8 @@ pub const HARNESSES: &[Harness] = &[
         config_file: "mcp.json",
         servers_key: "mcpServers",
         references: References::Dollar,
+        // Not modelled yet: tether itself expands `${VAR}`, `$VAR`, `{env:VAR}` and
+        // `{{NAME}}` in a file it reads back, so such a real value changes on the way back too.
         expansion: Expansion::Nothing,
         run: None,
         own_configs: &[],
