@@ -1087,9 +1087,12 @@ async fn start_one(
                     // A package runner's first start downloads the package: say so, and how
                     // to give it longer.
                     let downloading = server_package_runner(&server).map_or_else(String::new, |runner| {
+                        let factor = match start.package_runner_factor {
+                            0 | 1 => String::new(),
+                            n => format!(" (a package runner gets {n}× that)"),
+                        };
                         format!(
-                            "; it is launched through {runner}, which is probably still downloading its package on a first start: run it again once the download is done, or give it more time with --timeout SECS (a package runner gets {}× that) or startup_timeout_sec in its config",
-                            start.package_runner_factor.max(1)
+                            "; it is launched through {runner}, which is probably still downloading its package on a first start: run it again once the download is done, or give it more time with --timeout SECS{factor} or startup_timeout_sec in its config"
                         )
                     });
                     let reason = format!(
