@@ -20,6 +20,9 @@ pub(crate) fn config(
             notes.push(crate::left_out_disabled(&server.name, format));
             continue;
         }
+        if let Values::Show(shown) = values {
+            shown.start_server(server);
+        }
         let mut out = server_json(server, format, values)?;
         if let Values::Show(shown) = values
             && let Some(refusal) = shown.refusal(&server.name, format)

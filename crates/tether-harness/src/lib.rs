@@ -377,6 +377,9 @@ pub(crate) struct Shown {
     /// The first field whose real value holds text the harness expands and the format
     /// cannot escape.
     unescapable: Option<String>,
+    /// The current server's `${VAR}` references tether left as the user wrote them (the
+    /// variable unset): meant for whoever reads the config next, so not counted.
+    left_as_written: Vec<String>,
 }
 
 impl Shown {
@@ -387,7 +390,38 @@ impl Shown {
             masked: 0,
             escape: false,
             unescapable: None,
+            left_as_written: Vec::new(),
         }
+    }
+
+    /// Starts `server`: its references left as written (`${VAR}`, `${env:VAR}`, `$VAR`,
+    /// `{env:VAR}` of an unset VAR) are the user's, for the harness to expand.
+    pub(crate) fn start_server(&mut self, server: &RenderedServer) {
+        self.left_as_written = server
+            .unset_env_vars()
+            .iter()
+            .flat_map(|name| {
+                [
+                    format!("${{{name}}}"),
+                    format!("${{env:{name}}}"),
+                    format!("{{env:{name}}}"),
+                    format!("${name}"),
+                ]
+            })
+            .collect();
+    }
+
+    /// Whether the harness would rewrite something in `value` other than the references
+    /// the user wrote and tether left as written.
+    fn expands(&self, value: &str) -> bool {
+        if self.left_as_written.is_empty() {
+            return self.expansion.expands(value);
+        }
+        let mut rest = value.to_owned();
+        for reference in &self.left_as_written {
+            rest = rest.replace(reference.as_str(), "");
+        }
+        self.expansion.expands(&rest)
     }
 
     /// The refusal for `server` if one of its real values cannot be written intact; takes
@@ -425,9 +459,7 @@ impl Values<'_> {
                 // A value the user wrote in plain text may use the harness's variables on
                 // purpose (`${workspaceFolder}`); one from a secret, the environment or a
                 // managed server must arrive as it is.
-                if shown.exposure == Exposure::Real
-                    && text.is_sensitive()
-                    && shown.expansion.expands(&value)
+                if shown.exposure == Exposure::Real && text.is_sensitive() && shown.expands(&value)
                 {
                     if shown.expansion.has_escape() {
                         shown.escape = true;
