@@ -353,7 +353,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Per-server startup timeout in seconds (built-in harness).
+    /// Per-server startup timeout in seconds (built-in harness and gateway) (a server launched through npx, uvx or another package runner gets 4× that: its first start downloads the package).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
 
@@ -430,7 +430,7 @@ pub struct TestArgs {
     #[command(flatten)]
     pub secrets: SecretArgs,
 
-    /// Per-server startup timeout in seconds.
+    /// Per-server startup timeout in seconds (a server launched through npx, uvx or another package runner gets 4× that: its first start downloads the package).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
 
@@ -457,7 +457,7 @@ pub struct CallArgs {
     #[arg(long, value_name = "JSON")]
     pub args: Option<String>,
 
-    /// Per-server startup timeout and tool-call timeout, in seconds.
+    /// Per-server startup timeout and tool-call timeout, in seconds (a server launched through npx, uvx or another package runner gets 4× that: its first start downloads the package).
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub timeout: u64,
 
@@ -514,7 +514,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     pub audit: Option<PathBuf>,
 
-    /// Per-server startup timeout in seconds.
+    /// Per-server startup timeout in seconds (a server launched through npx, uvx or another package runner gets 4× that: its first start downloads the package).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
 
@@ -592,7 +592,7 @@ pub struct TrustArgs {
     /// Only this tool (default: every tool the server offers now).
     pub tool: Option<String>,
 
-    /// Startup timeout in seconds.
+    /// Startup timeout in seconds (a server launched through npx, uvx or another package runner gets 4× that: its first start downloads the package).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
 }

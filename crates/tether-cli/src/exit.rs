@@ -57,9 +57,11 @@ pub fn code(err: &anyhow::Error) -> u8 {
         if let Some(handoff) = cause.downcast_ref::<tether_handoff::HandoffError>() {
             use tether_handoff::HandoffError as E;
             return match handoff {
-                E::NoCommand | E::NotRunnable { .. } | E::CannotStart { .. } | E::Harness(_) => {
-                    USAGE
-                }
+                E::NoCommand
+                | E::NotRunnable { .. }
+                | E::CannotStart { .. }
+                | E::Harness(_)
+                | E::UntrustedFolder { .. } => USAGE,
                 E::InvalidServer { .. }
                 | E::NoRandomness(_)
                 | E::Io { .. }

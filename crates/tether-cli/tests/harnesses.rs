@@ -356,6 +356,32 @@ fn claude_code_mcp_list_accepts_an_exported_user_config() {
     }
 }
 
+/// `claude mcp …` reads only Claude Code's own config files, never `--mcp-config`: through
+/// `tether run` it lists none of the servers handed over, and tether says so in one line.
+#[test]
+fn claude_code_mcp_list_through_a_run_is_said_to_ignore_the_handed_over_servers() {
+    let Some(claude) = npm_bin(CLAUDE) else {
+        return;
+    };
+    let setup = Setup::new();
+    let mut command = setup.run_harness(&claude, &["mcp", "list"]);
+    command.env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let out = output_within(command, Duration::from_secs(120));
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(
+        !stdout.contains("probe-stdio"),
+        "claude mcp list now reads --mcp-config: drop the note\n{stdout}"
+    );
+    let notes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("`claude mcp …` reads only Claude Code's own config files"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    assert!(notes[0].contains("tether test"), "{stderr}");
+    assert_no_secret("claude mcp list", &out);
+}
+
 /// `tether run … -- claude mcp list` used to fail with `MCP config file not found:
 /// …/mcp`, because `--mcp-config` takes several values and swallowed the subcommand. tether now
 /// passes `--mcp-config=FILE`. `claude mcp list` itself reads user scope (not `--mcp-config`),
@@ -429,6 +455,61 @@ fn gemini_cli_run_connects_both_servers() {
     assert_gemini_connected_all(&listing);
     assert!(
         !setup.home().join(".gemini/settings.json").exists(),
+        "tether wrote the user's Gemini settings"
+    );
+    assert_no_secret("gemini mcp list", &out);
+}
+
+/// Gemini CLI gives no MCP server to a folder it does not trust (in a fresh HOME, none is):
+/// `tether run -- gemini` refuses there, before starting anything, naming the steps; once the
+/// user's own rules trust the folder (as Gemini's trust prompt writes them) the same run
+/// connects every server, and tether wrote none of the user's files.
+#[test]
+fn gemini_cli_in_an_untrusted_folder_is_refused_until_the_user_trusts_it() {
+    let Some(gemini) = npm_bin(GEMINI) else {
+        return;
+    };
+    let setup = Setup::new();
+    let mut command = setup.run_harness(&gemini, &["mcp", "list"]);
+    command
+        .env_remove("GEMINI_CLI_TRUST_WORKSPACE")
+        .env_remove("GEMINI_CLI_TRUSTED_FOLDERS_PATH");
+    let out = output_within(command, Duration::from_secs(120));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}{}", text(&out.stdout));
+    assert!(
+        !text(&out.stdout).contains("Configured MCP servers"),
+        "gemini was started"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("Gemini CLI does not trust"))
+        .unwrap_or_else(|| panic!("no refusal: {stderr}"));
+    assert!(line.contains("GEMINI_CLI_TRUST_WORKSPACE=true"), "{line}");
+    assert!(line.contains("trust prompt"), "{line}");
+
+    let gemini_dir = setup.home().join(".gemini");
+    std::fs::create_dir_all(&gemini_dir).expect("creating ~/.gemini");
+    let work = std::fs::canonicalize(setup.dir.path().join("work")).expect("the work dir");
+    let rules = format!(
+        "{{{}: \"TRUST_FOLDER\"}}",
+        json_str(&work.to_string_lossy())
+    );
+    std::fs::write(gemini_dir.join("trustedFolders.json"), &rules).expect("writing the rules");
+    let mut command = setup.run_harness(&gemini, &["mcp", "list"]);
+    command
+        .env_remove("GEMINI_CLI_TRUST_WORKSPACE")
+        .env_remove("GEMINI_CLI_TRUSTED_FOLDERS_PATH");
+    let out = output_within(command, Duration::from_secs(120));
+    let listing = strip_ansi(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
+    assert_gemini_connected_all(&listing);
+    assert_eq!(
+        std::fs::read_to_string(gemini_dir.join("trustedFolders.json")).expect("the rules"),
+        rules,
+        "the user's trust rules were changed"
+    );
+    assert!(
+        !gemini_dir.join("settings.json").exists(),
         "tether wrote the user's Gemini settings"
     );
     assert_no_secret("gemini mcp list", &out);

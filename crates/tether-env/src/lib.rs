@@ -156,6 +156,22 @@ impl EnvVars {
     /// directory.
     pub const GEMINI_CLI_HOME: &'static str = "GEMINI_CLI_HOME";
 
+    /// Gemini CLI: `true` trusts the working folder for a run, `false` distrusts it. Read by
+    /// `tether run -- gemini`, which refuses a folder Gemini does not trust (Gemini disables
+    /// every MCP server there) unless this says `true`.
+    pub const GEMINI_CLI_TRUST_WORKSPACE: &'static str = "GEMINI_CLI_TRUST_WORKSPACE";
+
+    /// Gemini CLI: `true` makes every folder untrusted (read like `GEMINI_CLI_TRUST_WORKSPACE`).
+    pub const GEMINI_RESTRICTED_MODE: &'static str = "GEMINI_RESTRICTED_MODE";
+
+    /// Gemini CLI's folder trust rules file (default `$GEMINI_CLI_HOME/.gemini/trustedFolders.json`),
+    /// read by `tether run -- gemini`.
+    pub const GEMINI_CLI_TRUSTED_FOLDERS_PATH: &'static str = "GEMINI_CLI_TRUSTED_FOLDERS_PATH";
+
+    /// Gemini CLI's system settings file (default `/etc/gemini-cli/settings.json`), where
+    /// `security.folderTrust.enabled` may turn folder trust off; read by `tether run -- gemini`.
+    pub const GEMINI_CLI_SYSTEM_SETTINGS_PATH: &'static str = "GEMINI_CLI_SYSTEM_SETTINGS_PATH";
+
     /// opencode's inline config: `tether run -- opencode` hands the servers over in it.
     pub const OPENCODE_CONFIG_CONTENT: &'static str = "OPENCODE_CONFIG_CONTENT";
 
@@ -276,6 +292,26 @@ impl EnvVars {
             Self::GEMINI_CLI_HOME,
             Reader::Harness,
             "Gemini CLI's home, a private one for the run",
+        ),
+        doc(
+            Self::GEMINI_CLI_TRUST_WORKSPACE,
+            Reader::Harness,
+            "Gemini CLI: `true` trusts the working folder for a run",
+        ),
+        doc(
+            Self::GEMINI_RESTRICTED_MODE,
+            Reader::Harness,
+            "Gemini CLI: `true` trusts no folder",
+        ),
+        doc(
+            Self::GEMINI_CLI_TRUSTED_FOLDERS_PATH,
+            Reader::Harness,
+            "Gemini CLI's folder trust rules file",
+        ),
+        doc(
+            Self::GEMINI_CLI_SYSTEM_SETTINGS_PATH,
+            Reader::Harness,
+            "Gemini CLI's system settings file",
         ),
         doc(
             Self::OPENCODE_CONFIG_CONTENT,

@@ -31,6 +31,26 @@ pub enum HandoffError {
         reason: std::io::Error,
     },
 
+    /// The harness gives no MCP server to a folder it does not trust (Gemini CLI), and it does
+    /// not trust the working folder. Returned by [`crate::check_folder_trust`] before anything
+    /// is resolved or started; a usage error: the user trusts the folder in the harness, or
+    /// for one run sets the harness's own variable. tether never trusts it for them.
+    #[error(
+        "{title} does not trust {folder} ({why}) and gives no MCP server to a folder it does not trust, tether's included: trust the folder in {title} first (start `{program}` there and accept its trust prompt, or use its /permissions command), or for this run only set {trust_env}=true (`{trust_env}=true tether run …`), which also turns on the folder's own {title} settings"
+    )]
+    UntrustedFolder {
+        /// The harness's title.
+        title: &'static str,
+        /// Its program name.
+        program: &'static str,
+        /// The working folder.
+        folder: PathBuf,
+        /// Why it is not trusted.
+        why: String,
+        /// The variable that trusts the folder for a run.
+        trust_env: &'static str,
+    },
+
     /// A bridged URL server has a header name, a header value or a URL that HTTP does not
     /// allow. Returned by [`crate::run_harness`] before the harness starts; the message names
     /// the server and the header, never the value. The user fixes the server's config.

@@ -58,6 +58,7 @@ pub mod gateway_relay;
 mod prepare;
 mod run;
 mod run_dir;
+mod trust;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -65,6 +66,7 @@ use std::sync::Arc;
 pub use error::HandoffError;
 pub use run::run_harness;
 pub use run_dir::RunDir;
+pub use trust::check_folder_trust;
 
 /// One hand-off: the harness, its command and how its servers are handed over.
 #[derive(Clone)]

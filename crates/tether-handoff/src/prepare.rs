@@ -115,17 +115,12 @@ pub(crate) fn prepare(
             args.push(arg);
         }
         Delivery::PrivateHome {
-            env,
-            default_home,
-            config_dir,
+            env, config_dir, ..
         } => {
             // A private home: the user's own config file with tether's servers in place of
             // theirs, every other entry of their home (credentials, sessions, trusted folders)
             // linked in.
-            let user_home = std::env::var_os(env).map(PathBuf::from).or_else(|| {
-                std::env::var_os(EnvVars::HOME).map(|h| PathBuf::from(h).join(default_home))
-            });
-            let user_dir = user_home.map(|h| join_nonempty(h, config_dir));
+            let user_dir = crate::trust::user_config_dir(harness);
             let home = PathBuf::from(format!("{}-home", harness.name));
             // Strict: the allowed list in the settings too, which subcommands read.
             let allowed: Option<(&[&str], Vec<String>)> = match run.strict {

@@ -20,7 +20,15 @@ pub(crate) fn config(
             notes.push(crate::left_out_disabled(&server.name, format));
             continue;
         }
+        if let Values::Show(shown) = values {
+            shown.start_server(server);
+        }
         let mut out = server_json(server, format, values)?;
+        if let Values::Show(shown) = values
+            && let Some(refusal) = shown.refusal(&server.name, format)
+        {
+            return Err(refusal);
+        }
         if server.options.disabled
             && let Some((key, value)) = disabled_key(format)
         {
@@ -104,12 +112,17 @@ pub(crate) fn stdio_env_key(format: Format) -> &'static str {
     }
 }
 
+/// A map of strings; `field` is its key in the config (`env`, `headers`), for refusals.
 fn string_map(
+    field: &str,
     map: &indexmap::IndexMap<String, RenderedText>,
     values: &mut Values<'_>,
 ) -> Map<String, Value> {
     map.iter()
-        .map(|(k, v)| (k.clone(), Value::String(values.write(v))))
+        .map(|(k, v)| {
+            let value = values.write(|| format!("{field}.{k}"), v);
+            (k.clone(), Value::String(value))
+        })
         .collect()
 }
 
@@ -130,10 +143,14 @@ fn server_json(
             env,
             cwd,
         } => {
-            let command = values.write(command);
-            let args: Vec<String> = args.iter().map(|a| values.write(a)).collect();
-            let env = string_map(env, values);
-            let cwd = cwd.as_ref().map(|c| values.write(c));
+            let command = values.write(|| "command".to_owned(), command);
+            let args: Vec<String> = args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| values.write(|| format!("args[{i}]"), a))
+                .collect();
+            let env = string_map("env", env, values);
+            let cwd = cwd.as_ref().map(|c| values.write(|| "cwd".to_owned(), c));
             let mut out = match format {
                 Format::Opencode => {
                     let mut argv = vec![command];
@@ -170,8 +187,8 @@ fn server_json(
             headers,
             transport,
         } => {
-            let url = values.write(url);
-            let headers = string_map(headers, values);
+            let url = values.write(|| "url".to_owned(), url);
+            let headers = string_map("headers", headers, values);
             let kind = transport.type_name();
             Ok(match format {
                 Format::Opencode => {

@@ -38,7 +38,8 @@ use std::fmt;
 use tether_config::{Exposure, RenderedServer, RenderedText, SecretValue};
 
 pub use table::{
-    ConfigPlace, Delivery, HARNESSES, Harness, OwnConfig, References, Run, Strict, Syntax, detect,
+    ConfigPlace, Delivery, Expansion, FolderTrust, HARNESSES, Harness, OwnConfig, References, Run,
+    Strict, Syntax, TrustInputs, TrustVerdict, detect,
 };
 
 /// An output format: a key into [`HARNESSES`], whose row describes it.
@@ -118,6 +119,25 @@ pub enum HarnessError {
         /// The field (e.g. `args[1]`).
         field: String,
     },
+    /// A sensitive value holds text the harness rewrites when it reads its config (its
+    /// [`Expansion`]) and the format has no escape for it, so written with real values it would
+    /// arrive changed. The user should hand the servers over with `tether run` (or export the
+    /// gateway), which writes no value into the file.
+    #[error(
+        "MCP server '{server}': the value of {field} holds text that {harness} rewrites when it reads its config ({syntax}), and {harness} has no escape for it, so it would arrive changed; {remedy}"
+    )]
+    WouldExpand {
+        /// The server.
+        server: String,
+        /// The harness.
+        harness: Format,
+        /// The field (`env.API_TOKEN`, `headers.Authorization`, `args[1]`); never the value.
+        field: String,
+        /// What the harness expands ([`Expansion::syntax`]).
+        syntax: &'static str,
+        /// What to do instead.
+        remedy: String,
+    },
     /// The user's own config file (read by the caller for [`ServersConfig::merged_into`])
     /// does not parse. The user should fix or move that file.
     #[error("cannot read your {title} {file}: {message}")]
@@ -139,6 +159,9 @@ pub struct ServersConfig {
     document: Document,
     notes: Vec<String>,
     masked: usize,
+    /// Whether the text is written with the format's escape ([`Expansion::escape_text`]):
+    /// set when a real value holds text the harness would expand.
+    escaped: bool,
 }
 
 /// The config's document.
@@ -178,10 +201,15 @@ impl ServersConfig {
 
     /// The whole config as the harness reads it.
     pub fn to_text(&self) -> String {
-        match &self.document {
+        let text = match &self.document {
             // A pretty-printed serde_json value is always valid JSON, whatever the values hold.
             Document::Json(value) => serde_json::to_string_pretty(value).unwrap_or_default() + "\n",
             Document::Toml(table) => toml::to_string(table).unwrap_or_default(),
+        };
+        if self.escaped {
+            self.format.harness().expansion.escape_text(&text)
+        } else {
+            text
         }
     }
 
@@ -319,8 +347,8 @@ impl fmt::Debug for ReferencedExport {
 
 /// How field values are written while building a JSON config.
 pub(crate) enum Values<'a> {
-    /// Real or masked values; counts the fields written masked.
-    Show(Exposure, usize),
+    /// Real or masked values.
+    Show(Shown),
     /// Sensitive values become references; the values are collected.
     Refer {
         syntax: ReferenceSyntax,
@@ -337,15 +365,109 @@ pub(crate) enum ReferenceSyntax {
     OpencodeEnv,
 }
 
+/// Values written as they are or masked, and what writing them found.
+pub(crate) struct Shown {
+    exposure: Exposure,
+    /// What the harness expands in the values of its file.
+    expansion: Expansion,
+    /// How many fields were written masked.
+    masked: usize,
+    /// Whether a real value holds text the harness expands and the format escapes.
+    escape: bool,
+    /// The first field whose real value holds text the harness expands and the format
+    /// cannot escape.
+    unescapable: Option<String>,
+    /// The current server's `${VAR}` references tether left as the user wrote them (the
+    /// variable unset): meant for whoever reads the config next, so not counted.
+    left_as_written: Vec<String>,
+}
+
+impl Shown {
+    pub(crate) fn new(exposure: Exposure, format: Format) -> Self {
+        Self {
+            exposure,
+            expansion: format.harness().expansion,
+            masked: 0,
+            escape: false,
+            unescapable: None,
+            left_as_written: Vec::new(),
+        }
+    }
+
+    /// Starts `server`: its references left as written (`${VAR}`, `${env:VAR}`, `$VAR`,
+    /// `{env:VAR}` of an unset VAR) are the user's, for the harness to expand.
+    pub(crate) fn start_server(&mut self, server: &RenderedServer) {
+        self.left_as_written = server
+            .unset_env_vars()
+            .iter()
+            .flat_map(|name| {
+                [
+                    format!("${{{name}}}"),
+                    format!("${{env:{name}}}"),
+                    format!("{{env:{name}}}"),
+                    format!("${name}"),
+                ]
+            })
+            .collect();
+    }
+
+    /// Whether the harness would rewrite something in `value` other than the references
+    /// the user wrote and tether left as written.
+    fn expands(&self, value: &str) -> bool {
+        if self.left_as_written.is_empty() {
+            return self.expansion.expands(value);
+        }
+        let mut rest = value.to_owned();
+        for reference in &self.left_as_written {
+            rest = rest.replace(reference.as_str(), "");
+        }
+        self.expansion.expands(&rest)
+    }
+
+    /// The refusal for `server` if one of its real values cannot be written intact; takes
+    /// the finding, so the next server starts clean.
+    pub(crate) fn refusal(&mut self, server: &str, format: Format) -> Option<HarnessError> {
+        let field = self.unescapable.take()?;
+        let harness = format.harness();
+        let remedy = match harness.run {
+            Some(_) => format!(
+                "hand the servers over with `tether run -- {format} …`, or write `tether export --gateway --format {format}`: neither puts a value in the file"
+            ),
+            None => format!(
+                "write `tether export --gateway --format {format}`, which puts no value in the file, or run the servers with `tether run`"
+            ),
+        };
+        Some(HarnessError::WouldExpand {
+            server: server.to_owned(),
+            harness: format,
+            field,
+            syntax: harness.expansion.syntax(),
+            remedy,
+        })
+    }
+}
+
 impl Values<'_> {
-    /// The text for one field.
-    pub(crate) fn write(&mut self, text: &RenderedText) -> String {
+    /// The text for one field (`field` names it in a refusal: `env.TOKEN`, never a value).
+    pub(crate) fn write(&mut self, field: impl FnOnce() -> String, text: &RenderedText) -> String {
         match self {
-            Values::Show(exposure, masked) => {
-                if *exposure == Exposure::Masked && text.is_sensitive() {
-                    *masked += 1;
+            Values::Show(shown) => {
+                if shown.exposure == Exposure::Masked && text.is_sensitive() {
+                    shown.masked += 1;
                 }
-                text.show(*exposure)
+                let value = text.show(shown.exposure);
+                // A value the user wrote in plain text may use the harness's variables on
+                // purpose (`${workspaceFolder}`); one from a secret, the environment or a
+                // managed server must arrive as it is.
+                if shown.exposure == Exposure::Real && text.is_sensitive() && shown.expands(&value)
+                {
+                    if shown.expansion.has_escape() {
+                        shown.escape = true;
+                    } else if shown.unescapable.is_none() {
+                        shown.unescapable = Some(field());
+                    }
+                }
+                value
             }
             Values::Refer { syntax, env } => {
                 let exposed = text.expose();
@@ -396,6 +518,7 @@ pub fn export_config(
 ) -> Result<ServersConfig, HarnessError> {
     let mut notes = Vec::new();
     let masked;
+    let mut escaped = false;
     let document = match format.harness().syntax {
         Syntax::Toml => {
             let mut values = codex::CodexValues::Show(exposure, 0);
@@ -405,11 +528,11 @@ pub fn export_config(
             Document::Toml(built.table)
         }
         Syntax::Json => {
-            let mut values = Values::Show(exposure, 0);
+            let mut values = Values::Show(Shown::new(exposure, format));
             let document = json_formats::config(servers, format, &mut values, &mut notes)?;
-            masked = match values {
-                Values::Show(_, masked) => masked,
-                Values::Refer { .. } => 0,
+            (masked, escaped) = match values {
+                Values::Show(shown) => (shown.masked, shown.escape),
+                Values::Refer { .. } => (0, false),
             };
             Document::Json(document)
         }
@@ -419,6 +542,7 @@ pub fn export_config(
         document,
         notes,
         masked,
+        escaped,
     })
 }
 
@@ -525,6 +649,7 @@ pub fn export_with_references(
                     document: Document::Toml(built.table),
                     notes: built.notes,
                     masked: 0,
+                    escaped: false,
                 },
                 env,
                 inlined: built.inlined,
@@ -550,6 +675,7 @@ pub fn export_with_references(
             document,
             notes,
             masked: 0,
+            escaped: false,
         },
         env,
         inlined: Vec::new(),

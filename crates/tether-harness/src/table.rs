@@ -26,6 +26,10 @@ pub struct Harness {
     pub servers_key: &'static str,
     /// How a value is read from the harness's environment instead of being written inline.
     pub references: References,
+    /// What the harness rewrites in the values of a config file it reads (its own variable
+    /// syntax), and whether a literal can be escaped: what `tether export` with real values
+    /// must escape, or refuse to write.
+    pub expansion: Expansion,
     /// How `tether run -- CMD` hands the servers over; `None` for export-only formats
     /// (editors, tether's own JSON).
     pub run: Option<Run>,
@@ -137,6 +141,96 @@ pub enum References {
     CodexEnvNames,
 }
 
+/// What a harness rewrites in the string values of a config file it reads. A value holding
+/// such text arrives changed (`${HOME}` becomes the harness's home), so `tether export` writes a
+/// sensitive value that holds it escaped, where the format has an escape, or refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expansion {
+    /// Nothing: values are read as written (Codex's `config.toml`).
+    Nothing,
+    /// `${NAME}` and `${NAME:-default}`, NAME an identifier, in command, args, env, url and
+    /// headers (Claude Code); no escape.
+    DollarBrace,
+    /// `$NAME` (NAME a run of letters, digits, `_`) and `${…}` in every string of the settings
+    /// (Gemini CLI); no escape.
+    Dollar,
+    /// `${…}` variables (`${env:NAME}`, `${input:ID}`, `${workspaceFolder}`, `${userHome}`: VS
+    /// Code and Cursor); no escape.
+    EditorVariables,
+    /// `{env:NAME}` and `{file:PATH}` pasted into the file's text before it is parsed
+    /// (opencode): escaped by writing that `{` as the JSON escape `\u007b`, which the
+    /// substitution does not see and the parser turns back into `{`.
+    OpencodeText,
+}
+
+impl Expansion {
+    /// Whether the harness would rewrite something in `text`.
+    pub fn expands(self, text: &str) -> bool {
+        match self {
+            Expansion::Nothing => false,
+            Expansion::DollarBrace => text.match_indices("${").any(|(at, _)| {
+                let rest = &text[at + 2..];
+                let name_len = rest
+                    .char_indices()
+                    .find(|&(i, c)| {
+                        !(c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()))
+                    })
+                    .map_or(rest.len(), |(i, _)| i);
+                let after = &rest[name_len..];
+                name_len > 0
+                    && (after.starts_with('}')
+                        || after.strip_prefix(":-").is_some_and(|d| d.contains('}')))
+            }),
+            Expansion::Dollar => text.match_indices('$').any(|(at, _)| {
+                let rest = &text[at + 1..];
+                match rest.chars().next() {
+                    Some(c) if c == '_' || c.is_ascii_alphanumeric() => true,
+                    Some('{') => rest[1..].find('}').is_some_and(|end| end > 0),
+                    _ => false,
+                }
+            }),
+            Expansion::EditorVariables => text
+                .match_indices("${")
+                .any(|(at, _)| text[at + 2..].find('}').is_some_and(|end| end > 0)),
+            Expansion::OpencodeText => text.contains("{env:") || text.contains("{file:"),
+        }
+    }
+
+    /// The syntax the harness expands, for messages.
+    pub fn syntax(self) -> &'static str {
+        match self {
+            Expansion::Nothing => "nothing",
+            Expansion::DollarBrace => "${VAR} and ${VAR:-default}",
+            Expansion::Dollar => "$VAR and ${VAR}",
+            Expansion::EditorVariables => "${…} variables",
+            Expansion::OpencodeText => "{env:…} and {file:…}",
+        }
+    }
+
+    /// Whether the format can write a value holding such text so that it is read back as
+    /// written (see [`Expansion::escape_text`]).
+    pub fn has_escape(self) -> bool {
+        matches!(self, Expansion::OpencodeText)
+    }
+
+    /// `text`, a whole config file as written, with every expandable piece escaped so that the
+    /// harness reads it literally; `text` unchanged for a format without an escape. Valid for
+    /// a file tether wrote with no reference of its own in it.
+    pub fn escape_text(self, text: &str) -> String {
+        match self {
+            // In JSON text tether serialised, `{env:` and `{file:` occur only inside strings,
+            // where `\u007b` is read as `{`.
+            Expansion::OpencodeText => text
+                .replace("{env:", "\\u007benv:")
+                .replace("{file:", "\\u007bfile:"),
+            Expansion::Nothing
+            | Expansion::DollarBrace
+            | Expansion::Dollar
+            | Expansion::EditorVariables => text.to_owned(),
+        }
+    }
+}
+
 /// How `tether run` hands a harness its servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run {
@@ -149,11 +243,116 @@ pub struct Run {
     /// A variable naming a cache directory the harness logs expanded secrets into: tether
     /// points it into the run directory and gives the stdio servers the user's own value back.
     pub private_cache_env: Option<&'static str>,
+    /// The harness's subcommands that read only its own config files and ignore the servers
+    /// handed over (`claude mcp list` does not read `--mcp-config`): when the user's command
+    /// starts with one, `tether run` says so on stderr (and still runs it).
+    pub config_only_subcommands: &'static [&'static str],
+    /// How the harness gates MCP servers on trusting the working folder, if it does: `tether
+    /// run` refuses a folder the harness would give no servers in.
+    pub folder_trust: Option<FolderTrust>,
     /// Whether `tether run` hands this harness the gateway unless `--no-gateway`: where that is
     /// strictly better than handing it the servers (Gemini CLI expands `$VAR` and `${VAR}` in
     /// the values it is given, so a secret holding `$HOME` arrives changed, and hides variables
     /// named like credentials from its servers; through the gateway it is given no value).
     pub gateway_by_default: bool,
+}
+
+/// How a harness gates MCP servers on trusting the working folder: Gemini CLI disables every
+/// MCP server, the handed-over ones too, in a folder it does not trust, and trusting a folder
+/// also turns on that folder's own settings, hooks and servers. So tether never trusts a folder
+/// on the user's behalf: it reads the harness's own answer ([`FolderTrust::verdict`]) and
+/// refuses a run that would have no servers, naming the step to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FolderTrust {
+    /// The variable that trusts (`true`) or distrusts (`false`) the working folder for a run.
+    pub trust_env: &'static str,
+    /// The variable that, `true`, trusts no folder.
+    pub restricted_env: &'static str,
+    /// The variable naming the trust rules file.
+    pub rules_env: &'static str,
+    /// The rules file's name in the harness's own config directory (`~/.gemini`): an object
+    /// of path → `TRUST_FOLDER`, `TRUST_PARENT` (the path's parent) or `DO_NOT_TRUST`; the
+    /// longest path that holds the folder decides.
+    pub rules_file: &'static str,
+    /// The variable naming the system settings file.
+    pub system_settings_env: &'static str,
+    /// The system settings file when that variable is unset.
+    pub system_settings: &'static str,
+    /// The setting that turns the check off (`false`), in the system settings, else the
+    /// user's (`security.folderTrust.enabled`, default on).
+    pub enabled_setting: &'static [&'static str],
+}
+
+/// The harness's answer for a folder, as [`FolderTrust::verdict`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrustVerdict {
+    /// Trusted (by a rule, the variable, or the check being off).
+    Trusted,
+    /// Not trusted: why, for the user (`no rule in trustedFolders.json trusts it`).
+    NotTrusted(String),
+}
+
+/// What [`FolderTrust::verdict`] reads, gathered by the caller.
+pub struct TrustInputs<'a> {
+    /// The environment.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// The settings files that exist, parsed, highest precedence first (system, user).
+    pub settings: &'a [serde_json::Value],
+    /// The rules file, parsed (`None`: there is none).
+    pub rules: Option<&'a serde_json::Value>,
+    /// The folder, its symbolic links resolved.
+    pub folder: &'a std::path::Path,
+    /// A path with its symbolic links resolved (the path itself if it cannot be).
+    pub real_path: &'a dyn Fn(&std::path::Path) -> std::path::PathBuf,
+}
+
+impl FolderTrust {
+    /// Whether the harness trusts the folder, read as it reads it: the variables first, then
+    /// the setting, then the longest matching rule; no rule is not trusted.
+    pub fn verdict(&self, inputs: &TrustInputs<'_>) -> TrustVerdict {
+        let env = |name: &str| (inputs.env)(name);
+        if env(self.restricted_env).as_deref() == Some("true") {
+            return TrustVerdict::NotTrusted(format!("{}=true", self.restricted_env));
+        }
+        match env(self.trust_env).as_deref() {
+            Some("false") => return TrustVerdict::NotTrusted(format!("{}=false", self.trust_env)),
+            Some("true") => return TrustVerdict::Trusted,
+            _ => {}
+        }
+        let enabled = inputs.settings.iter().find_map(|settings| {
+            self.enabled_setting
+                .iter()
+                .try_fold(settings, |at, key| at.get(key))
+                .and_then(serde_json::Value::as_bool)
+        });
+        if enabled == Some(false) {
+            return TrustVerdict::Trusted;
+        }
+        let mut best: Option<(usize, &str)> = None;
+        let rules = inputs.rules.and_then(serde_json::Value::as_object);
+        for (path, level) in rules.into_iter().flatten() {
+            let Some(level) = level.as_str() else {
+                continue;
+            };
+            let rule = std::path::Path::new(path);
+            let effective = match level {
+                "TRUST_PARENT" => rule.parent().unwrap_or(rule),
+                _ => rule,
+            };
+            if inputs.folder.starts_with((inputs.real_path)(effective))
+                && best.is_none_or(|(len, _)| path.len() > len)
+            {
+                best = Some((path.len(), level));
+            }
+        }
+        match best {
+            Some((_, "TRUST_FOLDER" | "TRUST_PARENT")) => TrustVerdict::Trusted,
+            Some((_, "DO_NOT_TRUST")) => {
+                TrustVerdict::NotTrusted(format!("{} marks it DO_NOT_TRUST", self.rules_file))
+            }
+            _ => TrustVerdict::NotTrusted(format!("no rule in {} trusts it", self.rules_file)),
+        }
+    }
 }
 
 /// Where the config goes for a run.
@@ -214,6 +413,9 @@ pub const HARNESSES: &[Harness] = &[
         config_file: "mcp.json",
         servers_key: "mcpServers",
         references: References::Dollar,
+        // Not modelled yet: tether itself expands `${VAR}`, `$VAR`, `{env:VAR}` and
+        // `{{NAME}}` in a file it reads back, so such a real value changes on the way back too.
+        expansion: Expansion::Nothing,
         run: None,
         own_configs: &[],
         input_prompts: false,
@@ -226,6 +428,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: "mcp.json",
         servers_key: "mcpServers",
         references: References::Dollar,
+        expansion: Expansion::DollarBrace,
         run: Some(Run {
             programs: &["claude"],
             delivery: Delivery::FileFlag {
@@ -233,6 +436,8 @@ pub const HARNESSES: &[Harness] = &[
             },
             strict: Strict::Flag("--strict-mcp-config"),
             private_cache_env: Some(EnvVars::XDG_CACHE_HOME),
+            config_only_subcommands: &["mcp"],
+            folder_trust: None,
             gateway_by_default: false,
         }),
         own_configs: &[
@@ -253,6 +458,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: "config.toml",
         servers_key: "mcp_servers",
         references: References::CodexEnvNames,
+        expansion: Expansion::Nothing,
         run: Some(Run {
             programs: &["codex"],
             delivery: Delivery::PrivateHome {
@@ -262,6 +468,8 @@ pub const HARNESSES: &[Harness] = &[
             },
             strict: Strict::Unavailable,
             private_cache_env: None,
+            config_only_subcommands: &[],
+            folder_trust: None,
             gateway_by_default: false,
         }),
         own_configs: &[ConfigPlace::EnvDir {
@@ -279,6 +487,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: "settings.json",
         servers_key: "mcpServers",
         references: References::Dollar,
+        expansion: Expansion::Dollar,
         run: Some(Run {
             programs: &["gemini"],
             delivery: Delivery::PrivateHome {
@@ -301,6 +510,16 @@ pub const HARNESSES: &[Harness] = &[
                 ],
             },
             private_cache_env: None,
+            config_only_subcommands: &[],
+            folder_trust: Some(FolderTrust {
+                trust_env: EnvVars::GEMINI_CLI_TRUST_WORKSPACE,
+                restricted_env: EnvVars::GEMINI_RESTRICTED_MODE,
+                rules_env: EnvVars::GEMINI_CLI_TRUSTED_FOLDERS_PATH,
+                rules_file: "trustedFolders.json",
+                system_settings_env: EnvVars::GEMINI_CLI_SYSTEM_SETTINGS_PATH,
+                system_settings: "/etc/gemini-cli/settings.json",
+                enabled_setting: &["security", "folderTrust", "enabled"],
+            }),
             gateway_by_default: true,
         }),
         own_configs: &[
@@ -321,6 +540,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: "opencode.json",
         servers_key: "mcp",
         references: References::OpencodeEnv,
+        expansion: Expansion::OpencodeText,
         run: Some(Run {
             programs: &["opencode"],
             delivery: Delivery::InlineEnv {
@@ -328,6 +548,8 @@ pub const HARNESSES: &[Harness] = &[
             },
             strict: Strict::Unavailable,
             private_cache_env: None,
+            config_only_subcommands: &[],
+            folder_trust: None,
             gateway_by_default: false,
         }),
         own_configs: &[
@@ -344,6 +566,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: ".vscode/mcp.json",
         servers_key: "servers",
         references: References::Dollar,
+        expansion: Expansion::EditorVariables,
         run: None,
         own_configs: &[
             ConfigPlace::Home(".config/Code/User/mcp.json"),
@@ -359,6 +582,7 @@ pub const HARNESSES: &[Harness] = &[
         config_file: ".cursor/mcp.json",
         servers_key: "mcpServers",
         references: References::Dollar,
+        expansion: Expansion::EditorVariables,
         run: None,
         own_configs: &[
             ConfigPlace::Home(".cursor/mcp.json"),

@@ -171,3 +171,197 @@ fn a_default_stdio_env_value_does_not_override_the_servers_own() {
         assert_eq!(text.matches("/mine").count(), 1, "{format}: {text}");
     }
 }
+
+/// Each row's expansion rule matches what its harness rewrites (checked against Claude Code
+/// 2.1's, Gemini CLI 0.61's and opencode 1.18's own code), and leaves the rest alone.
+#[test]
+fn expansion_rules_match_what_each_harness_rewrites() {
+    let expands = |format: Format, text: &str| format.harness().expansion.expands(text);
+    // Claude Code: `${NAME}` and `${NAME:-default}` only.
+    for text in ["${HOME}", "a${X_1}b", "${HOME:-x}", "${A:-}"] {
+        assert!(expands(Format::Claude, text), "claude: {text}");
+    }
+    for text in [
+        "$HOME",
+        "$$",
+        "${1X}",
+        "${}",
+        "${HOME",
+        "{env:HOME}",
+        "%41",
+        "{{x}}",
+    ] {
+        assert!(!expands(Format::Claude, text), "claude: {text}");
+    }
+    // Gemini CLI: `$NAME` (word characters) and `${…}`.
+    for text in ["$HOME", "x$1", "${HOME}", "${a b}", "$_"] {
+        assert!(expands(Format::Gemini, text), "gemini: {text}");
+    }
+    for text in ["$$", "$", "${}", "${HOME", "$-", "{env:HOME}", "é$"] {
+        assert!(!expands(Format::Gemini, text), "gemini: {text}");
+    }
+    // opencode: `{env:…}` and `{file:…}` in the text.
+    assert!(expands(Format::Opencode, "a{env:HOME}"));
+    assert!(expands(Format::Opencode, "{file:/etc/passwd}"));
+    assert!(!expands(Format::Opencode, "${HOME} $HOME {{x}}"));
+    // Codex expands nothing; VS Code and Cursor their `${…}` variables.
+    assert!(!expands(Format::Codex, "${HOME} $HOME {env:HOME}"));
+    for format in [Format::Vscode, Format::Cursor] {
+        assert!(expands(format, "${env:HOME}"));
+        assert!(!expands(format, "$HOME ${}"));
+    }
+    let escapable: Vec<&str> = HARNESSES
+        .iter()
+        .filter(|h| h.expansion.has_escape())
+        .map(|h| h.name)
+        .collect();
+    assert_eq!(escapable, ["opencode"]);
+}
+
+/// A real value the harness would rewrite: escaped where the format can (opencode, read back
+/// as written), refused naming the server and field where it cannot; a plain value the user
+/// wrote (which may use the harness's own variables on purpose) and a masked one are left as
+/// they are.
+#[test]
+fn a_real_value_the_harness_would_rewrite_is_escaped_or_refused() {
+    let secrets: Secrets = [("T", "x{env:HOME}${HOME}")].into_iter().collect();
+    let rendered: Vec<RenderedServer> = parse_config(
+        r#"{"s": {"command": "run", "args": ["${workspaceFolder}"], "env": {"K": "{{T}}"}}}"#,
+        Origin::User,
+    )
+    .expect("parsing the test config")
+    .servers
+    .into_iter()
+    .map(|s| s.into_installation().render(&secrets, &EmptyEnv))
+    .collect();
+    let text = export_config(&rendered, Format::Opencode, Exposure::Real)
+        .expect("opencode has an escape")
+        .to_text();
+    let parsed: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(parsed["mcp"]["s"]["environment"]["K"], "x{env:HOME}${HOME}");
+    assert!(!text.contains("{env:"), "{text}");
+    for format in [Format::Claude, Format::Gemini, Format::Vscode] {
+        let err = export_config(&rendered, format, Exposure::Real).expect_err("no escape: refused");
+        assert!(
+            matches!(&err, HarnessError::WouldExpand { server, field, .. } if server == "s" && field == "env.K"),
+            "{format}: {err}"
+        );
+        assert!(!err.to_string().contains("HOME}"), "{err}");
+        export_config(&rendered, format, Exposure::Masked).expect("masked: nothing to expand");
+    }
+    // A reference the user wrote in a credential-named field (sensitive as a whole), which
+    // tether left as written because the variable is unset, is for the harness to expand.
+    let referenced: Vec<RenderedServer> = parse_config(
+        r#"{"s": {"command": "run", "env": {"API_KEY": "Bearer ${MY_KEY}"}}}"#,
+        Origin::User,
+    )
+    .expect("parsing the test config")
+    .servers
+    .into_iter()
+    .map(|s| s.into_installation().render(&Secrets::default(), &EmptyEnv))
+    .collect();
+    let text = export_config(&referenced, Format::Claude, Exposure::Real)
+        .expect("the user's own reference")
+        .to_text();
+    assert!(text.contains("Bearer ${MY_KEY}"), "{text}");
+    // The user's own `${workspaceFolder}` (plain text) passes for VS Code.
+    let plain: Vec<RenderedServer> = parse_config(
+        r#"{"s": {"command": "run", "args": ["${workspaceFolder}"]}}"#,
+        Origin::User,
+    )
+    .expect("parsing the test config")
+    .servers
+    .into_iter()
+    .map(|s| s.into_installation().render(&Secrets::default(), &EmptyEnv))
+    .collect();
+    let text = export_config(&plain, Format::Vscode, Exposure::Real)
+        .expect("a plain value is the user's")
+        .to_text();
+    assert!(text.contains("${workspaceFolder}"), "{text}");
+}
+
+/// Gemini CLI's folder trust, read as Gemini reads it: variables, the setting, then the
+/// longest rule that holds the folder.
+#[test]
+fn folder_trust_is_read_as_gemini_cli_reads_it() {
+    use std::path::{Path, PathBuf};
+    use tether_harness::{TrustInputs, TrustVerdict};
+    let trust = Format::Gemini
+        .harness()
+        .run
+        .and_then(|run| run.folder_trust)
+        .expect("Gemini CLI gates servers on folder trust");
+    for format in [Format::Claude, Format::Codex, Format::Opencode] {
+        assert!(format.harness().run.and_then(|r| r.folder_trust).is_none());
+    }
+    let verdict = |env: &[(&str, &str)],
+                   settings: &[serde_json::Value],
+                   rules: Option<serde_json::Value>| {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let real = |path: &Path| -> PathBuf { path.to_owned() };
+        trust.verdict(&TrustInputs {
+            env: &lookup,
+            settings,
+            rules: rules.as_ref(),
+            folder: Path::new("/home/me/work/repo"),
+            real_path: &real,
+        })
+    };
+    let trusted = |v: &TrustVerdict| *v == TrustVerdict::Trusted;
+    assert!(!trusted(&verdict(&[], &[], None)));
+    assert!(trusted(&verdict(
+        &[("GEMINI_CLI_TRUST_WORKSPACE", "true")],
+        &[],
+        None
+    )));
+    assert!(!trusted(&verdict(
+        &[
+            ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
+            ("GEMINI_RESTRICTED_MODE", "true")
+        ],
+        &[],
+        None
+    )));
+    let off = serde_json::json!({"security": {"folderTrust": {"enabled": false}}});
+    let on = serde_json::json!({"security": {"folderTrust": {"enabled": true}}});
+    assert!(trusted(&verdict(&[], std::slice::from_ref(&off), None)));
+    // The system settings (first) win over the user's.
+    assert!(!trusted(&verdict(&[], &[on, off], None)));
+    let rules = |r: serde_json::Value| verdict(&[], &[], Some(r));
+    assert!(trusted(&rules(
+        serde_json::json!({"/home/me/work/repo": "TRUST_FOLDER"})
+    )));
+    assert!(trusted(&rules(
+        serde_json::json!({"/home/me/work/x": "TRUST_PARENT"})
+    )));
+    assert!(!trusted(&rules(
+        serde_json::json!({"/home/me/work/repository": "TRUST_FOLDER"})
+    )));
+    // The longest rule decides, either way.
+    assert!(!trusted(&rules(
+        serde_json::json!({"/home/me": "TRUST_FOLDER", "/home/me/work": "DO_NOT_TRUST"})
+    )));
+    assert!(trusted(&rules(
+        serde_json::json!({"/home/me": "DO_NOT_TRUST", "/home/me/work/repo": "TRUST_FOLDER"})
+    )));
+    match rules(serde_json::json!({"/home": "DO_NOT_TRUST"})) {
+        TrustVerdict::NotTrusted(why) => assert!(why.contains("DO_NOT_TRUST"), "{why}"),
+        TrustVerdict::Trusted => panic!("a DO_NOT_TRUST rule was ignored"),
+    }
+}
+
+/// Subcommands that read only the harness's own files: Claude Code's `mcp` (it ignores
+/// `--mcp-config`); the others read what tether hands over.
+#[test]
+fn only_claude_codes_mcp_subcommand_ignores_the_handed_over_servers() {
+    let rows: Vec<(&str, &[&str])> = HARNESSES
+        .iter()
+        .filter_map(|h| h.run.map(|run| (h.name, run.config_only_subcommands)))
+        .filter(|(_, subcommands)| !subcommands.is_empty())
+        .collect();
+    assert_eq!(rows, [("claude", &["mcp"][..])]);
+}

@@ -72,6 +72,8 @@ pub async fn test_connect(
     }
     let start = StartOptions {
         startup_timeout: options.startup_timeout.max(Duration::from_secs(1)),
+        // The test-connect's timeout already allows for a first download.
+        package_runner_factor: 1,
         strict: false,
         bearer_auth: options.tokens.as_ref().map(|tokens| tokens.renewal()),
         ..StartOptions::default()

@@ -87,8 +87,37 @@ fn gateway_by_default(harness: &tether_harness::Harness) -> bool {
     harness.run.is_some_and(|run| run.gateway_by_default)
 }
 
+/// Says on stderr when the user's command is a subcommand of the harness that reads only its
+/// own config files (its row's `config_only_subcommands`: `claude mcp list`), so that an empty
+/// or different list is not taken for a failed hand-off.
+fn note_config_only_subcommand(args: &RunArgs, harness: HarnessArg) {
+    let HarnessArg::Handoff(row) = harness else {
+        return;
+    };
+    let Some(run) = row.run else {
+        return;
+    };
+    let Some(first) = args.command.get(1) else {
+        return;
+    };
+    if run.config_only_subcommands.contains(&first.as_str()) {
+        eprintln!(
+            "note: `{} {first} …` reads only {}'s own config files, not the servers tether hands over, so it will not show them; check them with `tether test` and the same --mcp/--task, or start a session with `tether run … -- {}`",
+            row.name, row.title, row.name
+        );
+    }
+}
+
 pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let harness = pick_harness(args)?;
+    note_config_only_subcommand(args, harness);
+    if let HarnessArg::Handoff(row) = harness {
+        // A harness that would give the run no servers (an untrusted folder) is refused
+        // before anything is resolved or started.
+        let folder = std::env::current_dir()
+            .map_err(|e| anyhow::anyhow!("cannot read the working directory: {e}"))?;
+        tether_handoff::check_folder_trust(row, &folder)?;
+    }
     // Usage errors come before anything is resolved, fetched or asked for.
     let gateway = through_gateway(args, harness)?;
     if gateway && harness == HarnessArg::Builtin {

@@ -674,14 +674,7 @@ fn real_codex_and_opencode_read_the_exported_flags_and_options() {
         .output()
         .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let out = std::process::Command::new(&codex)
-        .args(["mcp", "list", "--json"])
-        .env("CODEX_HOME", &codex_home)
-        .env("HOME", &codex_home)
-        .output()
-        .expect("running codex mcp list");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let listed: Value = serde_json::from_slice(&out.stdout).expect("codex lists JSON");
+    let listed = crate::support::codex_mcp_list(&codex, &codex_home);
     let server = |name: &str| {
         listed
             .as_array()
@@ -699,13 +692,8 @@ fn real_codex_and_opencode_read_the_exported_flags_and_options() {
         .output()
         .expect("running the command");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let opencode_home = sandbox.path("opencode-home");
-    std::fs::create_dir_all(&opencode_home).expect("creating the opencode home");
-    let out = std::process::Command::new(&opencode)
+    let out = crate::support::opencode_in(&opencode, &sandbox.path("opencode-home"))
         .args(["mcp", "list"])
-        .current_dir(&opencode_home)
-        .env("HOME", &opencode_home)
-        .env("XDG_CONFIG_HOME", opencode_home.join(".config"))
         .env("OPENCODE_CONFIG_CONTENT", text(&out.stdout))
         .output()
         .expect("running opencode mcp list");

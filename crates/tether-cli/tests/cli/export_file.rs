@@ -130,3 +130,89 @@ fn a_directory_target_is_refused_and_a_missing_directory_leaves_nothing() {
     assert!(!stderr.contains("SENTINEL"), "{stderr}");
     assert_eq!(entries(&sandbox), ["a-dir"]);
 }
+
+/// A secret holding every harness's own variable syntax, and the other hostile characters.
+const EXPANDABLE: &str = "EXPAND-SENTINEL ${HOME} $HOME ${HOME:-x} {env:HOME} {file:/etc/hostname} $$ %41 \"q\" \\ {{x}} é";
+
+/// `export -o` for `format` of one server whose `PROBE` holds [`EXPANDABLE`].
+fn export_expandable(sandbox: &Sandbox, format: &str, target: &Path) -> std::process::Output {
+    let spec = config(&[server_json("srv", &[], &[("PROBE", "{{TOKEN}}")])]);
+    sandbox
+        .tether(&["export", "--format", format, "--mcp", &spec])
+        .args(["--secret", "TOKEN=env:MY_TOKEN", "-o"])
+        .arg(target)
+        .env("MY_TOKEN", EXPANDABLE)
+        .output()
+        .expect("running tether export -o")
+}
+
+/// Claude Code (`${VAR}`), Gemini CLI (`$VAR`), VS Code and Cursor (`${…}`) would rewrite the
+/// secret when they read the file and have no escape: the export is refused in one line that
+/// names the server and the key, never the value, and says what to do; no file is written.
+#[test]
+fn a_secret_a_harness_would_expand_without_an_escape_is_refused() {
+    let sandbox = Sandbox::new();
+    for format in ["claude", "gemini", "vscode", "cursor"] {
+        let target = sandbox.path(&format!("{format}.json"));
+        let out = export_expandable(&sandbox, format, &target);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{format}: {stderr}");
+        assert!(!target.exists(), "{format}: a file was written");
+        assert!(!stderr.contains("SENTINEL"), "{format}: {stderr}");
+        let line = stderr
+            .lines()
+            .find(|line| line.contains("MCP server 'srv'"))
+            .unwrap_or_else(|| panic!("{format}: no refusal naming the server: {stderr}"));
+        assert!(line.contains("env.PROBE"), "{format}: {line}");
+        assert!(line.contains("--gateway"), "{format}: {line}");
+        if format == "claude" || format == "gemini" {
+            assert!(line.contains(&format!("tether run -- {format}")), "{line}");
+        }
+    }
+}
+
+/// opencode pastes `{env:…}`/`{file:…}` into its file's text before parsing it: the export
+/// escapes them, and the real opencode reads the secret back byte for byte. Codex expands
+/// nothing: the real Codex lists the secret as it is.
+#[test]
+fn a_secret_reaches_opencode_and_codex_as_written() {
+    let sandbox = Sandbox::new();
+    let opencode_file = sandbox.path("opencode.json");
+    let out = export_expandable(&sandbox, "opencode", &opencode_file);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("SENTINEL"));
+    let written = std::fs::read_to_string(&opencode_file).expect("reading the export");
+    let parsed: serde_json::Value = serde_json::from_str(&written).expect("the export is JSON");
+    assert_eq!(
+        parsed["mcp"]["srv"]["environment"]["PROBE"], EXPANDABLE,
+        "{written}"
+    );
+    assert!(!written.contains("{env:"), "{written}");
+
+    let codex_home = sandbox.path("codex-home");
+    std::fs::create_dir_all(&codex_home).expect("creating the Codex home");
+    let out = export_expandable(&sandbox, "codex", &codex_home.join("config.toml"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    if let Some(opencode) = tether_testkit::npm_bin("opencode") {
+        let out = crate::support::opencode_in(&opencode, &sandbox.path("opencode-home"))
+            .args(["debug", "config"])
+            .env("OPENCODE_CONFIG", &opencode_file)
+            .output()
+            .expect("running opencode debug config");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let resolved: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("opencode prints its config as JSON");
+        assert_eq!(
+            resolved["mcp"]["srv"]["environment"]["PROBE"], EXPANDABLE,
+            "opencode read the secret changed"
+        );
+    }
+    if let Some(codex) = tether_testkit::npm_bin("codex") {
+        let listed = crate::support::codex_mcp_list(&codex, &codex_home);
+        assert_eq!(
+            listed[0]["transport"]["env"]["PROBE"], EXPANDABLE,
+            "codex read the secret changed"
+        );
+    }
+}

@@ -34,6 +34,16 @@ exit {code}
 "#,
         r = record.display()
     );
+    if name == "gemini" {
+        // The user trusts the sandbox in Gemini CLI: tether refuses a folder Gemini does not
+        // trust (it would give the run no servers).
+        let gemini_dir = sandbox.path("home/.gemini");
+        std::fs::create_dir_all(&gemini_dir).expect("creating the directory");
+        let folder = std::fs::canonicalize(sandbox.dir.path()).expect("the sandbox's real path");
+        let rules = serde_json::json!({ folder.to_string_lossy(): "TRUST_FOLDER" });
+        std::fs::write(gemini_dir.join("trustedFolders.json"), rules.to_string())
+            .expect("writing the trust rules");
+    }
     let path = bin.join(name);
     std::fs::write(&path, script).expect("writing the file");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))

@@ -61,6 +61,30 @@ impl Sandbox {
     }
 }
 
+/// The real `opencode` with a fresh home `home` (created) as its HOME, config directory and
+/// working directory, so no config of the machine's is read.
+pub fn opencode_in(opencode: &Path, home: &Path) -> std::process::Command {
+    std::fs::create_dir_all(home).expect("creating the opencode home");
+    let mut command = std::process::Command::new(opencode);
+    command
+        .current_dir(home)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"));
+    command
+}
+
+/// What the real `codex mcp list --json` lists with `codex_home` as its home (and HOME).
+pub fn codex_mcp_list(codex: &Path, codex_home: &Path) -> serde_json::Value {
+    let out = std::process::Command::new(codex)
+        .args(["mcp", "list", "--json"])
+        .env("CODEX_HOME", codex_home)
+        .env("HOME", codex_home)
+        .output()
+        .expect("running codex mcp list");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("codex lists JSON")
+}
+
 /// A config with one server of ours named `name` with `args`, plus `env`.
 pub fn server_json(name: &str, args: &[&str], env: &[(&str, &str)]) -> String {
     let args: Vec<String> = args.iter().map(|a| json_str(a)).collect();

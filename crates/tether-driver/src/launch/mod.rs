@@ -45,6 +45,11 @@ pub use bearer::{BearerAuth, BearerSlot, MAX_STEP_UPS, Refusal, send_renewing};
 pub struct StartOptions {
     /// Per-server limit for connect + `initialize` + `tools/list` (default 30 s).
     pub startup_timeout: Duration,
+    /// How many times `startup_timeout` a stdio server launched through a package runner
+    /// (`npx`, `uvx`, … : [`package_runner`]) gets, since its first start downloads the
+    /// package (default [`PACKAGE_RUNNER_FACTOR`]; 1 where the timeout already allows for it).
+    /// A server's own startup timeout in its config wins over both.
+    pub package_runner_factor: u32,
     /// How many servers start at once (default 8).
     pub concurrency: usize,
     /// Fail the run if any server fails (default: degraded startup).
@@ -70,6 +75,7 @@ impl std::fmt::Debug for StartOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StartOptions")
             .field("startup_timeout", &self.startup_timeout)
+            .field("package_runner_factor", &self.package_runner_factor)
             .field("concurrency", &self.concurrency)
             .field("strict", &self.strict)
             .field("notices", &self.notices.is_some())
@@ -77,6 +83,41 @@ impl std::fmt::Debug for StartOptions {
             .field("declared", &self.declared)
             .field("bearer_auth", &self.bearer_auth.is_some())
             .finish()
+    }
+}
+
+/// How many times the startup timeout a server launched through a package runner gets by
+/// default: 120 s with the default 30 s. Cold `npx -y` starts were measured at 25–27 s, and a
+/// large package or a slow registry takes longer; a cached start is as fast as any.
+pub const PACKAGE_RUNNER_FACTOR: u32 = 4;
+
+/// The package runner a stdio server is launched through, by the command's file name and
+/// its first argument: `npx`, `pnpx`, `bunx`, `uvx`, `pipx`, `npm exec`, `pnpm dlx`,
+/// `yarn dlx`, `bun x`, `uv tool run`, `docker run` and `podman run` (which pull an image).
+/// Its first start downloads the package, so it gets a longer startup timeout.
+pub fn package_runner(command: &str, args: &[&str]) -> Option<String> {
+    let name = std::path::Path::new(command).file_name()?.to_str()?;
+    let first = args.first().copied().unwrap_or_default();
+    let runner = match (name, first) {
+        ("npx" | "pnpx" | "bunx" | "uvx" | "pipx", _) => name.to_owned(),
+        ("npm", "exec") | ("pnpm" | "yarn", "dlx") | ("bun", "x") => format!("{name} {first}"),
+        ("docker" | "podman", "run") => format!("{name} {first}"),
+        ("uv", "tool") if args.get(1) == Some(&"run") => "uv tool run".to_owned(),
+        _ => return None,
+    };
+    Some(runner)
+}
+
+/// The package runner `server` is launched through, if it is a stdio server launched through
+/// one.
+fn server_package_runner(server: &RenderedServer) -> Option<String> {
+    match &server.transport {
+        RenderedTransport::Stdio { command, args, .. } => {
+            let args: Vec<String> = args.iter().take(2).map(RenderedText::expose).collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            package_runner(&command.expose(), &args)
+        }
+        RenderedTransport::Remote { .. } => None,
     }
 }
 
@@ -126,6 +167,7 @@ impl Default for StartOptions {
     fn default() -> Self {
         Self {
             startup_timeout: Duration::from_secs(30),
+            package_runner_factor: PACKAGE_RUNNER_FACTOR,
             concurrency: 8,
             strict: false,
             notices: None,
@@ -932,10 +974,17 @@ async fn start_filtered(
 ) -> (ServerOptions, Result<Started, String>) {
     let options = server.options.clone();
     // The server's own startup timeout (Codex `startup_timeout_sec`/`_ms`), if its config set
-    // one, replaces the run's.
+    // one, replaces the run's; a server launched through a package runner gets a multiple of
+    // the run's, for its first start's download.
+    let runner_timeout = || match server_package_runner(&server) {
+        Some(_) => start
+            .startup_timeout
+            .saturating_mul(start.package_runner_factor.max(1)),
+        None => start.startup_timeout,
+    };
     let timeout = options
         .startup_timeout_ms
-        .map_or(start.startup_timeout, Duration::from_millis);
+        .map_or_else(runner_timeout, Duration::from_millis);
     let outcome = start_one(server, start, timeout, masking)
         .await
         .map(|mut started| {
@@ -1036,8 +1085,19 @@ async fn start_one(
                     Err(reason)
                 }
                 Err(_) => {
+                    // A package runner's first start downloads the package: say so, and how
+                    // to give it longer.
+                    let downloading = server_package_runner(&server).map_or_else(String::new, |runner| {
+                        let factor = match start.package_runner_factor {
+                            0 | 1 => String::new(),
+                            n => format!(" (a package runner gets {n}× that)"),
+                        };
+                        format!(
+                            "; it is launched through {runner}, which is probably still downloading its package on a first start: run it again once the download is done, or give it more time with --timeout SECS{factor} or startup_timeout_sec in its config"
+                        )
+                    });
                     let reason = format!(
-                        "no answer to initialize/tools/list within {} s{}",
+                        "no answer to initialize/tools/list within {} s{downloading}{}",
                         timeout.as_secs_f64(),
                         stderr_suffix(&child.stderr)
                     );

@@ -812,3 +812,39 @@ async fn an_sse_endpoint_on_another_origin_is_refused_and_gets_nothing() {
         runtime.shutdown().await;
     }
 }
+
+/// Package runners are told by the command's file name and, for multi-purpose tools, their
+/// first argument (`npm exec`, `uv tool run`, `docker run`); any other command is not one.
+#[test]
+fn package_runners_are_told_by_command_and_first_argument() {
+    use tether_driver::package_runner;
+    let cases: &[(&str, &[&str], Option<&str>)] = &[
+        (
+            "npx",
+            &["-y", "@modelcontextprotocol/server-everything"],
+            Some("npx"),
+        ),
+        ("/usr/local/bin/uvx", &["mcp-server-fetch"], Some("uvx")),
+        ("bunx", &[], Some("bunx")),
+        ("pipx", &["run", "x"], Some("pipx")),
+        ("npm", &["exec", "x"], Some("npm exec")),
+        ("pnpm", &["dlx", "x"], Some("pnpm dlx")),
+        ("yarn", &["dlx", "x"], Some("yarn dlx")),
+        ("bun", &["x", "x"], Some("bun x")),
+        ("uv", &["tool", "run", "x"], Some("uv tool run")),
+        ("docker", &["run", "-i", "img"], Some("docker run")),
+        ("podman", &["run", "img"], Some("podman run")),
+        ("npm", &["start"], None),
+        ("uv", &["run", "server.py"], None),
+        ("docker", &["exec", "c"], None),
+        ("node", &["server.js"], None),
+        ("/opt/npx-tools/server", &[], None),
+    ];
+    for (command, args, runner) in cases {
+        assert_eq!(
+            package_runner(command, args).as_deref(),
+            *runner,
+            "{command} {args:?}"
+        );
+    }
+}
