@@ -8,6 +8,7 @@
 
 use std::error::Error;
 
+use rmcp::ServiceError;
 use rmcp::service::ClientInitializeError;
 use rmcp::transport::streamable_http_client::{HttpStatusError, StreamableHttpError};
 
@@ -24,10 +25,43 @@ pub fn describe(url: &str, transport: RemoteTransport, err: Cause<'_>) -> String
 
 /// Why `err` happened over `transport`, in words, with what to try where a hint helps.
 pub fn cause(transport: RemoteTransport, err: Cause<'_>) -> String {
-    let chain = chain(err);
-    match classify(&chain, transport) {
-        (cause, Some(hint)) => format!("{cause}; {hint}"),
-        (cause, None) => cause,
+    with_hint(classify(&chain(err), Some(transport)))
+}
+
+/// Why a request to a server that had started failed, in words: rmcp's `Display` of a
+/// [`ServiceError`] names transport types (`Transport [rmcp::…<…>] error: …`), which say
+/// nothing to a user and change with rmcp. An error the server answered with is its message.
+pub fn request_failure(err: &ServiceError) -> String {
+    match err {
+        ServiceError::McpError(error) => {
+            format!(
+                "the server answered error {}: {}",
+                error.code.0, error.message
+            )
+        }
+        ServiceError::TransportSend(error) => format!(
+            "the request could not be sent: {}",
+            with_hint(classify(&chain(error.error.as_ref()), None))
+        ),
+        ServiceError::TransportClosed => {
+            "the connection to the server closed (it exited or ended the session)".to_owned()
+        }
+        ServiceError::UnexpectedResponse => {
+            "the server answered with a message of another kind".to_owned()
+        }
+        ServiceError::Cancelled { .. } => "the request was cancelled".to_owned(),
+        ServiceError::Timeout { timeout } => {
+            format!("no answer within {} s", timeout.as_secs_f64())
+        }
+        // The others (a lagging subscription, too many input rounds) name no type.
+        other => other.to_string(),
+    }
+}
+
+fn with_hint((cause, hint): (String, Option<&'static str>)) -> String {
+    match hint {
+        Some(hint) => format!("{cause}; {hint}"),
+        None => cause,
     }
 }
 
@@ -56,8 +90,12 @@ fn inner(err: Cause<'_>) -> Option<Cause<'_>> {
     err.source()
 }
 
-/// The cause in words and, where one helps, what to try.
-fn classify(chain: &[Cause<'_>], transport: RemoteTransport) -> (String, Option<&'static str>) {
+/// The cause in words and, where one helps, what to try; `transport` is `None` where the
+/// request's transport is not known (a status then gets no transport hint).
+fn classify(
+    chain: &[Cause<'_>],
+    transport: Option<RemoteTransport>,
+) -> (String, Option<&'static str>) {
     for err in chain {
         if let Some(status) = err.downcast_ref::<HttpStatusError>() {
             return status_cause(status.status, None, transport);
@@ -126,7 +164,7 @@ fn timed_out() -> (String, Option<&'static str>) {
 fn status_cause(
     status: u16,
     body: Option<&str>,
-    transport: RemoteTransport,
+    transport: Option<RemoteTransport>,
 ) -> (String, Option<&'static str>) {
     let reason = reqwest::StatusCode::from_u16(status)
         .ok()
@@ -136,7 +174,7 @@ fn status_cause(
     let body = body.map(|line| format!(" ({line})")).unwrap_or_default();
     let hint = match status {
         401 | 403 => Some("check the credentials the config sends (headers, token)"),
-        404 | 405 | 501 => Some(match transport {
+        404 | 405 | 501 => transport.map(|transport| match transport {
             RemoteTransport::StreamableHttp => {
                 "the URL does not serve Streamable HTTP MCP: check the path (often /mcp), or set \"type\": \"sse\" for a legacy SSE endpoint"
             }
@@ -186,8 +224,11 @@ mod tests {
             first_text_line("\nno such route\nmore"),
             Some("no such route")
         );
-        let (cause, hint) =
-            status_cause(404, Some("no such route"), RemoteTransport::StreamableHttp);
+        let (cause, hint) = status_cause(
+            404,
+            Some("no such route"),
+            Some(RemoteTransport::StreamableHttp),
+        );
         assert_eq!(cause, "HTTP 404 Not Found (no such route)");
         assert!(hint.is_some_and(|h| h.contains("\"type\": \"sse\"")));
     }

@@ -650,7 +650,7 @@ impl McpRuntime {
         let result = tokio::time::timeout(timeout, running.client.call_tool(params))
             .await
             .map_err(|_| failed(format!("no answer within {} s", timeout.as_secs_f64())))?
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(failure::request_failure(&e)))?;
         let mut result =
             serde_json::to_value(result).map_err(|e| failed(format!("unreadable result: {e}")))?;
         mask_json(&self.masker, &mut result);
@@ -674,7 +674,7 @@ impl McpRuntime {
         let mut tools = tokio::time::timeout(timeout, running.client.list_all_tools())
             .await
             .map_err(|_| failed(format!("no answer within {} s", timeout.as_secs_f64())))?
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(failure::request_failure(&e)))?;
         tools.retain(|tool| running.options.allows_tool(&tool.name));
         Ok(tool_infos(server, tools, &self.masker))
     }
@@ -766,7 +766,7 @@ impl McpRuntime {
             .client
             .send_cancellable_request(request, options)
             .await
-            .map_err(|e| failed(None, e.to_string()))?;
+            .map_err(|e| failed(None, failure::request_failure(&e)))?;
         let peer = handle.peer.clone();
         let id = handle.id.clone();
         let routes = &running.client.service().progress;
@@ -808,7 +808,7 @@ impl McpRuntime {
             Err(rmcp::ServiceError::McpError(error)) => {
                 Err(failed(Some(error.code.0), error.message.to_string()))
             }
-            Err(error) => Err(failed(None, error.to_string())),
+            Err(error) => Err(failed(None, failure::request_failure(&error))),
         }
     }
 

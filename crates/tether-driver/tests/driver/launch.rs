@@ -408,6 +408,40 @@ async fn streamable_http_server_with_a_bearer_header_from_a_secret() {
     let _ = child.kill().await;
 }
 
+/// A request to a remote server that went away after it started fails in words: rmcp's own
+/// text names Rust types (`Transport [rmcp::transport::worker::WorkerTransport<…>] error`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_a_server_that_went_away_fails_in_words() {
+    let (mut child, url) = http_server(&[], &[]).await;
+    let config = format!(r#"{{"remote": {{"url": {}}}}}"#, json_str(&url));
+    let runtime = start(config, StartOptions::default(), &Secrets::default())
+        .await
+        .expect("starting the servers");
+    assert_eq!(
+        tools(&runtime.reports()[0].status),
+        ["add", "echo", "env_check"]
+    );
+    child.kill().await.expect("stopping the server");
+    let error = runtime
+        .call_tool(
+            "remote",
+            "add",
+            json!({"a": 1, "b": 2}).as_object().cloned(),
+            STEP,
+        )
+        .await
+        .expect_err("the server is gone");
+    let text = error.to_string();
+    assert!(
+        text.contains("the request could not be sent: connection refused"),
+        "{text}"
+    );
+    for rust in ["rmcp::", "Transport [", "WorkerTransport", "<"] {
+        assert!(!text.contains(rust), "{rust:?} in {text}");
+    }
+    runtime.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_header_with_a_line_break_is_refused_clearly() {
     let secrets: Secrets = [("TOKEN", "a\r\nX-Injected: 1")].into_iter().collect();
