@@ -101,6 +101,7 @@ async fn a_managed_config_is_reminted_before_expiry_and_its_server_replaced() {
             filter: ToolFilter::default(),
             upstream: Some(upstream),
             masking_hook: None,
+            budget: tether_gateway::ResultBudget::default(),
         },
     )
     .await;

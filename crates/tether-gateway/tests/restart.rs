@@ -106,6 +106,7 @@ async fn restarts_wait_the_backoff_on_the_sessions_clock() {
             filter: ToolFilter::default(),
             upstream: Some(upstream),
             masking_hook: None,
+            budget: tether_gateway::ResultBudget::default(),
         },
     )
     .await;
