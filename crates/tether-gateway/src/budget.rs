@@ -312,9 +312,10 @@ struct Inner {
     dropped: VecDeque<(String, Arc<str>)>,
 }
 
-/// Why a `tether://results/ID` read fails.
+/// Why a `tether://results/ID` read fails ([`ResultStore::read`]); the gateway answers
+/// `-32002` (resource not found) with a message saying which.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ReadFailure {
+pub enum ReadFailure {
     /// No such result in this session (never made, another session's, or the session's
     /// results were forgotten long ago).
     Unknown,
@@ -324,13 +325,22 @@ pub(crate) enum ReadFailure {
 
 /// The results a gateway keeps for `resources/read`, for all its client connections, within
 /// one bound in bytes; each readable only from the connection it was made for.
-pub(crate) struct ResultStore {
+pub struct ResultStore {
     inner: Mutex<Inner>,
     limit: usize,
 }
 
+impl std::fmt::Debug for ResultStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResultStore")
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ResultStore {
-    pub(crate) fn new(limit: usize) -> Self {
+    /// An empty store keeping at most `limit` bytes (counted as results are).
+    pub fn new(limit: usize) -> Self {
         Self {
             inner: Mutex::default(),
             limit,
@@ -374,7 +384,7 @@ impl ResultStore {
     }
 
     /// The whole result `id`, if `owner` may read it.
-    pub(crate) fn read(&self, owner: &str, id: &str) -> Result<Arc<Value>, ReadFailure> {
+    pub fn read(&self, owner: &str, id: &str) -> Result<Arc<Value>, ReadFailure> {
         let inner = self.lock();
         match inner.results.get(id) {
             Some(stored) if &*stored.owner == owner => Ok(Arc::clone(&stored.result)),
@@ -391,7 +401,7 @@ impl ResultStore {
     }
 
     /// Forgets every result of `owner` (its connection closed).
-    pub(crate) fn forget(&self, owner: &str) {
+    pub fn forget(&self, owner: &str) {
         let mut inner = self.lock();
         let Inner {
             results,
@@ -418,13 +428,9 @@ impl ResultStore {
 }
 
 /// Applies `budget` to a masked `tools/call` result: the result itself when it fits, else
-/// the cut answer, the whole having been kept in `store` for `owner`.
-pub(crate) fn apply(
-    budget: &ResultBudget,
-    store: &ResultStore,
-    owner: &Arc<str>,
-    result: Value,
-) -> Value {
+/// the cut answer, the whole having been kept in `store` for `owner` (a client connection's
+/// id).
+pub fn apply(budget: &ResultBudget, store: &ResultStore, owner: &Arc<str>, result: Value) -> Value {
     let total = result_bytes(&result);
     if total <= budget.max_bytes() {
         return result;
