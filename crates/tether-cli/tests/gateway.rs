@@ -1952,7 +1952,7 @@ async fn a_ten_megabyte_result_comes_back_within_budget_with_a_link_to_the_whole
         notice.contains(&format!("{} of {total} bytes kept", first.len())),
         "{notice}"
     );
-    assert!(notice.contains("1 content blocks left out"), "{notice}");
+    assert!(notice.contains("1 content block(s) left out"), "{notice}");
     let uri = link_of(&result);
     assert!(notice.contains(&uri), "{notice}");
     assert!(!result.to_string().contains(SECRET));

@@ -254,7 +254,7 @@ fn cut_answer(
     );
     if first.blocks_left_out > 0 {
         notice.push_str(&format!(
-            ", {} content blocks left out",
+            ", {} content block(s) left out",
             first.blocks_left_out
         ));
     }
@@ -560,7 +560,7 @@ mod tests {
         let kept = blocks[1]["text"].as_str().expect("cut text");
         assert!(kept.ends_with('\n') && big.starts_with(kept), "{kept:?}");
         let notice = blocks[2]["text"].as_str().expect("notice");
-        assert!(notice.contains("2 content blocks left out"), "{notice}");
+        assert!(notice.contains("2 content block(s) left out"), "{notice}");
         assert!(notice.contains(&format!("of {} bytes kept", result_bytes(&result))));
         let uri = blocks[3]["uri"].as_str().expect("link");
         assert_eq!(blocks[3]["type"], json!("resource_link"));
