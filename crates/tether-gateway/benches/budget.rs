@@ -6,7 +6,8 @@
 //!    (counting, the random id, the cut, the notice, keeping the whole), p50 of 20.
 //! 2. End to end, release binaries on loopback: a `tools/call` of `tether-test-mcp --big-tool`
 //!    answering 10,000,000 bytes, straight to the server and through `tether serve` (which
-//!    cuts it to 25,000 tokens), then `resources/read` of the whole; p50 of 10 each.
+//!    cuts it to 25,000 tokens) and through one with no budget in practice, then
+//!    `resources/read` of the whole; p50 of 10 each.
 
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
@@ -131,9 +132,26 @@ async fn end_to_end(home: &Path) {
     );
     let audit = home.join("budget.jsonl").to_string_lossy().into_owned();
     let gateway = stdio_client(&tether, &["serve", "--mcp", &spec, "--audit", &audit], home).await;
+    let audit_whole = home.join("whole.jsonl").to_string_lossy().into_owned();
+    let no_budget = stdio_client(
+        &tether,
+        &[
+            "serve",
+            "--mcp",
+            &spec,
+            "--audit",
+            &audit_whole,
+            "--max-result-tokens",
+            "100000000",
+        ],
+        home,
+    )
+    .await;
     let (mut straight, mut through, mut read) = (Vec::new(), Vec::new(), Vec::new());
+    let mut whole_through = Vec::new();
     for _ in 0..10 {
         straight.push(big_call(&direct, "big").await.1);
+        whole_through.push(big_call(&no_budget, "test__big").await.1);
         let (cut, elapsed) = big_call(&gateway, "test__big").await;
         through.push(elapsed);
         let blocks = cut["content"].as_array().expect("content");
@@ -154,8 +172,9 @@ async fn end_to_end(home: &Path) {
         );
     }
     println!(
-        "tools/call of a {BIG} byte result over stdio: direct p50 {} (the client receives it whole); through the gateway p50 {} (the client receives 25,000 tokens and a link); resources/read of the whole through the gateway p50 {}",
+        "tools/call of a {BIG} byte result over stdio: direct p50 {} (the client receives it whole); through the gateway with no budget (--max-result-tokens 100000000) p50 {}; through the gateway p50 {} (the client receives 25,000 tokens and a link); resources/read of the whole through the gateway p50 {}",
         ms(p50(straight)),
+        ms(p50(whole_through)),
         ms(p50(through)),
         ms(p50(read))
     );

@@ -201,21 +201,22 @@ fn first_part(result: &Value, allowance: usize) -> (Value, Kept) {
             blocks.push(block.clone());
             continue;
         }
-        let (pointer, text) = match block.get("type").and_then(Value::as_str) {
-            Some("text") => ("/text", block.get("text")),
-            Some("resource") => ("/resource/text", block.pointer("/resource/text")),
-            _ => ("", None),
+        let path: &[&str] = match block.get("type").and_then(Value::as_str) {
+            Some("text") => &["text"],
+            Some("resource") => &["resource", "text"],
+            _ => &[],
         };
+        let text = path
+            .iter()
+            .try_fold(block, |value, key| value.get(key))
+            .and_then(Value::as_str)
+            .filter(|_| !path.is_empty());
         let mut cut_blocks = 0;
-        if let Some(text) = text.and_then(Value::as_str) {
+        if let Some(text) = text {
             let end = cut_point(text, left);
             if end > 0 {
-                let mut cut = block.clone();
-                if let Some(slot) = cut.pointer_mut(pointer) {
-                    *slot = Value::String(text[..end].to_owned());
-                }
                 kept.bytes += end;
-                blocks.push(cut);
+                blocks.push(replaced(block, path, &text[..end]));
                 cut_blocks = 1;
             }
         }
@@ -224,6 +225,26 @@ fn first_part(result: &Value, allowance: usize) -> (Value, Kept) {
     }
     out.insert("content".to_owned(), Value::Array(blocks));
     (Value::Object(out), kept)
+}
+
+/// A copy of `value` with the string at `path` replaced by `text`, without copying the string
+/// it replaces (a cut block's text may be megabytes).
+fn replaced(value: &Value, path: &[&str], text: &str) -> Value {
+    match (value, path) {
+        (Value::Object(map), [key, rest @ ..]) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let v = match (k == key, rest.is_empty()) {
+                        (false, _) => v.clone(),
+                        (true, true) => Value::String(text.to_owned()),
+                        (true, false) => replaced(v, rest, text),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        _ => Value::String(text.to_owned()),
+    }
 }
 
 /// Why the whole of a cut result is not kept.
