@@ -3,8 +3,10 @@
 #   one tools/call through `tether serve` vs direct, stdio and Streamable HTTP: p50 <= +1 ms, p99 <= +3 ms
 #   tools/list over 16 servers at the gateway: <= 1.1x the slowest server's own tools/list
 #   100 concurrent calls over 8 servers: none lost or cross-wired
+#   the output budget: its check on a small result (~nothing), cutting a 10 MB result
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet --release -p tether-cli -p tether-test-mcp
 unset TETHER_SERVER_URL TETHER_API_KEY TETHER_API_KEY_FILE RUST_LOG
 cargo bench --quiet -p tether-gateway --bench gateway
+cargo bench --quiet -p tether-gateway --bench budget

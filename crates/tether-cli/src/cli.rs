@@ -390,6 +390,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub client_capabilities: Option<Vec<CapabilityArg>>,
 
+    /// Through the gateway: a tool result larger than N tokens is cut to fit, the whole read
+    /// back from a tether://results/ID link (as `tether serve --max-result-tokens`).
+    #[arg(long, value_name = "N", value_parser = tether_gateway::budget::parse_max_result_tokens)]
+    pub max_result_tokens: Option<usize>,
+
     /// The harness command and its arguments.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -550,6 +555,13 @@ pub struct ServeArgs {
     /// in its initialize (read before the servers start); over HTTP, all.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub client_capabilities: Option<Vec<CapabilityArg>>,
+
+    /// A tool result larger than N tokens (4 bytes of text count as a token) is cut to fit,
+    /// with a note and a link, tether://results/ID, whose resources/read gives the whole
+    /// (kept for the session; 256 MiB at most, the oldest dropped first). 256 to 100000000.
+    /// Default: `max_result_tokens` in config.toml, else 25000.
+    #[arg(long, value_name = "N", value_parser = tether_gateway::budget::parse_max_result_tokens)]
+    pub max_result_tokens: Option<usize>,
 }
 
 /// One item of `--client-capabilities`.

@@ -54,6 +54,7 @@ struct ConfigFile {
     secret_store: Option<String>,
     oauth_client_metadata_url: Option<String>,
     scan: Option<String>,
+    max_result_tokens: Option<u64>,
 }
 
 /// The client-id metadata document URL `tether auth login` uses: the flag, else
@@ -79,6 +80,19 @@ pub fn scan_policy() -> anyhow::Result<Option<tether_gateway::ScanPolicy>> {
             "scan in config.toml: '{other}' is not one of off, warn, block"
         ))
         .into()),
+    }
+}
+
+/// The gateway's budget for tool results, in tokens: the flag, else `max_result_tokens` in
+/// config.toml, else the default (25,000).
+pub fn max_result_tokens(flag: Option<usize>) -> anyhow::Result<usize> {
+    if let Some(tokens) = flag {
+        return Ok(tokens);
+    }
+    match config_file(&data_dir()?)?.max_result_tokens {
+        None => Ok(tether_gateway::budget::DEFAULT_MAX_RESULT_TOKENS),
+        Some(tokens) => tether_gateway::budget::parse_max_result_tokens(&tokens.to_string())
+            .map_err(|e| UsageError::new(format!("max_result_tokens in config.toml: {e}")).into()),
     }
 }
 

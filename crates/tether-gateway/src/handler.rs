@@ -26,12 +26,16 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde::Deserialize as _;
 use serde_json::{Map, Value, json};
 use tether_config::Masker;
 use tether_driver::{DriverError, McpRuntime, ServerStatus, Session};
 
 use crate::GatewayOptions;
 use crate::audit::{AuditLog, Outcome, Record, uri_target};
+use crate::budget::{
+    GATEWAY_URI_SCHEME, RESULTS_URI_PREFIX, ReadFailure, ResultBudget, ResultStore,
+};
 use crate::catalogue::{
     CATALOGUE_MARKER, Catalogue, Entries, STATUS_TOOL, admit_prompts, admit_tools, scanned,
 };
@@ -78,6 +82,12 @@ pub(crate) struct Shared {
     capabilities: ServerCapabilities,
     /// The connected clients, their running calls and subscriptions.
     pub(crate) clients: Arc<Clients>,
+    /// Where `tools/call` results are cut.
+    budget: ResultBudget,
+    /// The whole of every cut result, for `resources/read` by its connection.
+    results: Arc<ResultStore>,
+    /// The `instructions` of the gateway's `initialize` answer (`instructions.rs`).
+    instructions: String,
 }
 
 /// A list method that may span pages.
@@ -102,6 +112,7 @@ impl Shared {
             filter,
             upstream: _,
             masking_hook: _,
+            budget,
         } = options;
         let running = runtime.running();
         let policy = |server: &str| ToolPolicy::of(&policies, default_scan, server);
@@ -182,6 +193,33 @@ impl Shared {
             }
         }
         let catalogue = Catalogue::build(&mut entries, &filter);
+        let instructions = crate::instructions::compose(
+            &running
+                .iter()
+                .filter_map(|server| {
+                    let text = runtime.instructions(server)?;
+                    // Naming its own tools is no shadowing, even where another server has
+                    // a tool of the same name.
+                    let own: HashSet<&String> = entries
+                        .tools
+                        .get(server)
+                        .into_iter()
+                        .flatten()
+                        .map(|tool| &tool.own)
+                        .collect();
+                    let mut others = entries.other_tools(server);
+                    others.retain(|tool| !own.contains(tool));
+                    crate::instructions::server_part(
+                        server,
+                        &text,
+                        policy(server).scan,
+                        &others,
+                        &masker,
+                    )
+                    .map(|part| (server.clone(), part))
+                })
+                .collect::<Vec<_>>(),
+        );
 
         // Lists change: a server's own change is followed and passed on (`list_changed`).
         let mut capabilities = ServerCapabilities::default();
@@ -189,10 +227,9 @@ impl Shared {
         if !prompt_servers.is_empty() {
             capabilities.prompts = serde_json::from_value(json!({"listChanged": true})).ok();
         }
-        if !resource_servers.is_empty() {
-            capabilities.resources =
-                serde_json::from_value(json!({"listChanged": true, "subscribe": subscribe})).ok();
-        }
+        // Always: a cut result's whole is read back as a resource (`tether://results/ID`).
+        capabilities.resources =
+            serde_json::from_value(json!({"listChanged": true, "subscribe": subscribe})).ok();
         if !logging_servers.is_empty() {
             capabilities.logging = Some(Map::new());
         }
@@ -234,6 +271,9 @@ impl Shared {
             relist_timeout,
             capabilities,
             clients: Arc::default(),
+            budget,
+            results: Arc::new(ResultStore::new(budget.stored_bytes)),
+            instructions,
         }
     }
 
@@ -443,12 +483,28 @@ pub async fn list_all(
     Ok(items)
 }
 
+/// The results kept for one client connection: forgotten when it closes (its handler, and
+/// every clone, dropped).
+struct ConnectionResults {
+    store: Arc<ResultStore>,
+    owner: Arc<str>,
+}
+
+impl Drop for ConnectionResults {
+    fn drop(&mut self) {
+        self.store.forget(&self.owner);
+    }
+}
+
 /// One client connection's handler. Cheap to clone; Streamable HTTP makes one per session.
 #[derive(Clone)]
 pub struct GatewayHandler {
     shared: Arc<Shared>,
-    /// A random id for this connection, used in audit records.
+    /// A random id for this connection, used in audit records and as the owner of the
+    /// results kept for it.
     session: Arc<str>,
+    /// Forgets the connection's kept results when its last handler is dropped.
+    _results: Arc<ConnectionResults>,
     /// Answer `tools/list` with the marker the line transport replaces by the catalogue's
     /// pre-serialized list (`lines.rs`), instead of a copy of the list.
     catalogue_marker: bool,
@@ -456,9 +512,15 @@ pub struct GatewayHandler {
 
 impl GatewayHandler {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let session: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
+        let results = Arc::new(ConnectionResults {
+            store: Arc::clone(&shared.results),
+            owner: Arc::clone(&session),
+        });
         Self {
             shared,
-            session: uuid::Uuid::new_v4().simple().to_string().into(),
+            session,
+            _results: results,
             catalogue_marker: false,
         }
     }
@@ -576,6 +638,10 @@ impl GatewayHandler {
     /// server's template makes: which template the client expanded is unknown, and the spec
     /// order settles every such tie (as for names and listed URIs).
     fn resource_server(&self, uri: &str) -> Option<String> {
+        if uri.starts_with(GATEWAY_URI_SCHEME) {
+            // The gateway's own (`budget.rs`): never a server's, whatever it lists.
+            return None;
+        }
         let routes = self
             .shared
             .resource_routes
@@ -624,6 +690,15 @@ impl GatewayHandler {
             }
         }
         merged.retain(|(server, item)| {
+            let uri = item
+                .get("uri")
+                .or_else(|| item.get("uriTemplate"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if uri.starts_with(GATEWAY_URI_SCHEME) {
+                tracing::warn!(server = %server, "a resource under {GATEWAY_URI_SCHEME}, the gateway's own scheme, is left out");
+                return false;
+            }
             let name = item
                 .get("name")
                 .or_else(|| item.get("uri"))
@@ -669,6 +744,66 @@ impl GatewayHandler {
             }
         });
         Some(sender)
+    }
+
+    /// `result` (its JSON `value`, masked) as the client gets it: cut to the budget when it
+    /// is over, the whole kept for this connection (`budget.rs`).
+    fn within_budget(&self, result: CallToolResult, value: Value) -> CallToolResult {
+        let budget = &self.shared.budget;
+        if crate::budget::result_bytes(&value) <= budget.max_bytes() {
+            return result;
+        }
+        drop(result);
+        let answer = crate::budget::apply(budget, &self.shared.results, &self.session, value);
+        tracing::debug!(
+            "a tool result over the budget of {} tokens was cut",
+            budget.max_tokens
+        );
+        CallToolResult::deserialize(&answer).unwrap_or_else(|error| {
+            CallToolResult::error(vec![ContentBlock::text(format!(
+                "tether's gateway could not cut a result over its budget: {error}"
+            ))])
+        })
+    }
+
+    /// `resources/read` of the gateway's own URI: a kept result of this connection.
+    fn read_kept(&self, uri: &str, target: &str) -> Result<ReadResourceResponse, ErrorData> {
+        const METHOD: &str = "resources/read";
+        let read = match uri.strip_prefix(RESULTS_URI_PREFIX) {
+            Some(id) => self.shared.results.read(&self.session, id),
+            None => Err(ReadFailure::Unknown),
+        };
+        let outcome = if read.is_ok() {
+            Outcome::Ok
+        } else {
+            Outcome::Refused
+        };
+        self.shared.audit(&Record {
+            session: &self.session,
+            method: METHOD,
+            server: None,
+            target,
+            duration: Duration::ZERO,
+            outcome,
+            arguments: None,
+            result: None,
+        });
+        let whole = read.map_err(|failure| {
+            let message = match failure {
+                ReadFailure::Unknown => format!(
+                    "no result {uri} in this session: a tether://results link is read in the session whose tool call made it, while the session lasts"
+                ),
+                ReadFailure::Dropped => format!(
+                    "the result {uri} was dropped to keep the gateway's kept results under {} MiB (the oldest go first); call the tool again",
+                    self.shared.budget.stored_bytes / (1024 * 1024)
+                ),
+            };
+            ErrorData::resource_not_found(message, None)
+        })?;
+        let contents = crate::budget::contents_of(uri, &whole);
+        serde_json::from_value::<ReadResourceResult>(json!({ "contents": contents }))
+            .map(Into::into)
+            .map_err(|e| ErrorData::internal_error(format!("a kept result: {e}"), None))
     }
 
     /// Forwards `resources/subscribe` or `resources/unsubscribe` to the URI's server.
@@ -769,10 +904,8 @@ impl ServerHandler for GatewayHandler {
     fn get_info(&self) -> InitializeResult {
         InitializeResult::new(self.shared.capabilities.clone())
             .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "tether gateway: the tools, prompts and resources of several MCP servers. \
-                 Tool and prompt names are SERVER__NAME.",
-            )
+            // Masked again: a re-mint may have added values since they were taken.
+            .with_instructions(self.shared.mask(&self.shared.instructions))
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
@@ -851,7 +984,7 @@ impl ServerHandler for GatewayHandler {
             .forward_with_progress(&route.server, METHOD, params, &context, progress)
             .await;
         let (outcome, response) = match answer {
-            Ok(value) => match serde_json::from_value::<CallToolResult>(value.clone()) {
+            Ok(value) => match CallToolResult::deserialize(&value) {
                 Ok(result) => {
                     let outcome = if result.is_error == Some(true) {
                         Outcome::ToolError
@@ -898,7 +1031,7 @@ impl ServerHandler for GatewayHandler {
             result: result_value,
         });
         tracing::debug!(tool = %request.name, server = %route.server, ?duration, outcome = outcome.as_str(), "tools/call");
-        response.map(|(result, _)| result.into())
+        response.map(|(result, value)| self.within_budget(result, value).into())
     }
 
     async fn list_prompts(
@@ -1021,6 +1154,9 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<ReadResourceResponse, ErrorData> {
         const METHOD: &str = "resources/read";
         let target = uri_target(&request.uri);
+        if request.uri.starts_with(GATEWAY_URI_SCHEME) {
+            return self.read_kept(&request.uri, &target);
+        }
         let Some(server) = self.resource_server(&request.uri) else {
             return Err(self.refuse(
                 METHOD,

@@ -5,7 +5,9 @@
 //! resources under namespaced names ([`names`]), forwarding each call to its server and
 //! restarting a server whose connection closes ([`supervise`]). Every
 //! result and error message is masked with the run's secret values before it leaves
-//! ([`redact`]), and every forwarded call is recorded without its values ([`audit`]).
+//! ([`redact`]), a tool result over the budget is cut, its whole kept for
+//! `resources/read` ([`budget`]), and every forwarded call is recorded without its values
+//! ([`audit`]).
 //!
 //! ```no_run
 //! # async fn demo(session: tether_driver::Session) -> Result<(), Box<dyn std::error::Error>> {
@@ -26,6 +28,7 @@
 //!     filter: tether_gateway::names::ToolFilter::default(),
 //!     upstream: Some(upstream),
 //!     masking_hook: None,
+//!     budget: tether_gateway::ResultBudget::default(),
 //! };
 //! let gateway = Gateway::new(session, runtime, options).await;
 //! gateway.serve_stdio().await?; // until the client closes stdin
@@ -39,11 +42,13 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+pub mod budget;
 mod catalogue;
 mod clients;
 mod error;
 mod handler;
 mod http;
+pub mod instructions;
 mod lines;
 pub mod names;
 pub mod pins;
@@ -64,6 +69,7 @@ use tether_driver::{McpRuntime, Session, StartOptions};
 use tokio_util::sync::CancellationToken;
 
 pub use audit::AuditLog;
+pub use budget::ResultBudget;
 pub use catalogue::STATUS_TOOL;
 pub use error::GatewayError;
 pub use handler::list_all;
@@ -101,6 +107,8 @@ pub struct GatewayOptions {
     pub upstream: Option<Upstream>,
     /// Told the session's masking set when re-minting a managed config added values.
     pub masking_hook: Option<MaskingHook>,
+    /// Where `tools/call` results are cut, and how much of the whole cut results is kept.
+    pub budget: ResultBudget,
 }
 
 /// The run's servers, served as one MCP server. Clones share the servers: each serves its own

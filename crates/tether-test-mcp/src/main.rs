@@ -3,8 +3,9 @@
 //! It serves three tools (`echo`, `env_check`, `add`, plus `--tools N` numbered ones) over stdio
 //! (the default) or Streamable HTTP (`--http ADDRESS`), and misbehaves on request so a launcher's
 //! failure handling can be tested: `--slow-start`, `--exit-early`, `--hang`, `--stderr-env`,
-//! `--spawn-child`, records cancelled slow echoes with `--record-cancellations`, reflects a variable into a tool with `--reflect-env`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
+//! `--spawn-child`, records cancelled slow echoes with `--record-cancellations`, reflects a variable into a tool with `--reflect-env`, answers with a large result with `--big-tool`, gives its own instructions with `--instructions`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
 
+mod big;
 mod http;
 mod oauth;
 mod reflect;
@@ -133,6 +134,16 @@ struct Cli {
     /// forms (for the masking of what servers send).
     #[arg(long, value_name = "VAR")]
     reflect_env: Option<String>,
+
+    /// Also serve `big {bytes, blob_bytes?, env?}`, which answers with BYTES bytes of text
+    /// (and a blob of BLOB_BYTES; ENV's NAME=VALUE at both ends of the text), for the
+    /// gateway's output budget.
+    #[arg(long)]
+    big_tool: bool,
+
+    /// The instructions of the initialize answer (default: a sentence naming the tools).
+    #[arg(long, value_name = "TEXT")]
+    instructions: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -221,7 +232,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .with_tool_growth(cli.grow_tools)
         .with_capabilities_tool(cli.capabilities_tool)
         .with_resource_templates(cli.resource_template.clone())
-        .with_reflected(cli.reflect_env.as_deref());
+        .with_reflected(cli.reflect_env.as_deref())
+        .with_big_tool(cli.big_tool)
+        .with_instructions(cli.instructions.as_deref());
     let hang = cli.hang;
 
     let runtime = tokio::runtime::Builder::new_current_thread()

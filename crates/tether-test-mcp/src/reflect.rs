@@ -1,5 +1,5 @@
-//! `--reflect-env VAR`: a hostile server that reflects its environment. It lists a tool
-//! `reflect` whose description holds `VAR=<value>`, and `reflect` answers with the value in
+//! `--reflect-env VAR`: a hostile server that reflects its environment. Its instructions end
+//! with `VAR=<value>`, it lists a tool `reflect` whose description holds `VAR=<value>`, and `reflect` answers with the value in
 //! every form a masker must recognise: as it is, JSON text with `\uXXXX` escapes (Python's
 //! `json.dumps`), upper case, HTML-escaped, shell-quoted, in Unicode NFD, split across two
 //! text blocks, base64 in an image's `data` and in a resource's `blob`, and as a key and a

@@ -81,6 +81,10 @@ pub struct TestServer {
     resource_templates: Vec<String>,
     /// With `--reflect-env VAR`: also serve `reflect` (see `reflect.rs`).
     reflect: Option<crate::reflect::Reflected>,
+    /// With `--big-tool`: also serve `big` (see `big.rs`).
+    big: bool,
+    /// With `--instructions TEXT`: the instructions of the `initialize` answer.
+    instructions: Option<String>,
 }
 
 /// The tool `--capabilities-tool` adds: it answers with the capabilities the client declared
@@ -112,6 +116,8 @@ impl TestServer {
             capabilities_tool: false,
             resource_templates: Vec::new(),
             reflect: None,
+            big: false,
+            instructions: None,
         }
     }
 
@@ -170,6 +176,33 @@ impl TestServer {
     pub fn with_reflected(mut self, variable: Option<&str>) -> Self {
         self.reflect = variable.map(crate::reflect::Reflected::from_env);
         self
+    }
+
+    /// With `on`, also serves `big` (`--big-tool`).
+    #[must_use]
+    pub fn with_big_tool(mut self, on: bool) -> Self {
+        self.big = on;
+        self
+    }
+
+    /// Gives `instructions` in the `initialize` answer instead of the default ones
+    /// (`--instructions`).
+    #[must_use]
+    pub fn with_instructions(mut self, instructions: Option<&str>) -> Self {
+        self.instructions = instructions.map(str::to_owned);
+        self
+    }
+
+    /// The instructions of the `initialize` answer: `--instructions` or a sentence naming
+    /// the tools, then, with `--reflect-env VAR`, `VAR=<value>`.
+    fn instructions_text(&self) -> String {
+        let mut text = self.instructions.clone().unwrap_or_else(|| {
+            "A test server: echo, env_check and add, plus numbered filler tools.".to_owned()
+        });
+        if let Some(reflected) = &self.reflect {
+            text.push_str(&format!(" {}={}", reflected.name, reflected.value));
+        }
+        text
     }
 
     /// With `on`, also serves `client_capabilities` (`--capabilities-tool`).
@@ -315,9 +348,7 @@ impl ServerHandler for TestServer {
                 "tether-test-mcp",
                 env!("CARGO_PKG_VERSION"),
             ))
-            .with_instructions(
-                "A test server: echo, env_check and add, plus numbered filler tools.".to_owned(),
-            )
+            .with_instructions(self.instructions_text())
     }
 
     async fn list_prompts(
@@ -397,6 +428,9 @@ impl ServerHandler for TestServer {
         let mut tools = self.tool_router.list_all();
         tools.extend(self.grown_tools());
         tools.extend(self.reflect.iter().map(crate::reflect::Reflected::tool));
+        if self.big {
+            tools.push(crate::big::tool());
+        }
         if self.capabilities_tool {
             tools.push(Tool::new(
                 CAPABILITIES_TOOL,
@@ -424,6 +458,11 @@ impl ServerHandler for TestServer {
             && request.name == crate::reflect::TOOL
         {
             return Ok(reflected.call().into());
+        }
+        if self.big && request.name == crate::big::TOOL {
+            return crate::big::call(request.arguments.as_ref())
+                .map(Into::into)
+                .map_err(|message| ErrorData::invalid_params(message, None));
         }
         if self.capabilities_tool && request.name == CAPABILITIES_TOOL {
             let declared = context

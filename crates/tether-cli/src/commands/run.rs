@@ -48,8 +48,8 @@ fn pick_harness(args: &RunArgs) -> anyhow::Result<HarnessArg> {
 }
 
 /// Whether this run hands the harness the gateway: `--gateway`, or the harness's default (its
-/// row's `gateway_by_default`) unless `--no-gateway`. `--audit` and `--client-capabilities`
-/// need the gateway.
+/// row's `gateway_by_default`) unless `--no-gateway`. `--audit`, `--client-capabilities` and
+/// `--max-result-tokens` need the gateway.
 fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> {
     let by_default = matches!(harness, HarnessArg::Handoff(h) if gateway_by_default(h));
     let gateway = args.gateway || (by_default && !args.no_gateway);
@@ -72,6 +72,13 @@ fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> 
     if args.client_capabilities.is_some() && !gateway {
         return Err(UsageError::new(format!(
             "--client-capabilities is what the gateway declares to the servers: add --gateway (the default only for {})",
+            defaults()
+        ))
+        .into());
+    }
+    if args.max_result_tokens.is_some() && !gateway {
+        return Err(UsageError::new(format!(
+            "--max-result-tokens is the gateway's budget for tool results: add --gateway (the default only for {})",
             defaults()
         ))
         .into());

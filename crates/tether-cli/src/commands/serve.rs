@@ -11,7 +11,8 @@ use tether_config::RenderedServer;
 use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::names::ToolFilter;
 use tether_gateway::{
-    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ScanPolicy, Upstream, is_loopback,
+    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ResultBudget, ScanPolicy, Upstream,
+    is_loopback,
 };
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
@@ -52,6 +53,8 @@ pub(super) struct Policy {
     pub filter: ToolFilter,
     /// The `--mcp` options a `tether trust` hint repeats ([`super::policy::trust_with`]).
     pub trust_with: String,
+    /// Where tool results are cut (`--max-result-tokens`, `max_result_tokens`).
+    pub budget: ResultBudget,
 }
 
 /// `$TETHER_HOME/pins.json`.
@@ -139,6 +142,7 @@ pub(super) async fn start_gateway(
             masking_hook: Some(tether_gateway::MaskingHook(std::sync::Arc::new(|values| {
                 tether_log::register(values);
             }))),
+            budget: policy.budget,
         },
     )
     .await)
@@ -151,6 +155,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         (Some(_), Some(source), false) => Some(secrets::read_one("--token", source)?),
         (Some(_), None, false) => Some(tether_http::token::generate()?),
     };
+    let budget = budget(args.max_result_tokens)?;
     let mut options = super::start_options(args.timeout, false);
     options.declared = args
         .client_capabilities
@@ -200,6 +205,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
                 exclude: args.exclude_tools.clone(),
             },
             trust_with: super::policy::trust_with(&args.specs),
+            budget,
         },
         &progress,
     )
@@ -263,6 +269,7 @@ pub async fn run_through_gateway(
     session: Session,
     progress: &Progress,
 ) -> anyhow::Result<u8> {
+    let budget = budget(args.max_result_tokens)?;
     let mut options = super::start_options(args.timeout, args.strict_mcp);
     options.declared = args
         .client_capabilities
@@ -279,6 +286,7 @@ pub async fn run_through_gateway(
             scan: None,
             filter: ToolFilter::default(),
             trust_with: super::policy::trust_with(&args.specs),
+            budget,
         },
         progress,
     )
@@ -307,6 +315,14 @@ pub async fn run_through_gateway(
     gateway.shutdown().await;
     drop(dir);
     code
+}
+
+/// The gateway's budget: `--max-result-tokens`, else config.toml, else the default.
+fn budget(flag: Option<usize>) -> anyhow::Result<ResultBudget> {
+    Ok(ResultBudget {
+        max_tokens: settings::max_result_tokens(flag)?,
+        ..ResultBudget::default()
+    })
 }
 
 /// The capabilities `--client-capabilities LIST` declares: `all` and `none` stand alone.

@@ -710,6 +710,15 @@ impl McpRuntime {
         serde_json::to_value(&info.capabilities).ok()
     }
 
+    /// The `instructions` `server` gave in its `initialize` answer, masked with the runtime's
+    /// values; `None` when it gave none or no server of that name is running.
+    pub fn instructions(&self, server: &str) -> Option<String> {
+        let running = self.running.iter().find(|s| s.name == server)?;
+        let info = running.client.peer_info()?;
+        let text = info.instructions.as_deref()?;
+        Some(mask_known_values(text, self.masking.iter()))
+    }
+
     /// Sends one MCP request (`method` with `params`, as JSON) to `server` and returns the
     /// server's result as JSON: what a gateway uses to pass `tools/call`, `resources/read`,
     /// `prompts/get`, the list methods and `completion/complete` on without knowing rmcp.

@@ -26,6 +26,7 @@ pub fn gateway_options(start: StartOptions, upstream: Option<Upstream>) -> Gatew
         filter: ToolFilter::default(),
         upstream,
         masking_hook: None,
+        budget: tether_gateway::ResultBudget::default(),
     }
 }
 
