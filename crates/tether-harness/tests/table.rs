@@ -251,29 +251,15 @@ fn a_real_value_the_harness_would_rewrite_is_escaped_or_refused() {
     }
     // A reference the user wrote in a credential-named field (sensitive as a whole), which
     // tether left as written because the variable is unset, is for the harness to expand.
-    let referenced: Vec<RenderedServer> = parse_config(
-        r#"{"s": {"command": "run", "env": {"API_KEY": "Bearer ${MY_KEY}"}}}"#,
-        Origin::User,
-    )
-    .expect("parsing the test config")
-    .servers
-    .into_iter()
-    .map(|s| s.into_installation().render(&Secrets::default(), &EmptyEnv))
-    .collect();
+    let referenced: Vec<RenderedServer> =
+        servers(r#"{"s": {"command": "run", "env": {"API_KEY": "Bearer ${MY_KEY}"}}}"#);
     let text = export_config(&referenced, Format::Claude, Exposure::Real)
         .expect("the user's own reference")
         .to_text();
     assert!(text.contains("Bearer ${MY_KEY}"), "{text}");
     // The user's own `${workspaceFolder}` (plain text) passes for VS Code.
-    let plain: Vec<RenderedServer> = parse_config(
-        r#"{"s": {"command": "run", "args": ["${workspaceFolder}"]}}"#,
-        Origin::User,
-    )
-    .expect("parsing the test config")
-    .servers
-    .into_iter()
-    .map(|s| s.into_installation().render(&Secrets::default(), &EmptyEnv))
-    .collect();
+    let plain: Vec<RenderedServer> =
+        servers(r#"{"s": {"command": "run", "args": ["${workspaceFolder}"]}}"#);
     let text = export_config(&plain, Format::Vscode, Exposure::Real)
         .expect("a plain value is the user's")
         .to_text();
