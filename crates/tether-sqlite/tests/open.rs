@@ -72,6 +72,37 @@ fn a_new_database_is_private_and_set_up() {
     assert_eq!(mode(&dir.join(format!("{FILE}-wal"))), 0o600);
 }
 
+/// `.cargo/config.toml` leaves SQLite's unused extensions out of the build (LIBSQLITE3_FLAGS):
+/// the compiled library says so, and a table of one of them cannot be made.
+#[test]
+fn the_compiled_sqlite_has_no_unused_extensions() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let conn = open(root.path(), FILE).expect("opening a new database");
+    let mut statement = conn.prepare("PRAGMA compile_options").expect("preparing");
+    let options: Vec<String> = statement
+        .query_map([], |row| row.get(0))
+        .expect("querying")
+        .collect::<Result<_, _>>()
+        .expect("reading");
+    assert!(options.iter().any(|o| o == "THREADSAFE=1"), "{options:?}");
+    for unused in [
+        "ENABLE_FTS3",
+        "ENABLE_FTS5",
+        "ENABLE_RTREE",
+        "ENABLE_DBSTAT_VTAB",
+        "SOUNDEX",
+    ] {
+        assert!(
+            !options.iter().any(|o| o == unused),
+            "{unused} in {options:?}"
+        );
+    }
+    let error = conn
+        .execute_batch("CREATE VIRTUAL TABLE docs USING fts5(body)")
+        .expect_err("fts5 is left out");
+    assert!(error.to_string().contains("no such module"), "{error}");
+}
+
 #[test]
 fn a_directory_others_can_write_is_refused() {
     for loose in [0o777, 0o770, 0o703] {
