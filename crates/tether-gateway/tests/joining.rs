@@ -1,0 +1,227 @@
+//! `Gateway::start`: the gateway serves at once while its servers start, and each server joins
+//! when it is ready. The servers are real processes (the workspace's test server) held back
+//! or failed on the test's signal (a file it creates); the retry backoff is waited on a clock
+//! the test moves.
+
+#![allow(
+    clippy::expect_used,
+    reason = "a test binary: helpers outside #[test] functions panic on setup failure too"
+)]
+
+mod support;
+
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use serde_json::{Value, json};
+use tether_driver::StartOptions;
+use tether_gateway::{Gateway, Upstream};
+use tether_testkit::{ManualClock, test_server_bin};
+
+/// A client that forwards each `notifications/tools/list_changed` to a channel.
+#[derive(Clone)]
+struct Watcher(tokio::sync::mpsc::UnboundedSender<()>);
+
+impl rmcp::ClientHandler for Watcher {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        let _ = self.0.send(());
+    }
+}
+
+type Client = RunningService<RoleClient, Watcher>;
+
+/// A client of `gateway` over an in-process pipe, and its list-change notifications.
+async fn connect(
+    gateway: &Gateway,
+) -> (
+    Client,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (reader, writer) = tokio::io::split(ours);
+    let serving = {
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            let _ = gateway.serve_io(reader, writer).await;
+        })
+    };
+    let (sender, changes) = tokio::sync::mpsc::unbounded_channel();
+    let client = Watcher(sender)
+        .serve(tokio::io::split(theirs))
+        .await
+        .expect("initializing through the gateway");
+    (client, changes, serving)
+}
+
+/// Waits (at most 30 s, then panics) until `server`'s status entry satisfies `done`.
+async fn until_status(client: &Client, server: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let entry = support::status(client, server).await;
+        if done(&entry) {
+            return entry;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{server} never got there: {entry}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn tool_names(client: &Client) -> Vec<String> {
+    client
+        .list_all_tools()
+        .await
+        .expect("listing tools")
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect()
+}
+
+/// Calls `tool` with `arguments` in a task of its own: its answer, once the task ends.
+fn spawn_call(
+    client: &Client,
+    tool: &'static str,
+    arguments: Value,
+) -> tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>> {
+    let peer = client.peer().clone();
+    let arguments = arguments.as_object().cloned().unwrap_or_default();
+    tokio::spawn(async move {
+        peer.call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
+            .await
+    })
+}
+
+/// Waits (at most 30 s) for the next `tools/list_changed`.
+async fn list_changed(changes: &mut tokio::sync::mpsc::UnboundedReceiver<()>) {
+    tokio::time::timeout(Duration::from_secs(30), changes.recv())
+        .await
+        .expect("a tools/list_changed within 30 s")
+        .expect("the client is still connected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_back_server_joins_later_and_a_call_to_it_waits() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let release = dir.path().join("release");
+    let release_arg = release.to_string_lossy().into_owned();
+    let program = test_server_bin().to_string_lossy().into_owned();
+    let session = support::session_of_servers(
+        &[
+            ("fast", &program, &[]),
+            ("slow", &program, &["--start-when-file", &release_arg]),
+        ],
+        ManualClock::new(),
+    )
+    .await;
+    let mut start = StartOptions::default();
+    let upstream = Upstream::wire(&mut start);
+    let gateway = Gateway::start(session, support::gateway_options(start, Some(upstream)));
+
+    // initialize is answered while `slow` is held back (the file does not exist yet), and
+    // announces list changes.
+    let (client, mut changes, serving) = connect(&gateway).await;
+    let info = client.peer_info().expect("an initialize answer");
+    let capabilities = serde_json::to_value(&info.capabilities).expect("capabilities");
+    assert_eq!(capabilities["tools"]["listChanged"], true, "{capabilities}");
+    assert!(!release.exists());
+
+    let slow = support::status(&client, "slow").await;
+    assert_eq!(slow["state"], "pending", "{slow}");
+    until_status(&client, "fast", |entry| entry["state"] == "ready").await;
+    let names = tool_names(&client).await;
+    assert!(names.contains(&"fast__echo".to_owned()), "{names:?}");
+    assert!(
+        !names.iter().any(|name| name.starts_with("slow__")),
+        "{names:?}"
+    );
+
+    // A call to the pending server, issued before it is released, waits for it.
+    let call = spawn_call(&client, "slow__echo", json!({"text": "waited"}));
+    until_status(&client, "slow", |entry| entry["waiting_calls"] == 1).await;
+    assert!(!call.is_finished(), "the call must wait for the server");
+
+    // Released: it joins, every client hears of it, and its tools are listed.
+    while changes.try_recv().is_ok() {}
+    std::fs::write(&release, "").expect("releasing the slow server");
+    list_changed(&mut changes).await;
+    let names = tool_names(&client).await;
+    assert!(names.contains(&"slow__echo".to_owned()), "{names:?}");
+    let answer = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the waiting call ends")
+        .expect("the call's task")
+        .expect("the call");
+    let answer = serde_json::to_value(&answer).expect("a result");
+    assert_ne!(answer["isError"], true, "{answer}");
+    assert!(answer.to_string().contains("waited"), "{answer}");
+    let slow = support::status(&client, "slow").await;
+    assert_eq!(slow["state"], "ready", "{slow}");
+    assert_eq!(slow["tools"], 3, "{slow}");
+
+    client.cancel().await.expect("closing the client");
+    let _ = serving.await;
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_start_fails_is_retried_with_the_backoff_and_joins() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let allow = dir.path().join("allow");
+    let allow_arg = allow.to_string_lossy().into_owned();
+    let program = test_server_bin().to_string_lossy().into_owned();
+    let clock = ManualClock::new();
+    let session = support::session_of_servers(
+        &[("flaky", &program, &["--exit-unless-file", &allow_arg])],
+        clock.clone(),
+    )
+    .await;
+    let mut start = StartOptions::default();
+    let upstream = Upstream::wire(&mut start);
+    let gateway = Gateway::start(session, support::gateway_options(start, Some(upstream)));
+    let (client, mut changes, serving) = connect(&gateway).await;
+
+    // The first start fails: the server stays, retrying, and waits 250 ms on the clock.
+    let entry = until_status(&client, "flaky", |entry| entry["state"] == "retrying").await;
+    assert_eq!(entry["failed_starts"], 1, "{entry}");
+    assert!(
+        entry["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("--exit-unless-file")),
+        "{entry}"
+    );
+    // A call by the server's prefix waits through the failed starts, not failing at once.
+    let call = spawn_call(&client, "flaky__add", json!({"a": 2, "b": 3}));
+    until_status(&client, "flaky", |entry| entry["waiting_calls"] == 1).await;
+    clock.sleeping(1, Duration::from_secs(20)).await;
+    std::fs::write(&allow, "").expect("letting the server start");
+    clock.advance(Duration::from_millis(249));
+    assert_eq!(support::status(&client, "flaky").await["state"], "retrying");
+    clock.advance(Duration::from_millis(1));
+
+    list_changed(&mut changes).await;
+    let names = tool_names(&client).await;
+    assert!(names.contains(&"flaky__add".to_owned()), "{names:?}");
+    let answer = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the waiting call ends")
+        .expect("the call's task")
+        .expect("the call");
+    assert!(
+        serde_json::to_value(&answer)
+            .expect("a result")
+            .to_string()
+            .contains('5')
+    );
+    let entry = support::status(&client, "flaky").await;
+    assert_eq!(entry["state"], "ready", "{entry}");
+    assert!(gateway.ready_within(Duration::ZERO).await);
+
+    client.cancel().await.expect("closing the client");
+    let _ = serving.await;
+    gateway.shutdown().await;
+}
