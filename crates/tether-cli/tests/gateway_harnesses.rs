@@ -88,14 +88,15 @@ impl Setup {
         self.dir.path().join("home")
     }
 
-    /// `tether run --gateway [--strict-mcp] --mcp SPEC --secret … -- HARNESS ARGS`, sandboxed.
+    /// `tether run --gateway --wait-for-servers [--strict-mcp] --mcp SPEC --secret … -- HARNESS ARGS`, sandboxed.
     fn run(&self, harness: &Path, strict: bool, args: &[&str]) -> Command {
         let http_secret = format!(
             "TOKEN=file:{}",
             self.dir.path().join("http-secret").display()
         );
         let harness = harness.to_string_lossy().into_owned();
-        let mut all = vec!["run", "--gateway"];
+        // The servers start before the harness: these tests look at what it then lists.
+        let mut all = vec!["run", "--gateway", "--wait-for-servers"];
         if strict {
             all.push("--strict-mcp");
         }

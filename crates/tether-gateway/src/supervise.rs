@@ -421,20 +421,20 @@ impl Supervisor {
             .filter_map(|name| {
                 if let Some(slot) = self.slots.get(name) {
                     let restarts = slot.restarts.load(std::sync::atomic::Ordering::Relaxed);
-                    let read = slot.read();
-                    if let State::Pending { failed_starts, .. } = &read {
-                        let (state, error) = match &read {
-                            State::Pending { reason: Some(reason), .. } => ("retrying", Some(reason.clone())),
-                            _ => ("pending", None),
-                        };
-                        let waiting = slot.waiting.load(std::sync::atomic::Ordering::Relaxed);
-                        return Some(json!({
-                            "name": name, "state": state, "tools": 0, "restarts": 0,
-                            "error": error, "failed_starts": failed_starts, "waiting_calls": waiting,
-                        }));
-                    }
-                    let (state, error) = match read {
-                        State::Pending { .. } | State::Ready { .. } => ("ready", None),
+                    let (state, error) = match slot.read() {
+                        State::Pending {
+                            reason,
+                            failed_starts,
+                        } => {
+                            let waiting = slot.waiting.load(std::sync::atomic::Ordering::Relaxed);
+                            let state = if reason.is_some() { "retrying" } else { "pending" };
+                            return Some(json!({
+                                "name": name, "state": state, "tools": 0, "restarts": 0,
+                                "error": reason, "failed_starts": failed_starts,
+                                "waiting_calls": waiting,
+                            }));
+                        }
+                        State::Ready { .. } => ("ready", None),
                         State::Restarting { reason, .. } => ("restarting", Some(reason)),
                         State::Stopped { reason } => ("stopped", Some(reason)),
                     };

@@ -13,33 +13,19 @@ mod support;
 use std::time::Duration;
 
 use rmcp::ServiceExt as _;
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::{RoleClient, RunningService};
-use serde_json::{Value, json};
+use serde_json::json;
 use tether_driver::StartOptions;
 use tether_gateway::{Gateway, Upstream};
+use tether_testkit::mcp_client::{
+    ListChanges, ListWatcher, WatchingClient, answer_of, gateway_status, next_list_change,
+    spawn_call, tool_names, until_status,
+};
 use tether_testkit::{ManualClock, test_server_bin};
 
-/// A client that forwards each `notifications/tools/list_changed` to a channel.
-#[derive(Clone)]
-struct Watcher(tokio::sync::mpsc::UnboundedSender<()>);
-
-impl rmcp::ClientHandler for Watcher {
-    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
-        let _ = self.0.send(());
-    }
-}
-
-type Client = RunningService<RoleClient, Watcher>;
+const LIMIT: Duration = Duration::from_secs(30);
 
 /// A client of `gateway` over an in-process pipe, and its list-change notifications.
-async fn connect(
-    gateway: &Gateway,
-) -> (
-    Client,
-    tokio::sync::mpsc::UnboundedReceiver<()>,
-    tokio::task::JoinHandle<()>,
-) {
+async fn connect(gateway: &Gateway) -> (WatchingClient, ListChanges, tokio::task::JoinHandle<()>) {
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let (reader, writer) = tokio::io::split(ours);
     let serving = {
@@ -48,60 +34,12 @@ async fn connect(
             let _ = gateway.serve_io(reader, writer).await;
         })
     };
-    let (sender, changes) = tokio::sync::mpsc::unbounded_channel();
-    let client = Watcher(sender)
+    let (watcher, changes) = ListWatcher::new();
+    let client = watcher
         .serve(tokio::io::split(theirs))
         .await
         .expect("initializing through the gateway");
     (client, changes, serving)
-}
-
-/// Waits (at most 30 s, then panics) until `server`'s status entry satisfies `done`.
-async fn until_status(client: &Client, server: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let entry = support::status(client, server).await;
-        if done(&entry) {
-            return entry;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{server} never got there: {entry}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn tool_names(client: &Client) -> Vec<String> {
-    client
-        .list_all_tools()
-        .await
-        .expect("listing tools")
-        .into_iter()
-        .map(|tool| tool.name.to_string())
-        .collect()
-}
-
-/// Calls `tool` with `arguments` in a task of its own: its answer, once the task ends.
-fn spawn_call(
-    client: &Client,
-    tool: &'static str,
-    arguments: Value,
-) -> tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>> {
-    let peer = client.peer().clone();
-    let arguments = arguments.as_object().cloned().unwrap_or_default();
-    tokio::spawn(async move {
-        peer.call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
-            .await
-    })
-}
-
-/// Waits (at most 30 s) for the next `tools/list_changed`.
-async fn list_changed(changes: &mut tokio::sync::mpsc::UnboundedReceiver<()>) {
-    tokio::time::timeout(Duration::from_secs(30), changes.recv())
-        .await
-        .expect("a tools/list_changed within 30 s")
-        .expect("the client is still connected");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,9 +68,9 @@ async fn a_held_back_server_joins_later_and_a_call_to_it_waits() {
     assert_eq!(capabilities["tools"]["listChanged"], true, "{capabilities}");
     assert!(!release.exists());
 
-    let slow = support::status(&client, "slow").await;
+    let slow = gateway_status(&client, "slow").await;
     assert_eq!(slow["state"], "pending", "{slow}");
-    until_status(&client, "fast", |entry| entry["state"] == "ready").await;
+    until_status(&client, "fast", LIMIT, |entry| entry["state"] == "ready").await;
     let names = tool_names(&client).await;
     assert!(names.contains(&"fast__echo".to_owned()), "{names:?}");
     assert!(
@@ -142,24 +80,21 @@ async fn a_held_back_server_joins_later_and_a_call_to_it_waits() {
 
     // A call to the pending server, issued before it is released, waits for it.
     let call = spawn_call(&client, "slow__echo", json!({"text": "waited"}));
-    until_status(&client, "slow", |entry| entry["waiting_calls"] == 1).await;
+    until_status(&client, "slow", LIMIT, |entry| entry["waiting_calls"] == 1).await;
     assert!(!call.is_finished(), "the call must wait for the server");
 
     // Released: it joins, every client hears of it, and its tools are listed.
     while changes.try_recv().is_ok() {}
     std::fs::write(&release, "").expect("releasing the slow server");
-    list_changed(&mut changes).await;
+    next_list_change(&mut changes, LIMIT).await;
     let names = tool_names(&client).await;
     assert!(names.contains(&"slow__echo".to_owned()), "{names:?}");
-    let answer = tokio::time::timeout(Duration::from_secs(30), call)
-        .await
-        .expect("the waiting call ends")
-        .expect("the call's task")
-        .expect("the call");
-    let answer = serde_json::to_value(&answer).expect("a result");
-    assert_ne!(answer["isError"], true, "{answer}");
-    assert!(answer.to_string().contains("waited"), "{answer}");
-    let slow = support::status(&client, "slow").await;
+    let answer = answer_of(call, LIMIT).await;
+    assert!(
+        format!("{:?}", answer.content).contains("waited"),
+        "{answer:?}"
+    );
+    let slow = gateway_status(&client, "slow").await;
     assert_eq!(slow["state"], "ready", "{slow}");
     assert_eq!(slow["tools"], 3, "{slow}");
 
@@ -186,7 +121,10 @@ async fn a_server_whose_start_fails_is_retried_with_the_backoff_and_joins() {
     let (client, mut changes, serving) = connect(&gateway).await;
 
     // The first start fails: the server stays, retrying, and waits 250 ms on the clock.
-    let entry = until_status(&client, "flaky", |entry| entry["state"] == "retrying").await;
+    let entry = until_status(&client, "flaky", LIMIT, |entry| {
+        entry["state"] == "retrying"
+    })
+    .await;
     assert_eq!(entry["failed_starts"], 1, "{entry}");
     assert!(
         entry["error"]
@@ -196,28 +134,19 @@ async fn a_server_whose_start_fails_is_retried_with_the_backoff_and_joins() {
     );
     // A call by the server's prefix waits through the failed starts, not failing at once.
     let call = spawn_call(&client, "flaky__add", json!({"a": 2, "b": 3}));
-    until_status(&client, "flaky", |entry| entry["waiting_calls"] == 1).await;
+    until_status(&client, "flaky", LIMIT, |entry| entry["waiting_calls"] == 1).await;
     clock.sleeping(1, Duration::from_secs(20)).await;
     std::fs::write(&allow, "").expect("letting the server start");
     clock.advance(Duration::from_millis(249));
-    assert_eq!(support::status(&client, "flaky").await["state"], "retrying");
+    assert_eq!(gateway_status(&client, "flaky").await["state"], "retrying");
     clock.advance(Duration::from_millis(1));
 
-    list_changed(&mut changes).await;
+    next_list_change(&mut changes, LIMIT).await;
     let names = tool_names(&client).await;
     assert!(names.contains(&"flaky__add".to_owned()), "{names:?}");
-    let answer = tokio::time::timeout(Duration::from_secs(30), call)
-        .await
-        .expect("the waiting call ends")
-        .expect("the call's task")
-        .expect("the call");
-    assert!(
-        serde_json::to_value(&answer)
-            .expect("a result")
-            .to_string()
-            .contains('5')
-    );
-    let entry = support::status(&client, "flaky").await;
+    let answer = answer_of(call, LIMIT).await;
+    assert!(format!("{:?}", answer.content).contains('5'), "{answer:?}");
+    let entry = gateway_status(&client, "flaky").await;
     assert_eq!(entry["state"], "ready", "{entry}");
     assert!(gateway.ready_within(Duration::ZERO).await);
 

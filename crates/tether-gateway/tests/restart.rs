@@ -22,7 +22,7 @@ use tether_testkit::{ManualClock, processes_with, test_server_bin};
 async fn ready_after(client: &RunningService<RoleClient, ()>, server: &str, restarts: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let entry = support::status(client, server).await;
+        let entry = tether_testkit::mcp_client::gateway_status(client, server).await;
         if entry["state"] == "ready" && entry["restarts"] == restarts {
             return;
         }
@@ -74,7 +74,7 @@ async fn restarts_wait_the_backoff_on_the_sessions_clock() {
             .await
             .expect("initializing through the gateway");
     let restarting = async |restarts: u64| {
-        let entry = support::status(&client, "crashy").await;
+        let entry = tether_testkit::mcp_client::gateway_status(&client, "crashy").await;
         assert_eq!(entry["state"], "restarting", "{entry}");
         assert_eq!(entry["restarts"], restarts, "{entry}");
     };

@@ -62,22 +62,3 @@ pub async fn session_of_servers(
         .expect("resolving the spec")
         .with_clock(clock)
 }
-
-/// `tether_status`'s entry for `server`, as `client` gets it through a gateway.
-pub async fn status<H: rmcp::ClientHandler>(
-    client: &rmcp::service::RunningService<rmcp::service::RoleClient, H>,
-    server: &str,
-) -> serde_json::Value {
-    let result = client
-        .call_tool(rmcp::model::CallToolRequestParams::new("tether_status"))
-        .await
-        .expect("calling tether_status");
-    let report = result.structured_content.expect("a structured status");
-    report["servers"]
-        .as_array()
-        .expect("a server list")
-        .iter()
-        .find(|entry| entry["name"] == server)
-        .cloned()
-        .unwrap_or_else(|| panic!("no {server} in {report}"))
-}
