@@ -700,7 +700,11 @@ impl GatewayHandler {
     /// `name` yet but its `SERVER__` prefix names a server still pending — the one offered
     /// once that server joined, waiting for it at most the call timeout. With the server's
     /// name when it was still pending at the end of the wait.
-    async fn catalogue_for(&self, name: &str) -> (Arc<Catalogue>, Option<String>) {
+    async fn catalogue_for(
+        &self,
+        name: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> (Arc<Catalogue>, Option<String>) {
         let catalogue = self.shared.catalogue();
         if catalogue.server_of(name).is_some() || catalogue.withheld.contains_key(name) {
             return (catalogue, None);
@@ -709,11 +713,11 @@ impl GatewayHandler {
             return (catalogue, None);
         };
         tracing::debug!(server = %server, "a request names a server still starting: waiting for it");
-        let joined = self
-            .shared
-            .supervisor
-            .joined(&server, self.shared.call_timeout)
-            .await;
+        // The client's cancellation ends the wait too.
+        let joined = tokio::select! {
+            joined = self.shared.supervisor.joined(&server, self.shared.call_timeout) => joined,
+            () = context.ct.cancelled() => false,
+        };
         (self.shared.catalogue(), (!joined).then_some(server))
     }
 
@@ -1071,7 +1075,7 @@ impl ServerHandler for GatewayHandler {
         if request.name == STATUS_TOOL {
             return Ok(self.status().into());
         }
-        let (catalogue, still_pending) = self.catalogue_for(&request.name).await;
+        let (catalogue, still_pending) = self.catalogue_for(&request.name, &context).await;
         if let Some(reason) = catalogue.withheld.get(request.name.as_ref()) {
             let refused = self.refuse(METHOD, &request.name, reason.clone());
             return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
@@ -1166,7 +1170,7 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         const METHOD: &str = "prompts/get";
-        let (catalogue, still_pending) = self.catalogue_for(&request.name).await;
+        let (catalogue, still_pending) = self.catalogue_for(&request.name, &context).await;
         if let Some(reason) = catalogue.withheld.get(&request.name) {
             return Err(self.refuse(METHOD, &request.name, reason.clone()));
         }
