@@ -154,3 +154,60 @@ async fn a_server_whose_start_fails_is_retried_with_the_backoff_and_joins() {
     let _ = serving.await;
     gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_read_no_ready_server_can_answer_waits_for_the_pending_ones() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let release = dir.path().join("release");
+    let release_arg = release.to_string_lossy().into_owned();
+    let program = test_server_bin().to_string_lossy().into_owned();
+    let session = support::session_of_servers(
+        &[
+            ("fast", &program, &["--resource-template", "fast://{id}"]),
+            (
+                "notes",
+                &program,
+                &[
+                    "--resource-template",
+                    "note://{id}",
+                    "--start-when-file",
+                    &release_arg,
+                ],
+            ),
+        ],
+        ManualClock::new(),
+    )
+    .await;
+    let gateway = Gateway::start(
+        session,
+        support::gateway_options(StartOptions::default(), None),
+    );
+    let (client, _changes, serving) = connect(&gateway).await;
+    until_status(&client, "fast", LIMIT, |entry| entry["state"] == "ready").await;
+
+    // No ready server lists or templates note://1: the read waits for `notes`.
+    let read = {
+        let peer = client.peer().clone();
+        tokio::spawn(async move {
+            peer.read_resource(rmcp::model::ReadResourceRequestParams::new("note://1"))
+                .await
+        })
+    };
+    until_status(&client, "notes", LIMIT, |entry| entry["waiting_calls"] == 1).await;
+    assert!(!read.is_finished(), "the read waits for the pending server");
+    std::fs::write(&release, "").expect("releasing the notes server");
+    let answer = tokio::time::timeout(LIMIT, read)
+        .await
+        .expect("the read ends")
+        .expect("the read's task")
+        .expect("the read");
+    let text = serde_json::to_string(&answer).expect("a result");
+    assert!(
+        text.contains("note://1 read by the server of note://{id}"),
+        "{text}"
+    );
+
+    client.cancel().await.expect("closing the client");
+    let _ = serving.await;
+    gateway.shutdown().await;
+}
