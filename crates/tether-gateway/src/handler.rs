@@ -1,7 +1,8 @@
 //! The MCP server side: one [`GatewayHandler`] per client connection, all sharing the run's
 //! servers ([`Shared`]).
 //!
-//! - `tools/list` answers from the catalogue made at start: every running server's tools
+//! - `tools/list` answers from the catalogue, rebuilt when a server joins (`Shared::admit`) or
+//!   its list changes: every joined server's tools
 //!   (after its config's include/exclude filters) under namespaced names (`names.rs`), with
 //!   the server's whole definition otherwise unchanged.
 //! - `prompts/list` likewise for prompts; `resources/list` and `resources/templates/list` ask

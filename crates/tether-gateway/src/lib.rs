@@ -1,7 +1,8 @@
 //! `tether serve`: a run's resolved MCP servers behind one MCP endpoint.
 //!
-//! A [`Gateway`] takes a started [`tether_driver::McpRuntime`] and the run's masking values
-//! and serves, over stdio or Streamable HTTP, the union of the servers' tools, prompts and
+//! A [`Gateway`] takes a started [`tether_driver::McpRuntime`] ([`Gateway::new`]) — or starts
+//! the session's servers itself, serving at once while each joins when ready
+//! ([`Gateway::start`]) — and the run's masking values, and serves, over stdio or Streamable HTTP, the union of the servers' tools, prompts and
 //! resources under namespaced names ([`names`]), forwarding each call to its server and
 //! restarting a server whose connection closes ([`supervise`]). Every
 //! result and error message is masked with the run's secret values before it leaves

@@ -2,14 +2,14 @@
 //! closed connection (a stdio server that exited or crashed, a remote one that went away) and
 //! starts the server again from the session, with exponential backoff.
 //!
-//! A gateway built with servers still starting ([`Supervisor::starting`]) has a slot for every
+//! A gateway built with servers still starting (`Supervisor::starting`) has a slot for every
 //! server from the first moment, `Pending`: each server starts in a task of its own (at most
 //! `StartOptions::concurrency` at once), and a failed or timed-out start is tried again with
 //! the same backoff. A server that started is handed to the gateway (`joined`), which admits
-//! its tools, prompts and instructions, and only then marks it ready ([`Supervisor::ready`]):
+//! its tools, prompts and instructions, and only then marks it ready (`Supervisor::ready`):
 //! a call waiting for it finds its tools listed when it wakes.
 //!
-//! Rules (specs/gateway/TECH.md §3a):
+//! Rules (specs/gateway/TECH.md §3a, joining §3g):
 //! - while a server is down its tools stay listed, and a call to one fails at once with a tool
 //!   error saying it is restarting (never a hang);
 //! - the delay before restart attempt `n` is 250 ms × 2ⁿ, at most 30 s; a server that goes
