@@ -361,6 +361,10 @@ impl Shared {
     /// Lists `server`'s tools again (it said its list changed, or it was restarted), admits
     /// them and rebuilds the catalogue. Returns whether what is offered changed.
     pub(crate) async fn relist_tools(&self, server: &str) -> bool {
+        if self.supervisor.pending(server) {
+            // A change it announced while starting: its tools are listed when it joins.
+            return false;
+        }
         let listed = match self.supervisor.runtime(server, "tools/list") {
             Ok(runtime) => runtime.list_tools(server, self.relist_timeout).await,
             Err(unavailable) => Err(unavailable),
@@ -397,7 +401,7 @@ impl Shared {
 
     /// [`Shared::relist_tools`] for prompts.
     pub(crate) async fn relist_prompts(&self, server: &str) -> bool {
-        if !self.declares(server, "prompts") {
+        if self.supervisor.pending(server) || !self.declares(server, "prompts") {
             return false;
         }
         let listed = match self.supervisor.runtime(server, "prompts/list") {

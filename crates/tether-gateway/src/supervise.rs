@@ -240,6 +240,11 @@ impl Supervisor {
         }
     }
 
+    /// Whether `server` has not been ready yet since the gateway started.
+    pub(crate) fn pending(&self, server: &str) -> bool {
+        self.slots.get(server).is_some_and(Slot::pending)
+    }
+
     /// Whether some server has not been ready yet since the gateway started.
     pub(crate) fn any_pending(&self) -> bool {
         self.slots.values().any(Slot::pending)
