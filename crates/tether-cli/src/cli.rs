@@ -390,6 +390,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub client_capabilities: Option<Vec<CapabilityArg>>,
 
+    /// Through the gateway: start every server before the harness starts (as `tether serve
+    /// --wait-for-servers`; --strict-mcp implies it). Default: `wait_for_servers` in
+    /// config.toml, else the harness starts at once and each server's tools join as it
+    /// becomes ready.
+    #[arg(long, conflicts_with = "no_gateway")]
+    pub wait_for_servers: bool,
+
     /// Through the gateway: a tool result larger than N tokens is cut to fit, the whole read
     /// back from a tether://results/ID link (as `tether serve --max-result-tokens`).
     #[arg(long, value_name = "N", value_parser = tether_gateway::budget::parse_max_result_tokens)]
@@ -523,9 +530,21 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
 
-    /// The longest a forwarded call may take, in seconds.
+    /// The longest a forwarded call may take, in seconds (a call to a server still starting
+    /// waits for it within this time).
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub call_timeout: u64,
+
+    /// Start every server before answering the client: a slow server delays `initialize`, and
+    /// one that fails is reported and not retried. Default: `wait_for_servers`
+    /// in config.toml, else answer at once and add each server's tools as it becomes ready.
+    #[arg(long)]
+    pub wait_for_servers: bool,
+
+    /// Fail if any server fails to start or misses its startup timeout (implies
+    /// --wait-for-servers).
+    #[arg(long)]
+    pub strict_mcp: bool,
 
     /// What the prompt-injection scan of tool, prompt and resource descriptions does with a
     /// finding, for every server: report it on stderr (warn), also withhold the entry

@@ -127,7 +127,8 @@ fn init_logging(verbose: u8) {
     let default = match verbose {
         // rmcp logs each transport failure itself (`worker quit with fatal: …`, with Rust type
         // names); tether reports the same failure in one line, so rmcp speaks from -v on.
-        0 => "warn,rmcp=off",
+        // The gateway's servers joining (pending, ready) are said at info.
+        0 => "warn,rmcp=off,tether_gateway::supervise=info",
         1 => "info",
         2 => "debug",
         _ => "trace",

@@ -55,6 +55,7 @@ struct ConfigFile {
     oauth_client_metadata_url: Option<String>,
     scan: Option<String>,
     max_result_tokens: Option<u64>,
+    wait_for_servers: Option<bool>,
 }
 
 /// The client-id metadata document URL `tether auth login` uses: the flag, else
@@ -94,6 +95,15 @@ pub fn max_result_tokens(flag: Option<usize>) -> anyhow::Result<usize> {
         Some(tokens) => tether_gateway::budget::parse_max_result_tokens(&tokens.to_string())
             .map_err(|e| UsageError::new(format!("max_result_tokens in config.toml: {e}")).into()),
     }
+}
+
+/// Whether the gateway starts every server before it serves: the flag (`--wait-for-servers`,
+/// or `--strict-mcp`, which implies it), else `wait_for_servers` in config.toml, else no.
+pub fn wait_for_servers(flag: bool) -> anyhow::Result<bool> {
+    if flag {
+        return Ok(true);
+    }
+    Ok(config_file(&data_dir()?)?.wait_for_servers.unwrap_or(false))
 }
 
 /// The data directory.

@@ -39,9 +39,22 @@ fn tether_in(dir: &Path) -> Tether {
     Tether::new(tether_bin(), dir.join("home")).current_dir(dir)
 }
 
-/// `tether ARGS` with its own TETHER_HOME under `dir`, the secret in `GW_SECRET`.
+/// `tether ARGS` with its own TETHER_HOME under `dir`, the secret in `GW_SECRET`; `serve`
+/// with `--wait-for-servers` ([`waiting`]).
 fn tether_command(dir: &Path, args: &[&str]) -> tokio::process::Command {
-    tokio::process::Command::from(tether_in(dir).env("GW_SECRET", SECRET).command(args))
+    let args = waiting(args);
+    tokio::process::Command::from(tether_in(dir).env("GW_SECRET", SECRET).command(&args))
+}
+
+/// `args`, with `--wait-for-servers` after `serve`: these tests look at what is served once
+/// every server started (tools listed right after initialize); `tests/serve_at_once.rs`
+/// covers the default, where servers join later.
+fn waiting<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut args = args.to_vec();
+    if args.first() == Some(&"serve") {
+        args.insert(1, "--wait-for-servers");
+    }
+    args
 }
 
 /// server-everything in Streamable HTTP mode on a free loopback port.
@@ -316,7 +329,7 @@ fn http_gateway_of(dir: &Path, spec: &str, extra: &[&str]) -> HttpGateway {
     let mut args = vec!["serve", "--mcp", spec, "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let mut child = tether_in(dir)
-        .command(&args)
+        .command(&waiting(&args))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -9,7 +9,9 @@
 //! server's start on stderr (and, with `--strict-mcp`, exits 1 before the harness starts when
 //! one fails): `probe-stdio: ready` means its secret arrived exactly, though the harness never
 //! held it. Every harness runs with `--strict-mcp` (for Gemini's `mcp list`, which refuses
-//! `--allowed-mcp-server-names`, through `mcp.allowed` in its private settings).
+//! `--allowed-mcp-server-names`, through `mcp.allowed` in its private settings). One more runs
+//! Gemini in the default mode, with a third server held back for good: the harness starts and
+//! lists the gateway while that server is still starting.
 
 #![allow(
     clippy::expect_used,
@@ -27,6 +29,10 @@ use tether_testkit::{json_str, npm_bin, output_within, strip_ansi as plain, test
 const STDIO_SECRET: &str = "gw-p@$$ $HOME ${X} \"q\" 'q' \\ {{x}} é";
 /// The HTTP server's bearer token.
 const HTTP_SECRET: &str = "gw-http \"b\\c\" {{d}}";
+
+/// `--strict-mcp`: both servers start before the harness (or the run stops), so the harness's
+/// one listing shows them.
+const STRICT: &[&str] = &["--strict-mcp"];
 
 struct Setup {
     dir: tempfile::TempDir,
@@ -88,17 +94,15 @@ impl Setup {
         self.dir.path().join("home")
     }
 
-    /// `tether run --gateway [--strict-mcp] --mcp SPEC --secret … -- HARNESS ARGS`, sandboxed.
-    fn run(&self, harness: &Path, strict: bool, args: &[&str]) -> Command {
+    /// `tether run --gateway FLAGS --mcp SPEC --secret … -- HARNESS ARGS`, sandboxed.
+    fn run(&self, harness: &Path, flags: &[&str], args: &[&str]) -> Command {
         let http_secret = format!(
             "TOKEN=file:{}",
             self.dir.path().join("http-secret").display()
         );
         let harness = harness.to_string_lossy().into_owned();
         let mut all = vec!["run", "--gateway"];
-        if strict {
-            all.push("--strict-mcp");
-        }
+        all.extend_from_slice(flags);
         all.extend([
             "--mcp",
             self.spec.as_str(),
@@ -164,13 +168,10 @@ fn assert_both_ready_and_nothing_shown(what: &str, out: &Output) {
     }
 }
 
-#[test]
-fn gemini_cli_lists_the_gateway_connected_and_the_secret_arrives_byte_exact() {
-    let Some(gemini) = npm_bin("gemini") else {
-        return;
-    };
-    let setup = Setup::new();
-    let mut command = setup.run(&gemini, true, &["mcp", "list"]);
+/// `gemini mcp list` through `tether run --gateway FLAGS` (at most 120 s): it succeeds and lists
+/// `tether` connected. The output and the listing (stdout and stderr, plain).
+fn gemini_lists_the_gateway(setup: &Setup, gemini: &Path, flags: &[&str]) -> (Output, String) {
+    let mut command = setup.run(gemini, flags, &["mcp", "list"]);
     command.env("GEMINI_CLI_TRUST_WORKSPACE", "true");
     let out = output_within(command, Duration::from_secs(120));
     let listing = plain(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
@@ -181,6 +182,16 @@ fn gemini_cli_lists_the_gateway_connected_and_the_secret_arrives_byte_exact() {
             .any(|l| l.contains("✓ tether") && l.contains("Connected")),
         "gemini did not connect the gateway:\n{listing}"
     );
+    (out, listing)
+}
+
+#[test]
+fn gemini_cli_lists_the_gateway_connected_and_the_secret_arrives_byte_exact() {
+    let Some(gemini) = npm_bin("gemini") else {
+        return;
+    };
+    let setup = Setup::new();
+    let (out, listing) = gemini_lists_the_gateway(&setup, &gemini, STRICT);
     assert!(
         !listing
             .lines()
@@ -197,7 +208,7 @@ fn opencode_lists_the_gateway_connected() {
     };
     let setup = Setup::new();
     let out = output_within(
-        setup.run(&opencode, true, &["mcp", "list"]),
+        setup.run(&opencode, STRICT, &["mcp", "list"]),
         Duration::from_secs(180),
     );
     let listing = plain(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
@@ -215,7 +226,7 @@ fn codex_lists_one_server_that_holds_no_value() {
     };
     let setup = Setup::new();
     let out = output_within(
-        setup.run(&codex, true, &["mcp", "list", "--json"]),
+        setup.run(&codex, STRICT, &["mcp", "list", "--json"]),
         Duration::from_secs(120),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -250,7 +261,7 @@ fn claude_code_connects_the_gateway_and_sees_namespaced_tools() {
     // reports them in its first stream-json line, then gives up on the model.
     let mut command = setup.run(
         &claude,
-        true,
+        STRICT,
         &["-p", "hi", "--output-format", "stream-json", "--verbose"],
     );
     command
@@ -364,5 +375,44 @@ fn an_exported_gateway_entry_connects_in_gemini_cli_and_holds_no_value() {
             .lines()
             .any(|l| l.contains("✓ tether") && l.contains("Connected")),
         "gemini did not connect the exported gateway:\n{listing}"
+    );
+}
+
+#[test]
+fn by_default_the_harness_starts_while_a_server_is_still_starting() {
+    let Some(gemini) = npm_bin("gemini") else {
+        return;
+    };
+    let mut setup = Setup::new();
+    // A third server held back for good: the file that would release it is never made.
+    let release = setup.dir.path().join("release");
+    let held = format!(
+        r#", "held": {{"command": {}, "args": ["--start-when-file", {}]}}}}"#,
+        json_str(&test_server_bin().to_string_lossy()),
+        json_str(&release.to_string_lossy())
+    );
+    setup.spec = format!(
+        "{}{held}",
+        setup
+            .spec
+            .trim_end()
+            .strip_suffix('}')
+            .expect("a JSON object")
+    );
+    // A start timeout far beyond the test's limit: waiting for `held` would not end in time.
+    let (out, _) = gemini_lists_the_gateway(&setup, &gemini, &["--timeout", "600"]);
+    assert!(!release.exists());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("MCP server pending: starting") && l.contains("server=held")),
+        "{stderr}"
+    );
+    assert!(
+        !stderr
+            .lines()
+            .any(|l| l.contains("MCP server ready") && l.contains("server=held")),
+        "{stderr}"
     );
 }

@@ -202,6 +202,7 @@ async fn a_one_character_secret_breaks_neither_the_gateway_nor_its_status() {
     );
     let command = tether(dir.path()).env("REFLECT_SRC", "x").command(&[
         "serve",
+        "--wait-for-servers",
         "--mcp",
         &spec,
         "--secret",

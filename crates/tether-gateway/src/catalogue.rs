@@ -323,7 +323,7 @@ fn status_tool() -> Tool {
     let schema = json!({"type": "object", "properties": {}});
     let definition = json!({
         "name": STATUS_TOOL,
-        "description": "tether gateway: the state of each MCP server behind this gateway (ready, restarting, stopped, failed), its tool count, restarts and last error.",
+        "description": "tether gateway: the state of each MCP server behind this gateway (pending: still starting; retrying: its start failed and is tried again; ready; restarting; stopped; failed), its tool count, restarts and last error.",
         "inputSchema": schema,
         "annotations": {"readOnlyHint": true, "openWorldHint": false}
     });

@@ -1,7 +1,8 @@
 //! The MCP server side: one [`GatewayHandler`] per client connection, all sharing the run's
 //! servers ([`Shared`]).
 //!
-//! - `tools/list` answers from the catalogue made at start: every running server's tools
+//! - `tools/list` answers from the catalogue, rebuilt when a server joins (`Shared::admit`) or
+//!   its list changes: every joined server's tools
 //!   (after its config's include/exclude filters) under namespaced names (`names.rs`), with
 //!   the server's whole definition otherwise unchanged.
 //! - `prompts/list` likewise for prompts; `resources/list` and `resources/templates/list` ask
@@ -29,7 +30,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde::Deserialize as _;
 use serde_json::{Map, Value, json};
 use tether_config::Masker;
-use tether_driver::{DriverError, McpRuntime, ServerStatus, Session};
+use tether_driver::{DriverError, McpRuntime, ServerStatus, ToolInfo};
 
 use crate::GatewayOptions;
 use crate::audit::{AuditLog, Outcome, Record, uri_target};
@@ -45,7 +46,7 @@ use crate::pins::PinStore;
 use crate::policy::ToolPolicy;
 use crate::redact::mask_value;
 use crate::scan::ScanPolicy;
-use crate::supervise::Supervisor;
+use crate::supervise::{Joined, Supervisor};
 
 /// What every connection of one gateway shares.
 pub(crate) struct Shared {
@@ -60,14 +61,9 @@ pub(crate) struct Shared {
     default_scan: ScanPolicy,
     pins: Option<PinStore>,
     filter: ToolFilter,
-    /// Servers that declared `prompts`, in spec order.
-    prompt_servers: Vec<String>,
-    /// Servers that declared `resources`, in spec order.
-    resource_servers: Vec<String>,
-    /// Servers that declared `completions`, in spec order.
-    completion_servers: Vec<String>,
-    /// Servers that declared `logging`, in spec order.
-    logging_servers: Vec<String>,
+    /// Per server that joined: the capabilities it declared when it started (`prompts`,
+    /// `resources`, `completions`, `logging`).
+    declared: RwLock<HashMap<String, Value>>,
     /// URI → the server that listed it (the last `resources/list`).
     resource_routes: RwLock<HashMap<String, String>>,
     /// Every template with its server, in spec order then each server's order (the last
@@ -79,29 +75,32 @@ pub(crate) struct Shared {
     pub(crate) call_timeout: Duration,
     /// The longest a server may take to list its tools again after a change.
     relist_timeout: Duration,
-    capabilities: ServerCapabilities,
     /// The connected clients, their running calls and subscriptions.
     pub(crate) clients: Arc<Clients>,
     /// Where `tools/call` results are cut.
     budget: ResultBudget,
     /// The whole of every cut result, for `resources/read` by its connection.
     results: Arc<ResultStore>,
-    /// The `instructions` of the gateway's `initialize` answer (`instructions.rs`).
-    instructions: String,
+    /// Each joined server's part of the `instructions` (`instructions.rs`).
+    instruction_parts: std::sync::Mutex<HashMap<String, String>>,
+    /// The `instructions` of the gateway's `initialize` answer, composed from the parts.
+    instructions: RwLock<String>,
 }
 
 /// A list method that may span pages.
 const PAGE_LIMIT: usize = 1000;
 
+/// Whether `runtime`'s `server` declared the capability `what`.
+fn declares(runtime: &McpRuntime, server: &str, what: &str) -> bool {
+    runtime
+        .capabilities(server)
+        .is_some_and(|caps| caps.get(what).is_some_and(|v| !v.is_null()))
+}
+
 impl Shared {
-    /// Builds the catalogue from a started runtime: tools from its reports, prompts listed
-    /// now from every server that declared them.
-    pub(crate) async fn new(
-        session: Session,
-        runtime: McpRuntime,
-        masker: Masker,
-        options: GatewayOptions,
-    ) -> Self {
+    /// A gateway over `supervisor`'s servers with nothing admitted yet: the servers ready
+    /// now are admitted by [`Shared::admit`].
+    pub(crate) fn new(supervisor: Supervisor, masker: Masker, options: GatewayOptions) -> Self {
         let GatewayOptions {
             call_timeout,
             audit,
@@ -114,77 +113,105 @@ impl Shared {
             masking_hook: _,
             budget,
         } = options;
-        let running = runtime.running();
-        let policy = |server: &str| ToolPolicy::of(&policies, default_scan, server);
-        let mut entries = Entries {
-            order: runtime.reports().iter().map(|r| r.name.clone()).collect(),
+        let entries = Entries {
+            order: supervisor.order().to_vec(),
             ..Entries::default()
         };
-        // Each tool's own name with its server, for the shadowing rule.
-        let all_tools: Vec<(String, String)> = runtime
-            .reports()
+        let catalogue = Catalogue::build(&mut Entries::default(), &filter);
+        Self {
+            supervisor: Arc::new(supervisor),
+            catalogue: RwLock::new(Arc::new(catalogue)),
+            entries: std::sync::Mutex::new(entries),
+            policies,
+            default_scan,
+            pins,
+            filter,
+            declared: RwLock::new(HashMap::new()),
+            resource_routes: RwLock::new(HashMap::new()),
+            template_routes: RwLock::new(Vec::new()),
+            masker: RwLock::new(Arc::new(masker)),
+            audit,
+            call_timeout,
+            relist_timeout: start.startup_timeout,
+            clients: Arc::default(),
+            budget,
+            results: Arc::new(ResultStore::new(budget.stored_bytes)),
+            instruction_parts: std::sync::Mutex::new(HashMap::new()),
+            instructions: RwLock::new(crate::instructions::compose(&[])),
+        }
+    }
+
+    /// Admits `servers`, each started in its runtime: their tools (from the start's report;
+    /// the other servers' tools, admitted already or in this batch, for the shadowing rule),
+    /// their prompts (listed now), their declared capabilities and instructions; then
+    /// rebuilds the catalogue. Returns whether what is offered changed.
+    pub(crate) async fn admit(&self, servers: &[Joined]) -> bool {
+        let masker = self.masker();
+        let offered: Vec<(String, Vec<ToolInfo>)> = servers
             .iter()
-            .filter_map(|report| match &report.status {
-                ServerStatus::Ready { tools } => Some(
-                    tools
-                        .iter()
-                        .map(|t| (report.name.clone(), t.name.clone()))
-                        .collect::<Vec<_>>(),
-                ),
-                _ => None,
+            .filter_map(|(server, runtime)| {
+                runtime
+                    .reports()
+                    .iter()
+                    .find(|report| report.name == *server)
+                    .and_then(|report| match &report.status {
+                        ServerStatus::Ready { tools } => Some((server.clone(), tools.clone())),
+                        ServerStatus::Failed { .. } | ServerStatus::Disabled => None,
+                    })
             })
-            .flatten()
             .collect();
-        for report in runtime.reports() {
-            let ServerStatus::Ready { tools: offered } = &report.status else {
-                continue;
-            };
-            let others: HashSet<String> = all_tools
+        self.declared
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(servers.iter().map(|(server, runtime)| {
+                (
+                    server.clone(),
+                    runtime.capabilities(server).unwrap_or(Value::Null),
+                )
+            }));
+        let listed = futures_util::future::join_all(
+            servers
                 .iter()
-                .filter(|(server, _)| *server != report.name)
-                .map(|(_, tool)| tool.clone())
-                .collect();
+                .filter(|(server, runtime)| declares(runtime, server, "prompts"))
+                .map(|(server, runtime)| async move {
+                    let items = list_all(
+                        runtime,
+                        server,
+                        "prompts/list",
+                        "prompts",
+                        self.call_timeout,
+                    )
+                    .await;
+                    (server, items)
+                }),
+        )
+        .await;
+        let mut entries = self.lock_entries();
+        for (server, tools) in &offered {
+            let mut others = entries.other_tools(server);
+            others.extend(
+                offered
+                    .iter()
+                    .filter(|(other, _)| other != server)
+                    .flat_map(|(_, tools)| tools.iter().map(|tool| tool.name.clone())),
+            );
+            let policy = self.policy(server);
             let admitted = admit_tools(
-                &report.name,
-                &policy(&report.name),
-                offered,
-                pins.as_ref(),
+                server,
+                &policy,
+                tools,
+                self.pins.as_ref(),
                 &others,
                 &masker,
                 &[],
             );
-            entries.tools.insert(report.name.clone(), admitted);
+            entries.tools.insert(server.clone(), admitted);
         }
-        let declares = |what: &str| -> Vec<String> {
-            running
-                .iter()
-                .filter(|name| {
-                    runtime
-                        .capabilities(name)
-                        .is_some_and(|caps| caps.get(what).is_some_and(|v| !v.is_null()))
-                })
-                .cloned()
-                .collect()
-        };
-        let prompt_servers = declares("prompts");
-        let resource_servers = declares("resources");
-        let completion_servers = declares("completions");
-        let logging_servers = declares("logging");
-        let subscribe = running.iter().any(|name| {
-            runtime.capabilities(name).is_some_and(|caps| {
-                caps.pointer("/resources/subscribe") == Some(&Value::Bool(true))
-            })
-        });
-        let listed = futures_util::future::join_all(
-            prompt_servers
-                .iter()
-                .map(|server| list_all(&runtime, server, "prompts/list", "prompts", call_timeout)),
-        )
-        .await;
-        for (server, listed) in prompt_servers.iter().zip(listed) {
+        for (server, listed) in listed {
             match listed {
                 Ok(items) => {
-                    let admitted = admit_prompts(server, policy(server).scan, items, &masker, &[]);
+                    let admitted =
+                        admit_prompts(server, self.policy(server).scan, items, &masker, &[]);
                     entries.prompts.insert(server.clone(), admitted);
                 }
                 Err(error) => {
@@ -192,89 +219,128 @@ impl Shared {
                 }
             }
         }
-        let catalogue = Catalogue::build(&mut entries, &filter);
-        let instructions = crate::instructions::compose(
-            &running
-                .iter()
-                .filter_map(|server| {
-                    let text = runtime.instructions(server)?;
-                    // Naming its own tools is no shadowing, even where another server has
-                    // a tool of the same name.
-                    let own: HashSet<&String> = entries
-                        .tools
-                        .get(server)
-                        .into_iter()
-                        .flatten()
-                        .map(|tool| &tool.own)
-                        .collect();
-                    let mut others = entries.other_tools(server);
-                    others.retain(|tool| !own.contains(tool));
-                    crate::instructions::server_part(
-                        server,
-                        &text,
-                        policy(server).scan,
-                        &others,
-                        &masker,
-                    )
-                    .map(|part| (server.clone(), part))
-                })
-                .collect::<Vec<_>>(),
-        );
+        let mut parts = self
+            .instruction_parts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (server, runtime) in servers {
+            let Some(text) = runtime.instructions(server) else {
+                continue;
+            };
+            // Naming its own tools is no shadowing, even where another server has a tool of
+            // the same name.
+            let own: HashSet<&String> = entries
+                .tools
+                .get(server)
+                .into_iter()
+                .flatten()
+                .map(|tool| &tool.own)
+                .collect();
+            let mut others = entries.other_tools(server);
+            others.retain(|tool| !own.contains(tool));
+            let part = crate::instructions::server_part(
+                server,
+                &text,
+                self.policy(server).scan,
+                &others,
+                &masker,
+            );
+            if let Some(part) = part {
+                parts.insert(server.clone(), part);
+            }
+        }
+        let ordered: Vec<(String, String)> = entries
+            .order
+            .iter()
+            .filter_map(|server| parts.get(server).map(|part| (server.clone(), part.clone())))
+            .collect();
+        drop(parts);
+        *self
+            .instructions
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            crate::instructions::compose(&ordered);
+        self.rebuild(&mut entries)
+    }
 
-        // Lists change: a server's own change is followed and passed on (`list_changed`).
+    /// `server`, started after the gateway was built, joins: its entries are admitted, it is
+    /// marked ready (a call waiting for it goes on), and every connected client is told the
+    /// lists changed.
+    pub(crate) async fn join(&self, server: String, runtime: Arc<McpRuntime>) {
+        self.admit(&[(server.clone(), Arc::clone(&runtime))]).await;
+        let tools = self.lock_entries().tools.get(&server).map_or(0, Vec::len);
+        self.supervisor.ready(&server, runtime, tools);
+        let prompts = self.declares(&server, "prompts");
+        let resources = self.declares(&server, "resources");
+        for peer in self.clients.peers() {
+            let _ = peer.notify_tool_list_changed().await;
+            if prompts {
+                let _ = peer.notify_prompt_list_changed().await;
+            }
+            if resources {
+                let _ = peer.notify_resource_list_changed().await;
+            }
+        }
+    }
+
+    /// The servers that joined and declared the capability `what`, in spec order.
+    pub(crate) fn declaring(&self, what: &str) -> Vec<String> {
+        let declared = self
+            .declared
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.supervisor
+            .order()
+            .iter()
+            .filter(|server| {
+                declared
+                    .get(*server)
+                    .and_then(|caps| caps.get(what))
+                    .is_some_and(|v| !v.is_null())
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Whether `server` joined and declared the capability `what`.
+    fn declares(&self, server: &str, what: &str) -> bool {
+        self.declared
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(server)
+            .and_then(|caps| caps.get(what))
+            .is_some_and(|v| !v.is_null())
+    }
+
+    /// What the gateway's `initialize` answer declares: lists change (a server's own change
+    /// is followed and passed on, and servers join); prompts, logging, completions and
+    /// resource subscriptions when a server that joined declared them, or while a server is
+    /// still pending (it may declare them when it joins, after this answer).
+    fn capabilities(&self) -> ServerCapabilities {
+        let pending = self.supervisor.any_pending();
+        let any = |what: &str| pending || !self.declaring(what).is_empty();
+        let subscribe = pending
+            || self
+                .declared
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .values()
+                .any(|caps| caps.pointer("/resources/subscribe") == Some(&Value::Bool(true)));
         let mut capabilities = ServerCapabilities::default();
         capabilities.tools = serde_json::from_value(json!({"listChanged": true})).ok();
-        if !prompt_servers.is_empty() {
+        if any("prompts") {
             capabilities.prompts = serde_json::from_value(json!({"listChanged": true})).ok();
         }
         // Always: a cut result's whole is read back as a resource (`tether://results/ID`).
         capabilities.resources =
             serde_json::from_value(json!({"listChanged": true, "subscribe": subscribe})).ok();
-        if !logging_servers.is_empty() {
+        if any("logging") {
             capabilities.logging = Some(Map::new());
         }
-        if !completion_servers.is_empty() {
+        if any("completions") {
             capabilities.completions = Some(Map::new());
         }
-        let failed_at_start = runtime
-            .reports()
-            .iter()
-            .filter_map(|report| match &report.status {
-                ServerStatus::Failed { reason } => Some((report.name.clone(), masker.mask(reason))),
-                ServerStatus::Ready { .. } | ServerStatus::Disabled => None,
-            })
-            .collect();
-        let relist_timeout = start.startup_timeout;
-        let supervisor = Arc::new(Supervisor::new(
-            session,
-            start,
-            Arc::new(runtime),
-            failed_at_start,
-        ));
-        Self {
-            supervisor,
-            catalogue: RwLock::new(Arc::new(catalogue)),
-            entries: std::sync::Mutex::new(entries),
-            policies,
-            default_scan,
-            pins,
-            filter,
-            prompt_servers,
-            resource_servers,
-            completion_servers,
-            logging_servers,
-            resource_routes: RwLock::new(HashMap::new()),
-            template_routes: RwLock::new(Vec::new()),
-            masker: RwLock::new(Arc::new(masker)),
-            audit,
-            call_timeout,
-            relist_timeout,
-            capabilities,
-            clients: Arc::default(),
-            budget,
-            results: Arc::new(ResultStore::new(budget.stored_bytes)),
-            instructions,
-        }
+        capabilities
     }
 
     /// What is offered now.
@@ -295,6 +361,10 @@ impl Shared {
     /// Lists `server`'s tools again (it said its list changed, or it was restarted), admits
     /// them and rebuilds the catalogue. Returns whether what is offered changed.
     pub(crate) async fn relist_tools(&self, server: &str) -> bool {
+        if self.supervisor.pending(server) {
+            // A change it announced while starting: its tools are listed when it joins.
+            return false;
+        }
         let listed = match self.supervisor.runtime(server, "tools/list") {
             Ok(runtime) => runtime.list_tools(server, self.relist_timeout).await,
             Err(unavailable) => Err(unavailable),
@@ -331,7 +401,7 @@ impl Shared {
 
     /// [`Shared::relist_tools`] for prompts.
     pub(crate) async fn relist_prompts(&self, server: &str) -> bool {
-        if !self.prompt_servers.iter().any(|s| s == server) {
+        if self.supervisor.pending(server) || !self.declares(server, "prompts") {
             return false;
         }
         let listed = match self.supervisor.runtime(server, "prompts/list") {
@@ -401,6 +471,14 @@ impl Shared {
             .map(|tool| tool.name.to_string())
             .filter(|name| name != STATUS_TOOL)
             .collect()
+    }
+
+    /// The `instructions` of an `initialize` answered now (unmasked).
+    pub(crate) fn instructions(&self) -> String {
+        self.instructions
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The masker of the session's values now.
@@ -579,17 +657,22 @@ impl GatewayHandler {
                 None => context.ct.cancelled().await,
             }
         };
-        let answer = match self.shared.supervisor.runtime(server, method) {
+        // A server still pending is waited for (within the call timeout, which the wait uses
+        // up in part).
+        let runtime = self
+            .shared
+            .supervisor
+            .runtime_waiting(server, method, self.shared.call_timeout)
+            .await;
+        let left = self
+            .shared
+            .call_timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(1));
+        let answer = match runtime {
             Ok(runtime) => {
                 let answer = runtime
-                    .forward(
-                        server,
-                        method,
-                        params,
-                        self.shared.call_timeout,
-                        cancelled,
-                        progress,
-                    )
+                    .forward(server, method, params, left, cancelled, progress)
                     .await;
                 match answer {
                     // The connection broke under this call: say so plainly, and restart now
@@ -618,6 +701,39 @@ impl GatewayHandler {
         (answer, elapsed)
     }
 
+    /// The catalogue to route `name` by: the one offered now, or — when no server offers
+    /// `name` yet but its `SERVER__` prefix names a server still pending — the one offered
+    /// once that server joined, waiting for it at most the call timeout. With the server's
+    /// name when it was still pending at the end of the wait.
+    async fn catalogue_for(
+        &self,
+        name: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> (Arc<Catalogue>, Option<String>) {
+        let catalogue = self.shared.catalogue();
+        if catalogue.server_of(name).is_some() || catalogue.withheld.contains_key(name) {
+            return (catalogue, None);
+        }
+        let Some(server) = self.shared.supervisor.pending_named(name) else {
+            return (catalogue, None);
+        };
+        tracing::debug!(server = %server, "a request names a server still starting: waiting for it");
+        // The client's cancellation ends the wait too.
+        let joined = tokio::select! {
+            joined = self.shared.supervisor.joined(&server, self.shared.call_timeout) => joined,
+            () = context.ct.cancelled() => false,
+        };
+        (self.shared.catalogue(), (!joined).then_some(server))
+    }
+
+    /// Why a request for a server still pending failed.
+    fn still_pending(&self, server: &str) -> String {
+        format!(
+            "server '{server}' is still starting: it was not ready within the call timeout ({} s); tether_status shows its state",
+            self.shared.call_timeout.as_secs()
+        )
+    }
+
     fn refuse(&self, method: &str, target: &str, message: String) -> ErrorData {
         self.shared.audit(&Record {
             session: &self.session,
@@ -638,6 +754,21 @@ impl GatewayHandler {
     /// server's template makes: which template the client expanded is unknown, and the spec
     /// order settles every such tie (as for names and listed URIs).
     fn resource_server(&self, uri: &str) -> Option<String> {
+        if let Some(server) = self.listed_server(uri) {
+            return Some(server);
+        }
+        if uri.starts_with(GATEWAY_URI_SCHEME) {
+            return None;
+        }
+        match self.shared.declaring("resources").as_slice() {
+            [only] => Some(only.clone()),
+            _ => None,
+        }
+    }
+
+    /// The server that listed `uri`, else the first (spec order) with a template that can
+    /// expand to it.
+    fn listed_server(&self, uri: &str) -> Option<String> {
         if uri.starts_with(GATEWAY_URI_SCHEME) {
             // The gateway's own (`budget.rs`): never a server's, whatever it lists.
             return None;
@@ -656,30 +787,24 @@ impl GatewayHandler {
             .template_routes
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, server)) = templates
+        templates
             .iter()
             .find(|(template, _)| crate::uri_template::fits(template, uri))
-        {
-            return Some(server.clone());
-        }
-        match self.shared.resource_servers.as_slice() {
-            [only] => Some(only.clone()),
-            _ => None,
-        }
+            .map(|(_, server)| server.clone())
     }
 
     /// Lists `method` on every server with resources, merges, and records the routes.
     async fn list_resources_everywhere(&self, method: &str, key: &str) -> Vec<(String, Value)> {
         let shared = &self.shared;
-        let listed = futures_util::future::join_all(shared.resource_servers.iter().map(
-            |server| async move {
+        let resource_servers = shared.declaring("resources");
+        let listed =
+            futures_util::future::join_all(resource_servers.iter().map(|server| async move {
                 let runtime = shared.supervisor.runtime(server, method)?;
                 list_all(&runtime, server, method, key, shared.call_timeout).await
-            },
-        ))
-        .await;
+            }))
+            .await;
         let mut merged = Vec::new();
-        for (server, listed) in shared.resource_servers.iter().zip(listed) {
+        for (server, listed) in resource_servers.iter().zip(listed) {
             match listed {
                 Ok(items) => merged.extend(items.into_iter().map(|item| (server.clone(), item))),
                 Err(error) => tracing::warn!(
@@ -902,10 +1027,10 @@ fn client_gone(
 
 impl ServerHandler for GatewayHandler {
     fn get_info(&self) -> InitializeResult {
-        InitializeResult::new(self.shared.capabilities.clone())
+        InitializeResult::new(self.shared.capabilities())
             .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
             // Masked again: a re-mint may have added values since they were taken.
-            .with_instructions(self.shared.mask(&self.shared.instructions))
+            .with_instructions(self.shared.mask(&self.shared.instructions()))
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
@@ -955,7 +1080,7 @@ impl ServerHandler for GatewayHandler {
         if request.name == STATUS_TOOL {
             return Ok(self.status().into());
         }
-        let catalogue = self.shared.catalogue();
+        let (catalogue, still_pending) = self.catalogue_for(&request.name, &context).await;
         if let Some(reason) = catalogue.withheld.get(request.name.as_ref()) {
             let refused = self.refuse(METHOD, &request.name, reason.clone());
             return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
@@ -963,14 +1088,14 @@ impl ServerHandler for GatewayHandler {
         let Some(route) = catalogue.tool_names.route(&request.name).cloned() else {
             // A tool error, not a protocol error: clients show it to the model, which can
             // then pick a listed name.
-            let refused = self.refuse(
-                METHOD,
-                &request.name,
-                format!(
+            let message = match still_pending {
+                Some(server) => self.still_pending(&server),
+                None => format!(
                     "no tool named '{}' behind this gateway; its tools are named SERVER__TOOL (see tools/list)",
                     request.name
                 ),
-            );
+            };
+            let refused = self.refuse(METHOD, &request.name, message);
             return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
         };
         let mut arguments = request.arguments.clone().map(Value::Object);
@@ -1050,16 +1175,16 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         const METHOD: &str = "prompts/get";
-        let catalogue = self.shared.catalogue();
+        let (catalogue, still_pending) = self.catalogue_for(&request.name, &context).await;
         if let Some(reason) = catalogue.withheld.get(&request.name) {
             return Err(self.refuse(METHOD, &request.name, reason.clone()));
         }
         let Some(route) = catalogue.prompt_names.route(&request.name).cloned() else {
-            return Err(self.refuse(
-                METHOD,
-                &request.name,
-                format!("no prompt named '{}' behind this gateway", request.name),
-            ));
+            let message = match still_pending {
+                Some(server) => self.still_pending(&server),
+                None => format!("no prompt named '{}' behind this gateway", request.name),
+            };
+            return Err(self.refuse(METHOD, &request.name, message));
         };
         let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         params["name"] = Value::String(route.name.clone());
@@ -1157,6 +1282,19 @@ impl ServerHandler for GatewayHandler {
         if request.uri.starts_with(GATEWAY_URI_SCHEME) {
             return self.read_kept(&request.uri, &target);
         }
+        if self.listed_server(&request.uri).is_none() && self.shared.supervisor.any_pending() {
+            // A server still starting may be the one: wait for them all (within the call
+            // timeout), then list again to learn who offers what.
+            tracing::debug!(
+                "resources/read of a URI no ready server listed: waiting for the pending servers"
+            );
+            self.shared
+                .supervisor
+                .all_joined(self.shared.call_timeout)
+                .await;
+            let _ = self.list_resources(None, context.clone()).await;
+            let _ = self.list_resource_templates(None, context.clone()).await;
+        }
         let Some(server) = self.resource_server(&request.uri) else {
             return Err(self.refuse(
                 METHOD,
@@ -1196,18 +1334,18 @@ impl ServerHandler for GatewayHandler {
         request: rmcp::model::SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if self.shared.logging_servers.is_empty() {
+        let logging_servers = self.shared.declaring("logging");
+        if logging_servers.is_empty() && !self.shared.supervisor.any_pending() {
             return Err(ErrorData::method_not_found::<SetLevelRequestMethod>());
         }
         let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         let answers = futures_util::future::join_all(
-            self.shared
-                .logging_servers
+            logging_servers
                 .iter()
                 .map(|server| self.forward(server, "logging/setLevel", params.clone(), &context)),
         )
         .await;
-        for (server, (answer, _)) in self.shared.logging_servers.iter().zip(answers) {
+        for (server, (answer, _)) in logging_servers.iter().zip(answers) {
             if let Err(error) = answer {
                 tracing::debug!(server = %server, "logging/setLevel: {}", self.shared.mask(&error.to_string()));
             }
@@ -1255,7 +1393,7 @@ impl ServerHandler for GatewayHandler {
                 .as_str()
                 .and_then(|uri| self.resource_server(uri)),
         };
-        let Some(server) = server.filter(|s| self.shared.completion_servers.contains(s)) else {
+        let Some(server) = server.filter(|s| self.shared.declares(s, "completions")) else {
             return Ok(CompleteResult::default());
         };
         let (answer, _) = self

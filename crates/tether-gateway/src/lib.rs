@@ -1,7 +1,8 @@
 //! `tether serve`: a run's resolved MCP servers behind one MCP endpoint.
 //!
-//! A [`Gateway`] takes a started [`tether_driver::McpRuntime`] and the run's masking values
-//! and serves, over stdio or Streamable HTTP, the union of the servers' tools, prompts and
+//! A [`Gateway`] takes a started [`tether_driver::McpRuntime`] ([`Gateway::new`]) — or starts
+//! the session's servers itself, serving at once while each joins when ready
+//! ([`Gateway::start`]) — and the run's masking values, and serves, over stdio or Streamable HTTP, the union of the servers' tools, prompts and
 //! resources under namespaced names ([`names`]), forwarding each call to its server and
 //! restarting a server whose connection closes ([`supervise`]). Every
 //! result and error message is masked with the run's secret values before it leaves
@@ -65,7 +66,7 @@ use std::time::Duration;
 
 use rmcp::ServiceExt as _;
 use tether_config::{Masker, SecretValue};
-use tether_driver::{McpRuntime, Session, StartOptions};
+use tether_driver::{McpRuntime, ServerStatus, Session, StartOptions};
 use tokio_util::sync::CancellationToken;
 
 pub use audit::AuditLog;
@@ -130,19 +131,77 @@ impl Gateway {
     /// Builds the catalogue from `runtime` — `session`'s started servers — (its tools; prompts
     /// are listed now), masks the session's sensitive values in everything it sends back, and
     /// starts watching the servers: one whose connection closes is started again from the
-    /// session. Must be called within a tokio runtime.
+    /// session. A server that failed to start in `runtime` is reported, not retried. Must be
+    /// called within a tokio runtime.
     pub async fn new(session: Session, runtime: McpRuntime, mut options: GatewayOptions) -> Self {
         let masker = Masker::new(session.sensitive_values());
+        let failed_at_start = runtime
+            .reports()
+            .iter()
+            .filter_map(|report| match &report.status {
+                ServerStatus::Failed { reason } => Some((report.name.clone(), masker.mask(reason))),
+                ServerStatus::Ready { .. } | ServerStatus::Disabled => None,
+            })
+            .collect();
+        let runtime = Arc::new(runtime);
+        let ready: Vec<supervise::Joined> = runtime
+            .running()
+            .into_iter()
+            .map(|name| (name, Arc::clone(&runtime)))
+            .collect();
+        let supervisor =
+            supervise::Supervisor::new(session, options.start.clone(), runtime, failed_at_start);
         let upstream = options.upstream.take();
         let masking_hook = options.masking_hook.take();
-        let shared = Shared::new(session, runtime, masker, options).await;
-        let shared = Arc::new(shared);
-        tokio::spawn(supervise::watch(Arc::downgrade(&shared.supervisor)));
-        tokio::spawn(remint::remint(Arc::downgrade(&shared), masking_hook));
-        if let Some(upstream) = upstream {
-            upstream.attach(&shared);
-        }
+        let shared = Arc::new(Shared::new(supervisor, masker, options));
+        shared.admit(&ready).await;
+        Self::watch(&shared, upstream, masking_hook);
         Self { shared }
+    }
+
+    /// Builds the gateway with every server of `session` still to start, and returns at
+    /// once: a client is served from now on. Each server starts in the background (at most
+    /// `StartOptions::concurrency` at once) and joins when it is ready — its tools, prompts
+    /// and resources are offered from then on, and every connected client is sent
+    /// `notifications/tools/list_changed` (and the prompts' and resources' when it declared
+    /// them). A server whose start fails or times out stays pending and is tried again with
+    /// the restart backoff ([`supervise`]). A call to a pending server waits for it, at
+    /// most the call timeout. Must be called within a tokio runtime.
+    pub fn start(session: Session, mut options: GatewayOptions) -> Self {
+        let masker = Masker::new(session.sensitive_values());
+        let (supervisor, mut joined) =
+            supervise::Supervisor::starting(session, options.start.clone());
+        let upstream = options.upstream.take();
+        let masking_hook = options.masking_hook.take();
+        let shared = Arc::new(Shared::new(supervisor, masker, options));
+        Self::watch(&shared, upstream, masking_hook);
+        let weak = Arc::downgrade(&shared);
+        tokio::spawn(async move {
+            while let Some((server, runtime)) = joined.recv().await {
+                let Some(shared) = weak.upgrade() else {
+                    return;
+                };
+                shared.join(server, runtime).await;
+            }
+        });
+        shared.supervisor.start_all();
+        Self { shared }
+    }
+
+    /// Starts what watches a built gateway's servers: restarts, re-mints, the servers'
+    /// notifications and requests.
+    fn watch(shared: &Arc<Shared>, upstream: Option<Upstream>, masking_hook: Option<MaskingHook>) {
+        tokio::spawn(supervise::watch(Arc::downgrade(&shared.supervisor)));
+        tokio::spawn(remint::remint(Arc::downgrade(shared), masking_hook));
+        if let Some(upstream) = upstream {
+            upstream.attach(shared);
+        }
+    }
+
+    /// Waits, at most `limit`, until no server is pending (each is ready, or was given up
+    /// after its failed starts). Returns whether none is.
+    pub async fn ready_within(&self, limit: Duration) -> bool {
+        self.shared.supervisor.all_joined(limit).await
     }
 
     /// The namespaced tool names offered, in order.
@@ -218,6 +277,7 @@ impl Gateway {
     /// the servers' processes are ended either way (a runtime still held elsewhere kills its
     /// children when the last holder drops it).
     pub async fn shutdown(self) {
+        self.shared.supervisor.stop();
         let runtimes = self.shared.supervisor.runtimes();
         drop(self);
         for runtime in runtimes {

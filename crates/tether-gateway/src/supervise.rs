@@ -2,7 +2,14 @@
 //! closed connection (a stdio server that exited or crashed, a remote one that went away) and
 //! starts the server again from the session, with exponential backoff.
 //!
-//! Rules (specs/gateway/TECH.md §3a):
+//! A gateway built with servers still starting (`Supervisor::starting`) has a slot for every
+//! server from the first moment, `Pending`: each server starts in a task of its own (at most
+//! `StartOptions::concurrency` at once), and a failed or timed-out start is tried again with
+//! the same backoff. A server that started is handed to the gateway (`joined`), which admits
+//! its tools, prompts and instructions, and only then marks it ready (`Supervisor::ready`):
+//! a call waiting for it finds its tools listed when it wakes.
+//!
+//! Rules (specs/gateway/TECH.md §3a, joining §3g):
 //! - while a server is down its tools stay listed, and a call to one fails at once with a tool
 //!   error saying it is restarting (never a hang);
 //! - the delay before restart attempt `n` is 250 ms × 2ⁿ, at most 30 s; a server that goes
@@ -16,12 +23,13 @@
 //! interval is real time.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tether_clock::Clock;
 use tether_driver::{DriverError, McpRuntime, ServerNotice, Session, StartOptions};
+use tokio_util::sync::CancellationToken;
 
 /// How often the watcher looks for closed connections.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(200);
@@ -48,6 +56,12 @@ pub fn backoff(level: u32) -> Duration {
 /// Where one server stands.
 #[derive(Clone)]
 pub(crate) enum State {
+    /// Not ready yet since the gateway started: its first start is under way, or (after
+    /// `failed_starts` failed ones, the last for `reason`) the next is scheduled.
+    Pending {
+        reason: Option<String>,
+        failed_starts: u32,
+    },
     /// Serving through `runtime`.
     Ready {
         runtime: Arc<McpRuntime>,
@@ -63,25 +77,46 @@ pub(crate) enum State {
 
 /// One supervised server.
 pub(crate) struct Slot {
-    state: RwLock<State>,
+    /// Its state; a call waiting for a pending server watches it.
+    state: tokio::sync::watch::Sender<State>,
     restarts: std::sync::atomic::AtomicU32,
+    /// Requests waiting for it to join (shown by `tether_status` while it is pending).
+    waiting: std::sync::atomic::AtomicU32,
+}
+
+/// Counts a request waiting for a slot until dropped.
+struct Waiting<'a>(&'a std::sync::atomic::AtomicU32);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Slot {
+    fn new(state: State) -> Self {
+        Self {
+            state: tokio::sync::watch::Sender::new(state),
+            restarts: std::sync::atomic::AtomicU32::new(0),
+            waiting: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
     fn read(&self) -> State {
-        self.state
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.state.borrow().clone()
     }
 
     fn set(&self, state: State) {
-        *self
-            .state
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = state;
+        self.state.send_replace(state);
+    }
+
+    fn pending(&self) -> bool {
+        matches!(*self.state.borrow(), State::Pending { .. })
     }
 }
+
+/// A server that started after the gateway was built, for the gateway to admit.
+pub(crate) type Joined = (String, Arc<McpRuntime>);
 
 /// The supervised servers of a gateway and what restarting them needs.
 pub(crate) struct Supervisor {
@@ -95,6 +130,10 @@ pub(crate) struct Supervisor {
     order: Vec<String>,
     /// The session's clock: restart delays and uptimes are measured on it.
     clock: Arc<dyn Clock>,
+    /// Where a server that started after the gateway was built goes ([`Supervisor::starting`]).
+    joined: Option<tokio::sync::mpsc::UnboundedSender<Joined>>,
+    /// Cancelled when the gateway shuts down: starts under way give up.
+    stop: CancellationToken,
 }
 
 impl Supervisor {
@@ -111,14 +150,11 @@ impl Supervisor {
             .running()
             .into_iter()
             .map(|name| {
-                let slot = Slot {
-                    state: RwLock::new(State::Ready {
-                        runtime: Arc::clone(&runtime),
-                        started: now,
-                        level: 0,
-                    }),
-                    restarts: std::sync::atomic::AtomicU32::new(0),
-                };
+                let slot = Slot::new(State::Ready {
+                    runtime: Arc::clone(&runtime),
+                    started: now,
+                    level: 0,
+                });
                 (name, slot)
             })
             .collect();
@@ -130,7 +166,140 @@ impl Supervisor {
             failed_at_start,
             order,
             clock,
+            joined: None,
+            stop: CancellationToken::new(),
         }
+    }
+
+    /// Slots for every server of `session` but the disabled ones, all pending; nothing is
+    /// started until [`Supervisor::start_all`]. Each server that starts is sent to the
+    /// returned receiver.
+    pub(crate) fn starting(
+        session: Session,
+        options: StartOptions,
+    ) -> (Self, tokio::sync::mpsc::UnboundedReceiver<Joined>) {
+        let clock = session.clock();
+        let order: Vec<String> = session
+            .servers()
+            .iter()
+            .filter(|server| !server.options.disabled)
+            .map(|server| server.name.clone())
+            .collect();
+        let slots = order
+            .iter()
+            .map(|name| {
+                let slot = Slot::new(State::Pending {
+                    reason: None,
+                    failed_starts: 0,
+                });
+                (name.clone(), slot)
+            })
+            .collect();
+        let (joined, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let supervisor = Self {
+            session: tokio::sync::RwLock::new(session),
+            options,
+            slots,
+            failed_at_start: Vec::new(),
+            order,
+            clock,
+            joined: Some(joined),
+            stop: CancellationToken::new(),
+        };
+        (supervisor, receiver)
+    }
+
+    /// Starts every pending server, each in a task of its own, at most
+    /// `StartOptions::concurrency` first starts at once; a failed one is tried again with the
+    /// backoff until it starts or [`MAX_FAILED_STARTS`] starts failed.
+    pub(crate) fn start_all(self: &Arc<Self>) {
+        let permits = Arc::new(tokio::sync::Semaphore::new(self.options.concurrency.max(1)));
+        for name in &self.order {
+            if self.slots.get(name).is_some_and(Slot::pending) {
+                tracing::info!(server = %name, "MCP server pending: starting");
+                tokio::spawn(restart(
+                    Arc::downgrade(self),
+                    Arc::clone(&self.clock),
+                    name.clone(),
+                    Start::First(Arc::clone(&permits)),
+                ));
+            }
+        }
+    }
+
+    /// Marks `server`, which started after the gateway was built, ready (the gateway admitted
+    /// its tools first): calls waiting for it go on.
+    pub(crate) fn ready(&self, server: &str, runtime: Arc<McpRuntime>, tools: usize) {
+        if let Some(slot) = self.slots.get(server) {
+            slot.set(State::Ready {
+                runtime,
+                started: self.clock.now(),
+                level: 0,
+            });
+            tracing::info!(server = %server, "MCP server ready, {tools} tools");
+        }
+    }
+
+    /// Whether `server` has not been ready yet since the gateway started.
+    pub(crate) fn pending(&self, server: &str) -> bool {
+        self.slots.get(server).is_some_and(Slot::pending)
+    }
+
+    /// Whether some server has not been ready yet since the gateway started.
+    pub(crate) fn any_pending(&self) -> bool {
+        self.slots.values().any(Slot::pending)
+    }
+
+    /// The pending server a namespaced name `SERVER__NAME` names by its prefix, if any.
+    pub(crate) fn pending_named(&self, namespaced: &str) -> Option<String> {
+        self.order
+            .iter()
+            .filter(|name| self.slots.get(*name).is_some_and(Slot::pending))
+            .find(|name| {
+                namespaced
+                    .strip_prefix(&crate::names::sanitize(name))
+                    .is_some_and(|rest| rest.starts_with(crate::names::SEPARATOR))
+            })
+            .cloned()
+    }
+
+    /// Waits, at most `limit`, until `server` is no longer pending (it is ready, or was
+    /// given up). Returns whether it is no longer pending.
+    pub(crate) async fn joined(&self, server: &str, limit: Duration) -> bool {
+        let Some(slot) = self.slots.get(server) else {
+            return true;
+        };
+        let mut state = slot.state.subscribe();
+        if !matches!(*state.borrow(), State::Pending { .. }) {
+            return true;
+        }
+        slot.waiting
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let _waiting = Waiting(&slot.waiting);
+        let settled = state.wait_for(|state| !matches!(state, State::Pending { .. }));
+        tokio::time::timeout(limit, settled).await.is_ok()
+    }
+
+    /// Waits, at most `limit`, until no server is pending. Returns whether none is.
+    pub(crate) async fn all_joined(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        for name in &self.order {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if !self.joined(name, left).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Ends the starts under way and stops scheduling new ones.
+    pub(crate) fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// The servers in spec order.
+    pub(crate) fn order(&self) -> &[String] {
+        &self.order
     }
 
     /// The session's clock (what the Streamable HTTP sessions' idle expiry is measured on).
@@ -150,6 +319,10 @@ impl Supervisor {
         let Some(slot) = self.slots.get(server) else {
             return Err("it is not running behind this gateway".to_owned());
         };
+        if slot.pending() {
+            // Its next start reads the session, which holds the new config already.
+            return Err("it has not started yet; its next start uses the new config".to_owned());
+        }
         let started = self
             .session
             .read()
@@ -180,6 +353,19 @@ impl Supervisor {
         }
     }
 
+    /// [`Supervisor::runtime`], after waiting at most `limit` for a pending `server`.
+    pub(crate) async fn runtime_waiting(
+        &self,
+        server: &str,
+        method: &str,
+        limit: Duration,
+    ) -> Result<Arc<McpRuntime>, DriverError> {
+        if self.slots.get(server).is_some_and(Slot::pending) {
+            self.joined(server, limit).await;
+        }
+        self.runtime(server, method)
+    }
+
     /// The runtime `server` is served by now, or why there is none; the error names `method`,
     /// the request that could not be sent (`prompts/get`, `resources/read`, …).
     pub(crate) fn runtime(
@@ -198,6 +384,15 @@ impl Supervisor {
         };
         match slot.read() {
             State::Ready { runtime, .. } => Ok(runtime),
+            State::Pending {
+                reason,
+                failed_starts,
+            } => Err(unavailable(match reason {
+                None => "the server is still starting".to_owned(),
+                Some(reason) => format!(
+                    "the server has not started yet: {failed_starts} failed starts so far, the last: {reason}; it is being tried again"
+                ),
+            })),
             State::Restarting {
                 reason,
                 failed_starts,
@@ -232,6 +427,18 @@ impl Supervisor {
                 if let Some(slot) = self.slots.get(name) {
                     let restarts = slot.restarts.load(std::sync::atomic::Ordering::Relaxed);
                     let (state, error) = match slot.read() {
+                        State::Pending {
+                            reason,
+                            failed_starts,
+                        } => {
+                            let waiting = slot.waiting.load(std::sync::atomic::Ordering::Relaxed);
+                            let state = if reason.is_some() { "retrying" } else { "pending" };
+                            return Some(json!({
+                                "name": name, "state": state, "tools": 0, "restarts": 0,
+                                "error": reason, "failed_starts": failed_starts,
+                                "waiting_calls": waiting,
+                            }));
+                        }
                         State::Ready { .. } => ("ready", None),
                         State::Restarting { reason, .. } => ("restarting", Some(reason)),
                         State::Stopped { reason } => ("stopped", Some(reason)),
@@ -279,38 +486,74 @@ impl Supervisor {
             Arc::downgrade(self),
             Arc::clone(&self.clock),
             server.to_owned(),
-            level,
+            Start::Again { level },
         ));
     }
 }
 
-/// Starts `server` again until it runs or [`MAX_FAILED_STARTS`] starts failed.
+/// How [`restart`] begins.
+enum Start {
+    /// A pending server's first start: at once, under one of the permits; once started it
+    /// joins the gateway.
+    First(Arc<tokio::sync::Semaphore>),
+    /// A server that was ready and went down: after the backoff of `level`.
+    Again { level: u32 },
+}
+
+/// Starts `server` (again) until it runs or [`MAX_FAILED_STARTS`] starts failed.
 /// The delays are waited on `clock` (the supervisor's), held apart so the wait does not keep
 /// the supervisor alive.
 async fn restart(
     supervisor: Weak<Supervisor>,
     clock: Arc<dyn Clock>,
     server: String,
-    mut level: u32,
+    start: Start,
 ) {
+    let (mut level, mut permits, joining) = match start {
+        Start::First(permits) => (0, Some(permits), true),
+        Start::Again { level } => (level, None, false),
+    };
     let mut failed_starts = 0;
     loop {
-        clock.sleep(backoff(level)).await;
+        if permits.is_none() {
+            clock.sleep(backoff(level)).await;
+        }
         let Some(supervisor) = supervisor.upgrade() else {
             return;
         };
         let Some(slot) = supervisor.slots.get(&server) else {
             return;
         };
-        let started = supervisor
-            .session
-            .read()
-            .await
-            .start_server(&server, &supervisor.options)
-            .await;
-        level = level.saturating_add(1);
+        // A first start waits for a permit, so at most `concurrency` servers start at once.
+        let permit = match permits.take() {
+            Some(permits) => Some(permits.acquire_owned().await),
+            None => None,
+        };
+        let started = tokio::select! {
+            () = supervisor.stop.cancelled() => return,
+            started = async {
+                supervisor
+                    .session
+                    .read()
+                    .await
+                    .start_server(&server, &supervisor.options)
+                    .await
+            } => started,
+        };
+        drop(permit);
         match started {
+            Ok(runtime) if joining => {
+                match &supervisor.joined {
+                    // The gateway admits its tools, then marks it ready.
+                    Some(joined) => {
+                        let _ = joined.send((server.clone(), Arc::new(runtime)));
+                    }
+                    None => supervisor.ready(&server, Arc::new(runtime), 0),
+                }
+                return;
+            }
             Ok(runtime) => {
+                level = level.saturating_add(1);
                 let count = slot
                     .restarts
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -325,6 +568,9 @@ async fn restart(
                 return;
             }
             Err(error) => {
+                if !joining || failed_starts > 0 {
+                    level = level.saturating_add(1);
+                }
                 failed_starts += 1;
                 // The session masks its own values in start errors.
                 let reason = error.to_string();
@@ -333,15 +579,26 @@ async fn restart(
                     slot.set(State::Stopped { reason });
                     return;
                 }
-                tracing::warn!(
-                    server = %server,
-                    "restarting the MCP server failed ({reason}); next try in {:.2} s",
-                    backoff(level).as_secs_f64()
-                );
-                slot.set(State::Restarting {
-                    reason,
-                    failed_starts,
-                });
+                let next = backoff(level).as_secs_f64();
+                if joining {
+                    tracing::warn!(
+                        server = %server,
+                        "starting the MCP server failed ({reason}); it stays pending, next try in {next:.2} s"
+                    );
+                    slot.set(State::Pending {
+                        reason: Some(reason),
+                        failed_starts,
+                    });
+                } else {
+                    tracing::warn!(
+                        server = %server,
+                        "restarting the MCP server failed ({reason}); next try in {next:.2} s"
+                    );
+                    slot.set(State::Restarting {
+                        reason,
+                        failed_starts,
+                    });
+                }
             }
         }
     }

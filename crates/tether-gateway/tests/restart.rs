@@ -13,38 +13,16 @@ mod support;
 use std::time::Duration;
 
 use rmcp::ServiceExt as _;
-use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
-use serde_json::Value;
 use tether_driver::StartOptions;
 use tether_gateway::{Gateway, Upstream};
 use tether_testkit::{ManualClock, processes_with, test_server_bin};
-
-/// `tether_status`'s entry for `server`.
-async fn status(client: &RunningService<RoleClient, ()>, server: &str) -> Value {
-    let result = client
-        .call_tool(CallToolRequestParams::new("tether_status"))
-        .await
-        .expect("calling tether_status");
-    let text = serde_json::to_value(&result).expect("a result")["content"][0]["text"]
-        .as_str()
-        .expect("a text answer")
-        .to_owned();
-    let report: Value = serde_json::from_str(&text).expect("JSON status");
-    report["servers"]
-        .as_array()
-        .expect("a server list")
-        .iter()
-        .find(|entry| entry["name"] == server)
-        .cloned()
-        .unwrap_or_else(|| panic!("no {server} in {report}"))
-}
 
 /// Waits (at most 20 s, then panics) until `server` is ready after `restarts` restarts.
 async fn ready_after(client: &RunningService<RoleClient, ()>, server: &str, restarts: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let entry = status(client, server).await;
+        let entry = tether_testkit::mcp_client::gateway_status(client, server).await;
         if entry["state"] == "ready" && entry["restarts"] == restarts {
             return;
         }
@@ -96,7 +74,7 @@ async fn restarts_wait_the_backoff_on_the_sessions_clock() {
             .await
             .expect("initializing through the gateway");
     let restarting = async |restarts: u64| {
-        let entry = status(&client, "crashy").await;
+        let entry = tether_testkit::mcp_client::gateway_status(&client, "crashy").await;
         assert_eq!(entry["state"], "restarting", "{entry}");
         assert_eq!(entry["restarts"], restarts, "{entry}");
     };

@@ -2,7 +2,7 @@
 //!
 //! It serves three tools (`echo`, `env_check`, `add`, plus `--tools N` numbered ones) over stdio
 //! (the default) or Streamable HTTP (`--http ADDRESS`), and misbehaves on request so a launcher's
-//! failure handling can be tested: `--slow-start`, `--exit-early`, `--hang`, `--stderr-env`,
+//! failure handling can be tested: `--slow-start`, `--start-when-file`, `--exit-unless-file`, `--exit-early`, `--hang`, `--stderr-env`,
 //! `--spawn-child`, records cancelled slow echoes with `--record-cancellations`, reflects a variable into a tool with `--reflect-env`, answers with a large result with `--big-tool`, gives its own instructions with `--instructions`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
 
 mod big;
@@ -55,6 +55,16 @@ struct Cli {
     /// Wait this many milliseconds before answering `initialize`.
     #[arg(long, value_name = "MS", conflicts_with = "hang")]
     slow_start: Option<u64>,
+
+    /// Answer `initialize` only once the file PATH exists (looked for every 10 ms): a test
+    /// holds the server back, then releases it by creating the file.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["hang", "slow_start"])]
+    start_when_file: Option<std::path::PathBuf>,
+
+    /// Print a line to stderr and exit with code 3 before answering anything unless the file
+    /// PATH exists: a test makes the server's starts fail until it creates the file.
+    #[arg(long, value_name = "PATH")]
+    exit_unless_file: Option<std::path::PathBuf>,
 
     /// Print a line to stderr and exit with CODE before answering anything.
     #[arg(long, value_name = "CODE")]
@@ -198,6 +208,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(3));
         }
     }
+    if let Some(path) = &cli.exit_unless_file
+        && !path.exists()
+    {
+        eprintln!(
+            "{PROGRAM}: {} does not exist; exiting as asked (--exit-unless-file)",
+            path.display()
+        );
+        return Ok(ExitCode::from(3));
+    }
     if let Some(code) = cli.exit_early {
         eprintln!("{PROGRAM}: exiting early with code {code} as asked");
         return Ok(ExitCode::from(code));
@@ -206,6 +225,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging();
     let initialize = if cli.hang {
         InitializeBehaviour::Never
+    } else if let Some(path) = cli.start_when_file.clone() {
+        InitializeBehaviour::AnswerWhenFile(path)
     } else if let Some(ms) = cli.slow_start {
         InitializeBehaviour::AnswerAfter(Duration::from_millis(ms))
     } else {

@@ -27,12 +27,14 @@ use serde::Deserialize;
 pub const TOOLS_PAGE_SIZE: usize = 50;
 
 /// What the server does when a client sends `initialize`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InitializeBehaviour {
     /// Answer at once.
     Answer,
     /// Wait this long, then answer (`--slow-start`).
     AnswerAfter(Duration),
+    /// Answer once this file exists (`--start-when-file`).
+    AnswerWhenFile(std::path::PathBuf),
     /// Never answer (`--hang`).
     Never,
 }
@@ -404,11 +406,17 @@ impl ServerHandler for TestServer {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        match self.initialize {
+        match &self.initialize {
             InitializeBehaviour::Answer => {}
             InitializeBehaviour::AnswerAfter(delay) => {
                 tracing::info!(?delay, "delaying the initialize answer (--slow-start)");
-                tokio::time::sleep(delay).await;
+                tokio::time::sleep(*delay).await;
+            }
+            InitializeBehaviour::AnswerWhenFile(path) => {
+                tracing::info!(path = %path.display(), "holding the initialize answer until the file exists (--start-when-file)");
+                while !path.exists() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
             }
             InitializeBehaviour::Never => {
                 tracing::info!("never answering initialize (--hang)");

@@ -13,6 +13,8 @@
 //! - [`files_bytes`] / [`holds`]: what a store wrote to disk (sentinel searches);
 //! - [`output_within`] / [`strip_ansi`]: a harness CLI run with a time limit, its coloured
 //!   listing as plain text;
+//! - [`mcp_client`]: an MCP client's view of the gateway (list changes, `tether_status`,
+//!   calls left running), for tests of servers joining it;
 //! - [`ManualClock`]: a clock the test moves forward, for code that takes a
 //!   `tether_clock::Clock`;
 //! - [`postgres`]: throwaway PostgreSQL clusters (`PgCluster`), and the switch that runs
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 mod clock;
 pub mod managed;
+pub mod mcp_client;
 mod npm;
 pub mod postgres;
 mod registry;

@@ -78,13 +78,16 @@ fn default_audit_path() -> anyhow::Result<PathBuf> {
     Ok(settings::data_dir()?.join("audit").join(name))
 }
 
-/// Starts every server of `session` and builds the gateway over them: per-server status and the
-/// audit log's path on stderr. `strict` fails when any server does not start.
+/// Builds the gateway over the servers of `session`, the audit log's path on stderr. With
+/// `wait`, every server is started first (per-server status on stderr; `options.strict` fails
+/// when any server does not start); without, the gateway is returned at once and each server
+/// joins it when ready (the gateway logs each server's state).
 pub(super) async fn start_gateway(
     session: Session,
     audit: Option<&Path>,
     options: &StartOptions,
     policy: Policy,
+    wait: bool,
     progress: &Progress,
 ) -> anyhow::Result<Gateway> {
     let audit_path = match audit {
@@ -95,8 +98,56 @@ pub(super) async fn start_gateway(
     // The servers' notifications and requests go to the gateway (restarted servers' too).
     let mut options = options.clone();
     let upstream = Upstream::wire(&mut options);
-    let runtime = super::start(&session, &options, progress).await?;
-    progress.finish();
+    let runtime = if wait {
+        let runtime = super::start(&session, &options, progress).await?;
+        progress.finish();
+        report(&runtime);
+        Some(runtime)
+    } else {
+        progress.finish();
+        eprintln!(
+            "tether serve: starting {} in the background; each joins when ready (tether_status shows which are pending; --wait-for-servers waits for them)",
+            match session.servers().len() {
+                1 => "1 MCP server".to_owned(),
+                n => format!("{n} MCP servers"),
+            }
+        );
+        None
+    };
+    eprintln!("tether serve: audit log {}", audit.path().display());
+    let policies = super::policy::policies(&session, policy.scan, &policy.trust_with)?;
+    let pins = if policy.pins {
+        let pins = PinStore::new(pins_path()?);
+        for server in session.names() {
+            super::policy::pin_key(&pins, &policies, &server)?;
+        }
+        Some(pins)
+    } else {
+        None
+    };
+    let options = GatewayOptions {
+        call_timeout: policy.call_timeout,
+        audit: Some(audit),
+        start: options.clone(),
+        pins,
+        scan: policy.scan.unwrap_or_default(),
+        policies,
+        filter: policy.filter,
+        upstream: Some(upstream),
+        // A re-mint's new values (a fresh proxy token) are masked in tether's own lines.
+        masking_hook: Some(tether_gateway::MaskingHook(std::sync::Arc::new(|values| {
+            tether_log::register(values);
+        }))),
+        budget: policy.budget,
+    };
+    Ok(match runtime {
+        Some(runtime) => Gateway::new(session, runtime, options).await,
+        None => Gateway::start(session, options),
+    })
+}
+
+/// Each server's startup, one line each on stderr.
+fn report(runtime: &tether_driver::McpRuntime) {
     for report in runtime.reports() {
         match &report.status {
             ServerStatus::Ready { tools } => {
@@ -115,37 +166,6 @@ pub(super) async fn start_gateway(
             }
         }
     }
-    eprintln!("tether serve: audit log {}", audit.path().display());
-    let policies = super::policy::policies(&session, policy.scan, &policy.trust_with)?;
-    let pins = if policy.pins {
-        let pins = PinStore::new(pins_path()?);
-        for server in session.names() {
-            super::policy::pin_key(&pins, &policies, &server)?;
-        }
-        Some(pins)
-    } else {
-        None
-    };
-    Ok(Gateway::new(
-        session,
-        runtime,
-        GatewayOptions {
-            call_timeout: policy.call_timeout,
-            audit: Some(audit),
-            start: options.clone(),
-            pins,
-            scan: policy.scan.unwrap_or_default(),
-            policies,
-            filter: policy.filter,
-            upstream: Some(upstream),
-            // A re-mint's new values (a fresh proxy token) are masked in tether's own lines.
-            masking_hook: Some(tether_gateway::MaskingHook(std::sync::Arc::new(|values| {
-                tether_log::register(values);
-            }))),
-            budget: policy.budget,
-        },
-    )
-    .await)
 }
 
 pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
@@ -156,7 +176,8 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         (Some(_), None, false) => Some(tether_http::token::generate()?),
     };
     let budget = budget(args.max_result_tokens)?;
-    let mut options = super::start_options(args.timeout, false);
+    let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
+    let mut options = super::start_options(args.timeout, args.strict_mcp);
     options.declared = args
         .client_capabilities
         .as_deref()
@@ -207,14 +228,18 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             trust_with: super::policy::trust_with(&args.specs),
             budget,
         },
+        wait,
         &progress,
     )
     .await?;
 
-    let offered = gateway.tool_names().len();
+    let offered = match gateway.tool_names().len() {
+        1 => "1 tool".to_owned(),
+        n => format!("{n} tools"),
+    };
     match transport.listen {
         None => {
-            eprintln!("tether serve: serving {offered} tools on stdio");
+            eprintln!("tether serve: serving {offered} on stdio");
             // Ends when the client closes stdin, or on SIGINT/SIGTERM: both are a normal end.
             let serving = async {
                 match stdin {
@@ -240,7 +265,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
                 tether_log::register([token]);
             }
             crate::output::print(&format!("listening on http://{bound}{MCP_PATH}\n"));
-            eprintln!("tether serve: serving {offered} tools on http://{bound}{MCP_PATH}");
+            eprintln!("tether serve: serving {offered} on http://{bound}{MCP_PATH}");
             let shutdown = CancellationToken::new();
             let options = tether_gateway::HttpOptions {
                 session_idle: Duration::from_secs(args.session_idle),
@@ -270,6 +295,7 @@ pub async fn run_through_gateway(
     progress: &Progress,
 ) -> anyhow::Result<u8> {
     let budget = budget(args.max_result_tokens)?;
+    let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
     let mut options = super::start_options(args.timeout, args.strict_mcp);
     options.declared = args
         .client_capabilities
@@ -288,6 +314,7 @@ pub async fn run_through_gateway(
             trust_with: super::policy::trust_with(&args.specs),
             budget,
         },
+        wait,
         progress,
     )
     .await?;
@@ -296,10 +323,16 @@ pub async fn run_through_gateway(
     let listener = tokio::net::UnixListener::bind(&socket)
         .with_context(|| format!("cannot listen on {}", socket.display()))?;
     let serving = gateway.serve_unix(listener);
-    eprintln!(
-        "tether: the harness gets one MCP server, `{GATEWAY_NAME}`, with {} tools",
-        gateway.tool_names().len()
-    );
+    if wait {
+        eprintln!(
+            "tether: the harness gets one MCP server, `{GATEWAY_NAME}`, with {} tools",
+            gateway.tool_names().len()
+        );
+    } else {
+        eprintln!(
+            "tether: the harness gets one MCP server, `{GATEWAY_NAME}`; each server's tools join it as the server becomes ready"
+        );
+    }
     let program = std::env::current_exe().context("cannot locate tether's executable")?;
     let entry = RenderedServer::plain_stdio(
         GATEWAY_NAME,

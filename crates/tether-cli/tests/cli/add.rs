@@ -973,7 +973,7 @@ fn add_an_mcpb_bundle_downloads_verifies_unpacks_and_runs_it_with_its_stored_sec
 fn served_tools(sandbox: &Sandbox, args: &[&str]) -> Vec<String> {
     use std::io::{BufRead as _, Write as _};
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("tether"))
-        .arg("serve")
+        .args(["serve", "--wait-for-servers"])
         .args(args)
         .current_dir(sandbox.dir.path())
         .env("TETHER_HOME", sandbox.home())

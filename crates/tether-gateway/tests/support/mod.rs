@@ -32,12 +32,27 @@ pub fn gateway_options(start: StartOptions, upstream: Option<Upstream>) -> Gatew
 
 /// A session of one stdio server `name` running `program`, on `clock`.
 pub async fn session_of(name: &str, program: &str, clock: Arc<dyn Clock>) -> Session {
+    session_of_servers(&[(name, program, &[])], clock).await
+}
+
+/// A session of stdio servers, each `(name, program, arguments)`, in this order, on `clock`.
+pub async fn session_of_servers(
+    servers: &[(&str, &str, &[&str])],
+    clock: Arc<dyn Clock>,
+) -> Session {
+    let entries: Vec<String> = servers
+        .iter()
+        .map(|(name, program, args)| {
+            format!(
+                r#"{}:{{"command":{},"args":{}}}"#,
+                json_str(name),
+                json_str(program),
+                serde_json::json!(args)
+            )
+        })
+        .collect();
     let spec = McpSpec::json(
-        format!(
-            r#"{{"mcpServers":{{{}:{{"command":{}}}}}}}"#,
-            json_str(name),
-            json_str(program)
-        ),
+        format!(r#"{{"mcpServers":{{{}}}}}"#, entries.join(",")),
         SpecSource::Inline,
     )
     .expect("a valid spec");

@@ -1,0 +1,213 @@
+//! `Gateway::start`: the gateway serves at once while its servers start, and each server joins
+//! when it is ready. The servers are real processes (the workspace's test server) held back
+//! or failed on the test's signal (a file it creates); the retry backoff is waited on a clock
+//! the test moves.
+
+#![allow(
+    clippy::expect_used,
+    reason = "a test binary: helpers outside #[test] functions panic on setup failure too"
+)]
+
+mod support;
+
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use serde_json::json;
+use tether_driver::StartOptions;
+use tether_gateway::{Gateway, Upstream};
+use tether_testkit::mcp_client::{
+    ListChanges, ListWatcher, WatchingClient, answer_of, gateway_status, next_list_change,
+    spawn_call, tool_names, until_status,
+};
+use tether_testkit::{ManualClock, test_server_bin};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A client of `gateway` over an in-process pipe, and its list-change notifications.
+async fn connect(gateway: &Gateway) -> (WatchingClient, ListChanges, tokio::task::JoinHandle<()>) {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (reader, writer) = tokio::io::split(ours);
+    let serving = {
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            let _ = gateway.serve_io(reader, writer).await;
+        })
+    };
+    let (watcher, changes) = ListWatcher::new();
+    let client = watcher
+        .serve(tokio::io::split(theirs))
+        .await
+        .expect("initializing through the gateway");
+    (client, changes, serving)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_back_server_joins_later_and_a_call_to_it_waits() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let release = dir.path().join("release");
+    let release_arg = release.to_string_lossy().into_owned();
+    let program = test_server_bin().to_string_lossy().into_owned();
+    let session = support::session_of_servers(
+        &[
+            ("fast", &program, &[]),
+            ("slow", &program, &["--start-when-file", &release_arg]),
+        ],
+        ManualClock::new(),
+    )
+    .await;
+    let mut start = StartOptions::default();
+    let upstream = Upstream::wire(&mut start);
+    let gateway = Gateway::start(session, support::gateway_options(start, Some(upstream)));
+
+    // initialize is answered while `slow` is held back (the file does not exist yet), and
+    // announces list changes.
+    let (client, mut changes, serving) = connect(&gateway).await;
+    let info = client.peer_info().expect("an initialize answer");
+    let capabilities = serde_json::to_value(&info.capabilities).expect("capabilities");
+    assert_eq!(capabilities["tools"]["listChanged"], true, "{capabilities}");
+    assert!(!release.exists());
+
+    let slow = gateway_status(&client, "slow").await;
+    assert_eq!(slow["state"], "pending", "{slow}");
+    until_status(&client, "fast", LIMIT, |entry| entry["state"] == "ready").await;
+    let names = tool_names(&client).await;
+    assert!(names.contains(&"fast__echo".to_owned()), "{names:?}");
+    assert!(
+        !names.iter().any(|name| name.starts_with("slow__")),
+        "{names:?}"
+    );
+
+    // A call to the pending server, issued before it is released, waits for it.
+    let call = spawn_call(&client, "slow__echo", json!({"text": "waited"}));
+    until_status(&client, "slow", LIMIT, |entry| entry["waiting_calls"] == 1).await;
+    assert!(!call.is_finished(), "the call must wait for the server");
+
+    // Released: it joins, every client hears of it, and its tools are listed.
+    while changes.try_recv().is_ok() {}
+    std::fs::write(&release, "").expect("releasing the slow server");
+    next_list_change(&mut changes, LIMIT).await;
+    let names = tool_names(&client).await;
+    assert!(names.contains(&"slow__echo".to_owned()), "{names:?}");
+    let answer = answer_of(call, LIMIT).await;
+    assert!(
+        format!("{:?}", answer.content).contains("waited"),
+        "{answer:?}"
+    );
+    let slow = gateway_status(&client, "slow").await;
+    assert_eq!(slow["state"], "ready", "{slow}");
+    assert_eq!(slow["tools"], 3, "{slow}");
+
+    client.cancel().await.expect("closing the client");
+    let _ = serving.await;
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_start_fails_is_retried_with_the_backoff_and_joins() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let allow = dir.path().join("allow");
+    let allow_arg = allow.to_string_lossy().into_owned();
+    let program = test_server_bin().to_string_lossy().into_owned();
+    let clock = ManualClock::new();
+    let session = support::session_of_servers(
+        &[("flaky", &program, &["--exit-unless-file", &allow_arg])],
+        clock.clone(),
+    )
+    .await;
+    let mut start = StartOptions::default();
+    let upstream = Upstream::wire(&mut start);
+    let gateway = Gateway::start(session, support::gateway_options(start, Some(upstream)));
+    let (client, mut changes, serving) = connect(&gateway).await;
+
+    // The first start fails: the server stays, retrying, and waits 250 ms on the clock.
+    let entry = until_status(&client, "flaky", LIMIT, |entry| {
+        entry["state"] == "retrying"
+    })
+    .await;
+    assert_eq!(entry["failed_starts"], 1, "{entry}");
+    assert!(
+        entry["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("--exit-unless-file")),
+        "{entry}"
+    );
+    // A call by the server's prefix waits through the failed starts, not failing at once.
+    let call = spawn_call(&client, "flaky__add", json!({"a": 2, "b": 3}));
+    until_status(&client, "flaky", LIMIT, |entry| entry["waiting_calls"] == 1).await;
+    clock.sleeping(1, Duration::from_secs(20)).await;
+    std::fs::write(&allow, "").expect("letting the server start");
+    clock.advance(Duration::from_millis(249));
+    assert_eq!(gateway_status(&client, "flaky").await["state"], "retrying");
+    clock.advance(Duration::from_millis(1));
+
+    next_list_change(&mut changes, LIMIT).await;
+    let names = tool_names(&client).await;
+    assert!(names.contains(&"flaky__add".to_owned()), "{names:?}");
+    let answer = answer_of(call, LIMIT).await;
+    assert!(format!("{:?}", answer.content).contains('5'), "{answer:?}");
+    let entry = gateway_status(&client, "flaky").await;
+    assert_eq!(entry["state"], "ready", "{entry}");
+    assert!(gateway.ready_within(Duration::ZERO).await);
+
+    client.cancel().await.expect("closing the client");
+    let _ = serving.await;
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_read_no_ready_server_can_answer_waits_for_the_pending_ones() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let release = dir.path().join("release");
+    let release_arg = release.to_string_lossy().into_owned();
+    let program = test_server_bin().to_string_lossy().into_owned();
+    let session = support::session_of_servers(
+        &[
+            ("fast", &program, &["--resource-template", "fast://{id}"]),
+            (
+                "notes",
+                &program,
+                &[
+                    "--resource-template",
+                    "note://{id}",
+                    "--start-when-file",
+                    &release_arg,
+                ],
+            ),
+        ],
+        ManualClock::new(),
+    )
+    .await;
+    let gateway = Gateway::start(
+        session,
+        support::gateway_options(StartOptions::default(), None),
+    );
+    let (client, _changes, serving) = connect(&gateway).await;
+    until_status(&client, "fast", LIMIT, |entry| entry["state"] == "ready").await;
+
+    // No ready server lists or templates note://1: the read waits for `notes`.
+    let read = {
+        let peer = client.peer().clone();
+        tokio::spawn(async move {
+            peer.read_resource(rmcp::model::ReadResourceRequestParams::new("note://1"))
+                .await
+        })
+    };
+    until_status(&client, "notes", LIMIT, |entry| entry["waiting_calls"] == 1).await;
+    assert!(!read.is_finished(), "the read waits for the pending server");
+    std::fs::write(&release, "").expect("releasing the notes server");
+    let answer = tokio::time::timeout(LIMIT, read)
+        .await
+        .expect("the read ends")
+        .expect("the read's task")
+        .expect("the read");
+    let text = serde_json::to_string(&answer).expect("a result");
+    assert!(
+        text.contains("note://1 read by the server of note://{id}"),
+        "{text}"
+    );
+
+    client.cancel().await.expect("closing the client");
+    let _ = serving.await;
+    gateway.shutdown().await;
+}
