@@ -55,6 +55,7 @@ struct ConfigFile {
     oauth_client_metadata_url: Option<String>,
     scan: Option<String>,
     max_result_tokens: Option<u64>,
+    sandbox: Option<String>,
 }
 
 /// The client-id metadata document URL `tether auth login` uses: the flag, else
@@ -94,6 +95,20 @@ pub fn max_result_tokens(flag: Option<usize>) -> anyhow::Result<usize> {
         Some(tokens) => tether_gateway::budget::parse_max_result_tokens(&tokens.to_string())
             .map_err(|e| UsageError::new(format!("max_result_tokens in config.toml: {e}")).into()),
     }
+}
+
+/// The sandbox of stdio servers: `--sandbox`, else `sandbox` in config.toml, else none.
+pub fn sandbox(flag: Option<&str>) -> anyhow::Result<Option<tether_sandbox::Policy>> {
+    let (text, source) = match flag {
+        Some(text) => (text.to_owned(), "--sandbox"),
+        None => match config_file(&data_dir()?)?.sandbox {
+            Some(text) => (text, "sandbox in config.toml"),
+            None => return Ok(None),
+        },
+    };
+    tether_sandbox::Mode::parse(&text)
+        .and_then(|mode| mode.policy())
+        .map_err(|e| UsageError::new(format!("{source}: {e}")).into())
 }
 
 /// The data directory.

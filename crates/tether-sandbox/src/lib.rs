@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 pub use explain::explain;
 #[cfg(target_os = "linux")]
-pub use linux::{ChildHook, Cleanup, Prepared, kernel_summary, prepare};
+pub use linux::{Prepared, assess, kernel_summary, prepare};
 pub use profile::{
     DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, DEFAULT_PORTS, DEFAULT_PROCESSES, Mode, Network,
     Outbound, Outgoing, Policy, Profile, TetherSettings,
@@ -138,6 +138,30 @@ impl Drop for PrivateHome {
         if !self.keep {
             let _ = std::fs::remove_dir_all(&self.path);
         }
+    }
+}
+
+/// What the child runs between fork and exec (see [`Prepared::into_child_hook`]).
+pub type ChildHook = Box<dyn FnMut() -> std::io::Result<()> + Send + Sync>;
+
+/// What is left to remove once the server and its descendants are gone: its cgroup.
+#[derive(Debug, Default)]
+pub struct Cleanup {
+    pub(crate) cgroup_dir: Option<PathBuf>,
+}
+
+impl Cleanup {
+    /// Removes the server's cgroup (it must be empty: call after every descendant ended).
+    pub fn run(&mut self) {
+        if let Some(dir) = self.cgroup_dir.take() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        self.run();
     }
 }
 

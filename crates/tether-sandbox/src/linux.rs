@@ -20,7 +20,7 @@ use landlock::{
 use nix::sys::resource::Resource;
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 
-use crate::{Outgoing, Policy, Report, SandboxError, Target};
+use crate::{ChildHook, Cleanup, Outgoing, Policy, Report, SandboxError, Target};
 
 /// Read-only (and executable) system directories every sandboxed server gets.
 const SYSTEM_DIRS: [&str; 8] = [
@@ -40,22 +40,32 @@ const DEVICES: [&str; 6] = [
     "/dev/tty",
 ];
 
-/// Entries of `/etc` left out: credentials and private keys.
-const ETC_DENIED: [&str; 13] = [
+/// Entries of `/etc` left out: credentials.
+const ETC_DENIED: [&str; 11] = [
     "shadow",
     "shadow-",
     "gshadow",
     "gshadow-",
     "sudoers",
     "sudoers.d",
-    "ssh",
-    "ssl",
     "security",
     "krb5.keytab",
     ".pwd.lock",
     "libaudit.conf",
     "subuid-",
 ];
+
+/// Directories of `/etc` granted entry by entry, leaving out private keys: TLS's `private/`
+/// and SSH's host keys (`ssh_host_*_key`; the `.pub` halves stay readable).
+const ETC_DESCENDED: [&str; 2] = ["ssl", "ssh"];
+
+fn etc_private(dir: &str, name: &str) -> bool {
+    match dir {
+        "ssl" => name == "private",
+        "ssh" => name.starts_with("ssh_host_") && !name.ends_with(".pub"),
+        _ => false,
+    }
+}
 
 /// System calls answered with `EPERM`: debugging and memory access of other processes,
 /// mounts and namespaces, kernel modules and kexec, BPF, keyrings, performance counters,
@@ -172,30 +182,6 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
-/// What the child runs between fork and exec (see [`Prepared::into_child_hook`]).
-pub type ChildHook = Box<dyn FnMut() -> std::io::Result<()> + Send + Sync>;
-
-/// What is left to remove once the server and its descendants are gone: its cgroup.
-#[derive(Debug, Default)]
-pub struct Cleanup {
-    cgroup_dir: Option<PathBuf>,
-}
-
-impl Cleanup {
-    /// Removes the server's cgroup (it must be empty: call after every descendant ended).
-    pub fn run(&mut self) {
-        if let Some(dir) = self.cgroup_dir.take() {
-            let _ = std::fs::remove_dir(dir);
-        }
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        self.run();
-    }
-}
-
 impl Prepared {
     /// What is and is not enforced.
     pub fn report(&self) -> &Report {
@@ -239,67 +225,100 @@ impl Prepared {
     }
 }
 
-/// Prepares `policy` for `target`: opens every path, builds the Landlock ruleset, compiles the
-/// seccomp filter, makes the pids cgroup. A strict policy fails if anything is missing.
-pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, SandboxError> {
-    let mut report = Report {
-        label: policy.label.clone(),
-        ..Report::default()
-    };
+/// What `policy` comes to on this system, without preparing anything: what `tether test`
+/// shows, and what `strict` checks before a server is started.
+pub fn assess(policy: &Policy) -> Report {
+    report(policy, pids_cgroup_parent().is_some())
+}
+
+fn report(policy: &Policy, cgroup: bool) -> Report {
     let profile = &policy.profile;
-    let ruleset = landlock_ruleset(policy, target, &mut report)?;
-    let seccomp = match seccomp_arch() {
-        Some(arch) => {
-            report
-                .enforced
-                .push(format!("seccomp ({SECCOMP_DENIED_COUNT} calls denied)"));
-            Some(seccomp_program(arch)?)
-        }
+    let mut enforced = Vec::new();
+    let mut missing = Vec::new();
+    let outgoing = profile.outgoing();
+    match landlock_abi() {
         None => {
-            report.missing.push(format!(
-                "the seccomp filter (no filter for {})",
-                std::env::consts::ARCH
-            ));
-            None
+            missing.push("file rules, TCP port rules and scopes (Landlock unavailable)".to_owned())
         }
-    };
-    let mut limits: [Option<(Resource, u64)>; 4] = [None; 4];
-    limits[0] = Some((Resource::RLIMIT_CORE, 0));
+        Some(abi) => {
+            enforced.push(format!("files (Landlock {abi})"));
+            if AccessNet::from_all(abi).is_empty() {
+                missing.push(format!("TCP port rules (Landlock {abi} has none)"));
+            } else {
+                enforced.push(match &outgoing {
+                    Outgoing::All => "any TCP connection, no listening".to_owned(),
+                    Outgoing::Ports { ports, .. } if ports.is_empty() => {
+                        "no TCP connection, no listening".to_owned()
+                    }
+                    Outgoing::Ports { ports, .. } => {
+                        format!("TCP connections to ports {ports:?} only, no listening")
+                    }
+                });
+            }
+            if Scope::from_all(abi).is_empty() {
+                missing.push(format!(
+                    "signal and abstract-socket scoping (Landlock {abi} has none)"
+                ));
+            } else {
+                enforced.push("signals and abstract sockets scoped".to_owned());
+            }
+        }
+    }
+    if let Outgoing::Ports { hosts, .. } = &outgoing
+        && !hosts.is_empty()
+    {
+        missing.push(format!(
+            "the host allow-list {hosts:?} (the egress proxy is not built yet: the allowed ports reach any host)"
+        ));
+    }
+    match seccomp_arch() {
+        Some(_) => enforced.push(format!("seccomp ({SECCOMP_DENIED_COUNT} calls denied)")),
+        None => missing.push(format!(
+            "the seccomp filter (none for {})",
+            std::env::consts::ARCH
+        )),
+    }
     let memory = profile.memory_mb();
     if memory > 0 {
-        limits[1] = Some((Resource::RLIMIT_DATA, memory.saturating_mul(1024 * 1024)));
-        report.enforced.push(format!("memory {memory} MiB"));
+        enforced.push(format!("memory {memory} MiB"));
     }
     let cpu = profile.cpu_seconds();
     if cpu > 0 {
-        limits[2] = Some((Resource::RLIMIT_CPU, cpu));
-        report.enforced.push(format!("CPU {cpu} s"));
+        enforced.push(format!("CPU {cpu} s"));
     }
-    let (mut cgroup_procs, mut cgroup_dir) = (None, None);
     let processes = profile.processes();
     if processes > 0 {
-        match pids_cgroup(processes) {
-            Some((dir, procs)) => {
-                cgroup_procs = Some(procs);
-                cgroup_dir = Some(dir);
-                report
-                    .enforced
-                    .push(format!("{processes} processes (pids cgroup)"));
-            }
-            None => {
-                limits[3] = Some((Resource::RLIMIT_NPROC, processes));
-                if nix::unistd::geteuid().is_root() {
-                    report.missing.push(format!(
-                        "the limit of {processes} processes (no writable pids cgroup, and RLIMIT_NPROC does not bind root)"
-                    ));
-                } else {
-                    report.enforced.push(format!(
-                        "{processes} processes of this user (RLIMIT_NPROC, counted across the user's processes)"
-                    ));
-                }
-            }
+        if cgroup {
+            enforced.push(format!("{processes} processes (pids cgroup)"));
+        } else if nix::unistd::geteuid().is_root() {
+            missing.push(format!(
+                "the limit of {processes} processes (no writable pids cgroup, and RLIMIT_NPROC does not bind root)"
+            ));
+        } else {
+            enforced.push(format!(
+                "{processes} processes of this user (RLIMIT_NPROC: no writable pids cgroup)"
+            ));
         }
     }
+    Report {
+        label: policy.label.clone(),
+        enforced,
+        missing,
+    }
+}
+
+/// Prepares `policy` for `target`: opens every path, builds the Landlock ruleset, compiles the
+/// seccomp filter, makes the pids cgroup. A strict policy fails if anything is missing.
+pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, SandboxError> {
+    let profile = &policy.profile;
+    let processes = profile.processes();
+    let cgroup = if processes > 0 {
+        pids_cgroup(processes)
+    } else {
+        None
+    };
+    let report = report(policy, cgroup.is_some());
+    let (cgroup_dir, cgroup_procs) = cgroup.unzip();
     if policy.strict && !report.missing.is_empty() {
         if let Some(dir) = cgroup_dir {
             let _ = std::fs::remove_dir(dir);
@@ -309,6 +328,19 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
             missing: report.missing,
         });
     }
+    let ruleset = match landlock_abi() {
+        Some(abi) => Some(landlock_ruleset(abi, policy, target)?),
+        None => None,
+    };
+    let seccomp = seccomp_arch().map(seccomp_program).transpose()?;
+    let memory = profile.memory_mb();
+    let cpu = profile.cpu_seconds();
+    let limits = [
+        Some((Resource::RLIMIT_CORE, 0)),
+        (memory > 0).then(|| (Resource::RLIMIT_DATA, memory.saturating_mul(1024 * 1024))),
+        (cpu > 0).then_some((Resource::RLIMIT_CPU, cpu)),
+        (processes > 0 && cgroup_procs.is_none()).then_some((Resource::RLIMIT_NPROC, processes)),
+    ];
     Ok(Prepared {
         ruleset,
         seccomp,
@@ -323,18 +355,12 @@ fn setup(e: impl std::fmt::Display) -> SandboxError {
     SandboxError::Setup(e.to_string())
 }
 
-/// The Landlock ruleset for `policy`, rules added; `None` where Landlock is unavailable.
+/// The Landlock ruleset for `policy` on `abi`, rules added.
 fn landlock_ruleset(
+    abi: ABI,
     policy: &Policy,
     target: &Target<'_>,
-    report: &mut Report,
-) -> Result<Option<RulesetCreated>, SandboxError> {
-    let Some(abi) = landlock_abi() else {
-        report
-            .missing
-            .push("file rules, TCP port rules and scopes (Landlock unavailable)".to_owned());
-        return Ok(None);
-    };
+) -> Result<RulesetCreated, SandboxError> {
     let profile = &policy.profile;
     let outgoing = profile.outgoing();
     let net = AccessNet::from_all(abi) & (AccessNet::BindTcp | AccessNet::ConnectTcp);
@@ -342,77 +368,50 @@ fn landlock_ruleset(
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
         .map_err(setup)?;
-    let restrict_connect = outgoing != Outgoing::All;
-    let mut phrases = vec![format!("files (Landlock {abi})")];
-    if net.is_empty() {
-        report
-            .missing
-            .push(format!("TCP port rules (Landlock {abi} has none)"));
-    } else {
-        let handled = if restrict_connect {
-            net
-        } else {
+    if !net.is_empty() {
+        let handled = if outgoing == Outgoing::All {
             net & AccessNet::BindTcp
+        } else {
+            net
         };
         ruleset = ruleset.handle_access(handled).map_err(setup)?;
-        phrases.push(match &outgoing {
-            Outgoing::All => "listening ports".to_owned(),
-            Outgoing::Ports { ports, .. } if ports.is_empty() => "no TCP connections".to_owned(),
-            Outgoing::Ports { ports, .. } => format!("TCP connections to ports {ports:?} only"),
-        });
-    }
-    if let Outgoing::Ports { hosts, .. } = &outgoing
-        && !hosts.is_empty()
-    {
-        report.missing.push(format!(
-            "the host allow-list {hosts:?} (the egress proxy is not built yet: the allowed ports reach any host)"
-        ));
     }
     let scopes = Scope::from_all(abi);
-    if scopes.is_empty() {
-        report.missing.push(format!(
-            "signal and abstract-socket scoping (Landlock {abi} has none)"
-        ));
-    } else {
+    if !scopes.is_empty() {
         ruleset = ruleset.scope(scopes).map_err(setup)?;
-        phrases.push("signals and abstract sockets scoped".to_owned());
     }
     let mut created = ruleset.create().map_err(setup)?;
     for (path, write) in granted_paths(profile, target) {
         let Ok(fd) = PathFd::new(&path) else {
             continue;
         };
-        let is_dir = path.is_dir();
         let mut access = if write {
             AccessFs::from_all(abi)
         } else {
             AccessFs::from_read(abi)
         };
-        if !is_dir {
+        if !path.is_dir() {
             access &= AccessFs::from_file(abi);
         }
         created = created
             .add_rule(PathBeneath::new(fd, access))
             .map_err(setup)?;
     }
-    if let Outgoing::Ports { ports, .. } = &outgoing
-        && !net.is_empty()
-    {
-        for port in ports {
-            created = created
-                .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
-                .map_err(setup)?;
-        }
-    }
     if !net.is_empty() {
+        if let Outgoing::Ports { ports, .. } = &outgoing {
+            for port in ports {
+                created = created
+                    .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+                    .map_err(setup)?;
+            }
+        }
         for port in profile.allow_bind() {
             created = created
                 .add_rule(NetPort::new(*port, AccessNet::BindTcp))
                 .map_err(setup)?;
         }
     }
-    report.enforced.extend(phrases);
-    Ok(Some(created))
+    Ok(created)
 }
 
 /// Every path granted, with whether it is writable: the system, the devices, the server's
@@ -430,11 +429,23 @@ fn granted_paths(profile: &crate::Profile, target: &Target<'_>) -> Vec<(PathBuf,
     for device in DEVICES {
         grant(PathBuf::from(device), true);
     }
-    if let Ok(entries) = std::fs::read_dir("/etc") {
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if !ETC_DENIED.iter().any(|denied| OsStr::new(denied) == name) {
-                grant(entry.path(), false);
+    for entry in std::fs::read_dir("/etc").into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if ETC_DENIED.contains(&name.as_ref()) {
+            continue;
+        }
+        if !ETC_DESCENDED.contains(&name.as_ref()) {
+            grant(entry.path(), false);
+            continue;
+        }
+        for inner in std::fs::read_dir(entry.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if !etc_private(&name, &inner.file_name().to_string_lossy()) {
+                grant(inner.path(), false);
             }
         }
     }

@@ -32,7 +32,8 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
     super::require_servers(&session)?;
-    let options = super::start_options(args.timeout, false);
+    let options = super::start_options(args.timeout, false, args.sandbox.as_deref())?;
+    super::announce_sandbox("call", &options);
     progress.step("starting 1 MCP server…");
     let started = super::until_signal(session.start_server(&args.server, &options)).await??;
     let runtime = started.inspect_err(|_| progress.finish())?;

@@ -438,12 +438,27 @@ pub async fn start(
     Ok(runtime?)
 }
 
-/// Start options from a timeout in seconds.
-pub fn start_options(timeout_secs: u64, strict: bool) -> StartOptions {
-    StartOptions {
+/// Start options from a timeout in seconds and `--sandbox` (else `sandbox` in config.toml).
+pub fn start_options(
+    timeout_secs: u64,
+    strict: bool,
+    sandbox: Option<&str>,
+) -> anyhow::Result<StartOptions> {
+    Ok(StartOptions {
         startup_timeout: Duration::from_secs(timeout_secs.max(1)),
         strict,
         bearer_auth: Some(auth::bearer_auth()),
+        sandbox: settings::sandbox(sandbox)?,
         ..StartOptions::default()
+    })
+}
+
+/// Says on stderr what the sandbox of `options` enforces for the stdio servers, if any.
+pub fn announce_sandbox(command: &str, options: &StartOptions) {
+    if let Some(policy) = &options.sandbox {
+        tether_log::eprintln_masked!(
+            "tether {command}: stdio servers run under {}",
+            tether_sandbox::assess(policy)
+        );
     }
 }

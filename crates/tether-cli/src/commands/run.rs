@@ -145,10 +145,18 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
     }
     if harness != HarnessArg::Builtin {
         progress.finish();
+        if let Some(policy) = crate::settings::sandbox(args.sandbox.as_deref())? {
+            return Err(UsageError::new(format!(
+                "--sandbox {}: a hand-off harness starts its servers through the exec shim, which does not apply a sandbox yet: add --gateway (tether then starts the servers, sandboxed), or --sandbox none",
+                policy.label
+            ))
+            .into());
+        }
         return hand_off(args, harness, session.servers()).await;
     }
 
-    let options = super::start_options(args.timeout, args.strict_mcp);
+    let options = super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
+    super::announce_sandbox("run", &options);
     let mut runtime = super::start(&session, &options, &progress).await?;
     progress.finish();
     let reports = runtime.reports().to_vec();

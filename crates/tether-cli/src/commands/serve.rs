@@ -156,7 +156,8 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         (Some(_), None, false) => Some(tether_http::token::generate()?),
     };
     let budget = budget(args.max_result_tokens)?;
-    let mut options = super::start_options(args.timeout, false);
+    let mut options = super::start_options(args.timeout, false, args.sandbox.as_deref())?;
+    super::announce_sandbox("serve", &options);
     options.declared = args
         .client_capabilities
         .as_deref()
@@ -270,7 +271,8 @@ pub async fn run_through_gateway(
     progress: &Progress,
 ) -> anyhow::Result<u8> {
     let budget = budget(args.max_result_tokens)?;
-    let mut options = super::start_options(args.timeout, args.strict_mcp);
+    let mut options = super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
+    super::announce_sandbox("run", &options);
     options.declared = args
         .client_capabilities
         .as_deref()
