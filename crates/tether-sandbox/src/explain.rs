@@ -80,7 +80,7 @@ fn connect_port(lower: &str) -> Option<u16> {
     let at = lower.find("connect")?;
     lower[at..]
         .split(|c: char| c.is_whitespace() || c == ',' || c == ')' || c == '\'')
-        .filter_map(|token| token.rsplit_once(':'))
+        .filter_map(|token| token.trim_end_matches(':').rsplit_once(':'))
         .find_map(|(host, port)| {
             let host_like = host.contains('.') || host.ends_with(']') || host == "localhost";
             host_like.then(|| port.parse::<u16>().ok()).flatten()
@@ -128,9 +128,14 @@ mod tests {
 
     #[test]
     fn a_denied_connect_names_the_port() {
-        let said = explain("Error: connect EACCES 127.0.0.1:5432", "default").expect("explained");
-        assert!(said.contains("port 5432"), "{said}");
-        assert!(said.contains("allow_port"), "{said}");
+        for stderr in [
+            "Error: connect EACCES 127.0.0.1:5432",
+            "denied: connect 127.0.0.1:5432: Permission denied (os error 13)",
+        ] {
+            let said = explain(stderr, "default").expect("explained");
+            assert!(said.contains("port 5432"), "{said}");
+            assert!(said.contains("allow_port"), "{said}");
+        }
     }
 
     #[test]
