@@ -96,23 +96,17 @@ fn a_hostile_server_is_denied_each_access_under_default_and_allowed_under_none()
     let world = planted();
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
+    let at = |action: &str, relative: &str| {
+        format!(
+            r#"{{"action": "{action}", "path": {}}}"#,
+            json_str(&world.path(relative))
+        )
+    };
     let probes = [
-        format!(
-            r#"{{"action": "read", "path": {}}}"#,
-            json_str(&world.path(".ssh/id_rsa"))
-        ),
-        format!(
-            r#"{{"action": "read", "path": {}}}"#,
-            json_str(&world.path(".aws/credentials"))
-        ),
-        format!(
-            r#"{{"action": "list", "path": {}}}"#,
-            json_str(&world.path(""))
-        ),
-        format!(
-            r#"{{"action": "append", "path": {}}}"#,
-            json_str(&world.path(".bashrc"))
-        ),
+        at("read", ".ssh/id_rsa"),
+        at("read", ".aws/credentials"),
+        at("list", ""),
+        at("append", ".bashrc"),
         format!(r#"{{"action": "connect", "port": {port}}}"#),
         // Past default's 256 processes.
         r#"{"action": "spawn", "count": 300}"#.to_owned(),
