@@ -33,7 +33,7 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
     super::require_servers(&session)?;
     let options = super::start_options(args.timeout, false, args.sandbox.as_deref())?;
-    super::announce_sandbox("call", &options);
+    super::announce_sandbox("call", &session, &options);
     progress.step("starting 1 MCP server…");
     let started = super::until_signal(session.start_server(&args.server, &options)).await??;
     let runtime = started.inspect_err(|_| progress.finish())?;
@@ -80,8 +80,11 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
     if is_error {
         eprintln!("error: the tool '{}' reported an error", args.tool);
         // A sandboxed server's error may be a denial: name the profile line that allows it.
-        if let Some(why) = options
-            .sandbox
+        let sandbox = session
+            .server(&args.server)
+            .ok()
+            .and_then(|server| options.sandbox_for(server).ok().flatten());
+        if let Some(why) = sandbox
             .as_ref()
             .and_then(|policy| tether_sandbox::explain(&text, &policy.label))
         {

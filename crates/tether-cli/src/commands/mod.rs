@@ -449,16 +449,40 @@ pub fn start_options(
         strict,
         bearer_auth: Some(auth::bearer_auth()),
         sandbox: settings::sandbox(sandbox)?,
+        sandbox_wins: sandbox.is_some(),
         ..StartOptions::default()
     })
 }
 
-/// Says on stderr what the sandbox of `options` enforces for the stdio servers, if any.
-pub fn announce_sandbox(command: &str, options: &StartOptions) {
-    if let Some(policy) = &options.sandbox {
-        tether_log::eprintln_masked!(
-            "tether {command}: stdio servers run under {}",
-            tether_sandbox::assess(policy)
-        );
+/// Says on stderr which sandbox each stdio server of `session` runs under and what it
+/// enforces: one line for all when they share one, else a line per server. Nothing when no
+/// server is sandboxed.
+pub fn announce_sandbox(command: &str, session: &Session, options: &StartOptions) {
+    let mut lines: Vec<(String, String)> = Vec::new();
+    for server in session.servers() {
+        if !matches!(
+            server.transport,
+            tether_config::RenderedTransport::Stdio { .. }
+        ) {
+            continue;
+        }
+        // A key that is not a valid mode fails that server's start, which says why.
+        if let Ok(Some(policy)) = options.sandbox_for(server) {
+            lines.push((
+                server.name.clone(),
+                tether_sandbox::assess(&policy).to_string(),
+            ));
+        }
+    }
+    let shared = lines.windows(2).all(|pair| pair[0].1 == pair[1].1);
+    match lines.first() {
+        Some((_, report)) if shared && options.sandbox.is_some() => {
+            tether_log::eprintln_masked!("tether {command}: stdio servers run under {report}");
+        }
+        _ => {
+            for (name, report) in &lines {
+                tether_log::eprintln_masked!("tether {command}: {name} runs under {report}");
+            }
+        }
     }
 }

@@ -277,3 +277,54 @@ fn a_hand_off_harness_refuses_a_sandbox_it_cannot_apply() {
     assert_eq!(out.status.code(), Some(2), "{}", both(&out));
     assert!(text(&out.stderr).contains("--gateway"), "{}", both(&out));
 }
+
+#[test]
+fn a_servers_own_sandbox_key_applies_unless_the_flag_says_otherwise() {
+    let world = planted();
+    let spec = format!(
+        r#"{{"mcpServers": {{"srv": {{"command": {}, "args": ["--probe-tool"], "sandbox": "default"}},
+             "open": {{"command": {}}}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy()),
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let read = format!(
+        r#"{{"action": "read", "path": {}}}"#,
+        json_str(&world.path(".ssh/id_rsa"))
+    );
+    let call = |extra: &[&str]| {
+        let mut args = vec!["call", "--mcp", &spec, "srv", "probe", "--args", &read];
+        args.extend_from_slice(extra);
+        world.run(&args)
+    };
+    let keyed = call(&[]);
+    assert!(denied(&keyed), "{}", both(&keyed));
+    let flagged = call(&["--sandbox", "none"]);
+    assert!(done(&flagged), "{}", both(&flagged));
+    // `tether test` says which server runs under what.
+    let out = world.run(&["test", "--mcp", &spec]);
+    assert!(out.status.success(), "{}", both(&out));
+    assert!(
+        text(&out.stderr).contains("tether test: srv runs under sandbox default: files"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        !text(&out.stderr).contains("open runs under"),
+        "{}",
+        both(&out)
+    );
+    // A bad key fails that server's start, naming the key.
+    let bad = spec.replace(
+        r#""sandbox": "default""#,
+        r#""sandbox": "/nonexistent/p.json""#,
+    );
+    let out = world.run(&["test", "--mcp", &bad]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(
+        both(&out).contains(
+            r#"its "sandbox" key: cannot read the permission profile /nonexistent/p.json"#
+        ),
+        "{}",
+        both(&out)
+    );
+}

@@ -72,6 +72,25 @@ pub struct StartOptions {
     /// The sandbox every stdio server starts in (`--sandbox`; default: none). See
     /// `specs/sandbox/TECH.md`.
     pub sandbox: Option<tether_sandbox::Policy>,
+    /// Whether [`StartOptions::sandbox`] came from `--sandbox`, and so wins over a server's
+    /// own `sandbox` key; otherwise (a default from config.toml) the server's key wins.
+    pub sandbox_wins: bool,
+}
+
+impl StartOptions {
+    /// The sandbox `server` starts in: the run's when it wins or the server names none, else
+    /// the server's own `sandbox` key; an error line when that key is not a valid mode.
+    pub fn sandbox_for(
+        &self,
+        server: &RenderedServer,
+    ) -> Result<Option<tether_sandbox::Policy>, String> {
+        match (&server.options.sandbox, self.sandbox_wins) {
+            (Some(mode), false) => tether_sandbox::Mode::parse(mode)
+                .and_then(|mode| mode.policy())
+                .map_err(|e| format!("its \"sandbox\" key: {e}")),
+            _ => Ok(self.sandbox.clone()),
+        }
+    }
 }
 
 impl std::fmt::Debug for StartOptions {
@@ -86,6 +105,7 @@ impl std::fmt::Debug for StartOptions {
             .field("declared", &self.declared)
             .field("bearer_auth", &self.bearer_auth.is_some())
             .field("sandbox", &self.sandbox.as_ref().map(|p| &p.label))
+            .field("sandbox_wins", &self.sandbox_wins)
             .finish()
     }
 }
@@ -179,6 +199,7 @@ impl Default for StartOptions {
             declared: None,
             bearer_auth: None,
             sandbox: None,
+            sandbox_wins: false,
         }
     }
 }
@@ -1025,6 +1046,7 @@ async fn start_one(
             env,
             cwd,
         } => {
+            let sandbox = start.sandbox_for(&server)?;
             let launch = StdioLaunch {
                 command: SecretValue::new(command.expose()),
                 args: args.iter().map(|a| SecretValue::new(a.expose())).collect(),
@@ -1039,30 +1061,28 @@ async fn start_one(
                     .collect(),
                 cwd: cwd.as_ref().map(|c| SecretValue::new(c.expose())),
             };
-            let (mut child, stdout, stdin) = ChildProcess::spawn(
-                &server.name,
-                &launch,
-                masking.to_vec(),
-                start.sandbox.as_ref(),
-            )
-            .map_err(|e| {
-                let shown = command.show(Exposure::Masked);
-                // "No such file or directory" says neither what was missing nor where it
-                // was looked for.
-                let why = match (&launch.cwd, e.kind()) {
-                    (Some(dir), std::io::ErrorKind::NotFound)
-                        if !std::path::Path::new(dir.expose()).is_dir() =>
-                    {
-                        "its working directory (cwd) does not exist".to_owned()
-                    }
-                    (_, std::io::ErrorKind::NotFound) if !launch.command.expose().contains('/') => {
-                        "not found on PATH (install it, or give its full path)".to_owned()
-                    }
-                    (_, std::io::ErrorKind::NotFound) => "no such file".to_owned(),
-                    _ => e.to_string(),
-                };
-                mask(format!("cannot start '{shown}': {why}"))
-            })?;
+            let (mut child, stdout, stdin) =
+                ChildProcess::spawn(&server.name, &launch, masking.to_vec(), sandbox.as_ref())
+                    .map_err(|e| {
+                        let shown = command.show(Exposure::Masked);
+                        // "No such file or directory" says neither what was missing nor where it
+                        // was looked for.
+                        let why = match (&launch.cwd, e.kind()) {
+                            (Some(dir), std::io::ErrorKind::NotFound)
+                                if !std::path::Path::new(dir.expose()).is_dir() =>
+                            {
+                                "its working directory (cwd) does not exist".to_owned()
+                            }
+                            (_, std::io::ErrorKind::NotFound)
+                                if !launch.command.expose().contains('/') =>
+                            {
+                                "not found on PATH (install it, or give its full path)".to_owned()
+                            }
+                            (_, std::io::ErrorKind::NotFound) => "no such file".to_owned(),
+                            _ => e.to_string(),
+                        };
+                        mask(format!("cannot start '{shown}': {why}"))
+                    })?;
             let handshake = tokio::time::timeout(timeout, async {
                 let client = client.serve((stdout, stdin)).await?;
                 let tools = client.list_all_tools().await?;
@@ -1074,7 +1094,7 @@ async fn start_one(
                 status = child.wait() => {
                     let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
                     child.stderr.wait_closed(Duration::from_millis(300)).await;
-                    return Err(exited_early(&status, &child.stderr, start.sandbox.as_ref()));
+                    return Err(exited_early(&status, &child.stderr, sandbox.as_ref()));
                 }
             };
             match outcome {
@@ -1091,11 +1111,11 @@ async fn start_one(
                     let reason = match status {
                         Ok(Ok(status)) => {
                             child.stderr.wait_closed(Duration::from_millis(300)).await;
-                            exited_early(&status.to_string(), &child.stderr, start.sandbox.as_ref())
+                            exited_early(&status.to_string(), &child.stderr, sandbox.as_ref())
                         }
                         _ => mask(format!(
                             "MCP handshake failed: {err}{}",
-                            stderr_suffix(&child.stderr, start.sandbox.as_ref())
+                            stderr_suffix(&child.stderr, sandbox.as_ref())
                         )),
                     };
                     child.terminate().await;
@@ -1116,7 +1136,7 @@ async fn start_one(
                     let reason = format!(
                         "no answer to initialize/tools/list within {} s{downloading}{}",
                         timeout.as_secs_f64(),
-                        stderr_suffix(&child.stderr, start.sandbox.as_ref())
+                        stderr_suffix(&child.stderr, sandbox.as_ref())
                     );
                     child.terminate().await;
                     Err(reason)
