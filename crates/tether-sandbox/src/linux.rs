@@ -170,7 +170,8 @@ pub struct Prepared {
     seccomp: Option<BpfProgram>,
     limits: [Option<(Resource, u64)>; 4],
     cgroup_procs: Option<File>,
-    cgroup_dir: Option<PathBuf>,
+    /// Removes the cgroup when dropped: a `Prepared` dropped unused leaves nothing behind.
+    cleanup: Cleanup,
     report: Report,
 }
 
@@ -199,7 +200,7 @@ impl Prepared {
             seccomp,
             limits,
             cgroup_procs,
-            cgroup_dir,
+            cleanup,
             report: _,
         } = self;
         let hook = move || -> std::io::Result<()> {
@@ -221,7 +222,7 @@ impl Prepared {
             }
             Ok(())
         };
-        (Box::new(hook), Cleanup { cgroup_dir })
+        (Box::new(hook), cleanup)
     }
 }
 
@@ -346,7 +347,7 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
         seccomp,
         limits,
         cgroup_procs,
-        cgroup_dir,
+        cleanup: Cleanup { cgroup_dir },
         report,
     })
 }
