@@ -190,3 +190,22 @@ pub struct Target<'a> {
     /// The user's real home, for `~` in profiles and to keep it from being granted whole.
     pub user_home: Option<&'a Path>,
 }
+
+impl<'a> Target<'a> {
+    /// `program args` with `home` as its private home; no `PATH`, working directory or user
+    /// home (set the fields for those).
+    pub fn new(
+        program: &'a std::ffi::OsStr,
+        args: &'a [std::ffi::OsString],
+        home: &'a Path,
+    ) -> Self {
+        Self {
+            program,
+            args,
+            path: None,
+            cwd: None,
+            home,
+            user_home: None,
+        }
+    }
+}

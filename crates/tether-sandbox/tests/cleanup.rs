@@ -26,14 +26,7 @@ fn the_cgroup_goes_with_the_prepared_sandbox() {
     let home = PrivateHome::create(dir.path(), false).expect("home");
     let policy = Mode::Default.policy().expect("policy").expect("some");
     let args: Vec<OsString> = Vec::new();
-    let target = Target {
-        program: "/bin/true".as_ref(),
-        args: &args,
-        path: None,
-        cwd: None,
-        home: home.path(),
-        user_home: None,
-    };
+    let target = Target::new("/bin/true".as_ref(), &args, home.path());
     let cgroup = tether_sandbox::assess(&policy)
         .enforced
         .iter()

@@ -192,12 +192,8 @@ fn strict_refuses_what_it_cannot_enforce() {
     };
     let args: Vec<OsString> = Vec::new();
     let target = Target {
-        program: "/bin/true".as_ref(),
-        args: &args,
-        path: None,
-        cwd: None,
-        home: world.private.path(),
         user_home: Some(&world.user_home),
+        ..Target::new("/bin/true".as_ref(), &args, world.private.path())
     };
     let err = prepare(&policy, &target).expect_err("refused");
     let said = err.to_string();
