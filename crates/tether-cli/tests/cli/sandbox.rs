@@ -333,3 +333,44 @@ fn a_servers_own_sandbox_key_applies_unless_the_flag_says_otherwise() {
         both(&out)
     );
 }
+
+#[test]
+fn an_mcpb_bundle_layout_runs_sandboxed_with_its_whole_directory_readable() {
+    // An unpacked bundle as `tether add` leaves it: manifest.json at the root, the server and
+    // its launcher inside (a copy: a link out of the bundle would point outside the grant).
+    let world = planted();
+    let bundle = world.sandbox.path("bundles/abc123");
+    std::fs::create_dir_all(bundle.join("server")).expect("mkdir");
+    std::fs::write(bundle.join("manifest.json"), r#"{"name": "demo"}"#).expect("manifest");
+    std::fs::copy(test_server_bin(), bundle.join("server/tether-test-mcp")).expect("copy");
+    let launcher = bundle.join("server/run.sh");
+    std::fs::write(
+        &launcher,
+        "#!/bin/sh\nexec \"$(dirname \"$0\")/tether-test-mcp\" \"$@\"\n",
+    )
+    .expect("launcher");
+    let mut permissions = std::fs::metadata(&launcher).expect("stat").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&launcher, permissions).expect("chmod");
+    let spec = format!(
+        r#"{{"mcpServers": {{"demo": {{"command": {}, "args": ["--probe-tool"]}}}}}}"#,
+        json_str(&launcher.to_string_lossy())
+    );
+    let read = |path: &str| {
+        world.run(&[
+            "call",
+            "--mcp",
+            &spec,
+            "demo",
+            "probe",
+            "--args",
+            &format!(r#"{{"action": "read", "path": {}}}"#, json_str(path)),
+            "--sandbox",
+            "default",
+        ])
+    };
+    let manifest = read(&bundle.join("manifest.json").to_string_lossy());
+    assert!(done(&manifest), "{}", both(&manifest));
+    let key = read(&world.path(".ssh/id_rsa"));
+    assert!(denied(&key), "{}", both(&key));
+}
