@@ -357,6 +357,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
 
+    /// Sandbox for stdio servers: none, default (Landlock, seccomp, limits; says what it
+    /// cannot enforce), strict (refuses to start unless all is enforced), or the path of a
+    /// permission profile (ToolHive's JSON format). Default: `sandbox` in config.toml, else
+    /// none. See docs/sandbox.md.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<String>,
+
     /// Built-in harness: keep the servers running (re-minting managed configs before they
     /// expire) until SIGINT or SIGTERM.
     #[arg(long)]
@@ -446,6 +453,13 @@ pub struct TestArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
 
+    /// Sandbox for stdio servers: none, default (Landlock, seccomp, limits; says what it
+    /// cannot enforce), strict (refuses to start unless all is enforced), or the path of a
+    /// permission profile (ToolHive's JSON format). Default: `sandbox` in config.toml, else
+    /// none. See docs/sandbox.md.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<String>,
+
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -472,6 +486,13 @@ pub struct CallArgs {
     /// Per-server startup timeout and tool-call timeout, in seconds (a server launched through npx, uvx or another package runner gets 4× that: its first start downloads the package).
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub timeout: u64,
+
+    /// Sandbox for stdio servers: none, default (Landlock, seccomp, limits; says what it
+    /// cannot enforce), strict (refuses to start unless all is enforced), or the path of a
+    /// permission profile (ToolHive's JSON format). Default: `sandbox` in config.toml, else
+    /// none. See docs/sandbox.md.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<String>,
 
     /// Print the whole MCP result as JSON.
     #[arg(long)]
@@ -529,6 +550,13 @@ pub struct ServeArgs {
     /// Per-server startup timeout in seconds (a server launched through npx, uvx or another package runner gets 4× that: its first start downloads the package).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
+
+    /// Sandbox for stdio servers: none, default (Landlock, seccomp, limits; says what it
+    /// cannot enforce), strict (refuses to start unless all is enforced), or the path of a
+    /// permission profile (ToolHive's JSON format). Default: `sandbox` in config.toml, else
+    /// none. See docs/sandbox.md.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<String>,
 
     /// The longest a forwarded call may take, in seconds (a call to a server still starting
     /// waits for it within this time).

@@ -56,6 +56,7 @@ struct ConfigFile {
     scan: Option<String>,
     max_result_tokens: Option<u64>,
     wait_for_servers: Option<bool>,
+    sandbox: Option<String>,
 }
 
 /// The client-id metadata document URL `tether auth login` uses: the flag, else
@@ -104,6 +105,20 @@ pub fn wait_for_servers(flag: bool) -> anyhow::Result<bool> {
         return Ok(true);
     }
     Ok(config_file(&data_dir()?)?.wait_for_servers.unwrap_or(false))
+}
+
+/// The sandbox of stdio servers: `--sandbox`, else `sandbox` in config.toml, else none.
+pub fn sandbox(flag: Option<&str>) -> anyhow::Result<Option<tether_sandbox::Policy>> {
+    let (text, source) = match flag {
+        Some(text) => (text.to_owned(), "--sandbox"),
+        None => match config_file(&data_dir()?)?.sandbox {
+            Some(text) => (text, "sandbox in config.toml"),
+            None => return Ok(None),
+        },
+    };
+    tether_sandbox::Mode::parse(&text)
+        .and_then(|mode| mode.policy())
+        .map_err(|e| UsageError::new(format!("{source}: {e}")).into())
 }
 
 /// The data directory.

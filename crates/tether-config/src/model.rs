@@ -140,6 +140,11 @@ pub struct ServerOptions {
     /// besides the short allowlist every server gets (`passEnv`, or `--pass-env NAME`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pass_env: Vec<String>,
+    /// `"sandbox": MODE` (tether's own key): the sandbox this stdio server starts in —
+    /// `none`, `default`, `strict` or a permission profile's path — unless `--sandbox` says
+    /// otherwise for the whole run (see `specs/sandbox/TECH.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
     /// The config gave a remote `url` (or `serverUrl`) without a `type`: the launcher tries
     /// Streamable HTTP and falls back to the legacy SSE transport, as the MCP specification's
     /// backwards-compatibility section recommends. Not written back: a stored template says
@@ -230,6 +235,9 @@ impl ServerOptions {
         }
         if !self.pass_env.is_empty() {
             server["passEnv"] = json!(self.pass_env);
+        }
+        if let Some(sandbox) = &self.sandbox {
+            server["sandbox"] = json!(sandbox);
         }
     }
 

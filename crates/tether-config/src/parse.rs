@@ -54,6 +54,7 @@ const OPTION_KEYS: &[&str] = &[
     "startup_timeout_sec",
     "startup_timeout_ms",
     "passEnv",
+    "sandbox",
 ];
 
 /// Keys that give a remote server's URL.
@@ -667,6 +668,10 @@ impl<'a> ServerFields<'a> {
             timeout_ms,
             startup_timeout_ms,
             pass_env: self.string_array("passEnv")?,
+            sandbox: self
+                .optional("sandbox")?
+                .map(|value| self.non_empty_string("sandbox", value))
+                .transpose()?,
             transport_guessed: false,
         })
     }

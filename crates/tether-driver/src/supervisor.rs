@@ -74,6 +74,10 @@ pub struct SuperviseOptions {
     pub forward_signals: bool,
     /// A directory to remove when tether died (the run directory of a hand-off).
     pub remove_on_orphan: Option<PathBuf>,
+    /// The sandbox the program starts in, as [`tether_sandbox::Policy`] JSON (paths and
+    /// limits, no secret): the supervisor prepares it, applies it in the program's child only,
+    /// and removes the program's private home when it ends.
+    pub sandbox: Option<String>,
 }
 
 /// `program args` as a command line through the supervisor, if one is installed: the program
@@ -105,6 +109,10 @@ fn supervisor_argv(
     if let Some(dir) = &options.remove_on_orphan {
         argv.push("--remove-on-orphan".into());
         argv.push(dir.clone().into_os_string());
+    }
+    if let Some(policy) = &options.sandbox {
+        argv.push("--sandbox".into());
+        argv.push(policy.into());
     }
     argv.push("--".into());
     argv.push(program.to_owned());
@@ -163,6 +171,7 @@ fn parse(args: &[OsString]) -> Option<Parsed> {
             Some("--remove-on-orphan") => {
                 options.remove_on_orphan = Some(PathBuf::from(rest.next()?));
             }
+            Some("--sandbox") => options.sandbox = Some(rest.next()?.to_str()?.to_owned()),
             Some("--") => break,
             _ => return None,
         }
@@ -180,7 +189,7 @@ fn parse(args: &[OsString]) -> Option<Parsed> {
 pub fn main(args: &[OsString]) -> u8 {
     let Some(parsed) = parse(args) else {
         eprintln!(
-            "tether {SUBCOMMAND}: internal use only: --parent PID [--forward-signals] [--remove-on-orphan DIR] -- PROGRAM ARGS…"
+            "tether {SUBCOMMAND}: internal use only: --parent PID [--forward-signals] [--remove-on-orphan DIR] [--sandbox POLICY] -- PROGRAM ARGS…"
         );
         return 2;
     };
@@ -219,9 +228,24 @@ async fn supervise(parsed: Parsed) -> u8 {
     };
     let mut command = std::process::Command::new(&parsed.program);
     command.args(&parsed.args);
+    // Kept until the supervisor returns, after every descendant ended: the private home and
+    // the cgroup are removed then.
+    let (hook, _sandbox) = match parsed.options.sandbox.as_deref() {
+        Some(json) => match sandbox_for(json, &mut command, &parsed.program, &parsed.args) {
+            Ok((hook, kept)) => (Some(hook), Some(kept)),
+            Err(e) => {
+                eprintln!(
+                    "tether: cannot start '{}': {e}",
+                    Path::new(&parsed.program).display()
+                );
+                return CANNOT_START;
+            }
+        },
+        None => (None, None),
+    };
     // Should the supervisor itself be SIGKILLed, the program goes with it (this runtime has
     // one thread, so the death signal is tied to the supervisor, not to a worker thread).
-    tie_to_parent(&mut command);
+    tie_to_parent(&mut command, hook);
     let child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -273,16 +297,81 @@ async fn supervise(parsed: Parsed) -> u8 {
     }
 }
 
-/// Makes `command`'s process get SIGKILL when the thread that spawns it dies (Linux's
-/// `PR_SET_PDEATHSIG`), and end at once if its parent is already gone.
+/// What a sandboxed program leaves to remove once it and its descendants are gone.
+pub(crate) type SandboxKept = (tether_sandbox::PrivateHome, tether_sandbox::Cleanup);
+
+/// Prepares the sandbox `json` (a [`tether_sandbox::Policy`]) for `program args` in
+/// `command`: its private home as `HOME` and `TMPDIR`, and the hook its child runs.
 #[cfg(target_os = "linux")]
-pub(crate) fn tie_to_parent(command: &mut std::process::Command) {
+pub(crate) fn sandbox_for(
+    json: &str,
+    command: &mut std::process::Command,
+    program: &OsStr,
+    args: &[OsString],
+) -> Result<(tether_sandbox::ChildHook, SandboxKept), String> {
+    let policy: tether_sandbox::Policy =
+        serde_json::from_str(json).map_err(|e| format!("bad sandbox policy: {e}"))?;
+    let home =
+        tether_sandbox::PrivateHome::create(&std::env::temp_dir(), policy.profile.keep_home())
+            .map_err(|e| e.to_string())?;
+    let path = command
+        .get_envs()
+        .find(|(name, _)| *name == "PATH")
+        .and_then(|(_, value)| value.map(OsStr::to_owned))
+        .or_else(|| std::env::var_os("PATH"));
+    let user_home = command
+        .get_envs()
+        .find(|(name, _)| *name == "HOME")
+        .and_then(|(_, value)| value.map(PathBuf::from))
+        .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+    let cwd = command.get_current_dir().map(Path::to_owned);
+    let target = tether_sandbox::Target {
+        program,
+        args,
+        path: path.as_deref(),
+        cwd: cwd.as_deref(),
+        home: home.path(),
+        user_home: user_home.as_deref(),
+    };
+    let prepared = tether_sandbox::prepare(&policy, &target).map_err(|e| e.to_string())?;
+    tracing::debug!("{}", prepared.report());
+    if home.kept() {
+        eprintln!(
+            "tether: the sandbox's private home is kept: {}",
+            home.path().display()
+        );
+    }
+    command.env("HOME", home.path()).env("TMPDIR", home.path());
+    let (hook, cleanup) = prepared.into_child_hook();
+    Ok((hook, (home, cleanup)))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn sandbox_for(
+    _json: &str,
+    _command: &mut std::process::Command,
+    _program: &OsStr,
+    _args: &[OsString],
+) -> Result<(tether_sandbox::ChildHook, SandboxKept), String> {
+    Err(tether_sandbox::SandboxError::Unsupported.to_string())
+}
+
+/// Makes `command`'s process get SIGKILL when the thread that spawns it dies (Linux's
+/// `PR_SET_PDEATHSIG`), and end at once if its parent is already gone; then runs `sandbox`,
+/// the sandbox's hook (see [`tether_sandbox::Prepared::into_child_hook`]), if any.
+#[cfg(target_os = "linux")]
+pub(crate) fn tie_to_parent(
+    command: &mut std::process::Command,
+    mut sandbox: Option<tether_sandbox::ChildHook>,
+) {
     // Captured before the fork: the pid the child must still have as its parent once the
     // death signal is set.
     let parent = nix::unistd::getpid();
     // SAFETY: the closure runs in the forked child before exec and makes only the
     // async-signal-safe prctl(2), getppid(2) and kill(2) calls (no allocation: the errors are
-    // raw errno values); it touches no memory shared with the parent.
+    // raw errno values), then the sandbox's hook, which makes only system calls too (write,
+    // setrlimit, prctl, landlock_restrict_self, seccomp: everything was built before the
+    // fork); it touches no memory shared with the parent.
     #[expect(
         unsafe_code,
         reason = "pre_exec is the only way to set PR_SET_PDEATHSIG for the child"
@@ -298,13 +387,20 @@ pub(crate) fn tie_to_parent(command: &mut std::process::Command) {
                     .map_err(std::io::Error::from)?;
                 return Err(nix::errno::Errno::ESRCH.into());
             }
-            Ok(())
+            match sandbox.as_mut() {
+                Some(hook) => hook(),
+                None => Ok(()),
+            }
         });
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn tie_to_parent(_command: &mut std::process::Command) {}
+pub(crate) fn tie_to_parent(
+    _command: &mut std::process::Command,
+    _sandbox: Option<tether_sandbox::ChildHook>,
+) {
+}
 
 /// Points the supervisor's own stdin and stdout at `/dev/null`: the program holds them, and a
 /// reader of its stdout must see end of file when the program exits, not when this does.
@@ -416,6 +512,7 @@ mod tests {
         let options = SuperviseOptions {
             forward_signals: true,
             remove_on_orphan: Some(PathBuf::from("/tmp/run dir")),
+            sandbox: Some("{}".to_owned()),
         };
         let argv = supervisor_argv(OsStr::new("srv"), ["--", "a b"], &options);
         assert_eq!(
@@ -429,6 +526,7 @@ mod tests {
         );
         assert!(parsed.options.forward_signals);
         assert_eq!(parsed.options.remove_on_orphan, options.remove_on_orphan);
+        assert_eq!(parsed.options.sandbox, options.sandbox);
         assert_eq!(parsed.program, OsString::from("srv"));
         assert_eq!(parsed.args, [OsString::from("--"), OsString::from("a b")]);
     }

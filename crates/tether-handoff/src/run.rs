@@ -67,6 +67,7 @@ pub async fn run_harness(
         &SuperviseOptions {
             forward_signals: true,
             remove_on_orphan: Some(prepared.dir.path().to_owned()),
+            sandbox: None,
         },
     );
     child

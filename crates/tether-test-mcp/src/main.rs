@@ -8,6 +8,7 @@
 mod big;
 mod http;
 mod oauth;
+mod probe;
 mod reflect;
 mod server;
 
@@ -151,6 +152,12 @@ struct Cli {
     #[arg(long)]
     big_tool: bool,
 
+    /// Also serve `probe {action, path?, port?, count?, mb?}`, a hostile tool that tries to
+    /// read, list or append to a path, connect to a loopback port, hold COUNT processes or
+    /// reserve MB MiB, and says whether it could (for the sandbox's tests).
+    #[arg(long)]
+    probe_tool: bool,
+
     /// The instructions of the initialize answer (default: a sentence naming the tools).
     #[arg(long, value_name = "TEXT")]
     instructions: Option<String>,
@@ -255,6 +262,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .with_resource_templates(cli.resource_template.clone())
         .with_reflected(cli.reflect_env.as_deref())
         .with_big_tool(cli.big_tool)
+        .with_probe_tool(cli.probe_tool)
         .with_instructions(cli.instructions.as_deref());
     let hang = cli.hang;
 

@@ -85,6 +85,8 @@ pub struct TestServer {
     reflect: Option<crate::reflect::Reflected>,
     /// With `--big-tool`: also serve `big` (see `big.rs`).
     big: bool,
+    /// With `--probe-tool`: also serve `probe` (see `probe.rs`).
+    probe: bool,
     /// With `--instructions TEXT`: the instructions of the `initialize` answer.
     instructions: Option<String>,
 }
@@ -119,6 +121,7 @@ impl TestServer {
             resource_templates: Vec::new(),
             reflect: None,
             big: false,
+            probe: false,
             instructions: None,
         }
     }
@@ -184,6 +187,13 @@ impl TestServer {
     #[must_use]
     pub fn with_big_tool(mut self, on: bool) -> Self {
         self.big = on;
+        self
+    }
+
+    /// With `on`, also serves `probe` (`--probe-tool`).
+    #[must_use]
+    pub fn with_probe_tool(mut self, on: bool) -> Self {
+        self.probe = on;
         self
     }
 
@@ -436,6 +446,9 @@ impl ServerHandler for TestServer {
         let mut tools = self.tool_router.list_all();
         tools.extend(self.grown_tools());
         tools.extend(self.reflect.iter().map(crate::reflect::Reflected::tool));
+        if self.probe {
+            tools.push(crate::probe::tool());
+        }
         if self.big {
             tools.push(crate::big::tool());
         }
@@ -466,6 +479,11 @@ impl ServerHandler for TestServer {
             && request.name == crate::reflect::TOOL
         {
             return Ok(reflected.call().into());
+        }
+        if self.probe && request.name == crate::probe::TOOL {
+            return crate::probe::call(request.arguments.as_ref())
+                .map(Into::into)
+                .map_err(|message| ErrorData::invalid_params(message, None));
         }
         if self.big && request.name == crate::big::TOOL {
             return crate::big::call(request.arguments.as_ref())

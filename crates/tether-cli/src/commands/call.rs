@@ -32,7 +32,8 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
     super::require_servers(&session)?;
-    let options = super::start_options(args.timeout, false);
+    let options = super::start_options(args.timeout, false, args.sandbox.as_deref())?;
+    super::announce_sandbox("call", &session, &options);
     progress.step("starting 1 MCP server…");
     let started = super::until_signal(session.start_server(&args.server, &options)).await??;
     let runtime = started.inspect_err(|_| progress.finish())?;
@@ -53,22 +54,22 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
         .get("isError")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let mut text = String::new();
+    for item in result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        match item.get("text").and_then(Value::as_str) {
+            Some(t) => text.push_str(t),
+            None => text.push_str(&item.to_string()),
+        }
+        text.push('\n');
+    }
     if args.json {
         print_json(&result);
     } else {
-        let mut text = String::new();
-        for item in result
-            .get("content")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            match item.get("text").and_then(Value::as_str) {
-                Some(t) => text.push_str(t),
-                None => text.push_str(&item.to_string()),
-            }
-            text.push('\n');
-        }
         if let Some(structured) = result.get("structuredContent").filter(|_| text.is_empty()) {
             text = serde_json::to_string_pretty(structured).unwrap_or_default() + "\n";
         }
@@ -78,6 +79,17 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
     }
     if is_error {
         eprintln!("error: the tool '{}' reported an error", args.tool);
+        // A sandboxed server's error may be a denial: name the profile line that allows it.
+        let sandbox = session
+            .server(&args.server)
+            .ok()
+            .and_then(|server| options.sandbox_for(server).ok().flatten());
+        if let Some(why) = sandbox
+            .as_ref()
+            .and_then(|policy| tether_sandbox::explain(&text, &policy.label))
+        {
+            tether_log::eprintln_masked!("tether call: {}", tether_config::escape_controls(&why));
+        }
         return Err(Reported(FAILED).into());
     }
     Ok(OK)

@@ -438,12 +438,51 @@ pub async fn start(
     Ok(runtime?)
 }
 
-/// Start options from a timeout in seconds.
-pub fn start_options(timeout_secs: u64, strict: bool) -> StartOptions {
-    StartOptions {
+/// Start options from a timeout in seconds and `--sandbox` (else `sandbox` in config.toml).
+pub fn start_options(
+    timeout_secs: u64,
+    strict: bool,
+    sandbox: Option<&str>,
+) -> anyhow::Result<StartOptions> {
+    Ok(StartOptions {
         startup_timeout: Duration::from_secs(timeout_secs.max(1)),
         strict,
         bearer_auth: Some(auth::bearer_auth()),
+        sandbox: settings::sandbox(sandbox)?,
+        sandbox_wins: sandbox.is_some(),
         ..StartOptions::default()
+    })
+}
+
+/// Says on stderr which sandbox each stdio server of `session` runs under and what it
+/// enforces: one line for all when they share one, else a line per server. Nothing when no
+/// server is sandboxed.
+pub fn announce_sandbox(command: &str, session: &Session, options: &StartOptions) {
+    let mut lines: Vec<(String, String)> = Vec::new();
+    for server in session.servers() {
+        if !matches!(
+            server.transport,
+            tether_config::RenderedTransport::Stdio { .. }
+        ) {
+            continue;
+        }
+        // A key that is not a valid mode fails that server's start, which says why.
+        if let Ok(Some(policy)) = options.sandbox_for(server) {
+            lines.push((
+                server.name.clone(),
+                tether_sandbox::assess(&policy).to_string(),
+            ));
+        }
+    }
+    let shared = lines.windows(2).all(|pair| pair[0].1 == pair[1].1);
+    match lines.first() {
+        Some((_, report)) if shared && options.sandbox.is_some() => {
+            tether_log::eprintln_masked!("tether {command}: stdio servers run under {report}");
+        }
+        _ => {
+            for (name, report) in &lines {
+                tether_log::eprintln_masked!("tether {command}: {name} runs under {report}");
+            }
+        }
     }
 }

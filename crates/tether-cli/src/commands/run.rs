@@ -145,10 +145,25 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
     }
     if harness != HarnessArg::Builtin {
         progress.finish();
+        let options = super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
+        for server in session.servers() {
+            let stdio = matches!(
+                server.transport,
+                tether_config::RenderedTransport::Stdio { .. }
+            );
+            if let (true, Ok(Some(policy))) = (stdio, options.sandbox_for(server)) {
+                return Err(UsageError::new(format!(
+                    "sandbox {} for '{}': a hand-off harness starts its servers through the exec shim, which does not apply a sandbox yet: add --gateway (tether then starts the servers, sandboxed), or --sandbox none",
+                    policy.label, server.name
+                ))
+                .into());
+            }
+        }
         return hand_off(args, harness, session.servers()).await;
     }
 
-    let options = super::start_options(args.timeout, args.strict_mcp);
+    let options = super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
+    super::announce_sandbox("run", &session, &options);
     let mut runtime = super::start(&session, &options, &progress).await?;
     progress.finish();
     let reports = runtime.reports().to_vec();

@@ -177,7 +177,8 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     };
     let budget = budget(args.max_result_tokens)?;
     let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
-    let mut options = super::start_options(args.timeout, args.strict_mcp);
+    let mut options =
+        super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
     options.declared = args
         .client_capabilities
         .as_deref()
@@ -186,6 +187,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
     super::require_servers(&session)?;
+    super::announce_sandbox("serve", &session, &options);
     // Over stdio, the servers are told what this one client can answer: its initialize is
     // read first (a client sends it at once; it is served again from the buffer).
     let mut stdin = None;
@@ -296,7 +298,9 @@ pub async fn run_through_gateway(
 ) -> anyhow::Result<u8> {
     let budget = budget(args.max_result_tokens)?;
     let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
-    let mut options = super::start_options(args.timeout, args.strict_mcp);
+    let mut options =
+        super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
+    super::announce_sandbox("run", &session, &options);
     options.declared = args
         .client_capabilities
         .as_deref()

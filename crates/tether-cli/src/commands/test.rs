@@ -15,8 +15,9 @@ pub async fn test(args: &TestArgs) -> anyhow::Result<u8> {
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
     super::require_servers(&session)?;
-    let options = super::start_options(args.timeout, false);
+    let options = super::start_options(args.timeout, false, args.sandbox.as_deref())?;
     let runtime = super::start(&session, &options, &progress).await?;
+    super::announce_sandbox("test", &session, &options);
     let mut reports = runtime.reports().to_vec();
     let listed = listed_entries(&runtime, &reports).await;
     progress.step("shutting down…");

@@ -21,6 +21,7 @@ mod oauth;
 mod placeholders;
 mod registry;
 mod remote_failures;
+mod sandbox;
 mod secrets;
 mod stored;
 mod support;

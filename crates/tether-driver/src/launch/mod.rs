@@ -69,6 +69,28 @@ pub struct StartOptions {
     /// Fresh bearer tokens for a Streamable HTTP server that refuses the one it was sent
     /// (401) or asks for more access (403), at any request of the run (default: none).
     pub bearer_auth: Option<Arc<dyn BearerAuth>>,
+    /// The sandbox every stdio server starts in (`--sandbox`; default: none). See
+    /// `specs/sandbox/TECH.md`.
+    pub sandbox: Option<tether_sandbox::Policy>,
+    /// Whether [`StartOptions::sandbox`] came from `--sandbox`, and so wins over a server's
+    /// own `sandbox` key; otherwise (a default from config.toml) the server's key wins.
+    pub sandbox_wins: bool,
+}
+
+impl StartOptions {
+    /// The sandbox `server` starts in: the run's when it wins or the server names none, else
+    /// the server's own `sandbox` key; an error line when that key is not a valid mode.
+    pub fn sandbox_for(
+        &self,
+        server: &RenderedServer,
+    ) -> Result<Option<tether_sandbox::Policy>, String> {
+        match (&server.options.sandbox, self.sandbox_wins) {
+            (Some(mode), false) => tether_sandbox::Mode::parse(mode)
+                .and_then(|mode| mode.policy())
+                .map_err(|e| format!("its \"sandbox\" key: {e}")),
+            _ => Ok(self.sandbox.clone()),
+        }
+    }
 }
 
 impl std::fmt::Debug for StartOptions {
@@ -82,6 +104,8 @@ impl std::fmt::Debug for StartOptions {
             .field("client_requests", &self.client_requests.is_some())
             .field("declared", &self.declared)
             .field("bearer_auth", &self.bearer_auth.is_some())
+            .field("sandbox", &self.sandbox.as_ref().map(|p| &p.label))
+            .field("sandbox_wins", &self.sandbox_wins)
             .finish()
     }
 }
@@ -174,6 +198,8 @@ impl Default for StartOptions {
             client_requests: None,
             declared: None,
             bearer_auth: None,
+            sandbox: None,
+            sandbox_wins: false,
         }
     }
 }
@@ -1020,6 +1046,7 @@ async fn start_one(
             env,
             cwd,
         } => {
+            let sandbox = start.sandbox_for(&server)?;
             let launch = StdioLaunch {
                 command: SecretValue::new(command.expose()),
                 args: args.iter().map(|a| SecretValue::new(a.expose())).collect(),
@@ -1035,26 +1062,27 @@ async fn start_one(
                 cwd: cwd.as_ref().map(|c| SecretValue::new(c.expose())),
             };
             let (mut child, stdout, stdin) =
-                ChildProcess::spawn(&server.name, &launch, masking.to_vec()).map_err(|e| {
-                    let shown = command.show(Exposure::Masked);
-                    // "No such file or directory" says neither what was missing nor where it
-                    // was looked for.
-                    let why = match (&launch.cwd, e.kind()) {
-                        (Some(dir), std::io::ErrorKind::NotFound)
-                            if !std::path::Path::new(dir.expose()).is_dir() =>
-                        {
-                            "its working directory (cwd) does not exist".to_owned()
-                        }
-                        (_, std::io::ErrorKind::NotFound)
-                            if !launch.command.expose().contains('/') =>
-                        {
-                            "not found on PATH (install it, or give its full path)".to_owned()
-                        }
-                        (_, std::io::ErrorKind::NotFound) => "no such file".to_owned(),
-                        _ => e.to_string(),
-                    };
-                    mask(format!("cannot start '{shown}': {why}"))
-                })?;
+                ChildProcess::spawn(&server.name, &launch, masking.to_vec(), sandbox.as_ref())
+                    .map_err(|e| {
+                        let shown = command.show(Exposure::Masked);
+                        // "No such file or directory" says neither what was missing nor where it
+                        // was looked for.
+                        let why = match (&launch.cwd, e.kind()) {
+                            (Some(dir), std::io::ErrorKind::NotFound)
+                                if !std::path::Path::new(dir.expose()).is_dir() =>
+                            {
+                                "its working directory (cwd) does not exist".to_owned()
+                            }
+                            (_, std::io::ErrorKind::NotFound)
+                                if !launch.command.expose().contains('/') =>
+                            {
+                                "not found on PATH (install it, or give its full path)".to_owned()
+                            }
+                            (_, std::io::ErrorKind::NotFound) => "no such file".to_owned(),
+                            _ => e.to_string(),
+                        };
+                        mask(format!("cannot start '{shown}': {why}"))
+                    })?;
             let handshake = tokio::time::timeout(timeout, async {
                 let client = client.serve((stdout, stdin)).await?;
                 let tools = client.list_all_tools().await?;
@@ -1066,7 +1094,7 @@ async fn start_one(
                 status = child.wait() => {
                     let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
                     child.stderr.wait_closed(Duration::from_millis(300)).await;
-                    return Err(exited_early(&status, &child.stderr));
+                    return Err(exited_early(&status, &child.stderr, sandbox.as_ref()));
                 }
             };
             match outcome {
@@ -1083,11 +1111,11 @@ async fn start_one(
                     let reason = match status {
                         Ok(Ok(status)) => {
                             child.stderr.wait_closed(Duration::from_millis(300)).await;
-                            exited_early(&status.to_string(), &child.stderr)
+                            exited_early(&status.to_string(), &child.stderr, sandbox.as_ref())
                         }
                         _ => mask(format!(
                             "MCP handshake failed: {err}{}",
-                            stderr_suffix(&child.stderr)
+                            stderr_suffix(&child.stderr, sandbox.as_ref())
                         )),
                     };
                     child.terminate().await;
@@ -1108,7 +1136,7 @@ async fn start_one(
                     let reason = format!(
                         "no answer to initialize/tools/list within {} s{downloading}{}",
                         timeout.as_secs_f64(),
-                        stderr_suffix(&child.stderr)
+                        stderr_suffix(&child.stderr, sandbox.as_ref())
                     );
                     child.terminate().await;
                     Err(reason)
@@ -1234,18 +1262,27 @@ fn tool_infos(server: &str, tools: Vec<rmcp::model::Tool>, masker: &Masker) -> V
         .collect()
 }
 
-fn exited_early(status: &str, stderr: &StderrTail) -> String {
+fn exited_early(
+    status: &str,
+    stderr: &StderrTail,
+    sandbox: Option<&tether_sandbox::Policy>,
+) -> String {
     format!(
         "the server exited ({status}) before answering initialize{}",
-        stderr_suffix(stderr)
+        stderr_suffix(stderr, sandbox)
     )
 }
 
-fn stderr_suffix(stderr: &StderrTail) -> String {
+/// The last lines of stderr, and, for a sandboxed server whose stderr shows a denial, what the
+/// sandbox probably denied and the profile line that would allow it.
+fn stderr_suffix(stderr: &StderrTail, sandbox: Option<&tether_sandbox::Policy>) -> String {
     let tail = stderr.last_lines(5);
+    let denial = sandbox
+        .and_then(|policy| tether_sandbox::explain(&stderr.text(), &policy.label))
+        .map_or_else(String::new, |why| format!("\n{why}"));
     if tail.is_empty() {
-        String::new()
+        denial
     } else {
-        format!("; stderr:\n{tail}")
+        format!("; stderr:\n{tail}{denial}")
     }
 }

@@ -150,6 +150,8 @@ pub struct ChildProcess {
     supervised: bool,
     /// Its stderr, as captured so far.
     pub stderr: Arc<StderrTail>,
+    /// Without a supervisor: the sandbox's private home and cgroup, removed after the group.
+    _sandboxed: Option<crate::supervisor::SandboxKept>,
 }
 
 impl ChildProcess {
@@ -159,9 +161,13 @@ impl ChildProcess {
         name: &str,
         launch: &StdioLaunch,
         secrets: Vec<SecretValue>,
+        sandbox: Option<&tether_sandbox::Policy>,
     ) -> std::io::Result<(Self, ChildStdout, ChildStdin)> {
-        let options = crate::supervisor::SuperviseOptions::default();
         let supervised = crate::supervisor::installed();
+        let mut options = crate::supervisor::SuperviseOptions::default();
+        if let (true, Some(policy)) = (supervised, sandbox) {
+            options.sandbox = Some(serde_json::to_string(policy).map_err(std::io::Error::other)?);
+        }
         let args: Vec<&str> = launch.args.iter().map(SecretValue::expose).collect();
         let mut command = crate::supervisor::supervised_command(
             std::ffi::OsStr::new(launch.command.expose()),
@@ -182,8 +188,27 @@ impl ChildProcess {
         if let Some(cwd) = &launch.cwd {
             command.current_dir(cwd.expose());
         }
+        // Without a supervisor, the sandbox is prepared here and its leftovers go with `Self`.
+        let mut sandboxed = None;
         if !supervised {
-            crate::supervisor::tie_to_parent(command.as_std_mut());
+            let hook = match sandbox {
+                Some(policy) => {
+                    let json = serde_json::to_string(policy).map_err(std::io::Error::other)?;
+                    let program = std::ffi::OsString::from(launch.command.expose());
+                    let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+                    let (hook, kept) = crate::supervisor::sandbox_for(
+                        &json,
+                        command.as_std_mut(),
+                        &program,
+                        &args,
+                    )
+                    .map_err(std::io::Error::other)?;
+                    sandboxed = Some(kept);
+                    Some(hook)
+                }
+                None => None,
+            };
+            crate::supervisor::tie_to_parent(command.as_std_mut(), hook);
         }
         let mut child = command.spawn()?;
         let pgid = child
@@ -203,6 +228,7 @@ impl ChildProcess {
                 pgid,
                 supervised,
                 stderr,
+                _sandboxed: sandboxed,
             },
             stdout,
             stdin,

@@ -11,5 +11,6 @@ mod launch;
 mod lifetime;
 mod refresh;
 mod resolve;
+mod sandbox;
 mod session;
 mod support;

@@ -1,0 +1,376 @@
+//! `--sandbox`: a hostile server (the test server's `probe` tool) is denied each thing the
+//! issue lists under `default` — and allowed each under `none`, so the test proves the sandbox,
+//! not the probe; real servers still work sandboxed; a ToolHive-format profile is honoured.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::Output;
+
+use crate::support::{Sandbox, json_str, test_server_bin, text};
+
+/// A user home with planted credentials, and a TMPDIR to see the private homes in.
+struct Planted {
+    sandbox: Sandbox,
+    home: PathBuf,
+    tmp: PathBuf,
+}
+
+fn planted() -> Planted {
+    let sandbox = Sandbox::new();
+    let home = sandbox.path("home");
+    for (file, body) in [
+        (".ssh/id_rsa", "PLANTED SSH KEY"),
+        (
+            ".aws/credentials",
+            "[default]\naws_secret_access_key = PLANTED",
+        ),
+        (".bashrc", "# planted\n"),
+        ("project/notes.txt", "notes"),
+    ] {
+        let path = home.join(file);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(path, body).expect("plant");
+    }
+    let tmp = sandbox.path("tmp");
+    std::fs::create_dir_all(&tmp).expect("mkdir tmp");
+    Planted { sandbox, home, tmp }
+}
+
+impl Planted {
+    /// `tether ARGS` with HOME and TMPDIR of the planted world.
+    fn run(&self, args: &[&str]) -> Output {
+        let command = self
+            .sandbox
+            .runner()
+            .user_home(&self.home)
+            .env("TMPDIR", &self.tmp)
+            .command(args);
+        assert_cmd::Command::from_std(command)
+            .output()
+            .expect("running tether")
+    }
+
+    /// `tether call` of the probe tool with `arguments` under `mode`.
+    fn probe(&self, mode: &str, arguments: &str) -> Output {
+        self.run(&[
+            "call",
+            "--mcp",
+            &test_server(&["--probe-tool"]),
+            "srv",
+            "probe",
+            "--args",
+            arguments,
+            "--sandbox",
+            mode,
+        ])
+    }
+
+    fn path(&self, relative: &str) -> String {
+        self.home.join(relative).to_string_lossy().into_owned()
+    }
+}
+
+fn test_server(args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|a| json_str(a)).collect();
+    format!(
+        r#"{{"mcpServers": {{"srv": {{"command": {}, "args": [{}]}}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy()),
+        args.join(", ")
+    )
+}
+
+fn done(out: &Output) -> bool {
+    out.status.success() && text(&out.stdout).starts_with("done: ")
+}
+
+fn denied(out: &Output) -> bool {
+    out.status.code() == Some(1) && text(&out.stdout).starts_with("denied: ")
+}
+
+fn both(out: &Output) -> String {
+    format!("{}{}", text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn a_hostile_server_is_denied_each_access_under_default_and_allowed_under_none() {
+    let world = planted();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let at = |action: &str, relative: &str| {
+        format!(
+            r#"{{"action": "{action}", "path": {}}}"#,
+            json_str(&world.path(relative))
+        )
+    };
+    let probes = [
+        at("read", ".ssh/id_rsa"),
+        at("read", ".aws/credentials"),
+        at("list", ""),
+        at("append", ".bashrc"),
+        format!(r#"{{"action": "connect", "port": {port}}}"#),
+        // Past default's 256 processes.
+        r#"{"action": "spawn", "count": 300}"#.to_owned(),
+        // Past default's 4096 MiB (reserved, never touched).
+        r#"{"action": "allocate", "mb": 6144}"#.to_owned(),
+    ];
+    for probe in &probes {
+        let open = world.probe("none", probe);
+        assert!(done(&open), "none: {probe}: {}", both(&open));
+        let closed = world.probe("default", probe);
+        if probe.contains("spawn") && text(&closed.stderr).contains("NOT enforced: the limit of") {
+            // Root without a writable pids cgroup: the run said so, which is what it can do.
+            eprintln!("NOTICE: no process limit here: {}", text(&closed.stderr));
+            continue;
+        }
+        assert!(denied(&closed), "default: {probe}: {}", both(&closed));
+        if probe.contains("home") {
+            // A denied path is explained with the line to add.
+            assert!(
+                text(&closed.stderr).contains("to \"read\" of a permission profile")
+                    || text(&closed.stderr).contains("to \"write\" of a permission profile"),
+                "{}",
+                both(&closed)
+            );
+        }
+        if probe.contains("connect") {
+            assert!(
+                text(&closed.stderr).contains(&format!("a TCP connection to port {port}")),
+                "{}",
+                both(&closed)
+            );
+        }
+        assert!(
+            text(&closed.stderr)
+                .contains("stdio servers run under sandbox default: files (Landlock"),
+            "{}",
+            both(&closed)
+        );
+    }
+    // One line appended: the unsandboxed run's.
+    let bashrc = std::fs::read_to_string(world.home.join(".bashrc")).expect("read .bashrc");
+    assert_eq!(bashrc.matches("# probe").count(), 1, "{bashrc}");
+}
+
+#[test]
+fn the_private_home_is_writable_and_removed_after_the_run() {
+    let world = planted();
+    let out = world.probe("default", r#"{"action": "append", "path": "~/made-here"}"#);
+    assert!(done(&out), "{}", both(&out));
+    assert!(
+        text(&out.stdout).contains("tether-sandbox-"),
+        "HOME was not the private home: {}",
+        both(&out)
+    );
+    assert!(!world.home.join("made-here").exists());
+    let left: Vec<_> = std::fs::read_dir(&world.tmp)
+        .expect("read TMPDIR")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
+#[test]
+fn a_toolhive_profile_file_is_honoured() {
+    let world = planted();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let profile = world.sandbox.write(
+        "profile.json",
+        &format!(
+            r#"{{"name": "project", "read": [{}], "write": [],
+                "network": {{"outbound": {{"insecure_allow_all": false, "allow_host": [], "allow_port": [{port}]}}}}}}"#,
+            json_str(&world.path("project"))
+        ),
+    );
+    let read = |path: &str| format!(r#"{{"action": "read", "path": {}}}"#, json_str(path));
+    let out = world.probe(&profile, &read(&world.path("project/notes.txt")));
+    assert!(done(&out), "{}", both(&out));
+    let out = world.probe(&profile, &read(&world.path(".ssh/id_rsa")));
+    assert!(denied(&out), "{}", both(&out));
+    let out = world.probe(
+        &profile,
+        &format!(r#"{{"action": "connect", "port": {port}}}"#),
+    );
+    assert!(done(&out), "{}", both(&out));
+    // Without the profile's line, default denies the same read and connection.
+    let out = world.probe("default", &read(&world.path("project/notes.txt")));
+    assert!(denied(&out), "{}", both(&out));
+}
+
+#[test]
+fn a_profile_with_an_unknown_key_or_strict_with_hosts_is_refused_in_one_line() {
+    let world = planted();
+    let typo = world
+        .sandbox
+        .write("typo.json", r#"{"read": [], "wirte": ["/x"]}"#);
+    let out = world.probe(&typo, r#"{"action": "list", "path": "/"}"#);
+    assert_eq!(out.status.code(), Some(2), "{}", both(&out));
+    assert!(
+        text(&out.stderr).contains("unknown field `wirte`"),
+        "{}",
+        both(&out)
+    );
+    let hosts = world.sandbox.write(
+        "hosts.json",
+        r#"{"network": {"outbound": {"allow_host": ["api.example.com"], "allow_port": [443]}},
+            "tether": {"strict": true}}"#,
+    );
+    let out = world.probe(&hosts, r#"{"action": "list", "path": "/"}"#);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(
+        text(&out.stderr).contains("refuses to start the server")
+            && text(&out.stderr).contains("host allow-list"),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+fn a_startup_denial_names_the_path_and_the_profile_line() {
+    let world = planted();
+    let credentials = world.path(".aws/credentials");
+    let expect = format!("SECRET={credentials}");
+    let spec = test_server(&["--expect-env-file", &expect]);
+    let hint = format!("add \"{credentials}\" to \"read\"");
+    let out = world.run(&["test", "--mcp", &spec, "--sandbox", "default"]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(both(&out).contains(&hint), "{}", both(&out));
+    // Unsandboxed it fails too (SECRET is unset), without blaming a sandbox.
+    let out = world.run(&["test", "--mcp", &spec, "--sandbox", "none"]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(!both(&out).contains(&hint), "{}", both(&out));
+}
+
+#[test]
+fn server_everything_works_sandboxed() {
+    let Some(everything) = tether_testkit::server_everything() else {
+        return;
+    };
+    let world = planted();
+    let spec = format!(
+        r#"{{"mcpServers": {{"e": {{"command": {}, "args": ["stdio"]}}}}}}"#,
+        json_str(&everything.to_string_lossy())
+    );
+    let out = world.run(&[
+        "call",
+        "--mcp",
+        &spec,
+        "e",
+        "echo",
+        "--args",
+        r#"{"message": "sandboxed"}"#,
+        "--sandbox",
+        "default",
+    ]);
+    assert!(out.status.success(), "{}", both(&out));
+    assert!(text(&out.stdout).contains("sandboxed"), "{}", both(&out));
+}
+
+#[test]
+fn a_hand_off_harness_refuses_a_sandbox_it_cannot_apply() {
+    let world = planted();
+    let out = world.run(&[
+        "run",
+        "--mcp",
+        &test_server(&[]),
+        "--sandbox",
+        "default",
+        "--",
+        "codex",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", both(&out));
+    assert!(text(&out.stderr).contains("--gateway"), "{}", both(&out));
+}
+
+#[test]
+fn a_servers_own_sandbox_key_applies_unless_the_flag_says_otherwise() {
+    let world = planted();
+    let spec = format!(
+        r#"{{"mcpServers": {{"srv": {{"command": {}, "args": ["--probe-tool"], "sandbox": "default"}},
+             "open": {{"command": {}}}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy()),
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let read = format!(
+        r#"{{"action": "read", "path": {}}}"#,
+        json_str(&world.path(".ssh/id_rsa"))
+    );
+    let call = |extra: &[&str]| {
+        let mut args = vec!["call", "--mcp", &spec, "srv", "probe", "--args", &read];
+        args.extend_from_slice(extra);
+        world.run(&args)
+    };
+    let keyed = call(&[]);
+    assert!(denied(&keyed), "{}", both(&keyed));
+    let flagged = call(&["--sandbox", "none"]);
+    assert!(done(&flagged), "{}", both(&flagged));
+    // `tether test` says which server runs under what.
+    let out = world.run(&["test", "--mcp", &spec]);
+    assert!(out.status.success(), "{}", both(&out));
+    assert!(
+        text(&out.stderr).contains("tether test: srv runs under sandbox default: files"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        !text(&out.stderr).contains("open runs under"),
+        "{}",
+        both(&out)
+    );
+    // A bad key fails that server's start, naming the key.
+    let bad = spec.replace(
+        r#""sandbox": "default""#,
+        r#""sandbox": "/nonexistent/p.json""#,
+    );
+    let out = world.run(&["test", "--mcp", &bad]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(
+        both(&out).contains(
+            r#"its "sandbox" key: cannot read the permission profile /nonexistent/p.json"#
+        ),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+fn an_mcpb_bundle_layout_runs_sandboxed_with_its_whole_directory_readable() {
+    // An unpacked bundle as `tether add` leaves it: manifest.json at the root, the server and
+    // its launcher inside (a copy: a link out of the bundle would point outside the grant).
+    let world = planted();
+    let bundle = world.sandbox.path("bundles/abc123");
+    std::fs::create_dir_all(bundle.join("server")).expect("mkdir");
+    std::fs::write(bundle.join("manifest.json"), r#"{"name": "demo"}"#).expect("manifest");
+    std::fs::copy(test_server_bin(), bundle.join("server/tether-test-mcp")).expect("copy");
+    let launcher = bundle.join("server/run.sh");
+    std::fs::write(
+        &launcher,
+        "#!/bin/sh\nexec \"$(dirname \"$0\")/tether-test-mcp\" \"$@\"\n",
+    )
+    .expect("launcher");
+    let mut permissions = std::fs::metadata(&launcher).expect("stat").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&launcher, permissions).expect("chmod");
+    let spec = format!(
+        r#"{{"mcpServers": {{"demo": {{"command": {}, "args": ["--probe-tool"]}}}}}}"#,
+        json_str(&launcher.to_string_lossy())
+    );
+    let read = |path: &str| {
+        world.run(&[
+            "call",
+            "--mcp",
+            &spec,
+            "demo",
+            "probe",
+            "--args",
+            &format!(r#"{{"action": "read", "path": {}}}"#, json_str(path)),
+            "--sandbox",
+            "default",
+        ])
+    };
+    let manifest = read(&bundle.join("manifest.json").to_string_lossy());
+    assert!(done(&manifest), "{}", both(&manifest));
+    let key = read(&world.path(".ssh/id_rsa"));
+    assert!(denied(&key), "{}", both(&key));
+}

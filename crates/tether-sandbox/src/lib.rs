@@ -1,0 +1,211 @@
+//! Sandboxed stdio servers without containers (`specs/sandbox/TECH.md`).
+//!
+//! A [`Mode`] (`none`, `default`, `strict`, a profile file) resolves to a [`Policy`]: a
+//! [`Profile`] in ToolHive's JSON format. [`prepare`] turns a policy and the server's command
+//! into a [`Prepared`] sandbox *before* the fork — every path opened, the Landlock ruleset
+//! built, the seccomp program compiled, the cgroup made — and says in a [`Report`] what is and
+//! is not enforced on this kernel. [`Prepared::into_child_hook`] gives the closure the child
+//! runs between fork and exec: it only makes system calls (no allocation on its success path).
+//! [`explain`] reads a failed server's stderr for a denial and names the profile line to add.
+
+mod explain;
+#[cfg(target_os = "linux")]
+mod linux;
+mod profile;
+
+use std::path::{Path, PathBuf};
+
+pub use explain::explain;
+#[cfg(target_os = "linux")]
+pub use linux::{Prepared, assess, kernel_summary, prepare};
+pub use profile::{
+    DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, DEFAULT_PORTS, DEFAULT_PROCESSES, Mode, Network,
+    Outbound, Outgoing, Policy, Profile, TetherSettings,
+};
+
+/// Why a sandbox could not be set up. Each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// `--sandbox` was given an empty value.
+    #[error("--sandbox needs none, default, strict or the path of a permission profile")]
+    BadMode,
+    /// A profile file could not be read.
+    #[error("cannot read the permission profile {}: {reason}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        reason: String,
+    },
+    /// A profile file is not a valid profile.
+    #[error("permission profile {}: {reason}", path.display())]
+    Profile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the key.
+        reason: String,
+    },
+    /// `strict` and something cannot be enforced here.
+    #[error(
+        "--sandbox {label} refuses to start the server: this system cannot enforce {}; use --sandbox default to run with what can be enforced",
+        missing.join(", ")
+    )]
+    NotEnforced {
+        /// The mode.
+        label: String,
+        /// What cannot be enforced.
+        missing: Vec<String>,
+    },
+    /// The sandbox is not available on this operating system.
+    #[error(
+        "sandboxing stdio servers is built for Linux only; run with --sandbox none on this system"
+    )]
+    Unsupported,
+    /// Setting the sandbox up failed (a Landlock or seccomp call, the private directory).
+    #[error("cannot set up the sandbox: {0}")]
+    Setup(String),
+}
+
+/// What a sandbox enforces for one server, and what it could not.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Report {
+    /// The mode as the user wrote it.
+    pub label: String,
+    /// What is enforced, one short phrase each.
+    pub enforced: Vec<String>,
+    /// What the profile asks and this system cannot enforce (empty: everything is).
+    pub missing: Vec<String>,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sandbox {}: {}", self.label, self.enforced.join(", "))?;
+        if !self.missing.is_empty() {
+            write!(f, "; NOT enforced: {}", self.missing.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// A server's private directory, its `HOME` and `TMPDIR`: made 0700 under the system's
+/// temporary directory, removed when dropped unless kept.
+#[derive(Debug)]
+pub struct PrivateHome {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl PrivateHome {
+    /// Makes a fresh private directory under `parent` (`std::env::temp_dir()` in tether).
+    pub fn create(parent: &Path, keep: bool) -> Result<Self, SandboxError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let pid = std::process::id();
+        for attempt in 0..64u32 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let path = parent.join(format!("tether-sandbox-{pid}-{nanos:08x}{attempt}"));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(Self { path, keep }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    return Err(SandboxError::Setup(format!(
+                        "cannot make a private directory in {}: {e}",
+                        parent.display()
+                    )));
+                }
+            }
+        }
+        Err(SandboxError::Setup(format!(
+            "cannot make a private directory in {}",
+            parent.display()
+        )))
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether it stays after the run.
+    pub fn kept(&self) -> bool {
+        self.keep
+    }
+}
+
+impl Drop for PrivateHome {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// What the child runs between fork and exec (see [`Prepared::into_child_hook`]).
+pub type ChildHook = Box<dyn FnMut() -> std::io::Result<()> + Send + Sync>;
+
+/// What is left to remove once the server and its descendants are gone: its cgroup.
+#[derive(Debug, Default)]
+pub struct Cleanup {
+    pub(crate) cgroup_dir: Option<PathBuf>,
+}
+
+impl Cleanup {
+    /// Removes the server's cgroup (it must be empty: call after every descendant ended).
+    pub fn run(&mut self) {
+        if let Some(dir) = self.cgroup_dir.take() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        self.run();
+    }
+}
+
+/// Not Linux: no sandbox can be prepared.
+#[cfg(not(target_os = "linux"))]
+pub fn prepare(
+    _policy: &Policy,
+    _target: &Target<'_>,
+) -> Result<std::convert::Infallible, SandboxError> {
+    Err(SandboxError::Unsupported)
+}
+
+/// The server a sandbox is prepared for.
+#[derive(Debug, Clone)]
+pub struct Target<'a> {
+    /// The program as its config names it (a bare name is looked up on `path`).
+    pub program: &'a std::ffi::OsStr,
+    /// Its arguments: those naming an existing file give their package read access.
+    pub args: &'a [std::ffi::OsString],
+    /// `PATH` as the child will have it.
+    pub path: Option<&'a std::ffi::OsStr>,
+    /// Its working directory, if not tether's (relative paths are read against it).
+    pub cwd: Option<&'a Path>,
+    /// Its private `HOME`/`TMPDIR` (read-write).
+    pub home: &'a Path,
+    /// The user's real home, for `~` in profiles and to keep it from being granted whole.
+    pub user_home: Option<&'a Path>,
+}
+
+impl<'a> Target<'a> {
+    /// `program args` with `home` as its private home; no `PATH`, working directory or user
+    /// home (set the fields for those).
+    pub fn new(
+        program: &'a std::ffi::OsStr,
+        args: &'a [std::ffi::OsString],
+        home: &'a Path,
+    ) -> Self {
+        Self {
+            program,
+            args,
+            path: None,
+            cwd: None,
+            home,
+            user_home: None,
+        }
+    }
+}

@@ -1,0 +1,706 @@
+//! Linux: Landlock (files, TCP ports, scopes), seccomp, rlimits, a pids cgroup.
+//!
+//! Everything is computed in [`prepare`], before the fork. The child's hook
+//! ([`Prepared::into_child_hook`]) then makes only system calls: a `write` of `0` to the
+//! cgroup's `cgroup.procs` (opened before), `setrlimit`, `prctl(PR_SET_NO_NEW_PRIVS)`,
+//! `landlock_restrict_self` (the ruleset's fd was made before), `seccomp` (the program was
+//! compiled before). Its success path allocates nothing; an error is a raw OS error.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort,
+    PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+};
+use nix::sys::resource::Resource;
+use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+
+use crate::{ChildHook, Cleanup, Outgoing, Policy, Report, SandboxError, Target};
+
+/// Read-only (and executable) system directories every sandboxed server gets.
+const SYSTEM_DIRS: [&str; 8] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
+];
+
+/// Further read-only paths: what runtimes read to size themselves.
+const SYSTEM_EXTRA: [&str; 2] = ["/sys/fs/cgroup", "/sys/devices/system/cpu"];
+
+/// Devices a server may read and write.
+const DEVICES: [&str; 6] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// Entries of `/etc` left out: credentials.
+const ETC_DENIED: [&str; 11] = [
+    "shadow",
+    "shadow-",
+    "gshadow",
+    "gshadow-",
+    "sudoers",
+    "sudoers.d",
+    "security",
+    "krb5.keytab",
+    ".pwd.lock",
+    "libaudit.conf",
+    "subuid-",
+];
+
+/// Directories of `/etc` granted entry by entry, leaving out private keys: TLS's `private/`
+/// and SSH's host keys (`ssh_host_*_key`; the `.pub` halves stay readable).
+const ETC_DESCENDED: [&str; 2] = ["ssl", "ssh"];
+
+fn etc_private(dir: &str, name: &str) -> bool {
+    match dir {
+        "ssl" => name == "private",
+        "ssh" => name.starts_with("ssh_host_") && !name.ends_with(".pub"),
+        _ => false,
+    }
+}
+
+/// System calls answered with `EPERM`: debugging and memory access of other processes,
+/// mounts and namespaces, kernel modules and kexec, BPF, keyrings, performance counters,
+/// handle-based opens (which bypass paths), io_uring (whose operations escape this list),
+/// clock, swap, reboot, accounting.
+const SECCOMP_DENIED: [&str; 34] = [
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "bpf",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "perf_event_open",
+    "userfaultfd",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "syslog",
+];
+
+/// The number of system calls the seccomp filter denies.
+pub const SECCOMP_DENIED_COUNT: usize = SECCOMP_DENIED.len();
+
+/// The Landlock status of this kernel, found once per process.
+fn landlock_status() -> LandlockStatus {
+    static STATUS: OnceLock<LandlockStatus> = OnceLock::new();
+    *STATUS.get_or_init(|| {
+        // The crate tells the kernel's ABI only once a ruleset is enforced: enforce an empty
+        // one on a throwaway thread (Landlock and no_new_privs bind that thread alone).
+        std::thread::spawn(|| {
+            Ruleset::default()
+                .handle_access(AccessFs::Execute)
+                .and_then(Ruleset::create)
+                .and_then(RulesetCreated::restrict_self)
+                .map_or(LandlockStatus::NotImplemented, |status| status.landlock)
+        })
+        .join()
+        .unwrap_or(LandlockStatus::NotImplemented)
+    })
+}
+
+fn landlock_abi() -> Option<ABI> {
+    match landlock_status() {
+        LandlockStatus::Available { effective_abi, .. } => Some(effective_abi),
+        _ => None,
+    }
+}
+
+/// One line on what this kernel offers: Landlock's ABI, seccomp's architecture, the cgroup.
+pub fn kernel_summary() -> String {
+    let landlock = match landlock_status() {
+        LandlockStatus::Available {
+            effective_abi,
+            kernel_abi,
+        } => match kernel_abi {
+            Some(kernel) => format!("Landlock {effective_abi} (kernel ABI {kernel})"),
+            None => format!("Landlock {effective_abi}"),
+        },
+        LandlockStatus::NotEnabled => "Landlock built in but not enabled".to_owned(),
+        LandlockStatus::NotImplemented => "no Landlock".to_owned(),
+    };
+    let seccomp = match seccomp_arch() {
+        Some(_) => "seccomp",
+        None => "no seccomp filter for this architecture",
+    };
+    let cgroup = match pids_cgroup_parent() {
+        Some(dir) => format!("pids cgroup under {}", dir.display()),
+        None => "no writable pids cgroup".to_owned(),
+    };
+    format!("{landlock}, {seccomp}, {cgroup}")
+}
+
+fn seccomp_arch() -> Option<TargetArch> {
+    TargetArch::try_from(std::env::consts::ARCH).ok()
+}
+
+/// A sandbox ready to be applied in a child: made by [`prepare`].
+pub struct Prepared {
+    ruleset: Option<RulesetCreated>,
+    seccomp: Option<BpfProgram>,
+    limits: [Option<(Resource, u64)>; 4],
+    cgroup_procs: Option<File>,
+    /// Removes the cgroup when dropped: a `Prepared` dropped unused leaves nothing behind.
+    cleanup: Cleanup,
+    report: Report,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("report", &self.report)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Prepared {
+    /// What is and is not enforced.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// The hook for `CommandExt::pre_exec`, and what to clean up after the run.
+    ///
+    /// The hook joins the cgroup, sets the limits, sets `no_new_privs`, enforces the Landlock
+    /// ruleset, installs the seccomp filter — in that order, so that the filter (which would
+    /// not stop them anyway) comes last. Its success path makes system calls only.
+    pub fn into_child_hook(self) -> (ChildHook, Cleanup) {
+        let Self {
+            mut ruleset,
+            seccomp,
+            limits,
+            cgroup_procs,
+            cleanup,
+            report: _,
+        } = self;
+        let hook = move || -> std::io::Result<()> {
+            if let Some(mut procs) = cgroup_procs.as_ref() {
+                // "0" moves the writer itself.
+                procs.write_all(b"0")?;
+            }
+            for (resource, value) in limits.iter().flatten() {
+                nix::sys::resource::setrlimit(*resource, *value, *value)?;
+            }
+            nix::sys::prctl::set_no_new_privs()?;
+            if let Some(ruleset) = ruleset.take() {
+                ruleset
+                    .restrict_self()
+                    .map_err(|_| std::io::Error::last_os_error())?;
+            }
+            if let Some(program) = &seccomp {
+                seccompiler::apply_filter(program).map_err(|_| std::io::Error::last_os_error())?;
+            }
+            Ok(())
+        };
+        (Box::new(hook), cleanup)
+    }
+}
+
+/// What `policy` comes to on this system, without preparing anything: what `tether test`
+/// shows, and what `strict` checks before a server is started.
+pub fn assess(policy: &Policy) -> Report {
+    report(policy, pids_cgroup_parent().is_some())
+}
+
+fn report(policy: &Policy, cgroup: bool) -> Report {
+    let profile = &policy.profile;
+    let mut enforced = Vec::new();
+    let mut missing = Vec::new();
+    let outgoing = profile.outgoing();
+    match landlock_abi() {
+        None => {
+            missing.push("file rules, TCP port rules and scopes (Landlock unavailable)".to_owned())
+        }
+        Some(abi) => {
+            enforced.push(format!("files (Landlock {abi})"));
+            if AccessNet::from_all(abi).is_empty() {
+                missing.push(format!("TCP port rules (Landlock {abi} has none)"));
+            } else {
+                enforced.push(match &outgoing {
+                    Outgoing::All => "any TCP connection, no listening".to_owned(),
+                    Outgoing::Ports { ports, .. } if ports.is_empty() => {
+                        "no TCP connection, no listening".to_owned()
+                    }
+                    Outgoing::Ports { ports, .. } => {
+                        format!("TCP connections to ports {ports:?} only, no listening")
+                    }
+                });
+            }
+            if Scope::from_all(abi).is_empty() {
+                missing.push(format!(
+                    "signal and abstract-socket scoping (Landlock {abi} has none)"
+                ));
+            } else {
+                enforced.push("signals and abstract sockets scoped".to_owned());
+            }
+        }
+    }
+    if let Outgoing::Ports { hosts, .. } = &outgoing
+        && !hosts.is_empty()
+    {
+        missing.push(format!(
+            "the host allow-list {hosts:?} (the egress proxy is not built yet: the allowed ports reach any host)"
+        ));
+    }
+    match seccomp_arch() {
+        Some(_) => enforced.push(format!("seccomp ({SECCOMP_DENIED_COUNT} calls denied)")),
+        None => missing.push(format!(
+            "the seccomp filter (none for {})",
+            std::env::consts::ARCH
+        )),
+    }
+    let memory = profile.memory_mb();
+    if memory > 0 {
+        enforced.push(format!("memory {memory} MiB"));
+    }
+    let cpu = profile.cpu_seconds();
+    if cpu > 0 {
+        enforced.push(format!("CPU {cpu} s"));
+    }
+    let processes = profile.processes();
+    if processes > 0 {
+        if cgroup {
+            enforced.push(format!("{processes} processes (pids cgroup)"));
+        } else if nix::unistd::geteuid().is_root() {
+            missing.push(format!(
+                "the limit of {processes} processes (no writable pids cgroup, and RLIMIT_NPROC does not bind root)"
+            ));
+        } else {
+            enforced.push(format!(
+                "{processes} processes of this user (RLIMIT_NPROC: no writable pids cgroup)"
+            ));
+        }
+    }
+    Report {
+        label: policy.label.clone(),
+        enforced,
+        missing,
+    }
+}
+
+/// Prepares `policy` for `target`: opens every path, builds the Landlock ruleset, compiles the
+/// seccomp filter, makes the pids cgroup. A strict policy fails if anything is missing.
+pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, SandboxError> {
+    let profile = &policy.profile;
+    let processes = profile.processes();
+    let cgroup = if processes > 0 {
+        pids_cgroup(processes)
+    } else {
+        None
+    };
+    let report = report(policy, cgroup.is_some());
+    let (cgroup_dir, cgroup_procs) = cgroup.unzip();
+    if policy.strict && !report.missing.is_empty() {
+        if let Some(dir) = cgroup_dir {
+            let _ = std::fs::remove_dir(dir);
+        }
+        return Err(SandboxError::NotEnforced {
+            label: policy.label.clone(),
+            missing: report.missing,
+        });
+    }
+    let ruleset = match landlock_abi() {
+        Some(abi) => Some(landlock_ruleset(abi, policy, target)?),
+        None => None,
+    };
+    let seccomp = seccomp_arch().map(seccomp_program).transpose()?;
+    let memory = profile.memory_mb();
+    let cpu = profile.cpu_seconds();
+    let limits = [
+        Some((Resource::RLIMIT_CORE, 0)),
+        (memory > 0).then(|| (Resource::RLIMIT_DATA, memory.saturating_mul(1024 * 1024))),
+        (cpu > 0).then_some((Resource::RLIMIT_CPU, cpu)),
+        (processes > 0 && cgroup_procs.is_none()).then_some((Resource::RLIMIT_NPROC, processes)),
+    ];
+    Ok(Prepared {
+        ruleset,
+        seccomp,
+        limits,
+        cgroup_procs,
+        cleanup: Cleanup { cgroup_dir },
+        report,
+    })
+}
+
+fn setup(e: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Setup(e.to_string())
+}
+
+/// The Landlock ruleset for `policy` on `abi`, rules added.
+fn landlock_ruleset(
+    abi: ABI,
+    policy: &Policy,
+    target: &Target<'_>,
+) -> Result<RulesetCreated, SandboxError> {
+    let profile = &policy.profile;
+    let outgoing = profile.outgoing();
+    let net = AccessNet::from_all(abi) & (AccessNet::BindTcp | AccessNet::ConnectTcp);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(setup)?;
+    if !net.is_empty() {
+        let handled = if outgoing == Outgoing::All {
+            net & AccessNet::BindTcp
+        } else {
+            net
+        };
+        ruleset = ruleset.handle_access(handled).map_err(setup)?;
+    }
+    let scopes = Scope::from_all(abi);
+    if !scopes.is_empty() {
+        ruleset = ruleset.scope(scopes).map_err(setup)?;
+    }
+    let mut created = ruleset.create().map_err(setup)?;
+    for (path, write) in granted_paths(profile, target) {
+        let Ok(fd) = PathFd::new(&path) else {
+            continue;
+        };
+        let mut access = if write {
+            AccessFs::from_all(abi)
+        } else {
+            AccessFs::from_read(abi)
+        };
+        if !path.is_dir() {
+            access &= AccessFs::from_file(abi);
+        }
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(setup)?;
+    }
+    if !net.is_empty() {
+        if let Outgoing::Ports { ports, .. } = &outgoing {
+            for port in ports {
+                created = created
+                    .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+                    .map_err(setup)?;
+            }
+        }
+        for port in profile.allow_bind() {
+            created = created
+                .add_rule(NetPort::new(*port, AccessNet::BindTcp))
+                .map_err(setup)?;
+        }
+    }
+    Ok(created)
+}
+
+/// Every path granted, with whether it is writable: the system, the devices, the server's
+/// command and packages, its private home, the profile's own lines.
+fn granted_paths(profile: &crate::Profile, target: &Target<'_>) -> Vec<(PathBuf, bool)> {
+    // A BTreeMap: a path named twice gets write if either says so.
+    let mut granted: BTreeMap<PathBuf, bool> = BTreeMap::new();
+    let mut grant = |path: PathBuf, write: bool| {
+        let entry = granted.entry(path).or_insert(write);
+        *entry |= write;
+    };
+    for dir in SYSTEM_DIRS.iter().chain(SYSTEM_EXTRA.iter()) {
+        grant(PathBuf::from(dir), false);
+    }
+    for device in DEVICES {
+        grant(PathBuf::from(device), true);
+    }
+    for entry in std::fs::read_dir("/etc").into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if ETC_DENIED.contains(&name.as_ref()) {
+            continue;
+        }
+        if !ETC_DESCENDED.contains(&name.as_ref()) {
+            grant(entry.path(), false);
+            continue;
+        }
+        for inner in std::fs::read_dir(entry.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if !etc_private(&name, &inner.file_name().to_string_lossy()) {
+                grant(inner.path(), false);
+            }
+        }
+    }
+    let never_whole = |dir: &Path| {
+        dir == Path::new("/")
+            || dir == Path::new("/tmp")
+            || dir == Path::new("/home")
+            || dir == Path::new("/root")
+            || target.user_home.is_some_and(|home| home == dir)
+    };
+    let program = resolve_program(target.program, target.path, target.cwd);
+    if let Some(program) = program {
+        grant(package_root(&program, &never_whole, true), false);
+    }
+    for file in target
+        .args
+        .iter()
+        .filter_map(|arg| existing_file(arg, target.cwd))
+    {
+        let script = file
+            .extension()
+            .and_then(OsStr::to_str)
+            .is_some_and(|ext| SCRIPTS.contains(&ext));
+        grant(package_root(&file, &never_whole, script), false);
+    }
+    grant(target.home.to_owned(), true);
+    let (read, write) = profile.paths(target.user_home);
+    for path in read {
+        grant(path, false);
+    }
+    for path in write {
+        grant(path, true);
+    }
+    granted.into_iter().collect()
+}
+
+/// The program's file: as named if it has a slash, else the first match on `path`.
+fn resolve_program(program: &OsStr, path: Option<&OsStr>, cwd: Option<&Path>) -> Option<PathBuf> {
+    if Path::new(program).components().count() > 1 {
+        return existing_file(program, cwd);
+    }
+    std::env::split_paths(path?)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .and_then(|found| found.canonicalize().ok())
+}
+
+/// `arg` as an existing regular file (relative to `cwd`), canonical; directories are not
+/// granted this way (a profile line grants them).
+fn existing_file(arg: &OsStr, cwd: Option<&Path>) -> Option<PathBuf> {
+    let path = Path::new(arg);
+    if arg.is_empty() || arg.as_encoded_bytes().starts_with(b"-") {
+        return None;
+    }
+    let path = match cwd {
+        Some(cwd) if path.is_relative() => cwd.join(path),
+        _ => path.to_owned(),
+    };
+    let path = path.canonicalize().ok()?;
+    path.is_file().then_some(path)
+}
+
+/// Scripts whose directory is granted with them (they import their siblings).
+const SCRIPTS: [&str; 8] = ["js", "mjs", "cjs", "ts", "py", "rb", "pl", "sh"];
+
+/// Where a file's package starts: its outermost `node_modules`, else the nearest directory
+/// holding a package manifest (`package.json`, `manifest.json` of an mcpb bundle,
+/// `pyproject.toml`, a venv's `pyvenv.cfg`), else, with `with_dir` (a program, a script), its
+/// directory, else the file alone. Never a directory whose whole grant would expose the
+/// user's files (the home, `/tmp`, `/`): then the file alone.
+fn package_root(file: &Path, never_whole: &dyn Fn(&Path) -> bool, with_dir: bool) -> PathBuf {
+    let ancestors = || file.ancestors().skip(1).take_while(|dir| !never_whole(dir));
+    if let Some(outermost) = ancestors()
+        .filter(|dir| dir.file_name() == Some(OsStr::new("node_modules")))
+        .last()
+    {
+        return outermost.to_owned();
+    }
+    const MANIFESTS: [&str; 4] = [
+        "package.json",
+        "manifest.json",
+        "pyproject.toml",
+        "pyvenv.cfg",
+    ];
+    if let Some(dir) = ancestors().find(|dir| MANIFESTS.iter().any(|m| dir.join(m).is_file())) {
+        return dir.to_owned();
+    }
+    match file.parent() {
+        Some(dir) if with_dir && !never_whole(dir) => dir.to_owned(),
+        _ => file.to_owned(),
+    }
+}
+
+/// The seccomp filter: each of [`SECCOMP_DENIED`] known on `arch` answers `EPERM`.
+fn seccomp_program(arch: TargetArch) -> Result<BpfProgram, SandboxError> {
+    let rules = SECCOMP_DENIED
+        .iter()
+        .filter_map(|name| syscall_number(name))
+        .map(|number| (number, Vec::new()))
+        .collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(u32::try_from(nix::libc::EPERM).unwrap_or(1)),
+        arch,
+    )
+    .map_err(setup)?;
+    filter.try_into().map_err(setup)
+}
+
+/// A system call's number on this architecture, by name.
+fn syscall_number(name: &str) -> Option<i64> {
+    use nix::libc;
+    let number = match name {
+        "ptrace" => libc::SYS_ptrace,
+        "process_vm_readv" => libc::SYS_process_vm_readv,
+        "process_vm_writev" => libc::SYS_process_vm_writev,
+        "mount" => libc::SYS_mount,
+        "umount2" => libc::SYS_umount2,
+        "pivot_root" => libc::SYS_pivot_root,
+        "chroot" => libc::SYS_chroot,
+        "unshare" => libc::SYS_unshare,
+        "setns" => libc::SYS_setns,
+        "kexec_load" => libc::SYS_kexec_load,
+        "kexec_file_load" => libc::SYS_kexec_file_load,
+        "init_module" => libc::SYS_init_module,
+        "finit_module" => libc::SYS_finit_module,
+        "delete_module" => libc::SYS_delete_module,
+        "bpf" => libc::SYS_bpf,
+        "keyctl" => libc::SYS_keyctl,
+        "add_key" => libc::SYS_add_key,
+        "request_key" => libc::SYS_request_key,
+        "perf_event_open" => libc::SYS_perf_event_open,
+        "userfaultfd" => libc::SYS_userfaultfd,
+        "open_by_handle_at" => libc::SYS_open_by_handle_at,
+        "name_to_handle_at" => libc::SYS_name_to_handle_at,
+        "io_uring_setup" => libc::SYS_io_uring_setup,
+        "io_uring_enter" => libc::SYS_io_uring_enter,
+        "io_uring_register" => libc::SYS_io_uring_register,
+        "settimeofday" => libc::SYS_settimeofday,
+        "clock_settime" => libc::SYS_clock_settime,
+        "clock_adjtime" => libc::SYS_clock_adjtime,
+        "adjtimex" => libc::SYS_adjtimex,
+        "swapon" => libc::SYS_swapon,
+        "swapoff" => libc::SYS_swapoff,
+        "reboot" => libc::SYS_reboot,
+        "acct" => libc::SYS_acct,
+        "syslog" => libc::SYS_syslog,
+        _ => return None,
+    };
+    Some(number)
+}
+
+/// Where this process may make a pids cgroup: its own cgroup in the v1 `pids` hierarchy, or
+/// in the unified one when `pids` is delegated there; `None` when neither is writable.
+fn pids_cgroup_parent() -> Option<PathBuf> {
+    static PARENT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PARENT
+        .get_or_init(|| {
+            let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+            let own = |controller: &str| {
+                cgroups.lines().find_map(|line| {
+                    let mut fields = line.splitn(3, ':');
+                    let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+                    controllers
+                        .split(',')
+                        .any(|c| c == controller)
+                        .then(|| path.trim_start_matches('/').to_owned())
+                })
+            };
+            let candidates = [
+                own("pids").map(|p| Path::new("/sys/fs/cgroup/pids").join(p)),
+                own("").map(|p| Path::new("/sys/fs/cgroup").join(p)),
+                own("").map(|p| Path::new("/sys/fs/cgroup/unified").join(p)),
+            ];
+            candidates.into_iter().flatten().find(|dir| {
+                let v1 = dir.starts_with("/sys/fs/cgroup/pids");
+                let delegated = std::fs::read_to_string(dir.join("cgroup.subtree_control"))
+                    .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"));
+                (v1 || delegated)
+                    && nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK).is_ok()
+            })
+        })
+        .clone()
+}
+
+/// Makes a cgroup allowing `max` processes; its directory and its `cgroup.procs`, open.
+fn pids_cgroup(max: u64) -> Option<(PathBuf, File)> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let parent = pids_cgroup_parent()?;
+    let dir = parent.join(format!(
+        "tether-sandbox-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir(&dir).ok()?;
+    let made = (|| {
+        std::fs::write(dir.join("pids.max"), max.to_string()).ok()?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .ok()
+    })();
+    match made {
+        Some(procs) => Some((dir, procs)),
+        None => {
+            let _ = std::fs::remove_dir(&dir);
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_denied_call_has_a_number_here() {
+        for name in SECCOMP_DENIED {
+            assert!(syscall_number(name).is_some(), "{name}");
+        }
+        let arch = seccomp_arch().expect("a known architecture");
+        assert!(!seccomp_program(arch).expect("compiled").is_empty());
+    }
+
+    #[test]
+    fn a_package_root_is_its_node_modules_or_manifest_and_never_the_home() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("home");
+        let pkg = home.join("app/node_modules/@scope/pkg/dist");
+        std::fs::create_dir_all(&pkg).expect("mkdir");
+        let never = |d: &Path| d == home;
+        assert_eq!(
+            package_root(&pkg.join("index.js"), &never, true),
+            home.join("app/node_modules")
+        );
+        let bundle = home.join("bundles/abc/server");
+        std::fs::create_dir_all(&bundle).expect("mkdir");
+        std::fs::write(home.join("bundles/abc/manifest.json"), "{}").expect("write");
+        assert_eq!(
+            package_root(&bundle.join("index.js"), &never, true),
+            home.join("bundles/abc")
+        );
+        assert_eq!(
+            package_root(&home.join("server.py"), &never, true),
+            home.join("server.py")
+        );
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).expect("mkdir");
+        assert_eq!(
+            package_root(&data.join("notes.txt"), &never, false),
+            data.join("notes.txt")
+        );
+        assert_eq!(package_root(&data.join("tool"), &never, true), data);
+    }
+}

@@ -1,0 +1,209 @@
+//! The sandbox applied to real processes: each probe runs twice, without the sandbox (it must
+//! succeed: the probe works) and with it (it must be denied: the sandbox did it).
+#![cfg(target_os = "linux")]
+#![allow(unsafe_code, clippy::expect_used, clippy::unwrap_used)]
+
+use std::ffi::OsString;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tether_sandbox::{Mode, Policy, PrivateHome, Profile, Target, prepare};
+
+struct World {
+    _dir: tempfile::TempDir,
+    user_home: PathBuf,
+    private: PrivateHome,
+}
+
+/// A user home with planted credentials, and a private home for the server.
+fn world() -> World {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let user_home = dir.path().join("home");
+    std::fs::create_dir_all(user_home.join(".ssh")).expect("mkdir");
+    std::fs::write(user_home.join(".ssh/id_rsa"), "PLANTED KEY").expect("plant");
+    let private = PrivateHome::create(dir.path(), false).expect("private home");
+    World {
+        _dir: dir,
+        user_home,
+        private,
+    }
+}
+
+/// Runs `sh -c script` with `policy` (none: unsandboxed), `F` and `P` set for the script.
+fn run(world: &World, policy: Option<&Policy>, script: &str, vars: &[(&str, &str)]) -> Output {
+    let args: Vec<OsString> = vec!["-c".into(), script.into()];
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(&args)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", world.private.path())
+        .envs(vars.iter().copied());
+    // Removes the cgroup once the child is gone.
+    let mut cleanup = None;
+    if let Some(policy) = policy {
+        let path = std::ffi::OsString::from("/usr/bin:/bin");
+        let target = Target {
+            program: "/bin/sh".as_ref(),
+            args: &args,
+            path: Some(&path),
+            cwd: None,
+            home: world.private.path(),
+            user_home: Some(&world.user_home),
+        };
+        let prepared = prepare(policy, &target).expect("prepared");
+        eprintln!("{}", prepared.report());
+        let (hook, after) = prepared.into_child_hook();
+        cleanup = Some(after);
+        // SAFETY: the hook makes system calls only (see tether_sandbox::Prepared).
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, hook);
+        }
+    }
+    let output = command.output().expect("ran sh");
+    drop(cleanup);
+    output
+}
+
+fn default() -> Policy {
+    Mode::Default.policy().expect("policy").expect("some")
+}
+
+fn ok(output: &Output) -> bool {
+    output.status.success()
+}
+
+fn text(path: &Path) -> String {
+    path.display().to_string()
+}
+
+#[test]
+fn planted_credentials_are_read_without_the_sandbox_and_denied_with_it() {
+    let world = world();
+    let key = text(&world.user_home.join(".ssh/id_rsa"));
+    let script = r#"cat "$F""#;
+    let open = run(&world, None, script, &[("F", &key)]);
+    assert!(ok(&open), "{open:?}");
+    assert_eq!(String::from_utf8_lossy(&open.stdout), "PLANTED KEY");
+    let denied = run(&world, Some(&default()), script, &[("F", &key)]);
+    assert!(!ok(&denied), "{denied:?}");
+    assert!(
+        String::from_utf8_lossy(&denied.stderr).contains("Permission denied"),
+        "{denied:?}"
+    );
+}
+
+#[test]
+fn the_user_home_is_neither_listed_nor_written_but_the_private_home_is() {
+    let world = world();
+    let home = text(&world.user_home);
+    for script in [r#"ls -a "$F""#, r#"echo x >> "$F/.bashrc""#] {
+        let open = run(&world, None, script, &[("F", &home)]);
+        assert!(ok(&open), "{script}: {open:?}");
+        let denied = run(&world, Some(&default()), script, &[("F", &home)]);
+        assert!(!ok(&denied), "{script}: {denied:?}");
+    }
+    let private = run(
+        &world,
+        Some(&default()),
+        r#"echo kept > "$HOME/f" && cat "$HOME/f" && ls /usr/bin/env"#,
+        &[],
+    );
+    assert!(ok(&private), "{private:?}");
+}
+
+/// Connects with bash's `/dev/tcp` (a real `connect(2)`).
+const CONNECT: &str = r#"exec /bin/bash -c 'echo hi > /dev/tcp/127.0.0.1/'"$P""#;
+
+#[test]
+fn a_port_outside_the_profile_is_refused_and_one_inside_is_reached() {
+    let world = world();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port().to_string();
+    let open = run(&world, None, CONNECT, &[("P", &port)]);
+    assert!(ok(&open), "{open:?}");
+    let denied = run(&world, Some(&default()), CONNECT, &[("P", &port)]);
+    assert!(!ok(&denied), "{denied:?}");
+    let profile = Profile::from_json(&format!(
+        r#"{{"network": {{"outbound": {{"allow_port": [{port}]}}}}}}"#
+    ))
+    .expect("profile");
+    let allowed = Policy {
+        label: "port.json".to_owned(),
+        profile,
+        strict: false,
+    };
+    let reached = run(&world, Some(&allowed), CONNECT, &[("P", &port)]);
+    assert!(ok(&reached), "{reached:?}");
+}
+
+#[test]
+fn a_profile_file_read_line_is_honoured() {
+    let world = world();
+    let data = world.user_home.join("project");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    std::fs::write(data.join("notes.txt"), "notes").expect("write");
+    let file = world.user_home.join("profile.json");
+    std::fs::write(
+        &file,
+        format!(r#"{{"read": ["{}"], "network": {{}}}}"#, text(&data)),
+    )
+    .expect("profile");
+    let policy = Mode::Profile(file).policy().expect("read").expect("some");
+    let notes = text(&data.join("notes.txt"));
+    let key = text(&world.user_home.join(".ssh/id_rsa"));
+    let read = run(&world, Some(&policy), r#"cat "$F""#, &[("F", &notes)]);
+    assert!(ok(&read), "{read:?}");
+    let write = run(&world, Some(&policy), r#"echo x > "$F""#, &[("F", &notes)]);
+    assert!(!ok(&write), "{write:?}");
+    let key = run(&world, Some(&policy), r#"cat "$F""#, &[("F", &key)]);
+    assert!(!ok(&key), "{key:?}");
+}
+
+#[test]
+fn a_memory_limit_refuses_a_large_allocation() {
+    let world = world();
+    let profile = Profile::from_json(r#"{"tether": {"memory_mb": 64}}"#).expect("profile");
+    let policy = Policy {
+        label: "mem.json".to_owned(),
+        profile,
+        strict: false,
+    };
+    let limit = run(&world, Some(&policy), "ulimit -d", &[]);
+    assert!(ok(&limit), "{limit:?}");
+    assert_eq!(String::from_utf8_lossy(&limit.stdout).trim(), "65536");
+    let unlimited = run(&world, None, "ulimit -d", &[]);
+    assert_ne!(String::from_utf8_lossy(&unlimited.stdout).trim(), "65536");
+}
+
+#[test]
+fn strict_refuses_what_it_cannot_enforce() {
+    let world = world();
+    let profile = Profile::from_json(
+        r#"{"network": {"outbound": {"allow_host": ["api.example.com"], "allow_port": [443]}},
+            "tether": {"strict": true}}"#,
+    )
+    .expect("profile");
+    let policy = Policy {
+        label: "hosts.json".to_owned(),
+        profile,
+        strict: true,
+    };
+    let args: Vec<OsString> = Vec::new();
+    let target = Target {
+        user_home: Some(&world.user_home),
+        ..Target::new("/bin/true".as_ref(), &args, world.private.path())
+    };
+    let err = prepare(&policy, &target).expect_err("refused");
+    let said = err.to_string();
+    assert!(said.contains("host allow-list"), "{said}");
+    assert!(said.contains("--sandbox default"), "{said}");
+}
+
+#[test]
+fn the_kernel_summary_names_landlock() {
+    let summary = tether_sandbox::kernel_summary();
+    eprintln!("{summary}");
+    assert!(summary.contains("Landlock"), "{summary}");
+}
