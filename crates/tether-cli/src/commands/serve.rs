@@ -177,8 +177,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     };
     let budget = budget(args.max_result_tokens)?;
     let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
-    let mut options =
-        super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
+    let mut options = super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
     options.declared = args
         .client_capabilities
         .as_deref()
@@ -298,8 +297,7 @@ pub async fn run_through_gateway(
 ) -> anyhow::Result<u8> {
     let budget = budget(args.max_result_tokens)?;
     let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
-    let mut options =
-        super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
+    let mut options = super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
     super::announce_sandbox("run", &session, &options);
     options.declared = args
         .client_capabilities
