@@ -56,6 +56,7 @@ mod policy;
 pub mod redact;
 mod remint;
 pub mod scan;
+pub mod search;
 pub mod supervise;
 mod upstream;
 pub mod uri_template;
