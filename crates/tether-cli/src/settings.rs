@@ -55,6 +55,9 @@ struct ConfigFile {
     oauth_client_metadata_url: Option<String>,
     scan: Option<String>,
     max_result_tokens: Option<u64>,
+    tool_mode: Option<String>,
+    tool_search_budget: Option<u64>,
+    always_load: Option<Vec<String>>,
 }
 
 /// The client-id metadata document URL `tether auth login` uses: the flag, else
@@ -94,6 +97,39 @@ pub fn max_result_tokens(flag: Option<usize>) -> anyhow::Result<usize> {
         Some(tokens) => tether_gateway::budget::parse_max_result_tokens(&tokens.to_string())
             .map_err(|e| UsageError::new(format!("max_result_tokens in config.toml: {e}")).into()),
     }
+}
+
+/// The gateway's tool search: each flag, else its key in config.toml (`tool_mode`,
+/// `tool_search_budget`, `always_load`: the flags' names add to the file's), else the default.
+pub fn tool_search(
+    mode: Option<tether_gateway::tool_search::ToolMode>,
+    budget: Option<usize>,
+    always_load: &[String],
+) -> anyhow::Result<tether_gateway::tool_search::ToolSearch> {
+    let file = config_file(&data_dir()?)?;
+    let defaults = tether_gateway::tool_search::ToolSearch::default();
+    let mode = match (mode, file.tool_mode) {
+        (Some(mode), _) => mode,
+        (None, Some(text)) => text
+            .parse()
+            .map_err(|e| UsageError::new(format!("tool_mode in config.toml: {e}")))?,
+        (None, None) => defaults.mode,
+    };
+    let budget_tokens = match (budget, file.tool_search_budget) {
+        (Some(tokens), _) => tokens,
+        (None, Some(tokens)) => {
+            tether_gateway::tool_search::parse_budget_tokens(&tokens.to_string())
+                .map_err(|e| UsageError::new(format!("tool_search_budget in config.toml: {e}")))?
+        }
+        (None, None) => defaults.budget_tokens,
+    };
+    let mut names = file.always_load.unwrap_or_default();
+    names.extend(always_load.iter().cloned());
+    Ok(tether_gateway::tool_search::ToolSearch {
+        mode,
+        budget_tokens,
+        always_load: names,
+    })
 }
 
 /// The data directory.

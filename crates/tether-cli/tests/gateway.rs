@@ -2315,3 +2315,7 @@ fn a_budget_out_of_range_is_refused_in_one_line() {
         "{stderr}"
     );
 }
+
+/// Search mode (`--tool-mode`).
+#[path = "gateway/search.rs"]
+mod search;

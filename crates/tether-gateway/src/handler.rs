@@ -46,6 +46,7 @@ use crate::policy::ToolPolicy;
 use crate::redact::mask_value;
 use crate::scan::ScanPolicy;
 use crate::supervise::Supervisor;
+use crate::tool_search::{CALL_TOOL, FIND_TOOLS, ToolMode, ToolSearch};
 
 /// What every connection of one gateway shares.
 pub(crate) struct Shared {
@@ -88,6 +89,8 @@ pub(crate) struct Shared {
     results: Arc<ResultStore>,
     /// The `instructions` of the gateway's `initialize` answer (`instructions.rs`).
     instructions: String,
+    /// Whether `tools/list` offers every tool or the search tools (`tool_search.rs`).
+    tool_search: ToolSearch,
 }
 
 /// A list method that may span pages.
@@ -113,6 +116,7 @@ impl Shared {
             upstream: _,
             masking_hook: _,
             budget,
+            tool_search,
         } = options;
         let running = runtime.running();
         let policy = |server: &str| ToolPolicy::of(&policies, default_scan, server);
@@ -192,8 +196,10 @@ impl Shared {
                 }
             }
         }
-        let catalogue = Catalogue::build(&mut entries, &filter);
+        let catalogue = Catalogue::build(&mut entries, &filter, &tool_search);
+        announce_mode(&tool_search, None, &catalogue);
         let instructions = crate::instructions::compose(
+            catalogue.searching || tool_search.mode != ToolMode::All,
             &running
                 .iter()
                 .filter_map(|server| {
@@ -274,6 +280,7 @@ impl Shared {
             budget,
             results: Arc::new(ResultStore::new(budget.stored_bytes)),
             instructions,
+            tool_search,
         }
     }
 
@@ -387,8 +394,11 @@ impl Shared {
             .catalogue
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let fresh = Catalogue::build(entries, &self.filter);
-        let changed = fresh.tools != current.tools || fresh.prompts != current.prompts;
+        let fresh = Catalogue::build(entries, &self.filter, &self.tool_search);
+        announce_mode(&self.tool_search, Some(current.searching), &fresh);
+        let changed = fresh.tools != current.tools
+            || fresh.listed != current.listed
+            || fresh.prompts != current.prompts;
         *current = Arc::new(fresh);
         changed
     }
@@ -441,6 +451,27 @@ impl Shared {
             } => ErrorData::new(ErrorCode(*code), message, None),
             _ => ErrorData::internal_error(message, None),
         }
+    }
+}
+
+/// Says on stderr when `auto` turns search mode on or off (`previous`: the last catalogue's).
+fn announce_mode(search: &ToolSearch, previous: Option<bool>, catalogue: &Catalogue) {
+    if search.mode != ToolMode::Auto || previous.unwrap_or(false) == catalogue.searching {
+        return;
+    }
+    let tools = catalogue.tools.len().saturating_sub(1);
+    let tokens = serde_json::to_string(catalogue.tools.as_ref())
+        .map_or(0, |json| json.len() / crate::budget::BYTES_PER_TOKEN);
+    if catalogue.searching {
+        tracing::warn!(
+            "the {tools} tools' definitions are about {tokens} tokens, over the tool search budget of {}: tools/list offers {FIND_TOOLS} and {CALL_TOOL} instead (--tool-mode all lists every tool)",
+            search.budget_tokens
+        );
+    } else {
+        tracing::warn!(
+            "the {tools} tools' definitions are about {tokens} tokens, within the tool search budget of {}: tools/list offers every tool again",
+            search.budget_tokens
+        );
     }
 }
 
@@ -832,6 +863,24 @@ impl GatewayHandler {
         Ok(())
     }
 
+    /// `tether__find_tools`'s answer: the offered tools that best match the request.
+    fn find_tools(&self, catalogue: &Catalogue, request: &CallToolRequestParams) -> CallToolResult {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let found = match &catalogue.index {
+            Some(index) => crate::tool_search::find(index, &arguments),
+            None => Err("tool search is not on".to_owned()),
+        };
+        match found {
+            Ok(found) => {
+                let mut result =
+                    CallToolResult::success(vec![ContentBlock::text(found.to_string())]);
+                result.structured_content = Some(found);
+                result
+            }
+            Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+        }
+    }
+
     /// `tether_status`'s answer: the supervisor's report as JSON text and structured content.
     fn status(&self) -> CallToolResult {
         let catalogue = self.shared.catalogue();
@@ -900,58 +949,15 @@ fn client_gone(
         .map(|gone| gone.0.clone())
 }
 
-impl ServerHandler for GatewayHandler {
-    fn get_info(&self) -> InitializeResult {
-        InitializeResult::new(self.shared.capabilities.clone())
-            .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
-            // Masked again: a re-mint may have added values since they were taken.
-            .with_instructions(self.shared.mask(&self.shared.instructions))
-    }
-
-    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        // Sessions (and DELETE) exist up to the last version with `initialize`.
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
-    }
-
-    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
-        self.shared.clients.connected(context.peer);
-    }
-
-    async fn on_roots_list_changed(
-        &self,
-        _context: rmcp::service::NotificationContext<RoleServer>,
-    ) {
-        // Servers ask for the roots again; their `roots/list` comes back to a client.
-        for runtime in self.shared.supervisor.runtimes() {
-            runtime.notify_roots_changed().await;
-        }
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        if self.catalogue_marker {
-            let mut marker = ListToolsResult::with_all_items(Vec::new());
-            let mut meta = rmcp::model::MetaObject::new();
-            meta.insert(CATALOGUE_MARKER.to_owned(), Value::Bool(true));
-            marker.meta = Some(meta);
-            return Ok(marker);
-        }
-        Ok(ListToolsResult::with_all_items(
-            self.shared.catalogue().tools.as_ref().clone(),
-        ))
-    }
-
-    async fn call_tool(
+impl GatewayHandler {
+    /// `tools/call` of `request.name` itself: `tether_status`, or an offered tool forwarded
+    /// to its server (what `tether__call_tool` does too).
+    async fn call_direct(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        const METHOD: &str = "tools/call";
+        const METHOD: &str = CALL_METHOD;
         if request.name == STATUS_TOOL {
             return Ok(self.status().into());
         }
@@ -1032,6 +1038,85 @@ impl ServerHandler for GatewayHandler {
         });
         tracing::debug!(tool = %request.name, server = %route.server, ?duration, outcome = outcome.as_str(), "tools/call");
         response.map(|(result, value)| self.within_budget(result, value).into())
+    }
+}
+
+/// The method of a tool call.
+const CALL_METHOD: &str = "tools/call";
+
+impl ServerHandler for GatewayHandler {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(self.shared.capabilities.clone())
+            .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
+            // Masked again: a re-mint may have added values since they were taken.
+            .with_instructions(self.shared.mask(&self.shared.instructions))
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        // Sessions (and DELETE) exist up to the last version with `initialize`.
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
+            &ProtocolVersion::LATEST_WITH_INITIALIZE,
+        ))
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.shared.clients.connected(context.peer);
+    }
+
+    async fn on_roots_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        // Servers ask for the roots again; their `roots/list` comes back to a client.
+        for runtime in self.shared.supervisor.runtimes() {
+            runtime.notify_roots_changed().await;
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        if self.catalogue_marker {
+            let mut marker = ListToolsResult::with_all_items(Vec::new());
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.insert(CATALOGUE_MARKER.to_owned(), Value::Bool(true));
+            marker.meta = Some(meta);
+            return Ok(marker);
+        }
+        Ok(ListToolsResult::with_all_items(
+            self.shared.catalogue().listed.as_ref().clone(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let catalogue = self.shared.catalogue();
+        if catalogue.searching && request.name == FIND_TOOLS {
+            return Ok(self.find_tools(&catalogue, &request).into());
+        }
+        if catalogue.searching && request.name == CALL_TOOL {
+            let arguments = request.arguments.clone().unwrap_or_default();
+            let (name, arguments) = match crate::tool_search::call_target(&arguments) {
+                Ok(target) => target,
+                Err(message) => {
+                    let refused = self.refuse(CALL_METHOD, CALL_TOOL, message);
+                    return Ok(
+                        CallToolResult::error(vec![ContentBlock::text(refused.message)]).into(),
+                    );
+                }
+            };
+            let mut inner = request;
+            inner.name = name.into();
+            inner.arguments = arguments;
+            // The same path as a direct call: routing, withholding, masking, audit, budget.
+            return self.call_direct(inner, context).await;
+        }
+        self.call_direct(request, context).await
     }
 
     async fn list_prompts(

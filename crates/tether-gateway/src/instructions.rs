@@ -63,11 +63,20 @@ pub(crate) fn server_part(
     Some(kept)
 }
 
-/// The gateway's instructions: what it says of itself, then each `(server, instructions)`
-/// in order.
-pub(crate) fn compose(parts: &[(String, String)]) -> String {
+/// What the gateway says of search mode, when it may be on (`tool_search.rs`).
+const SEARCHING: &str = "When tools/list offers tether__find_tools and tether__call_tool \
+instead of the servers' tools, find a tool by describing the task to tether__find_tools \
+({\"query\": \"create a pull request\"}), then call it with tether__call_tool ({\"name\": \
+\"SERVER__TOOL\", \"arguments\": {...}}) or by its name.";
+
+/// The gateway's instructions: what it says of itself (and of search mode when `searching`
+/// may be on), then each `(server, instructions)` in order.
+pub(crate) fn compose(searching: bool, parts: &[(String, String)]) -> String {
     let mut text = String::from(NAMESPACING);
-    // Search mode (not built yet) adds its line here: how to use its two tools.
+    if searching {
+        text.push(' ');
+        text.push_str(SEARCHING);
+    }
     if !parts.is_empty() {
         text.push_str("\n\nEach server's own instructions follow, under its name.");
     }
@@ -99,7 +108,7 @@ mod tests {
         )
         .expect("offered");
         assert_eq!(part, format!("Use notes__find. Token {MASK}."));
-        let text = compose(&[("notes".to_owned(), part)]);
+        let text = compose(false, &[("notes".to_owned(), part)]);
         assert!(text.starts_with(NAMESPACING), "{text}");
         assert!(text.ends_with(&format!("## notes\nUse notes__find. Token {MASK}.")));
     }
@@ -138,6 +147,9 @@ mod tests {
 
     #[test]
     fn without_server_instructions_only_the_gateway_speaks() {
-        assert_eq!(compose(&[]), NAMESPACING);
+        assert_eq!(compose(false, &[]), NAMESPACING);
+        let searching = compose(true, &[]);
+        assert!(searching.starts_with(NAMESPACING), "{searching}");
+        assert!(searching.contains("tether__find_tools"), "{searching}");
     }
 }

@@ -6,6 +6,11 @@
 //! for at least 83% of the requests, at least 10 points above plain BM25. (The bar is
 //! 85% and 25 points; specs/tool-search/TECH.md says where the ranker still falls short.)
 
+#![allow(
+    clippy::expect_used,
+    reason = "a test binary: helpers outside #[test] functions panic on bad test data too"
+)]
+
 use serde_json::Value;
 use tether_gateway::search::{Indexed, Ranking, ToolIndex};
 
@@ -94,8 +99,11 @@ fn substring(tools: &[Indexed], query: &str, limit: usize) -> Vec<String> {
         .collect()
 }
 
+/// A ranker under test: a request to the names it ranks first.
+type Ranker<'a> = dyn Fn(&str) -> Vec<String> + 'a;
+
 /// Per cent of `queries` whose answer is in the top 1, 3 and 5 of `rank`.
-fn top_k(queries: &[&Query], rank: &dyn Fn(&str) -> Vec<String>) -> [f64; 3] {
+fn top_k(queries: &[&Query], rank: &Ranker<'_>) -> [f64; 3] {
     let mut hits = [0usize; 3];
     for query in queries {
         let ranked = rank(&query.text);
@@ -129,7 +137,7 @@ fn the_ranker_finds_the_right_tool_in_its_top_3_for_83_percent_of_requests() {
                 .collect()
         }
     };
-    let rankers: [(&str, Box<dyn Fn(&str) -> Vec<String>>); 3] = [
+    let rankers: [(&str, Box<Ranker<'_>>); 3] = [
         ("substring", Box::new(|q: &str| substring(&tools, q, 5))),
         ("plain BM25", Box::new(by(Ranking::Plain))),
         ("tether", Box::new(by(Ranking::Related))),

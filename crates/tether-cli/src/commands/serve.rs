@@ -10,6 +10,7 @@ use rmcp::model::ClientCapabilities;
 use tether_config::RenderedServer;
 use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::names::ToolFilter;
+use tether_gateway::tool_search::{ToolMode, ToolSearch};
 use tether_gateway::{
     AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ResultBudget, ScanPolicy, Upstream,
     is_loopback,
@@ -17,7 +18,7 @@ use tether_gateway::{
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ScanArg, ServeArgs};
+use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ScanArg, ServeArgs, ToolModeArg};
 use crate::exit::{OK, UsageError};
 use crate::output::Progress;
 use crate::{secrets, settings};
@@ -55,6 +56,8 @@ pub(super) struct Policy {
     pub trust_with: String,
     /// Where tool results are cut (`--max-result-tokens`, `max_result_tokens`).
     pub budget: ResultBudget,
+    /// `--tool-mode`, `--tool-search-budget`, `--always-load` (and config.toml's keys).
+    pub tool_search: ToolSearch,
 }
 
 /// `$TETHER_HOME/pins.json`.
@@ -143,6 +146,7 @@ pub(super) async fn start_gateway(
                 tether_log::register(values);
             }))),
             budget: policy.budget,
+            tool_search: policy.tool_search,
         },
     )
     .await)
@@ -156,6 +160,15 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         (Some(_), None, false) => Some(tether_http::token::generate()?),
     };
     let budget = budget(args.max_result_tokens)?;
+    let tool_search = settings::tool_search(
+        args.tool_mode.map(|mode| match mode {
+            ToolModeArg::All => ToolMode::All,
+            ToolModeArg::Search => ToolMode::Search,
+            ToolModeArg::Auto => ToolMode::Auto,
+        }),
+        args.tool_search_budget,
+        &args.always_load,
+    )?;
     let mut options = super::start_options(args.timeout, false);
     options.declared = args
         .client_capabilities
@@ -206,6 +219,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             },
             trust_with: super::policy::trust_with(&args.specs),
             budget,
+            tool_search,
         },
         &progress,
     )
@@ -287,6 +301,7 @@ pub async fn run_through_gateway(
             filter: ToolFilter::default(),
             trust_with: super::policy::trust_with(&args.specs),
             budget,
+            tool_search: settings::tool_search(None, None, &[])?,
         },
         progress,
     )
