@@ -1,10 +1,11 @@
 //! Tool search's ranking quality on the labelled set (tests/data/tool-search): 165 tools of 19
 //! real servers and 143 requests, each labelled with the tool(s) that answer it. Prints top-1,
-//! top-3 and top-5 for a plain substring match, plain BM25 and tether's ranker, over the whole
-//! set and the held-out half (`cargo test -p tether-gateway --test search_quality --
-//! --nocapture`), and holds the level reached: tether's ranker has the right tool in its top 3
-//! for at least 83% of the requests, at least 10 points above plain BM25. (The issue's bar is
-//! 85% and 25 points; specs/tool-search/TECH.md says where the ranker still falls short.)
+//! top-3 and top-5 for a plain substring match, textbook BM25, plain BM25 (tether's index
+//! without related terms) and tether's ranker, over the whole set, the held-out half and the
+//! tuning half (`cargo test -p tether-gateway --test search_quality -- --nocapture`), and holds
+//! the issue's bar of the right tool in the top 3 for at least 85% of the requests, and the
+//! lead measured over BM25: 15 points over textbook BM25, 10 over tether's own index without
+//! related terms (the issue asks 25: not reached on this set, specs/tool-search/TECH.md §5).
 
 #![allow(
     clippy::expect_used,
@@ -99,6 +100,85 @@ fn substring(tools: &[Indexed], query: &str, limit: usize) -> Vec<String> {
         .collect()
 }
 
+/// Textbook BM25, for reference: the `bm25` crate's embedder and scorer over each tool's
+/// name, description and parameters as lower-cased runs of letters and digits (so `snake_case`
+/// splits, `camelCase` does not), no stemming, no stop words, no field weights, no related
+/// terms, no server boost.
+struct Textbook {
+    tokens: Lower,
+    scorer: bm25::Scorer<usize, u32>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Lower;
+
+impl bm25::Tokenizer for Lower {
+    fn tokenize(&self, text: &str) -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    }
+}
+
+impl Textbook {
+    fn new(tools: &[Indexed]) -> Self {
+        let documents: Vec<String> = tools
+            .iter()
+            .map(|tool| {
+                let mut text = format!(
+                    "{} {}",
+                    tool.own,
+                    tool.definition["description"].as_str().unwrap_or("")
+                );
+                if let Some(properties) = tool.definition["inputSchema"]["properties"].as_object() {
+                    for (name, property) in properties {
+                        text.push(' ');
+                        text.push_str(name);
+                        text.push(' ');
+                        text.push_str(property["description"].as_str().unwrap_or(""));
+                    }
+                }
+                text
+            })
+            .collect();
+        let corpus: Vec<&str> = documents.iter().map(String::as_str).collect();
+        let embedder: bm25::Embedder<u32, Lower> =
+            bm25::EmbedderBuilder::with_tokenizer_and_fit_to_corpus(Lower, &corpus).build();
+        let mut scorer = bm25::Scorer::new();
+        for (id, document) in documents.iter().enumerate() {
+            scorer.upsert(&id, embedder.embed(document));
+        }
+        Self {
+            tokens: Lower,
+            scorer,
+        }
+    }
+
+    fn rank(&self, tools: &[Indexed], query: &str, limit: usize) -> Vec<String> {
+        use bm25::{TokenEmbedder as _, Tokenizer as _};
+        let mut words = self.tokens.tokenize(query);
+        words.sort();
+        words.dedup();
+        let query = bm25::Embedding(
+            words
+                .iter()
+                .map(|w| bm25::TokenEmbedding {
+                    index: u32::embed(w),
+                    value: 1.0,
+                })
+                .collect(),
+        );
+        let mut matches = self.scorer.matches(&query);
+        matches.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        matches
+            .into_iter()
+            .take(limit)
+            .map(|m| tools[m.id].name.clone())
+            .collect()
+    }
+}
+
 /// A ranker under test: a request to the names it ranks first.
 type Ranker<'a> = dyn Fn(&str) -> Vec<String> + 'a;
 
@@ -121,7 +201,7 @@ fn top_k(queries: &[&Query], rank: &Ranker<'_>) -> [f64; 3] {
 }
 
 #[test]
-fn the_ranker_finds_the_right_tool_in_its_top_3_for_83_percent_of_requests() {
+fn the_ranker_finds_the_right_tool_in_its_top_3_for_85_percent_of_requests() {
     let tools = tools();
     let queries = queries();
     assert!(tools.len() >= 150, "{} tools", tools.len());
@@ -137,8 +217,13 @@ fn the_ranker_finds_the_right_tool_in_its_top_3_for_83_percent_of_requests() {
                 .collect()
         }
     };
-    let rankers: [(&str, Box<Ranker<'_>>); 3] = [
+    let textbook = Textbook::new(&tools);
+    let rankers: [(&str, Box<Ranker<'_>>); 4] = [
         ("substring", Box::new(|q: &str| substring(&tools, q, 5))),
+        (
+            "textbook BM25",
+            Box::new(|q: &str| textbook.rank(&tools, q, 5)),
+        ),
         ("plain BM25", Box::new(by(Ranking::Plain))),
         ("tether", Box::new(by(Ranking::Related))),
     ];
@@ -161,7 +246,7 @@ fn the_ranker_finds_the_right_tool_in_its_top_3_for_83_percent_of_requests() {
         }
     }
     for query in all.iter().filter(|q| !q.held_out) {
-        let found = rankers[2].1(&query.text);
+        let found = rankers[3].1(&query.text);
         if !found.iter().take(3).any(|n| query.expect.contains(n)) {
             println!(
                 "missed (tuning half): {:?} → {:?}, wanted {:?}",
@@ -176,7 +261,13 @@ fn the_ranker_finds_the_right_tool_in_its_top_3_for_83_percent_of_requests() {
             .map(|(_, _, t3)| *t3)
             .unwrap_or_default()
     };
-    assert!(top3("tether") >= 83.0, "top-3 {:.1}%", top3("tether"));
+    assert!(top3("tether") >= 85.0, "top-3 {:.1}%", top3("tether"));
+    assert!(
+        top3("tether") - top3("textbook BM25") >= 15.0,
+        "tether {:.1}% against textbook BM25 {:.1}%",
+        top3("tether"),
+        top3("textbook BM25")
+    );
     assert!(
         top3("tether") - top3("plain BM25") >= 10.0,
         "tether {:.1}% against plain BM25 {:.1}%",

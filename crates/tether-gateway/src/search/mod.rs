@@ -2,11 +2,12 @@
 //!
 //! Each tool is one BM25 document (the `bm25` crate's embedder and scorer, with this module's
 //! tokenizer, `text.rs`): its own name and title [`NAME_REPEAT`] times, its server's name, its
-//! description, its parameters' names and descriptions. A request counts by its own words, and
-//! by the words related to them (`related.rs`: WordNet, a table generated offline and embedded
-//! in the binary, and software's own synonyms) scaled by [`RELATED_WEIGHT`] —
-//! [`RELATED_WEIGHT_UNKNOWN`] for a word no tool has. A request that names a server multiplies
-//! its tools' scores by [`SERVER_BOOST`]. specs/tool-search/TECH.md says why.
+//! description, its parameters' names and descriptions. A request counts by its own words, by
+//! the words software uses for the same thing (`related.rs`, `domain.txt`) at
+//! [`RELATED_WEIGHT`] ([`RELATED_WEIGHT_UNKNOWN`] for a word no tool has), and, for a word no
+//! tool has, by the words WordNet relates to it (`related.txt`, generated offline and embedded)
+//! at [`WORDNET_WEIGHT`]. A request that names a server multiplies its tools' scores by
+//! [`SERVER_BOOST`]. specs/tool-search/TECH.md says why.
 
 mod related;
 mod text;
@@ -26,6 +27,9 @@ pub const RELATED_WEIGHT: f32 = 0.4;
 /// ... and when the request's word itself is in no tool's definition (the related terms are
 /// then all there is to go on).
 pub const RELATED_WEIGHT_UNKNOWN: f32 = 0.6;
+/// What a match on a term WordNet relates to a request's word counts for, when that word is
+/// in no tool's definition (WordNet is not asked about words the tools have).
+pub const WORDNET_WEIGHT: f32 = 0.3;
 /// What a tool's score is multiplied by when the request names its server.
 pub const SERVER_BOOST: f32 = 2.0;
 /// How often a tool's own name and title are repeated in its document (the other fields once).
@@ -36,7 +40,7 @@ pub const NAME_REPEAT: usize = 3;
 pub enum Ranking {
     /// BM25 over the request's own words only (the baseline the quality test reports).
     Plain,
-    /// BM25 over the request's words, plus its WordNet-related words at [`RELATED_WEIGHT`].
+    /// BM25 over the request's words, plus their related words (see the module's doc).
     Related,
 }
 
@@ -115,16 +119,21 @@ impl ToolIndex {
         self.add(&mut scores, &own, 1.0);
         if ranking == Ranking::Related {
             for stem in &own {
-                let weight = if self.known.contains(stem) {
+                let known = self.known.contains(stem);
+                let weight = if known {
                     RELATED_WEIGHT
                 } else {
                     RELATED_WEIGHT_UNKNOWN
                 };
-                let related: Vec<String> = related::of(std::slice::from_ref(stem))
-                    .into_iter()
-                    .filter(|stem| !seen.contains(stem))
-                    .collect();
-                self.add(&mut scores, &related, weight);
+                let one = std::slice::from_ref(stem);
+                let mut domain = related::of(related::Source::Domain, one);
+                domain.retain(|stem| !seen.contains(stem));
+                self.add(&mut scores, &domain, weight);
+                if !known {
+                    let mut wordnet = related::of(related::Source::WordNet, one);
+                    wordnet.retain(|stem| !seen.contains(stem) && !domain.contains(stem));
+                    self.add(&mut scores, &wordnet, WORDNET_WEIGHT);
+                }
             }
         }
         // A request that names a server (every word of its name) wants that server's tools.
