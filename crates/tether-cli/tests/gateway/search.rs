@@ -216,3 +216,39 @@ async fn auto_searches_over_its_budget_and_says_so_once() {
     assert!(tool_names(&client).await.contains(&"srv__extra".to_owned()));
     drop(stderr_of(client, stderr).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_turns_search_on_when_a_list_change_crosses_the_budget_and_tells_the_client() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"srv": {{"command": {}, "args": ["--grow-tools"]}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    // The budget: exactly the tokens of the list as it starts (not over it, so all listed).
+    let (_, client) = serve_full(dir.path(), &spec, &["--no-pins", "--tool-mode", "all"]).await;
+    let listed = client.list_all_tools().await.expect("tools/list");
+    let tokens = (serde_json::to_string(&listed).expect("a list").len() / 4).to_string();
+    client.cancel().await.expect("closing the client");
+
+    let flags = ["--no-pins", "--tool-search-budget", tokens.as_str()];
+    let (handler, client) = serve_full(dir.path(), &spec, &flags).await;
+    let names = tool_names(&client).await;
+    assert!(names.contains(&"srv__add_tool".to_owned()), "{names:?}");
+    // A new tool puts the definitions over: search mode, and the client is told.
+    let added = call(&client, "srv__add_tool", json!({"name": "grown"})).await;
+    assert_eq!(text_of(&added), "added grown");
+    eventually("a tools/list_changed for the client", async || {
+        handler
+            .tools_changed
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1
+    })
+    .await;
+    assert_eq!(tool_names(&client).await, [FIND, CALL, "tether_status"]);
+    assert!(
+        found(&client, "tool add_tool added")
+            .await
+            .contains(&"srv__grown".to_owned())
+    );
+    client.cancel().await.expect("closing the client");
+}
