@@ -973,8 +973,13 @@ impl GatewayHandler {
                 METHOD,
                 &request.name,
                 format!(
-                    "no tool named '{}' behind this gateway; its tools are named SERVER__TOOL (see tools/list)",
-                    request.name
+                    "no tool named '{}' behind this gateway; its tools are named SERVER__TOOL ({})",
+                    request.name,
+                    if catalogue.searching {
+                        "find them with tether__find_tools"
+                    } else {
+                        "see tools/list"
+                    }
                 ),
             );
             return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());

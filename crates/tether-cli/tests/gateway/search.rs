@@ -114,6 +114,10 @@ async fn search_mode_lists_two_tools_finds_the_servers_tools_and_calls_them_as_d
     )
     .await;
     assert_eq!(direct["isError"], json!(true), "{direct}");
+    assert!(
+        text_of(&direct).contains("find them with tether__find_tools"),
+        "{direct}"
+    );
     assert_eq!(through, direct);
     drop(stderr_of(client, stderr).await);
 }
