@@ -1102,7 +1102,10 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<CallToolResponse, ErrorData> {
         let catalogue = self.shared.catalogue();
         if catalogue.searching && request.name == FIND_TOOLS {
-            return Ok(self.find_tools(&catalogue, &request).into());
+            // Twenty large definitions can be over the output budget like any result.
+            let found = self.find_tools(&catalogue, &request);
+            let value = serde_json::to_value(&found).unwrap_or(Value::Null);
+            return Ok(self.within_budget(found, value).into());
         }
         if catalogue.searching && request.name == CALL_TOOL {
             let arguments = request.arguments.clone().unwrap_or_default();

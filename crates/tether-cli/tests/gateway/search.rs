@@ -256,3 +256,24 @@ async fn auto_turns_search_on_when_a_list_change_crosses_the_budget_and_tells_th
     );
     client.cancel().await.expect("closing the client");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_find_tools_answer_over_the_output_budget_is_cut_like_any_result() {
+    let Some(everything) = server_everything() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = everything_and_test(&everything);
+    let flags = ["--tool-mode", "search", "--max-result-tokens", "256"];
+    let (client, stderr) = serve_client(dir.path(), &spec, &flags).await;
+    let result = call(
+        &client,
+        FIND,
+        json!({"query": "get the resource", "limit": 20}),
+    )
+    .await;
+    let text = text_of(&result);
+    assert!(text.contains("tether://results/"), "{result}");
+    assert!(text.len() < 2048, "{}", text.len());
+    drop(stderr_of(client, stderr).await);
+}
