@@ -390,11 +390,13 @@ impl Shared {
 
     /// Replaces the catalogue with one built from `entries`; whether the lists differ.
     fn rebuild(&self, entries: &mut Entries) -> bool {
+        // Built before the catalogue is locked (the held `entries` keep rebuilds in order):
+        // a search index takes milliseconds, and calls read the catalogue meanwhile.
+        let fresh = Catalogue::build(entries, &self.filter, &self.tool_search);
         let mut current = self
             .catalogue
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let fresh = Catalogue::build(entries, &self.filter, &self.tool_search);
         announce_mode(&self.tool_search, Some(current.searching), &fresh);
         let changed = fresh.tools != current.tools
             || fresh.listed != current.listed

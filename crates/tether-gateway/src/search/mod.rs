@@ -80,10 +80,15 @@ impl ToolIndex {
     /// Indexes `tools` (in the order ties are broken in).
     pub fn new(tools: Vec<Indexed>) -> Self {
         let words = text::Words::default();
-        let documents: Vec<String> = tools.iter().map(document).collect();
-        let known = documents
+        let mut memory = HashMap::new();
+        let mut known = HashSet::new();
+        let documents: Vec<String> = tools
             .iter()
-            .flat_map(|document| words.stems(document))
+            .map(|tool| {
+                let stems = words.stems_remembered(&document(tool), &mut memory);
+                known.extend(stems.iter().cloned());
+                stems.join(" ")
+            })
             .collect();
         Self {
             documents: scorer(&documents),
@@ -179,11 +184,11 @@ impl ToolIndex {
     }
 }
 
-/// A scorer of `documents`, by position.
+/// A scorer of `documents` (stems, space-separated), by position.
 fn scorer(documents: &[String]) -> Scorer<usize, u32> {
     let corpus: Vec<&str> = documents.iter().map(String::as_str).collect();
-    let embedder: Embedder<u32, text::Words> =
-        EmbedderBuilder::with_tokenizer_and_fit_to_corpus(text::Words::default(), &corpus).build();
+    let embedder: Embedder<u32, text::Stemmed> =
+        EmbedderBuilder::with_tokenizer_and_fit_to_corpus(text::Stemmed, &corpus).build();
     let mut scorer = Scorer::new();
     for (id, document) in documents.iter().enumerate() {
         scorer.upsert(&id, embedder.embed(document));

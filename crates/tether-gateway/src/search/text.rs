@@ -4,6 +4,8 @@
 //! `list_directory_with_sizes` and "listing directories by size" share `list`, `directori`,
 //! `size`.
 
+use std::collections::HashMap;
+
 use rust_stemmers::{Algorithm, Stemmer};
 
 /// Words too common to tell tools apart (requests are full of them; definitions too).
@@ -32,12 +34,28 @@ impl Default for Words {
 impl Words {
     /// The stems of `text`, in order, repeated as often as they occur.
     pub(crate) fn stems(&self, text: &str) -> Vec<String> {
+        self.stems_remembered(text, &mut HashMap::new())
+    }
+
+    /// [`Words::stems`], each word stemmed once: `memory` keeps word → stem across calls
+    /// (an index's documents share most of their words).
+    pub(crate) fn stems_remembered(
+        &self,
+        text: &str,
+        memory: &mut HashMap<String, String>,
+    ) -> Vec<String> {
         let mut stems = Vec::new();
         for word in split(text) {
             if word.len() < 2 || STOP_WORDS.binary_search(&word.as_str()).is_ok() {
                 continue;
             }
-            stems.push(self.stemmer.stem(plural_acronym(&word)).into_owned());
+            if let Some(stem) = memory.get(&word) {
+                stems.push(stem.clone());
+                continue;
+            }
+            let stem = self.stemmer.stem(plural_acronym(&word)).into_owned();
+            memory.insert(word, stem.clone());
+            stems.push(stem);
         }
         stems
     }
@@ -48,9 +66,18 @@ impl Words {
     }
 }
 
-impl bm25::Tokenizer for Words {
+/// The tokenizer of text that is stems already, space-separated (an index's documents are
+/// stemmed once, then embedded).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Stemmed;
+
+impl bm25::Tokenizer for Stemmed {
     fn tokenize(&self, input_text: &str) -> Vec<String> {
-        self.stems(input_text)
+        input_text
+            .split(' ')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
     }
 }
 
