@@ -277,3 +277,56 @@ async fn a_find_tools_answer_over_the_output_budget_is_cut_like_any_result() {
     assert!(text.len() < 2048, "{}", text.len());
     drop(stderr_of(client, stderr).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_toml_sets_the_mode_and_bad_values_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = test_servers_spec(&[("test", &[])]);
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("creating TETHER_HOME");
+    let config = home.join("config.toml");
+    std::fs::write(
+        &config,
+        "tool_mode = \"search\"\nalways_load = [\"test__add\"]\n",
+    )
+    .expect("writing config");
+    let (client, stderr) = serve_client(dir.path(), &spec, &["--always-load", "test__echo"]).await;
+    // In the server's order, whichever named them.
+    assert_eq!(
+        tool_names(&client).await,
+        [FIND, CALL, "test__add", "test__echo", "tether_status"]
+    );
+    drop(stderr_of(client, stderr).await);
+    // The flag wins over the file.
+    let (client, stderr) = serve_client(dir.path(), &spec, &["--tool-mode", "all"]).await;
+    assert!(!tool_names(&client).await.contains(&FIND.to_owned()));
+    drop(stderr_of(client, stderr).await);
+
+    let refused = |args: &[&str]| {
+        let out = tether_in(dir.path())
+            .command(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("running tether");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    std::fs::write(&config, "tool_mode = \"sometimes\"\n").expect("writing config");
+    let stderr = refused(&["serve", "--mcp", &spec]);
+    assert!(
+        stderr.contains(
+            "tool_mode in config.toml: 'sometimes' is not a tool mode: use all, search or auto"
+        ),
+        "{stderr}"
+    );
+    std::fs::write(&config, "tool_search_budget = 0\n").expect("writing config");
+    let stderr = refused(&["serve", "--mcp", &spec]);
+    assert!(
+        stderr.contains("tool_search_budget in config.toml"),
+        "{stderr}"
+    );
+    let stderr = refused(&["serve", "--mcp", &spec, "--tool-search-budget", "lots"]);
+    assert!(stderr.contains("give a whole number above 0"), "{stderr}");
+    let stderr = refused(&["serve", "--mcp", &spec, "--tool-mode", "some"]);
+    assert!(stderr.contains("--tool-mode"), "{stderr}");
+}
