@@ -302,15 +302,7 @@ async fn config_toml_sets_the_mode_and_bad_values_are_refused_in_one_line() {
     assert!(!tool_names(&client).await.contains(&FIND.to_owned()));
     drop(stderr_of(client, stderr).await);
 
-    let refused = |args: &[&str]| {
-        let out = tether_in(dir.path())
-            .command(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("running tether");
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
+    let refused = |args: &[&str]| refused_in(dir.path(), args);
     std::fs::write(&config, "tool_mode = \"sometimes\"\n").expect("writing config");
     let stderr = refused(&["serve", "--mcp", &spec]);
     assert!(
