@@ -951,15 +951,82 @@ fn client_gone(
         .map(|gone| gone.0.clone())
 }
 
-impl GatewayHandler {
-    /// `tools/call` of `request.name` itself: `tether_status`, or an offered tool forwarded
-    /// to its server (what `tether__call_tool` does too).
-    async fn call_direct(
+impl ServerHandler for GatewayHandler {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(self.shared.capabilities.clone())
+            .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
+            // Masked again: a re-mint may have added values since they were taken.
+            .with_instructions(self.shared.mask(&self.shared.instructions))
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        // Sessions (and DELETE) exist up to the last version with `initialize`.
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
+            &ProtocolVersion::LATEST_WITH_INITIALIZE,
+        ))
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.shared.clients.connected(context.peer);
+    }
+
+    async fn on_roots_list_changed(
         &self,
-        request: CallToolRequestParams,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        // Servers ask for the roots again; their `roots/list` comes back to a client.
+        for runtime in self.shared.supervisor.runtimes() {
+            runtime.notify_roots_changed().await;
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        if self.catalogue_marker {
+            let mut marker = ListToolsResult::with_all_items(Vec::new());
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.insert(CATALOGUE_MARKER.to_owned(), Value::Bool(true));
+            marker.meta = Some(meta);
+            return Ok(marker);
+        }
+        Ok(ListToolsResult::with_all_items(
+            self.shared.catalogue().listed.as_ref().clone(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        const METHOD: &str = CALL_METHOD;
+        const METHOD: &str = "tools/call";
+        if self.shared.catalogue().searching {
+            if request.name == FIND_TOOLS {
+                // Twenty large definitions can be over the output budget like any result.
+                let found = self.find_tools(&self.shared.catalogue(), &request);
+                let value = serde_json::to_value(&found).unwrap_or(Value::Null);
+                return Ok(self.within_budget(found, value).into());
+            }
+            if request.name == CALL_TOOL {
+                // The named tool takes the call's place: the same path as a direct call of it
+                // (routing, withholding, masking, audit, budget).
+                let arguments = request.arguments.take().unwrap_or_default();
+                match crate::tool_search::call_target(&arguments) {
+                    Ok((name, arguments)) => {
+                        request.name = name.into();
+                        request.arguments = arguments;
+                    }
+                    Err(message) => {
+                        let refused = self.refuse(METHOD, CALL_TOOL, message);
+                        let refused = vec![ContentBlock::text(refused.message)];
+                        return Ok(CallToolResult::error(refused).into());
+                    }
+                }
+            }
+        }
         if request.name == STATUS_TOOL {
             return Ok(self.status().into());
         }
@@ -1045,88 +1112,6 @@ impl GatewayHandler {
         });
         tracing::debug!(tool = %request.name, server = %route.server, ?duration, outcome = outcome.as_str(), "tools/call");
         response.map(|(result, value)| self.within_budget(result, value).into())
-    }
-}
-
-/// The method of a tool call.
-const CALL_METHOD: &str = "tools/call";
-
-impl ServerHandler for GatewayHandler {
-    fn get_info(&self) -> InitializeResult {
-        InitializeResult::new(self.shared.capabilities.clone())
-            .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
-            // Masked again: a re-mint may have added values since they were taken.
-            .with_instructions(self.shared.mask(&self.shared.instructions))
-    }
-
-    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        // Sessions (and DELETE) exist up to the last version with `initialize`.
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
-    }
-
-    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
-        self.shared.clients.connected(context.peer);
-    }
-
-    async fn on_roots_list_changed(
-        &self,
-        _context: rmcp::service::NotificationContext<RoleServer>,
-    ) {
-        // Servers ask for the roots again; their `roots/list` comes back to a client.
-        for runtime in self.shared.supervisor.runtimes() {
-            runtime.notify_roots_changed().await;
-        }
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        if self.catalogue_marker {
-            let mut marker = ListToolsResult::with_all_items(Vec::new());
-            let mut meta = rmcp::model::MetaObject::new();
-            meta.insert(CATALOGUE_MARKER.to_owned(), Value::Bool(true));
-            marker.meta = Some(meta);
-            return Ok(marker);
-        }
-        Ok(ListToolsResult::with_all_items(
-            self.shared.catalogue().listed.as_ref().clone(),
-        ))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let catalogue = self.shared.catalogue();
-        if catalogue.searching && request.name == FIND_TOOLS {
-            // Twenty large definitions can be over the output budget like any result.
-            let found = self.find_tools(&catalogue, &request);
-            let value = serde_json::to_value(&found).unwrap_or(Value::Null);
-            return Ok(self.within_budget(found, value).into());
-        }
-        if catalogue.searching && request.name == CALL_TOOL {
-            let arguments = request.arguments.clone().unwrap_or_default();
-            let (name, arguments) = match crate::tool_search::call_target(&arguments) {
-                Ok(target) => target,
-                Err(message) => {
-                    let refused = self.refuse(CALL_METHOD, CALL_TOOL, message);
-                    return Ok(
-                        CallToolResult::error(vec![ContentBlock::text(refused.message)]).into(),
-                    );
-                }
-            };
-            let mut inner = request;
-            inner.name = name.into();
-            inner.arguments = arguments;
-            // The same path as a direct call: routing, withholding, masking, audit, budget.
-            return self.call_direct(inner, context).await;
-        }
-        self.call_direct(request, context).await
     }
 
     async fn list_prompts(
