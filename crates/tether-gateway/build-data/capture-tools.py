@@ -1,5 +1,19 @@
+#!/usr/bin/env python3
+"""Captures real MCP servers' tools/list answers for the tool-search labelled set
+(tests/data/tool-search/real-tools.json).
+
+Run it in a scratch directory where the servers are installed (npm and a venv):
+    npm install @modelcontextprotocol/server-filesystem ... @playwright/mcp ...   (see SERVERS)
+    python3 -m venv venv && venv/bin/pip install mcp-server-git mcp-server-fetch mcp-server-time
+    python3 capture-tools.py [SERVER...]      # writes out/SERVER.json
+Each server is started over stdio with placeholder credentials (none is contacted: tools/list
+needs no account), sent initialize, notifications/initialized and tools/list, then killed.
+real-tools.json was assembled from out/*.json with each package's name and version (redis and
+sqlite did not answer initialize without their service, so they are not in the set).
+"""
 import json, subprocess, sys, os, select, time
-servers = {
+os.makedirs("out", exist_ok=True)
+SERVERS = servers = {
  "filesystem": (["node","node_modules/@modelcontextprotocol/server-filesystem/dist/index.js","/tmp"], {}),
  "memory": (["node","node_modules/@modelcontextprotocol/server-memory/dist/index.js"], {}),
  "github": (["node","node_modules/@modelcontextprotocol/server-github/dist/index.js"], {"GITHUB_PERSONAL_ACCESS_TOKEN":"x"}),
@@ -15,7 +29,7 @@ servers = {
  "git": (["venv/bin/mcp-server-git"], {}),
  "fetch": (["venv/bin/mcp-server-fetch"], {}),
  "time": (["venv/bin/mcp-server-time"], {}),
- "sqlite": (["venv/bin/mcp-server-sqlite","--db-path","/tmp/capture/x.db"], {}),
+ "sqlite": (["venv/bin/mcp-server-sqlite","--db-path","x.db"], {}),
  "playwright": (["node","node_modules/@playwright/mcp/cli.js"], {}),
  "notion": (["node","node_modules/@notionhq/notion-mcp-server/bin/cli.mjs"], {"NOTION_TOKEN":"x"}),
  "context7": (["node","node_modules/@upstash/context7-mcp/dist/index.js"], {}),
@@ -39,7 +53,7 @@ for name,(cmd,env) in servers.items():
     if len(sys.argv)>1 and name not in sys.argv[1:]: continue
     e=dict(os.environ); e.update(env)
     try:
-        p=subprocess.Popen(cmd,stdin=subprocess.PIPE,stdout=subprocess.PIPE,stderr=subprocess.DEVNULL,env=e,cwd="/tmp/capture")
+        p=subprocess.Popen(cmd,stdin=subprocess.PIPE,stdout=subprocess.PIPE,stderr=subprocess.DEVNULL,env=e,cwd=os.getcwd())
     except Exception as ex:
         print("FAIL",name,ex); continue
     rpc(p,{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"capture","version":"1"}}})
@@ -51,5 +65,5 @@ for name,(cmd,env) in servers.items():
     p.kill()
     if not tl or "result" not in tl: print("FAIL list",name,tl); continue
     info=init["result"].get("serverInfo",{})
-    json.dump({"server":name,"serverInfo":info,"tools":tl["result"]["tools"]},open(f"/tmp/capture/out/{name}.json","w"),indent=1)
+    json.dump({"server":name,"serverInfo":info,"tools":tl["result"]["tools"]},open(f"out/{name}.json","w"),indent=1)
     print("ok",name,info,len(tl["result"]["tools"]))
