@@ -140,6 +140,10 @@ pub struct ServerOptions {
     /// besides the short allowlist every server gets (`passEnv`, or `--pass-env NAME`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pass_env: Vec<String>,
+    /// `"alwaysLoad": true`: in the gateway's search mode (`tether serve --tool-mode`), every
+    /// tool of this server is listed too, not only found. Only tether's gateway reads it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub always_load: bool,
     /// The config gave a remote `url` (or `serverUrl`) without a `type`: the launcher tries
     /// Streamable HTTP and falls back to the legacy SSE transport, as the MCP specification's
     /// backwards-compatibility section recommends. Not written back: a stored template says
@@ -230,6 +234,9 @@ impl ServerOptions {
         }
         if !self.pass_env.is_empty() {
             server["passEnv"] = json!(self.pass_env);
+        }
+        if self.always_load {
+            server["alwaysLoad"] = Value::Bool(true);
         }
     }
 

@@ -54,6 +54,7 @@ const OPTION_KEYS: &[&str] = &[
     "startup_timeout_sec",
     "startup_timeout_ms",
     "passEnv",
+    "alwaysLoad",
 ];
 
 /// Keys that give a remote server's URL.
@@ -667,6 +668,7 @@ impl<'a> ServerFields<'a> {
             timeout_ms,
             startup_timeout_ms,
             pass_env: self.string_array("passEnv")?,
+            always_load: self.boolean("alwaysLoad")?.unwrap_or(false),
             transport_guessed: false,
         })
     }

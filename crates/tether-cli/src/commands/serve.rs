@@ -120,6 +120,15 @@ pub(super) async fn start_gateway(
     }
     eprintln!("tether serve: audit log {}", audit.path().display());
     let policies = super::policy::policies(&session, policy.scan, &policy.trust_with)?;
+    // A server with `"alwaysLoad": true` in its config: all its tools listed in search mode.
+    let mut tool_search = policy.tool_search;
+    tool_search.always_load.extend(
+        session
+            .servers()
+            .iter()
+            .filter(|server| server.options.always_load)
+            .map(|server| server.name.clone()),
+    );
     let pins = if policy.pins {
         let pins = PinStore::new(pins_path()?);
         for server in session.names() {
@@ -146,7 +155,7 @@ pub(super) async fn start_gateway(
                 tether_log::register(values);
             }))),
             budget: policy.budget,
-            tool_search: policy.tool_search,
+            tool_search,
         },
     )
     .await)

@@ -322,3 +322,33 @@ async fn config_toml_sets_the_mode_and_bad_values_are_refused_in_one_line() {
     let stderr = refused(&["serve", "--mcp", &spec, "--tool-mode", "some"]);
     assert!(stderr.contains("--tool-mode"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_always_load_has_all_its_tools_listed_in_search_mode() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let bin = test_server_bin().to_string_lossy().into_owned();
+    let spec = json!({
+        "loaded": {"command": bin, "alwaysLoad": true},
+        "found": {"command": bin}
+    })
+    .to_string();
+    let (client, stderr) = serve_client(dir.path(), &spec, &["--tool-mode", "search"]).await;
+    let names = tool_names(&client).await;
+    assert_eq!(
+        names,
+        [
+            FIND,
+            CALL,
+            "loaded__add",
+            "loaded__echo",
+            "loaded__env_check",
+            "tether_status"
+        ]
+    );
+    assert!(
+        found(&client, "echo")
+            .await
+            .contains(&"found__echo".to_owned())
+    );
+    drop(stderr_of(client, stderr).await);
+}
