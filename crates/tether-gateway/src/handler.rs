@@ -199,7 +199,6 @@ impl Shared {
         let catalogue = Catalogue::build(&mut entries, &filter, &tool_search);
         announce_mode(&tool_search, None, &catalogue);
         let instructions = crate::instructions::compose(
-            catalogue.searching || tool_search.mode != ToolMode::All,
             &running
                 .iter()
                 .filter_map(|server| {
@@ -956,7 +955,11 @@ impl ServerHandler for GatewayHandler {
         InitializeResult::new(self.shared.capabilities.clone())
             .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
             // Masked again: a re-mint may have added values since they were taken.
-            .with_instructions(self.shared.mask(&self.shared.instructions))
+            .with_instructions(self.shared.mask(&if self.shared.catalogue().searching {
+                crate::instructions::searching(&self.shared.instructions)
+            } else {
+                self.shared.instructions.clone()
+            }))
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {

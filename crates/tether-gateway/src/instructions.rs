@@ -69,14 +69,10 @@ instead of the servers' tools, find a tool by describing the task to tether__fin
 ({\"query\": \"create a pull request\"}), then call it with tether__call_tool ({\"name\": \
 \"SERVER__TOOL\", \"arguments\": {...}}) or by its name.";
 
-/// The gateway's instructions: what it says of itself (and of search mode when `searching`
-/// may be on), then each `(server, instructions)` in order.
-pub(crate) fn compose(searching: bool, parts: &[(String, String)]) -> String {
+/// The gateway's instructions: what it says of itself, then each `(server, instructions)`
+/// in order.
+pub(crate) fn compose(parts: &[(String, String)]) -> String {
     let mut text = String::from(NAMESPACING);
-    if searching {
-        text.push(' ');
-        text.push_str(SEARCHING);
-    }
     if !parts.is_empty() {
         text.push_str("\n\nEach server's own instructions follow, under its name.");
     }
@@ -84,6 +80,15 @@ pub(crate) fn compose(searching: bool, parts: &[(String, String)]) -> String {
         text.push_str(&format!("\n\n## {server}\n{instructions}"));
     }
     text
+}
+
+/// `instructions` (as [`compose`] made them) while search mode is on: how to use its two
+/// tools, after what the gateway says of itself.
+pub(crate) fn searching(instructions: &str) -> String {
+    match instructions.strip_prefix(NAMESPACING) {
+        Some(rest) => format!("{NAMESPACING} {SEARCHING}{rest}"),
+        None => format!("{SEARCHING}\n\n{instructions}"),
+    }
 }
 
 #[cfg(test)]
@@ -108,7 +113,7 @@ mod tests {
         )
         .expect("offered");
         assert_eq!(part, format!("Use notes__find. Token {MASK}."));
-        let text = compose(false, &[("notes".to_owned(), part)]);
+        let text = compose(&[("notes".to_owned(), part)]);
         assert!(text.starts_with(NAMESPACING), "{text}");
         assert!(text.ends_with(&format!("## notes\nUse notes__find. Token {MASK}.")));
     }
@@ -147,9 +152,15 @@ mod tests {
 
     #[test]
     fn without_server_instructions_only_the_gateway_speaks() {
-        assert_eq!(compose(false, &[]), NAMESPACING);
-        let searching = compose(true, &[]);
-        assert!(searching.starts_with(NAMESPACING), "{searching}");
-        assert!(searching.contains("tether__find_tools"), "{searching}");
+        assert_eq!(compose(&[]), NAMESPACING);
+    }
+
+    #[test]
+    fn in_search_mode_the_two_tools_are_explained_before_the_servers_parts() {
+        let text = searching(&compose(&[("notes".to_owned(), "Use notes.".to_owned())]));
+        assert!(text.starts_with(NAMESPACING), "{text}");
+        let explained = text.find("tether__find_tools").expect("explained");
+        let notes = text.find("## notes").expect("the server's part");
+        assert!(explained < notes, "{text}");
     }
 }

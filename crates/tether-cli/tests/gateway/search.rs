@@ -197,6 +197,14 @@ async fn auto_searches_over_its_budget_and_says_so_once() {
     let names = tool_names(&client).await;
     assert!(names.contains(&"srv__extra".to_owned()), "{names:?}");
     assert!(!names.contains(&FIND.to_owned()), "{names:?}");
+    // The instructions speak of search mode only while it is on.
+    let instructions = |client: &Client| {
+        client
+            .peer_info()
+            .and_then(|info| info.instructions.clone())
+            .unwrap_or_default()
+    };
+    assert!(!instructions(&client).contains(FIND));
     let stderr = stderr_of(client, stderr).await;
     assert!(!stderr.contains("tool search budget"), "{stderr}");
     // Over a budget of 100 tokens: search, said once on stderr.
@@ -208,6 +216,7 @@ async fn auto_searches_over_its_budget_and_says_so_once() {
             .await
             .contains(&"srv__extra".to_owned())
     );
+    assert!(instructions(&client).contains(FIND));
     let stderr = stderr_of(client, stderr).await;
     assert_eq!(
         stderr.matches("over the tool search budget of 100").count(),
