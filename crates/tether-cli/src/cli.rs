@@ -609,6 +609,34 @@ pub struct ServeArgs {
     /// Default: `max_result_tokens` in config.toml, else 25000.
     #[arg(long, value_name = "N", value_parser = tether_gateway::budget::parse_max_result_tokens)]
     pub max_result_tokens: Option<usize>,
+
+    /// How tools/list offers the tools: all (every definition), search (two tools,
+    /// tether__find_tools and tether__call_tool, find and call the others), or auto (search
+    /// when the definitions are over --tool-search-budget). Default: `tool_mode` in
+    /// config.toml, else auto.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub tool_mode: Option<ToolModeArg>,
+
+    /// auto's budget for the tool definitions, in tokens (4 bytes of JSON count as a token).
+    /// Default: `tool_search_budget` in config.toml, else 10000.
+    #[arg(long, value_name = "N", value_parser = tether_gateway::tool_search::parse_budget_tokens)]
+    pub tool_search_budget: Option<usize>,
+
+    /// In search mode, list this tool too (SERVER__TOOL), or every tool of this server
+    /// (SERVER). Repeatable; adds to `always_load` in config.toml.
+    #[arg(long = "always-load", value_name = "NAME")]
+    pub always_load: Vec<String>,
+}
+
+/// `--tool-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ToolModeArg {
+    /// Every tool's definition.
+    All,
+    /// tether__find_tools and tether__call_tool.
+    Search,
+    /// search when the definitions are over the budget, else all.
+    Auto,
 }
 
 /// One item of `--client-capabilities`.

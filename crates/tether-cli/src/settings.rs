@@ -57,6 +57,9 @@ struct ConfigFile {
     max_result_tokens: Option<u64>,
     wait_for_servers: Option<bool>,
     sandbox: Option<String>,
+    tool_mode: Option<String>,
+    tool_search_budget: Option<u64>,
+    always_load: Option<Vec<String>>,
 }
 
 /// The client-id metadata document URL `tether auth login` uses: the flag, else
@@ -119,6 +122,39 @@ pub fn sandbox(flag: Option<&str>) -> anyhow::Result<Option<tether_sandbox::Poli
     tether_sandbox::Mode::parse(&text)
         .and_then(|mode| mode.policy())
         .map_err(|e| UsageError::new(format!("{source}: {e}")).into())
+}
+
+/// The gateway's tool search: each flag, else its key in config.toml (`tool_mode`,
+/// `tool_search_budget`, `always_load`: the flags' names add to the file's), else the default.
+pub fn tool_search(
+    mode: Option<tether_gateway::tool_search::ToolMode>,
+    budget: Option<usize>,
+    always_load: &[String],
+) -> anyhow::Result<tether_gateway::tool_search::ToolSearch> {
+    let file = config_file(&data_dir()?)?;
+    let defaults = tether_gateway::tool_search::ToolSearch::default();
+    let mode = match (mode, file.tool_mode) {
+        (Some(mode), _) => mode,
+        (None, Some(text)) => text
+            .parse()
+            .map_err(|e| UsageError::new(format!("tool_mode in config.toml: {e}")))?,
+        (None, None) => defaults.mode,
+    };
+    let budget_tokens = match (budget, file.tool_search_budget) {
+        (Some(tokens), _) => tokens,
+        (None, Some(tokens)) => {
+            tether_gateway::tool_search::parse_budget_tokens(&tokens.to_string())
+                .map_err(|e| UsageError::new(format!("tool_search_budget in config.toml: {e}")))?
+        }
+        (None, None) => defaults.budget_tokens,
+    };
+    let mut names = file.always_load.unwrap_or_default();
+    names.extend(always_load.iter().cloned());
+    Ok(tether_gateway::tool_search::ToolSearch {
+        mode,
+        budget_tokens,
+        always_load: names,
+    })
 }
 
 /// The data directory.

@@ -2289,19 +2289,22 @@ async fn server_instructions_are_passed_on_unless_the_scan_blocks_them() {
     );
 }
 
+/// `tether ARGS` in `dir`, which must exit 2 (bad input); its stderr.
+fn refused_in(dir: &Path, args: &[&str]) -> String {
+    let out = tether_in(dir)
+        .command(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running tether");
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn a_budget_out_of_range_is_refused_in_one_line() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
     let spec = test_servers_spec(&[("test", &[])]);
-    let refused = |args: &[&str]| {
-        let out = tether_in(dir.path())
-            .command(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("running tether");
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
+    let refused = |args: &[&str]| refused_in(dir.path(), args);
     let stderr = refused(&["serve", "--mcp", &spec, "--max-result-tokens", "0"]);
     assert!(
         stderr.contains("0 is out of range: give a whole number of tokens from 256 to 100000000"),
@@ -2328,3 +2331,7 @@ fn a_budget_out_of_range_is_refused_in_one_line() {
         "{stderr}"
     );
 }
+
+/// Search mode (`--tool-mode`).
+#[path = "gateway/search.rs"]
+mod search;

@@ -145,6 +145,10 @@ pub struct ServerOptions {
     /// otherwise for the whole run (see `specs/sandbox/TECH.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
+    /// `"alwaysLoad": true`: in the gateway's search mode (`tether serve --tool-mode`), every
+    /// tool of this server is listed too, not only found. Only tether's gateway reads it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub always_load: bool,
     /// The config gave a remote `url` (or `serverUrl`) without a `type`: the launcher tries
     /// Streamable HTTP and falls back to the legacy SSE transport, as the MCP specification's
     /// backwards-compatibility section recommends. Not written back: a stored template says
@@ -238,6 +242,9 @@ impl ServerOptions {
         }
         if let Some(sandbox) = &self.sandbox {
             server["sandbox"] = json!(sandbox);
+        }
+        if self.always_load {
+            server["alwaysLoad"] = Value::Bool(true);
         }
     }
 

@@ -55,6 +55,7 @@ const OPTION_KEYS: &[&str] = &[
     "startup_timeout_ms",
     "passEnv",
     "sandbox",
+    "alwaysLoad",
 ];
 
 /// Keys that give a remote server's URL.
@@ -672,6 +673,7 @@ impl<'a> ServerFields<'a> {
                 .optional("sandbox")?
                 .map(|value| self.non_empty_string("sandbox", value))
                 .transpose()?,
+            always_load: self.boolean("alwaysLoad")?.unwrap_or(false),
             transport_guessed: false,
         })
     }

@@ -11,7 +11,7 @@
 
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,21 +27,13 @@ type Client = RunningService<RoleClient, ()>;
 
 const BIG: usize = 10_000_000;
 
+mod common;
+
+use common::{binary, ms};
+
 fn main() {
     in_process();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let dir = tempfile::tempdir().expect("a temporary TETHER_HOME");
-    runtime.block_on(end_to_end(dir.path()));
-    drop(runtime);
-    drop(dir);
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.3} ms", duration.as_secs_f64() * 1000.0)
+    common::with_home(async |home| end_to_end(&home).await);
 }
 
 fn p50(mut samples: Vec<Duration>) -> Duration {
@@ -85,15 +77,6 @@ fn in_process() {
         text.len(),
         ms(p50(samples))
     );
-}
-
-/// `target/release/NAME` when built, else the debug binary.
-fn binary(name: &str, package: &str) -> PathBuf {
-    let release = tether_testkit::target_dir().join("release").join(name);
-    if release.is_file() {
-        return release;
-    }
-    tether_testkit::workspace_artifact(&["-p", package, "--bin", name], Path::new(name))
 }
 
 async fn stdio_client(program: &Path, args: &[&str], home: &Path) -> Client {

@@ -32,39 +32,15 @@ type Client = RunningService<RoleClient, ()>;
 const SAMPLES: usize = 2_000;
 const WARMUP: usize = 200;
 
+mod common;
+
+use common::{binary, ms, quantile};
+
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let dir = tempfile::tempdir().expect("a temporary TETHER_HOME");
-    HOME.set(dir.path().to_owned()).expect("set once");
-    runtime.block_on(bench());
-    drop(runtime);
-    drop(dir);
-}
-
-/// `target/release/NAME` when built, else the debug binary.
-fn binary(name: &str, package: &str) -> PathBuf {
-    let release = tether_testkit::target_dir().join("release").join(name);
-    if release.is_file() {
-        return release;
-    }
-    tether_testkit::workspace_artifact(&["-p", package, "--bin", name], Path::new(name))
-}
-
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let last = sorted.len() - 1;
-    let index = (last as f64 * q).round() as usize;
-    sorted[index.min(last)]
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.3} ms", duration.as_secs_f64() * 1000.0)
+    common::with_home(|home| {
+        HOME.set(home).expect("set once");
+        bench()
+    });
 }
 
 /// The `TETHER_HOME` of every process the bench starts: a temporary directory, so that the

@@ -20,12 +20,13 @@ use crate::pins::{Pin, PinStore, Verdict};
 use crate::policy::ToolPolicy;
 use crate::redact::mask_value;
 use crate::scan::{ScanPolicy, scan};
+use crate::tool_search::ToolSearch;
 
 /// The gateway's own tool: each server's state, tools, restarts and last error.
 pub const STATUS_TOOL: &str = "tether_status";
 
 /// The `_meta` key of a `tools/list` answer the line transport (`lines.rs`) replaces with
-/// [`Catalogue::tools_json`].
+/// [`Catalogue::listed_json`].
 pub(crate) const CATALOGUE_MARKER: &str = "io.github.tether/catalogue";
 
 /// One tool or prompt of one server, as admitted.
@@ -66,10 +67,16 @@ impl Entries {
 /// The namespaced union offered to clients.
 #[derive(Debug, Default)]
 pub(crate) struct Catalogue {
-    /// `tools/list`'s items, `tether_status` last.
+    /// Every tool offered, `tether_status` last.
     pub tools: Arc<Vec<Tool>>,
-    /// The same, serialized once: what the line transport sends (`lines.rs`).
-    pub tools_json: Arc<str>,
+    /// `tools/list`'s items: `tools`, or in search mode the search tools (`tool_search.rs`).
+    pub listed: Arc<Vec<Tool>>,
+    /// `listed`, serialized once: what the line transport sends (`lines.rs`).
+    pub listed_json: Arc<str>,
+    /// Whether search mode is on (`--tool-mode`).
+    pub searching: bool,
+    /// The offered tools' search index, in search mode.
+    pub index: Option<Arc<crate::search::ToolIndex>>,
     pub tool_names: Namespace,
     /// `prompts/list`'s items.
     pub prompts: Arc<Vec<Prompt>>,
@@ -80,8 +87,9 @@ pub(crate) struct Catalogue {
 
 impl Catalogue {
     /// The union of `entries`: names from their ledgers (a name given now for the first time
-    /// may collide; those collisions are reported on stderr), `filter` applied to tools.
-    pub fn build(entries: &mut Entries, filter: &ToolFilter) -> Self {
+    /// may collide; those collisions are reported on stderr), `filter` applied to tools, listed
+    /// as `search` says.
+    pub fn build(entries: &mut Entries, filter: &ToolFilter, search: &ToolSearch) -> Self {
         let mut tool_names = Namespace::default();
         let mut prompt_names = Namespace::default();
         let mut tools = Vec::new();
@@ -147,8 +155,17 @@ impl Catalogue {
             );
         }
         let tools_json = serde_json::to_string(&tools).unwrap_or_else(|_| "[]".to_owned());
+        let listing = crate::tool_search::listing(search, &tools, &tools_json, &tool_names);
+        let listed_json = if listing.searching {
+            serde_json::to_string(&listing.listed).unwrap_or_else(|_| "[]".to_owned())
+        } else {
+            tools_json
+        };
         Self {
-            tools_json: tools_json.into(),
+            listed_json: listed_json.into(),
+            listed: Arc::new(listing.listed),
+            searching: listing.searching,
+            index: listing.index,
             tools: Arc::new(tools),
             tool_names,
             prompts: Arc::new(prompts),

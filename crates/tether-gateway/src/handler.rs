@@ -47,6 +47,7 @@ use crate::policy::ToolPolicy;
 use crate::redact::mask_value;
 use crate::scan::ScanPolicy;
 use crate::supervise::{Joined, Supervisor};
+use crate::tool_search::{CALL_TOOL, FIND_TOOLS, ToolMode, ToolSearch};
 
 /// What every connection of one gateway shares.
 pub(crate) struct Shared {
@@ -85,6 +86,8 @@ pub(crate) struct Shared {
     instruction_parts: std::sync::Mutex<HashMap<String, String>>,
     /// The `instructions` of the gateway's `initialize` answer, composed from the parts.
     instructions: RwLock<String>,
+    /// Whether `tools/list` offers every tool or the search tools (`tool_search.rs`).
+    tool_search: ToolSearch,
 }
 
 /// A list method that may span pages.
@@ -112,12 +115,13 @@ impl Shared {
             upstream: _,
             masking_hook: _,
             budget,
+            tool_search,
         } = options;
         let entries = Entries {
             order: supervisor.order().to_vec(),
             ..Entries::default()
         };
-        let catalogue = Catalogue::build(&mut Entries::default(), &filter);
+        let catalogue = Catalogue::build(&mut Entries::default(), &filter, &tool_search);
         Self {
             supervisor: Arc::new(supervisor),
             catalogue: RwLock::new(Arc::new(catalogue)),
@@ -138,6 +142,7 @@ impl Shared {
             results: Arc::new(ResultStore::new(budget.stored_bytes)),
             instruction_parts: std::sync::Mutex::new(HashMap::new()),
             instructions: RwLock::new(crate::instructions::compose(&[])),
+            tool_search,
         }
     }
 
@@ -453,12 +458,17 @@ impl Shared {
 
     /// Replaces the catalogue with one built from `entries`; whether the lists differ.
     fn rebuild(&self, entries: &mut Entries) -> bool {
+        // Built before the catalogue is locked (the held `entries` keep rebuilds in order):
+        // a search index takes milliseconds, and calls read the catalogue meanwhile.
+        let fresh = Catalogue::build(entries, &self.filter, &self.tool_search);
         let mut current = self
             .catalogue
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let fresh = Catalogue::build(entries, &self.filter);
-        let changed = fresh.tools != current.tools || fresh.prompts != current.prompts;
+        announce_mode(&self.tool_search, Some(current.searching), &fresh);
+        let changed = fresh.tools != current.tools
+            || fresh.listed != current.listed
+            || fresh.prompts != current.prompts;
         *current = Arc::new(fresh);
         changed
     }
@@ -519,6 +529,27 @@ impl Shared {
             } => ErrorData::new(ErrorCode(*code), message, None),
             _ => ErrorData::internal_error(message, None),
         }
+    }
+}
+
+/// Says on stderr when `auto` turns search mode on or off (`previous`: the last catalogue's).
+fn announce_mode(search: &ToolSearch, previous: Option<bool>, catalogue: &Catalogue) {
+    if search.mode != ToolMode::Auto || previous.unwrap_or(false) == catalogue.searching {
+        return;
+    }
+    let tools = catalogue.tools.len().saturating_sub(1);
+    let tokens = serde_json::to_string(catalogue.tools.as_ref())
+        .map_or(0, |json| json.len() / crate::budget::BYTES_PER_TOKEN);
+    if catalogue.searching {
+        tracing::warn!(
+            "the {tools} tools' definitions are about {tokens} tokens, over the tool search budget of {}: tools/list offers {FIND_TOOLS} and {CALL_TOOL} instead (--tool-mode all lists every tool)",
+            search.budget_tokens
+        );
+    } else {
+        tracing::warn!(
+            "the {tools} tools' definitions are about {tokens} tokens, within the tool search budget of {}: tools/list offers every tool again",
+            search.budget_tokens
+        );
     }
 }
 
@@ -957,6 +988,24 @@ impl GatewayHandler {
         Ok(())
     }
 
+    /// `tether__find_tools`'s answer: the offered tools that best match the request.
+    fn find_tools(&self, catalogue: &Catalogue, request: &CallToolRequestParams) -> CallToolResult {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let found = match &catalogue.index {
+            Some(index) => crate::tool_search::find(index, &arguments),
+            None => Err("tool search is not on".to_owned()),
+        };
+        match found {
+            Ok(found) => {
+                let mut result =
+                    CallToolResult::success(vec![ContentBlock::text(found.to_string())]);
+                result.structured_content = Some(found);
+                result
+            }
+            Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+        }
+    }
+
     /// `tether_status`'s answer: the supervisor's report as JSON text and structured content.
     fn status(&self) -> CallToolResult {
         let catalogue = self.shared.catalogue();
@@ -1030,7 +1079,11 @@ impl ServerHandler for GatewayHandler {
         InitializeResult::new(self.shared.capabilities())
             .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
             // Masked again: a re-mint may have added values since they were taken.
-            .with_instructions(self.shared.mask(&self.shared.instructions()))
+            .with_instructions(self.shared.mask(&if self.shared.catalogue().searching {
+                crate::instructions::searching(&self.shared.instructions())
+            } else {
+                self.shared.instructions()
+            }))
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
@@ -1067,16 +1120,40 @@ impl ServerHandler for GatewayHandler {
             return Ok(marker);
         }
         Ok(ListToolsResult::with_all_items(
-            self.shared.catalogue().tools.as_ref().clone(),
+            self.shared.catalogue().listed.as_ref().clone(),
         ))
     }
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         const METHOD: &str = "tools/call";
+        if self.shared.catalogue().searching {
+            if request.name == FIND_TOOLS {
+                // Twenty large definitions can be over the output budget like any result.
+                let found = self.find_tools(&self.shared.catalogue(), &request);
+                let value = serde_json::to_value(&found).unwrap_or(Value::Null);
+                return Ok(self.within_budget(found, value).into());
+            }
+            if request.name == CALL_TOOL {
+                // The named tool takes the call's place: the same path as a direct call of it
+                // (routing, withholding, masking, audit, budget).
+                let arguments = request.arguments.take().unwrap_or_default();
+                match crate::tool_search::call_target(&arguments) {
+                    Ok((name, arguments)) => {
+                        request.name = name.into();
+                        request.arguments = arguments;
+                    }
+                    Err(message) => {
+                        let refused = self.refuse(METHOD, CALL_TOOL, message);
+                        let refused = vec![ContentBlock::text(refused.message)];
+                        return Ok(CallToolResult::error(refused).into());
+                    }
+                }
+            }
+        }
         if request.name == STATUS_TOOL {
             return Ok(self.status().into());
         }
@@ -1091,8 +1168,13 @@ impl ServerHandler for GatewayHandler {
             let message = match still_pending {
                 Some(server) => self.still_pending(&server),
                 None => format!(
-                    "no tool named '{}' behind this gateway; its tools are named SERVER__TOOL (see tools/list)",
-                    request.name
+                    "no tool named '{}' behind this gateway; its tools are named SERVER__TOOL ({})",
+                    request.name,
+                    if catalogue.searching {
+                        "find them with tether__find_tools"
+                    } else {
+                        "see tools/list"
+                    }
                 ),
             };
             let refused = self.refuse(METHOD, &request.name, message);

@@ -63,11 +63,16 @@ pub(crate) fn server_part(
     Some(kept)
 }
 
+/// What the gateway says of search mode, when it may be on (`tool_search.rs`).
+const SEARCHING: &str = "When tools/list offers tether__find_tools and tether__call_tool \
+instead of the servers' tools, find a tool by describing the task to tether__find_tools \
+({\"query\": \"create a pull request\"}), then call it with tether__call_tool ({\"name\": \
+\"SERVER__TOOL\", \"arguments\": {...}}) or by its name.";
+
 /// The gateway's instructions: what it says of itself, then each `(server, instructions)`
 /// in order.
 pub(crate) fn compose(parts: &[(String, String)]) -> String {
     let mut text = String::from(NAMESPACING);
-    // Search mode (not built yet) adds its line here: how to use its two tools.
     if !parts.is_empty() {
         text.push_str("\n\nEach server's own instructions follow, under its name.");
     }
@@ -75,6 +80,15 @@ pub(crate) fn compose(parts: &[(String, String)]) -> String {
         text.push_str(&format!("\n\n## {server}\n{instructions}"));
     }
     text
+}
+
+/// `instructions` (as [`compose`] made them) while search mode is on: how to use its two
+/// tools, after what the gateway says of itself.
+pub(crate) fn searching(instructions: &str) -> String {
+    match instructions.strip_prefix(NAMESPACING) {
+        Some(rest) => format!("{NAMESPACING} {SEARCHING}{rest}"),
+        None => format!("{SEARCHING}\n\n{instructions}"),
+    }
 }
 
 #[cfg(test)]
@@ -139,5 +153,14 @@ mod tests {
     #[test]
     fn without_server_instructions_only_the_gateway_speaks() {
         assert_eq!(compose(&[]), NAMESPACING);
+    }
+
+    #[test]
+    fn in_search_mode_the_two_tools_are_explained_before_the_servers_parts() {
+        let text = searching(&compose(&[("notes".to_owned(), "Use notes.".to_owned())]));
+        assert!(text.starts_with(NAMESPACING), "{text}");
+        let explained = text.find("tether__find_tools").expect("explained");
+        let notes = text.find("## notes").expect("the server's part");
+        assert!(explained < notes, "{text}");
     }
 }

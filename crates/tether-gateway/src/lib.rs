@@ -30,6 +30,7 @@
 //!     upstream: Some(upstream),
 //!     masking_hook: None,
 //!     budget: tether_gateway::ResultBudget::default(),
+//!     tool_search: tether_gateway::tool_search::ToolSearch::default(),
 //! };
 //! let gateway = Gateway::new(session, runtime, options).await;
 //! gateway.serve_stdio().await?; // until the client closes stdin
@@ -57,7 +58,9 @@ mod policy;
 pub mod redact;
 mod remint;
 pub mod scan;
+pub mod search;
 pub mod supervise;
+pub mod tool_search;
 mod upstream;
 pub mod uri_template;
 
@@ -110,6 +113,8 @@ pub struct GatewayOptions {
     pub masking_hook: Option<MaskingHook>,
     /// Where `tools/call` results are cut, and how much of the whole cut results is kept.
     pub budget: ResultBudget,
+    /// Whether `tools/list` offers every tool or the two search tools (`--tool-mode`).
+    pub tool_search: tool_search::ToolSearch,
 }
 
 /// The run's servers, served as one MCP server. Clones share the servers: each serves its own

@@ -68,11 +68,11 @@ fn encode(shared: &Shared, item: &TxJsonRpcMessage<RoleServer>) -> Vec<u8> {
         && let Ok(id) = serde_json::to_string(&response.id)
     {
         let catalogue = shared.catalogue();
-        let mut bytes = Vec::with_capacity(catalogue.tools_json.len() + id.len() + 48);
+        let mut bytes = Vec::with_capacity(catalogue.listed_json.len() + id.len() + 48);
         bytes.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
         bytes.extend_from_slice(id.as_bytes());
         bytes.extend_from_slice(br#","result":{"tools":"#);
-        bytes.extend_from_slice(catalogue.tools_json.as_bytes());
+        bytes.extend_from_slice(catalogue.listed_json.as_bytes());
         bytes.extend_from_slice(b"}}\n");
         return bytes;
     }

@@ -10,6 +10,7 @@ use rmcp::model::ClientCapabilities;
 use tether_config::RenderedServer;
 use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::names::ToolFilter;
+use tether_gateway::tool_search::{ToolMode, ToolSearch};
 use tether_gateway::{
     AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ResultBudget, ScanPolicy, Upstream,
     is_loopback,
@@ -17,7 +18,7 @@ use tether_gateway::{
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ScanArg, ServeArgs};
+use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ScanArg, ServeArgs, ToolModeArg};
 use crate::exit::{OK, UsageError};
 use crate::output::Progress;
 use crate::{secrets, settings};
@@ -55,6 +56,8 @@ pub(super) struct Policy {
     pub trust_with: String,
     /// Where tool results are cut (`--max-result-tokens`, `max_result_tokens`).
     pub budget: ResultBudget,
+    /// `--tool-mode`, `--tool-search-budget`, `--always-load` (and config.toml's keys).
+    pub tool_search: ToolSearch,
 }
 
 /// `$TETHER_HOME/pins.json`.
@@ -116,6 +119,15 @@ pub(super) async fn start_gateway(
     };
     eprintln!("tether serve: audit log {}", audit.path().display());
     let policies = super::policy::policies(&session, policy.scan, &policy.trust_with)?;
+    // A server with `"alwaysLoad": true` in its config: all its tools listed in search mode.
+    let mut tool_search = policy.tool_search;
+    tool_search.always_load.extend(
+        session
+            .servers()
+            .iter()
+            .filter(|server| server.options.always_load)
+            .map(|server| server.name.clone()),
+    );
     let pins = if policy.pins {
         let pins = PinStore::new(pins_path()?);
         for server in session.names() {
@@ -139,6 +151,7 @@ pub(super) async fn start_gateway(
             tether_log::register(values);
         }))),
         budget: policy.budget,
+        tool_search,
     };
     Ok(match runtime {
         Some(runtime) => Gateway::new(session, runtime, options).await,
@@ -177,6 +190,15 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     };
     let budget = budget(args.max_result_tokens)?;
     let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
+    let tool_search = settings::tool_search(
+        args.tool_mode.map(|mode| match mode {
+            ToolModeArg::All => ToolMode::All,
+            ToolModeArg::Search => ToolMode::Search,
+            ToolModeArg::Auto => ToolMode::Auto,
+        }),
+        args.tool_search_budget,
+        &args.always_load,
+    )?;
     let mut options = super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
     options.declared = args
         .client_capabilities
@@ -228,6 +250,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             },
             trust_with: super::policy::trust_with(&args.specs),
             budget,
+            tool_search,
         },
         wait,
         &progress,
@@ -315,6 +338,7 @@ pub async fn run_through_gateway(
             filter: ToolFilter::default(),
             trust_with: super::policy::trust_with(&args.specs),
             budget,
+            tool_search: settings::tool_search(None, None, &[])?,
         },
         wait,
         progress,

@@ -27,6 +27,7 @@ pub fn gateway_options(start: StartOptions, upstream: Option<Upstream>) -> Gatew
         upstream,
         masking_hook: None,
         budget: tether_gateway::ResultBudget::default(),
+        tool_search: tether_gateway::tool_search::ToolSearch::default(),
     }
 }
 

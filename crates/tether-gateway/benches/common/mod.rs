@@ -1,0 +1,43 @@
+//! What the gateway's benches share.
+
+#![allow(dead_code, reason = "each bench uses a part")]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Runs `bench` on a two-thread runtime with a temporary `TETHER_HOME` for the processes it
+/// starts, removed afterwards.
+pub fn with_home<F: std::future::Future<Output = ()>>(bench: impl FnOnce(PathBuf) -> F) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("a temporary TETHER_HOME");
+    runtime.block_on(bench(dir.path().to_owned()));
+    drop(runtime);
+    drop(dir);
+}
+
+/// `target/release/NAME` when built, else the debug binary.
+pub fn binary(name: &str, package: &str) -> PathBuf {
+    let release = tether_testkit::target_dir().join("release").join(name);
+    if release.is_file() {
+        return release;
+    }
+    tether_testkit::workspace_artifact(&["-p", package, "--bin", name], Path::new(name))
+}
+
+/// The `q` quantile (0 to 1) of `sorted`; zero when empty.
+pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let last = sorted.len() - 1;
+    let index = (last as f64 * q).round() as usize;
+    sorted[index.min(last)]
+}
+
+pub fn ms(duration: Duration) -> String {
+    format!("{:.3} ms", duration.as_secs_f64() * 1000.0)
+}
