@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use tether_gateway::tool_search::ToolMode;
 use tether_harness::{Format, HARNESSES, Harness};
 
 const EXIT_CODES: &str = "\
@@ -357,12 +358,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
 
-    /// Sandbox for stdio servers: none, default (Landlock, seccomp, limits; says what it
-    /// cannot enforce), strict (refuses to start unless all is enforced), or the path of a
-    /// permission profile (ToolHive's JSON format). Default: `sandbox` in config.toml, else
-    /// none. See docs/sandbox.md.
-    #[arg(long, value_name = "MODE")]
-    pub sandbox: Option<String>,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
 
     /// Built-in harness: keep the servers running (re-minting managed configs before they
     /// expire) until SIGINT or SIGTERM.
@@ -453,12 +450,8 @@ pub struct TestArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
 
-    /// Sandbox for stdio servers: none, default (Landlock, seccomp, limits; says what it
-    /// cannot enforce), strict (refuses to start unless all is enforced), or the path of a
-    /// permission profile (ToolHive's JSON format). Default: `sandbox` in config.toml, else
-    /// none. See docs/sandbox.md.
-    #[arg(long, value_name = "MODE")]
-    pub sandbox: Option<String>,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
 
     /// Print the report as JSON.
     #[arg(long)]
@@ -487,12 +480,8 @@ pub struct CallArgs {
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub timeout: u64,
 
-    /// Sandbox for stdio servers: none, default (Landlock, seccomp, limits; says what it
-    /// cannot enforce), strict (refuses to start unless all is enforced), or the path of a
-    /// permission profile (ToolHive's JSON format). Default: `sandbox` in config.toml, else
-    /// none. See docs/sandbox.md.
-    #[arg(long, value_name = "MODE")]
-    pub sandbox: Option<String>,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
 
     /// Print the whole MCP result as JSON.
     #[arg(long)]
@@ -551,12 +540,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
 
-    /// Sandbox for stdio servers: none, default (Landlock, seccomp, limits; says what it
-    /// cannot enforce), strict (refuses to start unless all is enforced), or the path of a
-    /// permission profile (ToolHive's JSON format). Default: `sandbox` in config.toml, else
-    /// none. See docs/sandbox.md.
-    #[arg(long, value_name = "MODE")]
-    pub sandbox: Option<String>,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
 
     /// The longest a forwarded call may take, in seconds (a call to a server still starting
     /// waits for it within this time).
@@ -614,8 +599,8 @@ pub struct ServeArgs {
     /// tether__find_tools and tether__call_tool, find and call the others), or auto (search
     /// when the definitions are over --tool-search-budget). Default: `tool_mode` in
     /// config.toml, else auto.
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub tool_mode: Option<ToolModeArg>,
+    #[arg(long, value_name = "MODE", value_parser = str::parse::<ToolMode>)]
+    pub tool_mode: Option<ToolMode>,
 
     /// auto's budget for the tool definitions, in tokens (4 bytes of JSON count as a token).
     /// Default: `tool_search_budget` in config.toml, else 10000.
@@ -626,17 +611,6 @@ pub struct ServeArgs {
     /// (SERVER). Repeatable; adds to `always_load` in config.toml.
     #[arg(long = "always-load", value_name = "NAME")]
     pub always_load: Vec<String>,
-}
-
-/// `--tool-mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ToolModeArg {
-    /// Every tool's definition.
-    All,
-    /// tether__find_tools and tether__call_tool.
-    Search,
-    /// search when the definitions are over the budget, else all.
-    Auto,
 }
 
 /// One item of `--client-capabilities`.
@@ -1026,4 +1000,15 @@ pub enum AuthCommand {
         /// The server's URL, or a local installation's name.
         server: String,
     },
+}
+
+/// `--sandbox`, on every command that starts stdio servers.
+#[derive(Debug, Default, Args)]
+pub struct SandboxArg {
+    /// Sandbox for stdio servers: none, default (Landlock, seccomp, limits; says what it
+    /// cannot enforce), strict (refuses to start unless all is enforced), or the path of a
+    /// permission profile (ToolHive's JSON format). Default: `sandbox` in config.toml, else
+    /// none. See docs/sandbox.md.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<String>,
 }

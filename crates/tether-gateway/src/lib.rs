@@ -139,6 +139,7 @@ impl Gateway {
     /// session. A server that failed to start in `runtime` is reported, not retried. Must be
     /// called within a tokio runtime.
     pub async fn new(session: Session, runtime: McpRuntime, mut options: GatewayOptions) -> Self {
+        always_load(&session, &mut options);
         let masker = Masker::new(session.sensitive_values());
         let failed_at_start = runtime
             .reports()
@@ -173,6 +174,7 @@ impl Gateway {
     /// the restart backoff ([`supervise`]). A call to a pending server waits for it, at
     /// most the call timeout. Must be called within a tokio runtime.
     pub fn start(session: Session, mut options: GatewayOptions) -> Self {
+        always_load(&session, &mut options);
         let masker = Masker::new(session.sensitive_values());
         let (supervisor, mut joined) =
             supervise::Supervisor::starting(session, options.start.clone());
@@ -291,4 +293,12 @@ impl Gateway {
             }
         }
     }
+}
+
+/// A server with `"alwaysLoad": true` in its config has every tool listed in search mode, as
+/// if named with `--always-load`.
+fn always_load(session: &Session, options: &mut GatewayOptions) {
+    let servers = session.servers().iter();
+    let named = servers.filter(|server| server.options.always_load);
+    (options.tool_search.always_load).extend(named.map(|server| server.name.clone()));
 }

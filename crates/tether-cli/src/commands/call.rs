@@ -32,7 +32,7 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
     super::require_servers(&session)?;
-    let options = super::start_options(args.timeout, false, args.sandbox.as_deref())?;
+    let options = super::start_options(args.timeout, false, &args.sandbox)?;
     super::announce_sandbox("call", &session, &options);
     progress.step("starting 1 MCP server…");
     let started = super::until_signal(session.start_server(&args.server, &options)).await??;
@@ -80,14 +80,8 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
     if is_error {
         eprintln!("error: the tool '{}' reported an error", args.tool);
         // A sandboxed server's error may be a denial: name the profile line that allows it.
-        let sandbox = session
-            .server(&args.server)
-            .ok()
-            .and_then(|server| options.sandbox_for(server).ok().flatten());
-        if let Some(why) = sandbox
-            .as_ref()
-            .and_then(|policy| tether_sandbox::explain(&text, &policy.label))
-        {
+        let server = session.server(&args.server).ok();
+        if let Some(why) = server.and_then(|server| options.explain_denial(server, &text)) {
             tether_log::eprintln_masked!("tether call: {}", tether_config::escape_controls(&why));
         }
         return Err(Reported(FAILED).into());

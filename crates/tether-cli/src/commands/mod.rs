@@ -442,8 +442,9 @@ pub async fn start(
 pub fn start_options(
     timeout_secs: u64,
     strict: bool,
-    sandbox: Option<&str>,
+    sandbox: &crate::cli::SandboxArg,
 ) -> anyhow::Result<StartOptions> {
+    let sandbox = sandbox.sandbox.as_deref();
     Ok(StartOptions {
         startup_timeout: Duration::from_secs(timeout_secs.max(1)),
         strict,
@@ -454,35 +455,9 @@ pub fn start_options(
     })
 }
 
-/// Says on stderr which sandbox each stdio server of `session` runs under and what it
-/// enforces: one line for all when they share one, else a line per server. Nothing when no
-/// server is sandboxed.
+/// Says on stderr which sandbox each stdio server of `session` runs under and what it enforces.
 pub fn announce_sandbox(command: &str, session: &Session, options: &StartOptions) {
-    let mut lines: Vec<(String, String)> = Vec::new();
-    for server in session.servers() {
-        if !matches!(
-            server.transport,
-            tether_config::RenderedTransport::Stdio { .. }
-        ) {
-            continue;
-        }
-        // A key that is not a valid mode fails that server's start, which says why.
-        if let Ok(Some(policy)) = options.sandbox_for(server) {
-            lines.push((
-                server.name.clone(),
-                tether_sandbox::assess(&policy).to_string(),
-            ));
-        }
-    }
-    let shared = lines.windows(2).all(|pair| pair[0].1 == pair[1].1);
-    match lines.first() {
-        Some((_, report)) if shared && options.sandbox.is_some() => {
-            tether_log::eprintln_masked!("tether {command}: stdio servers run under {report}");
-        }
-        _ => {
-            for (name, report) in &lines {
-                tether_log::eprintln_masked!("tether {command}: {name} runs under {report}");
-            }
-        }
+    for line in options.sandbox_lines(session.servers()) {
+        tether_log::eprintln_masked!("tether {command}: {line}");
     }
 }

@@ -145,7 +145,7 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
     }
     if harness != HarnessArg::Builtin {
         progress.finish();
-        let options = super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
+        let options = super::start_options(args.timeout, args.strict_mcp, &args.sandbox)?;
         for server in session.servers() {
             let stdio = matches!(
                 server.transport,
@@ -162,7 +162,7 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
         return hand_off(args, harness, session.servers()).await;
     }
 
-    let options = super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
+    let options = super::start_options(args.timeout, args.strict_mcp, &args.sandbox)?;
     super::announce_sandbox("run", &session, &options);
     let mut runtime = super::start(&session, &options, &progress).await?;
     progress.finish();

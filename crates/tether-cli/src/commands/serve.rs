@@ -10,7 +10,7 @@ use rmcp::model::ClientCapabilities;
 use tether_config::RenderedServer;
 use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::names::ToolFilter;
-use tether_gateway::tool_search::{ToolMode, ToolSearch};
+use tether_gateway::tool_search::ToolSearch;
 use tether_gateway::{
     AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ResultBudget, ScanPolicy, Upstream,
     is_loopback,
@@ -18,7 +18,7 @@ use tether_gateway::{
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ScanArg, ServeArgs, ToolModeArg};
+use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ScanArg, ServeArgs};
 use crate::exit::{OK, UsageError};
 use crate::output::Progress;
 use crate::{secrets, settings};
@@ -108,26 +108,15 @@ pub(super) async fn start_gateway(
         Some(runtime)
     } else {
         progress.finish();
+        let n = session.servers().len();
         eprintln!(
-            "tether serve: starting {} in the background; each joins when ready (tether_status shows which are pending; --wait-for-servers waits for them)",
-            match session.servers().len() {
-                1 => "1 MCP server".to_owned(),
-                n => format!("{n} MCP servers"),
-            }
+            "tether serve: starting {n} MCP server{} in the background; each joins when ready (tether_status shows which are pending; --wait-for-servers waits for them)",
+            if n == 1 { "" } else { "s" }
         );
         None
     };
     eprintln!("tether serve: audit log {}", audit.path().display());
     let policies = super::policy::policies(&session, policy.scan, &policy.trust_with)?;
-    // A server with `"alwaysLoad": true` in its config: all its tools listed in search mode.
-    let mut tool_search = policy.tool_search;
-    tool_search.always_load.extend(
-        session
-            .servers()
-            .iter()
-            .filter(|server| server.options.always_load)
-            .map(|server| server.name.clone()),
-    );
     let pins = if policy.pins {
         let pins = PinStore::new(pins_path()?);
         for server in session.names() {
@@ -151,7 +140,7 @@ pub(super) async fn start_gateway(
             tether_log::register(values);
         }))),
         budget: policy.budget,
-        tool_search,
+        tool_search: policy.tool_search,
     };
     Ok(match runtime {
         Some(runtime) => Gateway::new(session, runtime, options).await,
@@ -190,16 +179,9 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     };
     let budget = budget(args.max_result_tokens)?;
     let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
-    let tool_search = settings::tool_search(
-        args.tool_mode.map(|mode| match mode {
-            ToolModeArg::All => ToolMode::All,
-            ToolModeArg::Search => ToolMode::Search,
-            ToolModeArg::Auto => ToolMode::Auto,
-        }),
-        args.tool_search_budget,
-        &args.always_load,
-    )?;
-    let mut options = super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
+    let tool_search =
+        settings::tool_search(args.tool_mode, args.tool_search_budget, &args.always_load)?;
+    let mut options = super::start_options(args.timeout, args.strict_mcp, &args.sandbox)?;
     options.declared = args
         .client_capabilities
         .as_deref()
@@ -257,10 +239,8 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     )
     .await?;
 
-    let offered = match gateway.tool_names().len() {
-        1 => "1 tool".to_owned(),
-        n => format!("{n} tools"),
-    };
+    let n = gateway.tool_names().len();
+    let offered = format!("{n} tool{}", if n == 1 { "" } else { "s" });
     match transport.listen {
         None => {
             eprintln!("tether serve: serving {offered} on stdio");
@@ -320,7 +300,7 @@ pub async fn run_through_gateway(
 ) -> anyhow::Result<u8> {
     let budget = budget(args.max_result_tokens)?;
     let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
-    let mut options = super::start_options(args.timeout, args.strict_mcp, args.sandbox.as_deref())?;
+    let mut options = super::start_options(args.timeout, args.strict_mcp, &args.sandbox)?;
     super::announce_sandbox("run", &session, &options);
     options.declared = args
         .client_capabilities

@@ -15,7 +15,7 @@ pub async fn test(args: &TestArgs) -> anyhow::Result<u8> {
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
     super::require_servers(&session)?;
-    let options = super::start_options(args.timeout, false, args.sandbox.as_deref())?;
+    let options = super::start_options(args.timeout, false, &args.sandbox)?;
     let runtime = super::start(&session, &options, &progress).await?;
     super::announce_sandbox("test", &session, &options);
     let mut reports = runtime.reports().to_vec();

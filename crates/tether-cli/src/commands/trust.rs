@@ -14,7 +14,7 @@ pub async fn trust(args: &TrustArgs) -> anyhow::Result<u8> {
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
     super::require_servers(&session)?;
-    let options = super::start_options(args.timeout, false, None)?;
+    let options = super::start_options(args.timeout, false, &Default::default())?;
     progress.step(&format!("starting {}…", args.server));
     let started = super::until_signal(session.start_server(&args.server, &options)).await??;
     let runtime = started.inspect_err(|_| progress.finish())?;

@@ -91,6 +91,41 @@ impl StartOptions {
             _ => Ok(self.sandbox.clone()),
         }
     }
+
+    /// What to say on stderr of the sandboxes `servers` (a run's) start in and what each
+    /// enforces: one line for all stdio servers when they share the run's, else a line per
+    /// sandboxed server; none when no server is sandboxed. A server whose key is not a valid
+    /// mode is left out: its start fails, saying why.
+    pub fn sandbox_lines(&self, servers: &[RenderedServer]) -> Vec<String> {
+        let reports: Vec<(&str, String)> = servers
+            .iter()
+            .filter(|server| matches!(server.transport, RenderedTransport::Stdio { .. }))
+            .filter_map(|server| {
+                let policy = self.sandbox_for(server).ok()??;
+                Some((
+                    server.name.as_str(),
+                    tether_sandbox::assess(&policy).to_string(),
+                ))
+            })
+            .collect();
+        let shared = reports.windows(2).all(|pair| pair[0].1 == pair[1].1);
+        match reports.first() {
+            Some((_, report)) if shared && self.sandbox.is_some() => {
+                vec![format!("stdio servers run under {report}")]
+            }
+            _ => reports
+                .iter()
+                .map(|(name, report)| format!("{name} runs under {report}"))
+                .collect(),
+        }
+    }
+
+    /// For a failed call's (or start's) `text` from `server`: the likely sandbox denial in it
+    /// and the profile line that would allow it, when `server` runs sandboxed.
+    pub fn explain_denial(&self, server: &RenderedServer, text: &str) -> Option<String> {
+        let policy = self.sandbox_for(server).ok()??;
+        tether_sandbox::explain(text, &policy.label)
+    }
 }
 
 impl std::fmt::Debug for StartOptions {
