@@ -1205,6 +1205,24 @@ struct FullClient {
     answered: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
+impl FullClient {
+    /// How many `notifications/tools/list_changed` arrived.
+    fn tool_list_changes(&self) -> usize {
+        self.tools_changed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Has `srv` (a `--grow-tools` test server) add the tool `name` through `client`, then
+    /// waits for the gateway's `tools/list_changed`.
+    async fn grow_tool(&self, client: &RunningService<RoleClient, FullClient>, name: &str) {
+        let added = call(client, "srv__add_tool", json!({"name": name})).await;
+        assert_eq!(text_of(&added), format!("added {name}"));
+        eventually("a tools/list_changed for the client", async || {
+            self.tool_list_changes() >= 1
+        })
+        .await;
+    }
+}
+
 const SAMPLED: &str = "sampled by the gateway test client";
 const ROOT: &str = "file:///tmp/tether-gateway-roots-test";
 
@@ -1330,15 +1348,7 @@ async fn a_servers_tool_list_change_is_followed_pinned_filtered_and_passed_on() 
     assert!(!tool_names(&client).await.contains(&"srv__grown".to_owned()));
 
     // The server adds a tool and says so: the gateway lists it again and tells the client.
-    let added = call(&client, "srv__add_tool", json!({"name": "grown"})).await;
-    assert_eq!(text_of(&added), "added grown");
-    eventually("a tools/list_changed for the client", async || {
-        handler
-            .tools_changed
-            .load(std::sync::atomic::Ordering::SeqCst)
-            >= 1
-    })
-    .await;
+    handler.grow_tool(&client, "grown").await;
     let names = tool_names(&client).await;
     assert!(names.contains(&"srv__grown".to_owned()), "{names:?}");
     assert_eq!(
@@ -1362,12 +1372,7 @@ async fn a_servers_tool_list_change_is_followed_pinned_filtered_and_passed_on() 
     .await;
     let names = tool_names(&client).await;
     assert!(!names.contains(&"srv__hidden_one".to_owned()), "{names:?}");
-    assert_eq!(
-        handler
-            .tools_changed
-            .load(std::sync::atomic::Ordering::SeqCst),
-        1
-    );
+    assert_eq!(handler.tool_list_changes(), 1);
     client.cancel().await.expect("closing the client");
 }
 
@@ -1788,11 +1793,7 @@ async fn a_list_change_neither_takes_another_servers_name_nor_revives_an_exclude
     // `a` comes first in spec order, and its `b__c` sanitizes like `a__b`'s `c`.
     let spec = test_servers_spec(&[("a", &["--grow-tools"]), ("a__b", &["--grow-tools"])]);
     let (handler, client) = serve_full(dir.path(), &spec, &["--exclude-tools", "a__b__d"]).await;
-    let changes = || {
-        handler
-            .tools_changed
-            .load(std::sync::atomic::Ordering::SeqCst)
-    };
+    let changes = || handler.tool_list_changes();
 
     call(&client, "a__b__add_tool", json!({"name": "c"})).await;
     eventually("a__b__c being offered", async || {

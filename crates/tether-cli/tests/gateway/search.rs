@@ -248,15 +248,7 @@ async fn auto_turns_search_on_when_a_list_change_crosses_the_budget_and_tells_th
     let names = tool_names(&client).await;
     assert!(names.contains(&"srv__add_tool".to_owned()), "{names:?}");
     // A new tool puts the definitions over: search mode, and the client is told.
-    let added = call(&client, "srv__add_tool", json!({"name": "grown"})).await;
-    assert_eq!(text_of(&added), "added grown");
-    eventually("a tools/list_changed for the client", async || {
-        handler
-            .tools_changed
-            .load(std::sync::atomic::Ordering::SeqCst)
-            >= 1
-    })
-    .await;
+    handler.grow_tool(&client, "grown").await;
     assert_eq!(tool_names(&client).await, [FIND, CALL, "tether_status"]);
     assert!(
         found(&client, "tool add_tool added")
