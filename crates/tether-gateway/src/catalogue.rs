@@ -156,17 +156,21 @@ impl Catalogue {
         }
         let tools_json = serde_json::to_string(&tools).unwrap_or_else(|_| "[]".to_owned());
         let listing = crate::tool_search::listing(search, &tools, &tools_json, &tool_names);
-        let listed_json = if listing.searching {
-            serde_json::to_string(&listing.listed).unwrap_or_else(|_| "[]".to_owned())
-        } else {
-            tools_json
+        let tools = Arc::new(tools);
+        // In `all` mode the list is the offered tools themselves: shared, not copied.
+        let (listed, listed_json) = match listing.listed {
+            Some(listed) => {
+                let json = serde_json::to_string(&listed).unwrap_or_else(|_| "[]".to_owned());
+                (Arc::new(listed), json)
+            }
+            None => (Arc::clone(&tools), tools_json),
         };
         Self {
             listed_json: listed_json.into(),
-            listed: Arc::new(listing.listed),
+            listed,
             searching: listing.searching,
             index: listing.index,
-            tools: Arc::new(tools),
+            tools,
             tool_names,
             prompts: Arc::new(prompts),
             prompt_names,

@@ -466,8 +466,9 @@ impl Shared {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         announce_mode(&self.tool_search, Some(current.searching), &fresh);
+        // What `tools/list` offers follows from the tools and the mode.
         let changed = fresh.tools != current.tools
-            || fresh.listed != current.listed
+            || fresh.searching != current.searching
             || fresh.prompts != current.prompts;
         *current = Arc::new(fresh);
         changed

@@ -89,8 +89,8 @@ pub(crate) struct Listing {
     pub searching: bool,
     /// The offered tools' index, when searching.
     pub index: Option<Arc<ToolIndex>>,
-    /// `tools/list`'s items.
-    pub listed: Vec<Tool>,
+    /// `tools/list`'s items when searching; `None`: every offered tool.
+    pub listed: Option<Vec<Tool>>,
 }
 
 /// `tools/list`'s answer under `search` for the `offered` tools (`tether_status` last, its
@@ -110,7 +110,7 @@ pub(crate) fn listing(
         return Listing {
             searching,
             index: None,
-            listed: offered.to_vec(),
+            listed: None,
         };
     }
     let mut indexed = Vec::new();
@@ -143,7 +143,7 @@ pub(crate) fn listing(
     Listing {
         searching,
         index: Some(Arc::new(ToolIndex::new(indexed))),
-        listed,
+        listed: Some(listed),
     }
 }
 
