@@ -314,16 +314,8 @@ pub(crate) fn sandbox_for(
     let home =
         tether_sandbox::PrivateHome::create(&std::env::temp_dir(), policy.profile.keep_home())
             .map_err(|e| e.to_string())?;
-    let path = command
-        .get_envs()
-        .find(|(name, _)| *name == "PATH")
-        .and_then(|(_, value)| value.map(OsStr::to_owned))
-        .or_else(|| std::env::var_os("PATH"));
-    let user_home = command
-        .get_envs()
-        .find(|(name, _)| *name == "HOME")
-        .and_then(|(_, value)| value.map(PathBuf::from))
-        .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+    let path = env_of(command, "PATH");
+    let user_home = env_of(command, "HOME").map(PathBuf::from);
     let cwd = command.get_current_dir().map(Path::to_owned);
     let target = tether_sandbox::Target {
         program,
@@ -344,6 +336,15 @@ pub(crate) fn sandbox_for(
     command.env("HOME", home.path()).env("TMPDIR", home.path());
     let (hook, cleanup) = prepared.into_child_hook();
     Ok((hook, (home, cleanup)))
+}
+
+/// The value of `name` the program of `command` will see: set on `command`, else inherited.
+#[cfg(target_os = "linux")]
+fn env_of(command: &std::process::Command, name: &str) -> Option<OsString> {
+    match command.get_envs().find(|(key, _)| *key == name) {
+        Some((_, value)) => value.map(OsStr::to_owned),
+        None => std::env::var_os(name),
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
