@@ -663,7 +663,9 @@ impl GatewayHandler {
         context: &RequestContext<RoleServer>,
         progress: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
     ) -> (Result<Value, DriverError>, Duration) {
-        let started = Instant::now();
+        // From the request's arrival: a wait for a pending server before this (to learn which
+        // server offers a name) used up part of the call timeout already.
+        let started = received_at(context);
         let call = self
             .shared
             .clients
@@ -751,8 +753,12 @@ impl GatewayHandler {
         };
         tracing::debug!(server = %server, "a request names a server still starting: waiting for it");
         // The client's cancellation ends the wait too.
+        let left = self
+            .shared
+            .call_timeout
+            .saturating_sub(received_at(context).elapsed());
         let joined = tokio::select! {
-            joined = self.shared.supervisor.joined(&server, self.shared.call_timeout) => joined,
+            joined = self.shared.supervisor.joined(&server, left) => joined,
             () = context.ct.cancelled() => false,
         };
         (self.shared.catalogue(), (!joined).then_some(server))
@@ -1128,9 +1134,10 @@ impl ServerHandler for GatewayHandler {
     async fn call_tool(
         &self,
         mut request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         const METHOD: &str = "tools/call";
+        mark_received(&mut context);
         if self.shared.catalogue().searching {
             if request.name == FIND_TOOLS {
                 // Twenty large definitions can be over the output budget like any result.
@@ -1255,8 +1262,9 @@ impl ServerHandler for GatewayHandler {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        mark_received(&mut context);
         const METHOD: &str = "prompts/get";
         let (catalogue, still_pending) = self.catalogue_for(&request.name, &context).await;
         if let Some(reason) = catalogue.withheld.get(&request.name) {
@@ -1358,8 +1366,9 @@ impl ServerHandler for GatewayHandler {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        mark_received(&mut context);
         const METHOD: &str = "resources/read";
         let target = uri_target(&request.uri);
         if request.uri.starts_with(GATEWAY_URI_SCHEME) {
@@ -1371,10 +1380,11 @@ impl ServerHandler for GatewayHandler {
             tracing::debug!(
                 "resources/read of a URI no ready server listed: waiting for the pending servers"
             );
-            self.shared
-                .supervisor
-                .all_joined(self.shared.call_timeout)
-                .await;
+            let left = self
+                .shared
+                .call_timeout
+                .saturating_sub(received_at(&context).elapsed());
+            self.shared.supervisor.all_joined(left).await;
             let _ = self.list_resources(None, context.clone()).await;
             let _ = self.list_resource_templates(None, context.clone()).await;
         }
@@ -1486,4 +1496,24 @@ impl ServerHandler for GatewayHandler {
         serde_json::from_value::<CompleteResult>(value)
             .map_err(|e| ErrorData::internal_error(format!("not an MCP completion: {e}"), None))
     }
+}
+
+/// When the gateway received a request ([`mark_received`]): one call timeout covers the whole
+/// request, however many waits it has.
+#[derive(Clone, Copy)]
+struct Received(Instant);
+
+/// Notes the arrival of a request in its context, unless noted already.
+fn mark_received(context: &mut RequestContext<RoleServer>) {
+    if context.extensions.get::<Received>().is_none() {
+        context.extensions.insert(Received(Instant::now()));
+    }
+}
+
+/// When the request of `context` arrived: now, for one [`mark_received`] did not mark.
+fn received_at(context: &RequestContext<RoleServer>) -> Instant {
+    context
+        .extensions
+        .get::<Received>()
+        .map_or_else(Instant::now, |received| received.0)
 }

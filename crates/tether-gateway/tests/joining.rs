@@ -103,6 +103,60 @@ async fn a_held_back_server_joins_later_and_a_call_to_it_waits() {
     gateway.shutdown().await;
 }
 
+/// One call timeout covers the whole request: a call that waited for its server to join has
+/// only what is left of the timeout for the server's answer, not a fresh one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wait_for_a_pending_server_counts_against_the_call_timeout() {
+    const CALL_TIMEOUT: Duration = Duration::from_secs(6);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let release = dir.path().join("release");
+    let release_arg = release.to_string_lossy().into_owned();
+    let program = test_server_bin().to_string_lossy().into_owned();
+    // Its echo never answers within the test.
+    let args: &[&str] = &["--start-when-file", &release_arg, "--slow-echo", "600000"];
+    let session =
+        support::session_of_servers(&[("slow", &program, args)], ManualClock::new()).await;
+    let mut start = StartOptions::default();
+    let upstream = Upstream::wire(&mut start);
+    let mut options = support::gateway_options(start, Some(upstream));
+    options.call_timeout = CALL_TIMEOUT;
+    let gateway = Gateway::start(session, options);
+    let (client, mut changes, serving) = connect(&gateway).await;
+
+    let call = spawn_call(&client, "slow__echo", json!({"text": "late"}));
+    until_status(&client, "slow", LIMIT, |entry| entry["waiting_calls"] == 1).await;
+    // The call is waiting: let a measurable part of its timeout pass (this is the scenario's
+    // wait, not a synchronisation) before the server may start.
+    let waiting = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    std::fs::write(&release, "").expect("releasing the slow server");
+    let waited = waiting.elapsed();
+    next_list_change(&mut changes, LIMIT).await;
+
+    let answer = match tokio::time::timeout(LIMIT, call).await {
+        Ok(Ok(Ok(result))) => result,
+        other => panic!("the call did not end within {LIMIT:?}: {other:?}"),
+    };
+    assert_eq!(answer.is_error, Some(true), "{answer:?}");
+    let text = format!("{:?}", answer.content);
+    // The server was given what the wait left of the timeout ("no answer within 4.49 s").
+    let given: f64 = text
+        .split("no answer within ")
+        .nth(1)
+        .and_then(|rest| rest.split(" s").next())
+        .and_then(|seconds| seconds.parse().ok())
+        .unwrap_or_else(|| panic!("no timeout in the answer: {text}"));
+    assert!(
+        // (Shown with two decimals.)
+        given > 0.0 && given <= (CALL_TIMEOUT - waited).as_secs_f64() + 0.01,
+        "the server was given {given} s of a {CALL_TIMEOUT:?} call timeout after waiting {waited:?} for it: {text}"
+    );
+
+    client.cancel().await.expect("closing the client");
+    let _ = serving.await;
+    gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_whose_start_fails_is_retried_with_the_backoff_and_joins() {
     let dir = tempfile::tempdir().expect("a temporary directory");

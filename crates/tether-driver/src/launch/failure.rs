@@ -51,7 +51,7 @@ pub fn request_failure(err: &ServiceError) -> String {
         }
         ServiceError::Cancelled { .. } => "the request was cancelled".to_owned(),
         ServiceError::Timeout { timeout } => {
-            format!("no answer within {} s", timeout.as_secs_f64())
+            format!("no answer within {} s", seconds(*timeout))
         }
         // The others (a lagging subscription, too many input rounds) name no type.
         other => other.to_string(),
@@ -246,4 +246,10 @@ mod tests {
             "cannot reach http://127.0.0.1:9/mcp: connection refused; is the server running and listening on that host and port?"
         );
     }
+}
+
+/// `timeout` in seconds for a message: at most two decimals, no trailing zeros ("0.5", "6").
+pub(crate) fn seconds(timeout: std::time::Duration) -> String {
+    let text = format!("{:.2}", timeout.as_secs_f64());
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }

@@ -710,7 +710,7 @@ impl McpRuntime {
         }
         let result = tokio::time::timeout(timeout, running.client.call_tool(params))
             .await
-            .map_err(|_| failed(format!("no answer within {} s", timeout.as_secs_f64())))?
+            .map_err(|_| failed(format!("no answer within {} s", failure::seconds(timeout))))?
             .map_err(|e| failed(failure::request_failure(&e)))?;
         let mut result =
             serde_json::to_value(result).map_err(|e| failed(format!("unreadable result: {e}")))?;
@@ -734,7 +734,7 @@ impl McpRuntime {
         };
         let mut tools = tokio::time::timeout(timeout, running.client.list_all_tools())
             .await
-            .map_err(|_| failed(format!("no answer within {} s", timeout.as_secs_f64())))?
+            .map_err(|_| failed(format!("no answer within {} s", failure::seconds(timeout))))?
             .map_err(|e| failed(failure::request_failure(&e)))?;
         tools.retain(|tool| running.options.allows_tool(&tool.name));
         Ok(tool_infos(server, tools, &self.masker))
