@@ -209,6 +209,12 @@ fn first_text_line(body: &str) -> Option<&str> {
     line.get(..end)
 }
 
+/// `timeout` in seconds for a message: at most two decimals, no trailing zeros ("0.5", "6").
+pub(crate) fn seconds(timeout: std::time::Duration) -> String {
+    let text = format!("{:.2}", timeout.as_secs_f64());
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,10 +252,13 @@ mod tests {
             "cannot reach http://127.0.0.1:9/mcp: connection refused; is the server running and listening on that host and port?"
         );
     }
-}
 
-/// `timeout` in seconds for a message: at most two decimals, no trailing zeros ("0.5", "6").
-pub(crate) fn seconds(timeout: std::time::Duration) -> String {
-    let text = format!("{:.2}", timeout.as_secs_f64());
-    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    #[test]
+    fn seconds_show_at_most_two_decimals() {
+        use std::time::Duration;
+        assert_eq!(super::seconds(Duration::from_millis(500)), "0.5");
+        assert_eq!(super::seconds(Duration::from_secs(6)), "6");
+        assert_eq!(super::seconds(Duration::from_millis(4_494)), "4.49");
+        assert_eq!(super::seconds(Duration::from_nanos(5_999_992_609)), "6");
+    }
 }
