@@ -406,6 +406,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = tether_gateway::budget::parse_max_result_tokens)]
     pub max_result_tokens: Option<usize>,
 
+    #[command(flatten)]
+    pub tool_search: ToolSearchArgs,
+
     /// The harness command and its arguments.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -595,6 +598,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = tether_gateway::budget::parse_max_result_tokens)]
     pub max_result_tokens: Option<usize>,
 
+    #[command(flatten)]
+    pub tool_search: ToolSearchArgs,
+}
+
+/// The gateway's tool search (`serve`, `run --gateway`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ToolSearchArgs {
     /// How tools/list offers the tools: all (every definition), search (two tools,
     /// tether__find_tools and tether__call_tool, find and call the others), or auto (search
     /// when the definitions are over --tool-search-budget). Default: `tool_mode` in

@@ -127,20 +127,18 @@ pub fn sandbox(flag: Option<&str>) -> anyhow::Result<Option<tether_sandbox::Poli
 /// The gateway's tool search: each flag, else its key in config.toml (`tool_mode`,
 /// `tool_search_budget`, `always_load`: the flags' names add to the file's), else the default.
 pub fn tool_search(
-    mode: Option<tether_gateway::tool_search::ToolMode>,
-    budget: Option<usize>,
-    always_load: &[String],
+    flags: &crate::cli::ToolSearchArgs,
 ) -> anyhow::Result<tether_gateway::tool_search::ToolSearch> {
     let file = config_file(&data_dir()?)?;
     let defaults = tether_gateway::tool_search::ToolSearch::default();
-    let mode = match (mode, file.tool_mode) {
+    let mode = match (flags.tool_mode, file.tool_mode) {
         (Some(mode), _) => mode,
         (None, Some(text)) => text
             .parse()
             .map_err(|e| UsageError::new(format!("tool_mode in config.toml: {e}")))?,
         (None, None) => defaults.mode,
     };
-    let budget_tokens = match (budget, file.tool_search_budget) {
+    let budget_tokens = match (flags.tool_search_budget, file.tool_search_budget) {
         (Some(tokens), _) => tokens,
         (None, Some(tokens)) => {
             tether_gateway::tool_search::parse_budget_tokens(&tokens.to_string())
@@ -149,7 +147,7 @@ pub fn tool_search(
         (None, None) => defaults.budget_tokens,
     };
     let mut names = file.always_load.unwrap_or_default();
-    names.extend(always_load.iter().cloned());
+    names.extend(flags.always_load.iter().cloned());
     Ok(tether_gateway::tool_search::ToolSearch {
         mode,
         budget_tokens,

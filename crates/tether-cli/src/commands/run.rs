@@ -48,40 +48,29 @@ fn pick_harness(args: &RunArgs) -> anyhow::Result<HarnessArg> {
 }
 
 /// Whether this run hands the harness the gateway: `--gateway`, or the harness's default (its
-/// row's `gateway_by_default`) unless `--no-gateway`. `--audit`, `--client-capabilities` and
-/// `--max-result-tokens` need the gateway.
+/// row's `gateway_by_default`) unless `--no-gateway`. The gateway's own flags need it.
 fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> {
     let by_default = matches!(harness, HarnessArg::Handoff(h) if gateway_by_default(h));
     let gateway = args.gateway || (by_default && !args.no_gateway);
-    // The harnesses it is the default for, by title ("Gemini CLI").
-    let defaults = || {
-        tether_harness::HARNESSES
+    let search = &args.tool_search;
+    // The flags that set the gateway up.
+    let gateway_only = [
+        ("--audit", args.audit.is_some()),
+        ("--client-capabilities", args.client_capabilities.is_some()),
+        ("--max-result-tokens", args.max_result_tokens.is_some()),
+        ("--tool-mode", search.tool_mode.is_some()),
+        ("--tool-search-budget", search.tool_search_budget.is_some()),
+        ("--always-load", !search.always_load.is_empty()),
+    ];
+    if let Some((flag, _)) = gateway_only.iter().find(|(_, set)| *set && !gateway) {
+        // The harnesses it is the default for, by title ("Gemini CLI").
+        let defaults = tether_harness::HARNESSES
             .iter()
-            .filter(|h| gateway_by_default(h))
-            .map(|h| h.title)
-            .collect::<Vec<_>>()
-            .join(" and ")
-    };
-    if args.audit.is_some() && !gateway {
-        return Err(UsageError::new(format!(
-            "--audit is the gateway's audit log: add --gateway (the default only for {})",
-            defaults()
-        ))
-        .into());
-    }
-    if args.client_capabilities.is_some() && !gateway {
-        return Err(UsageError::new(format!(
-            "--client-capabilities is what the gateway declares to the servers: add --gateway (the default only for {})",
-            defaults()
-        ))
-        .into());
-    }
-    if args.max_result_tokens.is_some() && !gateway {
-        return Err(UsageError::new(format!(
-            "--max-result-tokens is the gateway's budget for tool results: add --gateway (the default only for {})",
-            defaults()
-        ))
-        .into());
+            .filter(|h| gateway_by_default(h));
+        let defaults = defaults.map(|h| h.title).collect::<Vec<_>>().join(" and ");
+        let message =
+            format!("{flag} sets up the gateway: add --gateway (the default only for {defaults})");
+        return Err(UsageError::new(message).into());
     }
     if let Some(list) = &args.client_capabilities {
         super::serve::declared(list)?;

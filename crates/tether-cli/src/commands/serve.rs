@@ -179,8 +179,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     };
     let budget = budget(args.max_result_tokens)?;
     let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
-    let tool_search =
-        settings::tool_search(args.tool_mode, args.tool_search_budget, &args.always_load)?;
+    let tool_search = settings::tool_search(&args.tool_search)?;
     let mut options = super::start_options(args.timeout, args.strict_mcp, &args.sandbox)?;
     options.declared = args
         .client_capabilities
@@ -318,7 +317,7 @@ pub async fn run_through_gateway(
             filter: ToolFilter::default(),
             trust_with: super::policy::trust_with(&args.specs),
             budget,
-            tool_search: settings::tool_search(None, None, &[])?,
+            tool_search: settings::tool_search(&args.tool_search)?,
         },
         wait,
         progress,

@@ -5,7 +5,6 @@
 //! could expand or mangle. The real harness CLIs are in `tests/harnesses.rs`.
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
 
 use crate::support::{Sandbox, json_str, test_server_bin, text};
@@ -72,12 +71,7 @@ json.dump(record, open(os.environ["RECORD"], "w"))
 fn hand_off(script: &str, secret: &str) -> (std::process::Output, serde_json::Value, String) {
     let sandbox = Sandbox::new();
     let (mut server, url) = upstream();
-    let bin = sandbox.path("bin");
-    std::fs::create_dir_all(&bin).expect("creating the directory");
-    let harness = bin.join("claude");
-    std::fs::write(&harness, script).expect("writing the fake harness");
-    std::fs::set_permissions(&harness, std::fs::Permissions::from_mode(0o755))
-        .expect("setting the file mode");
+    let harness = sandbox.fake_program("claude", script);
     let secret_file = sandbox.write("secret", secret);
     let spec = format!(
         r#"{{"remote": {{"url": {}, "headers": {{"Authorization": "Bearer {{{{TOKEN}}}}"}}}}}}"#,

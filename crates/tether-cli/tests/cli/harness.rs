@@ -533,3 +533,91 @@ exit 0
         }
     }
 }
+
+/// A fake `claude` that starts the one stdio server in its `--mcp-config=FILE` as a harness
+/// would (its command, args and env), asks it `initialize` and `tools/list` over stdio, and
+/// writes the tool names, one a line, to `$RECORD`.
+const LISTING_HARNESS: &str = r#"#!/usr/bin/env python3
+import json, os, subprocess, sys
+path = [a for a in sys.argv[1:] if a.startswith("--mcp-config=")][0].split("=", 1)[1]
+(server,) = json.load(open(path))["mcpServers"].values()
+env = dict(os.environ); env.update(server.get("env", {}))
+child = subprocess.Popen([server["command"]] + server.get("args", []), env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def send(message):
+    child.stdin.write(json.dumps(message) + "\n"); child.stdin.flush()
+def answer(id):
+    for line in child.stdout:
+        message = json.loads(line)
+        if message.get("id") == id:
+            return message
+send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fake", "version": "0"}}})
+answer(1)
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+tools = answer(2)["result"]["tools"]
+open(os.environ["RECORD"], "w").write("".join(t["name"] + "\n" for t in tools))
+child.stdin.close(); child.wait(timeout=30)
+"#;
+
+/// `run --gateway` takes the gateway's tool-search flags: `--tool-mode search` hands the
+/// harness the two search tools and the `--always-load` tool only; without the gateway the
+/// flags are refused.
+#[test]
+fn run_through_the_gateway_takes_the_tool_search_flags() {
+    let sandbox = Sandbox::new();
+    let harness = sandbox.fake_program("claude", LISTING_HARNESS);
+    let harness = harness.to_string_lossy().into_owned();
+    let spec = format!("{{{}}}", server_json("probe", &[], &[]));
+    let record = sandbox.path("tools");
+    let listed = |flags: &[&str]| {
+        let mut args = vec!["run", "--gateway", "--strict-mcp", "--mcp", &spec];
+        args.extend_from_slice(flags);
+        args.extend(["--", harness.as_str()]);
+        let out = sandbox
+            .tether(&args)
+            .env("RECORD", &record)
+            .output()
+            .expect("running tether");
+        assert!(out.status.success(), "{flags:?}: {}", text(&out.stderr));
+        let names = read(&record);
+        std::fs::remove_file(&record).expect("removing the record");
+        names.lines().map(str::to_owned).collect::<Vec<_>>()
+    };
+
+    let all = listed(&["--tool-mode", "all"]);
+    assert!(
+        all.contains(&"probe__echo".to_owned()) && all.contains(&"probe__add".to_owned()),
+        "{all:?}"
+    );
+    assert!(
+        !all.iter().any(|name| name == "tether__find_tools"),
+        "{all:?}"
+    );
+
+    let search = listed(&["--tool-mode", "search", "--always-load", "probe__echo"]);
+    for name in ["tether__find_tools", "tether__call_tool", "probe__echo"] {
+        assert!(
+            search.contains(&name.to_owned()),
+            "{name} not in {search:?}"
+        );
+    }
+    assert!(!search.contains(&"probe__add".to_owned()), "{search:?}");
+
+    let out = sandbox.run(&[
+        "run",
+        "--no-gateway",
+        "--mcp",
+        &spec,
+        "--tool-mode",
+        "search",
+        "--",
+        &harness,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--tool-mode sets up the gateway: add --gateway"),
+        "{}",
+        text(&out.stderr)
+    );
+}

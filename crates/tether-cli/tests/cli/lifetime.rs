@@ -2,7 +2,6 @@
 //! that called `setsid`, and a harness with its run directory — after a normal shutdown and
 //! after tether is SIGKILLed. Real processes, checked in `/proc` within a bounded wait.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -195,20 +194,12 @@ fn a_sigkilled_hand_off_takes_the_harness_its_children_and_the_run_directory() {
     let sandbox = Sandbox::new();
     let (setsid, plain) = (marker(), marker());
     let pid_file = sandbox.path("harness.pid");
-    let bin = sandbox.path("bin");
-    std::fs::create_dir_all(&bin).expect("creating the directory");
     // Named like a harness tether knows; it starts two children and waits forever.
-    let harness = bin.join("claude");
-    std::fs::write(
-        &harness,
-        format!(
-            "#!/bin/sh\n{}\nwhile true; do sleep 0.1; done\n",
-            grandchildren(&setsid, &plain, &pid_file)
-        ),
-    )
-    .expect("writing the fake harness");
-    std::fs::set_permissions(&harness, std::fs::Permissions::from_mode(0o755))
-        .expect("setting the file mode");
+    let script = format!(
+        "#!/bin/sh\n{}\nwhile true; do sleep 0.1; done\n",
+        grandchildren(&setsid, &plain, &pid_file)
+    );
+    let harness = sandbox.fake_program("claude", &script);
     let spec = format!(
         r#"{{"s": {{"command": {}, "env": {{"K": "{{{{TOKEN}}}}"}}}}}}"#,
         json_str(&test_server_bin().to_string_lossy())
@@ -224,8 +215,9 @@ fn a_sigkilled_hand_off_takes_the_harness_its_children_and_the_run_directory() {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let mut tether = command.spawn().expect("spawning tether");
+    // The shell creates the file before it writes the pid into it: wait for the pid.
     wait_for("the harness to start", Duration::from_secs(30), || {
-        pid_file.exists()
+        std::fs::read_to_string(&pid_file).is_ok_and(|pid| pid.trim().parse::<i32>().is_ok())
     });
     let harness_pid = pid_in(&pid_file);
     let run_dirs = || -> Vec<PathBuf> {

@@ -902,16 +902,10 @@ json.dump(record, open(os.environ["RECORD"], "w"))
 /// harness never sees a refusal, nor a token.
 #[test]
 fn a_harness_behind_the_bridge_gets_renewed_tokens() {
-    use std::os::unix::fs::PermissionsExt as _;
     let server = AuthorizedServer::start(3600);
     let sandbox = Sandbox::new();
     log_in(&sandbox, &server.url());
-    let bin = sandbox.path("bin");
-    std::fs::create_dir_all(&bin).expect("creating the bin directory");
-    let harness = bin.join("claude");
-    std::fs::write(&harness, RENEWING_HARNESS).expect("writing the fake harness");
-    std::fs::set_permissions(&harness, std::fs::Permissions::from_mode(0o755))
-        .expect("making it executable");
+    let harness = sandbox.fake_program("claude", RENEWING_HARNESS);
     let record = sandbox.path("record.json");
     let output = sandbox
         .tether(&[

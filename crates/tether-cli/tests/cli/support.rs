@@ -22,6 +22,18 @@ impl Sandbox {
         self.dir.path().join("tether-home")
     }
 
+    /// Writes `script` as an executable `bin/NAME` (a fake harness); its path.
+    pub fn fake_program(&self, name: &str, script: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt as _;
+        let bin = self.path("bin");
+        std::fs::create_dir_all(&bin).expect("creating the bin directory");
+        let path = bin.join(name);
+        std::fs::write(&path, script).expect("writing the fake program");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("making it executable");
+        path
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
