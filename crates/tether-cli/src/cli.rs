@@ -566,8 +566,8 @@ pub struct ServeArgs {
     /// finding, for every server: report it on stderr (warn), also withhold the entry
     /// (block), or nothing (off). Default: `scan` in config.toml, else block for servers
     /// installed from a registry (`tether add`) and managed ones, warn for hand-written ones.
-    #[arg(long, value_enum)]
-    pub scan: Option<ScanArg>,
+    #[arg(long, value_name = "off|warn|block", value_parser = str::parse::<tether_gateway::ScanPolicy>)]
+    pub scan: Option<tether_gateway::ScanPolicy>,
 
     /// Do not pin tool definitions (by default a tool whose definition changed since it was
     /// first seen is withheld until `tether trust SERVER TOOL`).
@@ -621,6 +621,12 @@ pub struct ToolSearchArgs {
     /// (SERVER). Repeatable; adds to `always_load` in config.toml.
     #[arg(long = "always-load", value_name = "NAME")]
     pub always_load: Vec<String>,
+
+    /// Start a server whose tools were pinned before only when one of its tools is found or
+    /// called; its pinned definitions are offered until then. Not with --wait-for-servers or
+    /// --strict-mcp. Default: `lazy` in config.toml, else off.
+    #[arg(long)]
+    pub lazy: bool,
 }
 
 /// One item of `--client-capabilities`.
@@ -636,17 +642,6 @@ pub enum CapabilityArg {
     All,
     /// None of them.
     None,
-}
-
-/// `--scan`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ScanArg {
-    /// No scan.
-    Off,
-    /// Report findings on stderr; offer the entry anyway.
-    Warn,
-    /// Report findings and withhold the entry.
-    Block,
 }
 
 /// `tether trust`.

@@ -60,6 +60,7 @@ struct ConfigFile {
     tool_mode: Option<String>,
     tool_search_budget: Option<u64>,
     always_load: Option<Vec<String>>,
+    lazy: Option<bool>,
 }
 
 /// The client-id metadata document URL `tether auth login` uses: the flag, else
@@ -77,15 +78,10 @@ pub fn scan_policy() -> anyhow::Result<Option<tether_gateway::ScanPolicy>> {
     let Some(text) = config_file(&data_dir()?)?.scan else {
         return Ok(None);
     };
-    match text.as_str() {
-        "off" => Ok(Some(tether_gateway::ScanPolicy::Off)),
-        "warn" => Ok(Some(tether_gateway::ScanPolicy::Warn)),
-        "block" => Ok(Some(tether_gateway::ScanPolicy::Block)),
-        other => Err(UsageError::new(format!(
-            "scan in config.toml: '{other}' is not one of off, warn, block"
-        ))
-        .into()),
-    }
+    let policy = text
+        .parse()
+        .map_err(|e| UsageError::new(format!("scan in config.toml: {e}")))?;
+    Ok(Some(policy))
 }
 
 /// The gateway's budget for tool results, in tokens: the flag, else `max_result_tokens` in
@@ -152,6 +148,7 @@ pub fn tool_search(
         mode,
         budget_tokens,
         always_load: names,
+        lazy: flags.lazy || file.lazy.unwrap_or(false),
     })
 }
 

@@ -193,13 +193,7 @@ impl Shared {
         .await;
         let mut entries = self.lock_entries();
         for (server, tools) in &offered {
-            let mut others = entries.other_tools(server);
-            others.extend(
-                offered
-                    .iter()
-                    .filter(|(other, _)| other != server)
-                    .flat_map(|(_, tools)| tools.iter().map(|tool| tool.name.clone())),
-            );
+            let others = others_than(&entries, &offered, server);
             let policy = self.policy(server);
             let admitted = admit_tools(
                 server,
@@ -266,6 +260,24 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner) =
             crate::instructions::compose(&ordered);
         self.rebuild(&mut entries)
+    }
+
+    /// Offers each lazy server's pinned tools until it starts (`Gateway::start`): admitted
+    /// like a list it sent (scanned, masked; not checked against the pins they came from).
+    pub(crate) fn admit_pinned(&self, servers: &[(String, Vec<ToolInfo>)]) {
+        if servers.is_empty() {
+            return;
+        }
+        let masker = self.masker();
+        let mut entries = self.lock_entries();
+        for (server, tools) in servers {
+            let others = others_than(&entries, servers, server);
+            let policy = self.policy(server);
+            let admitted = admit_tools(server, &policy, tools, None, &others, &masker, &[]);
+            tracing::info!(server = %server, "MCP server lazy: {} pinned tools offered; it starts when one is found or called", admitted.len());
+            entries.tools.insert(server.clone(), admitted);
+        }
+        self.rebuild(&mut entries);
     }
 
     /// `server`, started after the gateway was built, joins: its entries are admitted, it is
@@ -735,21 +747,27 @@ impl GatewayHandler {
         (answer, elapsed)
     }
 
-    /// The catalogue to route `name` by: the one offered now, or — when no server offers
-    /// `name` yet but its `SERVER__` prefix names a server still pending — the one offered
-    /// once that server joined, waiting for it at most the call timeout. With the server's
-    /// name when it was still pending at the end of the wait.
+    /// The catalogue to route `name` by: the one offered now, or — when `name` is a lazy
+    /// server's pinned tool, or no server offers it yet but its `SERVER__` prefix names a
+    /// server still pending — the one offered once that server joined, waiting for it (and
+    /// starting a lazy one) within the call timeout. With the server's name when it was
+    /// still pending at the end of the wait.
     async fn catalogue_for(
         &self,
         name: &str,
         context: &RequestContext<RoleServer>,
     ) -> (Arc<Catalogue>, Option<String>) {
         let catalogue = self.shared.catalogue();
-        if catalogue.server_of(name).is_some() || catalogue.withheld.contains_key(name) {
-            return (catalogue, None);
-        }
-        let Some(server) = self.shared.supervisor.pending_named(name) else {
-            return (catalogue, None);
+        let server = match catalogue.server_of(name) {
+            // A lazy server's pinned tool: it starts now, and the call is routed by what it
+            // offers once it joined (its definition may have changed since it was pinned).
+            Some(server) if self.shared.supervisor.pending(server) => server.to_owned(),
+            Some(_) => return (catalogue, None),
+            None if catalogue.withheld.contains_key(name) => return (catalogue, None),
+            None => match self.shared.supervisor.pending_named(name) {
+                Some(server) => server,
+                None => return (catalogue, None),
+            },
         };
         tracing::debug!(server = %server, "a request names a server still starting: waiting for it");
         // The client's cancellation ends the wait too.
@@ -1004,6 +1022,15 @@ impl GatewayHandler {
         };
         match found {
             Ok(found) => {
+                // A lazy server whose tool was found starts now: it is likely to be called.
+                let names = found["tools"].as_array().into_iter().flatten();
+                for name in names.filter_map(|tool| tool["name"].as_str()) {
+                    if let Some(server) = catalogue.server_of(name) {
+                        self.shared
+                            .supervisor
+                            .wake(server, "one of its tools was found");
+                    }
+                }
                 let mut result =
                     CallToolResult::success(vec![ContentBlock::text(found.to_string())]);
                 result.structured_content = Some(found);
@@ -1496,6 +1523,19 @@ impl ServerHandler for GatewayHandler {
         serde_json::from_value::<CompleteResult>(value)
             .map_err(|e| ErrorData::internal_error(format!("not an MCP completion: {e}"), None))
     }
+}
+
+/// The tool names of every server but `server`, admitted already or in `offered` (the
+/// shadowing rule's list while `offered` is admitted together).
+fn others_than(
+    entries: &Entries,
+    offered: &[(String, Vec<ToolInfo>)],
+    server: &str,
+) -> HashSet<String> {
+    let mut others = entries.other_tools(server);
+    let offered = offered.iter().filter(|(other, _)| other != server);
+    others.extend(offered.flat_map(|(_, tools)| tools.iter().map(|tool| tool.name.clone())));
+    others
 }
 
 /// When the gateway received a request ([`mark_received`]): one call timeout covers the whole

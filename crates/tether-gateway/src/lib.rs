@@ -173,14 +173,22 @@ impl Gateway {
     /// them). A server whose start fails or times out stays pending and is tried again with
     /// the restart backoff ([`supervise`]). A call to a pending server waits for it, at
     /// most the call timeout. Must be called within a tokio runtime.
+    ///
+    /// With `tool_search.lazy`, a server whose tools were pinned before is not started: its
+    /// pinned definitions are offered (admitted as any list: scanned, masked) until one of
+    /// its tools is found by `tether__find_tools` or called, which starts it; when it joins,
+    /// its own list replaces them (checked against the pins as always).
     pub fn start(session: Session, mut options: GatewayOptions) -> Self {
         always_load(&session, &mut options);
         let masker = Masker::new(session.sensitive_values());
+        let pinned = lazy_servers(&session, &options);
+        let lazy = pinned.iter().map(|(server, _)| server.clone()).collect();
         let (supervisor, mut joined) =
-            supervise::Supervisor::starting(session, options.start.clone());
+            supervise::Supervisor::starting(session, options.start.clone(), &lazy);
         let upstream = options.upstream.take();
         let masking_hook = options.masking_hook.take();
         let shared = Arc::new(Shared::new(supervisor, masker, options));
+        shared.admit_pinned(&pinned);
         Self::watch(&shared, upstream, masking_hook);
         let weak = Arc::downgrade(&shared);
         tokio::spawn(async move {
@@ -301,4 +309,37 @@ fn always_load(session: &Session, options: &mut GatewayOptions) {
     let servers = session.servers().iter();
     let named = servers.filter(|server| server.options.always_load);
     (options.tool_search.always_load).extend(named.map(|server| server.name.clone()));
+}
+
+/// With `--lazy` and pins: every server of `session` (not disabled) with pinned tools, and
+/// those tools' pinned definitions.
+fn lazy_servers(
+    session: &Session,
+    options: &GatewayOptions,
+) -> Vec<(String, Vec<tether_driver::ToolInfo>)> {
+    let Some(pins) = options.pins.as_ref().filter(|_| options.tool_search.lazy) else {
+        return Vec::new();
+    };
+    let servers = session.servers().iter().filter(|s| !s.options.disabled);
+    servers
+        .filter_map(|server| {
+            let key = ToolPolicy::of(&options.policies, options.scan, &server.name).pin_key;
+            let tools = match pins.pinned(&key) {
+                Ok(tools) => tools,
+                Err(error) => {
+                    tracing::warn!(server = %server.name, "{error}; it starts with the gateway");
+                    return None;
+                }
+            };
+            let tools: Vec<_> = tools
+                .into_iter()
+                .map(|(name, definition)| tether_driver::ToolInfo {
+                    description: definition["description"].as_str().map(str::to_owned),
+                    name,
+                    definition,
+                })
+                .collect();
+            (!tools.is_empty()).then(|| (server.name.clone(), tools))
+        })
+        .collect()
 }

@@ -112,6 +112,30 @@ impl PinStore {
         })
     }
 
+    /// The definitions pinned under `key` (a server's pin key), by tool name: what a lazy
+    /// server offers before it has started (`--lazy`). Read without the lock: a writer
+    /// renames a whole new file into place.
+    pub fn pinned(&self, key: &str) -> Result<Vec<(String, Value)>, PinError> {
+        let failed = |message: String| PinError {
+            path: self.path.clone(),
+            message,
+        };
+        let pins: Pins = match std::fs::read_to_string(&self.path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map_err(|e| failed(format!("not valid JSON ({e}); fix or remove it")))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(failed(format!("cannot read it: {e}"))),
+        };
+        let tools = pins.get(key).into_iter().flatten();
+        Ok(tools
+            .filter_map(|(name, value)| {
+                let pin = stored_pin(value)?;
+                let definition = serde_json::from_str(&pin.canonical).ok()?;
+                Some((name.clone(), definition))
+            })
+            .collect())
+    }
+
     /// Carries the pins kept under `former` (a server's name, as pins were keyed before
     /// installations had keys of their own) over to `key`, when `key` has none yet. Returns
     /// whether it did.

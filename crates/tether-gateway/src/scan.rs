@@ -49,6 +49,28 @@ pub enum ScanPolicy {
     Block,
 }
 
+impl ScanPolicy {
+    /// Its name, as `--scan` and `scan` in config.toml take it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Warn => "warn",
+            Self::Block => "block",
+        }
+    }
+}
+
+impl std::str::FromStr for ScanPolicy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        [Self::Off, Self::Warn, Self::Block]
+            .into_iter()
+            .find(|policy| policy.name() == text)
+            .ok_or_else(|| format!("'{text}' is not one of off, warn, block"))
+    }
+}
+
 /// One rule's hit in one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {

@@ -22,7 +22,7 @@
 //! the system clock in the binary, one the test moves in tests. The watcher's own polling
 //! interval is real time.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -82,6 +82,9 @@ pub(crate) struct Slot {
     restarts: std::sync::atomic::AtomicU32,
     /// Requests waiting for it to join (shown by `tether_status` while it is pending).
     waiting: std::sync::atomic::AtomicU32,
+    /// Lazy (`--lazy`) and not asked for yet: pending, but its first start waits for
+    /// [`Supervisor::wake`]; the gateway offers its pinned tools meanwhile.
+    dormant: std::sync::atomic::AtomicBool,
 }
 
 /// Counts a request waiting for a slot until dropped.
@@ -99,7 +102,12 @@ impl Slot {
             state: tokio::sync::watch::Sender::new(state),
             restarts: std::sync::atomic::AtomicU32::new(0),
             waiting: std::sync::atomic::AtomicU32::new(0),
+            dormant: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    fn dormant(&self) -> bool {
+        self.dormant.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn read(&self) -> State {
@@ -134,6 +142,8 @@ pub(crate) struct Supervisor {
     joined: Option<tokio::sync::mpsc::UnboundedSender<Joined>>,
     /// Cancelled when the gateway shuts down: starts under way give up.
     stop: CancellationToken,
+    /// Bounds the first starts under way at once (`StartOptions::concurrency`).
+    first_starts: Arc<tokio::sync::Semaphore>,
 }
 
 impl Supervisor {
@@ -159,6 +169,7 @@ impl Supervisor {
             })
             .collect();
         let order = session.names();
+        let first_starts = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
         Self {
             session: tokio::sync::RwLock::new(session),
             options,
@@ -168,15 +179,17 @@ impl Supervisor {
             clock,
             joined: None,
             stop: CancellationToken::new(),
+            first_starts,
         }
     }
 
     /// Slots for every server of `session` but the disabled ones, all pending; nothing is
-    /// started until [`Supervisor::start_all`]. Each server that starts is sent to the
-    /// returned receiver.
+    /// started until [`Supervisor::start_all`] (the `lazy` ones: until [`Supervisor::wake`]).
+    /// Each server that starts is sent to the returned receiver.
     pub(crate) fn starting(
         session: Session,
         options: StartOptions,
+        lazy: &HashSet<String>,
     ) -> (Self, tokio::sync::mpsc::UnboundedReceiver<Joined>) {
         let clock = session.clock();
         let order: Vec<String> = session
@@ -192,10 +205,13 @@ impl Supervisor {
                     reason: None,
                     failed_starts: 0,
                 });
+                slot.dormant
+                    .store(lazy.contains(name), std::sync::atomic::Ordering::SeqCst);
                 (name.clone(), slot)
             })
             .collect();
         let (joined, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let first_starts = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
         let supervisor = Self {
             session: tokio::sync::RwLock::new(session),
             options,
@@ -205,26 +221,48 @@ impl Supervisor {
             clock,
             joined: Some(joined),
             stop: CancellationToken::new(),
+            first_starts,
         };
         (supervisor, receiver)
     }
 
-    /// Starts every pending server, each in a task of its own, at most
-    /// `StartOptions::concurrency` first starts at once; a failed one is tried again with the
-    /// backoff until it starts or [`MAX_FAILED_STARTS`] starts failed.
+    /// Starts every pending server but the dormant (lazy) ones, each in a task of its own,
+    /// at most `StartOptions::concurrency` first starts at once; a failed one is tried again
+    /// with the backoff until it starts or [`MAX_FAILED_STARTS`] starts failed.
     pub(crate) fn start_all(self: &Arc<Self>) {
-        let permits = Arc::new(tokio::sync::Semaphore::new(self.options.concurrency.max(1)));
         for name in &self.order {
-            if self.slots.get(name).is_some_and(Slot::pending) {
+            let slot = self.slots.get(name);
+            if slot.is_some_and(|slot| slot.pending() && !slot.dormant()) {
                 tracing::info!(server = %name, "MCP server pending: starting");
-                tokio::spawn(restart(
-                    Arc::downgrade(self),
-                    Arc::clone(&self.clock),
-                    name.clone(),
-                    Start::First(Arc::clone(&permits)),
-                ));
+                self.first_start(name);
             }
         }
+    }
+
+    fn first_start(self: &Arc<Self>, server: &str) {
+        tokio::spawn(restart(
+            Arc::downgrade(self),
+            Arc::clone(&self.clock),
+            server.to_owned(),
+            Start::First(Arc::clone(&self.first_starts)),
+        ));
+    }
+
+    /// Starts `server` if it is dormant (lazy, not asked for yet): one of its tools was found
+    /// or called. Returns whether this started it.
+    pub(crate) fn wake(self: &Arc<Self>, server: &str, why: &str) -> bool {
+        let Some(slot) = self.slots.get(server) else {
+            return false;
+        };
+        if !slot
+            .dormant
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return false;
+        }
+        tracing::info!(server = %server, "MCP server pending: starting ({why})");
+        self.first_start(server);
+        true
     }
 
     /// Marks `server`, which started after the gateway was built, ready (the gateway admitted
@@ -245,9 +283,12 @@ impl Supervisor {
         self.slots.get(server).is_some_and(Slot::pending)
     }
 
-    /// Whether some server has not been ready yet since the gateway started.
+    /// Whether some server has not been ready yet since the gateway started (a dormant one
+    /// is not waited for: nobody asked for it).
     pub(crate) fn any_pending(&self) -> bool {
-        self.slots.values().any(Slot::pending)
+        self.slots
+            .values()
+            .any(|slot| slot.pending() && !slot.dormant())
     }
 
     /// The pending server a namespaced name `SERVER__NAME` names by its prefix, if any.
@@ -264,11 +305,12 @@ impl Supervisor {
     }
 
     /// Waits, at most `limit`, until `server` is no longer pending (it is ready, or was
-    /// given up). Returns whether it is no longer pending.
-    pub(crate) async fn joined(&self, server: &str, limit: Duration) -> bool {
+    /// given up), starting it first if it is dormant. Returns whether it is no longer pending.
+    pub(crate) async fn joined(self: &Arc<Self>, server: &str, limit: Duration) -> bool {
         let Some(slot) = self.slots.get(server) else {
             return true;
         };
+        self.wake(server, "a request for it is waiting");
         let mut state = slot.state.subscribe();
         if !matches!(*state.borrow(), State::Pending { .. }) {
             return true;
@@ -280,10 +322,14 @@ impl Supervisor {
         tokio::time::timeout(limit, settled).await.is_ok()
     }
 
-    /// Waits, at most `limit`, until no server is pending. Returns whether none is.
-    pub(crate) async fn all_joined(&self, limit: Duration) -> bool {
+    /// Waits, at most `limit`, until no server is pending but the dormant ones (which it
+    /// leaves dormant). Returns whether none is.
+    pub(crate) async fn all_joined(self: &Arc<Self>, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
         for name in &self.order {
+            if self.slots.get(name).is_some_and(Slot::dormant) {
+                continue;
+            }
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if !self.joined(name, left).await {
                 return false;
@@ -355,7 +401,7 @@ impl Supervisor {
 
     /// [`Supervisor::runtime`], after waiting at most `limit` for a pending `server`.
     pub(crate) async fn runtime_waiting(
-        &self,
+        self: &Arc<Self>,
         server: &str,
         method: &str,
         limit: Duration,
@@ -432,9 +478,15 @@ impl Supervisor {
                             failed_starts,
                         } => {
                             let waiting = slot.waiting.load(std::sync::atomic::Ordering::Relaxed);
-                            let state = if reason.is_some() { "retrying" } else { "pending" };
+                            let state = match reason {
+                                Some(_) => "retrying",
+                                None if slot.dormant() => "lazy",
+                                None => "pending",
+                            };
+                            // A lazy server's pinned tools are offered already.
+                            let tools = if slot.dormant() { tools_of(name) } else { 0 };
                             return Some(json!({
-                                "name": name, "state": state, "tools": 0, "restarts": 0,
+                                "name": name, "state": state, "tools": tools, "restarts": 0,
                                 "error": reason, "failed_starts": failed_starts,
                                 "waiting_calls": waiting,
                             }));

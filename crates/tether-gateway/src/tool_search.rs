@@ -61,6 +61,10 @@ pub struct ToolSearch {
     /// Listed in search mode too: a namespaced tool name (`SERVER__TOOL`), or a server's name
     /// for all its tools.
     pub always_load: Vec<String>,
+    /// `--lazy`: a server with pinned tools is not started with the gateway; its pinned
+    /// definitions are offered (and searched) until one of its tools is found or called,
+    /// which starts it (specs/tool-search/TECH.md, "Lazy start").
+    pub lazy: bool,
 }
 
 impl Default for ToolSearch {
@@ -69,6 +73,7 @@ impl Default for ToolSearch {
             mode: ToolMode::Auto,
             budget_tokens: DEFAULT_SEARCH_BUDGET_TOKENS,
             always_load: Vec::new(),
+            lazy: false,
         }
     }
 }

@@ -98,9 +98,7 @@ async fn a_held_back_server_joins_later_and_a_call_to_it_waits() {
     assert_eq!(slow["state"], "ready", "{slow}");
     assert_eq!(slow["tools"], 3, "{slow}");
 
-    client.cancel().await.expect("closing the client");
-    let _ = serving.await;
-    gateway.shutdown().await;
+    close(gateway, client, serving).await;
 }
 
 /// One call timeout covers the whole request: a call that waited for its server to join has
@@ -133,11 +131,7 @@ async fn the_wait_for_a_pending_server_counts_against_the_call_timeout() {
     let waited = waiting.elapsed();
     next_list_change(&mut changes, LIMIT).await;
 
-    let answer = match tokio::time::timeout(LIMIT, call).await {
-        Ok(Ok(Ok(result))) => result,
-        other => panic!("the call did not end within {LIMIT:?}: {other:?}"),
-    };
-    assert_eq!(answer.is_error, Some(true), "{answer:?}");
+    let answer = refusal_of(call).await;
     let text = format!("{:?}", answer.content);
     // The server was given what the wait left of the timeout ("no answer within 4.49 s").
     let given: f64 = text
@@ -152,9 +146,7 @@ async fn the_wait_for_a_pending_server_counts_against_the_call_timeout() {
         "the server was given {given} s of a {CALL_TIMEOUT:?} call timeout after waiting {waited:?} for it: {text}"
     );
 
-    client.cancel().await.expect("closing the client");
-    let _ = serving.await;
-    gateway.shutdown().await;
+    close(gateway, client, serving).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,9 +196,7 @@ async fn a_server_whose_start_fails_is_retried_with_the_backoff_and_joins() {
     assert_eq!(entry["state"], "ready", "{entry}");
     assert!(gateway.ready_within(Duration::ZERO).await);
 
-    client.cancel().await.expect("closing the client");
-    let _ = serving.await;
-    gateway.shutdown().await;
+    close(gateway, client, serving).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -261,7 +251,174 @@ async fn a_resource_read_no_ready_server_can_answer_waits_for_the_pending_ones()
         "{text}"
     );
 
+    close(gateway, client, serving).await;
+}
+
+/// Closes `client`, waits for its connection to end, and stops `gateway`'s servers.
+async fn close(gateway: Gateway, client: WatchingClient, serving: tokio::task::JoinHandle<()>) {
     client.cancel().await.expect("closing the client");
     let _ = serving.await;
     gateway.shutdown().await;
+}
+
+/// The answer `call` ended with, within [`LIMIT`]: a tool error.
+async fn refusal_of(call: tether_testkit::mcp_client::RunningCall) -> rmcp::model::CallToolResult {
+    let answer = match tokio::time::timeout(LIMIT, call).await {
+        Ok(Ok(Ok(result))) => result,
+        other => panic!("the call did not end within {LIMIT:?}: {other:?}"),
+    };
+    assert_eq!(answer.is_error, Some(true), "{answer:?}");
+    answer
+}
+
+/// A gateway on `session` with pins in `pins`, lazy or not, in `mode`, and a client of it.
+async fn pinned_gateway(
+    session: tether_driver::Session,
+    pins: &std::path::Path,
+    lazy: bool,
+    mode: tether_gateway::tool_search::ToolMode,
+) -> (
+    Gateway,
+    WatchingClient,
+    ListChanges,
+    tokio::task::JoinHandle<()>,
+) {
+    let mut start = StartOptions::default();
+    let upstream = Upstream::wire(&mut start);
+    let mut options = support::gateway_options(start, Some(upstream));
+    options.pins = Some(tether_gateway::PinStore::new(pins));
+    options.tool_search.lazy = lazy;
+    options.tool_search.mode = mode;
+    let gateway = Gateway::start(session, options);
+    let (client, changes, serving) = connect(&gateway).await;
+    (gateway, client, changes, serving)
+}
+
+/// `--lazy`: a server whose tools were pinned by an earlier run is not started; its pinned
+/// tools are listed (and searched) until one is called — or found, in search mode — which
+/// starts it. The server is the test server behind `sh`, which notes each start in a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_server_offers_its_pinned_tools_and_starts_when_one_is_called_or_found() {
+    use tether_gateway::tool_search::ToolMode;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let pins = dir.path().join("pins.json");
+    let starts = dir.path().join("starts");
+    let script = format!(
+        "echo start >> '{}'; exec '{}'",
+        starts.display(),
+        test_server_bin().display()
+    );
+    let args: &[&str] = &["-c", &script];
+    let servers = [("lazy", "sh", args)];
+    let session = || support::session_of_servers(&servers, ManualClock::new());
+    let started = || {
+        std::fs::read_to_string(&starts)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+
+    // A first run, not lazy, pins its tools.
+    let (gateway, client, _changes, serving) =
+        pinned_gateway(session().await, &pins, false, ToolMode::All).await;
+    until_status(&client, "lazy", LIMIT, |entry| entry["state"] == "ready").await;
+    let first = tool_names(&client).await;
+    close(gateway, client, serving).await;
+    assert_eq!(started(), 1);
+
+    // Lazy: listed from the pins, not started, until a call.
+    let (gateway, client, mut changes, serving) =
+        pinned_gateway(session().await, &pins, true, ToolMode::All).await;
+    assert_eq!(tool_names(&client).await, first);
+    let entry = gateway_status(&client, "lazy").await;
+    assert_eq!(entry["state"], "lazy", "{entry}");
+    assert_eq!(entry["tools"], 3, "{entry}");
+    assert_eq!(
+        started(),
+        1,
+        "a lazy server started before it was asked for"
+    );
+    let answer = answer_of(
+        spawn_call(&client, "lazy__echo", json!({"text": "woken"})),
+        LIMIT,
+    )
+    .await;
+    assert!(
+        format!("{:?}", answer.content).contains("woken"),
+        "{answer:?}"
+    );
+    assert_eq!(started(), 2);
+    assert_eq!(gateway_status(&client, "lazy").await["state"], "ready");
+    next_list_change(&mut changes, LIMIT).await;
+    assert_eq!(
+        tool_names(&client).await,
+        first,
+        "the pins were its real list"
+    );
+    close(gateway, client, serving).await;
+
+    // Search mode: finding one of its tools starts it.
+    let (gateway, client, _changes, serving) =
+        pinned_gateway(session().await, &pins, true, ToolMode::Search).await;
+    assert_eq!(gateway_status(&client, "lazy").await["state"], "lazy");
+    let found = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("tether__find_tools").with_arguments(
+                json!({"query": "echo text back"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        )
+        .await
+        .expect("find_tools");
+    let found = found.structured_content.expect("structured results");
+    assert_eq!(found["tools"][0]["name"], "lazy__echo", "{found}");
+    until_status(&client, "lazy", LIMIT, |entry| entry["state"] == "ready").await;
+    assert_eq!(started(), 3);
+    close(gateway, client, serving).await;
+}
+
+/// A lazy server's tool whose definition changed since it was pinned is offered (the pinned
+/// copy) until the server starts; a call starts it, and is then refused like any changed tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_a_lazy_servers_changed_tool_starts_it_and_is_refused() {
+    use tether_gateway::tool_search::ToolMode;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let pins = dir.path().join("pins.json");
+    let program = test_server_bin().to_string_lossy().into_owned();
+    let run = |description: &'static str| {
+        let program = program.clone();
+        async move {
+            let args: &[&str] = &["--extra-tool", description];
+            support::session_of_servers(&[("lazy", &program, args)], ManualClock::new()).await
+        }
+    };
+    let (gateway, client, _changes, serving) =
+        pinned_gateway(run("Adds nothing.").await, &pins, false, ToolMode::All).await;
+    until_status(&client, "lazy", LIMIT, |entry| entry["state"] == "ready").await;
+    close(gateway, client, serving).await;
+
+    let (gateway, client, _changes, serving) = pinned_gateway(
+        run("Adds nothing, now changed.").await,
+        &pins,
+        true,
+        ToolMode::All,
+    )
+    .await;
+    assert!(
+        tool_names(&client)
+            .await
+            .contains(&"lazy__extra".to_owned())
+    );
+    let call = spawn_call(&client, "lazy__extra", json!({}));
+    let answer = refusal_of(call).await;
+    assert!(
+        format!("{:?}", answer.content).contains("withheld"),
+        "{answer:?}"
+    );
+    let entry = gateway_status(&client, "lazy").await;
+    assert_eq!(entry["state"], "ready", "{entry}");
+    assert_eq!(entry["withheld"], json!(["lazy__extra"]), "{entry}");
+    close(gateway, client, serving).await;
 }

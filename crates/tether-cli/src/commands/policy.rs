@@ -110,12 +110,3 @@ pub(super) fn pin_key(
     pins.adopt(&key, server)?;
     Ok(key)
 }
-
-/// `policy` as `tether test --json` writes it.
-pub(super) fn policy_name(policy: ScanPolicy) -> &'static str {
-    match policy {
-        ScanPolicy::Off => "off",
-        ScanPolicy::Warn => "warn",
-        ScanPolicy::Block => "block",
-    }
-}

@@ -18,7 +18,7 @@ use tether_gateway::{
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ScanArg, ServeArgs};
+use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ServeArgs};
 use crate::exit::{OK, UsageError};
 use crate::output::Progress;
 use crate::{secrets, settings};
@@ -93,6 +93,10 @@ pub(super) async fn start_gateway(
     wait: bool,
     progress: &Progress,
 ) -> anyhow::Result<Gateway> {
+    if wait && policy.tool_search.lazy {
+        let both = "--lazy (or `lazy` in config.toml) starts each server when it is asked for, --wait-for-servers (implied by --strict-mcp) all at once: drop one";
+        return Err(UsageError::new(both).into());
+    }
     let audit_path = match audit {
         Some(path) => path.to_path_buf(),
         None => default_audit_path()?,
@@ -220,11 +224,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         Policy {
             call_timeout: Duration::from_secs(args.call_timeout.max(1)),
             pins: !args.no_pins,
-            scan: args.scan.map(|scan| match scan {
-                ScanArg::Off => ScanPolicy::Off,
-                ScanArg::Warn => ScanPolicy::Warn,
-                ScanArg::Block => ScanPolicy::Block,
-            }),
+            scan: args.scan,
             filter: ToolFilter {
                 include: args.include_tools.clone(),
                 exclude: args.exclude_tools.clone(),

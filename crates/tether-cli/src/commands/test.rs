@@ -180,7 +180,7 @@ fn scans(
         };
         scans.push((
             report.name.clone(),
-            json!({"policy": super::policy::policy_name(policy), "findings": findings}),
+            json!({"policy": policy.name(), "findings": findings}),
         ));
     }
     Ok(scans)

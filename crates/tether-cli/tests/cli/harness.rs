@@ -620,4 +620,22 @@ fn run_through_the_gateway_takes_the_tool_search_flags() {
         "{}",
         text(&out.stderr)
     );
+
+    // --lazy starts servers when asked for; --strict-mcp wants them all started first.
+    let out = sandbox.run(&[
+        "run",
+        "--gateway",
+        "--lazy",
+        "--strict-mcp",
+        "--mcp",
+        &spec,
+        "--",
+        &harness,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("drop one"),
+        "{}",
+        text(&out.stderr)
+    );
 }
