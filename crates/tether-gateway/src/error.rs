@@ -15,8 +15,9 @@ pub enum GatewayError {
         source: std::io::Error,
     },
 
-    /// `--listen` named an address that is not loopback. Returned by [`crate::serve_http`];
-    /// the gateway has no TLS, so it only listens where no one else can watch the token.
+    /// `--listen` named an address that is not loopback (the caller checks with
+    /// [`crate::is_loopback`]); the gateway has no TLS, so it only listens where no one else
+    /// can watch the token.
     #[error(
         "{address} is not a loopback address: tether serve listens on 127.0.0.1, ::1 or localhost only"
     )]

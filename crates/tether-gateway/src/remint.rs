@@ -14,6 +14,7 @@ use tether_config::SecretValue;
 use tether_driver::RemintOutcome;
 
 use crate::handler::Shared;
+use crate::supervise::Replaced;
 
 /// Told the session's whole masking set after a re-mint added values (the caller's log layer
 /// registers them).
@@ -70,10 +71,20 @@ pub(crate) async fn remint(shared: Weak<Shared>, hook: Option<MaskingHook>) {
                 RemintOutcome::Changed { uid, servers } => {
                     for server in servers {
                         match shared.supervisor.replace(&server).await {
-                            Ok(()) => tracing::warn!(
+                            Ok(Replaced::Restarted) => tracing::warn!(
                                 %uid,
                                 server = %server,
                                 "re-minted the managed config: the server was restarted with it"
+                            ),
+                            Ok(Replaced::NotStarted) => tracing::info!(
+                                %uid,
+                                server = %server,
+                                "re-minted the managed config: the server has not started yet; it starts with the new one"
+                            ),
+                            Ok(Replaced::Absent) => tracing::info!(
+                                %uid,
+                                server = %server,
+                                "re-minted the managed config of a server not running behind this gateway"
                             ),
                             Err(reason) => tracing::warn!(
                                 %uid,

@@ -1,4 +1,4 @@
-//! Supervision: every server that was ready at start has a [`Slot`]; a watcher notices a
+//! Supervision: every server that was ready at start has a `Slot`; a watcher notices a
 //! closed connection (a stdio server that exited or crashed, a remote one that went away) and
 //! starts the server again from the session, with exponential backoff.
 //!
@@ -121,6 +121,17 @@ impl Slot {
     fn pending(&self) -> bool {
         matches!(*self.state.borrow(), State::Pending { .. })
     }
+}
+
+/// What [`Supervisor::replace`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replaced {
+    /// It was started again with the new config.
+    Restarted,
+    /// It has not started yet (pending, or lazy): its first start uses the new config.
+    NotStarted,
+    /// It is not behind this gateway (disabled, or failed for good at start).
+    Absent,
 }
 
 /// A server that started after the gateway was built, for the gateway to admit.
@@ -360,14 +371,15 @@ impl Supervisor {
 
     /// Starts `server` afresh from the session (a re-minted config) and serves it from the
     /// new runtime; the old connection and process end. When the start fails the old one
-    /// keeps serving (its token is still valid for a while) and the reason is returned.
-    pub(crate) async fn replace(&self, server: &str) -> Result<(), String> {
+    /// keeps serving (its token is still valid for a while) and the reason is returned. A
+    /// server not started yet has nothing to replace: its next start reads the session, which
+    /// holds the new config already.
+    pub(crate) async fn replace(&self, server: &str) -> Result<Replaced, String> {
         let Some(slot) = self.slots.get(server) else {
-            return Err("it is not running behind this gateway".to_owned());
+            return Ok(Replaced::Absent);
         };
         if slot.pending() {
-            // Its next start reads the session, which holds the new config already.
-            return Err("it has not started yet; its next start uses the new config".to_owned());
+            return Ok(Replaced::NotStarted);
         }
         let started = self
             .session
@@ -386,7 +398,7 @@ impl Supervisor {
             runtime.stop_server(server);
         }
         self.relist(server);
-        Ok(())
+        Ok(Replaced::Restarted)
     }
 
     /// Has the gateway list `server`'s tools and prompts again (a new process may offer
