@@ -7,7 +7,7 @@
 //!   and asks [`exit::shared_code`] first.
 //! - [`secrets`]: reading the value of each `--secret NAME=SOURCE` (parsed by
 //!   [`tether_config::parse_secret_args`]) from its source — an environment variable, a file,
-//!   one line of stdin, a hidden prompt — and dotenv files. An empty value is refused, every
+//!   one line of stdin, a hidden prompt, a program's output (`cmd:`) — and dotenv files. An empty value is refused, every
 //!   buffer a value passes through is zeroed when freed, and every value read is registered
 //!   with [`tether_log::register`] so that nothing the process prints shows it.
 //!

@@ -16,6 +16,8 @@
 //! registered with [`tether_log::register`]. Errors name the secret and its source, never a
 //! value.
 
+mod command;
+
 use std::io::{BufRead, ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
@@ -88,6 +90,29 @@ pub enum ReadError {
         /// The operating system's error.
         cause: std::io::Error,
     },
+    /// A `cmd:` program could not be started (not found, not executable). The user names a
+    /// program on `PATH` or by its path.
+    #[error("secret {name}: cannot run {program}: {cause}")]
+    CommandStart {
+        /// The secret.
+        name: String,
+        /// The program as given.
+        program: String,
+        /// The operating system's error.
+        cause: std::io::Error,
+    },
+    /// A `cmd:` program failed: a non-zero exit, a signal, no end within the time allowed, an
+    /// output too large or not UTF-8. What it wrote to stdout is never shown (it may be part of
+    /// the secret); its stderr went to tether's own stderr as it ran.
+    #[error("secret {name}: {program} {problem}")]
+    Command {
+        /// The secret.
+        name: String,
+        /// The program as given.
+        program: String,
+        /// What went wrong ("exited with exit status: 1", …).
+        problem: String,
+    },
     /// A line of a dotenv file is not `NAME=value`. The user fixes that line.
     #[error("{} line {line}: {problem}", path.display())]
     DotenvLine {
@@ -112,7 +137,9 @@ impl ReadError {
             | Self::NoTerminal { .. }
             | Self::Empty { .. }
             | Self::DotenvFile { .. }
-            | Self::DotenvLine { .. } => true,
+            | Self::DotenvLine { .. }
+            | Self::CommandStart { .. }
+            | Self::Command { .. } => true,
         }
     }
 }
@@ -246,6 +273,10 @@ fn read_source_from(arg: &SecretArg, inputs: &mut impl Inputs) -> Result<SecretV
                 })?;
             strip_one_newline(&mut value);
             (value, format!("file:{path}"))
+        }
+        SecretSource::Command(words) => {
+            let value = command::output(name, words, command::TIMEOUT)?;
+            (value, format!("cmd:{}", words.join(" ")))
         }
         SecretSource::Stdin => {
             let mut value = inputs.stdin_line().map_err(|cause| ReadError::Stdin {

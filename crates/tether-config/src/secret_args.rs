@@ -19,6 +19,19 @@ pub enum SecretSource {
     Stdin,
     /// `prompt`: hidden input from the terminal.
     Prompt,
+    /// `cmd:PROGRAM ARGS…`: what the program writes to stdout, one trailing newline dropped.
+    /// The words are split as a POSIX shell splits them (quotes, backslashes) but nothing is
+    /// expanded and no shell runs: `PROGRAM` is looked up on `PATH` and run with `ARGS`.
+    Command(Vec<String>),
+}
+
+impl SecretSource {
+    /// `cmd:` and `words` as one `SOURCE` again, quoted so that it parses to the same words
+    /// (`None` when a word holds a NUL, which no command line can carry).
+    pub fn command_source(words: &[String]) -> Option<String> {
+        let joined = shlex::try_join(words.iter().map(String::as_str)).ok()?;
+        Some(format!("cmd:{joined}"))
+    }
 }
 
 /// One parsed `--secret NAME=SOURCE`.
@@ -37,7 +50,7 @@ pub struct SecretArg {
 pub enum SecretArgError {
     /// No `=`: the user gives `NAME=SOURCE`.
     #[error(
-        "--secret needs NAME=SOURCE (got a value without '='); SOURCE is env:VAR, file:PATH, - or prompt"
+        "--secret needs NAME=SOURCE (got a value without '='); SOURCE is env:VAR, file:PATH, cmd:PROGRAM ARGS…, - or prompt"
     )]
     MissingEquals,
     /// Nothing (or only spaces) before `=`.
@@ -49,21 +62,29 @@ pub enum SecretArgError {
         /// The name.
         name: String,
     },
-    /// `env:` or `file:` with nothing after it.
+    /// `env:`, `file:` or `cmd:` with nothing after it.
     #[error("secret {name}: {prefix} needs a {what} after it")]
     EmptySource {
         /// The name.
         name: String,
-        /// `env:` or `file:`.
+        /// `env:`, `file:` or `cmd:`.
         prefix: &'static str,
-        /// `variable name` or `path`.
+        /// `variable name`, `path` or `program`.
         what: &'static str,
     },
     /// A literal value: the user moves it to a variable, a file, stdin or the prompt.
     #[error(
-        "secret {name}: a literal value on the command line is refused, because the command line is visible to every user on this machine (`ps`, /proc); use {name}=env:VAR, {name}=file:PATH, {name}=- (stdin) or {name}=prompt"
+        "secret {name}: a literal value on the command line is refused, because the command line is visible to every user on this machine (`ps`, /proc); use {name}=env:VAR, {name}=file:PATH, {name}=cmd:PROGRAM ARGS…, {name}=- (stdin) or {name}=prompt"
     )]
     Literal {
+        /// The name.
+        name: String,
+    },
+    /// `cmd:` words a shell could not split (an unclosed quote, a trailing backslash).
+    #[error(
+        "secret {name}: cmd: cannot be split into a program and its arguments (an unclosed quote or a trailing backslash?)"
+    )]
+    CommandWords {
         /// The name.
         name: String,
     },
@@ -121,6 +142,14 @@ fn parse_one(arg: &str) -> Result<SecretArg, SecretArgError> {
             return Err(empty("file:", "path"));
         }
         SecretSource::File(path.to_owned())
+    } else if let Some(command) = source.strip_prefix("cmd:") {
+        let words = shlex::split(command).ok_or_else(|| SecretArgError::CommandWords {
+            name: name.to_owned(),
+        })?;
+        if words.is_empty() {
+            return Err(empty("cmd:", "program"));
+        }
+        SecretSource::Command(words)
     } else if source == "-" {
         SecretSource::Stdin
     } else if source == "prompt" {

@@ -22,12 +22,14 @@ struct Case {
 
 const VECTORS: &str = include_str!("vectors/secret_args.json");
 
-fn source_parts(source: &SecretSource) -> (&'static str, &str) {
+/// The source's kind and argument (a command's words joined with `|`).
+fn source_parts(source: &SecretSource) -> (&'static str, String) {
     match source {
-        SecretSource::Env(var) => ("env", var),
-        SecretSource::File(path) => ("file", path),
-        SecretSource::Stdin => ("stdin", ""),
-        SecretSource::Prompt => ("prompt", ""),
+        SecretSource::Env(var) => ("env", var.clone()),
+        SecretSource::File(path) => ("file", path.clone()),
+        SecretSource::Command(words) => ("cmd", words.join("|")),
+        SecretSource::Stdin => ("stdin", String::new()),
+        SecretSource::Prompt => ("prompt", String::new()),
     }
 }
 
@@ -44,7 +46,7 @@ fn secret_arg_vectors() {
                     .iter()
                     .map(|arg| {
                         let (kind, value) = source_parts(&arg.source);
-                        [arg.name.clone(), kind.to_owned(), value.to_owned()]
+                        [arg.name.clone(), kind.to_owned(), value]
                     })
                     .collect();
                 assert_eq!(got, expected, "{}", case.name);

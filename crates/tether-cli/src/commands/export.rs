@@ -111,6 +111,8 @@ fn export_gateway(args: &ExportArgs) -> anyhow::Result<u8> {
         let source = match &arg.source {
             SecretSource::Env(var) => format!("env:{var}"),
             SecretSource::File(path) => format!("file:{}", absolute(path)),
+            SecretSource::Command(words) => SecretSource::command_source(words)
+                .ok_or_else(|| UsageError::new(format!("secret {}: cmd: holds a NUL", arg.name)))?,
             SecretSource::Stdin | SecretSource::Prompt => {
                 return Err(UsageError::new(format!(
                     "--gateway: secret {}: a harness starts the gateway without a terminal or stdin to read it from; use env:VAR or file:PATH",

@@ -241,3 +241,69 @@ fn a_64_kib_hostile_secret_is_exported_whole_and_quickly() {
     let stderr = text(&out.stderr);
     assert!(!stderr.contains("ünï"), "the -vv log shows the secret");
 }
+
+/// Every character a shell, a template or a harness could expand or mangle, a newline inside
+/// and non-ASCII: what a password manager may hand back.
+const HOSTILE: &str = "sk-CMD-SENTINEL $HOME $$ ${X} %41 \"q\" 'q' \\ {{x}}\nline two é✓秘";
+
+/// `--secret NAME=cmd:PROGRAM ARGS…` runs a real program (`cat`, no shell) and delivers its
+/// stdout, one trailing newline dropped, byte for byte to the server's environment, at the
+/// most verbose log level without the value reaching stdout or stderr.
+#[test]
+fn a_cmd_secret_is_a_programs_output_byte_exact_and_never_shown() {
+    let sandbox = Sandbox::new();
+    let source = sandbox.write("password-store", &format!("{HOSTILE}\n"));
+    let expected = sandbox.write("expected", HOSTILE);
+    let spec = config(&[server_json(
+        "s",
+        &["--expect-env-file", &format!("API_KEY={expected}")],
+        &[("API_KEY", "{{TOKEN}}")],
+    )]);
+    // The path quoted as a shell would need it (the sandbox path has no quote of its own).
+    let command = format!("TOKEN=cmd:cat '{source}'");
+    let out = sandbox
+        .tether(&["test", "--mcp", &spec, "--secret", &command])
+        .env("RUST_LOG", "trace")
+        .output()
+        .expect("running tether");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for stream in [text(&out.stdout), text(&out.stderr)] {
+        assert!(
+            !stream.contains("sk-CMD-SENTINEL"),
+            "the value was shown:\n{stream}"
+        );
+    }
+}
+
+/// A program that fails is one clear line naming the secret, the program and its exit status;
+/// what it printed to stdout (perhaps half a secret) is not shown.
+#[test]
+fn a_failing_cmd_secret_says_why_without_its_output() {
+    let sandbox = Sandbox::new();
+    let spec = config(&[server_json("s", &[], &[("API_KEY", "{{TOKEN}}")])]);
+    let cases = [
+        (
+            "TOKEN=cmd:sh -c 'printf sk-FAIL-SENTINEL; exit 3'",
+            "secret TOKEN: sh exited with exit status: 3",
+        ),
+        (
+            "TOKEN=cmd:tether-no-such-program x",
+            "secret TOKEN: cannot run tether-no-such-program:",
+        ),
+        (
+            "TOKEN=cmd:true",
+            "secret TOKEN: the value from cmd:true is empty",
+        ),
+        (
+            "TOKEN=cmd:op read 'unclosed",
+            "secret TOKEN: cmd: cannot be split",
+        ),
+    ];
+    for (secret, said) in cases {
+        let out = sandbox.run(&["test", "--mcp", &spec, "--secret", secret]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{secret}: {stderr}");
+        assert!(stderr.contains(said), "{secret}: {stderr}");
+        assert!(!stderr.contains("sk-FAIL-SENTINEL"), "{secret}: {stderr}");
+    }
+}
