@@ -4,9 +4,11 @@
 #   tools/list over 16 servers at the gateway: <= 1.1x the slowest server's own tools/list
 #   100 concurrent calls over 8 servers: none lost or cross-wired
 #   the output budget: its check on a small result (~nothing), cutting a 10 MB result
+#   the secret scan: its cost per tools/call result (1 line, 10 KB, 100 KB), in process
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet --release -p tether-cli -p tether-test-mcp
 unset TETHER_SERVER_URL TETHER_API_KEY TETHER_API_KEY_FILE RUST_LOG
 cargo bench --quiet -p tether-gateway --bench gateway
 cargo bench --quiet -p tether-gateway --bench budget
+cargo bench --quiet -p tether-gateway --bench secret_scan

@@ -569,6 +569,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "off|warn|block", value_parser = str::parse::<tether_gateway::ScanPolicy>)]
     pub scan: Option<tether_gateway::ScanPolicy>,
 
+    /// What the scan for credential shapes (API keys, private keys, JWTs…) does in tool arguments
+    /// and results: off, warn, mask or block. Default: `secret_scan`, else warn/mask.
+    #[arg(long, value_name = "MODE", value_parser = str::parse::<tether_gateway::secret_scan::SecretScan>)]
+    pub secret_scan: Option<tether_gateway::secret_scan::SecretScan>,
+
     /// Do not pin tool definitions (by default a tool whose definition changed since it was
     /// first seen is withheld until `tether trust SERVER TOOL`).
     #[arg(long)]

@@ -16,6 +16,7 @@ use anyhow::Context;
 use serde::Deserialize;
 use tether_config::SecretValue;
 use tether_env::EnvVars;
+use tether_gateway::secret_scan::{SecretScan, SecretScanPolicy};
 use tether_graphql::{HttpClientSettings, HttpManagedMcpClient, ManagedMcpClient};
 
 use tether_registry::ApiKey;
@@ -61,6 +62,7 @@ struct ConfigFile {
     tool_search_budget: Option<u64>,
     always_load: Option<Vec<String>>,
     lazy: Option<bool>,
+    secret_scan: Option<String>,
 }
 
 /// The client-id metadata document URL `tether auth login` uses: the flag, else
@@ -82,6 +84,14 @@ pub fn scan_policy() -> anyhow::Result<Option<tether_gateway::ScanPolicy>> {
         .parse()
         .map_err(|e| UsageError::new(format!("scan in config.toml: {e}")))?;
     Ok(Some(policy))
+}
+
+/// The gateway's scan for credential shapes: the flag, else `secret_scan` in config.toml (both
+/// directions), else warn for arguments and mask for results.
+pub fn secret_scan(flag: Option<SecretScan>) -> anyhow::Result<SecretScanPolicy> {
+    let file = config_file(&data_dir()?)?.secret_scan;
+    SecretScanPolicy::chosen(flag, file.as_deref())
+        .map_err(|e| UsageError::new(format!("secret_scan in config.toml: {e}")).into())
 }
 
 /// The gateway's budget for tool results, in tokens: the flag, else `max_result_tokens` in

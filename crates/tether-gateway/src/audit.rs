@@ -70,6 +70,9 @@ pub struct Record<'a> {
     pub arguments: Option<&'a Value>,
     /// The result as sent back, after redaction.
     pub result: Option<&'a Value>,
+    /// The secret scan's findings in the arguments or the result, by rule name only
+    /// (`secret_scan.rs`); written as `secret_findings` when there are any.
+    pub findings: &'a [&'static str],
 }
 
 /// An open audit log.
@@ -131,7 +134,7 @@ impl AuditLog {
 pub fn record_json(record: &Record<'_>, now: OffsetDateTime) -> Value {
     let (arguments_bytes, arguments_sha256) = size_and_hash(record.arguments);
     let (result_bytes, result_sha256) = size_and_hash(record.result);
-    json!({
+    let mut line = json!({
         "time": now.format(&Rfc3339).unwrap_or_default(),
         "session": record.session,
         "method": record.method,
@@ -143,7 +146,11 @@ pub fn record_json(record: &Record<'_>, now: OffsetDateTime) -> Value {
         "arguments_sha256": arguments_sha256,
         "result_bytes": result_bytes,
         "result_sha256": result_sha256,
-    })
+    });
+    if !record.findings.is_empty() {
+        line["secret_findings"] = json!(record.findings);
+    }
+    line
 }
 
 /// The size of `value`'s compact JSON and its SHA-256 in hex; `(0, null)` for none.
@@ -192,6 +199,7 @@ mod tests {
             outcome: Outcome::Ok,
             arguments: Some(&arguments),
             result: Some(&result),
+            findings: &[],
         };
         let line = record_json(&record, OffsetDateTime::UNIX_EPOCH);
         let text = line.to_string();
@@ -228,6 +236,7 @@ mod tests {
             outcome: Outcome::Refused,
             arguments: None,
             result: None,
+            findings: &[],
         });
         drop(log);
         assert!(

@@ -46,6 +46,7 @@ use crate::pins::PinStore;
 use crate::policy::ToolPolicy;
 use crate::redact::mask_value;
 use crate::scan::ScanPolicy;
+use crate::secret_scan::{SecretScan, SecretScanPolicy};
 use crate::supervise::{Joined, Supervisor};
 use crate::tool_search::{CALL_TOOL, FIND_TOOLS, ToolMode, ToolSearch};
 
@@ -88,6 +89,8 @@ pub(crate) struct Shared {
     instructions: RwLock<String>,
     /// Whether `tools/list` offers every tool or the search tools (`tool_search.rs`).
     tool_search: ToolSearch,
+    /// The scan for credential shapes in tool arguments and results (`secret_scan.rs`).
+    secret_scan: SecretScanPolicy,
 }
 
 /// A list method that may span pages.
@@ -116,6 +119,7 @@ impl Shared {
             masking_hook: _,
             budget,
             tool_search,
+            secret_scan,
         } = options;
         let entries = Entries {
             order: supervisor.order().to_vec(),
@@ -143,6 +147,7 @@ impl Shared {
             instruction_parts: std::sync::Mutex::new(HashMap::new()),
             instructions: RwLock::new(crate::instructions::compose(&[])),
             tool_search,
+            secret_scan,
         }
     }
 
@@ -791,6 +796,17 @@ impl GatewayHandler {
     }
 
     fn refuse(&self, method: &str, target: &str, message: String) -> ErrorData {
+        self.refuse_with(method, target, message, &[])
+    }
+
+    /// [`GatewayHandler::refuse`], for the secret-scan `findings` (rule names) that caused it.
+    fn refuse_with(
+        &self,
+        method: &str,
+        target: &str,
+        message: String,
+        findings: &[&'static str],
+    ) -> ErrorData {
         self.shared.audit(&Record {
             session: &self.session,
             method,
@@ -800,6 +816,7 @@ impl GatewayHandler {
             outcome: Outcome::Refused,
             arguments: None,
             result: None,
+            findings,
         });
         ErrorData::invalid_params(message, None)
     }
@@ -968,6 +985,7 @@ impl GatewayHandler {
             outcome,
             arguments: None,
             result: None,
+            findings: &[],
         });
         let whole = read.map_err(|failure| {
             let message = match failure {
@@ -1215,9 +1233,30 @@ impl ServerHandler for GatewayHandler {
             let refused = self.refuse(METHOD, &request.name, message);
             return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
         };
+        // Credential shapes in the arguments, before the server sees them.
+        let scan = self.shared.secret_scan;
+        let mut found = Vec::new();
+        if let Some(given) = request.arguments.take() {
+            let mut given = Value::Object(given);
+            found = crate::secret_scan::scan(&mut given, scan.arguments);
+            if let Value::Object(given) = given {
+                request.arguments = Some(given);
+            }
+        }
         let mut arguments = request.arguments.clone().map(Value::Object);
         if let Some(arguments) = &mut arguments {
             mask_value(&self.shared.masker(), arguments);
+        }
+        if !found.is_empty() {
+            let rules = found.join(", ");
+            tracing::warn!(tool = %request.name, "the arguments of a call hold what looks like a secret ({rules})");
+            if scan.arguments == SecretScan::Block {
+                let message = format!(
+                    "the arguments of this call hold what looks like a secret ({rules}); this gateway does not send it on (--secret-scan)"
+                );
+                let refused = self.refuse_with(METHOD, &request.name, message, &found);
+                return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
+            }
         }
         let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         params["name"] = Value::String(route.name.clone());
@@ -1225,6 +1264,26 @@ impl ServerHandler for GatewayHandler {
         let (answer, duration) = self
             .forward_with_progress(&route.server, METHOD, params, &context, progress)
             .await;
+        // Credential shapes in the result, before the client sees them.
+        let answer = answer.map(|mut value| {
+            let in_result = crate::secret_scan::scan(&mut value, scan.results);
+            if in_result.is_empty() {
+                return value;
+            }
+            let rules = in_result.join(", ");
+            tracing::warn!(tool = %request.name, server = %route.server, "the result of a call holds what looks like a secret ({rules})");
+            for rule in &in_result {
+                if !found.contains(rule) {
+                    found.push(rule);
+                }
+            }
+            if scan.results != SecretScan::Block {
+                return value;
+            }
+            let message = format!("the result of this call held what looks like a secret ({rules}); this gateway does not pass it on (--secret-scan)");
+            serde_json::to_value(CallToolResult::error(vec![ContentBlock::text(message)]))
+                .unwrap_or(Value::Null)
+        });
         let (outcome, response) = match answer {
             Ok(value) => match CallToolResult::deserialize(&value) {
                 Ok(result) => {
@@ -1271,6 +1330,7 @@ impl ServerHandler for GatewayHandler {
             outcome,
             arguments: arguments.as_ref(),
             result: result_value,
+            findings: &found,
         });
         tracing::debug!(tool = %request.name, server = %route.server, ?duration, outcome = outcome.as_str(), "tools/call");
         response.map(|(result, value)| self.within_budget(result, value).into())
@@ -1325,6 +1385,7 @@ impl ServerHandler for GatewayHandler {
             outcome,
             arguments: arguments.as_ref(),
             result: answer.as_ref().ok(),
+            findings: &[],
         });
         let value = answer.map_err(|e| self.shared.error_for(&e))?;
         serde_json::from_value::<GetPromptResult>(value)
@@ -1438,6 +1499,7 @@ impl ServerHandler for GatewayHandler {
             outcome,
             arguments: None,
             result: answer.as_ref().ok(),
+            findings: &[],
         });
         let value = answer.map_err(|e| self.shared.error_for(&e))?;
         serde_json::from_value::<ReadResourceResult>(value)

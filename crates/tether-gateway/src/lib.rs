@@ -31,6 +31,7 @@
 //!     masking_hook: None,
 //!     budget: tether_gateway::ResultBudget::default(),
 //!     tool_search: tether_gateway::tool_search::ToolSearch::default(),
+//!     secret_scan: tether_gateway::secret_scan::SecretScanPolicy::default(),
 //! };
 //! let gateway = Gateway::new(session, runtime, options).await;
 //! gateway.serve_stdio().await?; // until the client closes stdin
@@ -59,6 +60,7 @@ pub mod redact;
 mod remint;
 pub mod scan;
 pub mod search;
+pub mod secret_scan;
 pub mod supervise;
 pub mod tool_search;
 mod upstream;
@@ -115,6 +117,9 @@ pub struct GatewayOptions {
     pub budget: ResultBudget,
     /// Whether `tools/list` offers every tool or the two search tools (`--tool-mode`).
     pub tool_search: tool_search::ToolSearch,
+    /// What the scan for credential shapes does in tool arguments and results
+    /// (`--secret-scan`; default: warn for arguments, mask for results).
+    pub secret_scan: secret_scan::SecretScanPolicy,
 }
 
 /// The run's servers, served as one MCP server. Clones share the servers: each serves its own

@@ -12,7 +12,6 @@ mod support;
 
 use std::time::Duration;
 
-use rmcp::ServiceExt as _;
 use serde_json::json;
 use tether_driver::StartOptions;
 use tether_gateway::{Gateway, Upstream};
@@ -26,19 +25,8 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 /// A client of `gateway` over an in-process pipe, and its list-change notifications.
 async fn connect(gateway: &Gateway) -> (WatchingClient, ListChanges, tokio::task::JoinHandle<()>) {
-    let (ours, theirs) = tokio::io::duplex(1 << 16);
-    let (reader, writer) = tokio::io::split(ours);
-    let serving = {
-        let gateway = gateway.clone();
-        tokio::spawn(async move {
-            let _ = gateway.serve_io(reader, writer).await;
-        })
-    };
     let (watcher, changes) = ListWatcher::new();
-    let client = watcher
-        .serve(tokio::io::split(theirs))
-        .await
-        .expect("initializing through the gateway");
+    let (client, serving) = support::serve_client(gateway, watcher).await;
     (client, changes, serving)
 }
 

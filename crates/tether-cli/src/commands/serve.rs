@@ -58,6 +58,8 @@ pub(super) struct Policy {
     pub budget: ResultBudget,
     /// `--tool-mode`, `--tool-search-budget`, `--always-load` (and config.toml's keys).
     pub tool_search: ToolSearch,
+    /// `--secret-scan` (and `secret_scan`).
+    pub secret_scan: tether_gateway::secret_scan::SecretScanPolicy,
 }
 
 /// `$TETHER_HOME/pins.json`.
@@ -145,6 +147,7 @@ pub(super) async fn start_gateway(
         }))),
         budget: policy.budget,
         tool_search: policy.tool_search,
+        secret_scan: policy.secret_scan,
     };
     Ok(match runtime {
         Some(runtime) => Gateway::new(session, runtime, options).await,
@@ -232,6 +235,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             trust_with: super::policy::trust_with(&args.specs),
             budget,
             tool_search,
+            secret_scan: settings::secret_scan(args.secret_scan)?,
         },
         wait,
         &progress,
@@ -318,6 +322,7 @@ pub async fn run_through_gateway(
             trust_with: super::policy::trust_with(&args.specs),
             budget,
             tool_search: settings::tool_search(&args.tool_search)?,
+            secret_scan: settings::secret_scan(None)?,
         },
         wait,
         progress,

@@ -28,6 +28,7 @@ pub fn gateway_options(start: StartOptions, upstream: Option<Upstream>) -> Gatew
         masking_hook: None,
         budget: tether_gateway::ResultBudget::default(),
         tool_search: tether_gateway::tool_search::ToolSearch::default(),
+        secret_scan: tether_gateway::secret_scan::SecretScanPolicy::default(),
     }
 }
 
@@ -62,4 +63,29 @@ pub async fn session_of_servers(
         .await
         .expect("resolving the spec")
         .with_clock(clock)
+}
+
+/// A client of `gateway` with `handler`, over an in-process pipe (the stdio framing), and the
+/// task serving it.
+pub async fn serve_client<H: rmcp::ClientHandler>(
+    gateway: &tether_gateway::Gateway,
+    handler: H,
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, H>,
+    tokio::task::JoinHandle<()>,
+) {
+    use rmcp::ServiceExt as _;
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (reader, writer) = tokio::io::split(ours);
+    let serving = {
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            let _ = gateway.serve_io(reader, writer).await;
+        })
+    };
+    let client = handler
+        .serve(tokio::io::split(theirs))
+        .await
+        .expect("initializing through the gateway");
+    (client, serving)
 }
