@@ -198,6 +198,21 @@ pub fn main(args: &[OsString]) -> u8 {
         remove_dir(parsed.options.remove_on_orphan.as_deref());
         return 1;
     }
+    let mut command = std::process::Command::new(&parsed.program);
+    command.args(&parsed.args);
+    run(command, parsed.parent, &parsed.options)
+}
+
+/// Supervises `command` in this process, as [`main`] does for a command line: for a caller
+/// that must not put the command on a command line (the hand-off's exec shim: a server's
+/// arguments may hold secrets). `command` carries the program's environment and directory;
+/// the supervised parent is this process's parent now (the harness that started it). Call it
+/// outside any async runtime; returns the exit code.
+pub fn supervise_in_place(command: std::process::Command, options: &SuperviseOptions) -> u8 {
+    run(command, nix::unistd::getppid(), options)
+}
+
+fn run(command: std::process::Command, parent: Pid, options: &SuperviseOptions) -> u8 {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         eprintln!("tether {SUBCOMMAND}: cannot become a child subreaper: {e}");
     }
@@ -211,10 +226,14 @@ pub fn main(args: &[OsString]) -> u8 {
             return 1;
         }
     };
-    runtime.block_on(supervise(parsed))
+    runtime.block_on(supervise(command, parent, options))
 }
 
-async fn supervise(parsed: Parsed) -> u8 {
+async fn supervise(
+    mut command: std::process::Command,
+    parent: Pid,
+    options: &SuperviseOptions,
+) -> u8 {
     use tokio::signal::unix::{SignalKind, signal};
     // Handlers first: a signal that arrives while the program starts is not lost.
     let (Ok(mut term), Ok(mut hangup), Ok(mut interrupt), Ok(mut usr1)) = (
@@ -226,17 +245,17 @@ async fn supervise(parsed: Parsed) -> u8 {
         eprintln!("tether {SUBCOMMAND}: cannot handle signals");
         return 1;
     };
-    let mut command = std::process::Command::new(&parsed.program);
-    command.args(&parsed.args);
+    let program = command.get_program().to_owned();
+    let args: Vec<OsString> = command.get_args().map(OsStr::to_owned).collect();
     // Kept until the supervisor returns, after every descendant ended: the private home and
     // the cgroup are removed then.
-    let (hook, _sandbox) = match parsed.options.sandbox.as_deref() {
-        Some(json) => match sandbox_for(json, &mut command, &parsed.program, &parsed.args) {
+    let (hook, _sandbox) = match options.sandbox.as_deref() {
+        Some(json) => match sandbox_for(json, &mut command, &program, &args) {
             Ok((hook, kept)) => (Some(hook), Some(kept)),
             Err(e) => {
                 eprintln!(
                     "tether: cannot start '{}': {e}",
-                    Path::new(&parsed.program).display()
+                    Path::new(&program).display()
                 );
                 return CANNOT_START;
             }
@@ -251,7 +270,7 @@ async fn supervise(parsed: Parsed) -> u8 {
         Err(e) => {
             eprintln!(
                 "tether: cannot start '{}': {e}",
-                Path::new(&parsed.program).display()
+                Path::new(&program).display()
             );
             return CANNOT_START;
         }
@@ -263,14 +282,14 @@ async fn supervise(parsed: Parsed) -> u8 {
     loop {
         tokio::select! {
             _ = term.recv() => {
-                if parsed.options.forward_signals {
+                if options.forward_signals {
                     let _ = kill(child, Signal::SIGTERM);
                 } else if kill_at.is_none() {
                     kill_at = Some(Instant::now() + TERM_GRACE);
                 }
             }
             _ = hangup.recv() => {
-                if parsed.options.forward_signals {
+                if options.forward_signals {
                     let _ = kill(child, Signal::SIGHUP);
                 }
             }
@@ -285,9 +304,9 @@ async fn supervise(parsed: Parsed) -> u8 {
             kill_descendants(Signal::SIGTERM, LEFTOVER_GRACE).await;
             return code;
         }
-        if nix::unistd::getppid() != parsed.parent {
+        if nix::unistd::getppid() != parent {
             kill_descendants(Signal::SIGKILL, Duration::ZERO).await;
-            remove_dir(parsed.options.remove_on_orphan.as_deref());
+            remove_dir(options.remove_on_orphan.as_deref());
             return 1;
         }
         if kill_at.is_some_and(|at| Instant::now() >= at) {
@@ -525,7 +544,7 @@ mod tests {
             parsed.parent.as_raw(),
             i32::try_from(std::process::id()).unwrap_or(0)
         );
-        assert!(parsed.options.forward_signals);
+        assert!(options.forward_signals);
         assert_eq!(parsed.options.remove_on_orphan, options.remove_on_orphan);
         assert_eq!(parsed.options.sandbox, options.sandbox);
         assert_eq!(parsed.program, OsString::from("srv"));

@@ -65,7 +65,16 @@ pub(crate) fn prepare(
                         hidden_env.clone(),
                     )?),
                 };
-                channel.route(server)?
+                let sandbox = match handoff.sandbox {
+                    Some(start) => start.sandbox_for(server).map_err(|problem| {
+                        HandoffError::InvalidServer {
+                            server: server.name.clone(),
+                            problem,
+                        }
+                    })?,
+                    None => None,
+                };
+                channel.route(server, sandbox.as_ref())?
             }
             RenderedTransport::Remote { .. } if bridge::needs_bridge(server) => {
                 let bridge = match bridge.as_mut() {
