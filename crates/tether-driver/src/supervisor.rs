@@ -336,12 +336,14 @@ pub(crate) fn sandbox_for(
     let path = env_of(command, "PATH");
     let user_home = env_of(command, "HOME").map(PathBuf::from);
     let cwd = command.get_current_dir().map(Path::to_owned);
+    let cache = package_cache(command, program, args, user_home.as_deref());
     let target = tether_sandbox::Target {
         program,
         args,
         path: path.as_deref(),
         cwd: cwd.as_deref(),
         home: home.path(),
+        cache: cache.as_deref(),
         user_home: user_home.as_deref(),
     };
     let prepared = tether_sandbox::prepare(&policy, &target).map_err(|e| e.to_string())?;
@@ -355,6 +357,38 @@ pub(crate) fn sandbox_for(
     command.env("HOME", home.path()).env("TMPDIR", home.path());
     let (hook, cleanup) = prepared.into_child_hook();
     Ok((hook, (home, cleanup)))
+}
+
+/// A package runner's own cache, kept between runs ([`tether_sandbox::package_cache`]) under
+/// the user's cache directory (`$XDG_CACHE_HOME`, else `~/.cache`): made (0700) and pointed
+/// at by the runner's variables on `command`. `None` for another program, or when it cannot
+/// be made (the server then starts with its private home's empty cache).
+#[cfg(target_os = "linux")]
+fn package_cache(
+    command: &mut std::process::Command,
+    program: &OsStr,
+    args: &[OsString],
+    user_home: Option<&Path>,
+) -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let user_cache = env_of(command, "XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .or_else(|| user_home.map(|home| home.join(".cache")))?;
+    let cache = tether_sandbox::package_cache(program, args, &user_cache.join("tether/sandbox"))?;
+    let mut dirs = std::fs::DirBuilder::new();
+    dirs.recursive(true).mode(0o700);
+    for (name, dir) in &cache.env {
+        if let Err(e) = dirs.create(dir) {
+            eprintln!(
+                "tether: no package cache for the sandboxed server: cannot make {}: {e}",
+                dir.display()
+            );
+            return None;
+        }
+        command.env(name, dir);
+    }
+    Some(cache.dir)
 }
 
 /// The value of `name` the program of `command` will see: set on `command`, else inherited.

@@ -8,6 +8,7 @@
 //! runs between fork and exec: it only makes system calls (no allocation on its success path).
 //! [`explain`] reads a failed server's stderr for a denial and names the profile line to add.
 
+mod cache;
 mod explain;
 #[cfg(target_os = "linux")]
 mod linux;
@@ -15,6 +16,7 @@ mod profile;
 
 use std::path::{Path, PathBuf};
 
+pub use cache::{PackageCache, package_cache};
 pub use explain::explain;
 #[cfg(target_os = "linux")]
 pub use linux::{Prepared, assess, kernel_summary, prepare};
@@ -187,13 +189,15 @@ pub struct Target<'a> {
     pub cwd: Option<&'a Path>,
     /// Its private `HOME`/`TMPDIR` (read-write).
     pub home: &'a Path,
+    /// Its package runner's cache ([`package_cache`]; read-write), if it has one.
+    pub cache: Option<&'a Path>,
     /// The user's real home, for `~` in profiles and to keep it from being granted whole.
     pub user_home: Option<&'a Path>,
 }
 
 impl<'a> Target<'a> {
-    /// `program args` with `home` as its private home; no `PATH`, working directory or user
-    /// home (set the fields for those).
+    /// `program args` with `home` as its private home; no `PATH`, working directory, cache or
+    /// user home (set the fields for those).
     pub fn new(
         program: &'a std::ffi::OsStr,
         args: &'a [std::ffi::OsString],
@@ -205,6 +209,7 @@ impl<'a> Target<'a> {
             path: None,
             cwd: None,
             home,
+            cache: None,
             user_home: None,
         }
     }

@@ -473,6 +473,9 @@ fn granted_paths(profile: &crate::Profile, target: &Target<'_>) -> Vec<(PathBuf,
         grant(package_root(&file, &never_whole, script), false);
     }
     grant(target.home.to_owned(), true);
+    if let Some(cache) = target.cache {
+        grant(cache.to_owned(), true);
+    }
     let (read, write) = profile.paths(target.user_home);
     for path in read {
         grant(path, false);

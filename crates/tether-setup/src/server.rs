@@ -328,8 +328,13 @@ impl SetupServer {
             Ok(outcome) => outcome,
             Err(error) => return tool_error(error),
         };
-        let built = match choice.build(&answers) {
-            Ok(built) => built,
+        // Sandboxed as `tether add` does: the test-connect and every later start.
+        let built = match choice
+            .build(&answers)
+            .map(|built| choice.sandboxed(built, None))
+        {
+            Ok(Ok(built)) => built,
+            Ok(Err(error)) => return tool_error(redact(error.to_string(), &values)),
             Err(BuildError::Missing(missing)) => {
                 let names: Vec<&str> = missing.iter().map(|m| m.name.as_str()).collect();
                 return tool_error(format!(

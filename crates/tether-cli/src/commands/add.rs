@@ -244,8 +244,11 @@ async fn add_chosen(
     // outside the choices) is an error like a wrong --set.
     let mut rounds = 0;
     let built = loop {
-        match choice.build(&answers) {
-            Ok(built) => break built,
+        match choice
+            .build(&answers)
+            .map(|b| choice.sandboxed(b, args.sandbox.as_deref()))
+        {
+            Ok(built) => break built.map_err(failure)?,
             Err(BuildError::Missing(missing)) if interactive && rounds < 3 => {
                 rounds += 1;
                 eprintln!(
