@@ -249,8 +249,8 @@ async fn supervise(
     let args: Vec<OsString> = command.get_args().map(OsStr::to_owned).collect();
     // Kept until the supervisor returns, after every descendant ended: the private home and
     // the cgroup are removed then.
-    let (hook, _sandbox) = match options.sandbox.as_deref() {
-        Some(json) => match sandbox_for(json, &mut command, &program, &args) {
+    let (hook, mut sandbox) = match options.sandbox.as_deref() {
+        Some(json) => match sandbox_for(json, &mut command, &program, &args, true) {
             Ok((hook, kept)) => (Some(hook), Some(kept)),
             Err(e) => {
                 eprintln!(
@@ -276,6 +276,10 @@ async fn supervise(
         }
     };
     let child = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    if let Some((_, cleanup)) = sandbox.as_mut() {
+        // Into its pids cgroup off the start-up path, with what it started meanwhile.
+        cleanup.adopt(child.as_raw(), descendants);
+    }
     release_stdio();
     let mut tick = tokio::time::interval(POLL);
     let mut kill_at: Option<Instant> = None;
@@ -320,13 +324,17 @@ async fn supervise(
 pub(crate) type SandboxKept = (tether_sandbox::PrivateHome, tether_sandbox::Cleanup);
 
 /// Prepares the sandbox `json` (a [`tether_sandbox::Policy`]) for `program args` in
-/// `command`: its private home as `HOME` and `TMPDIR`, and the hook its child runs.
+/// `command`: its private home as `HOME` and `TMPDIR`, and the hook its child runs. With
+/// `adopt_later` the child does not join its pids cgroup itself: the caller calls
+/// [`tether_sandbox::Cleanup::adopt`] after the spawn (see
+/// [`tether_sandbox::Prepared::into_child_hook_adopted_later`]).
 #[cfg(target_os = "linux")]
 pub(crate) fn sandbox_for(
     json: &str,
     command: &mut std::process::Command,
     program: &OsStr,
     args: &[OsString],
+    adopt_later: bool,
 ) -> Result<(tether_sandbox::ChildHook, SandboxKept), String> {
     let policy: tether_sandbox::Policy =
         serde_json::from_str(json).map_err(|e| format!("bad sandbox policy: {e}"))?;
@@ -355,7 +363,11 @@ pub(crate) fn sandbox_for(
         );
     }
     command.env("HOME", home.path()).env("TMPDIR", home.path());
-    let (hook, cleanup) = prepared.into_child_hook();
+    let (hook, cleanup) = if adopt_later {
+        prepared.into_child_hook_adopted_later()
+    } else {
+        prepared.into_child_hook()
+    };
     Ok((hook, (home, cleanup)))
 }
 
@@ -406,6 +418,7 @@ pub(crate) fn sandbox_for(
     _command: &mut std::process::Command,
     _program: &OsStr,
     _args: &[OsString],
+    _adopt_later: bool,
 ) -> Result<(tether_sandbox::ChildHook, SandboxKept), String> {
     Err(tether_sandbox::SandboxError::Unsupported.to_string())
 }
