@@ -284,6 +284,7 @@ impl Planted {
             &claude,
             format!(
                 r#"#!/bin/sh
+: > "$(dirname "$0")/ran"
 for a in "$@"; do case "$a" in --mcp-config=*) f="${{a#--mcp-config=}}";; esac; done
 grep -q __exec "$f" || {{ echo "the config does not start srv through the shim" >&2; exit 9; }}
 exec '{}' call --mcp "$f" srv probe --args "$PROBE" --sandbox none
@@ -350,6 +351,28 @@ fn a_hand_off_harness_starts_its_servers_sandboxed_through_the_exec_shim() {
     assert_eq!(world.left_in_tmp(), Vec::<String>::new(), "left in TMPDIR");
     let bashrc = std::fs::read_to_string(world.home.join(".bashrc")).expect("read .bashrc");
     assert!(!bashrc.contains("# probe"), "{bashrc}");
+    // A strict profile this system cannot enforce (a host allow-list) is refused before the
+    // harness starts, not by the shim inside it.
+    let strict = world.sandbox.write(
+        "strict.json",
+        r#"{"network": {"outbound": {"allow_host": ["example.com"], "allow_port": [443]}},
+            "tether": {"strict": true}}"#,
+    );
+    let ran = world.sandbox.path("bin/ran");
+    std::fs::remove_file(&ran).expect("the harness ran before");
+    let refused = world.hand_off_probe(&strict, &read_key);
+    assert!(!ran.exists(), "the harness started: {}", both(&refused));
+    assert!(!refused.status.success(), "{}", both(&refused));
+    assert!(
+        text(&refused.stderr).contains("refuses to start the server"),
+        "{}",
+        both(&refused)
+    );
+    assert!(
+        !text(&refused.stdout).contains("done: "),
+        "{}",
+        both(&refused)
+    );
 }
 
 #[test]
