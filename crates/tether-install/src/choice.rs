@@ -145,6 +145,19 @@ impl Choice<'_> {
     }
 }
 
+/// What a built config's stored sandbox enforces here, for the line after its test-connect:
+/// `; sandbox default: files (Landlock 7), …` (`tether_sandbox::assess`), or nothing without
+/// one (`none`, a remote, a container image).
+pub fn sandbox_note(built: &BuiltConfig) -> String {
+    let policy = built.server["sandbox"]
+        .as_str()
+        .and_then(|mode| tether_sandbox::Mode::parse(mode).ok())
+        .and_then(|mode| mode.policy().ok().flatten());
+    policy.map_or_else(String::new, |policy| {
+        format!("; {}", tether_sandbox::assess(&policy))
+    })
+}
+
 /// An mcpb package tether downloads itself (one with a runtime hint is run by that runtime).
 fn is_bundle(package: &Package) -> bool {
     package.registry_type == "mcpb" && package.runtime_hint.is_none()

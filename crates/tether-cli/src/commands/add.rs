@@ -283,9 +283,9 @@ async fn add_chosen(
         Trial::Ready(tools) => {
             progress.finish();
             let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+            let (count, sandbox) = (names.len(), tether_install::sandbox_note(&built));
             eprintln!(
-                "test-connect: ready, {} tools: {}",
-                names.len(),
+                "test-connect: ready, {count} tools: {}{sandbox}",
                 names.join(", ")
             );
         }

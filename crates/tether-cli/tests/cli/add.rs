@@ -1343,6 +1343,11 @@ fn a_registry_package_is_sandboxed_by_default_and_a_hand_written_config_is_not()
         "{}",
         text(&added.stderr)
     );
+    assert!(
+        text(&added.stderr).contains("; sandbox default: files (Landlock"),
+        "the test-connect's line names its sandbox: {}",
+        text(&added.stderr)
+    );
     let uid = text(&added.stdout).trim().to_owned();
     let runs = home
         .join(".cache/tether/sandbox/npm-@modelcontextprotocol_server-everything@2026.8.31/runs");

@@ -430,6 +430,8 @@ async fn without_url_elicitation_the_agent_passes_the_page_on_and_installs_with_
         .await,
     );
     assert_eq!(ok["ok"], true, "{ok}");
+    // The test-connect ran under the sandbox the installation will be stored with.
+    assert_eq!(ok["sandbox"], "default", "{ok}");
     let tools: Vec<&str> = ok["tools"]
         .as_array()
         .expect("tools")
@@ -449,6 +451,7 @@ async fn without_url_elicitation_the_agent_passes_the_page_on_and_installs_with_
         .await,
     );
     assert_eq!(installed["status"], "installed", "{installed}");
+    assert_eq!(installed["sandbox"], "default", "{installed}");
     let uid = installed["server_id"]
         .as_str()
         .expect("a server id")
