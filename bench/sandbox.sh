@@ -5,7 +5,9 @@
 # order, so the machine's load hits both alike; the figure is the median of the per-round ratios.
 # Target: a sandboxed start costs at most 10% more than an unsandboxed one. A third arm,
 # "default-nocg" (default's rules with "tether": {"processes": 0}), shows what the pids cgroup
-# itself costs (on cgroup v1, moving a process into it waits for an RCU grace period).
+# itself costs (on cgroup v1, moving a process into it waits for an RCU grace period; under
+# default the supervisor moves the server after the spawn, off the start-up path). A fourth arm,
+# "strict", has the server join its cgroup before exec (race-free, on the start-up path).
 # Servers: the workspace's test server, and server-everything from .cache/npm (if installed).
 # PROFILE=debug uses target/debug (no release build; the ratio is what matters). ROUNDS=N.
 # SRT=PATH adds an arm with the server under @anthropic-ai/sandbox-runtime's `srt` (bubblewrap;
@@ -31,7 +33,7 @@ echo '{"network": {"allowedDomains": [], "deniedDomains": []}, "filesystem": {"d
 python3 - "$bin" "$everything" "${ROUNDS:-30}" "$work/nocg.json" "${SRT:-}" "$work/srt.json" <<'PY'
 import json, os, random, statistics, subprocess, sys, time
 bin, everything, rounds, nocg, srt, srt_settings = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
-arms = {"none": "none", "default": "default", "default-nocg": nocg}
+arms = {"none": "none", "default": "default", "default-nocg": nocg, "strict": "strict"}
 if srt:
     arms["srt"] = "none"
 tether = os.path.join(bin, "tether")

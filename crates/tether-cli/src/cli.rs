@@ -837,6 +837,11 @@ pub struct AddArgs {
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub timeout: u64,
 
+    /// The sandbox it runs under, its test-connect too (stored with it): none, default,
+    /// strict or a permission profile's path. Default: default (see docs/sandbox.md).
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<String>,
+
     /// Never ask: a missing required input is an error that names it (as without a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,

@@ -9,11 +9,13 @@ use crate::exit::UsageError;
 use crate::{secrets, settings};
 
 /// Hands `servers` to the harness command of `args` (`tether_handoff`) and returns its exit
-/// code; also what `run --gateway` hands its one relay entry to.
+/// code, each stdio server in its sandbox from `sandbox`; also what `run --gateway` hands its
+/// one relay entry to (no sandbox: the relay is tether's own).
 pub async fn hand_off(
     args: &RunArgs,
     harness: HarnessArg,
     servers: &[RenderedServer],
+    sandbox: Option<&tether_driver::StartOptions>,
 ) -> anyhow::Result<u8> {
     let HarnessArg::Handoff(harness) = harness else {
         return Err(UsageError::new("the built-in harness takes no command").into());
@@ -29,6 +31,7 @@ pub async fn hand_off(
         home: &home,
         program: &program,
         bearer_auth: Some(crate::commands::bearer_auth()),
+        sandbox,
     };
     Ok(tether_handoff::run_harness(handoff, servers).await?)
 }

@@ -198,6 +198,21 @@ pub fn main(args: &[OsString]) -> u8 {
         remove_dir(parsed.options.remove_on_orphan.as_deref());
         return 1;
     }
+    let mut command = std::process::Command::new(&parsed.program);
+    command.args(&parsed.args);
+    run(command, parsed.parent, &parsed.options)
+}
+
+/// Supervises `command` in this process, as [`main`] does for a command line: for a caller
+/// that must not put the command on a command line (the hand-off's exec shim: a server's
+/// arguments may hold secrets). `command` carries the program's environment and directory;
+/// the supervised parent is this process's parent now (the harness that started it). Call it
+/// outside any async runtime; returns the exit code.
+pub fn supervise_in_place(command: std::process::Command, options: &SuperviseOptions) -> u8 {
+    run(command, nix::unistd::getppid(), options)
+}
+
+fn run(command: std::process::Command, parent: Pid, options: &SuperviseOptions) -> u8 {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         eprintln!("tether {SUBCOMMAND}: cannot become a child subreaper: {e}");
     }
@@ -211,10 +226,14 @@ pub fn main(args: &[OsString]) -> u8 {
             return 1;
         }
     };
-    runtime.block_on(supervise(parsed))
+    runtime.block_on(supervise(command, parent, options))
 }
 
-async fn supervise(parsed: Parsed) -> u8 {
+async fn supervise(
+    mut command: std::process::Command,
+    parent: Pid,
+    options: &SuperviseOptions,
+) -> u8 {
     use tokio::signal::unix::{SignalKind, signal};
     // Handlers first: a signal that arrives while the program starts is not lost.
     let (Ok(mut term), Ok(mut hangup), Ok(mut interrupt), Ok(mut usr1)) = (
@@ -226,17 +245,17 @@ async fn supervise(parsed: Parsed) -> u8 {
         eprintln!("tether {SUBCOMMAND}: cannot handle signals");
         return 1;
     };
-    let mut command = std::process::Command::new(&parsed.program);
-    command.args(&parsed.args);
+    let program = command.get_program().to_owned();
+    let args: Vec<OsString> = command.get_args().map(OsStr::to_owned).collect();
     // Kept until the supervisor returns, after every descendant ended: the private home and
     // the cgroup are removed then.
-    let (hook, _sandbox) = match parsed.options.sandbox.as_deref() {
-        Some(json) => match sandbox_for(json, &mut command, &parsed.program, &parsed.args) {
+    let (hook, mut sandbox) = match options.sandbox.as_deref() {
+        Some(json) => match sandbox_for(json, &mut command, &program, &args, true) {
             Ok((hook, kept)) => (Some(hook), Some(kept)),
             Err(e) => {
                 eprintln!(
                     "tether: cannot start '{}': {e}",
-                    Path::new(&parsed.program).display()
+                    Path::new(&program).display()
                 );
                 return CANNOT_START;
             }
@@ -251,26 +270,30 @@ async fn supervise(parsed: Parsed) -> u8 {
         Err(e) => {
             eprintln!(
                 "tether: cannot start '{}': {e}",
-                Path::new(&parsed.program).display()
+                Path::new(&program).display()
             );
             return CANNOT_START;
         }
     };
     let child = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    if let Some((_, cleanup)) = sandbox.as_mut() {
+        // Into its pids cgroup off the start-up path, with what it started meanwhile.
+        cleanup.adopt(child.as_raw(), descendants);
+    }
     release_stdio();
     let mut tick = tokio::time::interval(POLL);
     let mut kill_at: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = term.recv() => {
-                if parsed.options.forward_signals {
+                if options.forward_signals {
                     let _ = kill(child, Signal::SIGTERM);
                 } else if kill_at.is_none() {
                     kill_at = Some(Instant::now() + TERM_GRACE);
                 }
             }
             _ = hangup.recv() => {
-                if parsed.options.forward_signals {
+                if options.forward_signals {
                     let _ = kill(child, Signal::SIGHUP);
                 }
             }
@@ -285,9 +308,9 @@ async fn supervise(parsed: Parsed) -> u8 {
             kill_descendants(Signal::SIGTERM, LEFTOVER_GRACE).await;
             return code;
         }
-        if nix::unistd::getppid() != parsed.parent {
+        if nix::unistd::getppid() != parent {
             kill_descendants(Signal::SIGKILL, Duration::ZERO).await;
-            remove_dir(parsed.options.remove_on_orphan.as_deref());
+            remove_dir(options.remove_on_orphan.as_deref());
             return 1;
         }
         if kill_at.is_some_and(|at| Instant::now() >= at) {
@@ -301,13 +324,17 @@ async fn supervise(parsed: Parsed) -> u8 {
 pub(crate) type SandboxKept = (tether_sandbox::PrivateHome, tether_sandbox::Cleanup);
 
 /// Prepares the sandbox `json` (a [`tether_sandbox::Policy`]) for `program args` in
-/// `command`: its private home as `HOME` and `TMPDIR`, and the hook its child runs.
+/// `command`: its private home as `HOME` and `TMPDIR`, and the hook its child runs. With
+/// `adopt_later` the child does not join its pids cgroup itself: the caller calls
+/// [`tether_sandbox::Cleanup::adopt`] after the spawn (see
+/// [`tether_sandbox::Prepared::into_child_hook_adopted_later`]).
 #[cfg(target_os = "linux")]
 pub(crate) fn sandbox_for(
     json: &str,
     command: &mut std::process::Command,
     program: &OsStr,
     args: &[OsString],
+    adopt_later: bool,
 ) -> Result<(tether_sandbox::ChildHook, SandboxKept), String> {
     let policy: tether_sandbox::Policy =
         serde_json::from_str(json).map_err(|e| format!("bad sandbox policy: {e}"))?;
@@ -317,12 +344,14 @@ pub(crate) fn sandbox_for(
     let path = env_of(command, "PATH");
     let user_home = env_of(command, "HOME").map(PathBuf::from);
     let cwd = command.get_current_dir().map(Path::to_owned);
+    let cache = package_cache(command, program, args, user_home.as_deref());
     let target = tether_sandbox::Target {
         program,
         args,
         path: path.as_deref(),
         cwd: cwd.as_deref(),
         home: home.path(),
+        cache: cache.as_deref(),
         user_home: user_home.as_deref(),
     };
     let prepared = tether_sandbox::prepare(&policy, &target).map_err(|e| e.to_string())?;
@@ -334,8 +363,44 @@ pub(crate) fn sandbox_for(
         );
     }
     command.env("HOME", home.path()).env("TMPDIR", home.path());
-    let (hook, cleanup) = prepared.into_child_hook();
+    let (hook, cleanup) = if adopt_later {
+        prepared.into_child_hook_adopted_later()
+    } else {
+        prepared.into_child_hook()
+    };
     Ok((hook, (home, cleanup)))
+}
+
+/// A package runner's own cache, kept between runs ([`tether_sandbox::package_cache`]) under
+/// the user's cache directory (`$XDG_CACHE_HOME`, else `~/.cache`): made (0700) and pointed
+/// at by the runner's variables on `command`. `None` for another program, or when it cannot
+/// be made (the server then starts with its private home's empty cache).
+#[cfg(target_os = "linux")]
+fn package_cache(
+    command: &mut std::process::Command,
+    program: &OsStr,
+    args: &[OsString],
+    user_home: Option<&Path>,
+) -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let user_cache = env_of(command, "XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .or_else(|| user_home.map(|home| home.join(".cache")))?;
+    let cache = tether_sandbox::package_cache(program, args, &user_cache.join("tether/sandbox"))?;
+    let mut dirs = std::fs::DirBuilder::new();
+    dirs.recursive(true).mode(0o700);
+    for (name, dir) in &cache.env {
+        if let Err(e) = dirs.create(dir) {
+            eprintln!(
+                "tether: no package cache for the sandboxed server: cannot make {}: {e}",
+                dir.display()
+            );
+            return None;
+        }
+        command.env(name, dir);
+    }
+    Some(cache.dir)
 }
 
 /// The value of `name` the program of `command` will see: set on `command`, else inherited.
@@ -353,6 +418,7 @@ pub(crate) fn sandbox_for(
     _command: &mut std::process::Command,
     _program: &OsStr,
     _args: &[OsString],
+    _adopt_later: bool,
 ) -> Result<(tether_sandbox::ChildHook, SandboxKept), String> {
     Err(tether_sandbox::SandboxError::Unsupported.to_string())
 }
@@ -525,7 +591,7 @@ mod tests {
             parsed.parent.as_raw(),
             i32::try_from(std::process::id()).unwrap_or(0)
         );
-        assert!(parsed.options.forward_signals);
+        assert!(options.forward_signals);
         assert_eq!(parsed.options.remove_on_orphan, options.remove_on_orphan);
         assert_eq!(parsed.options.sandbox, options.sandbox);
         assert_eq!(parsed.program, OsString::from("srv"));

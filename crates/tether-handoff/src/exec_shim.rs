@@ -13,10 +13,17 @@
 //!
 //! Protocol: the shim connects, writes `ID\n`, reads the launch as one JSON object
 //! (`{"command": …, "args": […], "env": [[name, value]…], "cwd": …|null, "pass_env": [name…],
-//! "unset": [name…]}`)
+//! "unset": [name…], "sandbox": POLICY|null}`)
 //! until end of file. `unset` names the variables `--secret NAME=env:VAR` read secrets from:
 //! the harness keeps them, the servers lose them (their own `env` may set them again).
 //! An unknown id, or a peer of another user, gets the connection closed with nothing.
+//!
+//! A server with a sandbox (`POLICY`, a [`tether_sandbox::Policy`]: `--sandbox`, its own
+//! `"sandbox"` key or config.toml) is not `exec`ed: the shim becomes its supervisor in place
+//! ([`tether_driver::supervisor::supervise_in_place`]), which prepares the sandbox, applies it
+//! in the server's child between fork and exec, passes the harness's SIGTERM/SIGHUP on, and
+//! removes the private home and the cgroup when the server ends. The launch never reaches a
+//! command line: the supervisor gets it in memory.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -78,9 +85,11 @@ impl LaunchChannel {
 
     /// `server` as the harness must see it: a stdio server becomes `tether __exec SOCKET ID`
     /// with no environment of its own (its launch is kept here); a remote one is unchanged.
+    /// `sandbox` is the one the server starts in (none: it is `exec`ed as it is).
     pub(crate) fn route(
         &mut self,
         server: &RenderedServer,
+        sandbox: Option<&tether_sandbox::Policy>,
     ) -> Result<RenderedServer, HandoffError> {
         let RenderedTransport::Stdio {
             command,
@@ -98,6 +107,7 @@ impl LaunchChannel {
             "cwd": cwd.as_ref().map(RenderedText::expose),
             "pass_env": server.options.pass_env,
             "unset": self.hidden_env,
+            "sandbox": sandbox,
         });
         let id = tether_http::token::random_hex(16)?;
         self.launches
@@ -166,7 +176,15 @@ pub fn main(args: &[OsString]) -> u8 {
         return 2;
     };
     match launch(Path::new(socket), &id.to_string_lossy()) {
-        Ok(mut command) => {
+        Ok((command, Some(sandbox))) => tether_driver::supervisor::supervise_in_place(
+            command,
+            &tether_driver::supervisor::SuperviseOptions {
+                forward_signals: true,
+                remove_on_orphan: None,
+                sandbox: Some(sandbox),
+            },
+        ),
+        Ok((mut command, None)) => {
             let error = command.exec();
             // No value in the message: the command itself may hold a secret.
             eprintln!("tether: cannot start the MCP server's command: {error}");
@@ -179,8 +197,12 @@ pub fn main(args: &[OsString]) -> u8 {
     }
 }
 
-/// Fetches the launch for `id` and builds the server's command from it.
-fn launch(socket: &Path, id: &str) -> Result<std::process::Command, HandoffError> {
+/// Fetches the launch for `id` and builds the server's command from it; with the sandbox it
+/// starts in (a [`tether_sandbox::Policy`] as JSON), if any.
+fn launch(
+    socket: &Path,
+    id: &str,
+) -> Result<(std::process::Command, Option<String>), HandoffError> {
     let unreachable = |source| HandoffError::ShimUnreachable {
         socket: socket.to_owned(),
         source,
@@ -232,7 +254,11 @@ fn launch(socket: &Path, id: &str) -> Result<std::process::Command, HandoffError
     if let Some(cwd) = string(&launch["cwd"]) {
         command.current_dir(cwd);
     }
-    Ok(command)
+    let sandbox = launch
+        .get("sandbox")
+        .filter(|policy| policy.is_object())
+        .map(Value::to_string);
+    Ok((command, sandbox))
 }
 
 #[cfg(test)]
@@ -263,9 +289,13 @@ mod tests {
             vec!["SRC".to_owned()],
         )
         .expect("binding");
+        let policy = tether_sandbox::Mode::parse("default")
+            .and_then(|mode| mode.policy())
+            .expect("the default policy")
+            .expect("a sandbox");
         let routed: Vec<RenderedServer> = servers
             .iter()
-            .map(|s| channel.route(s).expect("routing"))
+            .map(|s| channel.route(s, Some(&policy)).expect("routing"))
             .collect();
         let [stdio, remote] = routed.as_slice() else {
             panic!("two servers expected");
@@ -297,10 +327,14 @@ mod tests {
         let _serving = channel.serve().expect("serving");
 
         let asked = socket.clone();
-        let command = tokio::task::spawn_blocking(move || launch(&asked, &id))
+        let (command, sandbox) = tokio::task::spawn_blocking(move || launch(&asked, &id))
             .await
             .expect("joining the shim")
             .expect("getting the launch");
+        let sandbox: tether_sandbox::Policy =
+            serde_json::from_str(&sandbox.expect("the sandbox is in the launch"))
+                .expect("the sandbox is a policy");
+        assert_eq!(sandbox, policy, "the sandbox reaches the shim whole");
         assert_eq!(command.get_program(), "srv");
         let args: Vec<&std::ffi::OsStr> = command.get_args().collect();
         assert_eq!(args, [format!("--k={SECRET}").as_str()]);

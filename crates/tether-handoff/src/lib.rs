@@ -2,8 +2,8 @@
 //! and running it: `tether run --mcp … -- HARNESS …`.
 //!
 //! - A stdio server is `tether __exec SOCKET ID` in the harness's config ([`exec_shim`]): its
-//!   command, args, env and cwd reach it from tether's memory over a socket in the run
-//!   directory, byte-exact, and no other server or the harness sees them.
+//!   command, args, env, cwd and sandbox reach it from tether's memory over a socket in the
+//!   run directory, byte-exact, and no other server or the harness sees them.
 //! - A URL server with headers or a secret in its URL is `http://127.0.0.1:PORT/KEY` plus a
 //!   per-run bearer token in the harness's config (the bridge): tether admits the harness's
 //!   requests through `tether_http::Admission` and forwards them to the real URL with the real
@@ -44,6 +44,7 @@
 //!         home: Path::new("/home/me/.local/share/tether"),
 //!         program: Path::new("/usr/local/bin/tether"),
 //!         bearer_auth: None,
+//!         sandbox: None,
 //!     },
 //!     servers,
 //! )
@@ -93,6 +94,9 @@ pub struct HandOff<'a> {
     /// Where a bridged server's refused `Authorization` is renewed (an OAuth refresh or
     /// step-up); `None`: it is sent as given.
     pub bearer_auth: Option<Arc<dyn tether_driver::BearerAuth>>,
+    /// The run's start options, whose [`tether_driver::StartOptions::sandbox_for`] gives the
+    /// sandbox each stdio server starts in (the exec shim applies it); `None`: no sandbox.
+    pub sandbox: Option<&'a tether_driver::StartOptions>,
 }
 
 impl std::fmt::Debug for HandOff<'_> {
@@ -106,6 +110,7 @@ impl std::fmt::Debug for HandOff<'_> {
             .field("home", &self.home)
             .field("program", &self.program)
             .field("bearer_auth", &self.bearer_auth.is_some())
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }

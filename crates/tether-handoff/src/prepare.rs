@@ -65,7 +65,25 @@ pub(crate) fn prepare(
                         hidden_env.clone(),
                     )?),
                 };
-                channel.route(server)?
+                let invalid = |problem| HandoffError::InvalidServer {
+                    server: server.name.clone(),
+                    problem,
+                };
+                let sandbox = match handoff.sandbox {
+                    Some(start) => start.sandbox_for(server).map_err(invalid)?,
+                    None => None,
+                };
+                // A strict sandbox that cannot be enforced here is refused now, not inside
+                // the harness (where the shim's refusal would be one failed server among many).
+                if let Some(policy) = sandbox.as_ref().filter(|p| p.strict) {
+                    let missing = tether_sandbox::assess(policy).missing;
+                    if !missing.is_empty() {
+                        let label = policy.label.clone();
+                        let refused = tether_sandbox::SandboxError::NotEnforced { label, missing };
+                        return Err(invalid(refused.to_string()));
+                    }
+                }
+                channel.route(server, sandbox.as_ref())?
             }
             RenderedTransport::Remote { .. } if bridge::needs_bridge(server) => {
                 let bridge = match bridge.as_mut() {

@@ -105,6 +105,59 @@ impl Choice<'_> {
     }
 }
 
+impl Choice<'_> {
+    /// `built` with the sandbox its installation runs under (`specs/sandbox/TECH.md` §8) as
+    /// its `"sandbox"` key, so that the test-connect and every later start use it: `asked`
+    /// (the user's `--sandbox`; a profile's path made absolute, the profile read and checked
+    /// now), else `default` for a registry package or bundle — code tether did not write.
+    /// A container image (`oci`) gets no key (the container is its sandbox) unless asked; a
+    /// remote runs nowhere here, so asking for one is an error.
+    pub fn sandboxed(
+        &self,
+        mut built: BuiltConfig,
+        asked: Option<&str>,
+    ) -> Result<BuiltConfig, InstallError> {
+        let bad = |e: tether_sandbox::SandboxError| InstallError::Sandbox(e.to_string());
+        let mode = match (self, asked) {
+            (Choice::Remote(_), None) => return Ok(built),
+            (Choice::Remote(r), Some(_)) => {
+                return Err(InstallError::Sandbox(format!(
+                    "the remote {} runs elsewhere; a sandbox applies to a package or bundle",
+                    r.url
+                )));
+            }
+            (_, Some(asked)) => {
+                let mode = match tether_sandbox::Mode::parse(asked).map_err(bad)? {
+                    tether_sandbox::Mode::Profile(path) => tether_sandbox::Mode::Profile(
+                        std::path::absolute(&path)
+                            .map_err(InstallError::io("reading the profile's path"))?,
+                    ),
+                    mode => mode,
+                };
+                mode.policy().map_err(bad)?;
+                mode.label()
+            }
+            (Choice::Package(p), None) if p.registry_type == "oci" => return Ok(built),
+            (_, None) => "default".to_owned(),
+        };
+        built.server["sandbox"] = serde_json::json!(mode);
+        Ok(built)
+    }
+}
+
+/// What a built config's stored sandbox enforces here, for the line after its test-connect:
+/// `; sandbox default: files (Landlock 7), …` (`tether_sandbox::assess`), or nothing without
+/// one (`none`, a remote, a container image).
+pub fn sandbox_note(built: &BuiltConfig) -> String {
+    let policy = built.server["sandbox"]
+        .as_str()
+        .and_then(|mode| tether_sandbox::Mode::parse(mode).ok())
+        .and_then(|mode| mode.policy().ok().flatten());
+    policy.map_or_else(String::new, |policy| {
+        format!("; {}", tether_sandbox::assess(&policy))
+    })
+}
+
 /// An mcpb package tether downloads itself (one with a runtime hint is run by that runtime).
 fn is_bundle(package: &Package) -> bool {
     package.registry_type == "mcpb" && package.runtime_hint.is_none()

@@ -227,6 +227,11 @@ pub enum InstallError {
     /// nothing was stored.
     #[error(transparent)]
     Store(#[from] tether_store::StoreError),
+
+    /// [`crate::Choice::sandboxed`]: the sandbox asked for is not a valid mode (a profile that
+    /// cannot be read or parsed), or was asked for a remote, which runs nowhere here.
+    #[error("--sandbox: {0}")]
+    Sandbox(String),
 }
 
 impl InstallError {
@@ -241,6 +246,7 @@ impl InstallError {
                 | Self::BundleUnverifiable { .. }
                 | Self::BundleNotUrl { .. }
                 | Self::BundleNotHttps { .. }
+                | Self::Sandbox(_)
         )
     }
 

@@ -44,7 +44,7 @@ mod error;
 mod store;
 mod trial;
 
-pub use choice::{Choice, choose, local_name, usable};
+pub use choice::{Choice, choose, local_name, sandbox_note, usable};
 pub use error::InstallError;
 pub use store::install_built;
 pub use trial::{StoredTokens, Trial, TrialOptions, test_connect};

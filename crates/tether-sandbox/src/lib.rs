@@ -8,6 +8,7 @@
 //! runs between fork and exec: it only makes system calls (no allocation on its success path).
 //! [`explain`] reads a failed server's stderr for a denial and names the profile line to add.
 
+mod cache;
 mod explain;
 #[cfg(target_os = "linux")]
 mod linux;
@@ -15,6 +16,7 @@ mod profile;
 
 use std::path::{Path, PathBuf};
 
+pub use cache::{PackageCache, package_cache};
 pub use explain::explain;
 #[cfg(target_os = "linux")]
 pub use linux::{Prepared, assess, kernel_summary, prepare};
@@ -144,15 +146,64 @@ impl Drop for PrivateHome {
 /// What the child runs between fork and exec (see [`Prepared::into_child_hook`]).
 pub type ChildHook = Box<dyn FnMut() -> std::io::Result<()> + Send + Sync>;
 
-/// What is left to remove once the server and its descendants are gone: its cgroup.
+/// How many sweeps [`Cleanup::adopt`] makes at most for processes started before the move.
+pub const ADOPT_SWEEPS: usize = 64;
+
+/// What is left to do once the server is spawned, and to remove once it and its descendants
+/// are gone: its cgroup.
 #[derive(Debug, Default)]
 pub struct Cleanup {
     pub(crate) cgroup_dir: Option<PathBuf>,
+    /// The cgroup's `cgroup.procs`, when the child does not join it itself (see
+    /// `Prepared::into_child_hook_adopted_later`): [`Cleanup::adopt`] writes to it.
+    pub(crate) procs: Option<std::fs::File>,
+    pub(crate) adopting: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Cleanup {
+    /// Moves the spawned server `pid` into its pids cgroup on a background thread, then the
+    /// processes `started(pid)` lists (its descendants: those it started before the move
+    /// stayed outside), sweep after sweep until one finds none it has not moved (at most
+    /// [`ADOPT_SWEEPS`]); nothing when the child joined before exec. On cgroup v1 the first
+    /// move waits for an RCU grace period (~10 ms): off the start-up path, the server runs
+    /// meanwhile; the moves after it are quick.
+    pub fn adopt(&mut self, pid: i32, started: impl Fn(i32) -> Vec<i32> + Send + 'static) {
+        let Some(procs) = self.procs.take() else {
+            return;
+        };
+        self.adopting = Some(std::thread::spawn(move || {
+            use std::io::Write;
+            // One write per pid: cgroup.procs takes one at a time.
+            let adopt = |pid: i32| (&procs).write_all(pid.to_string().as_bytes()).is_ok();
+            if !adopt(pid) {
+                return;
+            }
+            let mut moved = std::collections::HashSet::new();
+            for _ in 0..ADOPT_SWEEPS {
+                let new: Vec<i32> = started(pid)
+                    .into_iter()
+                    .filter(|p| moved.insert(*p))
+                    .collect();
+                if new.is_empty() {
+                    return;
+                }
+                for early in new {
+                    adopt(early);
+                }
+            }
+        }));
+    }
+
+    /// Waits until [`Cleanup::adopt`]'s moves are done (at once if there were none).
+    pub fn wait_adopted(&mut self) {
+        if let Some(adopting) = self.adopting.take() {
+            let _ = adopting.join();
+        }
+    }
+
     /// Removes the server's cgroup (it must be empty: call after every descendant ended).
     pub fn run(&mut self) {
+        self.wait_adopted();
         if let Some(dir) = self.cgroup_dir.take() {
             let _ = std::fs::remove_dir(dir);
         }
@@ -187,13 +238,15 @@ pub struct Target<'a> {
     pub cwd: Option<&'a Path>,
     /// Its private `HOME`/`TMPDIR` (read-write).
     pub home: &'a Path,
+    /// Its package runner's cache ([`package_cache`]; read-write), if it has one.
+    pub cache: Option<&'a Path>,
     /// The user's real home, for `~` in profiles and to keep it from being granted whole.
     pub user_home: Option<&'a Path>,
 }
 
 impl<'a> Target<'a> {
-    /// `program args` with `home` as its private home; no `PATH`, working directory or user
-    /// home (set the fields for those).
+    /// `program args` with `home` as its private home; no `PATH`, working directory, cache or
+    /// user home (set the fields for those).
     pub fn new(
         program: &'a std::ffi::OsStr,
         args: &'a [std::ffi::OsString],
@@ -205,6 +258,7 @@ impl<'a> Target<'a> {
             path: None,
             cwd: None,
             home,
+            cache: None,
             user_home: None,
         }
     }

@@ -111,21 +111,40 @@ const SECCOMP_DENIED: [&str; 34] = [
 /// The number of system calls the seccomp filter denies.
 pub const SECCOMP_DENIED_COUNT: usize = SECCOMP_DENIED.len();
 
-/// The Landlock status of this kernel, found once per process.
+/// The Landlock status of this kernel, found once per process with one system call:
+/// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)` answers the kernel's ABI
+/// (or `EOPNOTSUPP`: built in but not enabled; `ENOSYS`: not built in). No ruleset is made.
 fn landlock_status() -> LandlockStatus {
     static STATUS: OnceLock<LandlockStatus> = OnceLock::new();
     *STATUS.get_or_init(|| {
-        // The crate tells the kernel's ABI only once a ruleset is enforced: enforce an empty
-        // one on a throwaway thread (Landlock and no_new_privs bind that thread alone).
-        std::thread::spawn(|| {
-            Ruleset::default()
-                .handle_access(AccessFs::Execute)
-                .and_then(Ruleset::create)
-                .and_then(RulesetCreated::restrict_self)
-                .map_or(LandlockStatus::NotImplemented, |status| status.landlock)
-        })
-        .join()
-        .unwrap_or(LandlockStatus::NotImplemented)
+        const LANDLOCK_CREATE_RULESET_VERSION: nix::libc::c_uint = 1;
+        // SAFETY: with a null attribute pointer and size 0 the kernel reads no memory; the
+        // call only returns the ABI version (or an error).
+        #[expect(
+            unsafe_code,
+            reason = "the landlock crate reports the ABI only after restrict_self"
+        )]
+        let version = unsafe {
+            nix::libc::syscall(
+                nix::libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<u8>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        match i32::try_from(version) {
+            Ok(version) if version > 0 => {
+                let abi = ABI::from(version);
+                LandlockStatus::Available {
+                    effective_abi: abi,
+                    kernel_abi: (version != abi as i32).then_some(version),
+                }
+            }
+            _ if nix::errno::Errno::last() == nix::errno::Errno::EOPNOTSUPP => {
+                LandlockStatus::NotEnabled
+            }
+            _ => LandlockStatus::NotImplemented,
+        }
     })
 }
 
@@ -172,6 +191,7 @@ pub struct Prepared {
     cgroup_procs: Option<File>,
     /// Removes the cgroup when dropped: a `Prepared` dropped unused leaves nothing behind.
     cleanup: Cleanup,
+    strict: bool,
     report: Report,
 }
 
@@ -195,14 +215,32 @@ impl Prepared {
     /// ruleset, installs the seccomp filter — in that order, so that the filter (which would
     /// not stop them anyway) comes last. Its success path makes system calls only.
     pub fn into_child_hook(self) -> (ChildHook, Cleanup) {
+        self.hook(true)
+    }
+
+    /// As [`Prepared::into_child_hook`], except that the child does not join its pids cgroup
+    /// before exec (on cgroup v1 that waits for an RCU grace period, ~10 ms of every start):
+    /// the caller moves it after the spawn with [`Cleanup::adopt`]. What the server starts
+    /// before the move lands is moved by `adopt`'s sweep. A strict policy still joins before
+    /// exec: no process of the server ever runs outside the limit.
+    pub fn into_child_hook_adopted_later(self) -> (ChildHook, Cleanup) {
+        let strict = self.strict;
+        self.hook(strict)
+    }
+
+    fn hook(self, join_in_child: bool) -> (ChildHook, Cleanup) {
         let Self {
             mut ruleset,
             seccomp,
             limits,
-            cgroup_procs,
-            cleanup,
+            mut cgroup_procs,
+            mut cleanup,
+            strict: _,
             report: _,
         } = self;
+        if !join_in_child {
+            cleanup.procs = cgroup_procs.take();
+        }
         let hook = move || -> std::io::Result<()> {
             if let Some(mut procs) = cgroup_procs.as_ref() {
                 // "0" moves the writer itself.
@@ -347,7 +385,12 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
         seccomp,
         limits,
         cgroup_procs,
-        cleanup: Cleanup { cgroup_dir },
+        cleanup: Cleanup {
+            cgroup_dir,
+            procs: None,
+            adopting: None,
+        },
+        strict: policy.strict,
         report,
     })
 }
@@ -473,6 +516,9 @@ fn granted_paths(profile: &crate::Profile, target: &Target<'_>) -> Vec<(PathBuf,
         grant(package_root(&file, &never_whole, script), false);
     }
     grant(target.home.to_owned(), true);
+    if let Some(cache) = target.cache {
+        grant(cache.to_owned(), true);
+    }
     let (read, write) = profile.paths(target.user_home);
     for path in read {
         grant(path, false);

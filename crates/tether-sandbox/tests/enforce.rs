@@ -50,6 +50,7 @@ fn run(world: &World, policy: Option<&Policy>, script: &str, vars: &[(&str, &str
             path: Some(&path),
             cwd: None,
             home: world.private.path(),
+            cache: None,
             user_home: Some(&world.user_home),
         };
         let prepared = prepare(policy, &target).expect("prepared");

@@ -328,8 +328,13 @@ impl SetupServer {
             Ok(outcome) => outcome,
             Err(error) => return tool_error(error),
         };
-        let built = match choice.build(&answers) {
-            Ok(built) => built,
+        // Sandboxed as `tether add` does: the test-connect and every later start.
+        let built = match choice
+            .build(&answers)
+            .map(|built| choice.sandboxed(built, None))
+        {
+            Ok(Ok(built)) => built,
+            Ok(Err(error)) => return tool_error(redact(error.to_string(), &values)),
             Err(BuildError::Missing(missing)) => {
                 let names: Vec<&str> = missing.iter().map(|m| m.name.as_str()).collect();
                 return tool_error(format!(
@@ -369,7 +374,9 @@ impl SetupServer {
             .map(|t| json!({ "name": t.name, "description": t.description }))
             .collect();
         if !install {
-            return CallToolResult::structured(json!({ "ok": true, "tools": tools }));
+            return CallToolResult::structured(
+                json!({ "ok": true, "tools": tools, "sandbox": built.server.get("sandbox") }),
+            );
         }
         let installed = tokio::task::block_in_place(|| {
             let mut store = host.open_store()?;
@@ -385,6 +392,7 @@ impl SetupServer {
                     "server_id": uid.to_string(),
                     "status": "installed",
                     "tools": tools,
+                    "sandbox": built.server.get("sandbox"),
                 }))
             }
             Err(error) => tool_error(redact(
@@ -611,7 +619,7 @@ impl SetupServer {
     /// Test-connects without storing anything.
     #[tool(
         name = "mcp_setup_test_connection",
-        description = "Step 4: start the server with the values behind env_refs ({KEY: \"secret://…\"}) in a scratch directory, run initialize and tools/list, and stop it; nothing is stored. Returns {ok, tools?, error?}. The refs stay usable after a failure (request a new one for a wrong value)."
+        description = "Step 4: start the server with the values behind env_refs ({KEY: \"secret://…\"}) in a scratch directory, run initialize and tools/list, and stop it; nothing is stored. Returns {ok, tools?, sandbox?, error?} (sandbox: the mode it ran under, `default` for a package or bundle). The refs stay usable after a failure (request a new one for a wrong value)."
     )]
     async fn mcp_setup_test_connection(
         &self,
@@ -625,7 +633,7 @@ impl SetupServer {
     /// Test-connects and installs.
     #[tool(
         name = "mcp_setup_install_and_connect",
-        description = "Step 5: test-connect as mcp_setup_test_connection does and, only if the server is ready, install it with its secrets in the OS credential store, atomically. Returns {server_id, status, tools}. The refs are consumed whatever the outcome: after a failure, request the secrets again."
+        description = "Step 5: test-connect as mcp_setup_test_connection does and, only if the server is ready, install it with its secrets in the OS credential store, atomically. Returns {server_id, status, tools, sandbox}. The refs are consumed whatever the outcome: after a failure, request the secrets again."
     )]
     async fn mcp_setup_install_and_connect(
         &self,

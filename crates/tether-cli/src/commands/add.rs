@@ -244,8 +244,11 @@ async fn add_chosen(
     // outside the choices) is an error like a wrong --set.
     let mut rounds = 0;
     let built = loop {
-        match choice.build(&answers) {
-            Ok(built) => break built,
+        match choice
+            .build(&answers)
+            .map(|b| choice.sandboxed(b, args.sandbox.as_deref()))
+        {
+            Ok(built) => break built.map_err(failure)?,
             Err(BuildError::Missing(missing)) if interactive && rounds < 3 => {
                 rounds += 1;
                 eprintln!(
@@ -280,9 +283,9 @@ async fn add_chosen(
         Trial::Ready(tools) => {
             progress.finish();
             let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+            let (count, sandbox) = (names.len(), tether_install::sandbox_note(&built));
             eprintln!(
-                "test-connect: ready, {} tools: {}",
-                names.len(),
+                "test-connect: ready, {count} tools: {}{sandbox}",
                 names.join(", ")
             );
         }

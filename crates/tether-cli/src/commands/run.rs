@@ -134,21 +134,10 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
     }
     if harness != HarnessArg::Builtin {
         progress.finish();
+        // The exec shim applies each stdio server's sandbox before it starts the server.
         let options = super::start_options(args.timeout, args.strict_mcp, &args.sandbox)?;
-        for server in session.servers() {
-            let stdio = matches!(
-                server.transport,
-                tether_config::RenderedTransport::Stdio { .. }
-            );
-            if let (true, Ok(Some(policy))) = (stdio, options.sandbox_for(server)) {
-                return Err(UsageError::new(format!(
-                    "sandbox {} for '{}': a hand-off harness starts its servers through the exec shim, which does not apply a sandbox yet: add --gateway (tether then starts the servers, sandboxed), or --sandbox none",
-                    policy.label, server.name
-                ))
-                .into());
-            }
-        }
-        return hand_off(args, harness, session.servers()).await;
+        super::announce_sandbox("run", &session, &options);
+        return hand_off(args, harness, session.servers(), Some(&options)).await;
     }
 
     let options = super::start_options(args.timeout, args.strict_mcp, &args.sandbox)?;

@@ -352,7 +352,7 @@ pub async fn run_through_gateway(
             &socket.to_string_lossy(),
         ],
     );
-    let code = crate::handoff::hand_off(args, harness, std::slice::from_ref(&entry)).await;
+    let code = crate::handoff::hand_off(args, harness, std::slice::from_ref(&entry), None).await;
     serving.abort();
     let _ = serving.await;
     gateway.shutdown().await;

@@ -72,7 +72,8 @@ fn add_a_stdio_package_test_connects_then_stores_it_and_it_runs_by_uuid() {
         &sandbox,
         &registry,
         Some(&path),
-        &["add", "io.github.example/everything"],
+        // The shim runs the package from outside anything a sandbox grants it.
+        &["add", "io.github.example/everything", "--sandbox", "none"],
     );
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -486,6 +487,8 @@ fn sigterm_during_the_test_connect_stops_the_server_and_stores_nothing() {
     );
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("tether"))
         .args(["add", "io.github.example/everything", "--timeout", "60"])
+        // The shim's marker file is outside anything a sandbox grants it.
+        .args(["--sandbox", "none"])
         .current_dir(sandbox.dir.path())
         .env("TETHER_HOME", sandbox.home())
         .env("TETHER_REGISTRY_URL", &registry.url)
@@ -848,6 +851,11 @@ fn add_an_mcpb_bundle_downloads_verifies_unpacks_and_runs_it_with_its_stored_sec
     let expect = sandbox.path("expected-key");
     std::fs::write(&expect, secret).expect("writing the expected value");
     let set_expect = format!("expect_file={}", expect.display());
+    // The bundle's launcher runs the test server from outside the bundle: a permission
+    // profile grants it (the bundle itself is granted by every sandbox).
+    let profile =
+        serde_json::json!({"read": [tether_testkit::test_server_bin(), &expect], "network": {}});
+    std::fs::write(sandbox.path("profile.json"), profile.to_string()).expect("the profile");
     let add = |name: &str| {
         sandbox
             .tether(&[
@@ -859,6 +867,9 @@ fn add_an_mcpb_bundle_downloads_verifies_unpacks_and_runs_it_with_its_stored_sec
                 "--set",
                 &set_expect,
                 "--yes",
+                // Relative: stored as an absolute path.
+                "--sandbox",
+                "profile.json",
             ])
             .env("TETHER_REGISTRY_URL", &registry.url)
             .env("TETHER_SECRET_STORE", "file")
@@ -1253,6 +1264,9 @@ fn registry_values_are_literal_and_never_read_the_users_environment() {
         "--secret",
         "API_KEY=env:API_KEY_SOURCE",
         "--yes",
+        // The shim records its argv and environment outside anything a sandbox grants it.
+        "--sandbox",
+        "none",
     ]);
     let stderr = text(&added.stderr);
     assert_eq!(added.status.code(), Some(0), "{stderr}");
@@ -1284,5 +1298,117 @@ fn registry_values_are_literal_and_never_read_the_users_environment() {
         listed["installations"].as_array().map(Vec::len),
         Some(1),
         "{listed}"
+    );
+}
+
+/// A registry package runs under `default` unless `--sandbox` says otherwise — its
+/// test-connect and every later start, through the key stored with it — and its runner
+/// (`npx`) gets a cache of its own, kept between runs; a hand-written installation keeps
+/// `none`.
+#[test]
+fn a_registry_package_is_sandboxed_by_default_and_a_hand_written_config_is_not() {
+    let sandbox = Sandbox::new();
+    let registry = FixtureRegistry::start(&[]);
+    let home = sandbox.path("home");
+    std::fs::create_dir_all(home.join(".ssh")).expect("mkdir .ssh");
+    let key = home.join(".ssh/id_rsa");
+    std::fs::write(&key, "PLANTED").expect("plant the key");
+    // `npx` as a package runner behaves: it records the package in its cache (when it has
+    // one), then runs the "package" (the test server, beside it: a program's directory is
+    // granted).
+    let shim = npx_shim(
+        &sandbox,
+        "if [ -n \"$npm_config_cache\" ]; then echo \"$2\" >> \"$npm_config_cache/runs\" || exit 65; fi\nexec \"$(dirname \"$0\")/tether-test-mcp\" --probe-tool",
+    );
+    let server = shim.join("tether-test-mcp");
+    std::fs::hard_link(tether_testkit::test_server_bin(), &server)
+        .or_else(|_| std::fs::copy(tether_testkit::test_server_bin(), &server).map(|_| ()))
+        .expect("the server beside the shim");
+    let path = path_with(&shim);
+    let run = |args: &[&str]| {
+        let command = sandbox
+            .runner()
+            .user_home(&home)
+            .registry(&registry.url)
+            .env("PATH", &path)
+            .command(args);
+        assert_cmd::Command::from_std(command)
+            .output()
+            .expect("running tether")
+    };
+    let added = run(&["add", "io.github.example/everything", "--yes"]);
+    assert_eq!(added.status.code(), Some(0), "{}", text(&added.stderr));
+    assert!(
+        text(&added.stderr).contains("test-connect: ready"),
+        "{}",
+        text(&added.stderr)
+    );
+    assert!(
+        text(&added.stderr).contains("; sandbox default: files (Landlock"),
+        "the test-connect's line names its sandbox: {}",
+        text(&added.stderr)
+    );
+    let uid = text(&added.stdout).trim().to_owned();
+    let runs = home
+        .join(".cache/tether/sandbox/npm-@modelcontextprotocol_server-everything@2026.8.31/runs");
+    let read_runs = || std::fs::read_to_string(&runs).unwrap_or_default();
+    assert_eq!(
+        read_runs().lines().count(),
+        1,
+        "the test-connect ran with its cache"
+    );
+
+    let probe = format!(
+        r#"{{"action": "read", "path": {}}}"#,
+        serde_json::json!(key.to_string_lossy())
+    );
+    let call = |spec: &str, server: &str, extra: &[&str]| {
+        let mut args = vec!["call", "--mcp", spec, server, "probe", "--args", &probe];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let sandboxed = call(&uid, "everything", &[]);
+    assert_eq!(
+        sandboxed.status.code(),
+        Some(1),
+        "{}",
+        text(&sandboxed.stderr)
+    );
+    assert!(
+        text(&sandboxed.stdout).starts_with("denied: "),
+        "{}",
+        text(&sandboxed.stdout)
+    );
+    assert!(
+        text(&sandboxed.stderr).contains("everything runs under sandbox default"),
+        "{}",
+        text(&sandboxed.stderr)
+    );
+    assert_eq!(
+        read_runs().lines().count(),
+        2,
+        "the cache is kept between runs"
+    );
+    let opened = call(&uid, "everything", &["--sandbox", "none"]);
+    assert_eq!(opened.status.code(), Some(0), "{}", text(&opened.stderr));
+
+    // Hand-written: `tether install --from` stores no sandbox, so it runs unsandboxed.
+    let spec = format!(
+        r#"{{"command": {}, "args": ["--probe-tool"]}}"#,
+        serde_json::json!(server.to_string_lossy())
+    );
+    let installed = run(&["install", "mine", "--from", &spec]);
+    assert_eq!(
+        installed.status.code(),
+        Some(0),
+        "{}",
+        text(&installed.stderr)
+    );
+    let mine = call("mine", "mine", &[]);
+    assert_eq!(mine.status.code(), Some(0), "{}", text(&mine.stderr));
+    assert!(
+        text(&mine.stdout).starts_with("done: "),
+        "{}",
+        text(&mine.stdout)
     );
 }

@@ -65,6 +65,15 @@ impl Planted {
         ])
     }
 
+    /// What is in the planted TMPDIR (where private homes are made).
+    fn left_in_tmp(&self) -> Vec<String> {
+        std::fs::read_dir(&self.tmp)
+            .expect("read TMPDIR")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
     fn path(&self, relative: &str) -> String {
         self.home.join(relative).to_string_lossy().into_owned()
     }
@@ -162,12 +171,7 @@ fn the_private_home_is_writable_and_removed_after_the_run() {
         both(&out)
     );
     assert!(!world.home.join("made-here").exists());
-    let left: Vec<_> = std::fs::read_dir(&world.tmp)
-        .expect("read TMPDIR")
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    assert_eq!(world.left_in_tmp(), Vec::<String>::new(), "left in TMPDIR");
 }
 
 #[test]
@@ -267,20 +271,108 @@ fn server_everything_works_sandboxed() {
     assert!(text(&out.stdout).contains("sandboxed"), "{}", both(&out));
 }
 
+impl Planted {
+    /// `tether run --mcp SPEC --sandbox MODE -- claude` where `claude` is a fake harness that
+    /// does what a real one does with its servers: starts `srv` as its config says (tether's
+    /// exec shim) and calls the probe tool with `probe` — through an unsandboxed `tether call`
+    /// of the config it was handed, a real MCP client.
+    fn hand_off_probe(&self, mode: &str, probe: &str) -> Output {
+        let bin = self.sandbox.path("bin");
+        std::fs::create_dir_all(&bin).expect("mkdir bin");
+        let claude = bin.join("claude");
+        std::fs::write(
+            &claude,
+            format!(
+                r#"#!/bin/sh
+: > "$(dirname "$0")/ran"
+for a in "$@"; do case "$a" in --mcp-config=*) f="${{a#--mcp-config=}}";; esac; done
+grep -q __exec "$f" || {{ echo "the config does not start srv through the shim" >&2; exit 9; }}
+exec '{}' call --mcp "$f" srv probe --args "$PROBE" --sandbox none
+"#,
+                env!("CARGO_BIN_EXE_tether")
+            ),
+        )
+        .expect("write the fake harness");
+        let mut permissions = std::fs::metadata(&claude).expect("stat").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+        std::fs::set_permissions(&claude, permissions).expect("chmod");
+        let command = self
+            .sandbox
+            .runner()
+            .user_home(&self.home)
+            .env("TMPDIR", &self.tmp)
+            .env("PROBE", probe)
+            .command(&[
+                "run",
+                "--mcp",
+                &test_server(&["--probe-tool"]),
+                "--sandbox",
+                mode,
+                "--no-gateway",
+                "--",
+                &claude.to_string_lossy(),
+            ]);
+        assert_cmd::Command::from_std(command)
+            .output()
+            .expect("running tether")
+    }
+}
+
 #[test]
-fn a_hand_off_harness_refuses_a_sandbox_it_cannot_apply() {
+fn a_hand_off_harness_starts_its_servers_sandboxed_through_the_exec_shim() {
     let world = planted();
-    let out = world.run(&[
-        "run",
-        "--mcp",
-        &test_server(&[]),
-        "--sandbox",
-        "default",
-        "--",
-        "codex",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", both(&out));
-    assert!(text(&out.stderr).contains("--gateway"), "{}", both(&out));
+    let read_key = format!(
+        r#"{{"action": "read", "path": {}}}"#,
+        json_str(&world.path(".ssh/id_rsa"))
+    );
+    let open = world.hand_off_probe("none", &read_key);
+    assert!(done(&open), "none: {}", both(&open));
+    assert!(text(&open.stdout).contains("id_rsa"), "{}", both(&open));
+    for probe in [
+        read_key.clone(),
+        format!(
+            r#"{{"action": "append", "path": {}}}"#,
+            json_str(&world.path(".bashrc"))
+        ),
+    ] {
+        let closed = world.hand_off_probe("default", &probe);
+        assert!(denied(&closed), "default: {probe}: {}", both(&closed));
+        assert!(
+            text(&closed.stderr).contains("tether run: stdio servers run under sandbox default"),
+            "{}",
+            both(&closed)
+        );
+    }
+    // The private home is the server's HOME, and the shim removed it after the server ended.
+    let home = world.hand_off_probe("default", r#"{"action": "append", "path": "~/made-here"}"#);
+    assert!(done(&home), "{}", both(&home));
+    let private = format!("{}/tether-sandbox-", world.tmp.display());
+    assert!(text(&home.stdout).contains(&private), "{}", both(&home));
+    assert_eq!(world.left_in_tmp(), Vec::<String>::new(), "left in TMPDIR");
+    let bashrc = std::fs::read_to_string(world.home.join(".bashrc")).expect("read .bashrc");
+    assert!(!bashrc.contains("# probe"), "{bashrc}");
+    // A strict profile this system cannot enforce (a host allow-list) is refused before the
+    // harness starts, not by the shim inside it.
+    let strict = world.sandbox.write(
+        "strict.json",
+        r#"{"network": {"outbound": {"allow_host": ["example.com"], "allow_port": [443]}},
+            "tether": {"strict": true}}"#,
+    );
+    let ran = world.sandbox.path("bin/ran");
+    std::fs::remove_file(&ran).expect("the harness ran before");
+    let refused = world.hand_off_probe(&strict, &read_key);
+    assert!(!ran.exists(), "the harness started: {}", both(&refused));
+    assert!(!refused.status.success(), "{}", both(&refused));
+    assert!(
+        text(&refused.stderr).contains("refuses to start the server"),
+        "{}",
+        both(&refused)
+    );
+    assert!(
+        !text(&refused.stdout).contains("done: "),
+        "{}",
+        both(&refused)
+    );
 }
 
 #[test]

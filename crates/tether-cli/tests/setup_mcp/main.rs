@@ -42,17 +42,23 @@ struct Sandbox {
 impl Sandbox {
     fn new() -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let expected = dir.path().join("expected-secret");
-        std::fs::write(&expected, SENTINEL).expect("writing the expected secret");
-        // npx -y web-search-mcp@1.0.0 → the test server, which checks SEARCH_API_KEY.
+        // npx -y web-search-mcp@1.0.0 → the test server, which checks SEARCH_API_KEY. The
+        // server and the value it expects sit beside the shim: setup-mcp's installations run
+        // sandboxed (`default`), which grants the program's directory and nothing else here.
         let shim = dir.path().join("shim");
         std::fs::create_dir_all(&shim).expect("the shim directory");
+        let expected = shim.join("expected-secret");
+        std::fs::write(&expected, SENTINEL).expect("writing the expected secret");
+        let server = shim.join("tether-test-mcp");
+        std::fs::hard_link(test_server_bin(), &server)
+            .or_else(|_| std::fs::copy(test_server_bin(), &server).map(|_| ()))
+            .expect("the server beside the shim");
         let npx = shim.join("npx");
         std::fs::write(
             &npx,
             format!(
                 "#!/bin/sh\n[ \"$1\" = -y ] && [ \"$2\" = web-search-mcp@1.0.0 ] || {{ echo \"unexpected npx $*\" >&2; exit 64; }}\nexec {} --expect-env-file SEARCH_API_KEY={}\n",
-                test_server_bin().display(),
+                server.display(),
                 expected.display()
             ),
         )
@@ -424,6 +430,8 @@ async fn without_url_elicitation_the_agent_passes_the_page_on_and_installs_with_
         .await,
     );
     assert_eq!(ok["ok"], true, "{ok}");
+    // The test-connect ran under the sandbox the installation will be stored with.
+    assert_eq!(ok["sandbox"], "default", "{ok}");
     let tools: Vec<&str> = ok["tools"]
         .as_array()
         .expect("tools")
@@ -443,6 +451,7 @@ async fn without_url_elicitation_the_agent_passes_the_page_on_and_installs_with_
         .await,
     );
     assert_eq!(installed["status"], "installed", "{installed}");
+    assert_eq!(installed["sandbox"], "default", "{installed}");
     let uid = installed["server_id"]
         .as_str()
         .expect("a server id")

@@ -201,6 +201,7 @@ impl ChildProcess {
                         command.as_std_mut(),
                         &program,
                         &args,
+                        false,
                     )
                     .map_err(std::io::Error::other)?;
                     sandboxed = Some(kept);

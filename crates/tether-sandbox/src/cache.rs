@@ -1,0 +1,119 @@
+//! A package runner's cache for a sandboxed server (`specs/sandbox/TECH.md` §8): a server
+//! started through `npx`, `npm exec`, `uvx`, `uv` or `pipx` finds no cache in its private
+//! home and would download its package on every start; the user's own cache (`~/.npm`,
+//! `~/.cache/uv`) is not granted — writable, it would let one server replace another's
+//! packages, or the user's. So each package gets a cache of its own, kept between runs
+//! under the user's cache directory (`~/.cache/tether/sandbox/RUNNER-PACKAGE`), read-write
+//! to the servers of that package alone, and the runner's variables point at it.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+/// A package's own cache and the variables that point its runner at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageCache {
+    /// The directory (granted read-write; made by the caller).
+    pub dir: PathBuf,
+    /// Variables to set for the server, each a directory inside [`PackageCache::dir`].
+    pub env: Vec<(&'static str, PathBuf)>,
+}
+
+/// A runner's variables: name, and the subdirectory of the cache it points at.
+type Vars = &'static [(&'static str, &'static str)];
+
+/// Runners by program name: the cache's prefix and its variables.
+const RUNNERS: [(&str, &str, Vars); 5] = [
+    ("npx", "npm", &[("npm_config_cache", "")]),
+    ("npm", "npm", &[("npm_config_cache", "")]),
+    (
+        "uvx",
+        "uv",
+        &[
+            ("UV_CACHE_DIR", "cache"),
+            ("UV_PYTHON_INSTALL_DIR", "python"),
+        ],
+    ),
+    (
+        "uv",
+        "uv",
+        &[
+            ("UV_CACHE_DIR", "cache"),
+            ("UV_PYTHON_INSTALL_DIR", "python"),
+        ],
+    ),
+    ("pipx", "pipx", &[("PIPX_HOME", "")]),
+];
+
+/// Words of a runner's command line that are not the package (`npm exec`, `uv tool run`).
+const VERBS: [&str; 4] = ["exec", "x", "run", "tool"];
+
+/// The cache `program args` gets under `root` (the user's cache directory's
+/// `tether/sandbox`), when `program` is a package runner; `None` otherwise. The package is the
+/// first argument that is neither a flag nor a verb; its name, made safe for a file name
+/// (letters, digits, `@._+=-`, the rest `_`) after the runner's prefix, names the directory.
+pub fn package_cache(program: &OsStr, args: &[OsString], root: &Path) -> Option<PackageCache> {
+    let name = Path::new(program).file_name()?.to_str()?;
+    let (_, prefix, vars) = RUNNERS.iter().find(|(runner, ..)| *runner == name)?;
+    let package = args
+        .iter()
+        .filter_map(|arg| arg.to_str())
+        .find(|arg| !arg.starts_with('-') && !VERBS.contains(arg))
+        .unwrap_or("default");
+    let safe: String = package
+        .chars()
+        .take(80)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "@._+=-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let dir = root.join(format!("{prefix}-{safe}"));
+    let env = vars
+        .iter()
+        .map(|(var, sub)| {
+            (
+                *var,
+                if sub.is_empty() {
+                    dir.clone()
+                } else {
+                    dir.join(sub)
+                },
+            )
+        })
+        .collect();
+    Some(PackageCache { dir, env })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(program: &str, args: &[&str]) -> Option<PackageCache> {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        package_cache(OsStr::new(program), &args, Path::new("/c"))
+    }
+
+    #[test]
+    fn a_runner_gets_a_cache_per_package_and_other_programs_none() {
+        let npx = cache("/usr/bin/npx", &["-y", "@scope/pkg@1.2.3", "--flag"]).expect("npx");
+        assert_eq!(npx.dir, Path::new("/c/npm-@scope_pkg@1.2.3"));
+        assert_eq!(npx.env, [("npm_config_cache", npx.dir.clone())]);
+        let uvx = cache("uvx", &["mcp-server-git==1.0"]).expect("uvx");
+        assert_eq!(uvx.dir, Path::new("/c/uv-mcp-server-git==1.0"));
+        assert_eq!(
+            uvx.env.first(),
+            Some(&("UV_CACHE_DIR", uvx.dir.join("cache")))
+        );
+        let exec = cache("npm", &["exec", "--yes", "pkg"]).expect("npm exec");
+        assert_eq!(exec.dir, Path::new("/c/npm-pkg"));
+        // Nothing in a package's name leaves the root.
+        let odd = cache("npx", &["../../etc/x y"]).expect("npx");
+        assert_eq!(odd.dir, Path::new("/c/npm-.._.._etc_x_y"));
+        let dot = cache("npx", &[".."]).expect("npx");
+        assert_eq!(dot.dir, Path::new("/c/npm-.."));
+        assert_eq!(cache("node", &["server.js"]), None);
+    }
+}
