@@ -1079,22 +1079,33 @@ async fn include_and_exclude_patterns_choose_the_tools_offered() {
 
 /// `tether serve` in front of server-everything over stdio (as `ev`), with a client of
 /// `handler`; `None` when npm is absent. The directory holds TETHER_HOME.
+/// The `--mcp` spec of server-everything over stdio as `ev`; `None` when it is not installed.
+fn everything_spec() -> Option<String> {
+    let everything = server_everything()?;
+    Some(format!(
+        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
+        json_str(&everything.to_string_lossy())
+    ))
+}
+
 async fn everything_behind_gateway<H: rmcp::ClientHandler>(
     handler: H,
 ) -> Option<(tempfile::TempDir, RunningService<RoleClient, H>)> {
-    let everything = server_everything()?;
+    let (dir, transport) = everything_over_stdio()?;
+    let client = handler.serve(transport).await.expect("initializing");
+    Some((dir, client))
+}
+
+/// `tether serve` (stdio, stderr dropped) in front of server-everything, in a new directory.
+fn everything_over_stdio() -> Option<(tempfile::TempDir, TokioChildProcess)> {
+    let spec = everything_spec()?;
     let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = format!(
-        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
-        json_str(&everything.to_string_lossy())
-    );
     let (transport, _) =
         TokioChildProcess::builder(tether_command(dir.path(), &["serve", "--mcp", &spec]))
             .stderr(Stdio::null())
             .spawn()
             .expect("starting tether serve");
-    let client = handler.serve(transport).await.expect("initializing");
-    Some((dir, client))
+    Some((dir, transport))
 }
 
 /// A client that counts the progress notifications it receives, and the tokens they carry.
@@ -1390,14 +1401,15 @@ async fn everything_for(
 
 /// Waits until the gateway lists server-everything's sampling tool.
 async fn sampling_tool_listed(client: &RunningService<RoleClient, FullClient>) {
-    eventually(
-        "server-everything's sampling tool being listed",
-        async || {
-            tool_names(client)
-                .await
-                .contains(&"ev__trigger-sampling-request".to_owned())
-        },
-    )
+    tool_listed(client, "ev__trigger-sampling-request").await;
+}
+
+/// Waits until the gateway lists `name` (server-everything registers some tools only after
+/// its client, tether, declared a capability).
+async fn tool_listed(client: &RunningService<RoleClient, FullClient>, name: &str) {
+    eventually(&format!("{name} being listed"), async || {
+        tool_names(client).await.iter().any(|listed| listed == name)
+    })
     .await;
 }
 
@@ -1442,12 +1454,8 @@ async fn everything_over_http(
     HttpGateway,
     RunningService<RoleClient, FullClient>,
 )> {
-    let everything = server_everything()?;
+    let spec = everything_spec()?;
     let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = format!(
-        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
-        json_str(&everything.to_string_lossy())
-    );
     let gateway = http_gateway_of(dir.path(), &spec, &["--no-auth"]);
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(gateway.url.clone());
     let client = handler
@@ -2336,3 +2344,7 @@ fn a_budget_out_of_range_is_refused_in_one_line() {
 /// Search mode (`--tool-mode`).
 #[path = "gateway/search.rs"]
 mod search;
+
+/// 2026-07-28 clients.
+#[path = "gateway/modern.rs"]
+mod modern;
