@@ -1245,6 +1245,11 @@ impl FullClient {
         }
     }
 
+    /// The methods of the server requests it answered, in order.
+    fn asked(&self) -> Vec<String> {
+        self.answered.lock().expect("the answered list").clone()
+    }
+
     fn answered(&self, method: &str) {
         self.answered
             .lock()
@@ -1437,7 +1442,7 @@ async fn sampling_elicitation_and_roots_from_a_server_reach_the_client_that_decl
 
     let roots = call(&client, "ev__get-roots-list", json!({})).await;
     assert!(text_of(&roots).contains(ROOT), "{roots}");
-    let answered = handler.answered.lock().expect("the answered list").clone();
+    let answered = handler.asked();
     for method in ["sampling/createMessage", "elicitation/create", "roots/list"] {
         assert!(answered.iter().any(|m| m == method), "{answered:?}");
     }
@@ -1480,13 +1485,7 @@ async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
         text_of(&refused).contains("declared the 'sampling' capability"),
         "{refused}"
     );
-    assert!(
-        handler
-            .answered
-            .lock()
-            .expect("the answered list")
-            .is_empty()
-    );
+    assert!(handler.asked().is_empty());
     client.cancel().await.expect("closing the client");
 }
 
@@ -1755,7 +1754,7 @@ async fn sampling_reaches_a_client_over_streamable_http() {
     // The server's request goes back over the HTTP session of the client whose call it serves.
     let sampled = trigger_sampling(&client).await;
     assert!(text_of(&sampled).contains(SAMPLED), "{sampled}");
-    let answered = handler.answered.lock().expect("the answered list").clone();
+    let answered = handler.asked();
     assert!(
         answered.iter().any(|m| m == "sampling/createMessage"),
         "{answered:?}"

@@ -136,9 +136,9 @@ impl Clients {
     }
 
     /// Who answers `server`'s request that needs `capability` (`sampling`, `elicitation`,
-    /// `roots`): the client with the latest call running on `server` that declared it (in its
-    /// session, or a 2026-07-28 client in the call's own request), else the latest connected
-    /// client that declared it.
+    /// `roots`): the client with the latest call running on `server` that is a 2026-07-28
+    /// client's or whose session declared it, else the latest connected client that declared
+    /// it.
     pub fn answerer(&self, server: &str, capability: &str) -> Option<Answerer> {
         let declares = |peer: &Peer<RoleServer>| {
             !peer.is_transport_closed()
@@ -154,9 +154,9 @@ impl Clients {
             .rev()
             .filter(|call| call.server == server)
             .find_map(|call| match &call.asker {
-                Some(asker) => asker
-                    .declares(capability)
-                    .then(|| Answerer::Call(asker.clone())),
+                // Its own client, even one that did not declare it (the call then fails
+                // saying which capability it needed).
+                Some(asker) => Some(Answerer::Call(asker.clone())),
                 None => declares(&call.peer).then(|| Answerer::Peer(call.peer.clone())),
             });
         calling.or_else(|| {

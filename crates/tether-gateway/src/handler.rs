@@ -135,6 +135,8 @@ impl Shared {
         } = options;
         let entries = Entries {
             order: supervisor.order().to_vec(),
+            tool_ledger: crate::names::Ledger::new(filter.bare),
+            prompt_ledger: crate::names::Ledger::new(filter.bare),
             ..Entries::default()
         };
         let catalogue = Catalogue::build(&mut Entries::default(), &filter, &tool_search);
@@ -1390,11 +1392,14 @@ impl GatewayHandler {
             let _ = self.list_resource_templates(None, context.clone()).await;
         }
         let Some(server) = self.resource_server(&request.uri) else {
-            return Err(self.refuse(
+            let mut refused = self.refuse(
                 METHOD,
                 &target,
                 "no server behind this gateway listed this resource URI (list resources or templates first)".to_owned(),
-            ));
+            );
+            // The URI the client sent: nothing a server said.
+            refused.data = Some(json!({ "uri": request.uri }));
+            return Err(refused);
         };
         let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         let (answer, duration) = self.forward(&server, METHOD, params, &context).await;
@@ -1413,7 +1418,18 @@ impl GatewayHandler {
             arguments: None,
             result: answer.as_ref().ok(),
         });
-        let value = answer.map_err(|e| self.shared.error_for(&e))?;
+        let value = answer.map_err(|e| {
+            let mut error = self.shared.error_for(&e);
+            // A server's error data does not come through; a URI it did not find is named
+            // with the one the client sent.
+            if matches!(
+                error.code,
+                ErrorCode::INVALID_PARAMS | ErrorCode::RESOURCE_NOT_FOUND
+            ) {
+                error.data = Some(json!({ "uri": request.uri }));
+            }
+            error
+        })?;
         serde_json::from_value::<ReadResourceResult>(value)
             .map(Into::into)
             .map_err(|e| ErrorData::internal_error(format!("not an MCP resource: {e}"), None))
@@ -1720,7 +1736,11 @@ impl ServerHandler for GatewayHandler {
             .forward(&server, "completion/complete", params, &context)
             .await;
         let value = answer.map_err(|e| self.shared.error_for(&e))?;
-        serde_json::from_value::<CompleteResult>(value)
-            .map_err(|e| ErrorData::internal_error(format!("not an MCP completion: {e}"), None))
+        let mut result = serde_json::from_value::<CompleteResult>(value)
+            .map_err(|e| ErrorData::internal_error(format!("not an MCP completion: {e}"), None))?;
+        // A server's result read back has no `resultType`; 2026-07-28 requires one (rmcp
+        // strips it for older clients).
+        result.result_type = Some(ResultType::COMPLETE);
+        Ok(result)
     }
 }

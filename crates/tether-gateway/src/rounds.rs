@@ -93,6 +93,8 @@ struct Asked {
 pub(crate) struct Asker {
     sender: mpsc::UnboundedSender<Asked>,
     capabilities: Arc<Value>,
+    /// The capabilities a server needed that the client did not declare.
+    missing: Arc<Mutex<Vec<String>>>,
 }
 
 impl Asker {
@@ -103,14 +105,26 @@ impl Asker {
             .is_some_and(|declared| !declared.is_null())
     }
 
-    /// Asks the client `method` with `params` (masked already) through the call's next
-    /// `InputRequiredResult`; the answer, or a refusal after `limit`.
+    /// Asks the client `method` (which needs `capability`) with `params` (masked already)
+    /// through the call's next `InputRequiredResult`; the answer, or a refusal: at once when
+    /// the client did not declare `capability` (-32021; the call's error of that code then
+    /// names the capability in its data), else after `limit`.
     pub(crate) async fn ask(
         &self,
+        capability: &str,
         method: &str,
         params: Value,
         limit: Duration,
     ) -> Result<Value, RequestRefused> {
+        if !self.declares(capability) {
+            lock(&self.missing).push(capability.to_owned());
+            return Err(RequestRefused {
+                code: MISSING_CAPABILITY.0,
+                message: format!(
+                    "the client did not declare the '{capability}' capability in its request, so {method} cannot be asked of it"
+                ),
+            });
+        }
         let refused = |message: String| RequestRefused {
             code: rmcp::model::ErrorCode::INTERNAL_ERROR.0,
             message,
@@ -137,6 +151,14 @@ impl Asker {
     }
 }
 
+/// MCP's "missing required client capability" error (2026-07-28).
+const MISSING_CAPABILITY: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32021);
+
+/// How long the requests a server sends at once are gathered into one `InputRequiredResult`:
+/// until none came for [`GATHER_QUIET`], at most [`GATHER_LIMIT`] after the first.
+const GATHER_QUIET: Duration = Duration::from_millis(20);
+const GATHER_LIMIT: Duration = Duration::from_millis(200);
+
 /// A detached call's outcome, of the handler's own result type.
 type Outcome = Box<dyn Any + Send>;
 
@@ -150,6 +172,8 @@ struct Parked {
     awaiting: BTreeMap<String, Asked>,
     /// Numbers the keys.
     next_key: u64,
+    /// The capabilities the server needed that the client did not declare ([`Asker`]'s).
+    missing: Arc<Mutex<Vec<String>>>,
     since: Instant,
     /// Cancels the call upstream when the parked call is dropped unfinished.
     _cancel: DropGuard,
@@ -225,9 +249,10 @@ impl Rounds {
             return Ok(Round::Input(self.park(parked)));
         }
         tokio::select! {
-            done = &mut parked.done => Self::finished(done),
+            done = &mut parked.done => Self::finished(done, &parked.missing),
             Some(asked) = parked.asked.recv() => {
                 Self::note(&mut parked, asked);
+                Self::gather(&mut parked).await;
                 Ok(Round::Input(self.park(parked)))
             }
             // The retry's own cancellation gives the call up (dropping it cancels upstream).
@@ -235,17 +260,42 @@ impl Rounds {
         }
     }
 
+    /// The call's result; a failure for a capability the client did not declare names it in
+    /// `data.requiredCapabilities`, as 2026-07-28 has it.
     fn finished<T: 'static>(
         done: Result<Outcome, oneshot::error::RecvError>,
+        missing: &Mutex<Vec<String>>,
     ) -> Result<Round<T>, ErrorData> {
         let outcome =
             done.map_err(|_| ErrorData::internal_error("the call ended without an answer", None))?;
         match outcome.downcast::<Result<T, ErrorData>>() {
-            Ok(result) => result.map(Round::Done),
+            Ok(result) => result.map(Round::Done).map_err(|mut error| {
+                if error.code == MISSING_CAPABILITY && error.data.is_none() {
+                    let required: Map<String, Value> = lock(missing)
+                        .iter()
+                        .map(|capability| (capability.clone(), Value::Object(Map::new())))
+                        .collect();
+                    error.data = Some(serde_json::json!({ "requiredCapabilities": required }));
+                }
+                error
+            }),
             Err(_) => Err(ErrorData::internal_error(
                 "a requestState of another kind of request",
                 None,
             )),
+        }
+    }
+
+    /// Adds the requests the server sends right after the first (a server that asks several
+    /// things at once sends them one after the other).
+    async fn gather(parked: &mut Parked) {
+        let limit = tokio::time::Instant::now() + GATHER_LIMIT;
+        loop {
+            let quiet = (tokio::time::Instant::now() + GATHER_QUIET).min(limit);
+            match tokio::time::timeout_at(quiet, parked.asked.recv()).await {
+                Ok(Some(asked)) => Self::note(parked, asked),
+                Ok(None) | Err(_) => return,
+            }
         }
     }
 
@@ -264,9 +314,11 @@ impl Rounds {
         let cancel = CancellationToken::new();
         let mut detached = context.clone();
         detached.ct = cancel.clone();
+        let missing = Arc::new(Mutex::new(Vec::new()));
         detached.extensions.insert(Asker {
             sender,
             capabilities: Arc::new(capabilities),
+            missing: Arc::clone(&missing),
         });
         let (finish, done) = oneshot::channel::<Outcome>();
         let running = work(detached);
@@ -280,6 +332,7 @@ impl Rounds {
             asked,
             awaiting: BTreeMap::new(),
             next_key: 1,
+            missing,
             since: Instant::now(),
             _cancel: cancel.drop_guard(),
         }

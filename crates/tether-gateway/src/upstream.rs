@@ -194,7 +194,7 @@ async fn answer(
                 "asking a 2026-07-28 client through its call's result"
             );
             return asker
-                .ask(method, params, shared.call_timeout)
+                .ask(capability, method, params, shared.call_timeout)
                 .await
                 .map_err(|RequestRefused { code, message }| RequestRefused {
                     code,

@@ -31,7 +31,7 @@ async fn lists_calls_and_elicits(
         text_of(&elicited).contains("- Name: Gateway Tester"),
         "{elicited}"
     );
-    let answered = handler.answered.lock().expect("the answered list").clone();
+    let answered = handler.asked();
     assert_eq!(answered, ["elicitation/create"]);
 }
 
@@ -166,4 +166,76 @@ async fn an_upstream_elicitation_is_a_sealed_round_trip_that_refuses_a_tampered_
     );
     let reused = stateless(&http, url, 6, "tools/call", retry).await;
     assert_eq!(reused["error"]["code"], -32602, "{reused}");
+}
+
+/// A 2026-07-28 client of `tether serve --bare-names` (stdio) in front of the conformance-mode
+/// test server (2025-11-25 only).
+async fn conformance_behind_gateway(
+    handler: FullClient,
+) -> (tempfile::TempDir, RunningService<RoleClient, FullClient>) {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"conf": {{"command": {}, "args": ["--conformance"]}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let args = ["serve", "--bare-names", "--mcp", &spec];
+    let (transport, _) = TokioChildProcess::builder(tether_command(dir.path(), &args))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve");
+    let client = handler
+        .serve_with_lifecycle(transport, discover())
+        .await
+        .expect("server/discover over stdio");
+    (dir, client)
+}
+
+/// Three requests a server sends at once are all answered by the client (the suite's
+/// multiple-input-requests scenario checks they come in one round), under the server's own
+/// tool names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_a_server_sends_at_once_are_all_answered_under_bare_names() {
+    let handler = FullClient::capable();
+    let (_dir, client) = conformance_behind_gateway(handler.clone()).await;
+    tool_listed(&client, "test_input_required_result_multiple_inputs").await;
+    let done = call(
+        &client,
+        "test_input_required_result_multiple_inputs",
+        json!({}),
+    )
+    .await;
+    let text = text_of(&done);
+    assert!(text.contains(SAMPLED), "{done}");
+    assert!(text.contains("Gateway Tester"), "{done}");
+    assert!(text.contains(ROOT), "{done}");
+    let mut answered = handler.asked();
+    answered.sort();
+    assert_eq!(
+        answered,
+        ["elicitation/create", "roots/list", "sampling/createMessage"]
+    );
+    client.cancel().await.expect("closing the client");
+}
+
+/// A server asking for a capability the client's request did not declare fails the call with
+/// -32021, naming the capability in the error's data; the client is not asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_the_request_did_not_declare_fails_the_call_with_32021() {
+    let handler = FullClient::default();
+    let (_dir, client) = conformance_behind_gateway(handler.clone()).await;
+    let refused = client
+        .call_tool(CallToolRequestParams::new("test_missing_capability"))
+        .await
+        .expect_err("the call needs sampling");
+    let rmcp::ServiceError::McpError(error) = refused else {
+        panic!("not a JSON-RPC error: {refused}");
+    };
+    assert_eq!(error.code.0, -32021, "{error:?}");
+    assert_eq!(
+        error.data,
+        Some(json!({"requiredCapabilities": {"sampling": {}}})),
+        "{error:?}"
+    );
+    assert!(handler.asked().is_empty());
+    client.cancel().await.expect("closing the client");
 }
