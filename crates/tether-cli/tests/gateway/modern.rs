@@ -239,3 +239,33 @@ async fn a_capability_the_request_did_not_declare_fails_the_call_with_32021() {
     assert!(handler.asked().is_empty());
     client.cancel().await.expect("closing the client");
 }
+
+/// A 2026-07-28 request opens no session, so the session cap does not refuse it: with the one
+/// session allowed open, a stateless `tools/list` is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_requests_are_not_counted_against_the_session_cap() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let gateway = http_gateway(dir.path(), &["--no-auth", "--max-sessions", "1"]);
+    let http = reqwest::Client::new();
+    let opened = post(&http, &gateway.url, None, None, &initialize_body())
+        .send()
+        .await
+        .expect("initialize");
+    assert!(
+        opened.headers().contains_key("mcp-session-id"),
+        "{opened:?}"
+    );
+    let refused = post(&http, &gateway.url, None, None, &initialize_body())
+        .send()
+        .await
+        .expect("a second initialize");
+    assert_eq!(refused.status(), 503, "the cap is reached");
+    let listed = stateless(&http, &gateway.url, 2, "tools/list", json!({})).await;
+    assert_eq!(listed["result"]["resultType"], "complete", "{listed}");
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|tool| tool["name"] == "test__echo")),
+        "{listed}"
+    );
+}
