@@ -106,6 +106,10 @@ const STABLE_LIST_TTL: Duration = Duration::from_secs(60);
 /// The owner of the results kept for 2026-07-28 clients, and their audit records' session.
 const STATELESS_OWNER: &str = "2026-07-28";
 
+/// The longest a `tools/call` answer waits for the server's progress notifications before it
+/// to be passed on.
+const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
+
 /// A list method that may span pages.
 const PAGE_LIMIT: usize = 1000;
 
@@ -924,13 +928,16 @@ impl GatewayHandler {
     fn pass_progress(
         &self,
         context: &RequestContext<RoleServer>,
-    ) -> Option<tokio::sync::mpsc::UnboundedSender<Value>> {
+    ) -> Option<(
+        tokio::sync::mpsc::UnboundedSender<Value>,
+        tokio::task::JoinHandle<()>,
+    )> {
         let token = context.meta.get_progress_token()?;
         let token = serde_json::to_value(token).ok()?;
         let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Value>();
         let peer = context.peer.clone();
         let masker = Arc::clone(&self.shared);
-        tokio::spawn(async move {
+        let passing = tokio::spawn(async move {
             while let Some(mut params) = receiver.recv().await {
                 params["progressToken"] = token.clone();
                 mask_value(&masker.masker(), &mut params);
@@ -946,7 +953,7 @@ impl GatewayHandler {
                 }
             }
         });
-        Some(sender)
+        Some((sender, passing))
     }
 
     /// `result` (its JSON `value`, masked) as the client gets it: cut to the budget when it
@@ -1268,10 +1275,15 @@ impl GatewayHandler {
         }
         let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         params["name"] = Value::String(route.name.clone());
-        let progress = self.pass_progress(&context);
+        let (progress, passing) = self.pass_progress(&context).unzip();
         let (answer, duration) = self
             .forward_with_progress(&route.server, METHOD, params, &context, progress)
             .await;
+        // The server's progress came before its answer: it reaches the client before it too
+        // (a 2026-07-28 client's stream ends with the answer).
+        if let Some(passing) = passing {
+            let _ = tokio::time::timeout(PROGRESS_DRAIN, passing).await;
+        }
         let (outcome, response) = match answer {
             Ok(value) => match CallToolResult::deserialize(&value) {
                 Ok(result) => {

@@ -197,7 +197,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// 32 random bytes (two v4 UUIDs: the OS's random source).
+/// 32 bytes, 244 of their bits random (two v4 UUIDs, from the OS's random source).
 fn random_key() -> Vec<u8> {
     let mut key = uuid::Uuid::new_v4().as_bytes().to_vec();
     key.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
@@ -208,7 +208,7 @@ impl Rounds {
     /// `limit`: the call timeout (how long a state is valid, and a parked call kept).
     pub(crate) fn new(limit: Duration) -> Self {
         Self {
-            // 32 bytes: at the codec's minimum, so it cannot refuse the key.
+            // 32 bytes: the codec's minimum, so it does not refuse the key.
             codec: RequestStateCodec::try_new(random_key())
                 .unwrap_or_else(|_| RequestStateCodec::new_unchecked(random_key())),
             parked: Mutex::new(HashMap::new()),
@@ -270,8 +270,9 @@ impl Rounds {
             done.map_err(|_| ErrorData::internal_error("the call ended without an answer", None))?;
         match outcome.downcast::<Result<T, ErrorData>>() {
             Ok(result) => result.map(Round::Done).map_err(|mut error| {
-                if error.code == MISSING_CAPABILITY && error.data.is_none() {
-                    let required: Map<String, Value> = lock(missing)
+                let missing = lock(missing);
+                if error.code == MISSING_CAPABILITY && error.data.is_none() && !missing.is_empty() {
+                    let required: Map<String, Value> = missing
                         .iter()
                         .map(|capability| (capability.clone(), Value::Object(Map::new())))
                         .collect();
