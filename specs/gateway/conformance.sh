@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# The official MCP conformance suite (server scenarios) against server-everything directly and
-# through `tether serve --listen` in front of it; fails when a scenario that passes directly
-# fails through the gateway. Needs npm (Node 22 comes from the npm registry as `node@22`).
-#   specs/gateway/conformance.sh            # prints both summaries and the comparison
-# TETHER_BIN=PATH uses that tether instead of building one (.ci/run passes the one its tests
-# built, so nothing is built twice).
+# The official MCP conformance suite's server scenarios, in two parts. Needs npm (Node 22 comes
+# from the npm registry as `node@22`).
+# 1. Suite 0.1.16 against server-everything directly and through `tether serve --listen` in
+#    front of it; fails when a scenario that passes directly fails through the gateway.
+# 2. Suite 0.2.0-alpha.12's requirement sets (`--requirements 2025-11-25` and `2026-07-28`)
+#    against `tether-test-mcp --conformance` (which speaks 2025-11-25 only) directly and
+#    through `tether serve --listen --bare-names` in front of it; fails on any failure not
+#    listed, with its reason, in specs/gateway/conformance/*.yml. The test server directly at
+#    2026-07-28 is measured, not judged: it does not speak that revision by design.
+#   specs/gateway/conformance.sh            # prints the summaries, comparison and pass counts
+# TETHER_BIN=PATH and TEST_MCP_BIN=PATH use those binaries instead of building them (.ci/run
+# passes the ones its tests built, so nothing is built twice).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 prefix=$PWD/.cache/conformance
@@ -48,3 +54,60 @@ if test -n "$lost"; then
   echo "== passes directly but not through the gateway:"; echo "$lost"; exit 1
 fi
 echo "== every scenario server-everything passes also passes through the gateway"
+
+# --- Part 2: the 0.2.0-alpha.12 requirement sets, the conformance-mode test server.
+prefix=$PWD/.cache/conformance-0.2
+for attempt in 1 2 3; do
+  test -x "$prefix/node_modules/.bin/conformance" && break
+  npm install --no-audit --no-fund --loglevel=error --prefix "$prefix" \
+    node@22.23.3 @modelcontextprotocol/conformance@0.2.0-alpha.12 >&2 || sleep $(( attempt * 10 ))
+done
+test -x "$prefix/node_modules/.bin/conformance" || { echo "npm could not install the conformance suite 0.2.0-alpha.12" >&2; exit 1; }
+conformance2() { "$prefix/node_modules/.bin/node" "$prefix/node_modules/.bin/conformance" "$@"; }
+test_mcp=${TEST_MCP_BIN:-}
+if test -z "$test_mcp"; then
+  cargo build --quiet -p tether-test-mcp
+  test_mcp=target/debug/tether-test-mcp
+fi
+"$test_mcp" --conformance --http 127.0.0.1:0 > "$work/test-mcp.out" 2> "$work/test-mcp.err" & pids+=($!)
+for _ in $(seq 1 100); do test -s "$work/test-mcp.out" && break; sleep 0.1; done
+direct=$(sed -n 's/^listening on //p' "$work/test-mcp.out")
+test -n "$direct" || { echo "tether-test-mcp --conformance did not start:" >&2; cat "$work/test-mcp.err" >&2; exit 1; }
+TETHER_HOME=$work/home2 "$tether" serve --no-pins --bare-names --wait-for-servers \
+  --mcp "{\"conf\":{\"url\":\"$direct\"}}" \
+  --listen 127.0.0.1:0 --no-auth > "$work/gateway2.out" 2> "$work/gateway2.err" & pids+=($!)
+for _ in $(seq 1 100); do test -s "$work/gateway2.out" && break; sleep 0.1; done
+gateway=$(sed -n 's/^listening on //p' "$work/gateway2.out")
+test -n "$gateway" || { echo "tether serve did not start:" >&2; cat "$work/gateway2.err" >&2; exit 1; }
+baselines=specs/gateway/conformance
+failed=()
+# run NAME URL REVISION [BASELINE]: the requirement set; with a baseline (or none needed),
+# judged: a failure not in it, or an entry in it that passes, fails this script.
+run() {
+  local name=$1 url=$2 revision=$3 baseline=${4:-} args=()
+  test -n "$baseline" && args=(--expected-failures "$baseline")
+  echo "== $name ($revision requirement set)"
+  if conformance2 server --url "$url" --requirements "$revision" "${args[@]}" \
+      -o "$work/$name-$revision" > "$work/$name-$revision.log" 2>&1; then
+    status=ok
+  else
+    status=failed
+  fi
+  sed -n '/=== SUMMARY ===/,$p' "$work/$name-$revision.log" | grep -vE '^\s*$'
+  # A run that checked nothing must not pass by having nothing to fail.
+  grep -qE '^Total: [1-9][0-9]* passed' "$work/$name-$revision.log" \
+    || { echo "the suite passed no check against $name: it did not run" >&2; status=failed; }
+  test "$status" = ok || failed+=("$name at $revision")
+}
+run test-server-directly "$direct" 2025-11-25
+run through-tether-serve "$gateway" 2025-11-25
+run through-tether-serve "$gateway" 2026-07-28 "$baselines/gateway-2026-07-28.yml"
+# Measured only: the test server speaks 2025-11-25, so most of this set fails by design.
+echo "== test-server-directly (2026-07-28 requirement set; measured, not judged)"
+conformance2 server --url "$direct" --requirements 2026-07-28 -o "$work/direct-2026" 2>&1 \
+  | grep -E '^Total:' || true
+if test "${#failed[@]}" -gt 0; then
+  printf '== unexpected failures (not in the baseline) or stale baseline entries: %s\n' "${failed[@]}"
+  exit 1
+fi
+echo "== every required scenario passes, or fails only as its baseline says"

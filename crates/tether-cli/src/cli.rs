@@ -589,6 +589,11 @@ pub struct ServeArgs {
     #[arg(long = "exclude-tools", value_name = "PATTERN")]
     pub exclude_tools: Vec<String>,
 
+    /// Offer tools and prompts under their own names, without SERVER__ (for clients of one
+    /// server that expect its names; a name two servers share gets a _2 suffix).
+    #[arg(long)]
+    pub bare_names: bool,
+
     /// The client capabilities declared to the servers (what a server may ask a client for
     /// through the gateway, and may base its offer on): a comma-separated list of sampling,
     /// elicitation and roots, or all, or none. Default: over stdio, those the client declares

@@ -1079,22 +1079,33 @@ async fn include_and_exclude_patterns_choose_the_tools_offered() {
 
 /// `tether serve` in front of server-everything over stdio (as `ev`), with a client of
 /// `handler`; `None` when npm is absent. The directory holds TETHER_HOME.
+/// The `--mcp` spec of server-everything over stdio as `ev`; `None` when it is not installed.
+fn everything_spec() -> Option<String> {
+    let everything = server_everything()?;
+    Some(format!(
+        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
+        json_str(&everything.to_string_lossy())
+    ))
+}
+
 async fn everything_behind_gateway<H: rmcp::ClientHandler>(
     handler: H,
 ) -> Option<(tempfile::TempDir, RunningService<RoleClient, H>)> {
-    let everything = server_everything()?;
+    let (dir, transport) = everything_over_stdio()?;
+    let client = handler.serve(transport).await.expect("initializing");
+    Some((dir, client))
+}
+
+/// `tether serve` (stdio, stderr dropped) in front of server-everything, in a new directory.
+fn everything_over_stdio() -> Option<(tempfile::TempDir, TokioChildProcess)> {
+    let spec = everything_spec()?;
     let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = format!(
-        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
-        json_str(&everything.to_string_lossy())
-    );
     let (transport, _) =
         TokioChildProcess::builder(tether_command(dir.path(), &["serve", "--mcp", &spec]))
             .stderr(Stdio::null())
             .spawn()
             .expect("starting tether serve");
-    let client = handler.serve(transport).await.expect("initializing");
-    Some((dir, client))
+    Some((dir, transport))
 }
 
 /// A client that counts the progress notifications it receives, and the tokens they carry.
@@ -1232,6 +1243,11 @@ impl FullClient {
             capable: true,
             ..Self::default()
         }
+    }
+
+    /// The methods of the server requests it answered, in order.
+    fn asked(&self) -> Vec<String> {
+        self.answered.lock().expect("the answered list").clone()
     }
 
     fn answered(&self, method: &str) {
@@ -1390,14 +1406,15 @@ async fn everything_for(
 
 /// Waits until the gateway lists server-everything's sampling tool.
 async fn sampling_tool_listed(client: &RunningService<RoleClient, FullClient>) {
-    eventually(
-        "server-everything's sampling tool being listed",
-        async || {
-            tool_names(client)
-                .await
-                .contains(&"ev__trigger-sampling-request".to_owned())
-        },
-    )
+    tool_listed(client, "ev__trigger-sampling-request").await;
+}
+
+/// Waits until the gateway lists `name` (server-everything registers some tools only after
+/// its client, tether, declared a capability).
+async fn tool_listed(client: &RunningService<RoleClient, FullClient>, name: &str) {
+    eventually(&format!("{name} being listed"), async || {
+        tool_names(client).await.iter().any(|listed| listed == name)
+    })
     .await;
 }
 
@@ -1425,7 +1442,7 @@ async fn sampling_elicitation_and_roots_from_a_server_reach_the_client_that_decl
 
     let roots = call(&client, "ev__get-roots-list", json!({})).await;
     assert!(text_of(&roots).contains(ROOT), "{roots}");
-    let answered = handler.answered.lock().expect("the answered list").clone();
+    let answered = handler.asked();
     for method in ["sampling/createMessage", "elicitation/create", "roots/list"] {
         assert!(answered.iter().any(|m| m == method), "{answered:?}");
     }
@@ -1442,12 +1459,8 @@ async fn everything_over_http(
     HttpGateway,
     RunningService<RoleClient, FullClient>,
 )> {
-    let everything = server_everything()?;
+    let spec = everything_spec()?;
     let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = format!(
-        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}}}"#,
-        json_str(&everything.to_string_lossy())
-    );
     let gateway = http_gateway_of(dir.path(), &spec, &["--no-auth"]);
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(gateway.url.clone());
     let client = handler
@@ -1472,13 +1485,7 @@ async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
         text_of(&refused).contains("declared the 'sampling' capability"),
         "{refused}"
     );
-    assert!(
-        handler
-            .answered
-            .lock()
-            .expect("the answered list")
-            .is_empty()
-    );
+    assert!(handler.asked().is_empty());
     client.cancel().await.expect("closing the client");
 }
 
@@ -1747,7 +1754,7 @@ async fn sampling_reaches_a_client_over_streamable_http() {
     // The server's request goes back over the HTTP session of the client whose call it serves.
     let sampled = trigger_sampling(&client).await;
     assert!(text_of(&sampled).contains(SAMPLED), "{sampled}");
-    let answered = handler.answered.lock().expect("the answered list").clone();
+    let answered = handler.asked();
     assert!(
         answered.iter().any(|m| m == "sampling/createMessage"),
         "{answered:?}"
@@ -2336,3 +2343,7 @@ fn a_budget_out_of_range_is_refused_in_one_line() {
 /// Search mode (`--tool-mode`).
 #[path = "gateway/search.rs"]
 mod search;
+
+/// 2026-07-28 clients.
+#[path = "gateway/modern.rs"]
+mod modern;

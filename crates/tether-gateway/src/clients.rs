@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use rmcp::{Peer, RoleServer};
 
+use crate::rounds::Asker;
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -19,6 +21,16 @@ struct Call {
     id: u64,
     server: String,
     peer: Peer<RoleServer>,
+    /// A 2026-07-28 client's call: the server's requests go back through its result.
+    asker: Option<Asker>,
+}
+
+/// Who answers a server's request.
+pub(crate) enum Answerer {
+    /// A client with a session: asked with a request of its own.
+    Peer(Peer<RoleServer>),
+    /// A 2026-07-28 client's call: asked through an `InputRequiredResult` (`rounds.rs`).
+    Call(Asker),
 }
 
 /// A resource subscription: the URI, the client connection's id and its peer.
@@ -106,6 +118,7 @@ impl Clients {
         server: &str,
         peer: &Peer<RoleServer>,
         http_session: Option<String>,
+        asker: Option<Asker>,
     ) -> Result<CallGuard<'_>, SessionClosing> {
         if let Some(session) = &http_session
             && lock(&self.closing).contains(session)
@@ -117,14 +130,16 @@ impl Clients {
             id,
             server: server.to_owned(),
             peer: peer.clone(),
+            asker,
         });
         Ok(CallGuard { clients: self, id })
     }
 
     /// Who answers `server`'s request that needs `capability` (`sampling`, `elicitation`,
-    /// `roots`): the client with the latest call running on `server` that declared it, else
-    /// the latest connected client that declared it.
-    pub fn answerer(&self, server: &str, capability: &str) -> Option<Peer<RoleServer>> {
+    /// `roots`): the client with the latest call running on `server` that is a 2026-07-28
+    /// client's or whose session declared it, else the latest connected client that declared
+    /// it.
+    pub fn answerer(&self, server: &str, capability: &str) -> Option<Answerer> {
         let declares = |peer: &Peer<RoleServer>| {
             !peer.is_transport_closed()
                 && peer.peer_info().is_some_and(|info| {
@@ -138,9 +153,19 @@ impl Clients {
             .iter()
             .rev()
             .filter(|call| call.server == server)
-            .map(|call| call.peer.clone())
-            .find(|peer| declares(peer));
-        calling.or_else(|| self.peers().into_iter().rev().find(|peer| declares(peer)))
+            .find_map(|call| match &call.asker {
+                // Its own client, even one that did not declare it (the call then fails
+                // saying which capability it needed).
+                Some(asker) => Some(Answerer::Call(asker.clone())),
+                None => declares(&call.peer).then(|| Answerer::Peer(call.peer.clone())),
+            });
+        calling.or_else(|| {
+            self.peers()
+                .into_iter()
+                .rev()
+                .find(|peer| declares(peer))
+                .map(Answerer::Peer)
+        })
     }
 
     /// `peer` (connection `connection`) subscribed to `uri`.

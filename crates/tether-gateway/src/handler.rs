@@ -13,19 +13,21 @@
 //!   — results and error messages — is masked (`redact.rs`) and audited (`audit.rs`).
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
-    Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, SetLevelRequestMethod, SubscribeRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
+    CompleteResult, ContentBlock, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, InitializeResult, InputRequiredResult, InputResponses,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceTemplate, ResultType, ServerCapabilities,
+    ServerNotification, SetLevelRequestMethod, SubscribeRequestParams, SubscriptionFilter,
     UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde::Deserialize as _;
 use serde_json::{Map, Value, json};
@@ -45,6 +47,7 @@ use crate::names::ToolFilter;
 use crate::pins::PinStore;
 use crate::policy::ToolPolicy;
 use crate::redact::mask_value;
+use crate::rounds::{Asker, Round, Rounds, modern};
 use crate::scan::ScanPolicy;
 use crate::secret_scan::{SecretScan, SecretScanPolicy};
 use crate::supervise::{Joined, Supervisor};
@@ -91,7 +94,24 @@ pub(crate) struct Shared {
     tool_search: ToolSearch,
     /// The scan for credential shapes in tool arguments and results (`secret_scan.rs`).
     secret_scan: SecretScanPolicy,
+    /// 2026-07-28 clients' calls waiting for their answers to a server's request.
+    pub(crate) rounds: Rounds,
+    /// List changes and resource updates, for 2026-07-28 clients' `subscriptions/listen`.
+    pub(crate) changes: tokio::sync::broadcast::Sender<ServerNotification>,
 }
+
+/// How many changes a slow `subscriptions/listen` may fall behind before it misses some.
+const CHANGES_KEPT: usize = 64;
+
+/// How long a 2026-07-28 client may keep a tools or prompts list no server says can change.
+const STABLE_LIST_TTL: Duration = Duration::from_secs(60);
+
+/// The owner of the results kept for 2026-07-28 clients, and their audit records' session.
+const STATELESS_OWNER: &str = "2026-07-28";
+
+/// The longest a `tools/call` answer waits for the server's progress notifications before it
+/// to be passed on.
+const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
 
 /// A list method that may span pages.
 const PAGE_LIMIT: usize = 1000;
@@ -123,6 +143,8 @@ impl Shared {
         } = options;
         let entries = Entries {
             order: supervisor.order().to_vec(),
+            tool_ledger: crate::names::Ledger::new(filter.bare),
+            prompt_ledger: crate::names::Ledger::new(filter.bare),
             ..Entries::default()
         };
         let catalogue = Catalogue::build(&mut Entries::default(), &filter, &tool_search);
@@ -148,6 +170,8 @@ impl Shared {
             instructions: RwLock::new(crate::instructions::compose(&[])),
             tool_search,
             secret_scan,
+            rounds: Rounds::new(call_timeout),
+            changes: tokio::sync::broadcast::channel(CHANGES_KEPT).0,
         }
     }
 
@@ -363,6 +387,28 @@ impl Shared {
             capabilities.completions = Some(Map::new());
         }
         capabilities
+    }
+
+    /// The `ttlMs` of a 2026-07-28 `tools/list` or `prompts/list` (`what`): 0 — ask again
+    /// every time — while a server is still starting (its entries join the list) or when a
+    /// server that joined declared `listChanged` for it (its list changes whenever it says
+    /// so; a client that wants to know opens `subscriptions/listen`); else [`STABLE_LIST_TTL`],
+    /// since such lists change only when a server is restarted.
+    pub(crate) fn list_ttl_ms(&self, what: &str) -> u64 {
+        let changing = self.supervisor.any_pending()
+            || self
+                .declared
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .values()
+                .any(|caps| {
+                    caps.pointer(&format!("/{what}/listChanged")) == Some(&Value::Bool(true))
+                });
+        if changing {
+            0
+        } else {
+            u64::try_from(STABLE_LIST_TTL.as_millis()).unwrap_or(u64::MAX)
+        }
     }
 
     /// What is offered now.
@@ -683,10 +729,14 @@ impl GatewayHandler {
         // From the request's arrival: a wait for a pending server before this (to learn which
         // server offers a name) used up part of the call timeout already.
         let started = received_at(context);
-        let call = self
-            .shared
-            .clients
-            .begin(server, &context.peer, http_session(context));
+        let mut params = params;
+        crate::rounds::strip_request_meta(&mut params);
+        let call = self.shared.clients.begin(
+            server,
+            &context.peer,
+            http_session(context),
+            context.extensions.get::<Asker>().cloned(),
+        );
         let Ok(_call) = call else {
             // DELETE is draining this session: it finishes what runs, starts nothing new.
             let refused = DriverError::RequestFailed {
@@ -919,13 +969,16 @@ impl GatewayHandler {
     fn pass_progress(
         &self,
         context: &RequestContext<RoleServer>,
-    ) -> Option<tokio::sync::mpsc::UnboundedSender<Value>> {
+    ) -> Option<(
+        tokio::sync::mpsc::UnboundedSender<Value>,
+        tokio::task::JoinHandle<()>,
+    )> {
         let token = context.meta.get_progress_token()?;
         let token = serde_json::to_value(token).ok()?;
         let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Value>();
         let peer = context.peer.clone();
         let masker = Arc::clone(&self.shared);
-        tokio::spawn(async move {
+        let passing = tokio::spawn(async move {
             while let Some(mut params) = receiver.recv().await {
                 params["progressToken"] = token.clone();
                 mask_value(&masker.masker(), &mut params);
@@ -941,7 +994,7 @@ impl GatewayHandler {
                 }
             }
         });
-        Some(sender)
+        Some((sender, passing))
     }
 
     /// `result` (its JSON `value`, masked) as the client gets it: cut to the budget when it
@@ -1126,57 +1179,92 @@ fn client_gone(
         .map(|gone| gone.0.clone())
 }
 
-impl ServerHandler for GatewayHandler {
-    fn get_info(&self) -> InitializeResult {
-        InitializeResult::new(self.shared.capabilities())
-            .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
-            // Masked again: a re-mint may have added values since they were taken.
-            .with_instructions(self.shared.mask(&if self.shared.catalogue().searching {
-                crate::instructions::searching(&self.shared.instructions())
-            } else {
-                self.shared.instructions()
-            }))
-    }
-
-    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        // Sessions (and DELETE) exist up to the last version with `initialize`.
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
-    }
-
-    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
-        self.shared.clients.connected(context.peer);
-    }
-
-    async fn on_roots_list_changed(
-        &self,
-        _context: rmcp::service::NotificationContext<RoleServer>,
-    ) {
-        // Servers ask for the roots again; their `roots/list` comes back to a client.
-        for runtime in self.shared.supervisor.runtimes() {
-            runtime.notify_roots_changed().await;
+/// Serves a request a server may ask its client something during: at once for a session's
+/// client, in rounds (`rounds.rs`) for a 2026-07-28 one — the state it echoes and its answers
+/// taken out of the request, which is bound to `$bind` (method and target).
+macro_rules! in_rounds {
+    ($handler:ident, $now:ident, $request:ident, $context:ident, $bind:expr) => {{
+        if !modern(&$context) {
+            return $handler.$now($request, $context).await;
         }
-    }
+        let mut $request = $request;
+        let bind = $bind;
+        let state = $request.request_state.take();
+        let responses = $request.input_responses.take();
+        $handler
+            .in_rounds(
+                bind,
+                state,
+                responses,
+                &$context,
+                |handler, context| async move {
+                    handler
+                        .$now($request, context)
+                        .await
+                        .map(Completed::completed)
+                },
+            )
+            .await
+    }};
+}
 
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        if self.catalogue_marker {
-            let mut marker = ListToolsResult::with_all_items(Vec::new());
-            let mut meta = rmcp::model::MetaObject::new();
-            meta.insert(CATALOGUE_MARKER.to_owned(), Value::Bool(true));
-            marker.meta = Some(meta);
-            return Ok(marker);
+/// A result read back from a server has no `resultType`; 2026-07-28 requires one.
+trait Completed {
+    fn completed(self) -> Self;
+}
+
+macro_rules! completed {
+    ($($response:ident),*) => {$(
+        impl Completed for $response {
+            fn completed(self) -> Self {
+                match self {
+                    $response::Complete(mut result) => {
+                        result.result_type = Some(ResultType::COMPLETE);
+                        result.into()
+                    }
+                    other => other,
+                }
+            }
         }
-        Ok(ListToolsResult::with_all_items(
-            self.shared.catalogue().listed.as_ref().clone(),
-        ))
+    )*};
+}
+
+completed!(CallToolResponse, GetPromptResponse, ReadResourceResponse);
+
+/// The three requests a server may ask its client something during, served in full (a
+/// 2026-07-28 client's run detached by `rounds.rs`).
+impl GatewayHandler {
+    /// Runs a 2026-07-28 client's request in rounds (`rounds.rs`): its result, or what the
+    /// client must answer first.
+    async fn in_rounds<T, F>(
+        &self,
+        bind: String,
+        state: Option<String>,
+        responses: Option<InputResponses>,
+        context: &RequestContext<RoleServer>,
+        work: impl FnOnce(Self, RequestContext<RoleServer>) -> F,
+    ) -> Result<T, ErrorData>
+    where
+        T: From<InputRequiredResult> + Send + 'static,
+        F: Future<Output = Result<T, ErrorData>> + Send + 'static,
+    {
+        // Results cut to the budget are kept for every 2026-07-28 client alike: they have no
+        // session to keep them in.
+        let mut handler = self.clone();
+        handler.session = Arc::from(STATELESS_OWNER);
+        let round = self
+            .shared
+            .rounds
+            .run(bind, state, responses, context, |context| {
+                work(handler, context)
+            });
+        Ok(match round.await? {
+            Round::Done(result) => result,
+            Round::Input(input) => input.into(),
+        })
     }
 
-    async fn call_tool(
+    async fn call_tool_now(
         &self,
         mut request: CallToolRequestParams,
         mut context: RequestContext<RoleServer>,
@@ -1260,10 +1348,15 @@ impl ServerHandler for GatewayHandler {
         }
         let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         params["name"] = Value::String(route.name.clone());
-        let progress = self.pass_progress(&context);
+        let (progress, passing) = self.pass_progress(&context).unzip();
         let (answer, duration) = self
             .forward_with_progress(&route.server, METHOD, params, &context, progress)
             .await;
+        // The server's progress came before its answer: it reaches the client before it too
+        // (a 2026-07-28 client's stream ends with the answer).
+        if let Some(passing) = passing {
+            let _ = tokio::time::timeout(PROGRESS_DRAIN, passing).await;
+        }
         // Credential shapes in the result, before the client sees them.
         let answer = answer.map(|mut value| {
             let in_result = crate::secret_scan::scan(&mut value, scan.results);
@@ -1336,17 +1429,7 @@ impl ServerHandler for GatewayHandler {
         response.map(|(result, value)| self.within_budget(result, value).into())
     }
 
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(ListPromptsResult::with_all_items(
-            self.shared.catalogue().prompts.as_ref().clone(),
-        ))
-    }
-
-    async fn get_prompt(
+    async fn get_prompt_now(
         &self,
         request: GetPromptRequestParams,
         mut context: RequestContext<RoleServer>,
@@ -1391,6 +1474,244 @@ impl ServerHandler for GatewayHandler {
         serde_json::from_value::<GetPromptResult>(value)
             .map(Into::into)
             .map_err(|e| ErrorData::internal_error(format!("not an MCP prompt: {e}"), None))
+    }
+
+    async fn read_resource_now(
+        &self,
+        request: ReadResourceRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        mark_received(&mut context);
+        const METHOD: &str = "resources/read";
+        let target = uri_target(&request.uri);
+        if request.uri.starts_with(GATEWAY_URI_SCHEME) {
+            return self.read_kept(&request.uri, &target);
+        }
+        if self.listed_server(&request.uri).is_none() && self.shared.supervisor.any_pending() {
+            // A server still starting may be the one: wait for them all (within the call
+            // timeout), then list again to learn who offers what.
+            tracing::debug!(
+                "resources/read of a URI no ready server listed: waiting for the pending servers"
+            );
+            let left = self
+                .shared
+                .call_timeout
+                .saturating_sub(received_at(&context).elapsed());
+            self.shared.supervisor.all_joined(left).await;
+            let _ = self.list_resources(None, context.clone()).await;
+            let _ = self.list_resource_templates(None, context.clone()).await;
+        }
+        let Some(server) = self.resource_server(&request.uri) else {
+            let mut refused = self.refuse(
+                METHOD,
+                &target,
+                "no server behind this gateway listed this resource URI (list resources or templates first)".to_owned(),
+            );
+            // The URI the client sent: nothing a server said.
+            refused.data = Some(json!({ "uri": request.uri }));
+            return Err(refused);
+        };
+        let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        let (answer, duration) = self.forward(&server, METHOD, params, &context).await;
+        let outcome = match &answer {
+            Ok(_) => Outcome::Ok,
+            Err(DriverError::Cancelled { .. }) => Outcome::Cancelled,
+            Err(_) => Outcome::Error,
+        };
+        self.shared.audit(&Record {
+            session: &self.session,
+            method: METHOD,
+            server: Some(&server),
+            target: &target,
+            duration,
+            outcome,
+            arguments: None,
+            result: answer.as_ref().ok(),
+            findings: &[],
+        });
+        let value = answer.map_err(|e| {
+            let mut error = self.shared.error_for(&e);
+            // A server's error data does not come through; a URI it did not find is named
+            // with the one the client sent.
+            if matches!(
+                error.code,
+                ErrorCode::INVALID_PARAMS | ErrorCode::RESOURCE_NOT_FOUND
+            ) {
+                error.data = Some(json!({ "uri": request.uri }));
+            }
+            error
+        })?;
+        serde_json::from_value::<ReadResourceResult>(value)
+            .map(Into::into)
+            .map_err(|e| ErrorData::internal_error(format!("not an MCP resource: {e}"), None))
+    }
+}
+
+impl ServerHandler for GatewayHandler {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(self.shared.capabilities())
+            .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
+            // Masked again: a re-mint may have added values since they were taken.
+            .with_instructions(self.shared.mask(&if self.shared.catalogue().searching {
+                crate::instructions::searching(&self.shared.instructions())
+            } else {
+                self.shared.instructions()
+            }))
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        // Sessions (and DELETE) up to 2025-11-25, stateless requests from 2026-07-28 on.
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // rmcp narrows it to what the gateway declares.
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.shared.changes.subscribe();
+        let uris = subscription
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        // The servers send `resources/updated` for what they were subscribed to; a URI no
+        // server listed is left out (nothing will come for it).
+        for uri in &uris {
+            if let Some(server) = self.resource_server(uri) {
+                let (answer, _) = self
+                    .forward(
+                        &server,
+                        "resources/subscribe",
+                        json!({ "uri": uri }),
+                        subscription.request_context(),
+                    )
+                    .await;
+                if let Err(error) = answer {
+                    tracing::debug!(server = %server, "resources/subscribe for a listener: {}", self.shared.mask(&error.to_string()));
+                }
+            }
+        }
+        loop {
+            let change = tokio::select! {
+                () = subscription.cancelled() => return Ok(()),
+                change = changes.recv() => change,
+            };
+            match change {
+                // Sent only when the listener accepted it; the rest is not for this one.
+                Ok(change) => {
+                    use rmcp::service::SubscriptionSendError::{Service, SubscriptionClosed};
+                    if let Err(Service(_) | SubscriptionClosed) =
+                        subscription.sink().send(change).await
+                    {
+                        return Ok(());
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::debug!(missed, "a subscriptions/listen fell behind");
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+            }
+        }
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.shared.clients.connected(context.peer);
+    }
+
+    async fn on_roots_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        // Servers ask for the roots again; their `roots/list` comes back to a client.
+        for runtime in self.shared.supervisor.runtimes() {
+            runtime.notify_roots_changed().await;
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        if modern(&context) {
+            // The line transport's pre-serialized list has no room for the cache hints.
+            let mut list =
+                ListToolsResult::with_all_items(self.shared.catalogue().listed.as_ref().clone());
+            list.ttl_ms = Some(self.shared.list_ttl_ms("tools"));
+            list.cache_scope = Some(CacheScope::Private);
+            return Ok(list);
+        }
+        if self.catalogue_marker {
+            let mut marker = ListToolsResult::with_all_items(Vec::new());
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.insert(CATALOGUE_MARKER.to_owned(), Value::Bool(true));
+            marker.meta = Some(meta);
+            return Ok(marker);
+        }
+        Ok(ListToolsResult::with_all_items(
+            self.shared.catalogue().listed.as_ref().clone(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        in_rounds!(
+            self,
+            call_tool_now,
+            request,
+            context,
+            format!("tools/call\0{}", request.name)
+        )
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        in_rounds!(
+            self,
+            get_prompt_now,
+            request,
+            context,
+            format!("prompts/get\0{}", request.name)
+        )
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        in_rounds!(
+            self,
+            read_resource_now,
+            request,
+            context,
+            format!("resources/read\0{}", request.uri)
+        )
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let mut list =
+            ListPromptsResult::with_all_items(self.shared.catalogue().prompts.as_ref().clone());
+        if modern(&context) {
+            list.ttl_ms = Some(self.shared.list_ttl_ms("prompts"));
+            list.cache_scope = Some(CacheScope::Private);
+        }
+        Ok(list)
     }
 
     async fn list_resources(
@@ -1449,62 +1770,6 @@ impl ServerHandler for GatewayHandler {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = routes;
         Ok(ListResourceTemplatesResult::with_all_items(templates))
-    }
-
-    async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        mut context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, ErrorData> {
-        mark_received(&mut context);
-        const METHOD: &str = "resources/read";
-        let target = uri_target(&request.uri);
-        if request.uri.starts_with(GATEWAY_URI_SCHEME) {
-            return self.read_kept(&request.uri, &target);
-        }
-        if self.listed_server(&request.uri).is_none() && self.shared.supervisor.any_pending() {
-            // A server still starting may be the one: wait for them all (within the call
-            // timeout), then list again to learn who offers what.
-            tracing::debug!(
-                "resources/read of a URI no ready server listed: waiting for the pending servers"
-            );
-            let left = self
-                .shared
-                .call_timeout
-                .saturating_sub(received_at(&context).elapsed());
-            self.shared.supervisor.all_joined(left).await;
-            let _ = self.list_resources(None, context.clone()).await;
-            let _ = self.list_resource_templates(None, context.clone()).await;
-        }
-        let Some(server) = self.resource_server(&request.uri) else {
-            return Err(self.refuse(
-                METHOD,
-                &target,
-                "no server behind this gateway listed this resource URI (list resources or templates first)".to_owned(),
-            ));
-        };
-        let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
-        let (answer, duration) = self.forward(&server, METHOD, params, &context).await;
-        let outcome = match &answer {
-            Ok(_) => Outcome::Ok,
-            Err(DriverError::Cancelled { .. }) => Outcome::Cancelled,
-            Err(_) => Outcome::Error,
-        };
-        self.shared.audit(&Record {
-            session: &self.session,
-            method: METHOD,
-            server: Some(&server),
-            target: &target,
-            duration,
-            outcome,
-            arguments: None,
-            result: answer.as_ref().ok(),
-            findings: &[],
-        });
-        let value = answer.map_err(|e| self.shared.error_for(&e))?;
-        serde_json::from_value::<ReadResourceResult>(value)
-            .map(Into::into)
-            .map_err(|e| ErrorData::internal_error(format!("not an MCP resource: {e}"), None))
     }
 
     #[expect(
@@ -1582,8 +1847,12 @@ impl ServerHandler for GatewayHandler {
             .forward(&server, "completion/complete", params, &context)
             .await;
         let value = answer.map_err(|e| self.shared.error_for(&e))?;
-        serde_json::from_value::<CompleteResult>(value)
-            .map_err(|e| ErrorData::internal_error(format!("not an MCP completion: {e}"), None))
+        let mut result = serde_json::from_value::<CompleteResult>(value)
+            .map_err(|e| ErrorData::internal_error(format!("not an MCP completion: {e}"), None))?;
+        // A server's result read back has no `resultType`; 2026-07-28 requires one (rmcp
+        // strips it for older clients).
+        result.result_type = Some(ResultType::COMPLETE);
+        Ok(result)
     }
 }
 

@@ -11,7 +11,8 @@
 //!   JSON-RPC error body otherwise (`tether_http::json_rpc`; rmcp answers 415, which says the
 //!   content type was wrong);
 //! - sessions: rmcp's own idle timer is off (it counted only messages, so it dropped a session
-//!   whose one call ran past it, the answer with it). A session is closed once it had no
+//!   whose one call ran past it, the answer with it). (A 2026-07-28 request, with no session,
+//!   opens none and is not counted.) A session is closed once it had no
 //!   request for [`HttpOptions::session_idle`] *and* no call running, measured on the
 //!   session's clock; at most [`HttpOptions::max_sessions`] are open, and an `initialize`
 //!   beyond gets 503 with a JSON-RPC error saying so;
@@ -307,7 +308,14 @@ async fn per_request(State(http): State<Arc<HttpState>>, request: Request, next:
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
     let Some(session) = session else {
-        if request.method() != Method::POST {
+        // A 2026-07-28 request has no session and opens none (rmcp serves it statelessly;
+        // it must name its version in this header).
+        let stateless = request
+            .headers()
+            .get("mcp-protocol-version")
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|version| version >= "2026-07-28");
+        if request.method() != Method::POST || stateless {
             return next.run(request).await;
         }
         // An initialize: it opens a session, if there is room for one.

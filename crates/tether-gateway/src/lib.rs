@@ -58,6 +58,7 @@ pub mod pins;
 mod policy;
 pub mod redact;
 mod remint;
+mod rounds;
 pub mod scan;
 pub mod search;
 pub mod secret_scan;

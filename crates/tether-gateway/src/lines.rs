@@ -171,8 +171,8 @@ where
 /// A client's first message, read before the servers start so that tether declares to them
 /// only what this client can answer (see [`read_first_line`]).
 pub struct FirstLine<R> {
-    /// The capabilities of the client's `initialize` request; `None` when the first message
-    /// is something else or the client sent none.
+    /// The capabilities the client's first request declares (its `initialize`, or a
+    /// 2026-07-28 request's `_meta`); `None` when it declares none or the client sent none.
     pub capabilities: Option<ClientCapabilities>,
     /// Whether the client closed its side before sending a message.
     pub closed: bool,
@@ -201,7 +201,7 @@ pub async fn read_first_line<R: AsyncRead + Unpin>(reader: R) -> std::io::Result
         start = read.len();
     }
     let line = &read[start..];
-    let capabilities = initialize_capabilities(line);
+    let capabilities = declared_capabilities(line);
     Ok(FirstLine {
         capabilities,
         closed: line.iter().all(u8::is_ascii_whitespace) && !line.ends_with(b"\n"),
@@ -209,14 +209,21 @@ pub async fn read_first_line<R: AsyncRead + Unpin>(reader: R) -> std::io::Result
     })
 }
 
-/// The `params.capabilities` of an `initialize` request on `line`.
-fn initialize_capabilities(line: &[u8]) -> Option<ClientCapabilities> {
+/// The capabilities the client declares in the request on `line`: an `initialize`'s
+/// `params.capabilities`, or a 2026-07-28 request's (`server/discover` or any other, with no
+/// `initialize`) `params._meta["io.modelcontextprotocol/clientCapabilities"]`.
+fn declared_capabilities(line: &[u8]) -> Option<ClientCapabilities> {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let message: serde_json::Value = serde_json::from_slice(line.trim_ascii()).ok()?;
-    if message.get("method")? != "initialize" {
-        return None;
-    }
-    serde_json::from_value(message.get("params")?.get("capabilities")?.clone()).ok()
+    let params = message.get("params")?;
+    let declared = if message.get("method")? == "initialize" {
+        params.get("capabilities")?
+    } else {
+        params
+            .get("_meta")?
+            .get("io.modelcontextprotocol/clientCapabilities")?
+    };
+    serde_json::from_value(declared.clone()).ok()
 }
 
 enum Parsed {

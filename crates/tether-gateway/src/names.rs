@@ -58,6 +58,8 @@ pub const MAX_NAMES: usize = 65_536;
 pub struct Ledger {
     given: HashMap<Route, String>,
     holders: HashMap<String, Route>,
+    /// Entries keep their own names (rules 1–3 without the `SERVER__` part).
+    bare: bool,
 }
 
 /// What [`Ledger::name`] gave.
@@ -71,6 +73,14 @@ pub enum Given {
 }
 
 impl Ledger {
+    /// A ledger that gives entries their own names ([`ToolFilter::bare`]) or namespaced ones.
+    pub fn new(bare: bool) -> Self {
+        Self {
+            bare,
+            ..Self::default()
+        }
+    }
+
     /// The name of `server`'s entry `name`: the one it was given before, else a new one
     /// (rules 1–3 against every name given so far).
     pub fn name(&mut self, server: &str, name: &str) -> Given {
@@ -84,7 +94,7 @@ impl Ledger {
         if self.given.len() >= MAX_NAMES {
             return Given::Full;
         }
-        let wanted = namespaced(server, name);
+        let wanted = offered_name(server, name, self.bare);
         let (chosen, collision) = if let Some(holder) = self.holders.get(&wanted) {
             let mut counter = 2usize;
             let chosen = loop {
@@ -180,6 +190,10 @@ pub struct ToolFilter {
     pub include: Vec<String>,
     /// Never offer names matching one of these.
     pub exclude: Vec<String>,
+    /// Offer tools and prompts under their own names, without the `SERVER__` part
+    /// (`--bare-names`): for a gateway in front of one server whose clients expect its names.
+    /// Two servers' entries of the same name are told apart by rule 3's suffix.
+    pub bare: bool,
 }
 
 impl ToolFilter {
@@ -221,7 +235,17 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 
 /// `SERVER__NAME`, sanitized and no longer than [`MAX_NAME_LEN`] (rules 1 and 2).
 pub fn namespaced(server: &str, name: &str) -> String {
-    let joined = format!("{}{SEPARATOR}{}", sanitize(server), sanitize(name));
+    offered_name(server, name, false)
+}
+
+/// [`namespaced`], or with `bare` the entry's own name under the same rules (sanitized, cut
+/// with a hash when too long).
+fn offered_name(server: &str, name: &str, bare: bool) -> String {
+    let joined = if bare {
+        sanitize(name)
+    } else {
+        format!("{}{SEPARATOR}{}", sanitize(server), sanitize(name))
+    };
     if joined.len() <= MAX_NAME_LEN {
         return joined;
     }
@@ -338,6 +362,7 @@ mod tests {
         let filter = ToolFilter {
             include: vec!["fs__*".into(), "web__fetch".into()],
             exclude: vec!["*__delete_*".into()],
+            ..ToolFilter::default()
         };
         assert!(filter.allows("fs__read_file"));
         assert!(filter.allows("web__fetch"));
@@ -404,8 +429,27 @@ mod tests {
         let filter = ToolFilter {
             include: Vec::new(),
             exclude: vec!["gh__a_b".into()],
+            ..ToolFilter::default()
         };
         assert!(!filter.allows_entry("gh__a_b_2", "gh", "a.b"));
         assert!(filter.allows_entry("gh__c", "gh", "c"));
+    }
+
+    #[test]
+    fn bare_names_are_the_entries_own_and_a_clash_gets_a_suffix() {
+        let mut ledger = Ledger::new(true);
+        assert_eq!(
+            ledger.name("one", "test_simple_text"),
+            Given::Name("test_simple_text".to_owned(), None)
+        );
+        let Given::Name(second, Some(collision)) = ledger.name("two", "test_simple_text") else {
+            panic!("the second server's entry of the same name must be renamed");
+        };
+        assert_eq!(second, "test_simple_text_2");
+        assert_eq!(collision.kept_by.server, "one");
+        assert_eq!(
+            ledger.name("one", "has space"),
+            Given::Name("has_space".to_owned(), None)
+        );
     }
 }

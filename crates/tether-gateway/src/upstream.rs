@@ -14,12 +14,14 @@
 
 use std::sync::{Arc, OnceLock, Weak};
 
-use rmcp::model::{ErrorCode, ServerRequest};
-use serde_json::{Map, Value};
+use rmcp::model::{ErrorCode, ServerNotification, ServerRequest};
+use serde_json::Value;
 use tether_driver::{RequestRefused, ServerNotice, StartOptions};
 
+use crate::clients::Answerer;
 use crate::handler::Shared;
 use crate::redact::mask_value;
+use crate::rounds::request_message;
 
 /// The servers' side of a gateway, wired into their [`StartOptions`] before they start (the
 /// gateway itself exists only after they did).
@@ -83,6 +85,11 @@ async fn pass_notices(
                     for peer in shared.clients.peers() {
                         let _ = peer.notify_tool_list_changed().await;
                     }
+                    let _ = shared
+                        .changes
+                        .send(ServerNotification::ToolListChangedNotification(
+                            Default::default(),
+                        ));
                 }
             }
             ServerNotice::PromptsChanged => {
@@ -90,12 +97,22 @@ async fn pass_notices(
                     for peer in shared.clients.peers() {
                         let _ = peer.notify_prompt_list_changed().await;
                     }
+                    let _ = shared
+                        .changes
+                        .send(ServerNotification::PromptListChangedNotification(
+                            Default::default(),
+                        ));
                 }
             }
             ServerNotice::ResourcesChanged => {
                 for peer in shared.clients.peers() {
                     let _ = peer.notify_resource_list_changed().await;
                 }
+                let _ = shared
+                    .changes
+                    .send(ServerNotification::ResourceListChangedNotification(
+                        Default::default(),
+                    ));
             }
             ServerNotice::ResourceUpdated(mut params) => {
                 mask_value(&shared.masker(), &mut params);
@@ -107,6 +124,11 @@ async fn pass_notices(
                 for peer in shared.clients.subscribers(&params.uri) {
                     let _ = peer.notify_resource_updated(params.clone()).await;
                 }
+                let _ = shared
+                    .changes
+                    .send(ServerNotification::ResourceUpdatedNotification(
+                        rmcp::model::ResourceUpdatedNotification::new(params),
+                    ));
             }
         }
     }
@@ -162,21 +184,33 @@ async fn answer(
             format!("tether's gateway does not pass {method} on"),
         ));
     };
-    let Some(peer) = shared.clients.answerer(server, capability) else {
-        return Err(refused(
-            ErrorCode::METHOD_NOT_FOUND,
-            format!(
-                "no client connected to tether's gateway declared the '{capability}' capability, so {method} cannot be answered"
-            ),
-        ));
-    };
     mask_value(&shared.masker(), &mut params);
-    let mut message = Map::new();
-    message.insert("method".to_owned(), Value::String(method.to_owned()));
-    if params.as_object().is_some_and(|p| !p.is_empty()) {
-        message.insert("params".to_owned(), params);
-    }
-    let request: ServerRequest = serde_json::from_value(Value::Object(message))
+    let peer = match shared.clients.answerer(server, capability) {
+        Some(Answerer::Peer(peer)) => peer,
+        Some(Answerer::Call(asker)) => {
+            tracing::debug!(
+                server,
+                method,
+                "asking a 2026-07-28 client through its call's result"
+            );
+            return asker
+                .ask(capability, method, params, shared.call_timeout)
+                .await
+                .map_err(|RequestRefused { code, message }| RequestRefused {
+                    code,
+                    message: shared.mask(&message),
+                });
+        }
+        None => {
+            return Err(refused(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!(
+                    "no client connected to tether's gateway declared the '{capability}' capability, so {method} cannot be answered"
+                ),
+            ));
+        }
+    };
+    let request: ServerRequest = serde_json::from_value(request_message(method, params))
         .map_err(|e| refused(ErrorCode::INVALID_PARAMS, format!("{method}: {e}")))?;
     tracing::debug!(server, method, "passing a server's request on to a client");
     let answered = tokio::time::timeout(shared.call_timeout, peer.send_request(request)).await;

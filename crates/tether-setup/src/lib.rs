@@ -35,6 +35,7 @@
 mod error;
 pub mod page;
 pub mod refs;
+mod rounds;
 mod server;
 pub mod submit;
 

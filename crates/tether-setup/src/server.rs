@@ -5,8 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::{InputResponses, RequestState};
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult,
+    ElicitationAction, InputRequest, ProtocolVersion,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
@@ -19,6 +23,7 @@ use tether_registry::{Registries, SearchQuery, Source};
 use tether_store::Store;
 
 use crate::refs::{self, Binding, RefError, Refs, masked};
+use crate::rounds::{INPUT_KEY, SecretRounds, Waiting};
 
 /// What the setup server borrows from the program that runs it: its settings, its display and
 /// its stored OAuth tokens.
@@ -56,6 +61,8 @@ pub struct Settings {
 struct Shared {
     settings: Settings,
     refs: Arc<Refs>,
+    /// 2026-07-28 clients' URL elicitations waiting for their answer.
+    rounds: SecretRounds,
 }
 
 /// The setup server. Cheap to clone.
@@ -153,8 +160,73 @@ impl SetupServer {
     pub fn new(settings: Settings, refs: Arc<Refs>) -> Self {
         Self {
             tool_router: Self::tool_router(),
-            shared: Arc::new(Shared { settings, refs }),
+            shared: Arc::new(Shared {
+                rounds: SecretRounds::new(settings.elicitation_timeout),
+                settings,
+                refs,
+            }),
         }
+    }
+
+    /// Once the person consented (`action`) to enter `key`'s value on the page of `nonce`:
+    /// the ref when the value came in within the elicitation timeout, else a tool error
+    /// (and the ref is discarded).
+    async fn after_consent(
+        &self,
+        reference: &str,
+        nonce: &str,
+        key: String,
+        action: ElicitationAction,
+    ) -> CallToolResult {
+        let timeout = self.shared.settings.elicitation_timeout;
+        let why = match action {
+            ElicitationAction::Accept => {
+                if self.shared.refs.wait_submitted(nonce, timeout).await {
+                    return CallToolResult::structured(json!({ "ref": reference }));
+                }
+                format!("nothing was submitted within {} s", timeout.as_secs())
+            }
+            ElicitationAction::Decline => "the user declined".to_owned(),
+            _ => "the user cancelled".to_owned(),
+        };
+        self.shared.refs.discard(reference);
+        tool_error(RefError::Declined { key, why }.to_string())
+    }
+
+    /// A 2026-07-28 client's retry of `mcp_setup_request_secret` with the state of the
+    /// `InputRequiredResult` it was given and its answer to the URL elicitation.
+    async fn resume_secret(
+        &self,
+        state: &str,
+        mut responses: rmcp::model::InputResponses,
+    ) -> CallToolResponse {
+        let waiting = match self.shared.rounds.resume(state) {
+            Ok(waiting) => waiting,
+            Err(why) => {
+                return tool_error(format!(
+                    "{why}: call mcp_setup_request_secret again without requestState"
+                ))
+                .into();
+            }
+        };
+        let answer = responses
+            .remove(INPUT_KEY)
+            .and_then(|answer| serde_json::from_value::<ElicitResult>(answer).ok());
+        let Some(answer) = answer else {
+            // Not answered (or not an elicitation result): asked again.
+            return match self.shared.rounds.ask(waiting) {
+                Some(asked) => asked.into(),
+                None => tool_error("the URL elicitation was not answered").into(),
+            };
+        };
+        self.after_consent(
+            &waiting.reference,
+            &waiting.nonce,
+            waiting.key,
+            answer.action,
+        )
+        .await
+        .into()
     }
 
     async fn entry(&self, name: &str) -> Result<Prepared, String> {
@@ -511,15 +583,23 @@ impl SetupServer {
     async fn mcp_setup_request_secret(
         &self,
         Parameters(args): Parameters<RequestSecretArgs>,
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
+        // A 2026-07-28 client's retry: the answer to the URL elicitation asked in its result.
+        if let Some(state) = state {
+            return Ok(self
+                .resume_secret(&state, responses.unwrap_or_default())
+                .await);
+        }
         let key = args.key_name.trim().to_owned();
         if key.is_empty() {
-            return Ok(tool_error("key_name is empty"));
+            return Ok(tool_error("key_name is empty").into());
         }
         let binding = match self.binding(&args.qualified_name, &key).await {
             Ok(binding) => binding,
-            Err(error) => return Ok(tool_error(error)),
+            Err(error) => return Ok(tool_error(error).into()),
         };
         let (requested, url) = match self.shared.refs.request(
             binding.clone(),
@@ -527,7 +607,7 @@ impl SetupServer {
             &self.shared.settings.page_base,
         ) {
             Ok(requested) => requested,
-            Err(error) => return Ok(tool_error(error.to_string())),
+            Err(error) => return Ok(tool_error(error.to_string()).into()),
         };
         // The ref and the page's nonce are masked in every log line from now on (rmcp's
         // trace of the messages included).
@@ -550,54 +630,48 @@ impl SetupServer {
             "tether needs {key}{purpose}: {}. Open {url} in your browser and enter it there (the agent never sees it).",
             args.prompt.trim_end_matches('.')
         );
+        let modern = context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        let url_declared = context
+            .client_capabilities()
+            .and_then(|caps| caps.elicitation)
+            .is_some_and(|elicitation| elicitation.url.is_some());
+        let asking = ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message: message.clone(),
+            url: url.clone(),
+            elicitation_id: requested.nonce.clone(),
+        };
+        if modern && url_declared {
+            let request = serde_json::to_value(&asking)
+                .ok()
+                .map(|params| json!({"method": "elicitation/create", "params": params}))
+                .and_then(|request| serde_json::from_value::<InputRequest>(request).ok());
+            let asked = request.and_then(|request| {
+                self.shared.rounds.ask(Waiting {
+                    reference: requested.reference.clone(),
+                    nonce: requested.nonce.clone(),
+                    key: key.clone(),
+                    request,
+                })
+            });
+            if let Some(asked) = asked {
+                return Ok(asked.into());
+            }
+        }
         if elicit {
             let timeout = self.shared.settings.elicitation_timeout;
             let elicitation = context
                 .peer
-                .create_elicitation_with_timeout(
-                    ElicitRequestParams::UrlElicitationParams {
-                        meta: None,
-                        message: message.clone(),
-                        url: url.clone(),
-                        elicitation_id: requested.nonce.clone(),
-                    },
-                    Some(timeout),
-                )
+                .create_elicitation_with_timeout(asking, Some(timeout))
                 .await;
             match elicitation.map(|r| r.action) {
-                Ok(ElicitationAction::Accept) => {
-                    if self
-                        .shared
-                        .refs
-                        .wait_submitted(&requested.nonce, timeout)
-                        .await
-                    {
-                        return Ok(CallToolResult::structured(
-                            json!({ "ref": requested.reference }),
-                        ));
-                    }
-                    self.shared.refs.discard(&requested.reference);
-                    return Ok(tool_error(
-                        RefError::Declined {
-                            key,
-                            why: format!("nothing was submitted within {} s", timeout.as_secs()),
-                        }
-                        .to_string(),
-                    ));
-                }
                 Ok(action) => {
-                    self.shared.refs.discard(&requested.reference);
-                    let why = match action {
-                        ElicitationAction::Decline => "the user declined",
-                        _ => "the user cancelled",
-                    };
-                    return Ok(tool_error(
-                        RefError::Declined {
-                            key,
-                            why: why.to_owned(),
-                        }
-                        .to_string(),
-                    ));
+                    return Ok(self
+                        .after_consent(&requested.reference, &requested.nonce, key, action)
+                        .await
+                        .into());
                 }
                 Err(error) => {
                     // E.g. a protocol version that forbids server-to-client requests: the
@@ -613,7 +687,8 @@ impl SetupServer {
             "status": "pending",
             "url": url,
             "message": message,
-        })))
+        }))
+        .into())
     }
 
     /// Test-connects without storing anything.

@@ -18,8 +18,6 @@ use rmcp::transport::{
 use tokio::io::AsyncWriteExt as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::server::TestServer;
-
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
 
@@ -35,9 +33,9 @@ pub struct OAuthOptions {
 ///
 /// Once bound, prints `listening on http://ADDRESS/mcp` as the only line on stdout.
 /// With `expected_bearer`, a request without `Authorization: Bearer <expected_bearer>` gets 401.
-pub async fn serve(
+pub async fn serve<S: rmcp::ServerHandler + Clone>(
     address: SocketAddr,
-    server: TestServer,
+    server: S,
     expected_bearer: Option<String>,
     oauth: Option<OAuthOptions>,
 ) -> anyhow::Result<()> {

@@ -3,9 +3,10 @@
 //! It serves three tools (`echo`, `env_check`, `add`, plus `--tools N` numbered ones) over stdio
 //! (the default) or Streamable HTTP (`--http ADDRESS`), and misbehaves on request so a launcher's
 //! failure handling can be tested: `--slow-start`, `--start-when-file`, `--exit-unless-file`, `--exit-early`, `--hang`, `--stderr-env`,
-//! `--spawn-child`, records cancelled slow echoes with `--record-cancellations`, reflects a variable into a tool with `--reflect-env`, answers with a large result with `--big-tool`, gives its own instructions with `--instructions`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
+//! `--spawn-child`, records cancelled slow echoes with `--record-cancellations`, reflects a variable into a tool with `--reflect-env`, answers with a large result with `--big-tool`, gives its own instructions with `--instructions`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. `--conformance` serves instead what the official MCP conformance suite's server scenarios call (`conformance.rs`). Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
 
 mod big;
+mod conformance;
 mod http;
 mod oauth;
 mod probe;
@@ -161,6 +162,11 @@ struct Cli {
     /// The instructions of the initialize answer (default: a sentence naming the tools).
     #[arg(long, value_name = "TEXT")]
     instructions: Option<String>,
+
+    /// Serve the tools, prompts and resources the MCP conformance suite's server scenarios
+    /// call, speaking 2025-11-25 only (with --http or over stdio).
+    #[arg(long)]
+    conformance: bool,
 }
 
 fn main() -> ExitCode {
@@ -270,6 +276,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("building the tokio runtime")?;
+    if cli.conformance {
+        let server = conformance::ConformanceServer::default();
+        return runtime
+            .block_on(async move {
+                match cli.http {
+                    Some(address) => http::serve(address, server, expected_bearer, None).await,
+                    None => serve_stdio(server).await,
+                }
+            })
+            .map(|()| ExitCode::SUCCESS);
+    }
     runtime.block_on(async move {
         let served = match cli.http {
             Some(address) => {
@@ -292,7 +309,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Serves MCP over stdin/stdout until the client closes stdin.
-async fn serve_stdio(server: TestServer) -> anyhow::Result<()> {
+async fn serve_stdio<S: rmcp::ServerHandler>(server: S) -> anyhow::Result<()> {
     let running = server
         .serve(rmcp::transport::stdio())
         .await

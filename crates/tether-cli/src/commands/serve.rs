@@ -158,21 +158,15 @@ pub(super) async fn start_gateway(
 /// Each server's startup, one line each on stderr.
 fn report(runtime: &tether_driver::McpRuntime) {
     for report in runtime.reports() {
+        let name = &report.name;
         match &report.status {
             ServerStatus::Ready { tools } => {
-                eprintln!(
-                    "tether serve: {}: ready, {} tools",
-                    report.name,
-                    tools.len()
-                );
+                eprintln!("tether serve: {name}: ready, {} tools", tools.len());
             }
             ServerStatus::Failed { reason } => tether_log::eprintln_masked!(
-                "tether serve: {}: failed to start, its tools are not offered: {reason}",
-                report.name
+                "tether serve: {name}: failed to start, its tools are not offered: {reason}"
             ),
-            ServerStatus::Disabled => {
-                eprintln!("tether serve: {}: disabled in its config", report.name);
-            }
+            ServerStatus::Disabled => eprintln!("tether serve: {name}: disabled in its config"),
         }
     }
 }
@@ -231,6 +225,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             filter: ToolFilter {
                 include: args.include_tools.clone(),
                 exclude: args.exclude_tools.clone(),
+                bare: args.bare_names,
             },
             trust_with: super::policy::trust_with(&args.specs),
             budget,

@@ -108,12 +108,33 @@ impl Sandbox {
         self.connect_with(client, &[]).await
     }
 
+    /// [`Sandbox::connect`] for a 2026-07-28 client (`server/discover`, no `initialize`).
+    async fn connect_modern<C: ClientHandler>(&self, client: C) -> RunningService<RoleClient, C> {
+        use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+        let transport = self.setup_mcp(&[]);
+        let discover = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        client
+            .serve_with_lifecycle(transport, discover)
+            .await
+            .expect("server/discover")
+    }
+
     /// [`Sandbox::connect`] with more `setup-mcp` flags.
     async fn connect_with<C: ClientHandler>(
         &self,
         client: C,
         flags: &[&str],
     ) -> RunningService<RoleClient, C> {
+        client
+            .serve(self.setup_mcp(flags))
+            .await
+            .expect("initialize")
+    }
+
+    /// `tether -vvv setup-mcp --timeout 30 FLAGS…` over stdio, its stderr in the log file.
+    fn setup_mcp(&self, flags: &[&str]) -> TokioChildProcess {
         let mut args = vec!["-vvv", "setup-mcp", "--timeout", "30"];
         args.extend_from_slice(flags);
         let command = self.command(tether(), &args);
@@ -122,7 +143,7 @@ impl Sandbox {
             .stderr(Stdio::from(log))
             .spawn()
             .expect("starting tether setup-mcp");
-        client.serve(transport).await.expect("initialize")
+        transport
     }
 
     /// What tether wrote under TETHER_HOME, except the secret store's own file.
@@ -502,6 +523,36 @@ async fn without_url_elicitation_the_agent_passes_the_page_on_and_installs_with_
     assert!(store.contains(SENTINEL), "the secret is in the store");
 }
 
+/// Lists the tools, gets the entry and requests its key's secret through `client`, whose
+/// handler is `person` (who enters the value on the page once asked): the ref, the only field
+/// of the answer; the person was asked once, and the page's nonce is dead once the value is in.
+async fn entered_by_the_person(
+    client: &RunningService<RoleClient, Person>,
+    transcript: &Transcript,
+    person: &Person,
+) -> String {
+    assert_eq!(tool_names(client).await, TOOLS);
+    structured(
+        &call(
+            client,
+            transcript,
+            "mcp_setup_get",
+            json!({"qualified_name": ENTRY}),
+        )
+        .await,
+    );
+    let asked = structured(&request(client, transcript, "Your search API key").await);
+    assert_eq!(
+        asked.as_object().map(|o| o.len()),
+        Some(1),
+        "only the ref: {asked}"
+    );
+    let urls = person.urls.lock().expect("urls").clone();
+    assert_eq!(urls.len(), 1);
+    assert_eq!(post(&urls[0], "again", None, None).await.0, 404);
+    asked["ref"].as_str().expect("a ref").to_owned()
+}
+
 /// A client that declares URL elicitation and, when asked, plays the person: opens the
 /// page and submits `value` (or declines; or, with `walks_away`, accepts and never submits).
 #[derive(Clone)]
@@ -509,6 +560,17 @@ struct Person {
     value: Option<&'static str>,
     urls: Arc<Mutex<Vec<String>>>,
     walks_away: bool,
+}
+
+impl Person {
+    /// A person who enters `value` when asked.
+    fn entering(value: &'static str) -> Self {
+        Self {
+            value: Some(value),
+            urls: Arc::default(),
+            walks_away: false,
+        }
+    }
 }
 
 impl ClientHandler for Person {
@@ -553,33 +615,9 @@ impl ClientHandler for Person {
 async fn with_url_elicitation_request_secret_returns_once_the_value_is_in() {
     let sandbox = Sandbox::new();
     let transcript = Transcript::default();
-    let person = Person {
-        value: Some(SENTINEL),
-        urls: Arc::default(),
-        walks_away: false,
-    };
+    let person = Person::entering(SENTINEL);
     let client = sandbox.connect(person.clone()).await;
-    assert_eq!(tool_names(&client).await, TOOLS);
-    structured(
-        &call(
-            &client,
-            &transcript,
-            "mcp_setup_get",
-            json!({"qualified_name": ENTRY}),
-        )
-        .await,
-    );
-    let asked = structured(&request(&client, &transcript, "Your search API key").await);
-    assert_eq!(
-        asked.as_object().map(|o| o.len()),
-        Some(1),
-        "only the ref: {asked}"
-    );
-    let reference = asked["ref"].as_str().expect("a ref").to_owned();
-    let urls = person.urls.lock().expect("urls").clone();
-    assert_eq!(urls.len(), 1);
-    // The page's nonce is dead once the value is in.
-    assert_eq!(post(&urls[0], "again", None, None).await.0, 404);
+    let reference = entered_by_the_person(&client, &transcript, &person).await;
 
     let installed = structured(
         &with_ref(
@@ -889,11 +927,7 @@ async fn over_streamable_http_with_a_bearer_token_and_url_elicitation() {
     let error: serde_json::Value = malformed.json().await.expect("a JSON-RPC error");
     assert_eq!(error["error"]["code"], -32700, "{error}");
 
-    let person = Person {
-        value: Some(SENTINEL),
-        urls: Arc::default(),
-        walks_away: false,
-    };
+    let person = Person::entering(SENTINEL);
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(TOKEN),
     );
@@ -1021,4 +1055,30 @@ async fn an_accepted_elicitation_with_no_submission_times_out_naming_the_key() {
     let urls = person.urls.lock().expect("urls").clone();
     assert_eq!(post(&urls[0], WRONG, None, None).await.0, 404);
     client.cancel().await.expect("closing the session");
+}
+
+/// A 2026-07-28 client that declares URL elicitation in its requests is asked through an
+/// `InputRequiredResult` (rmcp's driver hands the URL elicitation to the person and retries
+/// with the answer and the sealed state): the ref comes back once the value is in, as over a
+/// 2025-11-25 session, and the value is nowhere but the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_client_is_asked_for_the_secret_through_an_input_required_result() {
+    let sandbox = Sandbox::new();
+    let transcript = Transcript::default();
+    let person = Person::entering(SENTINEL);
+    let client = sandbox.connect_modern(person.clone()).await;
+    let reference = entered_by_the_person(&client, &transcript, &person).await;
+    assert!(reference.starts_with("secret://"), "{reference}");
+    let tested = with_ref(
+        &client,
+        &transcript,
+        "mcp_setup_test_connection",
+        "SEARCH_API_KEY",
+        &reference,
+    );
+    assert_eq!(structured(&tested.await)["ok"], true);
+    client.cancel().await.expect("closing the client");
+    let log = std::fs::read_to_string(sandbox.log()).expect("the log");
+    assert!(!transcript.text().contains(SENTINEL));
+    assert!(!log.contains(SENTINEL));
 }
