@@ -74,6 +74,12 @@ pub struct Discovered {
     /// `client_id_metadata_document_supported`: a client-id metadata document URL may be the
     /// client id.
     pub client_metadata_documents: bool,
+    /// The authorization server metadata's `issuer`, exactly as written: what an
+    /// authorization response's `iss` must equal (RFC 9207). `None` without metadata.
+    pub issuer: Option<String>,
+    /// `authorization_response_iss_parameter_supported`: every authorization response must
+    /// carry `iss`.
+    pub iss_parameter_supported: bool,
 }
 
 /// What the protected resource metadata, or its absence, says.
@@ -283,7 +289,17 @@ fn discovered(
         }
         scope => scope,
     };
+    let recorded_issuer = metadata
+        .and_then(|m| m.get("issuer"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let iss_parameter_supported = metadata
+        .and_then(|m| m.get("authorization_response_iss_parameter_supported"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     Ok(Discovered {
+        issuer: recorded_issuer,
+        iss_parameter_supported,
         server,
         resource: protected.resource,
         scope,
@@ -422,6 +438,8 @@ mod tests {
                 registration_endpoint: None,
                 auth_methods: vec!["client_secret_post".to_owned()],
                 client_metadata_documents: true,
+                issuer: Some(SERVER.to_owned()),
+                iss_parameter_supported: false,
             }
         );
         // offline_access is added once, and never to no scope at all.

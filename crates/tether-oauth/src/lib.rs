@@ -75,7 +75,10 @@ pub mod store;
 mod token;
 mod wire;
 
-pub use authorization::{Pending, authorization_request, code_challenge, code_from_redirect};
+pub use authorization::{
+    IssCheck, Pending, authorization_request, code_challenge, code_from_redirect,
+    code_from_response,
+};
 pub use challenge::step_up_scope;
 pub use client::OAuthClient;
 pub use clock::{Clock, SystemClock};
