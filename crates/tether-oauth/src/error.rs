@@ -123,6 +123,14 @@ pub enum OAuthError {
         /// The response's `iss` (printable ASCII, at most 200 characters), if any.
         found: Option<String>,
     },
+    /// The lock file of a server's logins could not be opened or locked.
+    #[error("cannot lock {path} (the lock that keeps two logins to one server apart): {reason}")]
+    Lock {
+        /// The lock file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// An endpoint of the metadata is not a URL. Returned by
     /// [`crate::authorization_request`]; the caller reports it.
     #[error("{field}: {reason}")]
