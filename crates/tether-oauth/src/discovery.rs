@@ -94,16 +94,22 @@ struct ProtectedResource {
 }
 
 impl OAuthClient {
-    /// Sends an unauthenticated MCP `initialize` to `url` and reads the challenge.
+    /// Sends an unauthenticated MCP `server/discover` (2026-07-28, with its headers and
+    /// `_meta`) to `url` and reads the challenge. Not `initialize`: a server may let that
+    /// through unauthenticated and challenge only the requests that follow; a protected
+    /// server of any revision answers anything else 401.
     pub async fn probe(&self, url: &str) -> Result<Probe, OAuthError> {
-        let body = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-            "protocolVersion":"2025-06-18","capabilities":{},
-            "clientInfo":{"name":"tether","version":env!("CARGO_PKG_VERSION")}}});
+        let body = json!({"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{
+            "io.modelcontextprotocol/protocolVersion":"2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities":{},
+            "io.modelcontextprotocol/clientInfo":{"name":"tether","version":env!("CARGO_PKG_VERSION")}}}});
         let response = self
             .http
             .post(url)
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
+            .header("Mcp-Method", "server/discover")
+            .header("MCP-Protocol-Version", "2026-07-28")
             .body(body.to_string())
             .send()
             .await
