@@ -1235,9 +1235,8 @@ fn two_concurrent_logins_share_one_flow() {
     said.extend(lines.try_iter());
     assert_eq!(status.code(), Some(0), "{said:?}");
     assert!(
-        said.iter().any(|line| line.contains(&format!(
-            "logged in by the other tether process to {url}"
-        ))),
+        said.iter()
+            .any(|line| line.contains(&format!("logged in by the other tether process to {url}"))),
         "{said:?}"
     );
     assert_eq!(

@@ -72,13 +72,20 @@ pub struct Probing<T> {
     /// A probe given up on: its late answer is dropped.
     given_up: Option<RequestId>,
     bound: Duration,
+    /// Take a server that offers both lifecycles for a legacy one (see [`Probing::new`]).
+    prefer_legacy: bool,
 }
 
 impl<T> Probing<T> {
     /// `inner` probed with a liveness `ping` (for a child on stdio, which may take a while to
     /// start) or without (HTTP: taking the request is proof enough).
-    pub fn new(inner: T, ping: bool) -> Self {
+    ///
+    /// With `prefer_legacy`, a server whose discover answer also offers a revision with
+    /// `initialize` gets `initialize`: a holder that follows the server's notifications (a
+    /// gateway) keeps them, since tether does not open 2026-07-28's `subscriptions/listen`.
+    pub fn new(inner: T, ping: bool, prefer_legacy: bool) -> Self {
         Self {
+            prefer_legacy,
             inner,
             probe: Probe::Idle,
             ping_pending: false,
@@ -99,14 +106,16 @@ fn legacy_signal(id: RequestId, why: &str) -> ServerJsonRpcMessage {
     )
 }
 
-/// Whether `message`, the answer to `server/discover`, names the revisions the server speaks
-/// and none of them is one tether would pick there: a result listing them, or the
-/// unsupported-version error with its `supported` list.
+/// Whether `message`, the answer to `server/discover`, offers none of the revisions tether
+/// would pick there: a result listing only others (or a result that is no discover result),
+/// or the unsupported-version error with its `supported` list.
 fn offers_no_modern_version(message: &ServerJsonRpcMessage) -> bool {
     let supported = match message {
         ServerJsonRpcMessage::Response(response) => match &response.result {
             ServerResult::DiscoverResult(result) => result.supported_versions.clone(),
-            _ => return false,
+            // An answer that is no discover result (a legacy server answering any method
+            // with `{}`) names no 2026-07-28 version either.
+            _ => Vec::new(),
         },
         ServerJsonRpcMessage::Error(error)
             if error.error.code == ErrorCode::UNSUPPORTED_PROTOCOL_VERSION =>
@@ -124,6 +133,13 @@ fn offers_no_modern_version(message: &ServerJsonRpcMessage) -> bool {
     !modern_versions()
         .iter()
         .any(|version| supported.contains(version))
+}
+
+/// Whether `message`, a discover result, also lists a revision with `initialize`.
+fn offers_initialize(message: &ServerJsonRpcMessage) -> bool {
+    matches!(message, ServerJsonRpcMessage::Response(response)
+        if matches!(&response.result, ServerResult::DiscoverResult(result)
+            if result.supported_versions.iter().any(ProtocolVersion::has_initialize)))
 }
 
 /// Whether `message` is the answer (a result or an error) to request `id`.
@@ -220,7 +236,9 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Probing<T> {
                 _ => return Some(message),
             };
             self.probe = Probe::Idle;
-            if offers_no_modern_version(&message) {
+            if offers_no_modern_version(&message)
+                || (self.prefer_legacy && offers_initialize(&message))
+            {
                 return Some(legacy_signal(
                     probe,
                     "server/discover offers only revisions with initialize: a legacy server",
@@ -232,5 +250,49 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Probing<T> {
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.inner.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(json: serde_json::Value) -> ServerJsonRpcMessage {
+        serde_json::from_value(json).expect("a JSON-RPC message")
+    }
+
+    #[test]
+    fn only_an_answer_offering_2026_07_28_keeps_the_modern_lifecycle() {
+        let result = |versions: serde_json::Value| {
+            answer(serde_json::json!({"jsonrpc": "2.0", "id": 0, "result": {
+                "resultType": "complete", "supportedVersions": versions,
+                "capabilities": {}, "ttlMs": 0, "cacheScope": "private",
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}}}}))
+        };
+        assert!(!offers_no_modern_version(&result(serde_json::json!([
+            "2026-07-28"
+        ]))));
+        assert!(offers_no_modern_version(&result(serde_json::json!([
+            "2025-11-25"
+        ]))));
+        // A legacy server answering any method with an empty result.
+        assert!(offers_no_modern_version(&answer(
+            serde_json::json!({"jsonrpc": "2.0", "id": 0, "result": {}})
+        )));
+        let unsupported = |supported: serde_json::Value| {
+            answer(serde_json::json!({"jsonrpc": "2.0", "id": 0, "error": {
+                "code": ErrorCode::UNSUPPORTED_PROTOCOL_VERSION.0, "message": "no",
+                "data": {"supported": supported}}}))
+        };
+        assert!(offers_no_modern_version(&unsupported(serde_json::json!([
+            "2025-06-18"
+        ]))));
+        assert!(!offers_no_modern_version(&unsupported(serde_json::json!(
+            ["2026-07-28"]
+        ))));
+        // Any other error is rmcp's to classify (method not found: legacy).
+        assert!(!offers_no_modern_version(&answer(serde_json::json!(
+            {"jsonrpc": "2.0", "id": 0, "error": {"code": -32601, "message": "no such method"}}
+        ))));
     }
 }

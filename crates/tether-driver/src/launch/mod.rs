@@ -1124,8 +1124,12 @@ async fn remote_handshake(
                 .custom_headers(custom);
             let http = bearer::BearerHttp::new(http, slot);
             let transport = StreamableHttpClientTransport::with_client(http, config);
+            let prefer_legacy = client.notices.is_some();
             client
-                .serve_with_lifecycle(lifecycle::Probing::new(transport, false), lifecycle::auto())
+                .serve_with_lifecycle(
+                    lifecycle::Probing::new(transport, false, prefer_legacy),
+                    lifecycle::auto(),
+                )
                 .await?
         }
     };
@@ -1230,8 +1234,12 @@ async fn start_one(
             let handshake = tokio::time::timeout(timeout, async {
                 let pipes =
                     IntoTransport::<RoleClient, std::io::Error, _>::into_transport((stdout, stdin));
+                let prefer_legacy = client.notices.is_some();
                 let client = client
-                    .serve_with_lifecycle(lifecycle::Probing::new(pipes, true), lifecycle::auto())
+                    .serve_with_lifecycle(
+                        lifecycle::Probing::new(pipes, true, prefer_legacy),
+                        lifecycle::auto(),
+                    )
                     .await?;
                 let tools = client.list_all_tools().await?;
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
