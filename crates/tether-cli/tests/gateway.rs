@@ -1502,6 +1502,42 @@ async fn declared_over_stdio(handler: FullClient, extra: &[&str]) -> Value {
     serde_json::from_str(&text_of(&answer)).expect("the declared capabilities as JSON")
 }
 
+/// An upstream that speaks only MCP 2026-07-28 (`tether-test-mcp --modern-only`, no
+/// `initialize`) behind `tether serve`: its tools are offered, and the elicitation it asks for
+/// in an `InputRequiredResult` reaches the gateway's client as an ordinary
+/// `elicitation/create`, whose answer completes the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_only_upstreams_input_request_reaches_the_client_as_an_elicitation() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"modern": {{"command": {}, "args": ["--modern-only"]}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let (transport, _) =
+        TokioChildProcess::builder(tether_command(dir.path(), &["serve", "--mcp", &spec]))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tether serve");
+    let handler = FullClient::capable();
+    let client = handler
+        .clone()
+        .serve(transport)
+        .await
+        .expect("initializing");
+    let names = tool_names(&client).await;
+    assert!(
+        names.iter().any(|name| name == "modern__ask_name"),
+        "{names:?}"
+    );
+    let added = call(&client, "modern__add", json!({"a": 40, "b": 2})).await;
+    assert_eq!(text_of(&added), "42");
+    let greeted = call(&client, "modern__ask_name", json!({})).await;
+    assert_eq!(text_of(&greeted), "hello Gateway Tester", "{greeted}");
+    let answered = handler.answered.lock().expect("the answered list").clone();
+    assert_eq!(answered, ["elicitation/create"]);
+    client.cancel().await.expect("closing the client");
+}
+
 /// Over stdio the gateway reads its client's initialize before starting the servers and
 /// declares to them exactly what the client can answer, so a server offers no tool that needs
 /// a capability nobody has; `--client-capabilities` sets it instead.
