@@ -1484,6 +1484,20 @@ async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
 
 /// What `srv__client_capabilities` (the test server's report of what its client, the
 /// gateway, declared) answers through `tether serve ARGS` over stdio for `handler`.
+/// `tether ARGS` (a `serve` over stdio) with TETHER_HOME in `dir`, its stderr dropped, and
+/// `handler` connected to it as its client.
+async fn serve_stdio_with<H: rmcp::ClientHandler>(
+    dir: &Path,
+    args: &[&str],
+    handler: H,
+) -> RunningService<RoleClient, H> {
+    let (transport, _) = TokioChildProcess::builder(tether_command(dir, args))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve");
+    handler.serve(transport).await.expect("initializing")
+}
+
 async fn declared_over_stdio(handler: FullClient, extra: &[&str]) -> Value {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
     let spec = format!(
@@ -1492,11 +1506,7 @@ async fn declared_over_stdio(handler: FullClient, extra: &[&str]) -> Value {
     );
     let mut args = vec!["serve", "--mcp", &spec];
     args.extend_from_slice(extra);
-    let (transport, _) = TokioChildProcess::builder(tether_command(dir.path(), &args))
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting tether serve");
-    let client = handler.serve(transport).await.expect("initializing");
+    let client = serve_stdio_with(dir.path(), &args, handler).await;
     let answer = call(&client, "srv__client_capabilities", json!({})).await;
     client.cancel().await.expect("closing the client");
     serde_json::from_str(&text_of(&answer)).expect("the declared capabilities as JSON")
@@ -1509,21 +1519,10 @@ async fn declared_over_stdio(handler: FullClient, extra: &[&str]) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_modern_only_upstreams_input_request_reaches_the_client_as_an_elicitation() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = format!(
-        r#"{{"modern": {{"command": {}, "args": ["--modern-only"]}}}}"#,
-        json_str(&test_server_bin().to_string_lossy())
-    );
-    let (transport, _) =
-        TokioChildProcess::builder(tether_command(dir.path(), &["serve", "--mcp", &spec]))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting tether serve");
+    let upstream = json!({"command": test_server_bin(), "args": ["--modern-only"]});
+    let spec = json!({ "modern": upstream }).to_string();
     let handler = FullClient::capable();
-    let client = handler
-        .clone()
-        .serve(transport)
-        .await
-        .expect("initializing");
+    let client = serve_stdio_with(dir.path(), &["serve", "--mcp", &spec], handler.clone()).await;
     let names = tool_names(&client).await;
     assert!(
         names.iter().any(|name| name == "modern__ask_name"),

@@ -173,8 +173,15 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Probing<T> {
                 self.ping_pending = true;
             }
             Some(id) => self.probe = Probe::Due(id, Instant::now() + self.bound),
-            // Anything else (`initialize`, a modern request): the probe is over.
-            None => self.probe = Probe::Idle,
+            // Anything else (`initialize`, a modern request): the probe is over. When its
+            // answer has not come (rmcp's own 10 s gave up on it first), a late one is dropped.
+            None => {
+                if let Probe::Unproven(id) | Probe::Due(id, _) =
+                    std::mem::replace(&mut self.probe, Probe::Idle)
+                {
+                    self.given_up = Some(id);
+                }
+            }
         }
         self.inner.send(item)
     }
