@@ -1248,3 +1248,39 @@ fn two_concurrent_logins_share_one_flow() {
     let used = tether(&sandbox, &["test", "--mcp", &spec(&server)]);
     assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
 }
+
+/// A stored record names the authorization server that issued it; a record stored before
+/// issuers were recorded (made here by taking the issuer out of the stored file) gets it once,
+/// at the next 401, when discovery finds the same authorization server behind its token
+/// endpoint: refreshed there, not logged in again.
+#[test]
+fn an_earlier_record_gets_its_issuer_once_at_the_next_refusal() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let spec = spec(&server);
+    log_in(&sandbox, &server.url());
+    let recorded = format!(r#"\"issuer\":\"{}\""#, server.origin);
+    let stored = stored_file(&sandbox);
+    assert!(
+        stored.contains(&recorded),
+        "the issuer is recorded: {stored}"
+    );
+    std::fs::write(
+        sandbox.home().join("secrets.json"),
+        stored.replace(&recorded, r#"\"issuer\":null"#),
+    )
+    .expect("writing the earlier form");
+
+    server.request("POST", "/expire");
+    let retried = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(retried.status.code(), Some(0), "{}", text(&retried.stderr));
+    assert_eq!(
+        server.stats(),
+        serde_json::json!({"codes": 1, "refreshes": 1, "registrations": 1}),
+        "refreshed at the same server, no new login"
+    );
+    assert!(
+        stored_file(&sandbox).contains(&recorded),
+        "the issuer is recorded again"
+    );
+}
