@@ -89,8 +89,8 @@ impl OAuthClient {
             return Ok((tokens, LoginBy::This));
         };
         let before = store.load(&server)?;
-        let lock = match try_lock(&dir, &server)? {
-            Some(lock) => lock,
+        let (lock, waited) = match try_lock(&dir, &server)? {
+            Some(lock) => (lock, false),
             None => {
                 prompt.tell(&format!(
                     "another tether process is logging in to {server}: waiting for it to finish (at most {} s)",
@@ -106,21 +106,24 @@ impl OAuthClient {
                     }
                     tokio::time::sleep(LOOK_AGAIN).await;
                 };
-                let after = store.load(&server)?;
-                if let Some(tokens) = after
-                    && before
-                        .as_ref()
-                        .is_none_or(|old| old.access_token != tokens.access_token)
-                {
-                    drop(lock);
-                    return Ok((tokens, LoginBy::Another));
-                }
-                prompt.tell(&format!(
-                    "the other login to {server} stored nothing: logging in here"
-                ));
-                lock
+                (lock, true)
             }
         };
+        // New tokens since this process looked (another one logged in while it waited, or
+        // finished just before the lock was taken): theirs, no second browser step.
+        if let Some(tokens) = store.load(&server)?
+            && before
+                .as_ref()
+                .is_none_or(|old| old.access_token != tokens.access_token)
+        {
+            drop(lock);
+            return Ok((tokens, LoginBy::Another));
+        }
+        if waited {
+            prompt.tell(&format!(
+                "the other login to {server} stored nothing: logging in here"
+            ));
+        }
         let tokens = self.login(login, prompt).await?;
         store.save(&tokens)?;
         drop(lock);
