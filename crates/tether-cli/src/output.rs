@@ -85,7 +85,7 @@ pub fn reports_json(reports: &[ServerReport]) -> Value {
             ServerStatus::Ready { tools } => json!({
                 "name": report.name,
                 "status": "ready",
-                "tools": tools.iter().map(|t| json!({"name": t.name, "description": t.description})).collect::<Vec<_>>(),
+                "tools": tools.iter().map(|t| json!({"name": t.name, "description": t.description, "inputSchema": t.definition.get("inputSchema")})).collect::<Vec<_>>(),
                 "error": null,
             }),
             ServerStatus::Failed { reason } => json!({

@@ -1491,6 +1491,20 @@ async fn a_server_asking_a_client_that_cannot_sample_gets_a_clear_error() {
 
 /// What `srv__client_capabilities` (the test server's report of what its client, the
 /// gateway, declared) answers through `tether serve ARGS` over stdio for `handler`.
+/// `tether ARGS` (a `serve` over stdio) with TETHER_HOME in `dir`, its stderr dropped, and
+/// `handler` connected to it as its client.
+async fn serve_stdio_with<H: rmcp::ClientHandler>(
+    dir: &Path,
+    args: &[&str],
+    handler: H,
+) -> RunningService<RoleClient, H> {
+    let (transport, _) = TokioChildProcess::builder(tether_command(dir, args))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve");
+    handler.serve(transport).await.expect("initializing")
+}
+
 async fn declared_over_stdio(handler: FullClient, extra: &[&str]) -> Value {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
     let spec = format!(
@@ -1499,14 +1513,35 @@ async fn declared_over_stdio(handler: FullClient, extra: &[&str]) -> Value {
     );
     let mut args = vec!["serve", "--mcp", &spec];
     args.extend_from_slice(extra);
-    let (transport, _) = TokioChildProcess::builder(tether_command(dir.path(), &args))
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting tether serve");
-    let client = handler.serve(transport).await.expect("initializing");
+    let client = serve_stdio_with(dir.path(), &args, handler).await;
     let answer = call(&client, "srv__client_capabilities", json!({})).await;
     client.cancel().await.expect("closing the client");
     serde_json::from_str(&text_of(&answer)).expect("the declared capabilities as JSON")
+}
+
+/// An upstream that speaks only MCP 2026-07-28 (`tether-test-mcp --modern-only`, no
+/// `initialize`) behind `tether serve`: its tools are offered, and the elicitation it asks for
+/// in an `InputRequiredResult` reaches the gateway's client as an ordinary
+/// `elicitation/create`, whose answer completes the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_only_upstreams_input_request_reaches_the_client_as_an_elicitation() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let upstream = json!({"command": test_server_bin(), "args": ["--modern-only"]});
+    let spec = json!({ "modern": upstream }).to_string();
+    let handler = FullClient::capable();
+    let client = serve_stdio_with(dir.path(), &["serve", "--mcp", &spec], handler.clone()).await;
+    let names = tool_names(&client).await;
+    assert!(
+        names.iter().any(|name| name == "modern__ask_name"),
+        "{names:?}"
+    );
+    let added = call(&client, "modern__add", json!({"a": 40, "b": 2})).await;
+    assert_eq!(text_of(&added), "42");
+    let greeted = call(&client, "modern__ask_name", json!({})).await;
+    assert_eq!(text_of(&greeted), "hello Gateway Tester", "{greeted}");
+    let answered = handler.answered.lock().expect("the answered list").clone();
+    assert_eq!(answered, ["elicitation/create"]);
+    client.cancel().await.expect("closing the client");
 }
 
 /// Over stdio the gateway reads its client's initialize before starting the servers and

@@ -23,6 +23,41 @@ pub struct Pending {
     pub url: String,
     /// The redirect URI it names, sent again with the code.
     pub redirect_uri: String,
+    /// What the response's `iss` is held to (RFC 9207).
+    pub iss: IssCheck,
+}
+
+/// What an authorization response's `iss` (RFC 9207) is held to: the issuer discovery
+/// recorded (the authorization server metadata's `issuer`, exactly as written), and whether
+/// the server advertised `authorization_response_iss_parameter_supported`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IssCheck {
+    /// The recorded issuer; `None` when no metadata named one (the 2025-03-26 default
+    /// endpoints), so there is nothing to compare with.
+    pub issuer: Option<String>,
+    /// Whether the response must carry `iss`.
+    pub required: bool,
+}
+
+impl IssCheck {
+    /// Holds `got` (the response's `iss`, if any) to the recorded issuer: equal as strings,
+    /// with no URL normalisation (RFC 9207 §2.4: a trailing slash or a case change is another
+    /// issuer); absent only where not advertised. A present `iss` is compared even when
+    /// not advertised.
+    fn check(&self, got: Option<&str>) -> Result<(), OAuthError> {
+        match (got, &self.issuer) {
+            (Some(got), Some(expected)) if got == expected => Ok(()),
+            (Some(got), Some(expected)) => Err(OAuthError::IssMismatch {
+                expected: expected.clone(),
+                found: Some(crate::error::printable(got)),
+            }),
+            (None, Some(expected)) if self.required => Err(OAuthError::IssMismatch {
+                expected: expected.clone(),
+                found: None,
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The PKCE S256 challenge of `verifier`: base64url (no padding) of its SHA-256.
@@ -64,6 +99,10 @@ pub fn authorization_request(
         state,
         url: url.to_string(),
         redirect_uri: redirect_uri.to_owned(),
+        iss: IssCheck {
+            issuer: discovered.issuer.clone(),
+            required: discovered.iss_parameter_supported,
+        },
     })
 }
 
@@ -71,6 +110,17 @@ pub fn authorization_request(
 /// code is registered for log masking. A wrong or missing `state` is
 /// [`OAuthError::StateMismatch`], checked before anything else the redirect says.
 pub fn code_from_redirect(target: &str, state: &str) -> Result<SecretValue, OAuthError> {
+    code_from_response(target, state, &IssCheck::default())
+}
+
+/// [`code_from_redirect`], with the response's `iss` held to `iss` after `state` is checked
+/// and before its `error` or code is believed: a mismatch (or a missing `iss` the server
+/// said it sends) is [`OAuthError::IssMismatch`], a possible mix-up attack.
+pub fn code_from_response(
+    target: &str,
+    state: &str,
+    iss: &IssCheck,
+) -> Result<SecretValue, OAuthError> {
     // The text holds the code: it is zeroed when done.
     let absolute = zeroize::Zeroizing::new(format!("http://127.0.0.1{target}"));
     let url = Url::parse(target)
@@ -79,8 +129,10 @@ pub fn code_from_redirect(target: &str, state: &str) -> Result<SecretValue, OAut
     let mut code = None;
     let mut got_state = None;
     let mut error = None;
+    let mut got_iss = None;
     for (name, value) in url.query_pairs() {
         match &*name {
+            "iss" => got_iss = Some(value.into_owned()),
             "code" => code = Some(SecretValue::new(value.into_owned())),
             "state" => got_state = Some(value.into_owned()),
             "error" => error = Some(value.into_owned()),
@@ -90,6 +142,7 @@ pub fn code_from_redirect(target: &str, state: &str) -> Result<SecretValue, OAut
     if got_state.as_deref() != Some(state) {
         return Err(OAuthError::StateMismatch);
     }
+    iss.check(got_iss.as_deref())?;
     if let Some(error) = error {
         return Err(OAuthError::AuthorizationRefused {
             code: error
@@ -111,6 +164,8 @@ mod tests {
 
     fn discovered(scope: Option<&str>) -> Discovered {
         Discovered {
+            issuer: Some("http://127.0.0.1:1".to_owned()),
+            iss_parameter_supported: false,
             server: "http://127.0.0.1:1/mcp".to_owned(),
             resource: "http://127.0.0.1:1".to_owned(),
             scope: scope.map(str::to_owned),
@@ -219,5 +274,94 @@ mod tests {
             code_from_redirect("/callback?state=s1", "s1"),
             Err(OAuthError::NoCode)
         ));
+    }
+
+    #[test]
+    fn the_iss_of_a_response_must_be_the_recorded_issuer_exactly() {
+        let issuer = "http://127.0.0.1:1";
+        let advertised = IssCheck {
+            issuer: Some(issuer.to_owned()),
+            required: true,
+        };
+        let unadvertised = IssCheck {
+            required: false,
+            ..advertised.clone()
+        };
+        let with_iss = |iss: &str| {
+            let mut url =
+                Url::parse("http://127.0.0.1/callback?code=c0de&state=s1").expect("a URL");
+            url.query_pairs_mut().append_pair("iss", iss);
+            format!("/callback?{}", url.query().unwrap_or_default())
+        };
+        for check in [&advertised, &unadvertised] {
+            let code = code_from_response(&with_iss(issuer), "s1", check).expect("the same iss");
+            assert_eq!(code.expose(), "c0de");
+            // No normalisation: a trailing slash, another case or an explicit port is another
+            // issuer.
+            for other in [
+                "http://127.0.0.1:1/",
+                "HTTP://127.0.0.1:1",
+                "http://127.0.0.1:01",
+                "https://evil.example",
+            ] {
+                match code_from_response(&with_iss(other), "s1", check) {
+                    Err(error @ OAuthError::IssMismatch { .. }) => {
+                        let line = error.to_string();
+                        assert!(line.contains(other) && line.contains(issuer), "{line}");
+                        assert!(!line.contains('\n') && !line.contains("c0de"), "{line}");
+                    }
+                    got => panic!("{other}: {got:?}"),
+                }
+            }
+            // The iss is checked before the error is believed, after the state.
+            let refused = format!("{}&error=access_denied", with_iss("https://evil.example"));
+            assert!(matches!(
+                code_from_response(&refused, "s1", check),
+                Err(OAuthError::IssMismatch { .. })
+            ));
+            assert!(matches!(
+                code_from_response(&with_iss("https://evil.example"), "s2", check),
+                Err(OAuthError::StateMismatch)
+            ));
+        }
+        // Missing: refused where advertised, accepted where not.
+        let bare = "/callback?code=c0de&state=s1";
+        match code_from_response(bare, "s1", &advertised) {
+            Err(error @ OAuthError::IssMismatch { found: None, .. }) => {
+                assert!(error.to_string().contains("carries no iss"), "{error}");
+            }
+            got => panic!("{got:?}"),
+        }
+        assert!(code_from_response(bare, "s1", &unadvertised).is_ok());
+        // Nothing recorded (no metadata): nothing to compare with.
+        assert!(
+            code_from_response(&with_iss("https://any.example"), "s1", &IssCheck::default())
+                .is_ok()
+        );
+        // A hostile iss is shown printable and short.
+        let hostile = format!("https://x.example/{}", "\u{1b}[31m".repeat(100));
+        match code_from_response(&with_iss(&hostile), "s1", &advertised) {
+            Err(OAuthError::IssMismatch {
+                found: Some(found), ..
+            }) => {
+                assert!(found.len() <= 200 && !found.contains('\u{1b}'), "{found}");
+            }
+            got => panic!("{got:?}"),
+        }
+    }
+
+    #[test]
+    fn the_request_records_what_the_iss_is_held_to() {
+        let mut found = discovered(None);
+        found.iss_parameter_supported = true;
+        let pending = authorization_request(&found, &client(), "http://127.0.0.1:2/callback")
+            .expect("an authorization request");
+        assert_eq!(
+            pending.iss,
+            IssCheck {
+                issuer: Some("http://127.0.0.1:1".to_owned()),
+                required: true
+            }
+        );
     }
 }

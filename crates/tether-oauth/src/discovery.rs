@@ -74,6 +74,12 @@ pub struct Discovered {
     /// `client_id_metadata_document_supported`: a client-id metadata document URL may be the
     /// client id.
     pub client_metadata_documents: bool,
+    /// The authorization server metadata's `issuer`, exactly as written: what an
+    /// authorization response's `iss` must equal (RFC 9207). `None` without metadata.
+    pub issuer: Option<String>,
+    /// `authorization_response_iss_parameter_supported`: every authorization response must
+    /// carry `iss`.
+    pub iss_parameter_supported: bool,
 }
 
 /// What the protected resource metadata, or its absence, says.
@@ -88,16 +94,22 @@ struct ProtectedResource {
 }
 
 impl OAuthClient {
-    /// Sends an unauthenticated MCP `initialize` to `url` and reads the challenge.
+    /// Sends an unauthenticated MCP `server/discover` (2026-07-28, with its headers and
+    /// `_meta`) to `url` and reads the challenge. Not `initialize`: a server may let that
+    /// through unauthenticated and challenge only the requests that follow; a protected
+    /// server of any revision answers anything else 401.
     pub async fn probe(&self, url: &str) -> Result<Probe, OAuthError> {
-        let body = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-            "protocolVersion":"2025-06-18","capabilities":{},
-            "clientInfo":{"name":"tether","version":env!("CARGO_PKG_VERSION")}}});
+        let body = json!({"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{
+            "io.modelcontextprotocol/protocolVersion":"2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities":{},
+            "io.modelcontextprotocol/clientInfo":{"name":"tether","version":env!("CARGO_PKG_VERSION")}}}});
         let response = self
             .http
             .post(url)
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
+            .header("Mcp-Method", "server/discover")
+            .header("MCP-Protocol-Version", "2026-07-28")
             .body(body.to_string())
             .send()
             .await
@@ -283,7 +295,17 @@ fn discovered(
         }
         scope => scope,
     };
+    let recorded_issuer = metadata
+        .and_then(|m| m.get("issuer"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let iss_parameter_supported = metadata
+        .and_then(|m| m.get("authorization_response_iss_parameter_supported"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     Ok(Discovered {
+        issuer: recorded_issuer,
+        iss_parameter_supported,
         server,
         resource: protected.resource,
         scope,
@@ -422,6 +444,8 @@ mod tests {
                 registration_endpoint: None,
                 auth_methods: vec!["client_secret_post".to_owned()],
                 client_metadata_documents: true,
+                issuer: Some(SERVER.to_owned()),
+                iss_parameter_supported: false,
             }
         );
         // offline_access is added once, and never to no scope at all.

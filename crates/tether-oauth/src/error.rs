@@ -109,6 +109,28 @@ pub enum OAuthError {
         /// The `issuer` the metadata names, if any.
         found: Option<String>,
     },
+    /// The authorization response's `iss` (RFC 9207) is not the issuer discovery recorded,
+    /// or is missing where the server said it sends one: the code may be another
+    /// authorization server's (a mix-up attack). Returned by
+    /// [`crate::code_from_response`] before the code is used; the caller stops the login.
+    #[error(
+        "the authorization response {} but the authorization server is {expected}: refused, the code is not used (RFC 9207; log in again, and check the server's authorization settings if it repeats)",
+        found.as_deref().map_or_else(|| "carries no iss although the server says it sends one".to_owned(), |found| format!("names the issuer {found}"))
+    )]
+    IssMismatch {
+        /// The issuer discovery recorded.
+        expected: String,
+        /// The response's `iss` (printable ASCII, at most 200 characters), if any.
+        found: Option<String>,
+    },
+    /// The lock file of a server's logins could not be opened or locked.
+    #[error("cannot lock {path} (the lock that keeps two logins to one server apart): {reason}")]
+    Lock {
+        /// The lock file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// An endpoint of the metadata is not a URL. Returned by
     /// [`crate::authorization_request`]; the caller reports it.
     #[error("{field}: {reason}")]
@@ -293,4 +315,13 @@ fn code_suffix(code: &Option<String>) -> String {
 pub(crate) fn oauth_error_code(code: Option<&str>) -> Option<String> {
     code.filter(|code| code.len() <= 64 && code.bytes().all(|b| b.is_ascii_graphic()))
         .map(str::to_owned)
+}
+
+/// `text` as an error line may show what a server sent: printable ASCII only, at most 200
+/// characters.
+pub(crate) fn printable(text: &str) -> String {
+    text.chars()
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .take(200)
+        .collect()
 }

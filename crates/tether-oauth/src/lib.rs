@@ -71,11 +71,15 @@ mod prompt;
 mod registration;
 mod renew;
 mod resource;
+mod shared;
 pub mod store;
 mod token;
 mod wire;
 
-pub use authorization::{Pending, authorization_request, code_challenge, code_from_redirect};
+pub use authorization::{
+    IssCheck, Pending, authorization_request, code_challenge, code_from_redirect,
+    code_from_response,
+};
 pub use challenge::step_up_scope;
 pub use client::OAuthClient;
 pub use clock::{Clock, SystemClock};
@@ -87,5 +91,6 @@ pub use prompt::{Prompt, Terminal, read_line};
 pub use registration::{AuthMethod, ClientRegistration, client_metadata_url};
 pub use renew::{STEP_UP_TIMEOUT, StoredTokens};
 pub use resource::canonical_resource;
+pub use shared::LoginBy;
 pub use store::{LocalTokens, OpenError, OpenStore, TokenStore};
 pub use token::{REFRESH_MARGIN, Tokens};

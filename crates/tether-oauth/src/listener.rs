@@ -25,7 +25,7 @@ use reqwest::Url;
 use tether_config::SecretValue;
 use tower_service::Service as _;
 
-use crate::authorization::code_from_redirect;
+use crate::authorization::{IssCheck, code_from_response};
 use crate::error::OAuthError;
 
 /// How long a connection may take to send its request's headers. A browser sends the
@@ -112,6 +112,18 @@ impl RedirectListener {
     /// Serves until the redirect carrying `state` comes back, or `timeout` passes
     /// ([`OAuthError::TimedOut`]); then the listener closes.
     pub async fn code(self, state: &str, timeout: Duration) -> Result<SecretValue, OAuthError> {
+        self.code_checked(state, IssCheck::default(), timeout).await
+    }
+
+    /// [`RedirectListener::code`], the redirect's `iss` held to `iss` (RFC 9207): a redirect
+    /// with this login's `state` and the wrong `iss` ends the wait with
+    /// [`OAuthError::IssMismatch`].
+    pub async fn code_checked(
+        self,
+        state: &str,
+        iss: IssCheck,
+        timeout: Duration,
+    ) -> Result<SecretValue, OAuthError> {
         let admission = tether_http::Admission::for_address(self.address)
             .with_origin_rule(tether_http::OriginRule::IfPresent);
         let router = Router::new()
@@ -120,7 +132,7 @@ impl RedirectListener {
                 Arc::new(admission),
                 tether_http::admit,
             ))
-            .with_state(Arc::<str>::from(state));
+            .with_state(Arc::new((state.to_owned(), iss)));
         let mut http1 = hyper::server::conn::http1::Builder::new();
         http1
             .timer(TokioTimer::new())
@@ -192,7 +204,7 @@ impl RedirectListener {
 
 /// Every request the listener admitted: the redirect is `GET /callback?…`.
 async fn callback(
-    State(state): State<Arc<str>>,
+    State(expected): State<Arc<(String, IssCheck)>>,
     Extension(slot): Extension<Slot>,
     method: Method,
     uri: Uri,
@@ -203,7 +215,8 @@ async fn callback(
     let Some(query) = query else {
         return page(StatusCode::NOT_FOUND, "not found");
     };
-    match code_from_redirect(&format!("/callback?{query}"), &state) {
+    let (state, iss) = expected.as_ref();
+    match code_from_response(&format!("/callback?{query}"), state, iss) {
         Ok(code) => {
             slot.put(Ok(code));
             page(StatusCode::OK, ACCEPTED_PAGE)

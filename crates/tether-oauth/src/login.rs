@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tether_config::SecretValue;
 
-use crate::authorization::{authorization_request, code_from_redirect};
+use crate::authorization::{authorization_request, code_from_response};
 use crate::client::OAuthClient;
 use crate::discovery::Discovered;
 use crate::error::{OAuthError, Step};
@@ -115,11 +115,13 @@ impl OAuthClient {
                 )
                 .await
                 .map_err(|_| OAuthError::TimedOut(timeout.as_secs()))??;
-                code_from_redirect(pasted.expose().trim(), &pending.state)?
+                code_from_response(pasted.expose().trim(), &pending.state, &pending.iss)?
             }
             Redirect::Listen => {
                 prompt.open(&pending.url);
-                listener.code(&pending.state, timeout).await?
+                listener
+                    .code_checked(&pending.state, pending.iss.clone(), timeout)
+                    .await?
             }
         };
         self.exchange(discovered, client, &pending, &code)
@@ -189,6 +191,8 @@ mod tests {
             body.contains("\"redirect_uris\":[\"http://127.0.0.1:"),
             "{body}"
         );
+        // A loopback redirect: a native application (MCP 2026-07-28).
+        assert!(body.contains("\"application_type\":\"native\""), "{body}");
         (
             StatusCode::CREATED,
             axum::Json(json!({"client_id": "client-1"})),

@@ -117,6 +117,21 @@ struct RegistrationAnswer {
     error: Option<Value>,
 }
 
+/// `native` for a redirect to loopback (tether's listener, or a pasted redirect to it), `web`
+/// for any other.
+fn application_type(redirect_uri: &str) -> &'static str {
+    let loopback = reqwest::Url::parse(redirect_uri).is_ok_and(|url| {
+        let host = url.host_str().unwrap_or_default();
+        host == "localhost"
+            || host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    if loopback { "native" } else { "web" }
+}
+
 impl OAuthClient {
     /// Dynamic client registration (RFC 7591) for `redirect_uri`: a public client (`none`)
     /// when the server lists that method or none at all, else `client_secret_basic`, else
@@ -145,6 +160,9 @@ impl OAuthClient {
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "token_endpoint_auth_method": method.as_str(),
+            // OpenID Dynamic Client Registration §2, asked for by MCP 2026-07-28: a program
+            // on the person's machine whose redirect is a loopback URL.
+            "application_type": application_type(redirect_uri),
         });
         if let Some(scope) = &discovered.scope {
             body["scope"] = json!(scope);
@@ -203,6 +221,8 @@ mod tests {
 
     fn discovered(methods: &[&str]) -> Discovered {
         Discovered {
+            issuer: None,
+            iss_parameter_supported: false,
             server: "http://127.0.0.1:1/mcp".to_owned(),
             resource: "http://127.0.0.1:1/mcp".to_owned(),
             scope: None,
@@ -269,5 +289,19 @@ mod tests {
             assert_eq!(AuthMethod::from_name(method.as_str()), method);
         }
         assert_eq!(AuthMethod::from_name("private_key_jwt"), AuthMethod::None);
+    }
+
+    #[test]
+    fn a_loopback_redirect_registers_a_native_application() {
+        for native in [
+            "http://127.0.0.1:43210/callback",
+            "http://[::1]:43210/callback",
+            "http://localhost:1/callback",
+        ] {
+            assert_eq!(application_type(native), "native", "{native}");
+        }
+        for web in ["https://app.example/callback", "not a url"] {
+            assert_eq!(application_type(web), "web", "{web}");
+        }
     }
 }

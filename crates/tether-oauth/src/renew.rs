@@ -134,10 +134,37 @@ impl StoredTokens {
         session
     }
 
-    /// A refused token's replacement: the stored tokens for `url` refreshed once (and stored).
+    /// A refused token's replacement: the stored tokens for `url` refreshed once (and stored)
+    /// at the authorization server that issued them — unless the resource now names another
+    /// one (discovery again): then a new login there, with a new registration, and nothing of
+    /// the old server's is sent to it (SEP-2352).
     async fn refreshed_token(&self, url: &str) -> Option<SecretValue> {
         let server = canonical_resource(url).ok()?;
-        let tokens = self.store.load(&server).ok().flatten()?;
+        let mut tokens = self.store.load(&server).ok().flatten()?;
+        let discovered = match self.client() {
+            Ok(client) => client.discover(url).await.ok(),
+            Err(_) => None,
+        };
+        match discovered.as_ref().map(|found| moved(&tokens, found)) {
+            Some(Moved::To(issuer)) => {
+                self.prompt.tell(&format!(
+                    "{server} is now authorized by another authorization server ({issuer}): log in there in the browser (nothing of the previous one is sent to it)"
+                ));
+                return hand_over(
+                    &server,
+                    self.log_in_again(url).await,
+                    "moved to another authorization server and the login there failed",
+                );
+            }
+            Some(Moved::Recorded(issuer)) => {
+                // A record from before issuers were recorded: its issuer, once.
+                tokens.issuer = Some(issuer);
+                if let Err(e) = self.store.save(&tokens) {
+                    tracing::debug!(error = %e, "could not record the issuer of the stored tokens");
+                }
+            }
+            Some(Moved::No) | None => {}
+        }
         let refreshed = async {
             let fresh = self.client()?.refresh(&tokens).await?;
             self.store.save(&fresh)?;
@@ -180,6 +207,10 @@ impl StoredTokens {
     ) -> Result<Tokens, OAuthError> {
         let client = self.client()?;
         let mut discovered = client.discover(url).await?;
+        if let Moved::To(_) = moved(tokens, &discovered) {
+            // The stored client is the previous authorization server's: never shown to this one.
+            return self.log_in_again(url).await;
+        }
         self.prompt.tell(&format!(
             "{} asks for more access (scope {scope}): authorize it in the browser",
             discovered.server
@@ -198,6 +229,45 @@ impl StoredTokens {
             .await?;
         self.store.save(&fresh)?;
         Ok(fresh)
+    }
+}
+
+impl StoredTokens {
+    /// A whole new login to `url` (discovery, a new registration, the browser step), stored.
+    async fn log_in_again(&self, url: &str) -> Result<Tokens, OAuthError> {
+        let login = crate::login::Login {
+            server: url.to_owned(),
+            client: crate::login::ClientChoice::default(),
+            redirect: Redirect::Listen,
+            timeout: self.step_up_timeout,
+        };
+        let fresh = self.client()?.login(login, self.prompt.as_ref()).await?;
+        self.store.save(&fresh)?;
+        Ok(fresh)
+    }
+}
+
+/// Whether stored tokens still belong to the authorization server discovery names now.
+#[derive(Debug, PartialEq, Eq)]
+enum Moved {
+    /// The same server (or nothing to tell by).
+    No,
+    /// Another server, this issuer: a new login there.
+    To(String),
+    /// A record without its issuer, from the same server (its token endpoint): this issuer
+    /// is to be recorded.
+    Recorded(String),
+}
+
+fn moved(tokens: &Tokens, discovered: &crate::discovery::Discovered) -> Moved {
+    let Some(now) = &discovered.issuer else {
+        return Moved::No;
+    };
+    match &tokens.issuer {
+        Some(issuer) if issuer == now => Moved::No,
+        Some(_) => Moved::To(now.clone()),
+        None if tokens.token_endpoint == discovered.token_endpoint => Moved::Recorded(now.clone()),
+        None => Moved::To(now.clone()),
     }
 }
 
@@ -347,6 +417,7 @@ mod tests {
             },
             scope: Some("mcp".to_owned()),
             redirect_uri: None,
+            issuer: None,
         }
     }
 
@@ -495,5 +566,63 @@ mod tests {
         let challenge = r#"Bearer error="insufficient_scope", scope="mcp""#.to_owned();
         assert_eq!(tokens.step_up(SERVER.to_owned(), challenge).await, None);
         assert_eq!(requests.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn tokens_stay_with_their_authorization_server_and_old_records_learn_theirs_once() {
+        let found = |issuer: Option<&str>, token_endpoint: &str| crate::discovery::Discovered {
+            server: SERVER.to_owned(),
+            resource: SERVER.to_owned(),
+            scope: None,
+            authorization_endpoint: "http://127.0.0.1:1/authorize".to_owned(),
+            token_endpoint: token_endpoint.to_owned(),
+            registration_endpoint: None,
+            auth_methods: Vec::new(),
+            client_metadata_documents: false,
+            issuer: issuer.map(str::to_owned),
+            iss_parameter_supported: false,
+        };
+        let old_endpoint = "http://127.0.0.1:1/token";
+        let recorded = Tokens {
+            issuer: Some("http://127.0.0.1:1".to_owned()),
+            ..stored(old_endpoint, None, true)
+        };
+        assert_eq!(
+            moved(&recorded, &found(Some("http://127.0.0.1:1"), old_endpoint)),
+            Moved::No
+        );
+        assert_eq!(
+            moved(
+                &recorded,
+                &found(Some("http://127.0.0.1:2"), "http://127.0.0.1:2/token")
+            ),
+            Moved::To("http://127.0.0.1:2".to_owned()),
+            "the resource names a new authorization server: a new login there"
+        );
+        // A record stored before issuers were: the same token endpoint is the same server,
+        // whose issuer is recorded; another one is a move.
+        let old = stored(old_endpoint, None, true);
+        assert_eq!(
+            moved(&old, &found(Some("http://127.0.0.1:1"), old_endpoint)),
+            Moved::Recorded("http://127.0.0.1:1".to_owned())
+        );
+        assert_eq!(
+            moved(
+                &old,
+                &found(Some("http://127.0.0.1:2"), "http://127.0.0.1:2/token")
+            ),
+            Moved::To("http://127.0.0.1:2".to_owned())
+        );
+        // Nothing named (no metadata): nothing to tell by.
+        assert_eq!(
+            moved(&old, &found(None, "http://127.0.0.1:2/token")),
+            Moved::No
+        );
+        // Once recorded, the record keeps its issuer in the stored form.
+        let migrated = Tokens {
+            issuer: Some("http://127.0.0.1:1".to_owned()),
+            ..old
+        };
+        assert_eq!(Tokens::from_secret(&migrated.to_secret()), Some(migrated));
     }
 }

@@ -52,6 +52,12 @@ pub trait TokenStore: Send + Sync {
 
     /// Stores `tokens` under their server, replacing what was there.
     fn save(&self, tokens: &Tokens) -> Result<(), OAuthError>;
+
+    /// Where the locks of logins live ([`crate::OAuthClient::login_once`]), created if need
+    /// be; `None` (the default): logins are not shared.
+    fn lock_dir(&self) -> Result<Option<std::path::PathBuf>, OAuthError> {
+        Ok(None)
+    }
 }
 
 /// The error type of an [`OpenStore`].
@@ -92,6 +98,12 @@ impl TokenStore for LocalTokens {
             return Ok(None);
         };
         read(&store, server).map_err(OAuthError::store)
+    }
+
+    /// The store's own directory (the store is created if need be).
+    fn lock_dir(&self) -> Result<Option<std::path::PathBuf>, OAuthError> {
+        let store = self.open.open().map_err(OAuthError::Store)?;
+        Ok(store.path().parent().map(std::path::Path::to_path_buf))
     }
 
     fn save(&self, tokens: &Tokens) -> Result<(), OAuthError> {

@@ -43,6 +43,10 @@ pub struct Tokens {
     /// The redirect URI the client used (a step-up listens on the same port when it can:
     /// a registered client's redirect URI is fixed).
     pub redirect_uri: Option<String>,
+    /// The authorization server that issued the tokens and registered the client (its
+    /// metadata's `issuer`): they are used with it alone. `None` in a record stored before
+    /// tether recorded it, until discovery names it (recorded then, once).
+    pub issuer: Option<String>,
 }
 
 impl Tokens {
@@ -81,6 +85,7 @@ impl Tokens {
             auth_method: self.client.auth_method.as_str(),
             scope: self.scope.as_deref(),
             redirect_uri: self.redirect_uri.as_deref(),
+            issuer: self.issuer.as_deref(),
         };
         // Sized once, so that the buffer holding the tokens is not copied as it grows.
         let secrets = [
@@ -134,6 +139,7 @@ impl Tokens {
             },
             scope: text(stored.scope),
             redirect_uri: text(stored.redirect_uri),
+            issuer: text(stored.issuer),
         };
         tokens.register();
         Some(tokens)
@@ -168,6 +174,7 @@ struct Stored<'a> {
     auth_method: &'a str,
     scope: Option<&'a str>,
     redirect_uri: Option<&'a str>,
+    issuer: Option<&'a str>,
 }
 
 /// A secret written into the stored form (which is itself a secret).
@@ -197,6 +204,7 @@ struct Read {
     auth_method: Option<Value>,
     scope: Option<Value>,
     redirect_uri: Option<Value>,
+    issuer: Option<Value>,
 }
 
 /// A token endpoint's answer (RFC 6749 §5.1), or its error body (§5.2).
@@ -246,6 +254,7 @@ impl OAuthClient {
             )
             .await?;
         tokens.server.clone_from(&discovered.server);
+        tokens.issuer.clone_from(&discovered.issuer);
         Ok(tokens)
     }
 
@@ -273,6 +282,7 @@ impl OAuthClient {
             )
             .await?;
         fresh.server.clone_from(&tokens.server);
+        fresh.issuer.clone_from(&tokens.issuer);
         Ok(fresh)
     }
 
@@ -347,6 +357,7 @@ impl OAuthClient {
                 .map(str::to_owned)
                 .or(previous.scope),
             redirect_uri: previous.redirect_uri,
+            issuer: None,
         };
         tokens.register();
         Ok(tokens)
@@ -373,6 +384,7 @@ mod tests {
             },
             scope: Some("mcp".to_owned()),
             redirect_uri: Some("http://127.0.0.1:2/callback".to_owned()),
+            issuer: Some("http://127.0.0.1:1".to_owned()),
         }
     }
 
@@ -386,6 +398,7 @@ mod tests {
             expires_at: None,
             scope: None,
             redirect_uri: None,
+            issuer: None,
             client: ClientRegistration {
                 client_secret: None,
                 auth_method: AuthMethod::None,
@@ -409,6 +422,7 @@ mod tests {
         assert_eq!(tokens.access_token.expose(), "a");
         assert_eq!(tokens.expires_at, Some(7));
         assert_eq!(tokens.client.auth_method, AuthMethod::ClientSecretBasic);
+        assert_eq!(tokens.issuer, None, "recorded once discovery names it");
         for broken in [
             "not json",
             r#"{"resource":"r","token_endpoint":"t","client_id":"c"}"#,

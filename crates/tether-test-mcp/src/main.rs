@@ -3,11 +3,12 @@
 //! It serves three tools (`echo`, `env_check`, `add`, plus `--tools N` numbered ones) over stdio
 //! (the default) or Streamable HTTP (`--http ADDRESS`), and misbehaves on request so a launcher's
 //! failure handling can be tested: `--slow-start`, `--start-when-file`, `--exit-unless-file`, `--exit-early`, `--hang`, `--stderr-env`,
-//! `--spawn-child`, records cancelled slow echoes with `--record-cancellations`, reflects a variable into a tool with `--reflect-env`, answers with a large result with `--big-tool`, gives its own instructions with `--instructions`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. `--conformance` serves instead what the official MCP conformance suite's server scenarios call (`conformance.rs`). Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
+//! `--spawn-child`, records cancelled slow echoes with `--record-cancellations`, reflects a variable into a tool with `--reflect-env`, answers with a large result with `--big-tool`, gives its own instructions with `--instructions`, speaks only MCP 2026-07-28 with `--modern-only` (otherwise only the revisions with `initialize`), ignores `server/discover` with `--ignore-discover`, grows its tool list with `--grow-tools`, checks a delivered secret with `--expect-env-file` and an undelivered one with `--refuse-env-value-file`. `--conformance` serves instead what the official MCP conformance suite's server scenarios call (`conformance.rs`). Logs go to stderr only; in stdio mode stdout carries nothing but the protocol.
 
 mod big;
 mod conformance;
 mod http;
+mod modern;
 mod oauth;
 mod probe;
 mod reflect;
@@ -167,6 +168,17 @@ struct Cli {
     /// call, speaking 2025-11-25 only (with --http or over stdio).
     #[arg(long)]
     conformance: bool,
+
+    /// Speak MCP 2026-07-28 only (`server/discover`, no `initialize`) and serve `ask_name`,
+    /// which elicits through an `InputRequiredResult`. Without it the server speaks only the
+    /// revisions with `initialize` (up to 2025-11-25).
+    #[arg(long)]
+    modern_only: bool,
+
+    /// Over stdio, drop every `server/discover` request unanswered (a legacy server that
+    /// ignores unknown methods), for the bound on a client's probe.
+    #[arg(long, conflicts_with_all = ["http", "modern_only"])]
+    ignore_discover: bool,
 }
 
 fn main() -> ExitCode {
@@ -269,7 +281,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .with_reflected(cli.reflect_env.as_deref())
         .with_big_tool(cli.big_tool)
         .with_probe_tool(cli.probe_tool)
-        .with_instructions(cli.instructions.as_deref());
+        .with_instructions(cli.instructions.as_deref())
+        .with_modern_only(cli.modern_only);
     let hang = cli.hang;
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -282,7 +295,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .block_on(async move {
                 match cli.http {
                     Some(address) => http::serve(address, server, expected_bearer, None).await,
-                    None => serve_stdio(server).await,
+                    None => serve_stdio(server, false).await,
                 }
             })
             .map(|()| ExitCode::SUCCESS);
@@ -296,7 +309,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 });
                 http::serve(address, server, expected_bearer, oauth).await
             }
-            None => serve_stdio(server).await,
+            None => serve_stdio(server, cli.ignore_discover).await,
         };
         if hang {
             // A hung server outlives its client: only a kill ends it.
@@ -309,11 +322,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Serves MCP over stdin/stdout until the client closes stdin.
-async fn serve_stdio<S: rmcp::ServerHandler>(server: S) -> anyhow::Result<()> {
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .context("MCP handshake over stdio")?;
+async fn serve_stdio<S: rmcp::ServerHandler>(
+    server: S,
+    ignore_discover: bool,
+) -> anyhow::Result<()> {
+    let running = if ignore_discover {
+        let stdio =
+            rmcp::transport::IntoTransport::<rmcp::RoleServer, std::io::Error, _>::into_transport(
+                rmcp::transport::stdio(),
+            );
+        server.serve(modern::IgnoreDiscover(stdio)).await
+    } else {
+        server.serve(rmcp::transport::stdio()).await
+    }
+    .context("MCP handshake over stdio")?;
     let reason = running.waiting().await.context("serving over stdio")?;
     tracing::info!(?reason, "stdio session ended");
     Ok(())

@@ -89,6 +89,8 @@ pub struct TestServer {
     probe: bool,
     /// With `--instructions TEXT`: the instructions of the `initialize` answer.
     instructions: Option<String>,
+    /// `--modern-only` (see `modern.rs`).
+    modern_only: bool,
 }
 
 /// The tool `--capabilities-tool` adds: it answers with the capabilities the client declared
@@ -123,7 +125,14 @@ impl TestServer {
             big: false,
             probe: false,
             instructions: None,
+            modern_only: false,
         }
+    }
+
+    /// The same server speaking only MCP 2026-07-28, with `ask_name` (`--modern-only`).
+    pub fn with_modern_only(mut self, on: bool) -> Self {
+        self.modern_only = on;
+        self
     }
 
     /// The same server whose `echo` waits `delay` before answering (`--slow-echo`).
@@ -339,6 +348,10 @@ fn tools_page(tools: Vec<Tool>, cursor: Option<&str>) -> Result<ListToolsResult,
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for TestServer {
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        crate::modern::versions(self.modern_only)
+    }
+
     fn get_info(&self) -> ServerConfig {
         // `prompts` only with `--extra-prompt`, `resources` only with `--resource-template`:
         // a client then lists them.
@@ -452,6 +465,9 @@ impl ServerHandler for TestServer {
         if self.big {
             tools.push(crate::big::tool());
         }
+        if self.modern_only {
+            tools.push(crate::modern::tool());
+        }
         if self.capabilities_tool {
             tools.push(Tool::new(
                 CAPABILITIES_TOOL,
@@ -489,6 +505,9 @@ impl ServerHandler for TestServer {
             return crate::big::call(request.arguments.as_ref())
                 .map(Into::into)
                 .map_err(|message| ErrorData::invalid_params(message, None));
+        }
+        if self.modern_only && request.name == crate::modern::TOOL {
+            return crate::modern::call(&request);
         }
         if self.capabilities_tool && request.name == CAPABILITIES_TOOL {
             let declared = context

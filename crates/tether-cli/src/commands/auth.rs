@@ -164,19 +164,18 @@ async fn login(
     redirect: Redirect,
     timeout: u64,
 ) -> anyhow::Result<u8> {
-    // A store that cannot be opened fails now, not after the browser step.
-    settings::open_store()?;
     let login = Login {
         server: server.to_owned(),
         client,
         redirect,
         timeout: Duration::from_secs(timeout.max(1)),
     };
-    let tokens = oauth_client()?.login(login, &Terminal).await?;
-    let store = settings::open_store()?;
-    tether_oauth::store::write(&store, &tokens)?;
-    settings::announce(&store);
-    tether_log::eprintln_masked!("logged in to {}{}", tokens.server, expiry_text(&tokens));
+    // The store is opened (and so can fail) before the browser step.
+    let stored = LocalTokens::new(Arc::new(SettingsStore));
+    let (tokens, by) = oauth_client()?
+        .login_once(login, &Terminal, &stored)
+        .await?;
+    tether_log::eprintln_masked!("{by} to {}{}", tokens.server, expiry_text(&tokens));
     Ok(OK)
 }
 

@@ -1154,3 +1154,127 @@ fn login_opens_no_browser_for_a_hostile_authorization_server() {
         );
     }
 }
+
+/// Two `tether auth login`s to one server at the same time share one flow (the store's login
+/// lock): the first holds its browser step until the second says it is waiting; one
+/// registration and one code in all, both succeed, and the second uses the first's tokens.
+#[test]
+fn two_concurrent_logins_share_one_flow() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let opened = sandbox.home().join("browser-opened");
+    let go = sandbox.home().join("browser-go");
+    // The first login's browser: says it was opened, then waits (bounded) for the test's go.
+    let held_browser = format!(
+        "touch '{}'; for i in $(seq 1200); do [ -e '{}' ] && break; sleep 0.05; done; curl -s -L -o /dev/null",
+        opened.display(),
+        go.display()
+    );
+    let spawn = |browser: &str| {
+        sandbox
+            .runner()
+            .command(&["auth", "login", &url, "--timeout", "60"])
+            .env("TETHER_SECRET_STORE", "file")
+            .env("BROWSER", browser)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting tether auth login")
+    };
+    let first = spawn(&held_browser);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !opened.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first login never opened its browser"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut second = spawn("curl -s -L -o /dev/null");
+    // Its stderr, line by line, until it says it waits for the other login.
+    let stderr = second.stderr.take().expect("its stderr");
+    let (read, lines) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if read.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut said = Vec::new();
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("the second login never said it waits: {said:?}"));
+        let waiting = line.contains(&format!(
+            "another tether process is logging in to {url}: waiting for it to finish"
+        ));
+        said.push(line);
+        if waiting {
+            break;
+        }
+    }
+    std::fs::write(&go, "").expect("releasing the first browser");
+    let first = first.wait_with_output().expect("the first login");
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert!(
+        text(&first.stderr).contains(&format!("logged in to {url}")),
+        "{}",
+        text(&first.stderr)
+    );
+    let status = second.wait().expect("the second login");
+    reader.join().expect("the stderr reader");
+    said.extend(lines.try_iter());
+    assert_eq!(status.code(), Some(0), "{said:?}");
+    assert!(
+        said.iter()
+            .any(|line| line.contains(&format!("logged in by the other tether process to {url}"))),
+        "{said:?}"
+    );
+    assert_eq!(
+        server.stats(),
+        serde_json::json!({"codes": 1, "refreshes": 0, "registrations": 1}),
+        "one flow in all"
+    );
+    // The stored token works.
+    let used = tether(&sandbox, &["test", "--mcp", &spec(&server)]);
+    assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
+}
+
+/// A stored record names the authorization server that issued it; a record stored before
+/// issuers were recorded (made here by taking the issuer out of the stored file) gets it once,
+/// at the next 401, when discovery finds the same authorization server behind its token
+/// endpoint: refreshed there, not logged in again.
+#[test]
+fn an_earlier_record_gets_its_issuer_once_at_the_next_refusal() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let spec = spec(&server);
+    log_in(&sandbox, &server.url());
+    let recorded = format!(r#"\"issuer\":\"{}\""#, server.origin);
+    let stored = stored_file(&sandbox);
+    assert!(
+        stored.contains(&recorded),
+        "the issuer is recorded: {stored}"
+    );
+    std::fs::write(
+        sandbox.home().join("secrets.json"),
+        stored.replace(&recorded, r#"\"issuer\":null"#),
+    )
+    .expect("writing the earlier form");
+
+    server.request("POST", "/expire");
+    let retried = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(retried.status.code(), Some(0), "{}", text(&retried.stderr));
+    assert_eq!(
+        server.stats(),
+        serde_json::json!({"codes": 1, "refreshes": 1, "registrations": 1}),
+        "refreshed at the same server, no new login"
+    );
+    assert!(
+        stored_file(&sandbox).contains(&recorded),
+        "the issuer is recorded again"
+    );
+}

@@ -84,6 +84,11 @@ fn inner(err: Cause<'_>) -> Option<Cause<'_>> {
     if let Some(ClientInitializeError::TransportError { error, .. }) = err.downcast_ref() {
         return Some(error);
     }
+    // The 2026-07-28 probe said "legacy" and `initialize` failed too: the second failure is
+    // the one that tells what is wrong with the URL.
+    if let Some(ClientInitializeError::LegacyFallbackFailed { fallback, .. }) = err.downcast_ref() {
+        return Some(fallback.as_ref());
+    }
     if let Some(StreamableHttpError::<reqwest::Error>::Client(client)) = err.downcast_ref() {
         return Some(client);
     }

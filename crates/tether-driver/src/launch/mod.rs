@@ -10,6 +10,7 @@
 
 mod bearer;
 mod failure;
+mod lifecycle;
 mod process;
 mod sse;
 
@@ -21,7 +22,8 @@ use futures_util::StreamExt as _;
 use indexmap::IndexMap;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{RoleClient, RunningService, ServiceExt as _};
+use rmcp::service::{ClientServiceExt as _, RoleClient, RunningService, ServiceExt as _};
+use rmcp::transport::IntoTransport;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Map, Value};
@@ -38,6 +40,7 @@ pub use sse::{SseError, sse_endpoint};
 use crate::error::DriverError;
 
 pub use bearer::{BearerAuth, BearerSlot, MAX_STEP_UPS, Refusal, send_renewing};
+pub use lifecycle::PROBE_BOUND;
 
 /// How servers are started. A runtime keeps its options: a server it restarts later (a
 /// re-minted managed config) starts under the same limits.
@@ -356,6 +359,41 @@ impl TetherClient {
                 None,
             )),
         }
+    }
+}
+
+impl TetherClient {
+    /// Answers what a 2026-07-28 server's `InputRequiredResult` asks for, each through the
+    /// holder (as that server's own request would be answered in 2025-11-25): the
+    /// `inputResponses` by key, and the `requestState` to send back untouched.
+    async fn fulfil(
+        &self,
+        asked: rmcp::model::InputRequiredResult,
+    ) -> Result<(Map<String, Value>, Option<String>), rmcp::ErrorData> {
+        let requests = asked.input_requests.unwrap_or_default();
+        if requests.is_empty() && asked.request_state.is_none() {
+            return Err(rmcp::ErrorData::internal_error(
+                "the server asked for input without saying what (no inputRequests, no requestState)",
+                None,
+            ));
+        }
+        let mut responses = Map::new();
+        for (key, request) in requests {
+            let request = serde_json::to_value(request)
+                .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
+            let method = request
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let params = request
+                .get("params")
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({}));
+            let answer: Value = self.ask(&method, &params).await?;
+            responses.insert(key, answer);
+        }
+        Ok((responses, asked.request_state))
     }
 }
 
@@ -771,6 +809,13 @@ impl McpRuntime {
         serde_json::to_value(&info.capabilities).ok()
     }
 
+    /// The MCP revision tether speaks with `server` (`2026-07-28` after `server/discover`, or
+    /// what `initialize` agreed on); `None` when no server of that name is running.
+    pub fn protocol_version(&self, server: &str) -> Option<String> {
+        let running = self.running.iter().find(|s| s.name == server)?;
+        Some(running.client.peer_info()?.protocol_version.to_string())
+    }
+
     /// The `instructions` `server` gave in its `initialize` answer, masked with the runtime's
     /// values; `None` when it gave none or no server of that name is running.
     pub fn instructions(&self, server: &str) -> Option<String> {
@@ -819,6 +864,74 @@ impl McpRuntime {
                 ),
             ));
         }
+        tokio::pin!(cancelled);
+        let mut params = params;
+        // A 2026-07-28 server may answer with `InputRequiredResult`: what it asks for
+        // (elicitation, sampling, roots) is put to the holder, as a legacy server's own
+        // request would be, and the request is sent again with the answers and the state.
+        for _round in 0..rmcp::model::DEFAULT_MRTR_MAX_ROUNDS {
+            let answer = self
+                .forward_once(
+                    running,
+                    method,
+                    params.clone(),
+                    timeout,
+                    &mut cancelled,
+                    progress.clone(),
+                )
+                .await?;
+            let result = match answer {
+                rmcp::model::ServerResult::InputRequiredResult(asked) => asked,
+                result => {
+                    let mut result = serde_json::to_value(result)
+                        .map_err(|e| failed(None, format!("unreadable result: {e}")))?;
+                    mask_json(&self.masker, &mut result);
+                    return Ok(result);
+                }
+            };
+            let (responses, state) = running
+                .client
+                .service()
+                .fulfil(result)
+                .await
+                .map_err(|e| failed(Some(e.code.0), e.message.to_string()))?;
+            if let Value::Object(fields) = &mut params {
+                fields.remove("inputResponses");
+                fields.remove("requestState");
+                if !responses.is_empty() {
+                    fields.insert("inputResponses".to_owned(), Value::Object(responses));
+                }
+                if let Some(state) = state {
+                    fields.insert("requestState".to_owned(), Value::String(state));
+                }
+            }
+        }
+        Err(failed(
+            None,
+            format!(
+                "the server still asked for input after {} rounds",
+                rmcp::model::DEFAULT_MRTR_MAX_ROUNDS
+            ),
+        ))
+    }
+
+    /// One round of [`McpRuntime::forward`]: the request sent, the answer awaited.
+    async fn forward_once(
+        &self,
+        running: &RunningServer,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancelled: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
+    ) -> Result<rmcp::model::ServerResult, DriverError> {
+        let server = running.name.as_str();
+        let failed = |code: Option<i32>, message: String| DriverError::RequestFailed {
+            server: server.to_owned(),
+            method: method.to_owned(),
+            code,
+            message: mask_known_values(&message, self.masking.iter()),
+        };
         let mut message = Map::new();
         message.insert("method".to_owned(), Value::String(method.to_owned()));
         if !params.is_null() {
@@ -854,7 +967,7 @@ impl McpRuntime {
         };
         let answer = tokio::select! {
             answer = handle.await_response() => answer,
-            () = cancelled => {
+            () = cancelled.as_mut() => {
                 let notice = rmcp::model::CancelledNotificationParam::new(
                     Some(id),
                     Some("cancelled by the client".to_owned()),
@@ -869,12 +982,7 @@ impl McpRuntime {
             }
         };
         match answer {
-            Ok(result) => {
-                let mut result = serde_json::to_value(result)
-                    .map_err(|e| failed(None, format!("unreadable result: {e}")))?;
-                mask_json(&self.masker, &mut result);
-                Ok(result)
-            }
+            Ok(result) => Ok(result),
             Err(rmcp::ServiceError::McpError(error)) => {
                 Err(failed(Some(error.code.0), error.message.to_string()))
             }
@@ -1015,8 +1123,13 @@ async fn remote_handshake(
             let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
                 .custom_headers(custom);
             let http = bearer::BearerHttp::new(http, slot);
+            let transport = StreamableHttpClientTransport::with_client(http, config);
+            let prefer_legacy = client.notices.is_some();
             client
-                .serve(StreamableHttpClientTransport::with_client(http, config))
+                .serve_with_lifecycle(
+                    lifecycle::Probing::new(transport, false, prefer_legacy),
+                    lifecycle::auto(),
+                )
                 .await?
         }
     };
@@ -1119,7 +1232,15 @@ async fn start_one(
                         mask(format!("cannot start '{shown}': {why}"))
                     })?;
             let handshake = tokio::time::timeout(timeout, async {
-                let client = client.serve((stdout, stdin)).await?;
+                let pipes =
+                    IntoTransport::<RoleClient, std::io::Error, _>::into_transport((stdout, stdin));
+                let prefer_legacy = client.notices.is_some();
+                let client = client
+                    .serve_with_lifecycle(
+                        lifecycle::Probing::new(pipes, true, prefer_legacy),
+                        lifecycle::auto(),
+                    )
+                    .await?;
                 let tools = client.list_all_tools().await?;
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
             });

@@ -14,7 +14,7 @@ use crate::support::{call, inline_session, json_str, test_server_bin, wait_group
 /// A bound on every test step: nothing here may hang.
 const STEP: Duration = Duration::from_secs(60);
 
-fn stdio_server(name: &str, args: &[&str]) -> String {
+pub(crate) fn stdio_server(name: &str, args: &[&str]) -> String {
     let args: Vec<String> = args.iter().map(|a| json_str(a)).collect();
     format!(
         r#"{}: {{"command": {}, "args": [{}]}}"#,
@@ -24,7 +24,7 @@ fn stdio_server(name: &str, args: &[&str]) -> String {
     )
 }
 
-async fn start(
+pub(crate) async fn start(
     config: String,
     options: StartOptions,
     secrets: &Secrets,
@@ -35,7 +35,7 @@ async fn start(
         .unwrap_or_else(|_| panic!("startup did not finish within {STEP:?}"))
 }
 
-fn tools(status: &ServerStatus) -> Vec<String> {
+pub(crate) fn tools(status: &ServerStatus) -> Vec<String> {
     match status {
         ServerStatus::Ready { tools } => tools.iter().map(|t| t.name.clone()).collect(),
         ServerStatus::Failed { reason } => panic!("server failed: {reason}"),
@@ -352,7 +352,10 @@ async fn dropping_the_runtime_kills_the_group() {
 }
 
 /// Starts `tether-test-mcp --http 127.0.0.1:0` with `env`, returns the child and its URL.
-async fn http_server(extra: &[&str], env: &[(&str, &str)]) -> (tokio::process::Child, String) {
+pub(crate) async fn http_server(
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (tokio::process::Child, String) {
     let mut command = tokio::process::Command::new(test_server_bin());
     command
         .args(["--http", "127.0.0.1:0"])

@@ -9,6 +9,7 @@
 
 mod launch;
 mod lifetime;
+mod modern;
 mod refresh;
 mod resolve;
 mod sandbox;
