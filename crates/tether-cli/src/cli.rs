@@ -486,6 +486,11 @@ pub struct CallArgs {
     #[command(flatten)]
     pub sandbox: SandboxArg,
 
+    /// Answer the server's questions (elicitation) with the defaults it offers; declined when
+    /// a required answer has none. Without it tether answers none.
+    #[arg(long)]
+    pub accept_elicitation_defaults: bool,
+
     /// Print the whole MCP result as JSON.
     #[arg(long)]
     pub json: bool,

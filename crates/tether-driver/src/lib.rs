@@ -32,6 +32,7 @@
 
 #![deny(missing_docs)]
 
+pub mod elicitation;
 mod error;
 mod launch;
 mod refresh;

@@ -296,7 +296,7 @@ async fn forward(
     key: &str,
 ) -> Response {
     let mut outgoing = HeaderMap::new();
-    for (name, value) in proxy::allowed(headers, &proxy::FORWARDED_REQUEST_HEADERS) {
+    for (name, value) in proxy::forwarded_request(headers) {
         outgoing.append(name.clone(), value.clone());
     }
     for (name, value) in &route.headers {

@@ -126,7 +126,7 @@ async fn forward(
     };
     // Only the allow-listed client headers (never its `Authorization`), then the upstream's own.
     let mut outgoing = HeaderMap::new();
-    for (name, value) in proxy::allowed(headers, &proxy::FORWARDED_REQUEST_HEADERS) {
+    for (name, value) in proxy::forwarded_request(headers) {
         outgoing.append(name.clone(), value.clone());
     }
     let Upstream {

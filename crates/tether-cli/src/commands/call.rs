@@ -9,30 +9,23 @@ use crate::exit::{FAILED, OK, Reported, UsageError};
 use crate::output::{Progress, print, print_json};
 
 pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
-    let arguments: Option<Map<String, Value>> = match &args.args {
+    let arguments: Option<Map<String, Value>> = match args.args.as_deref().map(serde_json::from_str)
+    {
         None => None,
-        Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(map)) => Some(map),
-            Ok(_) => {
-                return Err(UsageError::new(
-                    "--args must be a JSON object, e.g. '{\"text\":\"hi\"}'",
-                )
-                .into());
-            }
-            Err(e) => {
-                return Err(UsageError::new(format!(
-                    "--args is not JSON (line {}, column {})",
-                    e.line(),
-                    e.column()
-                ))
-                .into());
-            }
-        },
+        Some(Ok(Value::Object(map))) => Some(map),
+        Some(Ok(_)) => Err(UsageError::new(
+            "--args must be a JSON object, e.g. '{\"text\":\"hi\"}'",
+        ))?,
+        Some(Err(e)) => Err(UsageError::new(format!("--args is not JSON ({e})")))?,
     };
     let progress = Progress::new();
     let session = super::session(&args.specs, &args.secrets, &progress).await?;
     super::require_servers(&session)?;
-    let options = super::start_options(args.timeout, false, &args.sandbox)?;
+    let mut options = super::start_options(args.timeout, false, &args.sandbox)?;
+    if args.accept_elicitation_defaults {
+        options.client_requests = Some(tether_driver::elicitation::defaults_answerer());
+        options.declared = Some(tether_driver::elicitation::form_elicitation());
+    }
     super::announce_sandbox("call", &session, &options);
     progress.step("starting 1 MCP server…");
     let started = super::until_signal(session.start_server(&args.server, &options)).await??;

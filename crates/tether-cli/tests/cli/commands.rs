@@ -429,3 +429,51 @@ fn test_scans_prompts_as_well_as_tools() {
         text(&out.stderr)
     );
 }
+
+/// `tether call --accept-elicitation-defaults` answers a server's form elicitation with the
+/// defaults its schema offers (the conformance test server's `test_elicitation_sep1034_defaults`
+/// echoes the answer), and declines one whose required fields have none; without the flag
+/// tether answers no elicitation and the call fails.
+#[test]
+fn call_answers_elicitation_with_its_defaults_only_when_asked() {
+    let sandbox = Sandbox::new();
+    let spec = config(&[server_json("c", &["--conformance"], &[])]);
+    let call = |tool: &str, extra: &[&str]| {
+        let mut args = vec![
+            "call",
+            "--mcp",
+            &spec,
+            "c",
+            tool,
+            "--args",
+            r#"{"message": "m"}"#,
+        ];
+        args.extend_from_slice(extra);
+        sandbox.run(&args)
+    };
+    let out = call(
+        "test_elicitation_sep1034_defaults",
+        &["--accept-elicitation-defaults"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(r#"action="accept", content={"name":"John Doe","age":30,"score":95.5,"status":"active","verified":true}"#),
+        "{}",
+        text(&out.stdout)
+    );
+    // Required fields without defaults: declined, not invented.
+    let out = call("test_elicitation", &["--accept-elicitation-defaults"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(r#"action: "decline""#),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = call("test_elicitation_sep1034_defaults", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("elicitation/create"),
+        "{}",
+        text(&out.stderr)
+    );
+}
