@@ -855,6 +855,12 @@ pub struct AddArgs {
     /// Never ask: a missing required input is an error that names it (as without a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// mcpb: refuse a bundle without a valid, trusted signature (`require_signed_bundles`).
+    #[arg(long)]
+    pub require_signature: bool,
+    /// mcpb: accept a self-signed bundle (`allow_self_signed_bundles` in config.toml).
+    #[arg(long)]
+    pub allow_self_signed: bool,
 }
 
 /// `tether list`.

@@ -63,6 +63,8 @@ struct ConfigFile {
     always_load: Option<Vec<String>>,
     lazy: Option<bool>,
     secret_scan: Option<String>,
+    require_signed_bundles: Option<bool>,
+    allow_self_signed_bundles: Option<bool>,
 }
 
 /// The client-id metadata document URL `tether auth login` uses: the flag, else
@@ -114,6 +116,15 @@ pub fn wait_for_servers(flag: bool) -> anyhow::Result<bool> {
         return Ok(true);
     }
     Ok(config_file(&data_dir()?)?.wait_for_servers.unwrap_or(false))
+}
+
+/// What `add` accepts of an mcpb bundle's signature: each flag, else its key in config.toml.
+pub fn bundle_policy(require: bool, allow: bool) -> anyhow::Result<tether_install::Policy> {
+    let file = config_file(&data_dir()?)?;
+    Ok(tether_install::Policy {
+        require_signature: require || file.require_signed_bundles.unwrap_or(false),
+        allow_self_signed: allow || file.allow_self_signed_bundles.unwrap_or(false),
+    })
 }
 
 /// The sandbox of stdio servers: `--sandbox`, else `sandbox` in config.toml, else none.

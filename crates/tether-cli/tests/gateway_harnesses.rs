@@ -1,5 +1,5 @@
 //! `tether run --gateway -- HARNESS …` with the real harness CLIs (Claude
-//! Code, Gemini CLI, opencode, Codex), each with a temp HOME: the harness gets ONE stdio server,
+//! Code, Gemini CLI, opencode, Codex, GitHub Copilot CLI), each with a temp HOME: the harness gets ONE stdio server,
 //! `tether`, which is tether's gateway; the run's servers start in tether itself.
 //!
 //! Two servers of ours behind the gateway: a stdio one that refuses to start unless its `PROBE`
@@ -128,6 +128,7 @@ impl Setup {
             .env("STDIO_SOURCE", STDIO_SECRET)
             .env("NO_COLOR", "1")
             .env_remove("CODEX_HOME")
+            .env_remove("COPILOT_HOME")
             .env_remove("GEMINI_CLI_HOME")
             .env_remove("CLAUDE_CONFIG_DIR")
             .env_remove("OPENCODE_CONFIG")
@@ -199,6 +200,41 @@ fn gemini_cli_lists_the_gateway_connected_and_the_secret_arrives_byte_exact() {
         "gemini saw the servers themselves:\n{listing}"
     );
     assert_both_ready_and_nothing_shown("gemini mcp list", &out);
+}
+
+/// A prompt-mode session of Copilot CLI, offline against a loopback model provider that
+/// refuses every call: its JSONL events say the one server, `tether`, connected.
+#[test]
+fn copilot_cli_connects_the_gateway() {
+    let Some(copilot) = npm_bin("copilot") else {
+        return;
+    };
+    let setup = Setup::new();
+    let args = ["-p", "hi", "--output-format", "json", "--allow-all-tools"];
+    let mut command = setup.run(&copilot, STRICT, &args);
+    tether_testkit::copilot_offline(&mut command);
+    let out = output_within(command, Duration::from_secs(180));
+    let loaded = text(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|event| event["type"] == "session.mcp_servers_loaded")
+        .unwrap_or_else(|| panic!("no servers loaded:\n{}", text(&out.stderr)));
+    let servers = loaded["data"]["servers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    // Copilot lists its own built-in servers too, disabled (offline; `--disable-builtin-mcps`).
+    let connected: Vec<_> = servers
+        .iter()
+        .filter(|s| s["status"] != "disabled")
+        .map(|s| (s["name"].clone(), s["status"].clone()))
+        .collect();
+    assert_eq!(
+        connected,
+        [(serde_json::json!("tether"), serde_json::json!("connected"))],
+        "{loaded}"
+    );
+    assert_both_ready_and_nothing_shown("copilot -p", &out);
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! The real harness CLIs from the npm registry (Claude Code, Codex, Gemini CLI, opencode),
+//! The real harness CLIs from the npm registry (Claude Code, Codex, Gemini CLI, opencode,
+//! GitHub Copilot CLI),
 //! given their servers by `tether run -- <harness> …` or by a config `tether export` wrote, each
 //! with a temp HOME so the machine's own configs are never touched.
 //!
@@ -41,6 +42,7 @@ const CLAUDE: &str = "claude";
 const CODEX: &str = "codex";
 const GEMINI: &str = "gemini";
 const OPENCODE: &str = "opencode";
+const COPILOT: &str = "copilot";
 
 /// A temp HOME, the two servers, and the spec naming them.
 struct Setup {
@@ -181,6 +183,7 @@ impl Setup {
             )
             .env("NO_COLOR", "1")
             .env_remove("CODEX_HOME")
+            .env_remove("COPILOT_HOME")
             .env_remove("GEMINI_CLI_HOME")
             .env_remove("CLAUDE_CONFIG_DIR")
             .env_remove("OPENCODE_CONFIG")
@@ -681,4 +684,113 @@ fn gemini_cli_reaches_a_legacy_sse_server_through_the_bridge() {
         "the harness saw the real URL:\n{listing}"
     );
     assert_no_secret("gemini mcp list (SSE)", &out);
+}
+
+/// `tether run … -- copilot ARGS` in offline mode (`tether_testkit::copilot_offline`), with
+/// no self-update.
+fn copilot_run(setup: &Setup, copilot: &Path, args: &[&str]) -> Command {
+    let mut command = setup.run_harness(copilot, args);
+    tether_testkit::copilot_offline(&mut command);
+    command
+}
+
+/// A prompt-mode session of GitHub Copilot CLI through `tether run` connects all three servers
+/// (its JSONL events say so), each secret having reached its server exactly through the exec
+/// shim or the bridge; the user's own `~/.copilot` is not created. Prints how long each
+/// server took from `pending` to `connected`, as Copilot's own event timestamps give it.
+#[test]
+fn copilot_cli_run_connects_all_three_servers() {
+    let Some(copilot) = npm_bin(COPILOT) else {
+        return;
+    };
+    let setup = Setup::new();
+    let out = output_within(
+        copilot_run(
+            &setup,
+            &copilot,
+            &["-p", "hi", "--output-format", "json", "--allow-all-tools"],
+        ),
+        Duration::from_secs(180),
+    );
+    let events: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let loaded = events
+        .iter()
+        .find(|e| e["type"] == "session.mcp_servers_loaded")
+        .unwrap_or_else(|| {
+            panic!(
+                "copilot reported no MCP servers loaded:\n{}\n{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            )
+        });
+    let servers = loaded["data"]["servers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for name in ["probe-stdio", "probe-other", "probe-http"] {
+        let server = servers.iter().find(|s| s["name"] == name);
+        assert_eq!(
+            server.map(|s| s["status"].clone()),
+            Some(serde_json::json!("connected")),
+            "copilot did not connect {name}: {loaded}"
+        );
+        let at = |status: &str| {
+            events.iter().find_map(|e| {
+                (e["type"] == "session.mcp_server_status_changed"
+                    && e["data"]["serverName"] == name
+                    && e["data"]["status"] == status)
+                    .then(|| e["timestamp"].as_str().map(str::to_owned))
+                    .flatten()
+            })
+        };
+        if let (Some(pending), Some(connected)) = (at("pending"), at("connected")) {
+            eprintln!("copilot connect time {name}: {pending} -> {connected}");
+        }
+    }
+    assert!(
+        !setup.home().join(".copilot/mcp-config.json").exists(),
+        "tether wrote the user's Copilot config"
+    );
+    assert_no_secret("copilot -p", &out);
+}
+
+/// `copilot mcp list --json` through a run lists the servers as tether handed them over: each
+/// stdio one is the exec shim with no environment, the URL one is the bridge on loopback with
+/// the run's token; Copilot holds none of the servers' values.
+#[test]
+fn copilot_cli_mcp_list_shows_the_shim_and_the_bridge() {
+    let Some(copilot) = npm_bin(COPILOT) else {
+        return;
+    };
+    let setup = Setup::new();
+    let out = output_within(
+        copilot_run(&setup, &copilot, &["mcp", "list", "--json"]),
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listing: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("copilot mcp list --json: {e}\n{}", text(&out.stdout)));
+    let servers = &listing["mcpServers"];
+    for name in ["probe-stdio", "probe-other"] {
+        let stdio = &servers[name];
+        assert_eq!(stdio["type"], "local", "{stdio}");
+        assert_eq!(stdio["args"][0], "__exec", "{stdio}");
+        assert!(
+            stdio["env"]
+                .as_object()
+                .is_none_or(serde_json::Map::is_empty),
+            "{stdio}"
+        );
+    }
+    let http = &servers["probe-http"];
+    let url = http["url"].as_str().unwrap_or_default();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && !url.starts_with(&setup.http_base),
+        "{http}"
+    );
+    assert_no_secret("copilot mcp list", &out);
+    assert!(!setup.home().join(".copilot").exists());
 }

@@ -44,6 +44,7 @@ const OPTION_KEYS: &[&str] = &[
     "enabled",
     "includeTools",
     "enabled_tools",
+    "tools",
     "excludeTools",
     "disabled_tools",
     "alwaysAllow",
@@ -626,6 +627,12 @@ impl<'a> ServerFields<'a> {
             ("includeTools", self.present_array("includeTools")?),
             ("enabled_tools", self.present_array("enabled_tools")?),
         )?;
+        // GitHub Copilot CLI's `tools`: the tools to offer, `["*"]` (all) being no filter.
+        let copilot_tools = self
+            .present_array("tools")?
+            .filter(|tools| tools.as_slice() != ["*"]);
+        let include_tools =
+            self.either(("includeTools", include_tools), ("tools", copilot_tools))?;
         let exclude_tools = self.either(
             ("excludeTools", self.present_array("excludeTools")?),
             ("disabled_tools", self.present_array("disabled_tools")?),

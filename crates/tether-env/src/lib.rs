@@ -156,6 +156,10 @@ impl EnvVars {
     /// directory.
     pub const GEMINI_CLI_HOME: &'static str = "GEMINI_CLI_HOME";
 
+    /// GitHub Copilot CLI's home (default `~/.copilot`): `tether run -- copilot` points it at a
+    /// private one in the run directory.
+    pub const COPILOT_HOME: &'static str = "COPILOT_HOME";
+
     /// Gemini CLI: `true` trusts the working folder for a run, `false` distrusts it. Read by
     /// `tether run -- gemini`, which refuses a folder Gemini does not trust (Gemini disables
     /// every MCP server there) unless this says `true`.
@@ -287,6 +291,11 @@ impl EnvVars {
             Self::CODEX_HOME,
             Reader::Harness,
             "Codex's home, a private copy for the run",
+        ),
+        doc(
+            Self::COPILOT_HOME,
+            Reader::Harness,
+            "GitHub Copilot CLI's home, a private one for the run",
         ),
         doc(
             Self::GEMINI_CLI_HOME,

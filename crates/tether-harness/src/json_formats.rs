@@ -1,4 +1,5 @@
-//! The JSON formats: tether's own, Claude Code, Gemini CLI, opencode, VS Code, Cursor.
+//! The JSON formats: tether's own, Claude Code, Gemini CLI, opencode, VS Code, Cursor, GitHub
+//! Copilot CLI, Claude Desktop, Windsurf, Zed, Goose (JSON is YAML too) and Antigravity.
 
 use serde_json::{Map, Value, json};
 use tether_config::{
@@ -18,6 +19,16 @@ pub(crate) fn config(
     for server in servers {
         if server.options.disabled && disabled_key(format).is_none() {
             notes.push(crate::left_out_disabled(&server.name, format));
+            continue;
+        }
+        // Claude Desktop's file holds local servers only: a remote one is added in the app.
+        if format == Format::ClaudeDesktop
+            && matches!(server.transport, RenderedTransport::Remote { .. })
+        {
+            notes.push(format!(
+                "MCP server '{}': Claude Desktop takes remote servers under Settings → Connectors, not in its config file: left out of the {format} config (`tether export --gateway --format {format}` serves it through tether's gateway, a local server)",
+                server.name
+            ));
             continue;
         }
         if let Values::Show(shown) = values {
@@ -51,9 +62,16 @@ pub(crate) fn config(
 /// the map).
 fn disabled_key(format: Format) -> Option<(&'static str, bool)> {
     match format {
-        Format::Json => Some(("disabled", true)),
-        Format::Opencode => Some(("enabled", false)),
-        Format::Claude | Format::Codex | Format::Gemini | Format::Vscode | Format::Cursor => None,
+        Format::Json | Format::Windsurf => Some(("disabled", true)),
+        Format::Opencode | Format::Zed | Format::Goose => Some(("enabled", false)),
+        Format::Claude
+        | Format::Codex
+        | Format::Gemini
+        | Format::Vscode
+        | Format::Cursor
+        | Format::Copilot
+        | Format::ClaudeDesktop
+        | Format::Antigravity => None,
     }
 }
 
@@ -82,6 +100,9 @@ fn option_key(format: Format, option: ServerOption) -> Option<&'static str> {
         (Format::Gemini, ServerOption::Timeout) => Some("timeout"),
         // opencode's `timeout` bounds fetching the server's tools: its startup.
         (Format::Opencode, ServerOption::StartupTimeout) => Some("timeout"),
+        // Copilot CLI: the tools to offer (`["*"]` unless set) and a timeout in milliseconds.
+        (Format::Copilot, ServerOption::IncludeTools) => Some("tools"),
+        (Format::Copilot, ServerOption::Timeout) => Some("timeout"),
         _ => None,
     }
 }
@@ -103,7 +124,13 @@ fn option_value(options: &ServerOptions, option: ServerOption) -> Value {
 pub(crate) fn stdio_env_key(format: Format) -> &'static str {
     match format {
         Format::Opencode => "environment",
-        Format::Json
+        Format::Goose => "envs",
+        Format::Copilot
+        | Format::ClaudeDesktop
+        | Format::Windsurf
+        | Format::Zed
+        | Format::Antigravity
+        | Format::Json
         | Format::Claude
         | Format::Codex
         | Format::Gemini
@@ -160,9 +187,25 @@ fn server_json(
                 Format::Claude | Format::Vscode => {
                     json!({"type": "stdio", "command": command, "args": args, "env": env})
                 }
-                Format::Json | Format::Gemini | Format::Cursor | Format::Codex => {
-                    json!({"command": command, "args": args, "env": env})
+                Format::Copilot => json!({
+                    "type": "local", "command": command, "args": args, "env": env, "tools": ["*"]
+                }),
+                Format::Zed => {
+                    json!({"source": "custom", "command": command, "args": args, "env": env})
                 }
+                // Goose's extension entry: `enabled` beside the tagged config, which repeats
+                // the name; 300 s is the timeout Goose's own `configure` writes.
+                Format::Goose => json!({
+                    "enabled": true, "type": "stdio", "name": server.name, "cmd": command,
+                    "args": args, "envs": env, "timeout": 300
+                }),
+                Format::Json
+                | Format::Gemini
+                | Format::Cursor
+                | Format::Codex
+                | Format::ClaudeDesktop
+                | Format::Windsurf
+                | Format::Antigravity => json!({"command": command, "args": args, "env": env}),
             };
             if let Some(cwd) = cwd {
                 match format {
@@ -173,7 +216,14 @@ fn server_json(
                     | Format::Claude => {
                         out["cwd"] = Value::String(cwd);
                     }
-                    Format::Opencode | Format::Codex => {
+                    Format::Opencode
+                    | Format::Codex
+                    | Format::Copilot
+                    | Format::ClaudeDesktop
+                    | Format::Windsurf
+                    | Format::Zed
+                    | Format::Goose
+                    | Format::Antigravity => {
                         return Err(unsupported(
                             "set a working directory (cwd) for a local server",
                         ));
@@ -210,7 +260,33 @@ fn server_json(
                     // says which.
                     RemoteTransport::Sse => json!({"url": url, "type": "sse", "headers": headers}),
                 },
-                Format::Cursor => json!({"url": url, "headers": headers}),
+                Format::Cursor | Format::Zed => json!({"url": url, "headers": headers}),
+                Format::Windsurf | Format::Antigravity => {
+                    json!({"serverUrl": url, "headers": headers})
+                }
+                Format::Copilot => {
+                    json!({"type": kind, "url": url, "headers": headers, "tools": ["*"]})
+                }
+                Format::Goose => match transport {
+                    RemoteTransport::StreamableHttp => json!({
+                        "enabled": true, "type": "streamable_http", "name": server.name,
+                        "uri": url, "headers": headers, "envs": {}, "timeout": 300
+                    }),
+                    // Goose's SSE extension has no headers.
+                    RemoteTransport::Sse if !headers.is_empty() => {
+                        return Err(unsupported("send headers to an SSE server"));
+                    }
+                    RemoteTransport::Sse => json!({
+                        "enabled": true, "type": "sse", "name": server.name, "uri": url,
+                        "envs": {}, "timeout": 300
+                    }),
+                },
+                // Left out by `config` with a note; refused if reached another way.
+                Format::ClaudeDesktop => {
+                    return Err(unsupported(
+                        "connect to a remote server from its config file (add it under Settings → Connectors, or export it for another harness)",
+                    ));
+                }
                 Format::Json | Format::Claude | Format::Vscode | Format::Codex => {
                     json!({"type": kind, "url": url, "headers": headers})
                 }

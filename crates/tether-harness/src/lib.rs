@@ -1,5 +1,6 @@
 //! Third-party harness formats: rendered MCP servers written the way Claude Code, Codex,
-//! Gemini CLI, opencode, VS Code and Cursor read them.
+//! Gemini CLI, opencode, GitHub Copilot CLI, VS Code, Cursor, Claude Desktop, Windsurf, Zed,
+//! Goose and Antigravity read them.
 //!
 //! Every harness and format is one row of [`HARNESSES`] (name, program names, config file,
 //! secret references, how a run hands it the servers) plus its layout in a format module.
@@ -59,11 +60,23 @@ pub enum Format {
     Vscode,
     /// Cursor (`.cursor/mcp.json`, `mcpServers`).
     Cursor,
+    /// GitHub Copilot CLI (`$COPILOT_HOME/mcp-config.json`, `mcpServers`).
+    Copilot,
+    /// Claude Desktop (`claude_desktop_config.json`, `mcpServers`, local servers only).
+    ClaudeDesktop,
+    /// Windsurf (`~/.codeium/windsurf/mcp_config.json`, `mcpServers`, `serverUrl`).
+    Windsurf,
+    /// Zed (`settings.json`, `context_servers`).
+    Zed,
+    /// Goose (`~/.config/goose/config.yaml`, `extensions`).
+    Goose,
+    /// Antigravity (`~/.gemini/antigravity/mcp_config.json`, `mcpServers`, `serverUrl`).
+    Antigravity,
 }
 
 impl Format {
     /// How many formats there are (checked against [`HARNESSES`] when the crate compiles).
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 13;
 
     /// Every format, in the order help text lists them.
     pub fn all() -> impl Iterator<Item = Format> {

@@ -590,7 +590,102 @@ pub const HARNESSES: &[Harness] = &[
         ],
         input_prompts: false,
     },
+    Harness {
+        format: Format::Copilot,
+        name: "copilot",
+        title: "GitHub Copilot CLI",
+        syntax: Syntax::Json,
+        config_file: "mcp-config.json",
+        servers_key: "mcpServers",
+        references: References::Dollar,
+        // Measured with 1.0.102: `$VAR`, `${VAR}` and `${VAR:-default}` in command, args, env
+        // and headers are expanded; `${env:VAR}` is not.
+        expansion: Expansion::Dollar,
+        run: Some(Run {
+            programs: &["copilot"],
+            // A private `COPILOT_HOME`: `copilot mcp list` reads the home's `mcp-config.json`
+            // and not `--additional-mcp-config`, and the user's own servers stay out.
+            delivery: Delivery::PrivateHome {
+                env: EnvVars::COPILOT_HOME,
+                default_home: ".copilot",
+                config_dir: "",
+            },
+            // `--disable-builtin-mcps` turns off the GitHub servers Copilot adds itself; a
+            // trusted workspace's `.mcp.json` still loads (Copilot has no flag against it).
+            strict: Strict::Flag("--disable-builtin-mcps"),
+            private_cache_env: None,
+            config_only_subcommands: &[],
+            folder_trust: None,
+            gateway_by_default: false,
+        }),
+        own_configs: &[ConfigPlace::EnvDir {
+            env: EnvVars::COPILOT_HOME,
+            default: ".copilot",
+            path: "mcp-config.json",
+        }],
+        input_prompts: false,
+    },
+    Harness {
+        own_configs: &[ConfigPlace::Home(
+            ".config/Claude/claude_desktop_config.json",
+        )],
+        ..export_only(
+            Format::ClaudeDesktop,
+            ("claude-desktop", "Claude Desktop"),
+            ("claude_desktop_config.json", "mcpServers"),
+            Expansion::Nothing,
+        )
+    },
+    // `${env:VAR}` and `${file:PATH}` in command, args, env, serverUrl and headers.
+    export_only(
+        Format::Windsurf,
+        ("windsurf", "Windsurf"),
+        ("mcp_config.json", "mcpServers"),
+        Expansion::EditorVariables,
+    ),
+    export_only(
+        Format::Zed,
+        ("zed", "Zed"),
+        ("settings.json", "context_servers"),
+        Expansion::Nothing,
+    ),
+    // Written as JSON, which is YAML too (a flow mapping): Goose's `config.yaml` reads it.
+    export_only(
+        Format::Goose,
+        ("goose", "Goose"),
+        ("config.yaml", "extensions"),
+        Expansion::Nothing,
+    ),
+    export_only(
+        Format::Antigravity,
+        ("antigravity", "Antigravity"),
+        ("mcp_config.json", "mcpServers"),
+        Expansion::Nothing,
+    ),
 ];
+
+/// A row for an export-only JSON format (`run: None`) with `${NAME}` references and no config
+/// files of its own: `(name, title)`, `(config_file, servers_key)`.
+const fn export_only(
+    format: Format,
+    (name, title): (&'static str, &'static str),
+    (config_file, servers_key): (&'static str, &'static str),
+    expansion: Expansion,
+) -> Harness {
+    Harness {
+        format,
+        name,
+        title,
+        syntax: Syntax::Json,
+        config_file,
+        servers_key,
+        references: References::Dollar,
+        expansion,
+        run: None,
+        own_configs: &[],
+        input_prompts: false,
+    }
+}
 
 // The table is indexed by `Format as usize`: checked when the crate compiles, so the lookup in
 // `Format::harness` cannot miss.

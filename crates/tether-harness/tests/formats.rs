@@ -192,9 +192,18 @@ fn disabled_servers_are_flagged_or_left_out_with_a_note() {
         let document = parsed(format, &text);
         let off = &document[key]["off"];
         let expected = match format {
-            Format::Json => Some(("disabled", true)),
-            Format::Opencode | Format::Codex => Some(("enabled", false)),
-            Format::Claude | Format::Gemini | Format::Vscode | Format::Cursor => None,
+            Format::Json | Format::Windsurf => Some(("disabled", true)),
+            Format::Opencode | Format::Codex | Format::Zed | Format::Goose => {
+                Some(("enabled", false))
+            }
+            // Claude Desktop leaves the remote `off` out for being remote (another note).
+            Format::ClaudeDesktop => continue,
+            Format::Claude
+            | Format::Gemini
+            | Format::Vscode
+            | Format::Cursor
+            | Format::Copilot
+            | Format::Antigravity => None,
         };
         match expected {
             Some((flag, value)) => {
@@ -227,7 +236,13 @@ fn masked_exports_count_what_they_mask() {
     for format in Format::all() {
         let masked = tether_harness::export_config(&servers, format, Exposure::Masked)
             .unwrap_or_else(|e| panic!("{format}: {e}"));
-        assert_eq!(masked.masked(), 3, "{format}");
+        // Claude Desktop leaves the remote server (and its header) out.
+        let expected = if format == Format::ClaudeDesktop {
+            2
+        } else {
+            3
+        };
+        assert_eq!(masked.masked(), expected, "{format}");
         assert!(masked.to_text().contains("info"), "{format}");
         let real = tether_harness::export_config(&servers, format, Exposure::Real)
             .unwrap_or_else(|e| panic!("{format}: {e}"));
@@ -245,7 +260,8 @@ fn server_options_are_exported_where_the_format_has_them() {
         r#"{"gh": {"command": "npx", "includeTools": ["get_me", "list_issues"], "excludeTools": ["delete_repo"],
                    "trust": false, "timeout": 30000, "alwaysAllow": ["get_me"], "startup_timeout_sec": 20}}"#,
     );
-    let expected: [(Format, serde_json::Value, &str); 7] = [
+    let all_lost = "includeTools, excludeTools, alwaysAllow, trust, timeout, startup timeout";
+    let expected: [(Format, serde_json::Value, &str); 13] = [
         (
             Format::Json,
             serde_json::json!({"includeTools": ["get_me", "list_issues"], "excludeTools": ["delete_repo"],
@@ -284,6 +300,17 @@ fn server_options_are_exported_where_the_format_has_them() {
             serde_json::json!({}),
             "includeTools, excludeTools, alwaysAllow, trust, timeout, startup timeout",
         ),
+        (
+            Format::Copilot,
+            serde_json::json!({"tools": ["get_me", "list_issues"], "timeout": 30000}),
+            "excludeTools, alwaysAllow, trust, startup timeout",
+        ),
+        (Format::ClaudeDesktop, serde_json::json!({}), all_lost),
+        (Format::Windsurf, serde_json::json!({}), all_lost),
+        (Format::Zed, serde_json::json!({}), all_lost),
+        // Goose's own `timeout` (seconds) is written as the default, 300, not from the option.
+        (Format::Goose, serde_json::json!({"timeout": 300}), all_lost),
+        (Format::Antigravity, serde_json::json!({}), all_lost),
     ];
     for (format, fields, lost) in expected {
         let config = tether_harness::export_config(&servers, format, Exposure::Real)
@@ -302,6 +329,7 @@ fn server_options_are_exported_where_the_format_has_them() {
             "disabled_tools",
             "tool_timeout_sec",
             "startup_timeout_sec",
+            "tools",
         ];
         let written: serde_json::Map<String, serde_json::Value> = server
             .as_object()
@@ -325,5 +353,109 @@ fn server_options_are_exported_where_the_format_has_them() {
             )]
         };
         assert_eq!(config.notes(), notes, "{format}");
+    }
+}
+
+/// The export-only formats, parsed and checked against the shapes their documentation gives
+/// (no CLI of theirs can be installed here): Claude Desktop (`mcpServers`, local servers only),
+/// Windsurf and Antigravity (`serverUrl` for a remote server), Zed (`context_servers`, a local
+/// server `"source": "custom"`), Goose (`extensions`, YAML: the JSON written is a YAML flow
+/// mapping) and Copilot CLI (`"type": "local"`, `tools`).
+#[test]
+fn new_formats_have_their_documented_shapes() {
+    let shapes = servers(
+        r#"{"loc": {"command": "node", "args": ["s.js"], "env": {"K": "v"}},
+            "web": {"url": "https://h.example/mcp", "headers": {"X-Key": "k"}},
+            "old": {"url": "https://h.example/sse", "type": "sse"}}"#,
+    );
+    let export = |format: Format| {
+        let config = tether_harness::export_config(&shapes, format, Exposure::Real)
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        (parsed(format, &config.to_text()), config.notes().to_vec())
+    };
+    let local = serde_json::json!({"command": "node", "args": ["s.js"], "env": {"K": "v"}});
+
+    let (desktop, notes) = export(Format::ClaudeDesktop);
+    assert_eq!(desktop["mcpServers"]["loc"], local);
+    assert_eq!(desktop["mcpServers"].as_object().map(|m| m.len()), Some(1));
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].contains("'web'") && notes[0].contains("Connectors"),
+        "{notes:?}"
+    );
+
+    for format in [Format::Windsurf, Format::Antigravity] {
+        let (doc, notes) = export(format);
+        assert!(notes.is_empty(), "{format}: {notes:?}");
+        assert_eq!(doc["mcpServers"]["loc"], local, "{format}");
+        assert_eq!(
+            doc["mcpServers"]["web"],
+            serde_json::json!({"serverUrl": "https://h.example/mcp", "headers": {"X-Key": "k"}}),
+            "{format}"
+        );
+        assert_eq!(
+            doc["mcpServers"]["old"]["serverUrl"],
+            "https://h.example/sse"
+        );
+    }
+
+    let (zed, _) = export(Format::Zed);
+    assert_eq!(
+        zed["context_servers"]["loc"],
+        serde_json::json!({"source": "custom", "command": "node", "args": ["s.js"], "env": {"K": "v"}})
+    );
+    assert_eq!(
+        zed["context_servers"]["web"],
+        serde_json::json!({"url": "https://h.example/mcp", "headers": {"X-Key": "k"}})
+    );
+
+    let (goose, _) = export(Format::Goose);
+    let extensions = &goose["extensions"];
+    assert_eq!(
+        extensions["loc"],
+        serde_json::json!({"enabled": true, "type": "stdio", "name": "loc", "cmd": "node",
+                           "args": ["s.js"], "envs": {"K": "v"}, "timeout": 300})
+    );
+    assert_eq!(extensions["web"]["type"], "streamable_http");
+    assert_eq!(extensions["web"]["uri"], "https://h.example/mcp");
+    assert_eq!(
+        extensions["web"]["headers"],
+        serde_json::json!({"X-Key": "k"})
+    );
+    assert_eq!(extensions["old"]["type"], "sse");
+    assert_eq!(extensions["old"]["name"], "old");
+
+    let (copilot, _) = export(Format::Copilot);
+    assert_eq!(
+        copilot["mcpServers"]["loc"],
+        serde_json::json!({"type": "local", "command": "node", "args": ["s.js"],
+                           "env": {"K": "v"}, "tools": ["*"]})
+    );
+    assert_eq!(copilot["mcpServers"]["web"]["type"], "http");
+    assert_eq!(copilot["mcpServers"]["old"]["type"], "sse");
+
+    // Goose's SSE extension has no headers; a working directory has no place in these formats.
+    let sse =
+        servers(r#"{"s": {"url": "https://h.example/sse", "type": "sse", "headers": {"A": "b"}}}"#);
+    let err = tether_harness::export(&sse, Format::Goose, Exposure::Masked)
+        .expect_err("goose SSE headers");
+    assert!(
+        err.to_string().contains("send headers to an SSE server"),
+        "{err}"
+    );
+    let cwd = servers(r#"{"c": {"command": "x", "cwd": "/tmp"}}"#);
+    for format in [
+        Format::Copilot,
+        Format::ClaudeDesktop,
+        Format::Windsurf,
+        Format::Zed,
+        Format::Goose,
+        Format::Antigravity,
+    ] {
+        let err = tether_harness::export(&cwd, format, Exposure::Masked).expect_err("cwd");
+        assert!(
+            err.to_string().contains("working directory"),
+            "{format}: {err}"
+        );
     }
 }

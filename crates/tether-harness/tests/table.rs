@@ -28,7 +28,19 @@ fn every_format_has_one_row_and_a_unique_name() {
     assert_eq!(
         names,
         [
-            "json", "claude", "codex", "gemini", "opencode", "vscode", "cursor"
+            "json",
+            "claude",
+            "codex",
+            "gemini",
+            "opencode",
+            "vscode",
+            "cursor",
+            "copilot",
+            "claude-desktop",
+            "windsurf",
+            "zed",
+            "goose",
+            "antigravity"
         ]
     );
     for format in Format::all() {
@@ -45,7 +57,10 @@ fn hand_off_targets_and_export_only_formats() {
         .filter(|h| h.run.is_some())
         .map(|h| h.name)
         .collect();
-    assert_eq!(targets, ["claude", "codex", "gemini", "opencode"]);
+    assert_eq!(
+        targets,
+        ["claude", "codex", "gemini", "opencode", "copilot"]
+    );
 }
 
 #[test]
@@ -80,7 +95,10 @@ fn detection_uses_the_program_file_name() {
         ("/opt/node_modules/.bin/codex", Some(Format::Codex)),
         ("./gemini", Some(Format::Gemini)),
         ("opencode", Some(Format::Opencode)),
+        ("/usr/lib/node_modules/.bin/copilot", Some(Format::Copilot)),
         // Export-only formats are not programs.
+        ("zed", None),
+        ("goose", None),
         ("cursor", None),
         ("vscode", None),
         ("claude-wrapper", None),

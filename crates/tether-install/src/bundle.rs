@@ -18,7 +18,9 @@ use std::time::Duration;
 use sha2::{Digest as _, Sha256};
 use tether_registry::mcpb::Manifest;
 
-use crate::{InstallError, Progress};
+use rustls_pki_types::UnixTime;
+
+use crate::{InstallError, Progress, signature};
 
 /// The largest bundle downloaded, in bytes.
 pub const MAX_DOWNLOAD: u64 = 256 * 1024 * 1024;
@@ -39,6 +41,8 @@ pub struct Bundle {
     pub manifest: Manifest,
     /// Whether this process unpacked it (so a failed install removes it again).
     pub created: bool,
+    /// What its signature said when it was downloaded (kept beside it for a reuse).
+    pub signature: String,
 }
 
 impl Bundle {
@@ -46,10 +50,19 @@ impl Bundle {
     /// was already there stays. The error is for a warning: nothing depends on the removal.
     pub fn discard(&self) -> std::io::Result<()> {
         if self.created {
-            std::fs::remove_dir_all(&self.dir)?;
+            remove_unpacked(&self.dir)?;
         }
         Ok(())
     }
+}
+
+/// Removes an unpacked bundle's directory and its kept signature verdict.
+pub fn remove_unpacked(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(verdict_file(dir)) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+        _ => {}
+    }
+    std::fs::remove_dir_all(dir)
 }
 
 /// `$TETHER_HOME/bundles`, for a data directory.
@@ -57,13 +70,21 @@ pub fn bundles_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("bundles")
 }
 
+/// Where a bundle's signature verdict is kept: `bundles/<sha256>.signature`, beside its
+/// directory (a file inside would be the archive's to forge).
+fn verdict_file(dir: &Path) -> PathBuf {
+    dir.with_extension("signature")
+}
+
 /// The bundle at `url` whose SHA-256 must be `sha256`, unpacked under `data_dir`'s
-/// [`bundles_dir`] (reused without a download when that digest's directory is there).
+/// [`bundles_dir`] (reused without a download when that digest's directory is there), its
+/// signature checked against `policy` ([`crate::signature`]): the verdict is a progress step.
 pub async fn fetch(
     url: &str,
     sha256: Option<&str>,
     data_dir: &Path,
     progress: &dyn Progress,
+    policy: signature::Policy,
 ) -> Result<Bundle, InstallError> {
     let expected = sha256
         .map(str::to_ascii_lowercase)
@@ -83,11 +104,18 @@ pub async fn fetch(
     let root = bundles_dir(data_dir);
     let dir = root.join(&expected);
     if dir.join("manifest.json").is_file() {
+        // Unpacked before: its verdict was kept (none: unpacked by a tether that kept none).
+        let verdict = std::fs::read(verdict_file(&dir))
+            .ok()
+            .and_then(|bytes| signature::Verdict::from_json(&bytes))
+            .unwrap_or(signature::Verdict::Unsigned);
+        check_signature(url, &verdict, policy, progress)?;
         let manifest = read_manifest(&dir, url)?;
         return Ok(Bundle {
             dir,
             manifest,
             created: false,
+            signature: verdict.to_string(),
         });
     }
     tether_sqlite::private_dir(&root)?;
@@ -107,6 +135,17 @@ pub async fn fetch(
             expected,
         });
     }
+    // The signature, checked on the verified bytes; the block is cut off before unpacking.
+    let bytes = std::fs::read(download.path()).map_err(InstallError::io("reading the bundle"))?;
+    let verdict = signature::verify(&bytes, &signature::system_roots(), UnixTime::now());
+    check_signature(url, &verdict, policy, progress)?;
+    if let Ok((content, Some(_))) = signature::split(&bytes) {
+        download
+            .as_file_mut()
+            .set_len(content.len() as u64)
+            .map_err(InstallError::io("cutting the signature off the bundle"))?;
+    }
+    drop(bytes);
     progress.step(&format!("unpacking the bundle into {}", dir.display()));
     let unpack_root = root.clone();
     let file = download
@@ -116,12 +155,15 @@ pub async fn fetch(
         .await
         .map_err(InstallError::UnpackTask)??;
     let manifest = read_manifest(staged.path(), url)?;
+    std::fs::write(verdict_file(&dir), verdict.to_json())
+        .map_err(InstallError::io("keeping the bundle's signature verdict"))?;
     let staged = staged.keep();
     match std::fs::rename(&staged, &dir) {
         Ok(()) => Ok(Bundle {
             dir,
             manifest,
             created: true,
+            signature: verdict.to_string(),
         }),
         // Another process unpacked the same bytes meanwhile: use its copy.
         Err(_) if dir.join("manifest.json").is_file() => {
@@ -130,12 +172,30 @@ pub async fn fetch(
                 dir,
                 manifest,
                 created: false,
+                signature: verdict.to_string(),
             })
         }
         Err(error) => {
             let _ = std::fs::remove_dir_all(&staged);
             Err(InstallError::BundleMove { dir, error })
         }
+    }
+}
+
+/// Shows `verdict` as a progress step, and refuses it when `policy` does.
+fn check_signature(
+    url: &str,
+    verdict: &signature::Verdict,
+    policy: signature::Policy,
+    progress: &dyn Progress,
+) -> Result<(), InstallError> {
+    progress.step(&format!("the bundle is {verdict}"));
+    match policy.refusal(verdict) {
+        Some(reason) => Err(InstallError::BundleSignature {
+            url: url.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -329,6 +389,16 @@ fn read_manifest(dir: &Path, url: &str) -> Result<Manifest, InstallError> {
 mod tests {
     use super::*;
     use crate::Silent;
+    use crate::signature::Policy;
+
+    /// [`fetch`] accepting any signature, showing nothing.
+    async fn fetch_any(
+        url: &str,
+        sha256: Option<&str>,
+        home: &Path,
+    ) -> Result<Bundle, InstallError> {
+        fetch(url, sha256, home, &Silent, Policy::default()).await
+    }
 
     fn zip_bytes(entries: &[(&str, &[u8])]) -> Vec<u8> {
         let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
@@ -385,7 +455,7 @@ mod tests {
         let bytes = zip_bytes(&[("manifest.json", MANIFEST.as_bytes()), ("index.js", b"//")]);
         let digest = sha256_hex(&bytes);
         let url = serve(bytes).await;
-        let bundle = fetch(&url, Some(&digest.to_uppercase()), home.path(), &Silent)
+        let bundle = fetch_any(&url, Some(&digest.to_uppercase()), home.path())
             .await
             .expect("fetched");
         assert_eq!(bundle.dir, bundles_dir(home.path()).join(&digest));
@@ -394,9 +464,9 @@ mod tests {
         assert!(bundle.dir.join("index.js").is_file());
         assert_eq!(
             entries_under(&bundles_dir(home.path())),
-            vec![digest.clone()]
+            vec![digest.clone(), format!("{digest}.signature")]
         );
-        let again = fetch(&url, Some(&digest), home.path(), &Silent)
+        let again = fetch_any(&url, Some(&digest), home.path())
             .await
             .expect("reused");
         assert!(!again.created, "the same digest is not unpacked twice");
@@ -416,7 +486,7 @@ mod tests {
         let actual = sha256_hex(&bytes);
         let claimed = sha256_hex(b"other bytes");
         let url = serve(bytes).await;
-        let error = fetch(&url, Some(&claimed), home.path(), &Silent)
+        let error = fetch_any(&url, Some(&claimed), home.path())
             .await
             .expect_err("a mismatch");
         assert!(
@@ -441,7 +511,7 @@ mod tests {
         for name in ["../evil.txt", "a/../../evil.txt", "a/b/../../../evil.txt"] {
             let bytes = zip_bytes(&[("manifest.json", MANIFEST.as_bytes()), (name, b"outside")]);
             let url = serve(bytes.clone()).await;
-            let error = fetch(&url, Some(&sha256_hex(&bytes)), home.path(), &Silent)
+            let error = fetch_any(&url, Some(&sha256_hex(&bytes)), home.path())
                 .await
                 .expect_err(name);
             assert!(
@@ -464,7 +534,7 @@ mod tests {
         let name = outside.to_string_lossy().into_owned();
         let bytes = zip_bytes(&[("manifest.json", MANIFEST.as_bytes()), (&name, b"inside")]);
         let url = serve(bytes.clone()).await;
-        let bundle = fetch(&url, Some(&sha256_hex(&bytes)), home.path(), &Silent)
+        let bundle = fetch_any(&url, Some(&sha256_hex(&bytes)), home.path())
             .await
             .expect("fetched");
         assert!(!outside.exists(), "written outside the bundle");
@@ -486,9 +556,7 @@ mod tests {
             ("not a url", Some(digest.as_str())),
         ];
         for (url, sha) in cases {
-            let error = fetch(url, sha, home.path(), &Silent)
-                .await
-                .expect_err("refused");
+            let error = fetch_any(url, sha, home.path()).await.expect_err("refused");
             assert!(error.is_bad_input(), "{url}: {error}");
         }
         assert!(

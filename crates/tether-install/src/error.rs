@@ -130,6 +130,15 @@ pub enum InstallError {
         expected: String,
     },
 
+    /// [`crate::bundle::fetch`]: the bundle's signature is not what the policy accepts.
+    #[error("the bundle {url} was not installed: {reason}")]
+    BundleSignature {
+        /// The bundle's address.
+        url: String,
+        /// The verdict and what to do ([`crate::signature::Policy::refusal`]).
+        reason: String,
+    },
+
     /// [`crate::bundle::fetch`]: the unpacking task panicked or was cancelled.
     #[error("unpacking the bundle")]
     UnpackTask(#[source] tokio::task::JoinError),
@@ -246,6 +255,7 @@ impl InstallError {
                 | Self::BundleUnverifiable { .. }
                 | Self::BundleNotUrl { .. }
                 | Self::BundleNotHttps { .. }
+                | Self::BundleSignature { .. }
                 | Self::Sandbox(_)
         )
     }

@@ -41,11 +41,13 @@
 pub mod bundle;
 mod choice;
 mod error;
+pub mod signature;
 mod store;
 mod trial;
 
 pub use choice::{Choice, choose, local_name, sandbox_note, usable};
 pub use error::InstallError;
+pub use signature::Policy;
 pub use store::install_built;
 pub use trial::{StoredTokens, Trial, TrialOptions, test_connect};
 

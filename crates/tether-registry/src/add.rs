@@ -52,6 +52,27 @@ pub struct MissingInput {
     pub description: Option<String>,
 }
 
+impl BuildError {
+    /// The message for the user: for missing inputs, one line per input with the flag that
+    /// gives it (`--secret NAME=SOURCE` or `--set NAME=VALUE`) and its description.
+    pub fn usage_text(&self) -> String {
+        let BuildError::Missing(missing) = self else {
+            return self.to_string();
+        };
+        let mut text = String::from("the entry needs values for:");
+        for input in missing {
+            let flag = if input.secret {
+                format!("--secret {}=SOURCE", input.name)
+            } else {
+                format!("--set {}=VALUE", input.name)
+            };
+            let description = input.description.as_deref().map(|d| format!("  ({d})"));
+            text.push_str(&format!("\n  {flag}{}", description.unwrap_or_default()));
+        }
+        text
+    }
+}
+
 /// Why a config could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BuildError {

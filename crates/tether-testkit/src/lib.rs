@@ -305,3 +305,67 @@ impl Drop for EverythingServer {
         let _ = self.child.wait();
     }
 }
+
+/// A model provider on loopback that refuses every request with 400 at once: GitHub Copilot CLI
+/// in offline mode (`COPILOT_OFFLINE`, a BYOK provider) starts a session, connects its MCP
+/// servers, calls the model once and stops, with no account and no network. Answers until the
+/// test process ends.
+pub fn refusing_model_provider() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap_or_else(|e| panic!("binding a loopback port: {e}"));
+    let address = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("the listener's address: {e}"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            // The request: headers, then Content-Length bytes of body.
+            let mut request = Vec::new();
+            let mut buf = [0u8; 8192];
+            let body_start = loop {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break None,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+                if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break Some(at + 4);
+                }
+            };
+            let Some(body_start) = body_start else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&request[..body_start]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            while request.len() < body_start + length {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let body = r#"{"error":{"message":"no model here","type":"invalid_request_error"}}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{address}")
+}
+
+/// Sets GitHub Copilot CLI's offline mode on `command`: no account, no network, no
+/// self-update, its model a [`refusing_model_provider`] (a session connects its MCP servers,
+/// calls the model once and stops).
+pub fn copilot_offline(command: &mut Command) {
+    command
+        .env("COPILOT_OFFLINE", "true")
+        .env("COPILOT_PROVIDER_BASE_URL", refusing_model_provider())
+        .env("COPILOT_MODEL", "gpt-4o")
+        .env("COPILOT_AUTO_UPDATE", "false");
+}

@@ -105,28 +105,7 @@ fn ask(
 }
 
 fn build_error(error: BuildError) -> anyhow::Error {
-    match error {
-        BuildError::Missing(missing) => {
-            let mut text = String::from("the entry needs values for:");
-            for input in &missing {
-                let flag = if input.secret {
-                    format!("--secret {}=SOURCE", input.name)
-                } else {
-                    format!("--set {}=VALUE", input.name)
-                };
-                text.push_str(&format!(
-                    "\n  {flag}{}",
-                    input
-                        .description
-                        .as_deref()
-                        .map(|d| format!("  ({d})"))
-                        .unwrap_or_default()
-                ));
-            }
-            UsageError::new(text).into()
-        }
-        other => UsageError::new(other.to_string()).into(),
-    }
+    UsageError::new(error.usage_text()).into()
 }
 
 /// `tether add`.
@@ -183,14 +162,16 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
                 package.file_sha256.as_deref(),
                 &settings::data_dir()?,
                 &progress,
+                settings::bundle_policy(args.require_signature, args.allow_self_signed)?,
             )
             .await
             .map_err(failure)?;
             progress.finish();
             eprintln!(
-                "verified and unpacked the bundle {} {} into {}",
+                "verified and unpacked the bundle {} {} ({}) into {}",
                 bundle.manifest.name,
                 bundle.manifest.version.as_deref().unwrap_or(""),
+                bundle.signature,
                 bundle.dir.display()
             );
             Choice::Bundle(package, Box::new(bundle))

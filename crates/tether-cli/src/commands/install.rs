@@ -316,7 +316,7 @@ pub fn remove(args: &RemoveArgs) -> anyhow::Result<u8> {
         }
         unpacked.dedup();
         for dir in unpacked {
-            match std::fs::remove_dir_all(&dir) {
+            match tether_install::bundle::remove_unpacked(&dir) {
                 Ok(()) => eprintln!("removed the unpacked bundle {}", dir.display()),
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
                 Err(error) => eprintln!(

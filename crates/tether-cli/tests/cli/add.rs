@@ -934,7 +934,11 @@ fn add_an_mcpb_bundle_downloads_verifies_unpacks_and_runs_it_with_its_stored_sec
     );
     assert!(stderr.contains("test-connect: ready"), "{stderr}");
     let sha = sha256_hex(&good);
-    assert_eq!(files_under(&bundles), vec![sha.clone()]);
+    assert_eq!(
+        files_under(&bundles),
+        vec![sha.clone(), format!("{sha}.signature")]
+    );
+    assert!(stderr.contains("(unsigned) into"), "{stderr}");
     let unpacked = bundles.join(&sha);
     let mode = std::fs::metadata(unpacked.join("server/run.sh"))
         .expect("the unpacked script")
@@ -1410,5 +1414,153 @@ fn a_registry_package_is_sandboxed_by_default_and_a_hand_written_config_is_not()
         text(&mine.stdout).starts_with("done: "),
         "{}",
         text(&mine.stdout)
+    );
+}
+
+/// `cmd ARGS` in `dir` (split on spaces), which must succeed.
+fn run_in(dir: &std::path::Path, program: &std::path::Path, args: &str) {
+    let out = Command::new(program)
+        .args(args.split(' '))
+        .current_dir(dir)
+        .env("HOME", dir)
+        .output()
+        .expect("running a setup command");
+    assert!(out.status.success(), "{args}: {}", text(&out.stderr));
+}
+
+/// `tether add` of mcpb bundles packed and signed by the real `mcpb` CLI: with a certificate a
+/// test CA issued (trusted through `SSL_CERT_FILE`, as the system's store would), self-signed,
+/// changed after signing, and unsigned; `--require-signature` and `--allow-self-signed` decide.
+#[test]
+fn add_checks_an_mcpb_bundles_signature() {
+    let Some(mcpb) = tether_testkit::npm_bin("mcpb") else {
+        return;
+    };
+    let openssl = std::path::Path::new("openssl");
+    if Command::new(openssl).arg("version").output().is_err() {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let work = sandbox.path("signing");
+    std::fs::create_dir_all(work.join("src")).expect("mkdir");
+    let manifest = serde_json::json!({
+        "manifest_version": "0.3", "name": "signed", "version": "1.0.0", "description": "x",
+        "author": {"name": "t"},
+        "server": {"type": "node", "entry_point": "server.js",
+                   "mcp_config": {"command": "node", "args": ["${__dirname}/server.js"]}}
+    });
+    std::fs::write(work.join("src/manifest.json"), manifest.to_string()).expect("write");
+    let server = format!(
+        "require('child_process').spawn({}, [], {{stdio: 'inherit'}}).on('exit', c => process.exit(c));\n",
+        serde_json::Value::from(tether_testkit::test_server_bin().display().to_string())
+    );
+    std::fs::write(work.join("src/server.js"), server).expect("write");
+    run_in(&work, &mcpb, "pack src unsigned.mcpb");
+    run_in(
+        &work,
+        openssl,
+        "req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 30 -subj /CN=TetherTestCA -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign",
+    );
+    run_in(
+        &work,
+        openssl,
+        "req -newkey rsa:2048 -nodes -keyout leaf.key -out leaf.csr -subj /CN=ExamplePublisher",
+    );
+    std::fs::write(
+        work.join("leaf.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=codeSigning\n",
+    )
+    .expect("write");
+    run_in(
+        &work,
+        openssl,
+        "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 30 -extfile leaf.ext",
+    );
+    let unsigned = std::fs::read(work.join("unsigned.mcpb")).expect("read");
+    std::fs::write(work.join("signed.mcpb"), &unsigned).expect("write");
+    run_in(
+        &work,
+        &mcpb,
+        "sign signed.mcpb --cert leaf.pem --key leaf.key",
+    );
+    std::fs::write(work.join("self.mcpb"), &unsigned).expect("write");
+    run_in(&work, &mcpb, "sign self.mcpb --self-signed");
+    let mut tampered = std::fs::read(work.join("signed.mcpb")).expect("read");
+    tampered[unsigned.len() / 2] ^= 1;
+    std::fs::write(work.join("tampered.mcpb"), &tampered).expect("write");
+
+    let mut args = Vec::new();
+    let mut entries = Vec::new();
+    for name in ["unsigned", "signed", "self", "tampered"] {
+        let bytes = std::fs::read(work.join(format!("{name}.mcpb"))).expect("read");
+        let url = format!("{{base}}/_files/{name}.mcpb");
+        entries.push(bundle_entry(&sandbox, name, &url, &sha256_hex(&bytes)));
+        args.push("--file".to_owned());
+        args.push(format!(
+            "{name}.mcpb={}",
+            work.join(format!("{name}.mcpb")).display()
+        ));
+    }
+    for entry in &entries {
+        args.extend(["--entry".to_owned(), entry.clone()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let registry = FixtureRegistry::start(&args);
+    let add = |name: &str, flags: &[&str]| {
+        let entry = format!("io.github.example/{name}");
+        let mut all = vec!["add", entry.as_str(), "--yes", "--sandbox", "none"];
+        all.extend_from_slice(flags);
+        sandbox
+            .tether(&all)
+            .env("TETHER_REGISTRY_URL", &registry.url)
+            .env("SSL_CERT_FILE", work.join("ca.pem"))
+            .output()
+            .expect("running tether add")
+    };
+    let refused = |name: &str, flags: &[&str], says: &str| {
+        let out = add(name, flags);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(says), "{name}: {stderr}");
+    };
+    refused(
+        "unsigned",
+        &["--require-signature"],
+        "the bundle is unsigned, and --require-signature",
+    );
+    refused(
+        "tampered",
+        &["--require-signature"],
+        "signature does not verify (the bundle's bytes are not the bytes that were signed)",
+    );
+    refused(
+        "self",
+        &["--require-signature"],
+        "install it only if you trust that publisher, with --allow-self-signed",
+    );
+    // Self-signed is refused without the flag even when signatures are not required.
+    refused("self", &[], "self-signed by");
+    let installed = |name: &str, flags: &[&str], says: &str| {
+        let out = add(name, flags);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+        assert!(stderr.contains(says), "{name}: {stderr}");
+    };
+    installed(
+        "signed",
+        &["--require-signature"],
+        "(signed by ExamplePublisher (issued by TetherTestCA, certificate SHA-256 ",
+    );
+    installed("self", &["--allow-self-signed"], "(self-signed by ");
+    // The config's key asks for signatures as the flag does.
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "require_signed_bundles = true\n",
+    )
+    .expect("writing config.toml");
+    refused(
+        "unsigned",
+        &[],
+        "the bundle is unsigned, and --require-signature (or require_signed_bundles)",
     );
 }

@@ -369,14 +369,17 @@ fn harness_and_format_values_come_from_the_harness_table() {
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("invalid value 'vscode' for '--harness <HARNESS>'")
-            && stderr.contains("[possible values: builtin, claude, codex, gemini, opencode]"),
+            && stderr
+                .contains("[possible values: builtin, claude, codex, gemini, opencode, copilot]"),
         "{stderr}"
     );
     let out = sandbox.run(&["export", "--mcp", &spec, "--format", "emacs"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("[possible values: json, claude, codex, gemini, opencode, vscode, cursor]"),
+        stderr.contains(
+            "[possible values: json, claude, codex, gemini, opencode, vscode, cursor, copilot, claude-desktop, windsurf, zed, goose, antigravity]"
+        ),
         "{stderr}"
     );
     // A harness named explicitly overrides the program's name.
