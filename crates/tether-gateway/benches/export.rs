@@ -4,7 +4,9 @@
 //! and p99 of each and the difference. The target: p50 +5 % at most with export on.
 //!
 //! Run by hand: `cargo bench -p tether-gateway --bench export` (release binaries when
-//! `target/release` has them, else the debug ones: say which with the figures).
+//! `target/release` has them, else the debug ones: say which with the figures). With
+//! `TETHER_BASELINE=PATH` (a `tether` built without export, e.g. main's), a third gateway
+//! runs that binary in the same rotation: export off against no export code at all.
 
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
@@ -30,9 +32,13 @@ fn main() {
     common::with_home(bench);
 }
 
-async fn gateway(home: &std::path::Path, spec: &str, otlp: Option<&str>) -> Client {
-    let tether = binary("tether", "tether-cli");
-    let mut command = tokio::process::Command::new(&tether);
+async fn gateway(
+    tether: &std::path::Path,
+    home: &std::path::Path,
+    spec: &str,
+    otlp: Option<&str>,
+) -> Client {
+    let mut command = tokio::process::Command::new(tether);
     command
         .args(["serve", "--wait-for-servers", "--mcp", spec])
         .env("TETHER_HOME", home)
@@ -65,10 +71,22 @@ async fn bench(home: std::path::PathBuf) {
     let receiver = tether_testkit::otlp::OtlpReceiver::start()
         .await
         .expect("an OTLP receiver");
-    let off = gateway(&home, &spec, None).await;
-    let on = gateway(&home, &spec, Some(&receiver.endpoint)).await;
-    let (mut quiet, mut exporting) = (Vec::new(), Vec::new());
+    let tether = binary("tether", "tether-cli");
+    let off = gateway(&tether, &home, &spec, None).await;
+    let on = gateway(&tether, &home, &spec, Some(&receiver.endpoint)).await;
+    let baseline = match std::env::var_os("TETHER_BASELINE") {
+        Some(path) => Some(gateway(path.as_ref(), &home, &spec, None).await),
+        None => None,
+    };
+    let (mut quiet, mut exporting, mut before) = (Vec::new(), Vec::new(), Vec::new());
     for index in 0..(WARMUP + SAMPLES) {
+        if let Some(baseline) = &baseline {
+            let started = Instant::now();
+            echo(baseline).await;
+            if index >= WARMUP {
+                before.push(started.elapsed());
+            }
+        }
         let started = Instant::now();
         echo(&off).await;
         let a = started.elapsed();
@@ -93,6 +111,16 @@ async fn bench(home: std::path::PathBuf) {
         ms(e99),
         added * 100.0
     );
+    if !before.is_empty() {
+        before.sort();
+        let b50 = quantile(&before, 0.5);
+        println!(
+            "   baseline binary p50 {} p99 {}; export off vs baseline p50 {:+.1} %",
+            ms(b50),
+            ms(quantile(&before, 0.99)),
+            (o50.as_secs_f64() / b50.as_secs_f64().max(f64::MIN_POSITIVE) - 1.0) * 100.0
+        );
+    }
     drop(on);
     let spans = receiver.spans().len();
     println!("   spans received so far: {spans}");
