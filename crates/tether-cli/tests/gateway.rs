@@ -326,9 +326,22 @@ fn http_gateway_for(dir: &Path, server_args: &[&str], extra: &[&str]) -> HttpGat
 
 /// `tether serve --mcp SPEC --listen 127.0.0.1:0 EXTRA…`, its URL and printed token.
 fn http_gateway_of(dir: &Path, spec: &str, extra: &[&str]) -> HttpGateway {
+    http_gateway_with_env(dir, spec, extra, &[])
+}
+
+/// [`http_gateway_of`] with these environment variables set too.
+fn http_gateway_with_env(
+    dir: &Path,
+    spec: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> HttpGateway {
     let mut args = vec!["serve", "--mcp", spec, "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    let mut child = tether_in(dir)
+    let tether = envs.iter().fold(tether_in(dir), |tether, (name, value)| {
+        tether.env(name, value)
+    });
+    let mut child = tether
         .command(&waiting(&args))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
