@@ -162,6 +162,10 @@ impl EnvVars {
     /// The user's home directory: where harness files are found by default.
     pub const HOME: &'static str = "HOME";
 
+    /// W3C trace context: with trace export on, `tether run` sets it for the harness (naming
+    /// the run's span) and continues the one it was given.
+    pub const TRACEPARENT: &'static str = "TRACEPARENT";
+
     /// Where `tether run -- PROGRAM` looks `PROGRAM` up (before its supervisor starts it).
     pub const PATH: &'static str = "PATH";
 
@@ -318,6 +322,11 @@ impl EnvVars {
             "CA file for the database's TLS certificate",
         ),
         doc(Self::TETHER_SERVER_LOG, Reader::Server, "log filter"),
+        doc(
+            Self::TRACEPARENT,
+            Reader::Harness,
+            "set with trace export on: the run's span, for harnesses that trace",
+        ),
         doc(
             Self::HOME,
             Reader::Harness,
