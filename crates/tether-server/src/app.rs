@@ -9,7 +9,8 @@
 //!
 //! With `metrics_listen`, a second listener serves `GET /metrics` alone, to any peer that
 //! reaches it: Prometheus scrapes it without an API key, and the operator decides who reaches
-//! the address (an internal interface, a firewall).
+//! the address (an internal interface, a firewall). Its connections go through the same
+//! accept loop (connection bound, header timeout, graceful shutdown).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -200,17 +201,13 @@ impl BoundServer {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let purge = tokio::spawn(purge_loop(Arc::clone(&self.state.service)));
-        let metrics_server = self.metrics_listener.map(|(listener, _)| {
-            let routes = Router::new()
-                .route("/metrics", get(scrape))
-                .with_state(Arc::clone(&self.state.service.metrics));
-            tokio::spawn(async move {
-                if let Err(error) = axum::serve(listener, routes).await {
-                    tracing::error!(%error, "the metrics listener stopped");
-                }
-            })
-        });
         let router = router(Arc::clone(&self.state));
+        // The metrics listener's connections are accepted here too: the same connection
+        // bound, header timeout and graceful shutdown as the main listener's.
+        let metrics_router = Router::new()
+            .route("/metrics", get(scrape))
+            .with_state(Arc::clone(&self.state.service.metrics));
+        let metrics_listener = self.metrics_listener.map(|(listener, _)| listener);
         let connections = Arc::new(tokio::sync::Semaphore::new(
             self.state.limits.max_connections,
         ));
@@ -221,8 +218,9 @@ impl BoundServer {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
-            let accepted = tokio::select! {
-                accepted = self.listener.accept() => accepted,
+            let (accepted, routes) = tokio::select! {
+                accepted = self.listener.accept() => (accepted, &router),
+                accepted = accept_on(metrics_listener.as_ref()) => (accepted, &metrics_router),
                 () = &mut shutdown => break,
             };
             let (stream, peer) = match accepted {
@@ -244,7 +242,7 @@ impl BoundServer {
             if let Err(error) = stream.set_nodelay(true) {
                 tracing::debug!(%error, "cannot set TCP_NODELAY");
             }
-            let router = router.clone();
+            let router = routes.clone();
             let service = hyper::service::service_fn(
                 move |mut request: axum::http::Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(ConnectInfo(peer));
@@ -266,6 +264,7 @@ impl BoundServer {
             });
         }
         drop(self.listener);
+        drop(metrics_listener);
         tracing::info!(
             "shutting down: no new connections; open requests get {} s",
             SHUTDOWN_GRACE.as_secs()
@@ -277,11 +276,18 @@ impl BoundServer {
             }
         }
         purge.abort();
-        if let Some(metrics_server) = metrics_server {
-            metrics_server.abort();
-        }
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+/// The next connection on `listener`; never, without one.
+async fn accept_on(
+    listener: Option<&tokio::net::TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
     }
 }
 
