@@ -140,10 +140,8 @@ fn finish<T: Answer>(span: &Span, result: &Result<T, ErrorData>) {
         return;
     }
     match result {
-        Ok(value) => {
-            let value = value.json();
-            let bytes = serde_json::to_vec(&value).map_or(0, |bytes| bytes.len());
-            let failed = value.get("isError").and_then(serde_json::Value::as_bool) == Some(true);
+        Ok(answer) => {
+            let (bytes, failed) = answer.measure();
             span.record("mcp.outcome", if failed { "tool_error" } else { "ok" });
             span.record("mcp.response.bytes", bytes);
             if failed {
@@ -158,16 +156,34 @@ fn finish<T: Answer>(span: &Span, result: &Result<T, ErrorData>) {
     }
 }
 
-/// An answer to a client, as the JSON it is sent as (its size and `isError` are recorded).
+/// An answer to a client: the size of the JSON it is sent as, and whether it is a tool's
+/// error result (`isError`). Serialized once, into a counter: no copy is kept.
 pub(crate) trait Answer {
-    fn json(&self) -> Value;
+    fn measure(&self) -> (usize, bool);
+}
+
+/// The length of `value` in JSON.
+fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
 }
 
 macro_rules! serialized {
     ($($type:ty),*) => {$(
         impl Answer for $type {
-            fn json(&self) -> Value {
-                serde_json::to_value(self).unwrap_or_default()
+            fn measure(&self) -> (usize, bool) {
+                (json_len(self), false)
             }
         }
     )*};
@@ -181,35 +197,32 @@ serialized!(
 );
 
 impl Answer for CallToolResponse {
-    fn json(&self) -> Value {
+    fn measure(&self) -> (usize, bool) {
         match self {
-            Self::Complete(result) => serde_json::to_value(result),
-            Self::InputRequired(input) => serde_json::to_value(input),
-            Self::Task(task) => serde_json::to_value(task),
-            _ => Ok(Value::Null),
+            Self::Complete(result) => (json_len(result), result.is_error == Some(true)),
+            Self::InputRequired(input) => (json_len(input), false),
+            Self::Task(task) => (json_len(task), false),
+            _ => (0, false),
         }
-        .unwrap_or_default()
     }
 }
 
 impl Answer for GetPromptResponse {
-    fn json(&self) -> Value {
+    fn measure(&self) -> (usize, bool) {
         match self {
-            Self::Complete(result) => serde_json::to_value(result),
-            Self::InputRequired(input) => serde_json::to_value(input),
-            _ => Ok(Value::Null),
+            Self::Complete(result) => (json_len(result), false),
+            Self::InputRequired(input) => (json_len(input), false),
+            _ => (0, false),
         }
-        .unwrap_or_default()
     }
 }
 
 impl Answer for ReadResourceResponse {
-    fn json(&self) -> Value {
+    fn measure(&self) -> (usize, bool) {
         match self {
-            Self::Complete(result) => serde_json::to_value(result),
-            Self::InputRequired(input) => serde_json::to_value(input),
-            _ => Ok(Value::Null),
+            Self::Complete(result) => (json_len(result), false),
+            Self::InputRequired(input) => (json_len(input), false),
+            _ => (0, false),
         }
-        .unwrap_or_default()
     }
 }
