@@ -14,7 +14,6 @@ mod typed;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
-use tracing_subscriber::EnvFilter;
 
 use crate::cli::{Cli, Command};
 
@@ -35,7 +34,7 @@ fn main() -> ExitCode {
         tether_driver::supervisor::install(exe);
     }
     let cli = Cli::try_parse_from(&argv).unwrap_or_else(|error| suggest_flag(error, &argv).exit());
-    init_logging(cli.verbose);
+    let telemetry = init_logging(cli.verbose);
     let code = match run(&cli) {
         Ok(code) => code,
         Err(err) => {
@@ -63,6 +62,7 @@ fn main() -> ExitCode {
             exit::code(&err)
         }
     };
+    drop(telemetry);
     ExitCode::from(code)
 }
 
@@ -123,7 +123,8 @@ fn internal_subcommand<'a>(
     }
 }
 
-fn init_logging(verbose: u8) {
+/// Logging to stderr, and trace export when `OTEL_*` asks for it (kept until exit).
+fn init_logging(verbose: u8) -> Option<tether_log::telemetry::Telemetry> {
     let default = match verbose {
         // rmcp logs each transport failure itself (`worker quit with fatal: …`, with Rust type
         // names); tether reports the same failure in one line, so rmcp speaks from -v on.
@@ -133,17 +134,9 @@ fn init_logging(verbose: u8) {
         2 => "debug",
         _ => "trace",
     };
-    let filter = EnvFilter::try_from_env(tether_env::EnvVars::RUST_LOG)
-        .unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(tether_log::MaskedStderr)
-        .with_ansi(
-            std::env::var_os(tether_env::EnvVars::NO_COLOR).is_none()
-                && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        )
-        .with_target(false)
-        .init();
+    let ansi = std::env::var_os(tether_env::EnvVars::NO_COLOR).is_none()
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tether_log::init(default, true, ansi)
 }
 
 fn run(cli: &Cli) -> anyhow::Result<u8> {

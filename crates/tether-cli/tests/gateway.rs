@@ -326,9 +326,22 @@ fn http_gateway_for(dir: &Path, server_args: &[&str], extra: &[&str]) -> HttpGat
 
 /// `tether serve --mcp SPEC --listen 127.0.0.1:0 EXTRA…`, its URL and printed token.
 fn http_gateway_of(dir: &Path, spec: &str, extra: &[&str]) -> HttpGateway {
+    http_gateway_with_env(dir, spec, extra, &[])
+}
+
+/// [`http_gateway_of`] with these environment variables set too.
+fn http_gateway_with_env(
+    dir: &Path,
+    spec: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> HttpGateway {
     let mut args = vec!["serve", "--mcp", spec, "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    let mut child = tether_in(dir)
+    let tether = envs.iter().fold(tether_in(dir), |tether, (name, value)| {
+        tether.env(name, value)
+    });
+    let mut child = tether
         .command(&waiting(&args))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -2382,3 +2395,114 @@ mod search;
 /// 2026-07-28 clients.
 #[path = "gateway/modern.rs"]
 mod modern;
+
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, `tether serve` exports a span per client request
+/// (method, tool, server, outcome, size) with a child span per upstream call, over
+/// OTLP/HTTP, continuing the trace of the client's `_meta.traceparent`; the run's secret, sent as an argument and echoed in the result, is in no byte
+/// the receiver gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_reach_an_otlp_receiver_without_the_secret() {
+    const SENTINEL: &str = "otel-sentinel-secret-4d7f1b";
+    const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+    let receiver = tether_testkit::otlp::OtlpReceiver::start()
+        .await
+        .expect("starting the OTLP receiver");
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let config = format!(
+        r#"{{"mcpServers": {{"test": {{"command": {test}, "env": {{"GW_TOKEN": "{{{{TOKEN}}}}"}}}}}}}}"#,
+        test = json_str(&test_server_bin().to_string_lossy()),
+    );
+    let spec = dir.path().join("mcp.json");
+    std::fs::write(&spec, config).expect("writing the spec");
+    let spec_arg = spec.to_string_lossy().into_owned();
+    let mut command = tether_command(
+        dir.path(),
+        &[
+            "serve",
+            "--mcp",
+            &spec_arg,
+            "--secret",
+            "TOKEN=env:GW_SECRET",
+        ],
+    );
+    command
+        .env("GW_SECRET", SENTINEL)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
+        .env("OTEL_SERVICE_NAME", "tether-under-test")
+        // Export each batch within 100 ms instead of 5 s.
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let transport = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve")
+        .0;
+    let client: Client = tokio::time::timeout(Duration::from_secs(90), ().serve(transport))
+        .await
+        .expect("tether serve answered initialize in time")
+        .expect("initializing through the gateway");
+    // The client's W3C trace context, in `_meta` (2026-07-28's place for it).
+    let mut params = CallToolRequestParams::new("test__echo").with_arguments(
+        json!({"text": SENTINEL})
+            .as_object()
+            .cloned()
+            .expect("an object"),
+    );
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        "traceparent".to_owned(),
+        json!(format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01")),
+    );
+    params.meta = Some(meta.into());
+    let echoed = client.call_tool(params).await.expect("calling test__echo");
+    let echoed = serde_json::to_value(echoed).expect("serializing a result");
+    // The client sees the secret masked; the export must not hold it either.
+    assert!(!echoed.to_string().contains(SENTINEL), "{echoed}");
+    client.list_all_tools().await.expect("tools/list");
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let (request, upstream) = loop {
+        let spans = receiver.spans();
+        let request = spans.iter().find(|s| {
+            s.name == "tools/call"
+                && s.attributes.get("mcp.tool").map(String::as_str) == Some("test__echo")
+        });
+        let upstream = spans.iter().find(|s| s.name == "tools/call test");
+        let listed = spans.iter().any(|s| s.name == "tools/list");
+        if let (Some(request), Some(upstream), true) = (request, upstream, listed) {
+            break (request.clone(), upstream.clone());
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the spans did not arrive within 30 s: {spans:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    client.cancel().await.expect("closing the client");
+    assert_eq!(request.service_name, "tether-under-test");
+    let attribute = |span: &tether_testkit::otlp::ReceivedSpan, key: &str| {
+        span.attributes.get(key).cloned().unwrap_or_default()
+    };
+    assert_eq!(attribute(&request, "mcp.method"), "tools/call");
+    assert_eq!(attribute(&request, "mcp.server"), "test", "{request:?}");
+    assert_eq!(attribute(&request, "mcp.outcome"), "ok", "{request:?}");
+    assert!(
+        attribute(&request, "mcp.response.bytes")
+            .parse::<u64>()
+            .is_ok_and(|bytes| bytes > 0),
+        "{request:?}"
+    );
+    assert_eq!(attribute(&upstream, "mcp.server"), "test");
+    // The request continues the client's trace, under the client's span.
+    assert_eq!(request.trace_id, CLIENT_TRACE);
+    assert_eq!(request.parent_span_id, CLIENT_SPAN);
+    assert_eq!(upstream.trace_id, request.trace_id);
+    assert_eq!(upstream.parent_span_id, request.span_id);
+    let raw = receiver.raw();
+    assert!(!raw.is_empty());
+    assert!(
+        !raw.windows(SENTINEL.len())
+            .any(|w| w == SENTINEL.as_bytes()),
+        "the secret reached the OTLP receiver"
+    );
+}

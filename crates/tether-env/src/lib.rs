@@ -119,6 +119,26 @@ impl EnvVars {
     /// tether's log filter (tracing-subscriber's `EnvFilter` syntax); `-v`/`-vv`/`-vvv` win.
     pub const RUST_LOG: &'static str = "RUST_LOG";
 
+    /// OpenTelemetry: the OTLP/HTTP base URL (`/v1/traces` is appended); set, tether exports
+    /// its gateway spans there (docs/observability.md).
+    pub const OTEL_EXPORTER_OTLP_ENDPOINT: &'static str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+
+    /// OpenTelemetry: the OTLP/HTTP URL of traces, used as it is; wins over the base URL.
+    pub const OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: &'static str =
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+
+    /// OpenTelemetry: the exported `service.name` (default `tether`).
+    pub const OTEL_SERVICE_NAME: &'static str = "OTEL_SERVICE_NAME";
+
+    /// OpenTelemetry: more resource attributes, `key=value,key=value`.
+    pub const OTEL_RESOURCE_ATTRIBUTES: &'static str = "OTEL_RESOURCE_ATTRIBUTES";
+
+    /// OpenTelemetry: `true` keeps export off whatever else is set.
+    pub const OTEL_SDK_DISABLED: &'static str = "OTEL_SDK_DISABLED";
+
+    /// OpenTelemetry: `none` keeps trace export off.
+    pub const OTEL_TRACES_EXPORTER: &'static str = "OTEL_TRACES_EXPORTER";
+
     /// The reference server's master key: 32 bytes as 64 hex digits or standard base64.
     /// Required unless `--insecure-dev-key` is given. Never on the command line.
     pub const TETHER_SERVER_KEY: &'static str = "TETHER_SERVER_KEY";
@@ -141,6 +161,10 @@ impl EnvVars {
 
     /// The user's home directory: where harness files are found by default.
     pub const HOME: &'static str = "HOME";
+
+    /// W3C trace context: with trace export on, `tether run` sets it for the harness (naming
+    /// the run's span) and continues the one it was given.
+    pub const TRACEPARENT: &'static str = "TRACEPARENT";
 
     /// Where `tether run -- PROGRAM` looks `PROGRAM` up (before its supervisor starts it).
     pub const PATH: &'static str = "PATH";
@@ -252,6 +276,36 @@ impl EnvVars {
             "log filter when no -v is given",
         ),
         doc(
+            Self::OTEL_EXPORTER_OTLP_ENDPOINT,
+            Reader::Tether,
+            "OTLP/HTTP base URL: set, `tether serve` exports traces there",
+        ),
+        doc(
+            Self::OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+            Reader::Tether,
+            "OTLP/HTTP traces URL, used as it is",
+        ),
+        doc(
+            Self::OTEL_SERVICE_NAME,
+            Reader::Tether,
+            "exported service.name (default tether)",
+        ),
+        doc(
+            Self::OTEL_RESOURCE_ATTRIBUTES,
+            Reader::Tether,
+            "more exported resource attributes",
+        ),
+        doc(
+            Self::OTEL_SDK_DISABLED,
+            Reader::Tether,
+            "`true`: no OpenTelemetry export",
+        ),
+        doc(
+            Self::OTEL_TRACES_EXPORTER,
+            Reader::Tether,
+            "`none`: no trace export",
+        ),
+        doc(
             Self::TETHER_SERVER_KEY,
             Reader::Server,
             "master key sealing values at rest",
@@ -272,6 +326,11 @@ impl EnvVars {
             "CA file for the database's TLS certificate",
         ),
         doc(Self::TETHER_SERVER_LOG, Reader::Server, "log filter"),
+        doc(
+            Self::TRACEPARENT,
+            Reader::Harness,
+            "set with trace export on: the run's span, for harnesses that trace",
+        ),
         doc(
             Self::HOME,
             Reader::Harness,

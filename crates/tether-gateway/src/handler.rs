@@ -33,6 +33,7 @@ use serde::Deserialize as _;
 use serde_json::{Map, Value, json};
 use tether_config::Masker;
 use tether_driver::{DriverError, McpRuntime, ServerStatus, ToolInfo};
+use tracing::Instrument as _;
 
 use crate::GatewayOptions;
 use crate::audit::{AuditLog, Outcome, Record, uri_target};
@@ -772,9 +773,13 @@ impl GatewayHandler {
             .max(Duration::from_millis(1));
         let answer = match runtime {
             Ok(runtime) => {
+                let span = crate::telemetry::upstream(server, method);
+                crate::telemetry::propagate(&span, &mut params);
                 let answer = runtime
                     .forward(server, method, params, left, cancelled, progress)
+                    .instrument(span.clone())
                     .await;
+                crate::telemetry::upstream_done(&span, &answer);
                 match answer {
                     // The connection broke under this call: say so plainly, and restart now
                     // rather than at the watcher's next look.
@@ -1638,24 +1643,29 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        if modern(&context) {
-            // The line transport's pre-serialized list has no room for the cache hints.
-            let mut list =
-                ListToolsResult::with_all_items(self.shared.catalogue().listed.as_ref().clone());
-            list.ttl_ms = Some(self.shared.list_ttl_ms("tools"));
-            list.cache_scope = Some(CacheScope::Private);
-            return Ok(list);
-        }
-        if self.catalogue_marker {
-            let mut marker = ListToolsResult::with_all_items(Vec::new());
-            let mut meta = rmcp::model::MetaObject::new();
-            meta.insert(CATALOGUE_MARKER.to_owned(), Value::Bool(true));
-            marker.meta = Some(meta);
-            return Ok(marker);
-        }
-        Ok(ListToolsResult::with_all_items(
-            self.shared.catalogue().listed.as_ref().clone(),
-        ))
+        let span = crate::telemetry::request("tools/list", None, &context);
+        crate::telemetry::traced(span, async {
+            if modern(&context) {
+                // The line transport's pre-serialized list has no room for the cache hints.
+                let mut list = ListToolsResult::with_all_items(
+                    self.shared.catalogue().listed.as_ref().clone(),
+                );
+                list.ttl_ms = Some(self.shared.list_ttl_ms("tools"));
+                list.cache_scope = Some(CacheScope::Private);
+                return Ok(list);
+            }
+            if self.catalogue_marker {
+                let mut marker = ListToolsResult::with_all_items(Vec::new());
+                let mut meta = rmcp::model::MetaObject::new();
+                meta.insert(CATALOGUE_MARKER.to_owned(), Value::Bool(true));
+                marker.meta = Some(meta);
+                return Ok(marker);
+            }
+            Ok(ListToolsResult::with_all_items(
+                self.shared.catalogue().listed.as_ref().clone(),
+            ))
+        })
+        .await
     }
 
     async fn call_tool(
@@ -1663,13 +1673,17 @@ impl ServerHandler for GatewayHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        in_rounds!(
-            self,
-            call_tool_now,
-            request,
-            context,
-            format!("tools/call\0{}", request.name)
-        )
+        let span = crate::telemetry::request("tools/call", Some(&request.name), &context);
+        crate::telemetry::traced(span, async {
+            in_rounds!(
+                self,
+                call_tool_now,
+                request,
+                context,
+                format!("tools/call\0{}", request.name)
+            )
+        })
+        .await
     }
 
     async fn get_prompt(
@@ -1677,13 +1691,17 @@ impl ServerHandler for GatewayHandler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        in_rounds!(
-            self,
-            get_prompt_now,
-            request,
-            context,
-            format!("prompts/get\0{}", request.name)
-        )
+        let span = crate::telemetry::request("prompts/get", Some(&request.name), &context);
+        crate::telemetry::traced(span, async {
+            in_rounds!(
+                self,
+                get_prompt_now,
+                request,
+                context,
+                format!("prompts/get\0{}", request.name)
+            )
+        })
+        .await
     }
 
     async fn read_resource(
@@ -1691,13 +1709,17 @@ impl ServerHandler for GatewayHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        in_rounds!(
-            self,
-            read_resource_now,
-            request,
-            context,
-            format!("resources/read\0{}", request.uri)
-        )
+        let span = crate::telemetry::request("resources/read", None, &context);
+        crate::telemetry::traced(span, async {
+            in_rounds!(
+                self,
+                read_resource_now,
+                request,
+                context,
+                format!("resources/read\0{}", request.uri)
+            )
+        })
+        .await
     }
 
     async fn list_prompts(
@@ -1705,71 +1727,83 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let mut list =
-            ListPromptsResult::with_all_items(self.shared.catalogue().prompts.as_ref().clone());
-        if modern(&context) {
-            list.ttl_ms = Some(self.shared.list_ttl_ms("prompts"));
-            list.cache_scope = Some(CacheScope::Private);
-        }
-        Ok(list)
+        let span = crate::telemetry::request("prompts/list", None, &context);
+        crate::telemetry::traced(span, async {
+            let mut list =
+                ListPromptsResult::with_all_items(self.shared.catalogue().prompts.as_ref().clone());
+            if modern(&context) {
+                list.ttl_ms = Some(self.shared.list_ttl_ms("prompts"));
+                list.cache_scope = Some(CacheScope::Private);
+            }
+            Ok(list)
+        })
+        .await
     }
 
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let merged = self
-            .list_resources_everywhere("resources/list", "resources")
-            .await;
-        let mut routes = HashMap::new();
-        let mut resources = Vec::new();
-        for (server, item) in merged {
-            let Some(uri) = item.get("uri").and_then(Value::as_str).map(str::to_owned) else {
-                continue;
-            };
-            if routes.contains_key(&uri) {
-                tracing::debug!(server = %server, "a resource URI another server listed first is left out");
-                continue;
+        let span = crate::telemetry::request("resources/list", None, &context);
+        crate::telemetry::traced(span, async {
+            let merged = self
+                .list_resources_everywhere("resources/list", "resources")
+                .await;
+            let mut routes = HashMap::new();
+            let mut resources = Vec::new();
+            for (server, item) in merged {
+                let Some(uri) = item.get("uri").and_then(Value::as_str).map(str::to_owned) else {
+                    continue;
+                };
+                if routes.contains_key(&uri) {
+                    tracing::debug!(server = %server, "a resource URI another server listed first is left out");
+                    continue;
+                }
+                if let Ok(resource) = serde_json::from_value::<Resource>(item) {
+                    routes.insert(uri, server);
+                    resources.push(resource);
+                }
             }
-            if let Ok(resource) = serde_json::from_value::<Resource>(item) {
-                routes.insert(uri, server);
-                resources.push(resource);
-            }
-        }
-        *self
-            .shared
-            .resource_routes
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = routes;
-        Ok(ListResourcesResult::with_all_items(resources))
+            *self
+                .shared
+                .resource_routes
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = routes;
+            Ok(ListResourcesResult::with_all_items(resources))
+        })
+        .await
     }
 
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let merged = self
-            .list_resources_everywhere("resources/templates/list", "resourceTemplates")
-            .await;
-        let mut routes = Vec::new();
-        let mut templates = Vec::new();
-        for (server, item) in merged {
-            let Some(template) = item.get("uriTemplate").and_then(Value::as_str) else {
-                continue;
-            };
-            routes.push((template.to_owned(), server));
-            if let Ok(template) = serde_json::from_value::<ResourceTemplate>(item) {
-                templates.push(template);
+        let span = crate::telemetry::request("resources/templates/list", None, &context);
+        crate::telemetry::traced(span, async {
+            let merged = self
+                .list_resources_everywhere("resources/templates/list", "resourceTemplates")
+                .await;
+            let mut routes = Vec::new();
+            let mut templates = Vec::new();
+            for (server, item) in merged {
+                let Some(template) = item.get("uriTemplate").and_then(Value::as_str) else {
+                    continue;
+                };
+                routes.push((template.to_owned(), server));
+                if let Ok(template) = serde_json::from_value::<ResourceTemplate>(item) {
+                    templates.push(template);
+                }
             }
-        }
-        *self
-            .shared
-            .template_routes
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = routes;
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
+            *self
+                .shared
+                .template_routes
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = routes;
+            Ok(ListResourceTemplatesResult::with_all_items(templates))
+        })
+        .await
     }
 
     #[expect(

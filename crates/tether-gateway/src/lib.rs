@@ -63,6 +63,7 @@ pub mod scan;
 pub mod search;
 pub mod secret_scan;
 pub mod supervise;
+mod telemetry;
 pub mod tool_search;
 mod upstream;
 pub mod uri_template;

@@ -323,10 +323,15 @@ impl Rounds {
         });
         let (finish, done) = oneshot::channel::<Outcome>();
         let running = work(detached);
-        tokio::spawn(async move {
-            let outcome: Result<T, ErrorData> = running.await;
-            let _ = finish.send(Box::new(outcome));
-        });
+        // In the request's span: the exported upstream spans are its children.
+        let span = tracing::Span::current();
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                let outcome: Result<T, ErrorData> = running.await;
+                let _ = finish.send(Box::new(outcome));
+            },
+            span,
+        ));
         Parked {
             bind,
             done,

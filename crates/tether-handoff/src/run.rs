@@ -73,6 +73,16 @@ pub async fn run_harness(
     child
         .envs(prepared.plain_env.iter().map(|(k, v)| (k, v)))
         .envs(prepared.env.iter().map(|(k, v)| (k, v.expose())));
+    // With trace export on, the run is a span (under the caller's TRACEPARENT, if any) and
+    // the harness gets its own TRACEPARENT naming it.
+    let traced =
+        tracing::info_span!(target: "tether_telemetry", "tether.run", otel.name = "tether run");
+    if let Ok(parent) = std::env::var(EnvVars::TRACEPARENT) {
+        tether_log::telemetry::continue_trace(&traced, &parent);
+    }
+    if let Some(traceparent) = tether_log::telemetry::traceparent(&traced) {
+        child.env(EnvVars::TRACEPARENT, traceparent);
+    }
     let mut child = child.spawn().map_err(cannot_start)?;
     let pid = child
         .id()

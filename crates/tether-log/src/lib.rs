@@ -18,6 +18,8 @@
 //! assert!(!tether_log::mask("token=hunter2-sentinel").contains("hunter2"));
 //! ```
 
+pub mod telemetry;
+
 use std::io::Write;
 use std::sync::{PoisonError, RwLock};
 
@@ -145,6 +147,41 @@ macro_rules! eprintln_masked {
     ($($arg:tt)*) => {
         eprintln!("{}", $crate::mask(&format!($($arg)*)))
     };
+}
+
+/// Sets up the process's logging: events at `default` (or `RUST_LOG`'s filter when it is set
+/// and `prefer_env`) to stderr through [`MaskedStderr`], and, when the `OTEL_*` variables ask
+/// for it, the export of [`telemetry::TARGET`]'s spans. Keep what it returns until exit:
+/// dropping it flushes the export.
+pub fn init(default: &str, prefer_env: bool, ansi: bool) -> Option<telemetry::Telemetry> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter = prefer_env
+        .then(|| tracing_subscriber::EnvFilter::try_from_env(tether_env::EnvVars::RUST_LOG).ok())
+        .flatten()
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    // The exported spans never reach stderr (they would change every log line of `-v`).
+    let filter = match format!("{}=off", telemetry::TARGET).parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    };
+    let stderr = tracing_subscriber::fmt::layer()
+        .with_writer(MaskedStderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .with_filter(filter);
+    let registry = tracing_subscriber::registry().with(stderr);
+    match telemetry::layer() {
+        Some((export, telemetry)) => {
+            registry.with(export).init();
+            Some(telemetry)
+        }
+        None => {
+            registry.init();
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,12 +5,16 @@
 //! | `POST /graphql` | the managed MCP schema; `Authorization: Bearer <api key>` or 401 |
 //! | `GET, POST, DELETE /mcp-proxy/{uid}` | the Streamable HTTP proxy ([`crate::proxy`]) |
 //! | `GET /healthz` | `ok` when the store answers and can be written to, else 503 and why |
-//! | `GET /metrics` | `{"create_managed_mcp_client_config": N}`, to loopback peers only (404 otherwise) |
+//! | `GET /metrics` | Prometheus text ([`crate::metrics`]), to loopback peers only (404 otherwise) |
+//!
+//! With `metrics_listen`, a second listener serves `GET /metrics` alone, to any peer that
+//! reaches it: Prometheus scrapes it without an API key, and the operator decides who reaches
+//! the address (an internal interface, a firewall). Its connections go through the same
+//! accept loop (connection bound, header timeout, graceful shutdown).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
@@ -20,7 +24,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{any, get, post};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use serde_json::json;
 use tether_clock::Clock;
 use tower_service::Service as _;
 
@@ -64,12 +67,16 @@ pub struct ServeOptions {
     pub limits: Limits,
     /// GraphQL requests allowed per API key.
     pub rate: RateSettings,
+    /// Where to serve `GET /metrics` to any peer (port 0 picks a free port); `None`: only
+    /// the main listener's loopback-only `/metrics`.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// A server bound to its address, not yet serving.
 pub struct BoundServer {
     listener: tokio::net::TcpListener,
     local_addr: SocketAddr,
+    metrics_listener: Option<(tokio::net::TcpListener, SocketAddr)>,
     public_base: String,
     state: Arc<AppState>,
 }
@@ -103,6 +110,7 @@ impl BoundServer {
             key,
             mut limits,
             rate,
+            metrics_listen,
         } = options;
         limits.max_connections =
             crate::limits::fit_connections_to_file_limit(limits.max_connections);
@@ -115,16 +123,11 @@ impl BoundServer {
                  admin rotate-key` to re-seal them, then restart without it"
             );
         }
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .map_err(|source| ServeError::Bind {
-                address: listen,
-                source,
-            })?;
-        let local_addr = listener.local_addr().map_err(|source| ServeError::Bind {
-            address: listen,
-            source,
-        })?;
+        let (listener, local_addr) = bind(listen).await?;
+        let metrics_listener = match metrics_listen {
+            Some(address) => Some(bind(address).await?),
+            None => None,
+        };
         let public_base = public_url.unwrap_or_else(|| format!("http://{local_addr}"));
         if public_base.contains("://0.0.0.0") || public_base.contains("://[::]") {
             tracing::warn!(
@@ -151,16 +154,17 @@ impl BoundServer {
             })?;
         let state = Arc::new(AppState {
             schema: build_schema(Arc::clone(&service)),
-            service,
             http,
             body_limits: BodyLimits::new(&limits),
-            logs: LimitLogs::default(),
+            logs: LimitLogs::new(&service.metrics),
             rate: RateLimiter::new(rate, clock),
             limits,
+            service,
         });
         Ok(Self {
             listener,
             local_addr,
+            metrics_listener,
             public_base,
             state,
         })
@@ -169,6 +173,11 @@ impl BoundServer {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The bound address of the metrics listener, if there is one.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener.as_ref().map(|(_, address)| *address)
     }
 
     /// The base of proxy URLs.
@@ -193,6 +202,12 @@ impl BoundServer {
     ) -> Result<(), ServerError> {
         let purge = tokio::spawn(purge_loop(Arc::clone(&self.state.service)));
         let router = router(Arc::clone(&self.state));
+        // The metrics listener's connections are accepted here too: the same connection
+        // bound, header timeout and graceful shutdown as the main listener's.
+        let metrics_router = Router::new()
+            .route("/metrics", get(scrape))
+            .with_state(Arc::clone(&self.state.service.metrics));
+        let metrics_listener = self.metrics_listener.map(|(listener, _)| listener);
         let connections = Arc::new(tokio::sync::Semaphore::new(
             self.state.limits.max_connections,
         ));
@@ -203,8 +218,9 @@ impl BoundServer {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
-            let accepted = tokio::select! {
-                accepted = self.listener.accept() => accepted,
+            let (accepted, routes) = tokio::select! {
+                accepted = self.listener.accept() => (accepted, &router),
+                accepted = accept_on(metrics_listener.as_ref()) => (accepted, &metrics_router),
                 () = &mut shutdown => break,
             };
             let (stream, peer) = match accepted {
@@ -226,7 +242,7 @@ impl BoundServer {
             if let Err(error) = stream.set_nodelay(true) {
                 tracing::debug!(%error, "cannot set TCP_NODELAY");
             }
-            let router = router.clone();
+            let router = routes.clone();
             let service = hyper::service::service_fn(
                 move |mut request: axum::http::Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(ConnectInfo(peer));
@@ -248,6 +264,7 @@ impl BoundServer {
             });
         }
         drop(self.listener);
+        drop(metrics_listener);
         tracing::info!(
             "shutting down: no new connections; open requests get {} s",
             SHUTDOWN_GRACE.as_secs()
@@ -262,6 +279,26 @@ impl BoundServer {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// The next connection on `listener`; never, without one.
+async fn accept_on(
+    listener: Option<&tokio::net::TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A listener on `address` and the address it bound.
+async fn bind(address: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
+    let failed = |source| ServeError::Bind { address, source };
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
+    Ok((listener, bound))
 }
 
 /// `--public-url` without a trailing slash, checked.
@@ -313,7 +350,7 @@ fn unauthorized(message: &'static str) -> Response {
 }
 
 /// Authenticates from the headers first: the body of a request without a valid API key is
-/// never read.
+/// never read. Authenticated requests are counted and timed by status class.
 async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let Some(api_key) = bearer_token(&headers) else {
         return unauthorized("missing API key: send Authorization: Bearer <api key>");
@@ -329,13 +366,27 @@ async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Bod
             return (StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n").into_response();
         }
     };
+    let started = std::time::Instant::now();
+    let response = authenticated_graphql(&app, caller, &headers, body).await;
+    app.service
+        .metrics
+        .graphql_request(response.status().as_u16(), started.elapsed());
+    response
+}
+
+async fn authenticated_graphql(
+    app: &AppState,
+    caller: crate::service::Caller,
+    headers: &HeaderMap,
+    body: Body,
+) -> Response {
     if let Err(wait) = app.rate.check(&caller.key_id) {
         app.logs.rate_limit.hit();
         return rate_limited(wait);
     }
     let body = match app
         .body_limits
-        .read(&headers, body, MAX_GRAPHQL_REQUEST_BYTES, &app.logs)
+        .read(headers, body, MAX_GRAPHQL_REQUEST_BYTES, &app.logs)
         .await
     {
         Ok(body) => body,
@@ -405,6 +456,7 @@ async fn healthz(State(app): State<Arc<AppState>>) -> Response {
     }
 }
 
+/// The main listener's `/metrics`: loopback peers only.
 async fn metrics(
     State(app): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -412,12 +464,16 @@ async fn metrics(
     if !peer.ip().is_loopback() {
         return StatusCode::NOT_FOUND.into_response();
     }
-    let calls = app
-        .service
-        .metrics
-        .create_managed_mcp_client_config
-        .load(Ordering::Relaxed);
-    Json(json!({ "create_managed_mcp_client_config": calls })).into_response()
+    scrape(State(Arc::clone(&app.service.metrics))).await
+}
+
+/// The metrics in the Prometheus text format.
+async fn scrape(State(metrics): State<Arc<crate::metrics::ServerMetrics>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, crate::metrics::METRICS_CONTENT_TYPE)],
+        metrics.encode(),
+    )
+        .into_response()
 }
 
 #[cfg(test)]

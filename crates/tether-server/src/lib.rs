@@ -23,6 +23,7 @@
 //!     key: MasterKey::from_text(&std::env::var("TETHER_SERVER_KEY").unwrap_or_default())?,
 //!     limits: tether_server::limits::Limits::default(),
 //!     rate: tether_server::rate::RateSettings::default(),
+//!     metrics_listen: None,
 //! })
 //! .await?;
 //! println!("listening on http://{}", server.local_addr());
@@ -39,6 +40,7 @@ mod error;
 mod graphql;
 mod installation;
 pub mod limits;
+mod metrics;
 mod model;
 mod proxy;
 pub mod rate;
@@ -52,6 +54,7 @@ pub use env::{INSECURE_DEV_KEY_WARNING, master_key_from, master_key_from_env};
 pub use error::{InstallationError, KeyError, ServeError, ServerError, StoreError};
 pub use graphql::sdl;
 pub use installation::{DEFAULT_TEAM, NewInstallation, reseal, validate_team};
+pub use metrics::{METRICS_CONTENT_TYPE, ServerMetrics};
 pub use model::TransportKind;
 pub use proxy::MAX_PROXY_REQUEST_BYTES;
 pub use service::{DEFAULT_PROXY_TOKEN_TTL, PROXY_AUTHORIZATION_HEADER, PROXY_PATH_PREFIX};

@@ -10,6 +10,8 @@ use axum::body::{Body, Bytes, HttpBody as _};
 use axum::http::{HeaderMap, StatusCode, header};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::metrics::ServerMetrics;
+
 /// Default time a client has to send a request's headers, also the idle time allowed between
 /// two requests on a kept-alive connection.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -88,10 +90,12 @@ pub(crate) fn fit_connections_to_file_limit(max_connections: usize) -> usize {
     fitted
 }
 
-/// Logs a limit being hit at most once a second, with how many times it was hit.
+/// Logs a limit being hit at most once a second, with how many times it was hit, and counts
+/// every hit in `tether_server_limit_refusals_total`.
 #[derive(Debug)]
 pub(crate) struct LimitLog {
     what: &'static str,
+    counted: prometheus_client::metrics::counter::Counter,
     started: Instant,
     /// Milliseconds since `started` of the last line written.
     last_ms: AtomicU64,
@@ -100,9 +104,13 @@ pub(crate) struct LimitLog {
 }
 
 impl LimitLog {
-    pub(crate) fn new(what: &'static str) -> Self {
+    pub(crate) fn new(what: &'static str, metrics: &ServerMetrics, limit: &'static str) -> Self {
         Self {
             what,
+            counted: metrics
+                .limit_refusals
+                .get_or_create(&[("limit", limit)])
+                .clone(),
             started: Instant::now(),
             last_ms: AtomicU64::new(0),
             hits: AtomicU64::new(0),
@@ -111,6 +119,7 @@ impl LimitLog {
 
     /// Counts one hit; writes a WARN line if none was written in the last second.
     pub(crate) fn hit(&self) {
+        self.counted.inc();
         self.hits.fetch_add(1, Ordering::Relaxed);
         // Offset by a second so that the very first hit is logged.
         let now_ms = u64::try_from(self.started.elapsed().as_millis())
@@ -142,16 +151,30 @@ pub(crate) struct LimitLogs {
     pub(crate) rate_limit: LimitLog,
 }
 
-impl Default for LimitLogs {
-    fn default() -> Self {
+impl LimitLogs {
+    /// The logs, each counting into `metrics`.
+    pub(crate) fn new(metrics: &ServerMetrics) -> Self {
+        let log = |what, limit| LimitLog::new(what, metrics, limit);
         Self {
-            connections: LimitLog::new("max-connections: connection closed on accept"),
-            header_timeout: LimitLog::new("header-timeout: connection closed"),
-            body_timeout: LimitLog::new("body-timeout: request refused (408)"),
-            body_too_large: LimitLog::new("request body too large: request refused (413)"),
-            body_bytes_in_flight: LimitLog::new("max-body-bytes-in-flight: request refused (503)"),
-            rate_limit: LimitLog::new("rate-limit: request refused (429)"),
-            upstream_timeout: LimitLog::new("upstream-timeout: proxied request ended"),
+            connections: log(
+                "max-connections: connection closed on accept",
+                "max_connections",
+            ),
+            header_timeout: log("header-timeout: connection closed", "header_timeout"),
+            body_timeout: log("body-timeout: request refused (408)", "body_timeout"),
+            body_too_large: log(
+                "request body too large: request refused (413)",
+                "body_too_large",
+            ),
+            body_bytes_in_flight: log(
+                "max-body-bytes-in-flight: request refused (503)",
+                "body_bytes_in_flight",
+            ),
+            rate_limit: log("rate-limit: request refused (429)", "rate_limit"),
+            upstream_timeout: log(
+                "upstream-timeout: proxied request ended",
+                "upstream_timeout",
+            ),
         }
     }
 }
@@ -303,7 +326,7 @@ mod tests {
     #[tokio::test]
     async fn bodies_count_against_the_shared_budget_until_dropped() {
         let limits = limits(10);
-        let logs = LimitLogs::default();
+        let logs = LimitLogs::new(&ServerMetrics::new());
         let none = HeaderMap::new();
         let first = limits
             .read(&none, Body::from("123456"), 100, &logs)
@@ -323,7 +346,7 @@ mod tests {
     #[tokio::test]
     async fn too_large_bodies_are_refused_declared_or_not() {
         let limits = limits(1000);
-        let logs = LimitLogs::default();
+        let logs = LimitLogs::new(&ServerMetrics::new());
         let mut declared = HeaderMap::new();
         declared.insert(header::CONTENT_LENGTH, "999".parse().unwrap());
         // Refused from the header alone: the (short) body is never read.

@@ -70,6 +70,12 @@ struct ServeArgs {
     /// Requests an API key may make at once above the rate (the bucket's size).
     #[arg(long, value_name = "N", default_value_t = tether_server::rate::DEFAULT_BURST, value_parser = clap::value_parser!(u32).range(1..))]
     rate_burst: u32,
+    /// Also serve GET /metrics (Prometheus text format) on this address, to any peer that
+    /// reaches it, for a scraper without an API key; port 0 picks a free port, printed as
+    /// `metrics on http://ADDRESS/metrics` after the listening line. Without it, /metrics on
+    /// the main listener answers loopback peers only.
+    #[arg(long, value_name = "ADDRESS")]
+    metrics_listen: Option<SocketAddr>,
 }
 
 /// Where the store is: `--data-dir` (SQLite) or `--database-url`.
@@ -349,6 +355,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         limits,
         rate_limit,
         rate_burst,
+        metrics_listen,
     } = args;
     let database = database.url()?;
     let limits = limits.limits();
@@ -369,11 +376,16 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 per_sec: rate_limit,
                 burst: rate_burst,
             },
+            metrics_listen,
         })
         .await
         .with_context(|| format!("starting with the database {database}"))?;
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "listening on http://{}", server.local_addr())
+            .and_then(|()| match server.metrics_addr() {
+                Some(address) => writeln!(stdout, "metrics on http://{address}/metrics"),
+                None => Ok(()),
+            })
             .and_then(|()| stdout.flush())
             .context("writing the listening line")?;
         drop(stdout);

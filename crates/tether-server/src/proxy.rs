@@ -41,7 +41,8 @@ pub const MAX_PROXY_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 /// how long a revocation or deactivation (through any replica) takes to end an open stream.
 pub const STREAM_RECHECK: Duration = Duration::from_secs(1);
 
-/// Handles one request to `/mcp-proxy/{uid}`.
+/// Handles one request to `/mcp-proxy/{uid}`, counting it by outcome
+/// ([`crate::metrics::ServerMetrics`]).
 pub(crate) async fn handle(
     State(app): State<Arc<AppState>>,
     Path(uid): Path<String>,
@@ -49,44 +50,81 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let started = Instant::now();
+    let (outcome, response) = route(&app, &uid, method, &headers, body).await;
+    app.service
+        .metrics
+        .proxy_request(outcome, started.elapsed());
+    response
+}
+
+/// The response to a proxied request and its outcome label.
+type Outcome = (&'static str, Response);
+
+async fn route(
+    app: &Arc<AppState>,
+    uid: &str,
+    method: Method,
+    headers: &HeaderMap,
+    body: Body,
+) -> Outcome {
     if !matches!(method, Method::POST | Method::GET | Method::DELETE) {
         return (
-            StatusCode::METHOD_NOT_ALLOWED,
-            [(header::ALLOW, "GET, POST, DELETE")],
-            "the MCP proxy accepts GET, POST and DELETE\n",
-        )
-            .into_response();
+            "refused",
+            (
+                StatusCode::METHOD_NOT_ALLOWED,
+                [(header::ALLOW, "GET, POST, DELETE")],
+                "the MCP proxy accepts GET, POST and DELETE\n",
+            )
+                .into_response(),
+        );
     }
-    let Some(token) = bearer_token(&headers) else {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "missing proxy token: send Authorization: Bearer <proxyToken>",
+    let Some(token) = bearer_token(headers) else {
+        return (
+            "unauthorized",
+            refuse(
+                StatusCode::UNAUTHORIZED,
+                "missing proxy token: send Authorization: Bearer <proxyToken>",
+            ),
         );
     };
-    let decision = match app.service.authorize_proxy(&uid, token).await {
+    let decision = match app.service.authorize_proxy(uid, token).await {
         Ok(decision) => decision,
         Err(error) => {
             tracing::error!(?uid, "proxy authorization failed: {error}");
-            return refuse(StatusCode::INTERNAL_SERVER_ERROR, "internal server error");
+            return (
+                "error",
+                refuse(StatusCode::INTERNAL_SERVER_ERROR, "internal server error"),
+            );
         }
     };
     match decision {
         ProxyDecision::InvalidToken => {
             tracing::info!(?uid, "proxy: invalid token");
-            refuse(StatusCode::UNAUTHORIZED, "invalid proxy token")
+            (
+                "unauthorized",
+                refuse(StatusCode::UNAUTHORIZED, "invalid proxy token"),
+            )
         }
         ProxyDecision::Expired => {
             tracing::info!(?uid, "proxy: expired token");
-            refuse(
-                StatusCode::UNAUTHORIZED,
-                "proxy token expired: request a new config with createManagedMcpClientConfig",
+            app.service.metrics.token_expired();
+            (
+                "expired",
+                refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "proxy token expired: request a new config with createManagedMcpClientConfig",
+                ),
             )
         }
         ProxyDecision::Inactive => {
             tracing::info!(?uid, "proxy: installation deactivated");
-            refuse(
-                StatusCode::FORBIDDEN,
-                "this managed MCP server is deactivated",
+            (
+                "inactive",
+                refuse(
+                    StatusCode::FORBIDDEN,
+                    "this managed MCP server is deactivated",
+                ),
             )
         }
         ProxyDecision::Forward {
@@ -94,11 +132,11 @@ pub(crate) async fn handle(
             expires_at_ms,
         } => {
             let watch = StreamWatch {
-                app: Arc::clone(&app),
+                app: Arc::clone(app),
                 token_hash: crypto::token_hash(token),
                 expires_at_ms,
             };
-            forward(&app, &uid, method, &headers, body, upstream, watch).await
+            forward(app, uid, method, headers, body, upstream, watch).await
         }
     }
 }
@@ -111,7 +149,7 @@ async fn forward(
     body: Body,
     upstream: Upstream,
     watch: StreamWatch,
-) -> Response {
+) -> Outcome {
     let started = Instant::now();
     let body = match app
         .body_limits
@@ -121,7 +159,7 @@ async fn forward(
         Ok(body) => body,
         Err(error) => {
             let (status, message) = error.status_and_message();
-            return refuse(status, message);
+            return ("refused", refuse(status, message));
         }
     };
     // Only the allow-listed client headers (never its `Authorization`), then the upstream's own.
@@ -152,17 +190,23 @@ async fn forward(
         Ok(Ok(response)) => response,
         Ok(Err(error)) => {
             tracing::warn!(?uid, %method, error = %error.without_url(), "proxy: upstream unreachable");
-            return refuse(
-                StatusCode::BAD_GATEWAY,
-                "the upstream MCP server could not be reached",
+            return (
+                "upstream_error",
+                refuse(
+                    StatusCode::BAD_GATEWAY,
+                    "the upstream MCP server could not be reached",
+                ),
             );
         }
         Err(_) => {
             app.logs.upstream_timeout.hit();
             tracing::warn!(?uid, %method, timeout_secs = upstream_timeout.as_secs(), "proxy: upstream did not answer in time");
-            return refuse(
-                StatusCode::GATEWAY_TIMEOUT,
-                "the upstream MCP server did not answer in time",
+            return (
+                "upstream_error",
+                refuse(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "the upstream MCP server did not answer in time",
+                ),
             );
         }
     };
@@ -191,7 +235,7 @@ async fn forward(
                 .headers_mut()
                 .insert(HeaderName::from_static("x-upstream-status"), value);
         }
-        return response;
+        return ("upstream_error", response);
     }
     let mut returned = Response::builder().status(status);
     for (name, value) in proxy::allowed(response.headers(), &proxy::RETURNED_RESPONSE_HEADERS) {
@@ -200,9 +244,13 @@ async fn forward(
     // An event stream (GET) may be silent for long; any other response may not.
     let idle = (method != Method::GET).then_some(upstream_timeout);
     let stream = watch.guard(uid.to_owned(), response.bytes_stream(), idle);
-    returned
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|_| refuse(StatusCode::BAD_GATEWAY, "invalid upstream response"))
+    match returned.body(Body::from_stream(stream)) {
+        Ok(response) => ("forwarded", response),
+        Err(_) => (
+            "upstream_error",
+            refuse(StatusCode::BAD_GATEWAY, "invalid upstream response"),
+        ),
+    }
 }
 
 /// What an open proxied response needs to end itself when its token stops being accepted.

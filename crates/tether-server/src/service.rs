@@ -5,7 +5,6 @@
 //! change made through another process or replica counts from the next request.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
@@ -18,6 +17,7 @@ use zeroize::Zeroizing;
 use crate::crypto::{self, MasterKey};
 use crate::error::{ServerError, StoreError};
 use crate::installation::{OpenedInstallation, Upstream};
+use crate::metrics::ServerMetrics;
 use crate::model::TransportKind;
 use crate::store::{AuditEvent, Storage};
 
@@ -40,13 +40,6 @@ pub struct ServiceSettings {
     pub public_base: String,
     /// How long a minted proxy token is accepted.
     pub proxy_token_ttl: Duration,
-}
-
-/// Counters exposed at `GET /metrics` (loopback only).
-#[derive(Debug, Default)]
-pub struct Metrics {
-    /// `createManagedMcpClientConfig` requests received (every outcome).
-    pub create_managed_mcp_client_config: AtomicU64,
 }
 
 /// Who is calling, from a valid API key.
@@ -118,8 +111,8 @@ pub struct Service {
     settings: ServiceSettings,
     /// What token lifetimes are measured on (the system clock; a test's own in tests).
     clock: Arc<dyn Clock>,
-    /// Request counters.
-    pub metrics: Metrics,
+    /// What `/metrics` exports.
+    pub metrics: Arc<ServerMetrics>,
 }
 
 impl Service {
@@ -136,7 +129,7 @@ impl Service {
             key,
             settings,
             clock,
-            metrics: Metrics::default(),
+            metrics: Arc::new(ServerMetrics::new()),
         }
     }
 
@@ -155,16 +148,24 @@ impl Service {
         Ok(self.store.team_uids(caller.team.clone()).await?)
     }
 
-    /// `createManagedMcpClientConfig`: counts the request, then mints a config for `uid` if the
-    /// caller's team has it and it is active.
+    /// `createManagedMcpClientConfig`: mints a config for `uid` if the caller's team has it and
+    /// it is active, and counts the resolution by outcome.
     pub async fn create_client_config(
         &self,
         caller: &Caller,
         uid: &str,
     ) -> Result<ClientConfig, ServerError> {
-        self.metrics
-            .create_managed_mcp_client_config
-            .fetch_add(1, Ordering::Relaxed);
+        let result = self.resolve(caller, uid).await;
+        self.metrics.resolution(match &result {
+            Ok(ClientConfig::NotFound) => "not_found",
+            Ok(ClientConfig::Inactive) => "inactive",
+            Ok(_) => "config",
+            Err(_) => "error",
+        });
+        result
+    }
+
+    async fn resolve(&self, caller: &Caller, uid: &str) -> Result<ClientConfig, ServerError> {
         let Ok(uid) = Uuid::parse_str(uid) else {
             return Ok(ClientConfig::NotFound);
         };
@@ -209,6 +210,7 @@ impl Service {
         self.store
             .insert_proxy_token(hash, uid, expires_at_ms)
             .await?;
+        self.metrics.token_minted();
         let proxy_url = format!("{}{PROXY_PATH_PREFIX}{uid}", self.settings.public_base);
         let bearer = Zeroizing::new(format!("Bearer {}", token.as_str()));
         let mcp_config_json = Zeroizing::new(
@@ -273,7 +275,9 @@ impl Service {
     pub async fn purge_expired_tokens(&self, keep_expired: Duration) -> Result<u64, ServerError> {
         let keep_ms = i64::try_from(keep_expired.as_millis()).unwrap_or(i64::MAX);
         let before = self.clock.unix_ms().saturating_sub(keep_ms);
-        Ok(self.store.purge_proxy_tokens(before).await?)
+        let purged = self.store.purge_proxy_tokens(before).await?;
+        self.metrics.tokens_purged(purged);
+        Ok(purged)
     }
 
     /// Whether the store answers within [`HEALTH_TIMEOUT`] and can be written to; else why,

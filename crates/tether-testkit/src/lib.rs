@@ -29,6 +29,7 @@ mod clock;
 pub mod managed;
 pub mod mcp_client;
 mod npm;
+pub mod otlp;
 pub mod postgres;
 mod registry;
 mod tether;

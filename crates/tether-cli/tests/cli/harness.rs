@@ -642,3 +642,42 @@ fn run_through_the_gateway_takes_the_tool_search_flags() {
         text(&out.stderr)
     );
 }
+
+/// With trace export on, `tether run` is a span under the caller's `TRACEPARENT`, and the
+/// harness gets a `TRACEPARENT` naming that span; the span is exported when tether exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_trace_export_on_the_harness_gets_a_traceparent_naming_the_run() {
+    const CALLER_TRACE: &str = "5b8efff798038103d269b633813fc60c";
+    const CALLER_SPAN: &str = "eee19b7ec3c1b174";
+    let receiver = tether_testkit::otlp::OtlpReceiver::start()
+        .await
+        .expect("starting the OTLP receiver");
+    let sandbox = Sandbox::new();
+    let program = fake_harness(&sandbox, "claude", "0");
+    let spec = spec();
+    let mut command = hand_off(&sandbox, &spec, &[], &program, &[]);
+    command
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
+        .env("TRACEPARENT", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"));
+    let out = command.output().expect("running tether");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let env = read(&sandbox.path("record/env"));
+    let given = env
+        .lines()
+        .find_map(|line| line.strip_prefix("TRACEPARENT="))
+        .unwrap_or_else(|| panic!("no TRACEPARENT in the harness's environment:\n{env}"))
+        .to_owned();
+    let parts: Vec<&str> = given.split('-').collect();
+    assert_eq!(parts.len(), 4, "{given}");
+    assert_eq!(parts[1], CALLER_TRACE, "{given}");
+    assert_ne!(parts[2], CALLER_SPAN, "{given}");
+    // tether flushed the export before exiting: the run's span is there.
+    let spans = receiver.spans();
+    let run = spans
+        .iter()
+        .find(|span| span.name == "tether run")
+        .unwrap_or_else(|| panic!("no run span in {spans:?}"));
+    assert_eq!(run.trace_id, CALLER_TRACE);
+    assert_eq!(run.parent_span_id, CALLER_SPAN);
+    assert_eq!(run.span_id, parts[2]);
+}

@@ -75,8 +75,19 @@ async fn stateless(
     url: &str,
     id: u64,
     method: &str,
-    mut params: Value,
+    params: Value,
 ) -> Value {
+    answer_of(stateless_request(http, url, id, method, params), id, method).await
+}
+
+/// A stateless 2026-07-28 request, not yet sent.
+fn stateless_request(
+    http: &reqwest::Client,
+    url: &str,
+    id: u64,
+    method: &str,
+    mut params: Value,
+) -> reqwest::RequestBuilder {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "1"},
@@ -89,6 +100,11 @@ async fn stateless(
     if let Some(name) = body["params"]["name"].as_str() {
         request = request.header("Mcp-Name", name);
     }
+    request
+}
+
+/// The answer with `id` to a sent request, JSON or an event stream.
+async fn answer_of(request: reqwest::RequestBuilder, id: u64, method: &str) -> Value {
     let response = request.send().await.expect("posting a request");
     let text = response.text().await.expect("reading the answer");
     let messages: Vec<Value> = if text.trim_start().starts_with('{') {
@@ -271,4 +287,49 @@ async fn stateless_requests_are_not_counted_against_the_session_cap() {
             .is_some_and(|tools| tools.iter().any(|tool| tool["name"] == "test__echo")),
         "{listed}"
     );
+}
+
+/// Over `tether serve --listen`, a client's `traceparent` HTTP header is continued by the
+/// exported request span (same trace id, the client's span as parent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_traceparent_header_continues_the_clients_trace() {
+    const CLIENT_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+    const CLIENT_SPAN: &str = "b7ad6b7169203331";
+    let receiver = tether_testkit::otlp::OtlpReceiver::start()
+        .await
+        .expect("starting the OTLP receiver");
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"test": {{"command": {}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let gateway = http_gateway_with_env(
+        dir.path(),
+        &spec,
+        &["--no-auth"],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    let http = reqwest::Client::new();
+    let call = json!({"name": "test__echo", "arguments": {"text": "traced"}});
+    let request = stateless_request(&http, &gateway.url, 1, "tools/call", call)
+        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"));
+    let done = answer_of(request, 1, "tools/call").await;
+    assert!(text_of(&done["result"]).contains("traced"), "{done}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let span = loop {
+        let spans = receiver.spans();
+        if let Some(span) = spans.iter().find(|s| s.name == "tools/call") {
+            break span.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no tools/call span within 30 s: {spans:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(span.trace_id, CLIENT_TRACE, "{span:?}");
+    assert_eq!(span.parent_span_id, CLIENT_SPAN, "{span:?}");
 }

@@ -8,6 +8,7 @@ mod config;
 mod everything;
 mod hostile;
 mod lifecycle;
+mod metrics;
 mod pg;
 mod proxy;
 mod replicas;

@@ -265,6 +265,22 @@ async fn a_proxy_token_is_accepted_until_its_lifetime_passes_then_refused_saying
     assert_eq!(response.status(), 401);
     let body = text(response).await;
     assert!(body.contains("expired"), "{body}");
+    // /metrics counted the mint, the forwarded request and the refusal.
+    let metrics = reqwest::get(format!("{}/metrics", fixture.base))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("the metrics page");
+    for line in [
+        "tether_server_proxy_tokens_minted_total 1",
+        "tether_server_proxy_tokens_expired_total 1",
+        "tether_server_proxy_requests_total{outcome=\"forwarded\"} 1",
+        "tether_server_proxy_requests_total{outcome=\"expired\"} 1",
+        "tether_server_proxy_request_duration_seconds_count{outcome=\"forwarded\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
 }
 
 /// What the recording upstream saw: method and headers of each request.

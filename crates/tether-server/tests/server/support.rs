@@ -101,7 +101,7 @@ pub struct ServerProcess {
     /// `http://127.0.0.1:PORT`.
     pub base: String,
     stderr: Arc<Mutex<Vec<u8>>>,
-    _stdout: BufReader<ChildStdout>,
+    stdout: BufReader<ChildStdout>,
 }
 
 impl ServerProcess {
@@ -160,7 +160,7 @@ impl ServerProcess {
             child,
             base: base.to_owned(),
             stderr,
-            _stdout: reader,
+            stdout: reader,
         }
     }
 
@@ -225,18 +225,29 @@ impl ServerProcess {
         managed_client(&self.graphql_url(), api_key)
     }
 
-    /// `GET /metrics`: the createManagedMcpClientConfig counter.
+    /// `GET /metrics`: the createManagedMcpClientConfig resolutions, every outcome summed.
     pub async fn config_requests(&self) -> u64 {
-        let body: serde_json::Value = reqwest::get(format!("{}/metrics", self.base))
+        let text = reqwest::get(format!("{}/metrics", self.base))
             .await
             .and_then(reqwest::Response::error_for_status)
             .expect("metrics")
-            .json()
+            .text()
             .await
             .expect("metrics body");
-        body["create_managed_mcp_client_config"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("metrics: {body}"))
+        resolutions(&text)
+    }
+
+    /// The second stdout line of a server started with `--metrics-listen`: its metrics URL.
+    pub async fn metrics_url(&mut self) -> String {
+        let mut line = String::new();
+        tokio::time::timeout(STEP, self.stdout.read_line(&mut line))
+            .await
+            .expect("the metrics line within STEP")
+            .expect("reading stdout");
+        line.trim_end()
+            .strip_prefix("metrics on ")
+            .unwrap_or_else(|| panic!("unexpected second line {line:?}"))
+            .to_owned()
     }
 
     /// SIGKILL, and wait for it.
@@ -441,6 +452,19 @@ pub fn postgres_installed() -> bool {
     false
 }
 
+/// The sum of `tether_server_resolutions_total` over its outcomes in a Prometheus text page.
+pub fn resolutions(text: &str) -> u64 {
+    text.lines()
+        .filter(|line| line.starts_with("tether_server_resolutions_total{"))
+        .map(|line| {
+            let value = line.rsplit(' ').next().unwrap_or_default();
+            value
+                .parse::<u64>()
+                .unwrap_or_else(|_| panic!("a counter line: {line}"))
+        })
+        .sum()
+}
+
 /// A data directory with a running server and an API key of the default team.
 pub struct Fixture {
     /// Holds the data directory.
@@ -534,6 +558,7 @@ impl ClockedFixture {
                 key: tether_server::MasterKey::from_text(TEST_KEY).expect("the test key"),
                 limits: tether_server::limits::Limits::default(),
                 rate,
+                metrics_listen: None,
             },
             clock.clone(),
         )

@@ -1,0 +1,243 @@
+//! OpenTelemetry traces over OTLP/HTTP (protobuf), off unless an OTLP endpoint is configured.
+//!
+//! Turned on by the standard variables: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as it is)
+//! or `OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` appended); `OTEL_SERVICE_NAME` and
+//! `OTEL_RESOURCE_ATTRIBUTES` name the service (default `tether`), `OTEL_EXPORTER_OTLP_HEADERS`
+//! and `OTEL_EXPORTER_OTLP_TIMEOUT` and the `OTEL_BSP_*` batch settings are the SDK's own;
+//! `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` keep it off.
+//!
+//! Only spans of the target [`TARGET`] are exported (the gateway's request and upstream
+//! spans); no log event is. Off, no layer exists and the stderr filter turns that target off,
+//! so a span there costs a disabled callsite check. Every exported string (span names,
+//! attribute values, status text) passes through [`crate::mask`] first, and span events are
+//! dropped: a registered secret value never leaves in an export.
+
+use opentelemetry::trace::{Status, TracerProvider as _};
+use opentelemetry::{KeyValue, Value};
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use tether_env::EnvVars;
+
+/// The tracing target of the spans that are exported.
+pub const TARGET: &str = "tether_telemetry";
+
+/// The exporter pipeline while it runs; dropping it flushes what is left and shuts it down.
+#[derive(Debug)]
+pub struct Telemetry {
+    provider: SdkTracerProvider,
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Err(error) = self.provider.shutdown() {
+            crate::eprintln_masked!("warning: OpenTelemetry export at exit: {error}");
+        }
+    }
+}
+
+fn set(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|value| value.trim().to_owned())
+        .filter(|value| !value.is_empty())
+}
+
+/// Whether the environment asks for trace export.
+pub fn configured() -> bool {
+    let endpoint = set(EnvVars::OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+        .or_else(|| set(EnvVars::OTEL_EXPORTER_OTLP_ENDPOINT))
+        .is_some();
+    let disabled = set(EnvVars::OTEL_SDK_DISABLED).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        || set(EnvVars::OTEL_TRACES_EXPORTER).is_some_and(|v| v.eq_ignore_ascii_case("none"));
+    endpoint && !disabled
+}
+
+/// The layer that exports [`TARGET`]'s spans, and the pipeline to keep until exit; `None` when
+/// not [`configured`], or (said on stderr) when the exporter cannot be built.
+pub fn layer<S>() -> Option<(impl tracing_subscriber::Layer<S>, Telemetry)>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+{
+    use tracing_subscriber::Layer as _;
+    if !configured() {
+        return None;
+    }
+    let exporter = match opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .build()
+    {
+        Ok(exporter) => exporter,
+        Err(error) => {
+            crate::eprintln_masked!("warning: OpenTelemetry export is off: {error}");
+            return None;
+        }
+    };
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    let named = set(EnvVars::OTEL_SERVICE_NAME).is_some()
+        || set(EnvVars::OTEL_RESOURCE_ATTRIBUTES).is_some_and(|a| a.contains("service.name="));
+    if !named {
+        resource = resource.with_service_name("tether");
+    }
+    let provider = SdkTracerProvider::builder()
+        .with_resource(resource.build())
+        .with_batch_exporter(Masked(exporter))
+        .build();
+    let tracer = provider.tracer("tether");
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_filter(
+            tracing_subscriber::filter::Targets::new().with_target(TARGET, tracing::Level::TRACE),
+        );
+    Some((layer, Telemetry { provider }))
+}
+
+/// Makes `span` continue the W3C trace context `traceparent` (a client's): same trace id, the
+/// client's span as parent. Nothing happens when `span` is disabled (export off) or the value
+/// is not a valid `traceparent`.
+pub fn continue_trace(span: &tracing::Span, traceparent: &str) {
+    use opentelemetry::propagation::TextMapPropagator as _;
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    if span.is_disabled() {
+        return;
+    }
+    let carrier = std::collections::HashMap::from([(
+        "traceparent".to_owned(),
+        traceparent.trim().to_owned(),
+    )]);
+    let context = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
+    if context.span().span_context().is_valid() {
+        let _ = span.set_parent(context);
+    }
+}
+
+/// The W3C `traceparent` naming `span` as the parent, for a request it makes; `None` when
+/// `span` is disabled (export off).
+pub fn traceparent(span: &tracing::Span) -> Option<String> {
+    use opentelemetry::propagation::TextMapPropagator as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    if span.is_disabled() {
+        return None;
+    }
+    let mut carrier = std::collections::HashMap::<String, String>::new();
+    opentelemetry_sdk::propagation::TraceContextPropagator::new()
+        .inject_context(&span.context(), &mut carrier);
+    carrier.remove("traceparent")
+}
+
+/// An exporter that masks every string before the wrapped one sends it.
+#[derive(Debug)]
+struct Masked<E>(E);
+
+fn mask_attributes(attributes: &mut [KeyValue]) {
+    for attribute in attributes {
+        if let Value::String(text) = &attribute.value {
+            let masked = crate::mask(text.as_str());
+            if masked != text.as_str() {
+                attribute.value = Value::String(masked.into());
+            }
+        }
+    }
+}
+
+/// `span` with its strings masked and its events dropped.
+fn masked(mut span: SpanData) -> SpanData {
+    let name = crate::mask(&span.name);
+    if name != span.name {
+        span.name = name.into();
+    }
+    mask_attributes(&mut span.attributes);
+    span.events = opentelemetry_sdk::trace::SpanEvents::default();
+    if let Status::Error { description } = &span.status {
+        span.status = Status::error(crate::mask(description));
+    }
+    span
+}
+
+impl<E: SpanExporter> SpanExporter for Masked<E> {
+    fn export(
+        &self,
+        batch: Vec<SpanData>,
+    ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+        self.0.export(batch.into_iter().map(masked).collect())
+    }
+
+    fn shutdown_with_timeout(&self, timeout: std::time::Duration) -> OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.0.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.0.set_resource(resource);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_traceparent_is_continued_and_a_child_one_made() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let provider = SdkTracerProvider::builder().build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("request");
+            continue_trace(
+                &span,
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            );
+            let ours = traceparent(&span).expect("a traceparent while a tracer runs");
+            assert!(
+                ours.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+                "{ours}"
+            );
+            assert!(!ours.contains("00f067aa0ba902b7"), "{ours}");
+            // Garbage is ignored: a new trace starts.
+            let other = tracing::info_span!("other");
+            continue_trace(&other, "not-a-traceparent");
+            let fresh = traceparent(&other).expect("a traceparent");
+            assert!(
+                !fresh.contains("4bf92f3577b34da6a3ce929d0e0e4736"),
+                "{fresh}"
+            );
+        });
+        assert_eq!(traceparent(&tracing::Span::none()), None);
+    }
+
+    #[test]
+    fn exported_strings_are_masked_and_events_dropped() {
+        let secret = tether_config::SecretValue::from("telemetry-sentinel-5f1c2a");
+        crate::register([&secret]);
+        let mut span = SpanData {
+            span_context: opentelemetry::trace::SpanContext::empty_context(),
+            parent_span_id: opentelemetry::trace::SpanId::INVALID,
+            parent_span_is_remote: false,
+            span_kind: opentelemetry::trace::SpanKind::Internal,
+            name: "call telemetry-sentinel-5f1c2a".into(),
+            start_time: std::time::SystemTime::UNIX_EPOCH,
+            end_time: std::time::SystemTime::UNIX_EPOCH,
+            attributes: vec![
+                KeyValue::new("mcp.tool", "echo-telemetry-sentinel-5f1c2a"),
+                KeyValue::new("mcp.response.bytes", 12_i64),
+            ],
+            dropped_attributes_count: 0,
+            events: opentelemetry_sdk::trace::SpanEvents::default(),
+            links: opentelemetry_sdk::trace::SpanLinks::default(),
+            status: Status::error("failed with telemetry-sentinel-5f1c2a"),
+            instrumentation_scope: opentelemetry::InstrumentationScope::builder("t").build(),
+        };
+        span.events
+            .events
+            .push(opentelemetry::trace::Event::with_name("e"));
+        let span = masked(span);
+        let text = format!("{span:?}");
+        assert!(!text.contains("telemetry-sentinel-5f1c2a"), "{text}");
+        assert!(text.contains("mcp.response.bytes"), "{text}");
+        assert!(span.events.events.is_empty());
+    }
+}
