@@ -184,14 +184,21 @@ impl Stack {
             .map_err(|e| format!("cannot run tether: {e}"))
     }
 
-    /// How many `createManagedMcpClientConfig` calls the server has answered.
+    /// How many `createManagedMcpClientConfig` calls the server has answered: the sum of
+    /// `tether_server_resolutions_total` over its outcomes on its Prometheus page.
     pub fn mint_count(&self) -> Result<u64, StackError> {
         let body = http_get(&self.base, "/metrics")?;
-        let value: serde_json::Value =
-            serde_json::from_str(&body).map_err(|e| format!("metrics are not JSON: {e}"))?;
-        value["create_managed_mcp_client_config"]
-            .as_u64()
-            .ok_or_else(|| "no create_managed_mcp_client_config in metrics".to_owned())
+        let counters = body
+            .lines()
+            .filter(|line| line.starts_with("tether_server_resolutions_total{"));
+        let mut total = 0;
+        for line in counters {
+            let value = line.rsplit(' ').next().unwrap_or_default();
+            total += value
+                .parse::<u64>()
+                .map_err(|e| format!("not a counter line ({e}): {line}"))?;
+        }
+        Ok(total)
     }
 
     /// Stops the server, and replica B if there is one (SIGTERM via kill, then wait).
