@@ -574,11 +574,6 @@ pub struct ServeArgs {
     #[arg(long, value_name = "off|warn|block", value_parser = str::parse::<tether_gateway::ScanPolicy>)]
     pub scan: Option<tether_gateway::ScanPolicy>,
 
-    /// What the scan for credential shapes (API keys, private keys, JWTs…) does in tool arguments
-    /// and results: off, warn, mask or block. Default: `secret_scan`, else warn/mask.
-    #[arg(long, value_name = "MODE", value_parser = str::parse::<tether_gateway::secret_scan::SecretScan>)]
-    pub secret_scan: Option<tether_gateway::secret_scan::SecretScan>,
-
     /// Do not pin tool definitions (by default a tool whose definition changed since it was
     /// first seen is withheld until `tether trust SERVER TOOL`).
     #[arg(long)]
@@ -617,7 +612,7 @@ pub struct ServeArgs {
     pub tool_search: ToolSearchArgs,
 }
 
-/// The gateway's tool search (`serve`, `run --gateway`).
+/// The gateway's tool search and secret scan (`serve`, `run --gateway`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ToolSearchArgs {
     /// How tools/list offers the tools: all (every definition), search (two tools,
@@ -642,6 +637,11 @@ pub struct ToolSearchArgs {
     /// --strict-mcp. Default: `lazy` in config.toml, else off.
     #[arg(long)]
     pub lazy: bool,
+
+    /// What the scan for credential shapes (API keys, private keys, JWTs…) does in tool arguments
+    /// and results: off, warn, mask or block. Default: `secret_scan`, else warn/mask.
+    #[arg(long, value_name = "MODE", value_parser = str::parse::<tether_gateway::secret_scan::SecretScan>)]
+    pub secret_scan: Option<tether_gateway::secret_scan::SecretScan>,
 }
 
 /// One item of `--client-capabilities`.

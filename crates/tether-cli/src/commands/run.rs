@@ -61,6 +61,8 @@ fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> 
         ("--tool-mode", search.tool_mode.is_some()),
         ("--tool-search-budget", search.tool_search_budget.is_some()),
         ("--always-load", !search.always_load.is_empty()),
+        ("--lazy", search.lazy),
+        ("--secret-scan", search.secret_scan.is_some()),
     ];
     if let Some((flag, _)) = gateway_only.iter().find(|(_, set)| *set && !gateway) {
         // The harnesses it is the default for, by title ("Gemini CLI").

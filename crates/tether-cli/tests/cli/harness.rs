@@ -624,6 +624,28 @@ fn run_through_the_gateway_takes_the_tool_search_flags() {
         text(&out.stderr)
     );
 
+    let out = sandbox.run(&[
+        "run",
+        "--no-gateway",
+        "--mcp",
+        &spec,
+        "--secret-scan",
+        "block",
+        "--",
+        &harness,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--secret-scan sets up the gateway"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The gateway takes it (the scan itself: tether-gateway's tests/secret_scan.rs).
+    assert!(
+        listed(&["--secret-scan", "block", "--tool-mode", "all"])
+            .contains(&"probe__echo".to_owned())
+    );
+
     // --lazy starts servers when asked for; --strict-mcp wants them all started first.
     let out = sandbox.run(&[
         "run",
