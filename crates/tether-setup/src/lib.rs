@@ -67,6 +67,13 @@ pub async fn serve_stdio(server: SetupServer) -> Result<(), SetupError> {
     Ok(())
 }
 
+/// How long an agent's MCP session may stay idle before it is closed: as long as a secret
+/// reference it was given lives unused ([`refs::IDLE_TTL`], 15 minutes) plus a minute, so a
+/// user who takes their time on the secret page does not cost the agent its session (rmcp's
+/// default is 5 minutes).
+pub const SESSION_IDLE: std::time::Duration =
+    refs::IDLE_TTL.saturating_add(std::time::Duration::from_secs(60));
+
 /// Serves `server` at [`MCP_PATH`] on `listener` (rmcp's Streamable HTTP, with sessions, so
 /// elicitation works) and the entry pages of `refs` beside it (proving `key`, the key of their
 /// announcement), until the listener fails.
@@ -94,11 +101,10 @@ pub async fn serve_http(
                 .map_err(|error| error.to_string())
         },
     };
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    let service =
+        StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
     let admission = Admission::for_address(address);
     let mcp_admission = admission
         .clone()
