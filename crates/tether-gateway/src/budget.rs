@@ -104,7 +104,7 @@ impl std::io::Write for Counter {
 }
 
 /// The length of `value` as compact JSON, without building the text.
-fn json_len(value: &Value) -> usize {
+pub(crate) fn json_len(value: &impl serde::Serialize) -> usize {
     let mut counter = Counter(0);
     let _ = serde_json::to_writer(&mut counter, value);
     counter.0

@@ -5,6 +5,7 @@
 //! the outcome, the response size; never an argument, a result, a resource URI or a header.
 //! Off, the spans are disabled callsites and nothing here serializes or records anything.
 
+use crate::budget::json_len;
 use rmcp::ErrorData;
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -162,23 +163,6 @@ pub(crate) trait Answer {
     fn measure(&self) -> (usize, bool);
 }
 
-/// The length of `value` in JSON.
-fn json_len(value: &impl serde::Serialize) -> usize {
-    struct Counter(usize);
-    impl std::io::Write for Counter {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    let _ = serde_json::to_writer(&mut counter, value);
-    counter.0
-}
-
 macro_rules! serialized {
     ($($type:ty),*) => {$(
         impl Answer for $type {
@@ -207,22 +191,19 @@ impl Answer for CallToolResponse {
     }
 }
 
-impl Answer for GetPromptResponse {
-    fn measure(&self) -> (usize, bool) {
-        match self {
-            Self::Complete(result) => (json_len(result), false),
-            Self::InputRequired(input) => (json_len(input), false),
-            _ => (0, false),
+/// Answers that are a result or a request for input, never an error result.
+macro_rules! complete_or_input {
+    ($($type:ty),*) => {$(
+        impl Answer for $type {
+            fn measure(&self) -> (usize, bool) {
+                match self {
+                    Self::Complete(result) => (json_len(result), false),
+                    Self::InputRequired(input) => (json_len(input), false),
+                    _ => (0, false),
+                }
+            }
         }
-    }
+    )*};
 }
 
-impl Answer for ReadResourceResponse {
-    fn measure(&self) -> (usize, bool) {
-        match self {
-            Self::Complete(result) => (json_len(result), false),
-            Self::InputRequired(input) => (json_len(input), false),
-            _ => (0, false),
-        }
-    }
-}
+complete_or_input!(GetPromptResponse, ReadResourceResponse);
