@@ -56,4 +56,4 @@ pub use printable::escape_controls;
 pub use provenance::{is_credential_name, url_passwords};
 pub use render::{Exposure, RenderedServer, RenderedText, RenderedTransport, render_server_map};
 pub use secret::{MASK, SecretValue, Secrets};
-pub use secret_args::{SecretArg, SecretArgError, SecretSource, parse_secret_args};
+pub use secret_args::{SecretArg, SecretArgError, SecretSource, parse_secret_args, shell_line};

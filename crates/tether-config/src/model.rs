@@ -149,6 +149,12 @@ pub struct ServerOptions {
     /// tool of this server is listed too, not only found. Only tether's gateway reads it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub always_load: bool,
+    /// `"headersHelper"` (Claude Code's key) of a remote server: a program and its arguments
+    /// whose stdout is a JSON object of headers, added to the server's own before each
+    /// connection and run again before they expire or when the server answers 401. Run
+    /// without a shell (a string is split into words as a shell would, nothing expanded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers_helper: Option<Vec<String>>,
     /// The config gave a remote `url` (or `serverUrl`) without a `type`: the launcher tries
     /// Streamable HTTP and falls back to the legacy SSE transport, as the MCP specification's
     /// backwards-compatibility section recommends. Not written back: a stored template says
@@ -245,6 +251,9 @@ impl ServerOptions {
         }
         if self.always_load {
             server["alwaysLoad"] = Value::Bool(true);
+        }
+        if let Some(helper) = &self.headers_helper {
+            server["headersHelper"] = json!(helper);
         }
     }
 

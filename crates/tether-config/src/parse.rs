@@ -681,8 +681,40 @@ impl<'a> ServerFields<'a> {
                 .map(|value| self.non_empty_string("sandbox", value))
                 .transpose()?,
             always_load: self.boolean("alwaysLoad")?.unwrap_or(false),
+            headers_helper: None,
             transport_guessed: false,
         })
+    }
+
+    /// A remote server's `headersHelper`: an array of words (a program and its arguments) or,
+    /// as Claude Code writes it, one string, split into words as a shell would but with nothing
+    /// expanded. No shell runs it, so a string using a shell's operators is refused.
+    fn headers_helper(&self) -> Result<Option<Vec<String>>, ConfigError> {
+        const KEY: &str = "headersHelper";
+        let words = match self.optional(KEY)? {
+            None => return Ok(None),
+            Some(Json::Array(_)) => self.string_array(KEY)?,
+            Some(value) => {
+                let line = self.non_empty_string(KEY, value)?;
+                shlex::split(&line).ok_or_else(|| {
+                    ConfigError::field(self.name, KEY, "has an unclosed quote or a trailing '\\'")
+                })?
+            }
+        };
+        const OPERATORS: [&str; 9] = ["|", "||", "&&", "&", ";", ">", ">>", "<", "2>"];
+        if let Some(operator) = words.iter().find(|w| OPERATORS.contains(&w.as_str())) {
+            return Err(ConfigError::field(
+                self.name,
+                KEY,
+                format!(
+                    "runs without a shell, so '{operator}' would be an argument; put the command line in a script and name the script"
+                ),
+            ));
+        }
+        match words.first() {
+            Some(program) if !program.trim().is_empty() => Ok(Some(words)),
+            _ => Err(ConfigError::field(self.name, KEY, "must name a program")),
+        }
     }
 
     fn warn_unknown(&self, known: &[&str], parsed: &mut ParsedConfig) {
@@ -897,6 +929,7 @@ fn parse_server(
                 RemoteTransport::StreamableHttp
             }
         };
+        options.headers_helper = fields.headers_helper()?;
         let url_value = fields.get(url_key)?.unwrap_or(&Json::Null);
         let url = inputs(fields.non_empty_string(url_key, url_value)?);
         let mut headers = fields.either_map("headers", "http_headers")?;
@@ -923,6 +956,7 @@ fn parse_server(
                     "bearer_token_env_var",
                     "type",
                     "transport",
+                    "headersHelper",
                 ],
                 OPTION_KEYS,
                 name_field,
@@ -1039,6 +1073,38 @@ mod tests {
             Ok(parsed) => panic!("{text} parsed: {parsed:?}"),
             Err(err) => err.to_string(),
         }
+    }
+
+    #[test]
+    fn a_headers_helper_is_words_from_an_array_or_a_string_and_never_a_shell_line() {
+        let words = |text: &str| {
+            let parsed = parse_config(text, Origin::User).expect("parses");
+            let server = &parsed.servers[0].server;
+            (
+                server.options.headers_helper.clone(),
+                server.template_json(),
+            )
+        };
+        let (helper, json) =
+            words(r#"{"r":{"url":"https://h/mcp","headersHelper":"/opt/get \"a b\" '$HOME'"}}"#);
+        let expected = vec!["/opt/get".to_owned(), "a b".to_owned(), "$HOME".to_owned()];
+        assert_eq!(helper.as_ref(), Some(&expected));
+        assert_eq!(json["headersHelper"], serde_json::json!(expected));
+        let (helper, _) = words(r#"{"r":{"url":"https://h/mcp","headersHelper":["p","x y"]}}"#);
+        assert_eq!(helper, Some(vec!["p".to_owned(), "x y".to_owned()]));
+        assert!(
+            error(r#"{"r":{"url":"https://h","headersHelper":"get | jq ."}}"#)
+                .contains("runs without a shell, so '|' would be an argument")
+        );
+        assert!(
+            error(r#"{"r":{"url":"https://h","headersHelper":"get 'x"}}"#)
+                .contains("unclosed quote")
+        );
+        assert!(
+            error(r#"{"r":{"url":"https://h","headersHelper":[]}}"#)
+                .contains("must name a program")
+        );
+        assert!(error(r#"{"r":{"url":"https://h","headersHelper":7}}"#).contains("headersHelper"));
     }
 
     #[test]

@@ -29,9 +29,14 @@ impl SecretSource {
     /// `cmd:` and `words` as one `SOURCE` again, quoted so that it parses to the same words
     /// (`None` when a word holds a NUL, which no command line can carry).
     pub fn command_source(words: &[String]) -> Option<String> {
-        let joined = shlex::try_join(words.iter().map(String::as_str)).ok()?;
-        Some(format!("cmd:{joined}"))
+        Some(format!("cmd:{}", shell_line(words)?))
     }
+}
+
+/// `words` as one line a POSIX shell splits back into the same words, nothing expanded (`None`
+/// when a word holds a NUL, which no command line can carry).
+pub fn shell_line(words: &[String]) -> Option<String> {
+    shlex::try_join(words.iter().map(String::as_str)).ok()
 }
 
 /// One parsed `--secret NAME=SOURCE`.

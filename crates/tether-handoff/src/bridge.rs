@@ -42,7 +42,9 @@ use futures_util::{Stream, StreamExt as _};
 use tether_config::{
     RemoteTransport, RenderedServer, RenderedText, RenderedTransport, SecretValue,
 };
-use tether_driver::{BearerAuth, BearerSlot, send_renewing};
+use tether_driver::{
+    BearerAuth, BearerSlot, HeadersHelper, HelperError, send_renewing, send_with_helper,
+};
 use tether_http::{Admission, OriginRule, proxy, token};
 
 use crate::error::HandoffError;
@@ -68,7 +70,9 @@ const KEY_BYTES: usize = 20;
 /// OAuth the harness does itself) go to the harness unchanged.
 pub(crate) fn needs_bridge(server: &RenderedServer) -> bool {
     match &server.transport {
-        RenderedTransport::Remote { url, headers, .. } => !headers.is_empty() || url.is_sensitive(),
+        RenderedTransport::Remote { url, headers, .. } => {
+            !headers.is_empty() || url.is_sensitive() || server.options.headers_helper.is_some()
+        }
         RenderedTransport::Stdio { .. } => false,
     }
 }
@@ -85,6 +89,8 @@ struct Route {
     /// Its `Authorization` header (then not in `headers`), renewed when the server refuses it
     /// (an OAuth token of `tether auth login`: refreshed on 401, stepped up on 403).
     authorization: Option<BearerSlot>,
+    /// Its `headersHelper`: the headers it gives go with every request (renewed on 401).
+    helper: Option<Arc<HeadersHelper>>,
 }
 
 struct Shared {
@@ -148,6 +154,7 @@ impl Bridge {
             server: server.name.clone(),
             problem,
         };
+        let helper = HeadersHelper::of(server);
         let url = SecretValue::new(url.expose());
         let mut real = Vec::with_capacity(headers.len());
         let mut authorization = None;
@@ -161,6 +168,7 @@ impl Bridge {
                 )));
             };
             if header == header::AUTHORIZATION
+                && helper.is_none()
                 && let Some(auth) = &self.bearer_auth
             {
                 checked.set_sensitive(true);
@@ -190,6 +198,7 @@ impl Bridge {
                 timeout,
                 endpoints: Mutex::new(HashMap::new()),
                 authorization,
+                helper,
             }),
         );
         let mut bridged_headers = indexmap::IndexMap::new();
@@ -286,6 +295,12 @@ async fn handle(
     forward(&shared, route, method, &headers, body, &target, key).await
 }
 
+/// Why a forwarded request got no answer from upstream.
+enum Upstream {
+    Http(reqwest::Error),
+    Helper(HelperError),
+}
+
 async fn forward(
     shared: &Shared,
     route: &Arc<Route>,
@@ -306,29 +321,53 @@ async fn forward(
             outgoing.insert(name.clone(), value);
         }
     }
-    // A refused bearer token: renewed and the request sent again, within the request's budget.
-    let sent = send_renewing(
-        route.authorization.as_ref(),
-        |authorization| {
-            let mut request_headers = outgoing.clone();
-            if let Some(value) = authorization {
-                request_headers.insert(header::AUTHORIZATION, value);
+    // A refused bearer token: renewed and the request sent again, within the request's budget;
+    // refused headers of a helper: the helper run again and the request sent once more.
+    let sent = send_with_helper(
+        route.helper.as_deref(),
+        |helped| {
+            let mut outgoing = outgoing.clone();
+            outgoing.extend(helped);
+            let (method, body) = (&method, &body);
+            async move {
+                send_renewing(
+                    route.authorization.as_ref(),
+                    |authorization| {
+                        let mut request_headers = outgoing.clone();
+                        if let Some(value) = authorization {
+                            request_headers.insert(header::AUTHORIZATION, value);
+                        }
+                        let mut request = shared.client.request(method.clone(), target.expose());
+                        if !body.is_empty() {
+                            request = request.body(body.clone());
+                        }
+                        tokio::time::timeout(route.timeout, request.headers(request_headers).send())
+                    },
+                    |sent| match sent {
+                        Ok(Ok(response)) => {
+                            tether_driver::Refusal::of(response.status(), response.headers())
+                        }
+                        _ => None,
+                    },
+                )
+                .await
+                .map(|answer| answer.map_err(Upstream::Http))
             }
-            let mut request = shared.client.request(method.clone(), target.expose());
-            if !body.is_empty() {
-                request = request.body(body.clone());
-            }
-            tokio::time::timeout(route.timeout, request.headers(request_headers).send())
         },
-        |sent| match sent {
-            Ok(Ok(response)) => tether_driver::Refusal::of(response.status(), response.headers()),
-            _ => None,
-        },
+        |sent| matches!(sent, Ok(Ok(response)) if response.status() == StatusCode::UNAUTHORIZED),
+        |error| Ok(Err(Upstream::Helper(error))),
     )
     .await;
     let response = match sent {
+        Ok(Err(Upstream::Helper(error))) => {
+            tracing::warn!(server = %route.name, %method, "bridge: {error}");
+            return refuse(
+                StatusCode::BAD_GATEWAY,
+                "the headersHelper of this MCP server gave no headers (see tether's stderr)",
+            );
+        }
         Ok(Ok(response)) => response,
-        Ok(Err(error)) => {
+        Ok(Err(Upstream::Http(error))) => {
             tracing::warn!(server = %route.name, %method, "bridge: upstream unreachable: {}", error.without_url());
             return refuse(
                 StatusCode::BAD_GATEWAY,
@@ -548,6 +587,7 @@ mod tests {
                 timeout: DEFAULT_UPSTREAM_TIMEOUT,
                 endpoints: Mutex::new(HashMap::new()),
                 authorization: None,
+                helper: None,
             }),
             prefix: "/k/m/".into(),
             pending: Vec::new(),
@@ -963,6 +1003,18 @@ mod tests {
         }
     }
 
+    /// The status of one POST of `{}` to the bridge at `url` with the run's `bearer`.
+    async fn post_once(url: &str, bearer: &str) -> StatusCode {
+        reqwest::Client::new()
+            .post(url)
+            .header(header::AUTHORIZATION, bearer)
+            .body("{}")
+            .send()
+            .await
+            .expect("asking the bridge")
+            .status()
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_refused_authorization_is_renewed_through_the_callers_bearer_auth() {
         let (up, seen) = upstream(Some("Bearer fresh")).await;
@@ -977,14 +1029,7 @@ mod tests {
             refreshed: Arc::clone(&refreshed),
         });
         let (url, headers, _, serving) = serve(&servers, Some(auth));
-        let answer = reqwest::Client::new()
-            .post(&url)
-            .header(header::AUTHORIZATION, &headers[0].1)
-            .body("{}")
-            .send()
-            .await
-            .expect("asking the bridge");
-        assert_eq!(answer.status(), StatusCode::OK);
+        assert_eq!(post_once(&url, &headers[0].1).await, StatusCode::OK);
         assert_eq!(*lock(&refreshed), 1);
         let sent: Vec<Option<String>> = lock(&seen)
             .iter()
@@ -995,6 +1040,41 @@ mod tests {
             [
                 Some("Bearer stale".to_owned()),
                 Some("Bearer fresh".to_owned())
+            ]
+        );
+        serving.abort();
+    }
+
+    /// A server with a `headersHelper` goes through the bridge even without headers of its
+    /// own; the helper's headers go up, and a 401 runs it again and sends the request once
+    /// more (the helper here gives a stale token first, then the fresh one).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_headers_helper_gives_the_bridged_headers_and_runs_again_on_401() {
+        let (up, seen) = upstream(Some("Bearer fresh $HOME")).await;
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let script = dir.path().join("helper.sh");
+        std::fs::write(
+            &script,
+            r#"cd "$(dirname "$0")"; echo >> runs
+if [ "$(wc -l < runs)" -ge 2 ]; then t='fresh $HOME'; else t=stale; fi
+printf '{"Authorization": "Bearer %s", "X-Key": "k"}' "$t""#,
+        )
+        .expect("helper.sh");
+        let config = serde_json::json!({"s": {"url": up, "headersHelper": ["sh", script]}});
+        let servers = servers(&config.to_string(), "unused");
+        assert!(needs_bridge(&servers[0]));
+        let (url, headers, _, serving) = serve(&servers, None);
+        assert_eq!(post_once(&url, &headers[0].1).await, StatusCode::OK);
+        let sent: Vec<(Option<String>, Option<String>)> = lock(&seen)
+            .iter()
+            .map(|s| (s.authorization.clone(), s.key.clone()))
+            .collect();
+        let key = Some("k".to_owned());
+        assert_eq!(
+            sent,
+            [
+                (Some("Bearer stale".to_owned()), key.clone()),
+                (Some("Bearer fresh $HOME".to_owned()), key)
             ]
         );
         serving.abort();

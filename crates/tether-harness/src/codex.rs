@@ -214,7 +214,9 @@ fn write_options(options: &ServerOptions, table: &mut Table) -> Vec<ServerOption
                 }
                 table.insert("env_vars".into(), Value::Array(names));
             }
-            ServerOption::AlwaysAllow | ServerOption::Trust => lost.push(option),
+            ServerOption::AlwaysAllow | ServerOption::Trust | ServerOption::HeadersHelper => {
+                lost.push(option)
+            }
         }
     }
     lost

@@ -103,6 +103,8 @@ fn option_key(format: Format, option: ServerOption) -> Option<&'static str> {
         // Copilot CLI: the tools to offer (`["*"]` unless set) and a timeout in milliseconds.
         (Format::Copilot, ServerOption::IncludeTools) => Some("tools"),
         (Format::Copilot, ServerOption::Timeout) => Some("timeout"),
+        // Claude Code runs its `headersHelper` string with a shell: the words quoted back.
+        (Format::Claude, ServerOption::HeadersHelper) => Some("headersHelper"),
         _ => None,
     }
 }
@@ -117,6 +119,12 @@ fn option_value(options: &ServerOptions, option: ServerOption) -> Value {
         ServerOption::Timeout => json!(options.timeout_ms),
         ServerOption::StartupTimeout => json!(options.startup_timeout_ms),
         ServerOption::PassEnv => json!(options.pass_env),
+        ServerOption::HeadersHelper => json!(
+            options
+                .headers_helper
+                .as_deref()
+                .and_then(tether_config::shell_line)
+        ),
     }
 }
 

@@ -569,6 +569,7 @@ pub(crate) enum ServerOption {
     Timeout,
     StartupTimeout,
     PassEnv,
+    HeadersHelper,
 }
 
 impl ServerOption {
@@ -581,6 +582,7 @@ impl ServerOption {
             ServerOption::Timeout => "timeout",
             ServerOption::StartupTimeout => "startup timeout",
             ServerOption::PassEnv => "passEnv",
+            ServerOption::HeadersHelper => "headersHelper",
         }
     }
 
@@ -600,6 +602,10 @@ impl ServerOption {
                 ServerOption::StartupTimeout,
             ),
             (!options.pass_env.is_empty(), ServerOption::PassEnv),
+            (
+                options.headers_helper.is_some(),
+                ServerOption::HeadersHelper,
+            ),
         ]
         .into_iter()
         .filter_map(|(set, option)| set.then_some(option))

@@ -356,6 +356,41 @@ fn server_options_are_exported_where_the_format_has_them() {
     }
 }
 
+/// A remote server's `headersHelper` goes to Claude Code as the one string it runs with a
+/// shell (quoted back, so the words stay the words); the other formats have no place for it.
+#[test]
+fn a_headers_helper_is_exported_to_claude_code_only() {
+    let servers = servers(
+        r#"{"web": {"url": "https://h.example/mcp", "headersHelper": ["/opt/get token", "--for", "$HOME"]}}"#,
+    );
+    let config = tether_harness::export_config(&servers, Format::Claude, Exposure::Real)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let document = parsed(Format::Claude, &config.to_text());
+    let line = document["mcpServers"]["web"]["headersHelper"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{document}"));
+    assert_eq!(
+        shlex::split(line),
+        Some(vec![
+            "/opt/get token".to_owned(),
+            "--for".to_owned(),
+            "$HOME".to_owned()
+        ])
+    );
+    assert!(config.notes().is_empty(), "{:?}", config.notes());
+    for format in [Format::Gemini, Format::Codex, Format::Vscode] {
+        let config = tether_harness::export_config(&servers, format, Exposure::Real)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!config.to_text().contains("/opt/get token"), "{format}");
+        assert_eq!(
+            config.notes(),
+            [format!(
+                "MCP server 'web': {format} has no place for headersHelper: left out of the {format} config"
+            )]
+        );
+    }
+}
+
 /// The export-only formats, parsed and checked against the shapes their documentation gives
 /// (no CLI of theirs can be installed here): Claude Desktop (`mcpServers`, local servers only),
 /// Windsurf and Antigravity (`serverUrl` for a remote server), Zed (`context_servers`, a local

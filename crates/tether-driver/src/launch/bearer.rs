@@ -20,6 +20,8 @@ use rmcp::transport::streamable_http_client::{
 };
 use tether_config::SecretValue;
 
+use super::headers_helper::{HeadersHelper, HelperError, send_with_helper};
+
 /// How many step-ups one request may ask for before its 403 stands.
 pub const MAX_STEP_UPS: usize = 2;
 
@@ -207,12 +209,19 @@ pub(super) fn slot_for(
 pub(super) struct BearerHttp {
     http: reqwest::Client,
     slot: Option<Arc<BearerSlot>>,
+    /// The server's `headersHelper`: its headers go with every request.
+    helper: Option<Arc<HeadersHelper>>,
 }
 
 impl BearerHttp {
-    /// `http` renewing the `Authorization` header of `slot` (as is without one).
-    pub(super) fn new(http: reqwest::Client, slot: Option<Arc<BearerSlot>>) -> Self {
-        Self { http, slot }
+    /// `http` renewing the `Authorization` header of `slot` (as is without one), adding the
+    /// headers of `helper` (renewed on 401) to every request.
+    pub(super) fn new(
+        http: reqwest::Client,
+        slot: Option<Arc<BearerSlot>>,
+        helper: Option<Arc<HeadersHelper>>,
+    ) -> Self {
+        Self { http, slot, helper }
     }
 
     /// Runs `call` with the headers of this moment (the current token), renewing and
@@ -226,22 +235,43 @@ impl BearerHttp {
         F: Fn(HashMap<HeaderName, HeaderValue>) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
     {
-        send_renewing(
-            self.slot.as_deref(),
-            |authorization| {
-                let mut headers = custom_headers.clone();
-                if let Some(value) = authorization {
-                    headers.insert(AUTHORIZATION, value);
+        let unauthorized =
+            |outcome: &Result<T, _>| matches!(outcome, Err(StreamableHttpError::AuthRequired(_)));
+        let failed =
+            |error: HelperError| Err(StreamableHttpError::Io(std::io::Error::other(error)));
+        send_with_helper(
+            self.helper.as_deref(),
+            |helped| {
+                let mut custom_headers = custom_headers.clone();
+                custom_headers.extend(helped);
+                let call = &call;
+                async move {
+                    send_renewing(
+                        self.slot.as_deref(),
+                        |authorization| {
+                            let mut headers = custom_headers.clone();
+                            if let Some(value) = authorization {
+                                headers.insert(AUTHORIZATION, value);
+                            }
+                            call(headers)
+                        },
+                        |outcome| match outcome {
+                            Err(StreamableHttpError::AuthRequired(_)) => {
+                                Some(Refusal::Unauthorized)
+                            }
+                            Err(StreamableHttpError::InsufficientScope(refusal)) => {
+                                Some(Refusal::Forbidden {
+                                    challenge: refusal.www_authenticate_header.clone(),
+                                })
+                            }
+                            _ => None,
+                        },
+                    )
+                    .await
                 }
-                call(headers)
             },
-            |outcome| match outcome {
-                Err(StreamableHttpError::AuthRequired(_)) => Some(Refusal::Unauthorized),
-                Err(StreamableHttpError::InsufficientScope(refusal)) => Some(Refusal::Forbidden {
-                    challenge: refusal.www_authenticate_header.clone(),
-                }),
-                _ => None,
-            },
+            unauthorized,
+            failed,
         )
         .await
     }

@@ -20,6 +20,17 @@ type Cause<'a> = &'a (dyn Error + 'static);
 
 /// The failure to reach `url` over `transport` as one line.
 pub fn describe(url: &str, transport: RemoteTransport, err: Cause<'_>) -> String {
+    // The server was not asked: its headersHelper gave nothing to ask with.
+    // (Carried as an `io::Error`, whose `source` skips the error it wraps.)
+    let helper = |e: Cause<'_>| {
+        let inner = e.downcast_ref::<std::io::Error>()?.get_ref()?;
+        inner
+            .downcast_ref::<super::HelperError>()
+            .map(ToString::to_string)
+    };
+    if let Some(helper) = chain(err).into_iter().find_map(helper) {
+        return helper;
+    }
     format!("cannot reach {url}: {}", cause(transport, err))
 }
 

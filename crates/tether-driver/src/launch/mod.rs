@@ -10,6 +10,7 @@
 
 mod bearer;
 mod failure;
+mod headers_helper;
 mod lifecycle;
 mod process;
 mod sse;
@@ -40,6 +41,7 @@ pub use sse::{SseError, sse_endpoint};
 use crate::error::DriverError;
 
 pub use bearer::{BearerAuth, BearerSlot, MAX_STEP_UPS, Refusal, send_renewing};
+pub use headers_helper::{HeadersHelper, HelperError, send_with_helper};
 pub use lifecycle::PROBE_BOUND;
 
 /// How servers are started. A runtime keeps its options: a server it restarts later (a
@@ -1097,22 +1099,41 @@ fn add_masking(masking: &mut Vec<SecretValue>, server: &RenderedServer) {
 
 type Handshake = Result<(Client, Vec<rmcp::model::Tool>), Box<dyn std::error::Error + Send + Sync>>;
 
+/// Where a remote server is and what goes with its requests.
+struct RemoteTarget<'a> {
+    url: &'a str,
+    headers: &'a reqwest::header::HeaderMap,
+    timeout: Duration,
+    bearer_auth: Option<Arc<dyn BearerAuth>>,
+    helper: Option<Arc<HeadersHelper>>,
+}
+
 /// Connects to a remote server over `kind`, runs `initialize` and lists its tools. A refused
 /// bearer token is renewed through `bearer_auth` at any request.
 async fn remote_handshake(
     client: TetherClient,
     kind: RemoteTransport,
     http: reqwest::Client,
-    url: &str,
-    headers: &reqwest::header::HeaderMap,
-    timeout: Duration,
-    bearer_auth: Option<Arc<dyn BearerAuth>>,
+    target: &RemoteTarget<'_>,
 ) -> Handshake {
+    let RemoteTarget {
+        url,
+        headers,
+        timeout,
+        ..
+    } = *target;
+    let helper = target.helper.clone();
+    // A helper's headers are the server's credentials: no OAuth renewal besides.
+    let bearer_auth = target.bearer_auth.clone().filter(|_| helper.is_none());
     let slot = bearer::slot_for(url, headers, bearer_auth);
     let client = match kind {
         RemoteTransport::Sse => {
-            let sse =
-                SseClientTransport::connect(http, url, headers.clone(), slot, timeout).await?;
+            // The legacy transport takes its headers once, when it connects.
+            let mut headers = headers.clone();
+            if let Some(helper) = &helper {
+                headers.extend(helper.current().await?.1);
+            }
+            let sse = SseClientTransport::connect(http, url, headers, slot, timeout).await?;
             client.serve(sse).await?
         }
         RemoteTransport::StreamableHttp => {
@@ -1122,7 +1143,7 @@ async fn remote_handshake(
                 .collect();
             let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
                 .custom_headers(custom);
-            let http = bearer::BearerHttp::new(http, slot);
+            let http = bearer::BearerHttp::new(http, slot, helper);
             let transport = StreamableHttpClientTransport::with_client(http, config);
             let prefer_legacy = client.notices.is_some();
             client
@@ -1304,6 +1325,7 @@ async fn start_one(
             headers,
             transport,
         } => {
+            let helper = HeadersHelper::of(&server);
             let url = url.expose();
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err("the url must start with http:// or https://".to_owned());
@@ -1315,9 +1337,16 @@ async fn start_one(
                 .build()
                 .map_err(|e| mask(format!("cannot build the HTTP client: {e}")))?;
             let kind = *transport;
+            let target = RemoteTarget {
+                url: &url,
+                headers: &headers,
+                timeout,
+                bearer_auth: start.bearer_auth.clone(),
+                helper,
+            };
             let handshake = tokio::time::timeout(timeout, async {
                 let outcome =
-                    remote_handshake(client.clone(), kind, http.clone(), &url, &headers, timeout, start.bearer_auth.clone())
+                    remote_handshake(client.clone(), kind, http.clone(), &target)
                         .await;
                 match outcome {
                     // A URL without a `type`: the MCP specification's backwards-compatibility
@@ -1326,7 +1355,7 @@ async fn start_one(
                         if kind == RemoteTransport::StreamableHttp
                             && server.options.transport_guessed =>
                     {
-                        match remote_handshake(client.clone(), RemoteTransport::Sse, http, &url, &headers, timeout, start.bearer_auth.clone())
+                        match remote_handshake(client.clone(), RemoteTransport::Sse, http, &target)
                             .await
                         {
                             Ok(connected) => {

@@ -43,7 +43,7 @@ pub(crate) fn tools(status: &ServerStatus) -> Vec<String> {
     }
 }
 
-fn failure(status: &ServerStatus) -> String {
+pub(crate) fn failure(status: &ServerStatus) -> String {
     match status {
         ServerStatus::Failed { reason } => reason.clone(),
         ServerStatus::Ready { .. } => panic!("server started but should have failed"),

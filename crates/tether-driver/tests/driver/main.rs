@@ -7,6 +7,7 @@
     reason = "a test binary: helpers outside #[test] functions panic on setup failure too"
 )]
 
+mod headers_helper;
 mod launch;
 mod lifetime;
 mod modern;
