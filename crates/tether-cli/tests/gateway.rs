@@ -2401,7 +2401,7 @@ mod modern;
 /// OTLP/HTTP, continuing the trace of the client's `_meta.traceparent`; the run's secret, sent as an argument and echoed in the result, is in no byte
 /// the receiver gets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn spans_reach_an_otlp_receiver_without_the_secret() {
+async fn spans_and_metrics_reach_an_otlp_receiver_without_the_secret() {
     const SENTINEL: &str = "otel-sentinel-secret-4d7f1b";
     const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
     const CLIENT_SPAN: &str = "00f067aa0ba902b7";
@@ -2430,8 +2430,9 @@ async fn spans_reach_an_otlp_receiver_without_the_secret() {
         .env("GW_SECRET", SENTINEL)
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
         .env("OTEL_SERVICE_NAME", "tether-under-test")
-        // Export each batch within 100 ms instead of 5 s.
-        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+        // Export each batch within 100 ms instead of 5 s, metrics every 100 ms instead of 60 s.
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "100");
     let transport = TokioChildProcess::builder(command)
         .stderr(Stdio::null())
         .spawn()
@@ -2478,6 +2479,62 @@ async fn spans_reach_an_otlp_receiver_without_the_secret() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    // The metrics of the same call: counted per tool and outcome, the upstream call timed per
+    // server, the server ready, its tools offered.
+    let wanted =
+        |point: &tether_testkit::otlp::ReceivedPoint, name: &str, pairs: &[(&str, &str)]| {
+            point.name == name
+                && pairs
+                    .iter()
+                    .all(|(k, v)| point.attributes.get(*k).map(String::as_str) == Some(*v))
+        };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let points = receiver.points();
+        let found = |name: &str, pairs: &[(&str, &str)], least: f64| {
+            points
+                .iter()
+                .rev()
+                .find(|p| wanted(p, name, pairs))
+                .is_some_and(|p| p.value >= least)
+        };
+        let call = [
+            ("mcp.method", "tools/call"),
+            ("mcp.tool", "test__echo"),
+            ("mcp.outcome", "ok"),
+        ];
+        if found("tether.gateway.requests", &call, 1.0)
+            && found("tether.gateway.request.duration", &call, 1.0)
+            && found(
+                "tether.gateway.upstream.duration",
+                &[
+                    ("mcp.server", "test"),
+                    ("mcp.method", "tools/call"),
+                    ("mcp.outcome", "ok"),
+                ],
+                1.0,
+            )
+            && found(
+                "tether.gateway.requests",
+                &[("mcp.method", "tools/list")],
+                1.0,
+            )
+            && found("tether.gateway.servers", &[("state", "ready")], 1.0)
+            && found("tether.gateway.tools", &[("state", "offered")], 3.0)
+        {
+            let ready = points
+                .iter()
+                .rev()
+                .find(|p| wanted(p, "tether.gateway.servers", &[("state", "failed")]));
+            assert_eq!(ready.map(|p| p.value), Some(0.0), "{points:?}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the metrics did not arrive within 30 s: {points:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     client.cancel().await.expect("closing the client");
     assert_eq!(request.service_name, "tether-under-test");
     let attribute = |span: &tether_testkit::otlp::ReceivedSpan, key: &str| {

@@ -139,6 +139,16 @@ impl EnvVars {
     /// OpenTelemetry: `none` keeps trace export off.
     pub const OTEL_TRACES_EXPORTER: &'static str = "OTEL_TRACES_EXPORTER";
 
+    /// OpenTelemetry: the OTLP/HTTP URL of metrics, used as it is; wins over the base URL.
+    pub const OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: &'static str =
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
+
+    /// OpenTelemetry: `none` keeps metric export off.
+    pub const OTEL_METRICS_EXPORTER: &'static str = "OTEL_METRICS_EXPORTER";
+
+    /// OpenTelemetry: milliseconds between metric exports (the SDK's default 60000).
+    pub const OTEL_METRIC_EXPORT_INTERVAL: &'static str = "OTEL_METRIC_EXPORT_INTERVAL";
+
     /// The reference server's master key: 32 bytes as 64 hex digits or standard base64.
     /// Required unless `--insecure-dev-key` is given. Never on the command line.
     pub const TETHER_SERVER_KEY: &'static str = "TETHER_SERVER_KEY";
@@ -278,7 +288,7 @@ impl EnvVars {
         doc(
             Self::OTEL_EXPORTER_OTLP_ENDPOINT,
             Reader::Tether,
-            "OTLP/HTTP base URL: set, `tether serve` exports traces there",
+            "OTLP/HTTP base URL: set, `tether serve` exports traces and metrics there",
         ),
         doc(
             Self::OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
@@ -304,6 +314,21 @@ impl EnvVars {
             Self::OTEL_TRACES_EXPORTER,
             Reader::Tether,
             "`none`: no trace export",
+        ),
+        doc(
+            Self::OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+            Reader::Tether,
+            "OTLP/HTTP metrics URL, used as it is",
+        ),
+        doc(
+            Self::OTEL_METRICS_EXPORTER,
+            Reader::Tether,
+            "`none`: no metric export",
+        ),
+        doc(
+            Self::OTEL_METRIC_EXPORT_INTERVAL,
+            Reader::Tether,
+            "milliseconds between metric exports (default 60000)",
         ),
         doc(
             Self::TETHER_SERVER_KEY,

@@ -302,6 +302,7 @@ pub(crate) fn scanned(
     if findings.is_empty() {
         return None;
     }
+    crate::telemetry::injection_findings(server, findings.iter().map(|f| f.rule));
     let listed: Vec<String> = findings
         .iter()
         .map(|f| format!("{}: {}", f.rule, f.excerpt))

@@ -773,13 +773,13 @@ impl GatewayHandler {
             .max(Duration::from_millis(1));
         let answer = match runtime {
             Ok(runtime) => {
-                let span = crate::telemetry::upstream(server, method);
-                crate::telemetry::propagate(&span, &mut params);
+                let upstream = crate::telemetry::upstream(server, method);
+                crate::telemetry::propagate(&upstream.span, &mut params);
                 let answer = runtime
                     .forward(server, method, params, left, cancelled, progress)
-                    .instrument(span.clone())
+                    .instrument(upstream.span.clone())
                     .await;
-                crate::telemetry::upstream_done(&span, &answer);
+                crate::telemetry::upstream_done(&upstream, &answer);
                 match answer {
                     // The connection broke under this call: say so plainly, and restart now
                     // rather than at the watcher's next look.
@@ -1332,6 +1332,7 @@ impl GatewayHandler {
         if let Some(given) = request.arguments.take() {
             let mut given = Value::Object(given);
             found = crate::secret_scan::scan(&mut given, scan.arguments);
+            crate::telemetry::secret_findings("arguments", &found);
             if let Value::Object(given) = given {
                 request.arguments = Some(given);
             }
@@ -1365,6 +1366,7 @@ impl GatewayHandler {
         // Credential shapes in the result, before the client sees them.
         let answer = answer.map(|mut value| {
             let in_result = crate::secret_scan::scan(&mut value, scan.results);
+            crate::telemetry::secret_findings("results", &in_result);
             if in_result.is_empty() {
                 return value;
             }

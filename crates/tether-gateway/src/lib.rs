@@ -215,6 +215,7 @@ impl Gateway {
     fn watch(shared: &Arc<Shared>, upstream: Option<Upstream>, masking_hook: Option<MaskingHook>) {
         tokio::spawn(supervise::watch(Arc::downgrade(&shared.supervisor)));
         tokio::spawn(remint::remint(Arc::downgrade(shared), masking_hook));
+        telemetry::observe(shared);
         if let Some(upstream) = upstream {
             upstream.attach(shared);
         }

@@ -623,6 +623,7 @@ async fn restart(
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                     + 1;
                 tracing::warn!(server = %server, "MCP server restarted (restart {count})");
+                crate::telemetry::restarted(&server);
                 slot.set(State::Ready {
                     runtime: Arc::new(runtime),
                     started: supervisor.clock.now(),

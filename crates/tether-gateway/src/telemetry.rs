@@ -1,11 +1,17 @@
-//! The spans `tether serve` exports when OpenTelemetry is on (`tether_log::telemetry`): one
-//! per client request (`mcp.request`) and a child per upstream call (`mcp.upstream`).
+//! What `tether serve` exports when OpenTelemetry is on (`tether_log::telemetry`): a span per
+//! client request (`mcp.request`) with a child per upstream call (`mcp.upstream`), and
+//! metrics — requests and their durations per method, tool and outcome, upstream calls per
+//! server, servers by state, tools offered and withheld, restarts, scan findings.
 //!
 //! Attributes are names and numbers only: the method, the server, the tool or prompt name,
-//! the outcome, the response size; never an argument, a result, a resource URI or a header.
-//! Off, the spans are disabled callsites and nothing here serializes or records anything.
+//! the outcome, the response size, a rule's name; never an argument, a result, a resource URI
+//! or a header (and the names pass through the log masking before a metric records them).
+//! Off, the spans are disabled callsites, no instrument exists, and nothing here serializes,
+//! times or records anything.
 
 use crate::budget::json_len;
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram};
 use rmcp::ErrorData;
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -14,13 +20,199 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use serde_json::Value;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 use tracing::Span;
+
+use crate::handler::Shared;
 use tracing::field::Empty;
+
+/// The gateway's metric instruments, made once, when metric export is on.
+struct Instruments {
+    requests: Counter<u64>,
+    request_duration: Histogram<f64>,
+    upstream_duration: Histogram<f64>,
+    restarts: Counter<u64>,
+    secret_findings: Counter<u64>,
+    injection_findings: Counter<u64>,
+}
+
+/// Histogram bounds in seconds: 1 ms to 2 min.
+const SECONDS: [f64; 16] = [
+    0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+fn instruments() -> Option<&'static Instruments> {
+    static INSTRUMENTS: OnceLock<Option<Instruments>> = OnceLock::new();
+    INSTRUMENTS
+        .get_or_init(|| {
+            let meter = tether_log::telemetry::meter()?;
+            let seconds = |name: &'static str, what: &'static str| {
+                meter
+                    .f64_histogram(name)
+                    .with_unit("s")
+                    .with_description(what)
+                    .with_boundaries(SECONDS.to_vec())
+                    .build()
+            };
+            let counter = |name: &'static str, what: &'static str| {
+                meter.u64_counter(name).with_description(what).build()
+            };
+            Some(Instruments {
+                requests: counter("tether.gateway.requests", "client requests answered"),
+                request_duration: seconds(
+                    "tether.gateway.request.duration",
+                    "time to answer a client request",
+                ),
+                upstream_duration: seconds(
+                    "tether.gateway.upstream.duration",
+                    "time a server took to answer a forwarded request",
+                ),
+                restarts: counter("tether.gateway.server.restarts", "servers restarted"),
+                secret_findings: counter(
+                    "tether.gateway.secret_scan.findings",
+                    "credential shapes found in tool arguments and results",
+                ),
+                injection_findings: counter(
+                    "tether.gateway.injection_scan.findings",
+                    "prompt-injection findings in tool and prompt definitions",
+                ),
+            })
+        })
+        .as_ref()
+}
+
+/// A name as an attribute, masked like a log line.
+fn attribute(key: &'static str, text: &str) -> KeyValue {
+    KeyValue::new(key, tether_log::mask(text))
+}
+
+/// Counts a restart of `server`.
+pub(crate) fn restarted(server: &str) {
+    if let Some(instruments) = instruments() {
+        instruments
+            .restarts
+            .add(1, &[attribute("mcp.server", server)]);
+    }
+}
+
+/// Counts the secret-scan findings `rules` in `direction` (`arguments` or `results`).
+pub(crate) fn secret_findings(direction: &'static str, rules: &[&'static str]) {
+    if let Some(instruments) = instruments() {
+        for rule in rules {
+            instruments.secret_findings.add(
+                1,
+                &[
+                    KeyValue::new("direction", direction),
+                    KeyValue::new("rule", *rule),
+                ],
+            );
+        }
+    }
+}
+
+/// Counts the prompt-injection findings `rules` in a definition of `server`'s.
+pub(crate) fn injection_findings<'a>(server: &str, rules: impl Iterator<Item = &'a str>) {
+    if let Some(instruments) = instruments() {
+        for rule in rules {
+            instruments.injection_findings.add(
+                1,
+                &[attribute("mcp.server", server), attribute("rule", rule)],
+            );
+        }
+    }
+}
+
+/// Reports, at each collection while `shared` lives, its servers by state
+/// (`tether.gateway.servers`) and its tools offered and withheld (`tether.gateway.tools`).
+pub(crate) fn observe(shared: &Arc<Shared>) {
+    let Some(meter) = tether_log::telemetry::meter() else {
+        return;
+    };
+    let weak = Arc::downgrade(shared);
+    meter
+        .u64_observable_gauge("tether.gateway.servers")
+        .with_description(
+            "servers by state: ready, pending, lazy, retrying, restarting, stopped, failed",
+        )
+        .with_callback(move |observer| {
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            let status = shared.supervisor.status(|_| 0);
+            let mut states: std::collections::BTreeMap<String, u64> = [
+                "ready",
+                "pending",
+                "lazy",
+                "retrying",
+                "restarting",
+                "stopped",
+                "failed",
+            ]
+            .into_iter()
+            .map(|state| (state.to_owned(), 0))
+            .collect();
+            for server in status["servers"].as_array().into_iter().flatten() {
+                if let Some(state) = server["state"].as_str() {
+                    *states.entry(state.to_owned()).or_default() += 1;
+                }
+            }
+            for (state, count) in states {
+                observer.observe(count, &[KeyValue::new("state", state)]);
+            }
+        })
+        .build();
+    let weak = Arc::downgrade(shared);
+    meter
+        .u64_observable_gauge("tether.gateway.tools")
+        .with_description("tools offered to clients and withheld from them")
+        .with_callback(move |observer| {
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            let catalogue = shared.catalogue();
+            let offered = u64::try_from(catalogue.tools.len()).unwrap_or(u64::MAX);
+            let withheld = u64::try_from(catalogue.withheld.len()).unwrap_or(u64::MAX);
+            observer.observe(offered, &[KeyValue::new("state", "offered")]);
+            observer.observe(withheld, &[KeyValue::new("state", "withheld")]);
+        })
+        .build();
+}
+
+/// One client request: its span, and what its metrics need when they are on.
+pub(crate) struct Request {
+    span: Span,
+    method: &'static str,
+    /// The tool's or prompt's name, masked, when metrics are on.
+    name: Option<KeyValue>,
+    started: Option<Instant>,
+}
 
 /// The span of one client request; `name` is the tool's or prompt's. It continues the
 /// client's trace when the request carries a W3C `traceparent`: in `params._meta`, else as an
 /// HTTP header (`tether serve --listen`).
 pub(crate) fn request(
+    method: &'static str,
+    name: Option<&str>,
+    context: &RequestContext<RoleServer>,
+) -> Request {
+    let measured = instruments().is_some();
+    Request {
+        span: request_span(method, name, context),
+        method,
+        name: name.filter(|_| measured).map(|name| {
+            let key = if method == "prompts/get" {
+                "mcp.prompt"
+            } else {
+                "mcp.tool"
+            };
+            attribute(key, name)
+        }),
+        started: measured.then(Instant::now),
+    }
+}
+
+fn request_span(
     method: &'static str,
     name: Option<&str>,
     context: &RequestContext<RoleServer>,
@@ -92,9 +284,31 @@ pub(crate) fn propagate(span: &Span, params: &mut Value) {
     }
 }
 
-/// The span of a call to `server`, a child of the current request's; names the server on the
-/// request's span too.
-pub(crate) fn upstream(server: &str, method: &str) -> Span {
+/// One forwarded request: its span, and what its metrics need when they are on.
+pub(crate) struct Upstream {
+    pub(crate) span: Span,
+    /// The server and method as attributes, and the start, when metrics are on.
+    measured: Option<([KeyValue; 2], Instant)>,
+}
+
+/// The span of a call to `server`, a child of the current request's (naming the server on
+/// the request's span too), and its start when metrics are on.
+pub(crate) fn upstream(server: &str, method: &str) -> Upstream {
+    Upstream {
+        span: upstream_span(server, method),
+        measured: instruments().map(|_| {
+            (
+                [
+                    attribute("mcp.server", server),
+                    KeyValue::new("mcp.method", method.to_owned()),
+                ],
+                Instant::now(),
+            )
+        }),
+    }
+}
+
+fn upstream_span(server: &str, method: &str) -> Span {
     let span = tracing::info_span!(
         target: "tether_telemetry",
         "mcp.upstream",
@@ -113,24 +327,55 @@ pub(crate) fn upstream(server: &str, method: &str) -> Span {
 }
 
 /// Records how an upstream call ended.
-pub(crate) fn upstream_done<T, E>(span: &Span, answer: &Result<T, E>) {
+pub(crate) fn upstream_done<T, E>(upstream: &Upstream, answer: &Result<T, E>) {
+    let outcome = if answer.is_ok() { "ok" } else { "error" };
+    if let (Some(instruments), Some((attributes, started))) = (instruments(), &upstream.measured) {
+        let [server, method] = attributes.clone();
+        instruments.upstream_duration.record(
+            started.elapsed().as_secs_f64(),
+            &[server, method, KeyValue::new("mcp.outcome", outcome)],
+        );
+    }
+    let span = &upstream.span;
     if span.is_disabled() {
         return;
     }
-    let outcome = if answer.is_ok() { "ok" } else { "error" };
     span.record("mcp.outcome", outcome);
     if answer.is_err() {
         span.record("otel.status_code", "ERROR");
     }
 }
 
-/// Runs a request's `work` in its `span`, then records how it ended ([`finish`]).
+/// Runs a request's `work` in its span, then records how it ended ([`finish`]) and, with
+/// metrics on, counts it and its duration.
 pub(crate) async fn traced<T: Answer>(
-    span: Span,
+    request: Request,
     work: impl Future<Output = Result<T, ErrorData>>,
 ) -> Result<T, ErrorData> {
+    let Request {
+        span,
+        method,
+        name,
+        started,
+    } = request;
     let result = tracing::Instrument::instrument(work, span.clone()).await;
     finish(&span, &result);
+    if let (Some(instruments), Some(started)) = (instruments(), started) {
+        let outcome = match &result {
+            Ok(answer) if answer.is_tool_error() => "tool_error",
+            Ok(_) => "ok",
+            Err(_) => "error",
+        };
+        let mut attributes = vec![
+            KeyValue::new("mcp.method", method),
+            KeyValue::new("mcp.outcome", outcome),
+        ];
+        attributes.extend(name);
+        instruments.requests.add(1, &attributes);
+        instruments
+            .request_duration
+            .record(started.elapsed().as_secs_f64(), &attributes);
+    }
     result
 }
 
@@ -161,6 +406,11 @@ fn finish<T: Answer>(span: &Span, result: &Result<T, ErrorData>) {
 /// error result (`isError`). Serialized once, into a counter: no copy is kept.
 pub(crate) trait Answer {
     fn measure(&self) -> (usize, bool);
+
+    /// Whether it is a tool's error result, without serializing it.
+    fn is_tool_error(&self) -> bool {
+        false
+    }
 }
 
 macro_rules! serialized {
@@ -181,6 +431,10 @@ serialized!(
 );
 
 impl Answer for CallToolResponse {
+    fn is_tool_error(&self) -> bool {
+        matches!(self, Self::Complete(result) if result.is_error == Some(true))
+    }
+
     fn measure(&self) -> (usize, bool) {
         match self {
             Self::Complete(result) => (json_len(result), result.is_error == Some(true)),

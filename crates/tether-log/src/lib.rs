@@ -151,8 +151,8 @@ macro_rules! eprintln_masked {
 
 /// Sets up the process's logging: events at `default` (or `RUST_LOG`'s filter when it is set
 /// and `prefer_env`) to stderr through [`MaskedStderr`], and, when the `OTEL_*` variables ask
-/// for it, the export of [`telemetry::TARGET`]'s spans. Keep what it returns until exit:
-/// dropping it flushes the export.
+/// for it, the export of [`telemetry::TARGET`]'s spans and of metrics. Keep what it returns
+/// until exit: dropping it flushes the export.
 pub fn init(default: &str, prefer_env: bool, ansi: bool) -> Option<telemetry::Telemetry> {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
@@ -172,16 +172,9 @@ pub fn init(default: &str, prefer_env: bool, ansi: bool) -> Option<telemetry::Te
         .with_target(false)
         .with_filter(filter);
     let registry = tracing_subscriber::registry().with(stderr);
-    match telemetry::layer() {
-        Some((export, telemetry)) => {
-            registry.with(export).init();
-            Some(telemetry)
-        }
-        None => {
-            registry.init();
-            None
-        }
-    }
+    let (export, telemetry) = telemetry::layer();
+    registry.with(export).init();
+    telemetry
 }
 
 #[cfg(test)]

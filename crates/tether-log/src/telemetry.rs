@@ -1,38 +1,118 @@
-//! OpenTelemetry traces over OTLP/HTTP (protobuf), off unless an OTLP endpoint is configured.
+//! OpenTelemetry traces and metrics over OTLP/HTTP (protobuf), off unless an OTLP endpoint is
+//! configured.
 //!
-//! Turned on by the standard variables: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as it is)
-//! or `OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` appended); `OTEL_SERVICE_NAME` and
-//! `OTEL_RESOURCE_ATTRIBUTES` name the service (default `tether`), `OTEL_EXPORTER_OTLP_HEADERS`
-//! and `OTEL_EXPORTER_OTLP_TIMEOUT` and the `OTEL_BSP_*` batch settings are the SDK's own;
-//! `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` keep it off.
+//! Turned on by the standard variables: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` /
+//! `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` (used as they are) or `OTEL_EXPORTER_OTLP_ENDPOINT`
+//! (`/v1/traces`, `/v1/metrics` appended); `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`
+//! name the service (default `tether`), `OTEL_EXPORTER_OTLP_HEADERS`,
+//! `OTEL_EXPORTER_OTLP_TIMEOUT`, the `OTEL_BSP_*` batch settings and
+//! `OTEL_METRIC_EXPORT_INTERVAL` are the SDK's own; `OTEL_SDK_DISABLED=true`,
+//! `OTEL_TRACES_EXPORTER=none` or `OTEL_METRICS_EXPORTER=none` keep them off.
 //!
 //! Only spans of the target [`TARGET`] are exported (the gateway's request and upstream
 //! spans); no log event is. Off, no layer exists and the stderr filter turns that target off,
-//! so a span there costs a disabled callsite check. Every exported string (span names,
-//! attribute values, status text) passes through [`crate::mask`] first, and span events are
-//! dropped: a registered secret value never leaves in an export.
+//! so a span there costs a disabled callsite check; with metrics off [`meter`] is `None` and
+//! no instrument exists. Every exported span string (span names, attribute values, status
+//! text) passes through [`crate::mask`] first, and span events are dropped; metric attributes
+//! are masked by whoever records them (names only, never a value): a registered secret value
+//! never leaves in an export.
 
 use opentelemetry::trace::{Status, TracerProvider as _};
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use tether_env::EnvVars;
 
 /// The tracing target of the spans that are exported.
 pub const TARGET: &str = "tether_telemetry";
 
-/// The exporter pipeline while it runs; dropping it flushes what is left and shuts it down.
-#[derive(Debug)]
+/// The exporter pipelines while they run; dropping it flushes what is left (spans, a last
+/// collection of metrics) and shuts them down.
+#[derive(Debug, Default)]
 pub struct Telemetry {
-    provider: SdkTracerProvider,
+    traces: Option<SdkTracerProvider>,
+    metrics: Option<SdkMeterProvider>,
 }
 
 impl Drop for Telemetry {
     fn drop(&mut self) {
-        if let Err(error) = self.provider.shutdown() {
+        let traces = self.traces.as_ref().map(SdkTracerProvider::shutdown);
+        let metrics = self.metrics.as_ref().map(SdkMeterProvider::shutdown);
+        for error in [traces, metrics]
+            .into_iter()
+            .flatten()
+            .filter_map(Result::err)
+        {
             crate::eprintln_masked!("warning: OpenTelemetry export at exit: {error}");
         }
     }
+}
+
+/// Whether metrics are exported (then [`meter`] gives the meter).
+static METRICS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The meter tether's instruments are made from; `None` when metric export is off, so that
+/// callers make no instrument and record nothing.
+pub fn meter() -> Option<opentelemetry::metrics::Meter> {
+    METRICS_ON
+        .load(std::sync::atomic::Ordering::Acquire)
+        .then(|| opentelemetry::global::meter("tether"))
+}
+
+/// Whether the environment asks for metric export: an OTLP endpoint for metrics (or the base
+/// one), and neither `OTEL_SDK_DISABLED=true` nor `OTEL_METRICS_EXPORTER=none`.
+pub fn metrics_configured() -> bool {
+    let endpoint = set(EnvVars::OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
+        .or_else(|| set(EnvVars::OTEL_EXPORTER_OTLP_ENDPOINT))
+        .is_some();
+    endpoint && !sdk_disabled() && !exporter_none(EnvVars::OTEL_METRICS_EXPORTER)
+}
+
+fn sdk_disabled() -> bool {
+    set(EnvVars::OTEL_SDK_DISABLED).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+fn exporter_none(variable: &str) -> bool {
+    set(variable).is_some_and(|v| v.eq_ignore_ascii_case("none"))
+}
+
+/// The resource every export names: `OTEL_SERVICE_NAME` / `OTEL_RESOURCE_ATTRIBUTES` (read by
+/// the SDK), else the service name `tether`.
+fn resource() -> opentelemetry_sdk::Resource {
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    let named = set(EnvVars::OTEL_SERVICE_NAME).is_some()
+        || set(EnvVars::OTEL_RESOURCE_ATTRIBUTES).is_some_and(|a| a.contains("service.name="));
+    if !named {
+        resource = resource.with_service_name("tether");
+    }
+    resource.build()
+}
+
+/// Starts metric export when [`metrics_configured`]: a periodic reader (every
+/// `OTEL_METRIC_EXPORT_INTERVAL` ms, default 60 s, and once more at exit) over OTLP/HTTP, the
+/// global meter provider. `None` when off or (said on stderr) when it cannot be built.
+fn start_metrics() -> Option<SdkMeterProvider> {
+    if !metrics_configured() {
+        return None;
+    }
+    let exporter = match opentelemetry_otlp::MetricExporter::builder()
+        .with_http()
+        .build()
+    {
+        Ok(exporter) => exporter,
+        Err(error) => {
+            crate::eprintln_masked!("warning: OpenTelemetry metric export is off: {error}");
+            return None;
+        }
+    };
+    let provider = SdkMeterProvider::builder()
+        .with_resource(resource())
+        .with_reader(opentelemetry_sdk::metrics::PeriodicReader::builder(exporter).build())
+        .build();
+    opentelemetry::global::set_meter_provider(provider.clone());
+    METRICS_ON.store(true, std::sync::atomic::Ordering::Release);
+    Some(provider)
 }
 
 fn set(name: &str) -> Option<String> {
@@ -47,14 +127,27 @@ pub fn configured() -> bool {
     let endpoint = set(EnvVars::OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
         .or_else(|| set(EnvVars::OTEL_EXPORTER_OTLP_ENDPOINT))
         .is_some();
-    let disabled = set(EnvVars::OTEL_SDK_DISABLED).is_some_and(|v| v.eq_ignore_ascii_case("true"))
-        || set(EnvVars::OTEL_TRACES_EXPORTER).is_some_and(|v| v.eq_ignore_ascii_case("none"));
-    endpoint && !disabled
+    endpoint && !sdk_disabled() && !exporter_none(EnvVars::OTEL_TRACES_EXPORTER)
 }
 
-/// The layer that exports [`TARGET`]'s spans, and the pipeline to keep until exit; `None` when
-/// not [`configured`], or (said on stderr) when the exporter cannot be built.
-pub fn layer<S>() -> Option<(impl tracing_subscriber::Layer<S>, Telemetry)>
+/// The pipelines the environment asks for, to keep until exit, and the layer that exports
+/// [`TARGET`]'s spans when traces are [`configured`] (and the exporter could be built: else
+/// said on stderr). `None` for the pipelines when nothing is exported.
+pub fn layer<S>() -> (Option<impl tracing_subscriber::Layer<S>>, Option<Telemetry>)
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+{
+    let metrics = start_metrics();
+    let traced = traces();
+    let telemetry = (metrics.is_some() || traced.is_some()).then(|| Telemetry {
+        traces: traced.as_ref().map(|(_, provider)| provider.clone()),
+        metrics,
+    });
+    (traced.map(|(layer, _)| layer), telemetry)
+}
+
+/// The span export layer and its provider, when [`configured`].
+fn traces<S>() -> Option<(impl tracing_subscriber::Layer<S>, SdkTracerProvider)>
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
 {
@@ -72,14 +165,8 @@ where
             return None;
         }
     };
-    let mut resource = opentelemetry_sdk::Resource::builder();
-    let named = set(EnvVars::OTEL_SERVICE_NAME).is_some()
-        || set(EnvVars::OTEL_RESOURCE_ATTRIBUTES).is_some_and(|a| a.contains("service.name="));
-    if !named {
-        resource = resource.with_service_name("tether");
-    }
     let provider = SdkTracerProvider::builder()
-        .with_resource(resource.build())
+        .with_resource(resource())
         .with_batch_exporter(Masked(exporter))
         .build();
     let tracer = provider.tracer("tether");
@@ -88,7 +175,7 @@ where
         .with_filter(
             tracing_subscriber::filter::Targets::new().with_target(TARGET, tracing::Level::TRACE),
         );
-    Some((layer, Telemetry { provider }))
+    Some((layer, provider))
 }
 
 /// Makes `span` continue the W3C trace context `traceparent` (a client's): same trace id, the

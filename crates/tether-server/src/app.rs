@@ -367,10 +367,17 @@ async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Bod
         }
     };
     let started = std::time::Instant::now();
-    let response = authenticated_graphql(&app, caller, &headers, body).await;
+    let span = crate::metrics::request_span("graphql", &headers);
+    let response = tracing::Instrument::instrument(
+        authenticated_graphql(&app, caller, &headers, body),
+        span.clone(),
+    )
+    .await;
+    let status = response.status().as_u16();
+    crate::metrics::request_done(&span, status, None);
     app.service
         .metrics
-        .graphql_request(response.status().as_u16(), started.elapsed());
+        .graphql_request(status, started.elapsed());
     response
 }
 

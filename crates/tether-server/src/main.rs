@@ -321,11 +321,12 @@ fn exit_code(error: &anyhow::Error) -> u8 {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
-            init_logging("info");
+            // Kept until the runtime has ended: dropping it flushes the export.
+            let _telemetry = init_logging("info");
             serve(args)
         }
         Command::Admin(args) => {
-            init_logging("warn");
+            let _telemetry = init_logging("warn");
             admin(args)
         }
         Command::Schema => {
@@ -335,14 +336,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-fn init_logging(default: &str) {
+/// Logs to stderr at `default` (or `TETHER_SERVER_LOG`'s filter) and, when the `OTEL_*`
+/// variables ask for it, exports the request spans (docs/observability.md).
+fn init_logging(default: &str) -> Option<tether_log::telemetry::Telemetry> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env(EnvVars::TETHER_SERVER_LOG)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // The exported spans are not log lines.
+    let filter = match format!("{}=off", tether_log::telemetry::TARGET).parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    };
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(filter);
+    let (export, telemetry) = tether_log::telemetry::layer();
+    tracing_subscriber::registry()
+        .with(stderr)
+        .with(export)
         .init();
+    telemetry
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -189,6 +189,42 @@ fn status_class(status: u16) -> &'static str {
     }
 }
 
+/// The exported span of one HTTP request to `route` (`graphql`, `mcp-proxy`), continuing the
+/// caller's W3C `traceparent` header. Its attributes are the route, the status and the
+/// outcome: never a uid, a key, a team or a header. Off (no OTLP endpoint), a disabled span.
+pub(crate) fn request_span(route: &'static str, headers: &axum::http::HeaderMap) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: "tether_telemetry",
+        "http.request",
+        otel.name = route,
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        http.route = route,
+        http.response.status_code = tracing::field::Empty,
+        tether.outcome = tracing::field::Empty,
+    );
+    if !span.is_disabled()
+        && let Some(parent) = headers.get("traceparent").and_then(|v| v.to_str().ok())
+    {
+        tether_log::telemetry::continue_trace(&span, parent);
+    }
+    span
+}
+
+/// Records how a request of [`request_span`] ended.
+pub(crate) fn request_done(span: &tracing::Span, status: u16, outcome: Option<&'static str>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("http.response.status_code", status);
+    if let Some(outcome) = outcome {
+        span.record("tether.outcome", outcome);
+    }
+    if status >= 500 {
+        span.record("otel.status_code", "ERROR");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

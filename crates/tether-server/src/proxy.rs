@@ -51,7 +51,11 @@ pub(crate) async fn handle(
     body: Body,
 ) -> Response {
     let started = Instant::now();
-    let (outcome, response) = route(&app, &uid, method, &headers, body).await;
+    let span = crate::metrics::request_span("mcp-proxy", &headers);
+    let (outcome, response) =
+        tracing::Instrument::instrument(route(&app, &uid, method, &headers, body), span.clone())
+            .await;
+    crate::metrics::request_done(&span, response.status().as_u16(), Some(outcome));
     app.service
         .metrics
         .proxy_request(outcome, started.elapsed());

@@ -155,13 +155,25 @@ impl Service {
         caller: &Caller,
         uid: &str,
     ) -> Result<ClientConfig, ServerError> {
-        let result = self.resolve(caller, uid).await;
-        self.metrics.resolution(match &result {
+        let span = tracing::info_span!(
+            target: "tether_telemetry",
+            "tether.resolution",
+            otel.kind = "internal",
+            otel.status_code = tracing::field::Empty,
+            tether.outcome = tracing::field::Empty,
+        );
+        let result = tracing::Instrument::instrument(self.resolve(caller, uid), span.clone()).await;
+        let outcome = match &result {
             Ok(ClientConfig::NotFound) => "not_found",
             Ok(ClientConfig::Inactive) => "inactive",
             Ok(_) => "config",
             Err(_) => "error",
-        });
+        };
+        span.record("tether.outcome", outcome);
+        if result.is_err() {
+            span.record("otel.status_code", "ERROR");
+        }
+        self.metrics.resolution(outcome);
         result
     }
 

@@ -1,6 +1,6 @@
-//! A small OTLP/HTTP trace receiver on loopback: takes `POST /v1/traces` (protobuf, decoded
-//! with the official definitions in `opentelemetry-proto`), keeps every body as received, and
-//! answers 200 with an empty `ExportTraceServiceResponse`.
+//! A small OTLP/HTTP receiver on loopback: takes `POST /v1/traces` and `POST /v1/metrics`
+//! (protobuf, decoded with the official definitions in `opentelemetry-proto`), keeps every body
+//! as received, and answers 200 with an empty export response.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -9,6 +9,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message as _;
@@ -30,7 +31,19 @@ pub struct ReceivedSpan {
     pub service_name: String,
 }
 
-type Bodies = Arc<Mutex<Vec<Bytes>>>;
+/// One received metric data point, flattened.
+#[derive(Debug, Clone)]
+pub struct ReceivedPoint {
+    /// The metric's name.
+    pub name: String,
+    /// The point's attributes, as text.
+    pub attributes: BTreeMap<String, String>,
+    /// A sum's or gauge's value, or a histogram's count.
+    pub value: f64,
+}
+
+/// Every body received, with the signal it was posted for (`traces`, `metrics`).
+type Bodies = Arc<Mutex<Vec<(&'static str, Bytes)>>>;
 
 /// A running receiver; stops when dropped.
 #[derive(Debug)]
@@ -47,11 +60,14 @@ impl Drop for OtlpReceiver {
     }
 }
 
-async fn receive(State(bodies): State<Bodies>, body: Bytes) -> impl IntoResponse {
+async fn receive(
+    State((bodies, signal)): State<(Bodies, &'static str)>,
+    body: Bytes,
+) -> impl IntoResponse {
     bodies
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .push(body);
+        .push((signal, body));
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/x-protobuf")],
@@ -79,9 +95,12 @@ impl OtlpReceiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let endpoint = format!("http://{}", listener.local_addr()?);
         let bodies = Bodies::default();
+        let signal = |name: &'static str| {
+            axum::routing::post(receive).with_state((Arc::clone(&bodies), name))
+        };
         let routes = axum::Router::new()
-            .route("/v1/traces", axum::routing::post(receive))
-            .with_state(Arc::clone(&bodies));
+            .route("/v1/traces", signal("traces"))
+            .route("/v1/metrics", signal("metrics"));
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, routes).await;
         });
@@ -98,19 +117,82 @@ impl OtlpReceiver {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .flat_map(|body| body.iter().copied())
+            .flat_map(|(_, body)| body.iter().copied())
             .collect()
+    }
+
+    fn bodies(&self, signal: &str) -> Vec<Bytes> {
+        self.bodies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(posted, _)| *posted == signal)
+            .map(|(_, body)| body.clone())
+            .collect()
+    }
+
+    /// Every metric data point received so far, oldest first; a body that is not an
+    /// `ExportMetricsServiceRequest` panics.
+    pub fn points(&self) -> Vec<ReceivedPoint> {
+        use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+        use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value as Number;
+        let number = |value: Option<Number>| match value {
+            Some(Number::AsDouble(d)) => d,
+            Some(Number::AsInt(i)) => i as f64,
+            None => f64::NAN,
+        };
+        let mut points = Vec::new();
+        for body in self.bodies("metrics") {
+            let request = ExportMetricsServiceRequest::decode(body)
+                .unwrap_or_else(|e| panic!("an OTLP body that is not a metrics export: {e}"));
+            let metrics = request
+                .resource_metrics
+                .into_iter()
+                .flat_map(|r| r.scope_metrics)
+                .flat_map(|s| s.metrics);
+            for metric in metrics {
+                let flattened: Vec<(Vec<_>, f64)> = match metric.data {
+                    Some(Data::Sum(sum)) => sum
+                        .data_points
+                        .into_iter()
+                        .map(|p| (p.attributes, number(p.value)))
+                        .collect(),
+                    Some(Data::Gauge(gauge)) => gauge
+                        .data_points
+                        .into_iter()
+                        .map(|p| (p.attributes, number(p.value)))
+                        .collect(),
+                    Some(Data::Histogram(histogram)) => histogram
+                        .data_points
+                        .into_iter()
+                        .map(|p| (p.attributes, p.count as f64))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                for (attributes, value) in flattened {
+                    points.push(ReceivedPoint {
+                        name: metric.name.clone(),
+                        attributes: attributes
+                            .iter()
+                            .map(|a| {
+                                (
+                                    a.key.clone(),
+                                    text(a.value.as_ref().and_then(|v| v.value.as_ref())),
+                                )
+                            })
+                            .collect(),
+                        value,
+                    });
+                }
+            }
+        }
+        points
     }
 
     /// Every span received so far; a body that is not an `ExportTraceServiceRequest` panics.
     pub fn spans(&self) -> Vec<ReceivedSpan> {
-        let bodies = self
-            .bodies
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
         let mut spans = Vec::new();
-        for body in bodies {
+        for body in self.bodies("traces") {
             let request = ExportTraceServiceRequest::decode(body)
                 .unwrap_or_else(|e| panic!("an OTLP body that is not a trace export: {e}"));
             for resource in request.resource_spans {

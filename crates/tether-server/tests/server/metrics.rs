@@ -145,3 +145,111 @@ async fn prometheus_scrapes_the_resolutions_the_test_made() {
     let up = query(port, "up{job=\"tether-server\"}").await;
     assert_eq!(up, Some(1.0));
 }
+
+/// With an OTLP endpoint, a GraphQL request is a span that continues the caller's
+/// `traceparent` header, with its resolution as a child; the installation's secret, which
+/// the resolution returns in its config, is in no exported byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolution_exports_its_spans_in_the_callers_trace() {
+    const SECRET: &str = "server-otel-sentinel-9c2e71";
+    const CLIENT_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+    const CLIENT_SPAN: &str = "b7ad6b7169203331";
+    let receiver = tether_testkit::otlp::OtlpReceiver::start()
+        .await
+        .expect("starting the OTLP receiver");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let api_key = crate::support::api_key(&data, "default").await;
+    let bin = test_mcp_bin().to_string_lossy().into_owned();
+    let spec = format!(
+        r#"{{"command": {}, "env": {{"TOKEN": "{{{{T}}}}"}}}}"#,
+        json_str(&bin)
+    );
+    let uid = add(
+        &data,
+        "traced",
+        &spec,
+        &["T=env:T_VALUE"],
+        "default",
+        &[("T_VALUE", SECRET)],
+    )
+    .await;
+    let server = crate::support::ServerProcess::spawn_with_env(
+        "127.0.0.1:0",
+        &data,
+        &[],
+        &[
+            ("TETHER_SERVER_LOG", "trace"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
+            ("OTEL_SERVICE_NAME", "tether-server-under-test"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    )
+    .await;
+    let answer = reqwest::Client::new()
+        .post(server.graphql_url())
+        .header("authorization", format!("Bearer {api_key}"))
+        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
+        .json(&serde_json::json!({
+            "query": format!("mutation {{ createManagedMcpClientConfig(input: {{uid: \"{uid}\"}}) {{ ... on CreateManagedMcpClientConfigOutput {{ mcpConfigJson }} }} }}"),
+        }))
+        .send()
+        .await
+        .expect("asking the server")
+        .text()
+        .await
+        .expect("its answer");
+    assert!(
+        answer.contains(SECRET),
+        "the resolution returns the secret: {answer}"
+    );
+    let deadline = Instant::now() + STEP;
+    let (request, resolution) = loop {
+        let spans = receiver.spans();
+        let request = spans.iter().find(|s| s.name == "graphql").cloned();
+        let resolution = spans
+            .iter()
+            .find(|s| s.name == "tether.resolution")
+            .cloned();
+        if let (Some(request), Some(resolution)) = (request, resolution) {
+            break (request, resolution);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no spans within {STEP:?}: {spans:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(request.service_name, "tether-server-under-test");
+    assert_eq!(
+        (request.trace_id.as_str(), request.parent_span_id.as_str()),
+        (CLIENT_TRACE, CLIENT_SPAN)
+    );
+    assert_eq!(
+        request
+            .attributes
+            .get("http.response.status_code")
+            .map(String::as_str),
+        Some("200")
+    );
+    assert_eq!(resolution.trace_id, CLIENT_TRACE);
+    assert_eq!(resolution.parent_span_id, request.span_id);
+    assert_eq!(
+        resolution
+            .attributes
+            .get("tether.outcome")
+            .map(String::as_str),
+        Some("config")
+    );
+    let raw = receiver.raw();
+    assert!(
+        !raw.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+        "the secret was exported"
+    );
+    // The spans are exported, not logged, even at the most verbose level.
+    assert!(
+        !server.logs().contains("tether.resolution"),
+        "{}",
+        server.logs()
+    );
+}
