@@ -277,6 +277,17 @@ impl BearerHttp {
     }
 }
 
+/// A request's W3C trace context (`_meta.traceparent`, which the gateway sets when it exports
+/// traces), for the `traceparent` HTTP header: a server or proxy that reads only the header
+/// joins the trace too. `None` for other messages or a value HTTP cannot carry.
+fn traceparent(message: &ClientJsonRpcMessage) -> Option<HeaderValue> {
+    use rmcp::model::GetMeta as _;
+    let rmcp::model::JsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    HeaderValue::from_str(request.request.get_meta().get_traceparent()?).ok()
+}
+
 // Every request goes through the most general method of each kind (the one with limits), so
 // the renewal is written once per kind.
 impl StreamableHttpClient for BearerHttp {
@@ -332,6 +343,10 @@ impl StreamableHttpClient for BearerHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let mut custom_headers = custom_headers;
+        if let Some(traceparent) = traceparent(&message) {
+            custom_headers.insert(HeaderName::from_static("traceparent"), traceparent);
+        }
         self.renewing(custom_headers, |headers| {
             self.http.post_message_with_response_limits(
                 uri.clone(),
@@ -414,6 +429,27 @@ impl StreamableHttpClient for BearerHttp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_requests_traceparent_becomes_its_header() {
+        let message = |meta: serde_json::Value| -> ClientJsonRpcMessage {
+            serde_json::from_value(serde_json::json!({
+                "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "t", "arguments": {}, "_meta": meta}
+            }))
+            .expect("a request")
+        };
+        let value = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(
+            traceparent(&message(serde_json::json!({"traceparent": value}))),
+            Some(HeaderValue::from_static(value))
+        );
+        assert_eq!(traceparent(&message(serde_json::json!({}))), None);
+        assert_eq!(
+            traceparent(&message(serde_json::json!({"traceparent": "a\nb"}))),
+            None
+        );
+    }
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
     /// A step-up that waits until the test lets it finish (a person in a browser), and a
