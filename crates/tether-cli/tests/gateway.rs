@@ -2397,17 +2397,30 @@ mod search;
 mod modern;
 
 /// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, `tether serve` exports a span per client request
-/// (method, tool, server, outcome, size) with a child span per upstream call, over
-/// OTLP/HTTP, continuing the trace of the client's `_meta.traceparent`; the run's secret, sent as an argument and echoed in the result, is in no byte
+/// (method, tool, server, outcome, size) with a child span per upstream call, and its
+/// metrics, over OTLP/HTTP, continuing the trace of the client's `_meta.traceparent`; the run's secret, sent as an argument and echoed in the result, is in no byte
 /// the receiver gets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_and_metrics_reach_an_otlp_receiver_without_the_secret() {
-    const SENTINEL: &str = "otel-sentinel-secret-4d7f1b";
-    const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
-    const CLIENT_SPAN: &str = "00f067aa0ba902b7";
     let receiver = tether_testkit::otlp::OtlpReceiver::start()
         .await
         .expect("starting the OTLP receiver");
+    exports_reach(receiver, "http/protobuf").await;
+}
+
+/// The same over OTLP/gRPC (`OTEL_EXPORTER_OTLP_PROTOCOL=grpc`), to a tonic collector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_and_metrics_reach_an_otlp_grpc_collector() {
+    let receiver = tether_testkit::otlp::OtlpReceiver::start_grpc()
+        .await
+        .expect("starting the OTLP/gRPC receiver");
+    exports_reach(receiver, "grpc").await;
+}
+
+async fn exports_reach(receiver: tether_testkit::otlp::OtlpReceiver, protocol: &str) {
+    const SENTINEL: &str = "otel-sentinel-secret-4d7f1b";
+    const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const CLIENT_SPAN: &str = "00f067aa0ba902b7";
     let dir = tempfile::tempdir().expect("creating a temporary directory");
     let config = format!(
         r#"{{"mcpServers": {{"test": {{"command": {test}, "env": {{"GW_TOKEN": "{{{{TOKEN}}}}"}}}}}}}}"#,
@@ -2429,6 +2442,7 @@ async fn spans_and_metrics_reach_an_otlp_receiver_without_the_secret() {
     command
         .env("GW_SECRET", SENTINEL)
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
         .env("OTEL_SERVICE_NAME", "tether-under-test")
         // Export each batch within 100 ms instead of 5 s, metrics every 100 ms instead of 60 s.
         .env("OTEL_BSP_SCHEDULE_DELAY", "100")

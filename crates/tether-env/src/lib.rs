@@ -149,6 +149,17 @@ impl EnvVars {
     /// OpenTelemetry: milliseconds between metric exports (the SDK's default 60000).
     pub const OTEL_METRIC_EXPORT_INTERVAL: &'static str = "OTEL_METRIC_EXPORT_INTERVAL";
 
+    /// OpenTelemetry: `http/protobuf` (the default) or `grpc`, for every signal.
+    pub const OTEL_EXPORTER_OTLP_PROTOCOL: &'static str = "OTEL_EXPORTER_OTLP_PROTOCOL";
+
+    /// OpenTelemetry: the protocol of traces; wins over the one for every signal.
+    pub const OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: &'static str =
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL";
+
+    /// OpenTelemetry: the protocol of metrics; wins over the one for every signal.
+    pub const OTEL_EXPORTER_OTLP_METRICS_PROTOCOL: &'static str =
+        "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL";
+
     /// The reference server's master key: 32 bytes as 64 hex digits or standard base64.
     /// Required unless `--insecure-dev-key` is given. Never on the command line.
     pub const TETHER_SERVER_KEY: &'static str = "TETHER_SERVER_KEY";
@@ -329,6 +340,21 @@ impl EnvVars {
             Self::OTEL_METRIC_EXPORT_INTERVAL,
             Reader::Tether,
             "milliseconds between metric exports (default 60000)",
+        ),
+        doc(
+            Self::OTEL_EXPORTER_OTLP_PROTOCOL,
+            Reader::Tether,
+            "`http/protobuf` (default) or `grpc`",
+        ),
+        doc(
+            Self::OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+            Reader::Tether,
+            "protocol of traces (wins over the general one)",
+        ),
+        doc(
+            Self::OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
+            Reader::Tether,
+            "protocol of metrics (wins over the general one)",
         ),
         doc(
             Self::TETHER_SERVER_KEY,

@@ -29,10 +29,13 @@ pub const TARGET: &str = "tether_telemetry";
 
 /// The exporter pipelines while they run; dropping it flushes what is left (spans, a last
 /// collection of metrics) and shuts them down.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Telemetry {
     traces: Option<SdkTracerProvider>,
     metrics: Option<SdkMeterProvider>,
+    /// The runtime gRPC exports run on (tonic's channel needs one; the SDK exports from its
+    /// own threads): made only when a signal goes over gRPC, stopped after the flush.
+    grpc: Option<tokio::runtime::Runtime>,
 }
 
 impl Drop for Telemetry {
@@ -46,7 +49,71 @@ impl Drop for Telemetry {
         {
             crate::eprintln_masked!("warning: OpenTelemetry export at exit: {error}");
         }
+        if let Some(runtime) = self.grpc.take() {
+            runtime.shutdown_background();
+        }
     }
+}
+
+/// How a signal is sent: `OTEL_EXPORTER_OTLP_{SIGNAL}_PROTOCOL`, else
+/// `OTEL_EXPORTER_OTLP_PROTOCOL`, else HTTP with protobuf (the OTLP specification's default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    HttpProtobuf,
+    Grpc,
+}
+
+fn protocol(signal_variable: &str) -> Result<Protocol, String> {
+    match set(signal_variable)
+        .or_else(|| set(EnvVars::OTEL_EXPORTER_OTLP_PROTOCOL))
+        .as_deref()
+    {
+        None | Some("http/protobuf") => Ok(Protocol::HttpProtobuf),
+        Some("grpc") => Ok(Protocol::Grpc),
+        Some(other) => Err(format!(
+            "the OTLP protocol is '{other}' ({signal_variable} or OTEL_EXPORTER_OTLP_PROTOCOL); tether sends 'grpc' or 'http/protobuf'"
+        )),
+    }
+}
+
+/// The runtime of gRPC exports, made on first use.
+fn grpc_runtime(
+    runtime: &mut Option<tokio::runtime::Runtime>,
+) -> Result<&tokio::runtime::Runtime, String> {
+    if runtime.is_none() {
+        let built = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("tether-otlp")
+            .enable_all()
+            .build()
+            .map_err(|error| format!("cannot start the gRPC exporter's runtime: {error}"))?;
+        *runtime = Some(built);
+    }
+    runtime.as_ref().ok_or_else(|| "no gRPC runtime".to_owned())
+}
+
+/// Builds one exporter over the protocol its signal asks for: `http`, or `grpc` inside the
+/// gRPC runtime (which its channel is bound to). A failure is said on stderr, naming `what`.
+fn exporter<E>(
+    what: &str,
+    signal_variable: &str,
+    runtime: &mut Option<tokio::runtime::Runtime>,
+    http: impl FnOnce() -> Result<E, opentelemetry_otlp::ExporterBuildError>,
+    grpc: impl FnOnce() -> Result<E, opentelemetry_otlp::ExporterBuildError>,
+) -> Option<E> {
+    let built = match protocol(signal_variable) {
+        Ok(Protocol::HttpProtobuf) => http().map_err(|error| error.to_string()),
+        Ok(Protocol::Grpc) => grpc_runtime(runtime).and_then(|runtime| {
+            let _entered = runtime.enter();
+            grpc().map_err(|error| error.to_string())
+        }),
+        Err(problem) => Err(problem),
+    };
+    built
+        .inspect_err(|error| {
+            crate::eprintln_masked!("warning: OpenTelemetry {what} export is off: {error}");
+        })
+        .ok()
 }
 
 /// Whether metrics are exported (then [`meter`] gives the meter).
@@ -92,20 +159,23 @@ fn resource() -> opentelemetry_sdk::Resource {
 /// Starts metric export when [`metrics_configured`]: a periodic reader (every
 /// `OTEL_METRIC_EXPORT_INTERVAL` ms, default 60 s, and once more at exit) over OTLP/HTTP, the
 /// global meter provider. `None` when off or (said on stderr) when it cannot be built.
-fn start_metrics() -> Option<SdkMeterProvider> {
+fn start_metrics(runtime: &mut Option<tokio::runtime::Runtime>) -> Option<SdkMeterProvider> {
+    use opentelemetry_otlp::{MetricExporter, WithExportConfig as _};
     if !metrics_configured() {
         return None;
     }
-    let exporter = match opentelemetry_otlp::MetricExporter::builder()
-        .with_http()
-        .build()
-    {
-        Ok(exporter) => exporter,
-        Err(error) => {
-            crate::eprintln_masked!("warning: OpenTelemetry metric export is off: {error}");
-            return None;
-        }
-    };
+    let exporter = exporter(
+        "metric",
+        EnvVars::OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
+        runtime,
+        || MetricExporter::builder().with_http().build(),
+        || {
+            MetricExporter::builder()
+                .with_tonic()
+                .with_protocol(opentelemetry_otlp::Protocol::Grpc)
+                .build()
+        },
+    )?;
     let provider = SdkMeterProvider::builder()
         .with_resource(resource())
         .with_reader(opentelemetry_sdk::metrics::PeriodicReader::builder(exporter).build())
@@ -137,34 +207,44 @@ pub fn layer<S>() -> (Option<impl tracing_subscriber::Layer<S>>, Option<Telemetr
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
 {
-    let metrics = start_metrics();
-    let traced = traces();
+    let mut grpc = None;
+    let metrics = start_metrics(&mut grpc);
+    let traced = traces(&mut grpc);
     let telemetry = (metrics.is_some() || traced.is_some()).then(|| Telemetry {
         traces: traced.as_ref().map(|(_, provider)| provider.clone()),
         metrics,
+        grpc,
     });
     (traced.map(|(layer, _)| layer), telemetry)
 }
 
 /// The span export layer and its provider, when [`configured`].
-fn traces<S>() -> Option<(impl tracing_subscriber::Layer<S>, SdkTracerProvider)>
+fn traces<S>(
+    runtime: &mut Option<tokio::runtime::Runtime>,
+) -> Option<(
+    impl tracing_subscriber::Layer<S> + use<S>,
+    SdkTracerProvider,
+)>
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
 {
+    use opentelemetry_otlp::{SpanExporter, WithExportConfig as _};
     use tracing_subscriber::Layer as _;
     if !configured() {
         return None;
     }
-    let exporter = match opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .build()
-    {
-        Ok(exporter) => exporter,
-        Err(error) => {
-            crate::eprintln_masked!("warning: OpenTelemetry export is off: {error}");
-            return None;
-        }
-    };
+    let exporter = exporter(
+        "trace",
+        EnvVars::OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+        runtime,
+        || SpanExporter::builder().with_http().build(),
+        || {
+            SpanExporter::builder()
+                .with_tonic()
+                .with_protocol(opentelemetry_otlp::Protocol::Grpc)
+                .build()
+        },
+    )?;
     let provider = SdkTracerProvider::builder()
         .with_resource(resource())
         .with_batch_exporter(Masked(exporter))

@@ -111,6 +111,31 @@ impl OtlpReceiver {
         })
     }
 
+    /// Listens on a free loopback port for OTLP over gRPC (`TraceService/Export`,
+    /// `MetricsService/Export`); each request is kept as its protobuf encoding, so
+    /// [`OtlpReceiver::spans`], [`OtlpReceiver::points`] and [`OtlpReceiver::raw`] read it as
+    /// they read an HTTP body.
+    pub async fn start_grpc() -> std::io::Result<Self> {
+        use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::MetricsServiceServer;
+        use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let endpoint = format!("http://{}", listener.local_addr()?);
+        let bodies = Bodies::default();
+        let collector = Grpc(Arc::clone(&bodies));
+        let server = tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(collector.clone()))
+            .add_service(MetricsServiceServer::new(collector));
+        let task = tokio::spawn(async move {
+            let incoming = tonic::transport::server::TcpIncoming::from(listener);
+            let _ = server.serve_with_incoming(incoming).await;
+        });
+        Ok(Self {
+            endpoint,
+            bodies,
+            task,
+        })
+    }
+
     /// Every byte received so far, bodies one after another.
     pub fn raw(&self) -> Vec<u8> {
         self.bodies
@@ -228,5 +253,52 @@ impl OtlpReceiver {
             }
         }
         spans
+    }
+}
+
+/// The gRPC side of the receiver: keeps each export request's encoding.
+#[derive(Clone)]
+struct Grpc(Bodies);
+
+impl Grpc {
+    fn keep(&self, signal: &'static str, request: &impl prost::Message) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((signal, Bytes::from(request.encode_to_vec())));
+    }
+}
+
+#[tonic::async_trait]
+impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<
+        tonic::Response<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse,
+        >,
+        tonic::Status,
+    > {
+        self.keep("traces", request.get_ref());
+        Ok(tonic::Response::new(Default::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::MetricsService
+    for Grpc
+{
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<
+        tonic::Response<
+            opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse,
+        >,
+        tonic::Status,
+    > {
+        self.keep("metrics", request.get_ref());
+        Ok(tonic::Response::new(Default::default()))
     }
 }

@@ -19,8 +19,14 @@ pub fn with_home<F: std::future::Future<Output = ()>>(bench: impl FnOnce(PathBuf
     drop(dir);
 }
 
-/// `target/release/NAME` when built, else the debug binary.
+/// `target/PROFILE/NAME` with `TETHER_BENCH_PROFILE=PROFILE` (e.g. `dist`, what users
+/// install), else `target/release/NAME` when built, else the debug binary.
 pub fn binary(name: &str, package: &str) -> PathBuf {
+    if let Some(profile) = std::env::var_os("TETHER_BENCH_PROFILE") {
+        let chosen = tether_testkit::target_dir().join(profile).join(name);
+        assert!(chosen.is_file(), "{} is not built", chosen.display());
+        return chosen;
+    }
     let release = tether_testkit::target_dir().join("release").join(name);
     if release.is_file() {
         return release;
