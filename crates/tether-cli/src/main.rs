@@ -136,6 +136,7 @@ fn init_logging(verbose: u8) -> Option<tether_log::telemetry::Telemetry> {
     };
     let ansi = std::env::var_os(tether_env::EnvVars::NO_COLOR).is_none()
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tether_log::telemetry::configure(settings::telemetry());
     tether_log::init(default, true, ansi)
 }
 

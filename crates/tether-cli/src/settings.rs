@@ -65,6 +65,16 @@ struct ConfigFile {
     secret_scan: Option<String>,
     require_signed_bundles: Option<bool>,
     allow_self_signed_bundles: Option<bool>,
+    telemetry: Option<tether_log::telemetry::Settings>,
+}
+
+/// `[telemetry]` in config.toml (the `OTEL_*` variables win over it); a config.toml that
+/// cannot be read gives none here: the command says why when it reads the file itself.
+pub fn telemetry() -> tether_log::telemetry::Settings {
+    let file = data_dir().and_then(|dir| config_file(&dir));
+    file.ok()
+        .and_then(|file| file.telemetry)
+        .unwrap_or_default()
 }
 
 /// The client-id metadata document URL `tether auth login` uses: the flag, else

@@ -2577,3 +2577,58 @@ async fn exports_reach(receiver: tether_testkit::otlp::OtlpReceiver, protocol: &
         "the secret reached the OTLP receiver"
     );
 }
+
+/// `[telemetry]` in config.toml turns export on without the variables (endpoint, protocol,
+/// service name; `metrics = false` keeps metrics off), and a variable that is set wins over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_telemetry_section_of_config_toml_turns_export_on_and_the_variables_win() {
+    let receiver = tether_testkit::otlp::OtlpReceiver::start_grpc()
+        .await
+        .expect("starting the OTLP/gRPC receiver");
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    std::fs::create_dir_all(dir.path().join("home")).expect("TETHER_HOME");
+    std::fs::write(
+        dir.path().join("home/config.toml"),
+        format!(
+            "[telemetry]\nendpoint = \"{}\"\nprotocol = \"grpc\"\nservice_name = \"from-config\"\nmetrics = false\n",
+            receiver.endpoint
+        ),
+    )
+    .expect("writing config.toml");
+    let spec = format!(
+        r#"{{"test": {{"command": {}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    for (variable, service) in [
+        (None, "from-config"),
+        (Some("from-variable"), "from-variable"),
+    ] {
+        let mut command = tether_command(dir.path(), &["serve", "--mcp", &spec]);
+        command.env("OTEL_BSP_SCHEDULE_DELAY", "100");
+        if let Some(name) = variable {
+            command.env("OTEL_SERVICE_NAME", name);
+        }
+        let transport = TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tether serve")
+            .0;
+        let client: Client = ().serve(transport).await.expect("initializing");
+        client.list_all_tools().await.expect("tools/list");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !receiver
+            .spans()
+            .iter()
+            .any(|s| s.name == "tools/list" && s.service_name == service)
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no tools/list span of {service} within 30 s: {:?}",
+                receiver.spans()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        client.cancel().await.expect("closing the client");
+    }
+    assert!(receiver.points().is_empty(), "metrics = false");
+}

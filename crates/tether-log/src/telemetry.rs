@@ -22,6 +22,7 @@ use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use std::sync::OnceLock;
 use tether_env::EnvVars;
 
 /// The tracing target of the spans that are exported.
@@ -63,9 +64,94 @@ enum Protocol {
     Grpc,
 }
 
+/// `[telemetry]` in `config.toml`: what the `OTEL_*` variables say when they are unset (a
+/// variable that is set wins).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// The collector's base URL, like `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    pub endpoint: Option<String>,
+    /// `http/protobuf` or `grpc`, like `OTEL_EXPORTER_OTLP_PROTOCOL`.
+    pub protocol: Option<String>,
+    /// Like `OTEL_SERVICE_NAME`.
+    pub service_name: Option<String>,
+    /// `false`: no traces, like `OTEL_TRACES_EXPORTER=none`.
+    pub traces: Option<bool>,
+    /// `false`: no metrics, like `OTEL_METRICS_EXPORTER=none`.
+    pub metrics: Option<bool>,
+}
+
+static SETTINGS: OnceLock<Settings> = OnceLock::new();
+
+/// Sets the `config.toml` settings, before [`layer`] (once; later calls are ignored).
+pub fn configure(settings: Settings) {
+    let _ = SETTINGS.set(settings);
+}
+
+fn settings() -> &'static Settings {
+    SETTINGS.get_or_init(Settings::default)
+}
+
+/// One signal's variables.
+struct Signal {
+    name: &'static str,
+    endpoint: &'static str,
+    protocol: &'static str,
+    exporter: &'static str,
+    path: &'static str,
+    enabled: fn(&Settings) -> Option<bool>,
+}
+
+const TRACES: Signal = Signal {
+    name: "trace",
+    endpoint: EnvVars::OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    protocol: EnvVars::OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+    exporter: EnvVars::OTEL_TRACES_EXPORTER,
+    path: "/v1/traces",
+    enabled: |settings| settings.traces,
+};
+
+const METRICS: Signal = Signal {
+    name: "metric",
+    endpoint: EnvVars::OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+    protocol: EnvVars::OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
+    exporter: EnvVars::OTEL_METRICS_EXPORTER,
+    path: "/v1/metrics",
+    enabled: |settings| settings.metrics,
+};
+
+impl Signal {
+    /// Whether it is exported: an endpoint (its variable, the base one, or config.toml's),
+    /// and nothing turning it off.
+    fn on(&self) -> bool {
+        let endpoint = set(self.endpoint)
+            .or_else(|| set(EnvVars::OTEL_EXPORTER_OTLP_ENDPOINT))
+            .or_else(|| settings().endpoint.clone())
+            .is_some();
+        endpoint
+            && !sdk_disabled()
+            && !exporter_none(self.exporter)
+            && (self.enabled)(settings()) != Some(false)
+    }
+
+    /// config.toml's endpoint when no variable names one: the base URL for gRPC, with the
+    /// signal's path for HTTP (as the SDK does with `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    fn file_endpoint(&self, protocol: Protocol) -> Option<String> {
+        if set(self.endpoint).is_some() || set(EnvVars::OTEL_EXPORTER_OTLP_ENDPOINT).is_some() {
+            return None;
+        }
+        let base = settings().endpoint.as_deref()?.trim_end_matches('/');
+        Some(match protocol {
+            Protocol::Grpc => base.to_owned(),
+            Protocol::HttpProtobuf => format!("{base}{}", self.path),
+        })
+    }
+}
+
 fn protocol(signal_variable: &str) -> Result<Protocol, String> {
     match set(signal_variable)
         .or_else(|| set(EnvVars::OTEL_EXPORTER_OTLP_PROTOCOL))
+        .or_else(|| settings().protocol.clone())
         .as_deref()
     {
         None | Some("http/protobuf") => Ok(Protocol::HttpProtobuf),
@@ -92,28 +178,41 @@ fn grpc_runtime(
     runtime.as_ref().ok_or_else(|| "no gRPC runtime".to_owned())
 }
 
-/// Builds one exporter over the protocol its signal asks for: `http`, or `grpc` inside the
-/// gRPC runtime (which its channel is bound to). A failure is said on stderr, naming `what`.
+/// Builds `signal`'s exporter over the protocol it asks for: `http`, or `grpc` inside the
+/// gRPC runtime (which its channel is bound to); each is given config.toml's endpoint when no
+/// variable names one. A failure is said on stderr.
 fn exporter<E>(
-    what: &str,
-    signal_variable: &str,
+    signal: &Signal,
     runtime: &mut Option<tokio::runtime::Runtime>,
-    http: impl FnOnce() -> Result<E, opentelemetry_otlp::ExporterBuildError>,
-    grpc: impl FnOnce() -> Result<E, opentelemetry_otlp::ExporterBuildError>,
+    http: impl FnOnce(Option<String>) -> Result<E, opentelemetry_otlp::ExporterBuildError>,
+    grpc: impl FnOnce(Option<String>) -> Result<E, opentelemetry_otlp::ExporterBuildError>,
 ) -> Option<E> {
-    let built = match protocol(signal_variable) {
-        Ok(Protocol::HttpProtobuf) => http().map_err(|error| error.to_string()),
+    let built = match protocol(signal.protocol) {
+        Ok(Protocol::HttpProtobuf) => {
+            http(signal.file_endpoint(Protocol::HttpProtobuf)).map_err(|error| error.to_string())
+        }
         Ok(Protocol::Grpc) => grpc_runtime(runtime).and_then(|runtime| {
             let _entered = runtime.enter();
-            grpc().map_err(|error| error.to_string())
+            grpc(signal.file_endpoint(Protocol::Grpc)).map_err(|error| error.to_string())
         }),
         Err(problem) => Err(problem),
     };
     built
         .inspect_err(|error| {
-            crate::eprintln_masked!("warning: OpenTelemetry {what} export is off: {error}");
+            crate::eprintln_masked!(
+                "warning: OpenTelemetry {} export is off: {error}",
+                signal.name
+            );
         })
         .ok()
+}
+
+/// `builder` with `endpoint` when given.
+fn endpoint<B: opentelemetry_otlp::WithExportConfig>(builder: B, endpoint: Option<String>) -> B {
+    match endpoint {
+        Some(endpoint) => builder.with_endpoint(endpoint),
+        None => builder,
+    }
 }
 
 /// Whether metrics are exported (then [`meter`] gives the meter).
@@ -127,13 +226,11 @@ pub fn meter() -> Option<opentelemetry::metrics::Meter> {
         .then(|| opentelemetry::global::meter("tether"))
 }
 
-/// Whether the environment asks for metric export: an OTLP endpoint for metrics (or the base
-/// one), and neither `OTEL_SDK_DISABLED=true` nor `OTEL_METRICS_EXPORTER=none`.
+/// Whether metric export is asked for: an OTLP endpoint for metrics (the variable for
+/// metrics, the base one or config.toml's), and neither `OTEL_SDK_DISABLED=true`,
+/// `OTEL_METRICS_EXPORTER=none` nor `metrics = false`.
 pub fn metrics_configured() -> bool {
-    let endpoint = set(EnvVars::OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
-        .or_else(|| set(EnvVars::OTEL_EXPORTER_OTLP_ENDPOINT))
-        .is_some();
-    endpoint && !sdk_disabled() && !exporter_none(EnvVars::OTEL_METRICS_EXPORTER)
+    METRICS.on()
 }
 
 fn sdk_disabled() -> bool {
@@ -151,7 +248,8 @@ fn resource() -> opentelemetry_sdk::Resource {
     let named = set(EnvVars::OTEL_SERVICE_NAME).is_some()
         || set(EnvVars::OTEL_RESOURCE_ATTRIBUTES).is_some_and(|a| a.contains("service.name="));
     if !named {
-        resource = resource.with_service_name("tether");
+        let name = settings().service_name.as_deref().unwrap_or("tether");
+        resource = resource.with_service_name(name.to_owned());
     }
     resource.build()
 }
@@ -161,19 +259,16 @@ fn resource() -> opentelemetry_sdk::Resource {
 /// global meter provider. `None` when off or (said on stderr) when it cannot be built.
 fn start_metrics(runtime: &mut Option<tokio::runtime::Runtime>) -> Option<SdkMeterProvider> {
     use opentelemetry_otlp::{MetricExporter, WithExportConfig as _};
-    if !metrics_configured() {
+    if !METRICS.on() {
         return None;
     }
     let exporter = exporter(
-        "metric",
-        EnvVars::OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
+        &METRICS,
         runtime,
-        || MetricExporter::builder().with_http().build(),
-        || {
-            MetricExporter::builder()
-                .with_tonic()
-                .with_protocol(opentelemetry_otlp::Protocol::Grpc)
-                .build()
+        |at| endpoint(MetricExporter::builder().with_http(), at).build(),
+        |at| {
+            let grpc = MetricExporter::builder().with_tonic();
+            endpoint(grpc.with_protocol(opentelemetry_otlp::Protocol::Grpc), at).build()
         },
     )?;
     let provider = SdkMeterProvider::builder()
@@ -192,12 +287,9 @@ fn set(name: &str) -> Option<String> {
         .filter(|value| !value.is_empty())
 }
 
-/// Whether the environment asks for trace export.
+/// Whether trace export is asked for (as [`metrics_configured`], for traces).
 pub fn configured() -> bool {
-    let endpoint = set(EnvVars::OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
-        .or_else(|| set(EnvVars::OTEL_EXPORTER_OTLP_ENDPOINT))
-        .is_some();
-    endpoint && !sdk_disabled() && !exporter_none(EnvVars::OTEL_TRACES_EXPORTER)
+    TRACES.on()
 }
 
 /// The pipelines the environment asks for, to keep until exit, and the layer that exports
@@ -230,19 +322,16 @@ where
 {
     use opentelemetry_otlp::{SpanExporter, WithExportConfig as _};
     use tracing_subscriber::Layer as _;
-    if !configured() {
+    if !TRACES.on() {
         return None;
     }
     let exporter = exporter(
-        "trace",
-        EnvVars::OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+        &TRACES,
         runtime,
-        || SpanExporter::builder().with_http().build(),
-        || {
-            SpanExporter::builder()
-                .with_tonic()
-                .with_protocol(opentelemetry_otlp::Protocol::Grpc)
-                .build()
+        |at| endpoint(SpanExporter::builder().with_http(), at).build(),
+        |at| {
+            let grpc = SpanExporter::builder().with_tonic();
+            endpoint(grpc.with_protocol(opentelemetry_otlp::Protocol::Grpc), at).build()
         },
     )?;
     let provider = SdkTracerProvider::builder()
