@@ -117,8 +117,8 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
         ))
         .into());
     }
-    let registries = Registries::new(settings::registry_settings(false)?)?;
-    let (response, _) = registries
+    let registries = Registries::new(settings::registry_settings(false, &args.registries)?)?;
+    let (response, _, registry) = registries
         .official_server(&args.name, args.version.as_deref())
         .await?;
     let server = &response.server;
@@ -178,7 +178,7 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
         }
         other => other,
     };
-    let outcome = add_chosen(args, server, &choice).await;
+    let outcome = add_chosen(args, (&registry, server), &choice).await;
     // Nothing stays behind from a failed add: a bundle this run unpacked goes again.
     if outcome.is_err()
         && let Choice::Bundle(_, bundle) = &choice
@@ -202,7 +202,7 @@ fn discard(bundle: &Bundle) {
 /// install.
 async fn add_chosen(
     args: &AddArgs,
-    server: &ServerJson,
+    (registry, server): (&str, &ServerJson),
     choice: &Choice<'_>,
 ) -> anyhow::Result<u8> {
     let interactive = !args.yes && std::io::stdin().is_terminal();
@@ -278,8 +278,15 @@ async fn add_chosen(
     }
 
     let mut store = settings::open_store()?;
-    let uid = tether_install::install_built(&mut store, server, choice, &local, &built, &given)
-        .map_err(failure)?;
+    let uid = tether_install::install_built(
+        &mut store,
+        (registry, server),
+        choice,
+        &local,
+        &built,
+        &given,
+    )
+    .map_err(failure)?;
     settings::announce(&store);
     print(&format!("{uid}\n"));
     let stored = store.stored(uid)?;

@@ -19,6 +19,7 @@ mod log_mask;
 mod managed_timeout;
 mod oauth;
 mod placeholders;
+mod registries;
 mod registry;
 mod remote_failures;
 mod sandbox;
