@@ -129,7 +129,7 @@ $TETHER_HOME/cache/registry for 10 minutes; offline, the cache answers and says 
     )]
     Show(ShowArgs),
 
-    /// Add a server from the official registry: build its launch config, test-connect it,
+    /// Add a server from a registry (or Smithery): build its launch config, test-connect it,
     /// and only then store it as a local installation.
     #[command(
         after_help = "Examples:

@@ -360,6 +360,16 @@ pub fn registry_settings(
     })
 }
 
+/// Smithery's key, read now (for `add` of a Smithery-hosted server).
+pub fn smithery_api_key() -> anyhow::Result<Option<SecretValue>> {
+    let key = smithery_key(&config_file(&data_dir()?)?)?;
+    Ok(key
+        .map(|k| k.read())
+        .transpose()
+        .map_err(anyhow::Error::msg)?
+        .flatten())
+}
+
 /// Smithery's key: `SMITHERY_API_KEY` > `smithery_api_key_file` > the secret store (read
 /// only when a request needs it). An empty value is no key.
 fn smithery_key(file: &ConfigFile) -> anyhow::Result<Option<ApiKey>> {

@@ -128,6 +128,16 @@ pub enum ApiKey {
     Stored(KeyLookup),
 }
 
+impl ApiKey {
+    /// The value: the given one, or the stored one read now (`Ok(None)`: none stored).
+    pub fn read(&self) -> Result<Option<SecretValue>, String> {
+        match self {
+            Self::Given(value) => Ok(Some(value.clone())),
+            Self::Stored(lookup) => lookup(),
+        }
+    }
+}
+
 impl std::fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -26,6 +26,7 @@ pub mod mcpb;
 pub mod model;
 mod search;
 mod show;
+pub mod smithery_add;
 
 pub use client::{
     ApiKey, FRESH_FOR, Freshness, KeyLookup, NamedRegistry, OFFICIAL_NAME, OFFICIAL_URL,

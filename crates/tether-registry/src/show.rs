@@ -397,7 +397,7 @@ pub fn remote_option(remote: &Remote) -> LaunchOption {
     }
 }
 
-fn schema_inputs(schema: Option<&Value>) -> Vec<InputRow> {
+pub(crate) fn schema_inputs(schema: Option<&Value>) -> Vec<InputRow> {
     let Some(schema) = schema else {
         return Vec::new();
     };
@@ -535,19 +535,30 @@ pub type Found = (ServerResponse, Freshness, String);
 impl Registries {
     /// One version (`None`: the latest) of an official-API entry: `REGISTRY:NAME` from that
     /// registry; a plain name from the first registry, in order, that has it (one that fails
-    /// is passed over; when none has it, the first failure, else not found).
+    /// is passed over; when none has it, the first failure, else not found). A Smithery name
+    /// (`@owner/name`, `smithery:NAME`) is its hosted remote ([`Registries::smithery_addable`]).
     pub async fn official_server(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> Result<Found, RegistryError> {
+        let (at, bare) = self.split(name)?;
+        match at {
+            Some(at) if at.source == Source::Smithery => self.smithery_addable(bare).await,
+            None if bare.starts_with('@') => self.smithery_addable(bare).await,
+            _ => self.official_only(name, version).await,
+        }
+    }
+
+    /// [`Registries::official_server`] without Smithery: `REGISTRY:NAME` from that
+    /// official-API registry, a plain name from the first one that has it.
+    async fn official_only(
         &self,
         name: &str,
         version: Option<&str>,
     ) -> Result<Found, RegistryError> {
         let (at, name) = self.split(name)?;
         let candidates: Vec<&Endpoint> = match at {
-            Some(at) if at.source == Source::Smithery => {
-                return Err(RegistryError::BadRegistry(format!(
-                    "smithery:{name} is a Smithery entry; only entries of registries speaking the official API can be added"
-                )));
-            }
             Some(at) => vec![at],
             None => self.officials.iter().collect(),
         };
@@ -670,7 +681,7 @@ impl Registries {
                     .with_versions((response, freshness, at.name.clone()))
                     .await)
             }
-            None => match self.official_server(bare, version).await {
+            None => match self.official_only(bare, version).await {
                 Ok(found) => Ok(self.with_versions(found).await),
                 Err(RegistryError::NotFound { .. })
                     if version.is_none() && self.smithery_enabled() =>

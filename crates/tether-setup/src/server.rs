@@ -245,6 +245,11 @@ impl SetupServer {
             .official_server(name, None)
             .await
             .map_err(|e| e.to_string())?;
+        if registry == tether_registry::SMITHERY_NAME {
+            return Err(format!(
+                "{name} is a Smithery entry; setup installs entries of official-API registries only (for now)"
+            ));
+        }
         Ok(Prepared {
             response,
             freshness,

@@ -12,6 +12,7 @@ mod bearer;
 mod failure;
 mod lifecycle;
 mod process;
+mod served;
 mod sse;
 
 use std::collections::HashMap;
@@ -1194,7 +1195,12 @@ async fn start_one(
             env,
             cwd,
         } => {
-            let sandbox = start.sandbox_for(&server)?;
+            let mut sandbox = start.sandbox_for(&server)?;
+            if let (Some(served), Some(policy)) = (&server.options.serves, sandbox.as_mut()) {
+                // An HTTP-port package must listen on its port (a sandbox lets none by default).
+                let settings = policy.profile.tether.get_or_insert_with(Default::default);
+                settings.allow_bind.extend(served.port());
+            }
             let launch = StdioLaunch {
                 command: SecretValue::new(command.expose()),
                 args: args.iter().map(|a| SecretValue::new(a.expose())).collect(),
@@ -1231,6 +1237,36 @@ async fn start_one(
                         };
                         mask(format!("cannot start '{shown}': {why}"))
                     })?;
+            if let Some(served) = &server.options.serves {
+                let started = served::connect(
+                    served,
+                    &mut child,
+                    (stdout, stdin),
+                    client,
+                    timeout,
+                    start.bearer_auth.clone(),
+                )
+                .await;
+                return match started {
+                    Ok((client, tools)) => Ok(Started {
+                        client,
+                        child: Some(child),
+                        tools: tool_infos(&server.name, tools, &masker),
+                    }),
+                    Err(served::Failure::Exited(status)) => {
+                        child.stderr.wait_closed(Duration::from_millis(300)).await;
+                        Err(exited_early(&status, &child.stderr, sandbox.as_ref()))
+                    }
+                    Err(served::Failure::Other(reason)) => {
+                        let reason = mask(format!(
+                            "{reason}{}",
+                            stderr_suffix(&child.stderr, sandbox.as_ref())
+                        ));
+                        child.terminate().await;
+                        Err(reason)
+                    }
+                };
+            }
             let handshake = tokio::time::timeout(timeout, async {
                 let pipes =
                     IntoTransport::<RoleClient, std::io::Error, _>::into_transport((stdout, stdin));
