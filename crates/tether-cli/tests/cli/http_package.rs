@@ -170,3 +170,36 @@ fn an_http_port_package_is_added_started_connected_and_stopped_with_the_run() {
     assert!(stderr.contains("cannot open the data file"), "{stderr}");
     assert!(stderr.contains("nothing was stored"), "{stderr}");
 }
+
+/// Under the default sandbox (which lets a server listen nowhere) a `"serves"` server may
+/// listen on its own port, and the report says so.
+#[test]
+fn a_sandboxed_http_port_server_may_listen_on_its_port_only() {
+    let sandbox = Sandbox::new();
+    let port = free_port();
+    let spec = serde_json::json!({"srv": {
+        "command": tether_testkit::test_server_bin(),
+        "args": ["--http", format!("127.0.0.1:{port}")],
+        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
+    }})
+    .to_string();
+    let out = sandbox.run(&[
+        "call",
+        "--mcp",
+        &spec,
+        "srv",
+        "add",
+        "--args",
+        r#"{"a":2,"b":2}"#,
+        "--sandbox",
+        "default",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "4");
+    assert!(
+        text(&out.stderr).contains(&format!("listening on ports [{port}] only")),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!listening(port), "the run left the server running");
+}

@@ -83,17 +83,24 @@ pub struct StartOptions {
 
 impl StartOptions {
     /// The sandbox `server` starts in: the run's when it wins or the server names none, else
-    /// the server's own `sandbox` key; an error line when that key is not a valid mode.
+    /// the server's own `sandbox` key (an HTTP-port package may also listen on its port); an
+    /// error line when that key is not a valid mode.
     pub fn sandbox_for(
         &self,
         server: &RenderedServer,
     ) -> Result<Option<tether_sandbox::Policy>, String> {
-        match (&server.options.sandbox, self.sandbox_wins) {
+        let mut policy = match (&server.options.sandbox, self.sandbox_wins) {
             (Some(mode), false) => tether_sandbox::Mode::parse(mode)
                 .and_then(|mode| mode.policy())
-                .map_err(|e| format!("its \"sandbox\" key: {e}")),
-            _ => Ok(self.sandbox.clone()),
+                .map_err(|e| format!("its \"sandbox\" key: {e}"))?,
+            _ => self.sandbox.clone(),
+        };
+        if let (Some(served), Some(policy)) = (&server.options.serves, policy.as_mut()) {
+            // An HTTP-port package must listen on its port (a sandbox lets none by default).
+            let settings = policy.profile.tether.get_or_insert_with(Default::default);
+            settings.allow_bind.extend(served.port());
         }
+        Ok(policy)
     }
 
     /// What to say on stderr of the sandboxes `servers` (a run's) start in and what each
@@ -1195,12 +1202,7 @@ async fn start_one(
             env,
             cwd,
         } => {
-            let mut sandbox = start.sandbox_for(&server)?;
-            if let (Some(served), Some(policy)) = (&server.options.serves, sandbox.as_mut()) {
-                // An HTTP-port package must listen on its port (a sandbox lets none by default).
-                let settings = policy.profile.tether.get_or_insert_with(Default::default);
-                settings.allow_bind.extend(served.port());
-            }
+            let sandbox = start.sandbox_for(&server)?;
             let launch = StdioLaunch {
                 command: SecretValue::new(command.expose()),
                 args: args.iter().map(|a| SecretValue::new(a.expose())).collect(),
