@@ -14,7 +14,7 @@ use super::process::ChildProcess;
 use super::{BearerAuth, Client, TetherClient, failure, remote_handshake};
 
 /// How often the port is dialled while the package starts.
-const DIAL_EVERY: Duration = Duration::from_millis(50);
+const DIAL_EVERY: Duration = Duration::from_millis(10);
 
 /// Why a start failed.
 pub(super) enum Failure {
