@@ -129,7 +129,7 @@ $TETHER_HOME/cache/registry for 10 minutes; offline, the cache answers and says 
     )]
     Show(ShowArgs),
 
-    /// Add a server from the official registry: build its launch config, test-connect it,
+    /// Add a server from a registry (or Smithery): build its launch config, test-connect it,
     /// and only then store it as a local installation.
     #[command(
         after_help = "Examples:
@@ -717,24 +717,6 @@ pub struct InstallArgs {
     pub secrets: SecretArgs,
 }
 
-/// A registry, on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SourceArg {
-    /// The official MCP Registry.
-    Official,
-    /// Smithery (needs SMITHERY_API_KEY).
-    Smithery,
-}
-
-impl From<SourceArg> for tether_registry::Source {
-    fn from(source: SourceArg) -> Self {
-        match source {
-            SourceArg::Official => tether_registry::Source::Official,
-            SourceArg::Smithery => tether_registry::Source::Smithery,
-        }
-    }
-}
-
 /// `tether search`.
 #[derive(Debug, Args)]
 pub struct SearchArgs {
@@ -742,9 +724,12 @@ pub struct SearchArgs {
     #[arg(default_value = "")]
     pub query: String,
 
-    /// Only this registry.
-    #[arg(long, value_enum)]
-    pub source: Option<SourceArg>,
+    /// Only the registry of this name (official, smithery, a configured or --registry one).
+    #[arg(long, value_name = "NAME")]
+    pub source: Option<String>,
+    /// Also ask this registry (the official API; after the configured ones): [NAME=]URL.
+    #[arg(long = "registry", value_name = "[NAME=]URL")]
+    pub registries: Vec<String>,
 
     /// At most N rows (1 to 100).
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=100))]
@@ -766,16 +751,20 @@ pub struct SearchArgs {
 /// `tether show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The server's name (`io.github.owner/name`, or Smithery's `@owner/name`).
+    /// The server's name (`io.github.owner/name`, Smithery's `@owner/name`; `REGISTRY:NAME`
+    /// for one registry's entry).
     pub name: String,
 
     /// This version instead of the latest (official registry).
     #[arg(long, value_name = "V")]
     pub version: Option<String>,
 
-    /// Only this registry (default: the official one, then Smithery when a key is set).
-    #[arg(long, value_enum)]
-    pub source: Option<SourceArg>,
+    /// Only this registry (default: the official-API ones in order, then Smithery with a key).
+    #[arg(long, value_name = "NAME")]
+    pub source: Option<String>,
+    /// Also ask this registry (the official API; after the configured ones): [NAME=]URL.
+    #[arg(long = "registry", value_name = "[NAME=]URL")]
+    pub registries: Vec<String>,
 
     /// Ask the registry even when the cache is fresh.
     #[arg(long)]
@@ -820,8 +809,11 @@ impl PackageArg {
 /// `tether add`.
 #[derive(Debug, Args)]
 pub struct AddArgs {
-    /// The server's name in the official registry.
+    /// The server's name (`REGISTRY:NAME` for one registry's entry).
     pub name: String,
+    /// Also ask this registry (the official API; after the configured ones): [NAME=]URL.
+    #[arg(long = "registry", value_name = "[NAME=]URL")]
+    pub registries: Vec<String>,
 
     /// Which package or the remote (default: the first package whose runner is on PATH,
     /// else the first remote).
@@ -980,6 +972,9 @@ pub struct SetupMcpArgs {
     /// How long a URL elicitation waits for the person to submit the value, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub elicitation_timeout: u64,
+    /// Also ask this registry (the official API; after the configured ones): [NAME=]URL.
+    #[arg(long = "registry", value_name = "[NAME=]URL")]
+    pub registries: Vec<String>,
 }
 
 /// `tether auth`.

@@ -30,6 +30,7 @@ pub fn code(err: &anyhow::Error) -> u8 {
             return match registry {
                 tether_registry::RegistryError::NotFound { .. }
                 | tether_registry::RegistryError::BadUrl { .. }
+                | tether_registry::RegistryError::BadRegistry(_)
                 | tether_registry::RegistryError::NoSmitheryKey => USAGE,
                 _ => FAILED,
             };

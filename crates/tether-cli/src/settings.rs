@@ -19,7 +19,7 @@ use tether_env::EnvVars;
 use tether_gateway::secret_scan::{SecretScan, SecretScanPolicy};
 use tether_graphql::{HttpClientSettings, HttpManagedMcpClient, ManagedMcpClient};
 
-use tether_registry::ApiKey;
+use tether_registry::{ApiKey, NamedRegistry};
 use tether_store::{Registry, RegistryKey};
 
 use crate::exit::UsageError;
@@ -50,6 +50,7 @@ struct ConfigFile {
     api_key_file: Option<PathBuf>,
     managed_timeout: Option<u64>,
     registry_url: Option<String>,
+    registries: Option<Vec<NamedRegistry>>,
     smithery_url: Option<String>,
     smithery_api_key_file: Option<PathBuf>,
     secret_store: Option<String>,
@@ -340,8 +341,12 @@ pub fn registry_key(registry: Registry) -> anyhow::Result<RegistryKey> {
     })
 }
 
-/// Where the registries are, Smithery's key, and the cache in `$TETHER_HOME/cache/registry`.
-pub fn registry_settings(refresh: bool) -> anyhow::Result<tether_registry::RegistrySettings> {
+/// Where the registries are (`[[registries]]`, then `flags`' `[NAME=]URL`s, after the default
+/// one), Smithery's key, and the cache in `$TETHER_HOME/cache/registry`.
+pub fn registry_settings(
+    refresh: bool,
+    flags: &[String],
+) -> anyhow::Result<tether_registry::RegistrySettings> {
     let dir = data_dir()?;
     let file = config_file(&dir)?;
     let defaults = tether_registry::RegistrySettings::default();
@@ -349,12 +354,30 @@ pub fn registry_settings(refresh: bool) -> anyhow::Result<tether_registry::Regis
         official_url: env_text(EnvVars::TETHER_REGISTRY_URL)
             .or(file.registry_url.clone())
             .unwrap_or(defaults.official_url),
+        more: (file
+            .registries
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(Ok))
+        .chain(flags.iter().map(|flag| NamedRegistry::parse(flag)))
+        .collect::<Result<_, _>>()?,
         smithery_url: smithery_url(&file),
         smithery_key: smithery_key(&file)?,
         cache_dir: Some(dir.join("cache").join("registry")),
         timeout: defaults.timeout,
         refresh,
     })
+}
+
+/// Smithery's key, read now (for `add` of a Smithery-hosted server).
+pub fn smithery_api_key() -> anyhow::Result<Option<SecretValue>> {
+    let key = smithery_key(&config_file(&data_dir()?)?)?;
+    Ok(key
+        .map(|k| k.read())
+        .transpose()
+        .map_err(anyhow::Error::msg)?
+        .flatten())
 }
 
 /// Smithery's key: `SMITHERY_API_KEY` > `smithery_api_key_file` > the secret store (read

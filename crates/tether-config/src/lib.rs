@@ -45,7 +45,7 @@ pub use json::MAX_CONFIG_BYTES;
 pub use mask::{MIN_SECRET_LINE_BYTES, Masker, SHORT_SECRET_CHARS, mask_known_values};
 pub use mask_json::mask_json;
 pub use model::{
-    Installation, Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerOptions,
+    Installation, Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServedUrl, ServerOptions,
     ServerTemplate, StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
 };
 pub use parse::{

@@ -161,6 +161,62 @@ pub struct ServerOptions {
     /// `"type": "http"`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub transport_guessed: bool,
+    /// `"serves": {"url": URL, "type": "http"|"sse"}` (tether's own key) beside a `command`:
+    /// the started process serves MCP over HTTP on a loopback port instead of stdio; the
+    /// driver starts it, waits for the port and connects (`specs/registry/TECH.md`,
+    /// HTTP-port packages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serves: Option<ServedUrl>,
+}
+
+/// Where a started stdio-shaped server serves MCP over HTTP: a loopback `http://` URL with
+/// an explicit port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedUrl {
+    /// `http://127.0.0.1:PORT/PATH` (or `localhost`, `[::1]`).
+    pub url: String,
+    /// Streamable HTTP or SSE.
+    #[serde(default)]
+    pub transport: RemoteTransport,
+}
+
+impl ServedUrl {
+    /// `url` when it is `http://` on a loopback host with an explicit port and holds no
+    /// placeholder; else what is wrong with it.
+    pub fn check(url: &str) -> Result<(), &'static str> {
+        let Some(rest) = url.strip_prefix("http://") else {
+            return Err("must start with http:// (a started package serves on this machine)");
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+                (host, port)
+            }
+            _ => return Err("must name its port (http://127.0.0.1:PORT/…)"),
+        };
+        if !matches!(host, "127.0.0.1" | "localhost" | "[::1]") {
+            return Err("must be on a loopback host (127.0.0.1, localhost or [::1])");
+        }
+        if port.parse::<u16>().map_or(true, |p| p == 0) {
+            return Err("has a port outside 1..65535");
+        }
+        if url.contains("{{") || url.contains('{') {
+            return Err("may not hold a placeholder");
+        }
+        Ok(())
+    }
+
+    /// Its port.
+    pub fn port(&self) -> Option<u16> {
+        self.address().rsplit(':').next()?.parse().ok()
+    }
+
+    /// The `host:port` to dial (`localhost` as `127.0.0.1`).
+    pub fn address(&self) -> String {
+        let rest = self.url.strip_prefix("http://").unwrap_or(&self.url);
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        authority.replacen("localhost", "127.0.0.1", 1)
+    }
 }
 
 /// A named server template with its variables.

@@ -19,8 +19,8 @@ use uuid::Uuid;
 use crate::error::ConfigError;
 use crate::json::{self, Json, Syntax};
 use crate::model::{
-    Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServerOptions, ServerTemplate,
-    StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
+    Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServedUrl, ServerOptions,
+    ServerTemplate, StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
 };
 use crate::placeholder::{Segment, has_placeholders, is_valid_name, placeholder, segments};
 
@@ -57,6 +57,7 @@ const OPTION_KEYS: &[&str] = &[
     "passEnv",
     "sandbox",
     "alwaysLoad",
+    "serves",
 ];
 
 /// Keys that give a remote server's URL.
@@ -683,6 +684,7 @@ impl<'a> ServerFields<'a> {
             always_load: self.boolean("alwaysLoad")?.unwrap_or(false),
             headers_helper: None,
             transport_guessed: false,
+            serves: self.serves()?,
         })
     }
 
@@ -715,6 +717,36 @@ impl<'a> ServerFields<'a> {
             Some(program) if !program.trim().is_empty() => Ok(Some(words)),
             _ => Err(ConfigError::field(self.name, KEY, "must name a program")),
         }
+    }
+
+    /// `"serves": {"url": URL, "type": "http"|"streamable-http"|"sse"}`.
+    fn serves(&self) -> Result<Option<ServedUrl>, ConfigError> {
+        let Some(value) = self.optional("serves")? else {
+            return Ok(None);
+        };
+        let bad = |problem: String| ConfigError::field(self.name, "serves", problem);
+        let Json::Object(entries) = value else {
+            return Err(bad(format!("must be an object, not {}", value.kind())));
+        };
+        let (mut url, mut transport) = (None, RemoteTransport::StreamableHttp);
+        for (key, value) in entries {
+            match (key.as_str(), value) {
+                ("url", Json::String(text)) => url = Some(text.clone()),
+                ("type", Json::String(kind)) => {
+                    transport = match kind.as_str() {
+                        "http" | "streamable-http" | "streamableHttp" => {
+                            RemoteTransport::StreamableHttp
+                        }
+                        "sse" => RemoteTransport::Sse,
+                        _ => return Err(bad("type must be \"http\" or \"sse\"".to_owned())),
+                    }
+                }
+                _ => return Err(bad(format!("has {key:?}; it takes \"url\" and \"type\""))),
+            }
+        }
+        let url = url.ok_or_else(|| bad("needs a \"url\"".to_owned()))?;
+        ServedUrl::check(&url).map_err(|why| bad(format!("url {why}")))?;
+        Ok(Some(ServedUrl { url, transport }))
     }
 
     fn warn_unknown(&self, known: &[&str], parsed: &mut ParsedConfig) {
@@ -908,6 +940,12 @@ fn parse_server(
             cwd,
         })
     } else {
+        if options.serves.is_some() {
+            return Err(ConfigError::server(
+                name,
+                "has 'serves' beside a url; 'serves' goes with the 'command' that starts it",
+            ));
+        }
         let url_key = url_keys[0];
         let transport = match (url_key, declared) {
             (_, Some(DeclaredKind::Stdio)) => {
@@ -1105,6 +1143,63 @@ mod tests {
                 .contains("must name a program")
         );
         assert!(error(r#"{"r":{"url":"https://h","headersHelper":7}}"#).contains("headersHelper"));
+    }
+
+    #[test]
+    fn serves_is_a_loopback_url_beside_a_command() {
+        let parsed = parse_config(
+            r#"{"p":{"command":"npx","args":["--port","8080"],"serves":{"url":"http://localhost:8080/mcp","type":"sse"}}}"#,
+            Origin::Registry,
+        )
+        .expect("parsing");
+        let served = parsed.servers[0]
+            .server
+            .options
+            .serves
+            .clone()
+            .expect("serves");
+        assert_eq!(served.transport, RemoteTransport::Sse);
+        assert_eq!(
+            (served.address(), served.port()),
+            ("127.0.0.1:8080".to_owned(), Some(8080))
+        );
+        for (config, problem) in [
+            (
+                r#"{"p":{"url":"http://127.0.0.1:1/mcp","serves":{"url":"http://127.0.0.1:1/"}}}"#,
+                "beside a url",
+            ),
+            (
+                r#"{"p":{"command":"x","serves":{"url":"https://example.com:1/mcp"}}}"#,
+                "must start with http://",
+            ),
+            (
+                r#"{"p":{"command":"x","serves":{"url":"http://10.0.0.1:80/mcp"}}}"#,
+                "loopback host",
+            ),
+            (
+                r#"{"p":{"command":"x","serves":{"url":"http://127.0.0.1/mcp"}}}"#,
+                "must name its port",
+            ),
+            (
+                r#"{"p":{"command":"x","serves":{"url":"http://127.0.0.1:{{P}}/mcp"}}}"#,
+                "must name its port",
+            ),
+            (
+                r#"{"p":{"command":"x","serves":{"url":"http://127.0.0.1:1/{{T}}"}}}"#,
+                "placeholder",
+            ),
+            (
+                r#"{"p":{"command":"x","serves":{"url":"http://127.0.0.1:1/","type":"ws"}}}"#,
+                "type must be",
+            ),
+            (
+                r#"{"p":{"command":"x","serves":"http://127.0.0.1:1/"}}"#,
+                "must be an object",
+            ),
+        ] {
+            let message = error(config);
+            assert!(message.contains(problem), "{config}: {message}");
+        }
     }
 
     #[test]

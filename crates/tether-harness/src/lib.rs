@@ -523,12 +523,27 @@ fn json_escaped(text: &str) -> String {
     quoted[1..quoted.len() - 1].to_owned()
 }
 
+/// An HTTP-port package (`"serves"`) in `servers`: no harness format can say "start this,
+/// then connect to its port", so it is refused rather than written as a stdio server that
+/// would never answer on stdin.
+fn refuse_served(servers: &[RenderedServer], format: Format) -> Result<(), HarnessError> {
+    match servers.iter().find(|s| s.options.serves.is_some()) {
+        Some(server) => Err(HarnessError::Unsupported {
+            server: server.name.clone(),
+            harness: format,
+            what: "start a package and then connect to the HTTP port it serves on (\"serves\"); export with --gateway, whose gateway does".to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The config for `servers` in `format`, with real or masked values, as a structure.
 pub fn export_config(
     servers: &[RenderedServer],
     format: Format,
     exposure: Exposure,
 ) -> Result<ServersConfig, HarnessError> {
+    refuse_served(servers, format)?;
     let mut notes = Vec::new();
     let masked;
     let mut escaped = false;
@@ -654,6 +669,7 @@ pub fn export_with_references(
     format: Format,
     forbid_inline: bool,
 ) -> Result<ReferencedExport, HarnessError> {
+    refuse_served(servers, format)?;
     let mut env = Vec::new();
     let syntax = match format.harness().references {
         References::CodexEnvNames => {

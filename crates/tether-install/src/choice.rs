@@ -208,8 +208,8 @@ pub fn choose<'a>(server: &'a ServerJson, asked: Option<&str>) -> Result<Choice<
 }
 
 /// What can be used without a wish, in the order preferred: each stdio package whose runner is
-/// on `PATH`, then each remote, then each bundle (downloaded and unpacked before it can even
-/// be tried).
+/// on `PATH`, then each remote, then each package serving HTTP on a local port whose runner is
+/// on `PATH`, then each bundle (downloaded and unpacked before it can even be tried).
 pub fn usable(server: &ServerJson) -> Vec<Choice<'_>> {
     server
         .packages
@@ -217,6 +217,13 @@ pub fn usable(server: &ServerJson) -> Vec<Choice<'_>> {
         .filter(|p| p.transport.kind == "stdio" && p.registry_type != "mcpb" && on_path(&runner(p)))
         .map(Choice::Package)
         .chain(server.remotes.iter().map(Choice::Remote))
+        .chain(
+            server
+                .packages
+                .iter()
+                .filter(|p| p.transport.kind != "stdio" && !is_bundle(p) && on_path(&runner(p)))
+                .map(Choice::Package),
+        )
         .chain(
             server
                 .packages

@@ -31,7 +31,7 @@
 //! let local = local_name(server);
 //! let options = TrialOptions { startup_timeout: Duration::from_secs(60), tokens: None };
 //! if let Trial::Ready(_tools) = test_connect(&local, &built, &given, &options, &Silent).await? {
-//!     let uid = install_built(store, server, &choice, &local, &built, &given)?;
+//!     let uid = install_built(store, ("official", server), &choice, &local, &built, &given)?;
 //!     println!("{uid}");
 //! }
 //! # Ok(())

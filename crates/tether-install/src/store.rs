@@ -9,12 +9,13 @@ use uuid::Uuid;
 
 use crate::{Choice, InstallError};
 
-/// Stores `built` as the local installation `local` of `server` (run as `choice`), with
+/// Stores `built` as the local installation `local` of `server` from the registry named
+/// `registry` (run as `choice`), with
 /// `given`'s values in the secret store, atomically (`Store::install_with`: a kill at any
 /// point leaves nothing or everything): the new installation's UUID.
 pub fn install_built(
     store: &mut Store,
-    server: &ServerJson,
+    (registry, server): (&str, &ServerJson),
     choice: &Choice<'_>,
     local: &str,
     built: &BuiltConfig,
@@ -28,7 +29,7 @@ pub fn install_built(
     let mut installation = parsed_server.into_installation();
     installation.server.name = local.to_owned();
     let source = InstallSource {
-        registry: "official".to_owned(),
+        registry: registry.to_owned(),
         name: server.name.clone(),
         version: server.version.clone(),
         package: choice.describe(),

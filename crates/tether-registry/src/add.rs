@@ -372,20 +372,25 @@ fn validate(name: &str, input: &Input, value: &str) -> Result<(), BuildError> {
     }
 }
 
-/// The config for a package (stdio, or an HTTP transport the package serves once started —
-/// then the command is not stored and the URL is).
+/// The config for a package: its command line, and for a package that serves HTTP once
+/// started (`streamable-http`/`sse`) the loopback URL as `"serves"`.
 pub fn package_config(package: &Package, answers: &Answers) -> Result<BuiltConfig, BuildError> {
     if package.registry_type == "mcpb" && package.runtime_hint.is_none() {
         return Err(BuildError::Unsupported(
             "an mcpb bundle this way (`tether add --package mcpb` downloads, verifies and unpacks bundles)".to_owned(),
         ));
     }
-    if package.transport.kind != "stdio" {
-        return Err(BuildError::Unsupported(format!(
-            "a {} package serving {} (tether cannot start a server and connect to its port in one config)",
-            package.registry_type, package.transport.kind
-        )));
-    }
+    let serves = match package.transport.kind.as_str() {
+        "stdio" => None,
+        "streamable-http" | "http" => Some("http"),
+        "sse" => Some("sse"),
+        other => {
+            return Err(BuildError::Unsupported(format!(
+                "a {} package with the transport {other:?}",
+                package.registry_type
+            )));
+        }
+    };
     check_word("identifier", &package.identifier)?;
     if let Some(version) = &package.version {
         check_word("version", version)?;
@@ -421,7 +426,32 @@ pub fn package_config(package: &Package, answers: &Answers) -> Result<BuiltConfi
     if !env.is_empty() {
         server["env"] = Value::Object(env);
     }
+    if let Some(kind) = serves {
+        server["serves"] = json!({ "type": kind, "url": served_url(package, &builder)? });
+    }
     builder.finish(server)
+}
+
+/// The loopback URL an HTTP-port package serves at once started: the transport's URL with its
+/// `{variables}` filled and `localhost` as `127.0.0.1` (what tether dials).
+fn served_url(package: &Package, builder: &Builder<'_>) -> Result<String, BuildError> {
+    if !package.transport.headers.is_empty() {
+        return Err(BuildError::Unsupported(format!(
+            "a {} package serving {} with transport headers (not built yet)",
+            package.registry_type, package.transport.kind
+        )));
+    }
+    let published = package.transport.url.as_deref().unwrap_or_default();
+    let url = builder
+        .url(published)
+        .replacen("://localhost", "://127.0.0.1", 1);
+    tether_config::ServedUrl::check(&url).map_err(|why| {
+        BuildError::Unsupported(format!(
+            "a {} package serving {} at {published:?}: the URL {why}",
+            package.registry_type, package.transport.kind
+        ))
+    })?;
+    Ok(url)
 }
 
 /// A package identifier or version becomes one argument of the runner's command line, right
@@ -447,6 +477,24 @@ fn check_word(field: &'static str, value: &str) -> Result<(), BuildError> {
     }
 }
 
+/// `url` without the query parameters whose value is still one of `variables`' `{name}` (an
+/// optional variable given no value): `?region={region}` is left out, not sent literally.
+fn drop_unset_query(url: &str, variables: &BTreeMap<String, Input>) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let unset = |pair: &&str| {
+        let value = pair.split_once('=').map_or("", |(_, v)| v);
+        variables.keys().any(|name| value == format!("{{{name}}}"))
+    };
+    let kept: Vec<&str> = query.split('&').filter(|pair| !unset(pair)).collect();
+    if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    }
+}
+
 /// The config for a remote.
 pub fn remote_config(remote: &Remote, answers: &Answers) -> Result<BuiltConfig, BuildError> {
     let mut builder = Builder {
@@ -456,9 +504,12 @@ pub fn remote_config(remote: &Remote, answers: &Answers) -> Result<BuiltConfig, 
         resolved: BTreeMap::new(),
     };
     for (name, variable) in &remote.variables {
-        builder.values(name, variable)?;
+        // A secret variable's value is its placeholder (`{{NAME}}`, filled at run time).
+        if let Some(first) = builder.values(name, variable)?.into_iter().next() {
+            builder.resolved.entry(name.clone()).or_insert(first);
+        }
     }
-    let url = builder.url(&remote.url);
+    let url = drop_unset_query(&builder.url(&remote.url), &remote.variables);
     let headers = builder.pairs(&remote.headers)?;
     let kind = if remote.kind == "sse" { "sse" } else { "http" };
     let mut server = json!({ "type": kind, "url": url });

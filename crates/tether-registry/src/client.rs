@@ -85,6 +85,9 @@ pub enum Freshness {
 pub struct RegistrySettings {
     /// The official registry's base URL (default [`OFFICIAL_URL`]).
     pub official_url: String,
+    /// More registries speaking the official API (`[[registries]]`, `--registry`), asked
+    /// after the default one, in this order.
+    pub more: Vec<NamedRegistry>,
     /// Smithery's base URL (default [`SMITHERY_URL`]).
     pub smithery_url: String,
     /// Smithery's API key; Smithery is skipped by a search without one.
@@ -101,6 +104,7 @@ impl Default for RegistrySettings {
     fn default() -> Self {
         Self {
             official_url: OFFICIAL_URL.to_owned(),
+            more: Vec::new(),
             smithery_url: SMITHERY_URL.to_owned(),
             smithery_key: None,
             cache_dir: None,
@@ -124,6 +128,16 @@ pub enum ApiKey {
     Stored(KeyLookup),
 }
 
+impl ApiKey {
+    /// The value: the given one, or the stored one read now (`Ok(None)`: none stored).
+    pub fn read(&self) -> Result<Option<SecretValue>, String> {
+        match self {
+            Self::Given(value) => Ok(Some(value.clone())),
+            Self::Stored(lookup) => lookup(),
+        }
+    }
+}
+
 impl std::fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -137,8 +151,9 @@ impl std::fmt::Debug for ApiKey {
 /// cache costs no TLS set-up.
 #[derive(Debug)]
 pub struct Registries {
-    pub(crate) official: Url,
-    pub(crate) smithery: Url,
+    /// The official-API registries: the default one (`official`) first.
+    pub(crate) officials: Vec<Endpoint>,
+    pub(crate) smithery: Endpoint,
     smithery_key: Option<ApiKey>,
     /// The stored key, once read.
     smithery_stored: OnceLock<Result<Option<SecretValue>, String>>,
@@ -155,9 +170,9 @@ pub(crate) struct Reply {
     pub body: Vec<u8>,
 }
 
-fn base_url(source: Source, text: &str) -> Result<Url, RegistryError> {
+fn base_url(name: &str, text: &str) -> Result<Url, RegistryError> {
     let bad = || RegistryError::BadUrl {
-        registry: source.title(),
+        registry: registry_title(name),
         url: text.to_owned(),
     };
     let url = Url::parse(text).map_err(|_| bad())?;
@@ -167,12 +182,126 @@ fn base_url(source: Source, text: &str) -> Result<Url, RegistryError> {
     Ok(url)
 }
 
+/// The default official-API registry's name.
+pub const OFFICIAL_NAME: &str = "official";
+
+/// Smithery's name.
+pub const SMITHERY_NAME: &str = "smithery";
+
+/// A further registry speaking the official API: `[[registries]]` in config.toml, or
+/// `--registry [NAME=]URL`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedRegistry {
+    /// What rows are tagged with and `NAME:server` picks (letters, digits, `.`, `_`, `-`).
+    pub name: String,
+    /// Its base URL (the one under which `/v0.1/servers` is served).
+    pub url: String,
+}
+
+impl NamedRegistry {
+    /// `NAME=URL`, or a bare `URL` named after its host (and port: `127.0.0.1-8080`).
+    pub fn parse(text: &str) -> Result<Self, RegistryError> {
+        let (name, url) = match text.split_once('=') {
+            Some((name, url)) if !name.contains(':') && !name.contains('/') => {
+                (name.to_owned(), url)
+            }
+            _ => {
+                let url = Url::parse(text).map_err(|_| RegistryError::BadUrl {
+                    registry: format!("the registry {text:?}"),
+                    url: text.to_owned(),
+                })?;
+                let host = url
+                    .host_str()
+                    .unwrap_or_default()
+                    .replace([':', '[', ']'], "-");
+                let name = match url.port() {
+                    Some(port) => format!("{host}-{port}"),
+                    None => host,
+                };
+                (name, text)
+            }
+        };
+        Ok(Self {
+            name,
+            url: url.to_owned(),
+        })
+    }
+}
+
+/// A registry name: non-empty, letters, digits, `.`, `_`, `-` (never `:` or `/`, which
+/// `NAME:server` relies on), and not a built-in one.
+fn check_name(name: &str) -> Result<(), RegistryError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return Err(RegistryError::BadRegistry(format!(
+            "{name:?} cannot name a registry: use letters, digits, '.', '_' and '-'"
+        )));
+    }
+    if name == OFFICIAL_NAME || name == SMITHERY_NAME {
+        return Err(RegistryError::BadRegistry(format!(
+            "{name:?} is a built-in registry's name; give this one another (NAME=URL)"
+        )));
+    }
+    Ok(())
+}
+
+/// How messages call the registry named `name`.
+pub fn registry_title(name: &str) -> String {
+    match name {
+        OFFICIAL_NAME => Source::Official.title().to_owned(),
+        SMITHERY_NAME => Source::Smithery.title().to_owned(),
+        other => format!("the registry {other}"),
+    }
+}
+
+/// One registry: what API it speaks, its name and base URL.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    pub source: Source,
+    pub name: String,
+    pub base: Url,
+}
+
+impl Endpoint {
+    fn new(source: Source, name: &str, url: &str) -> Result<Self, RegistryError> {
+        Ok(Self {
+            source,
+            name: name.to_owned(),
+            base: base_url(name, url)?,
+        })
+    }
+
+    /// How messages call it.
+    pub fn title(&self) -> String {
+        registry_title(&self.name)
+    }
+}
+
 impl Registries {
     /// Clients for `settings`; fails only on a malformed base URL.
     pub fn new(settings: RegistrySettings) -> Result<Self, RegistryError> {
+        let mut officials = vec![Endpoint::new(
+            Source::Official,
+            OFFICIAL_NAME,
+            &settings.official_url,
+        )?];
+        for more in &settings.more {
+            check_name(&more.name)?;
+            if officials.iter().any(|e| e.name == more.name) {
+                return Err(RegistryError::BadRegistry(format!(
+                    "two registries are named {:?}; give each a name of its own (NAME=URL)",
+                    more.name
+                )));
+            }
+            officials.push(Endpoint::new(Source::Official, &more.name, &more.url)?);
+        }
         Ok(Self {
-            official: base_url(Source::Official, &settings.official_url)?,
-            smithery: base_url(Source::Smithery, &settings.smithery_url)?,
+            officials,
+            smithery: Endpoint::new(Source::Smithery, SMITHERY_NAME, &settings.smithery_url)?,
             smithery_key: settings.smithery_key,
             smithery_stored: OnceLock::new(),
             cache: settings.cache_dir.map(Cache::new),
@@ -202,17 +331,55 @@ impl Registries {
         self.smithery_key.is_some()
     }
 
-    /// The base URL of `source`.
+    /// The base URL of `source` (the default registry for [`Source::Official`]).
     pub fn base(&self, source: Source) -> &Url {
         match source {
-            Source::Official => &self.official,
-            Source::Smithery => &self.smithery,
+            Source::Official => &self.officials[0].base,
+            Source::Smithery => &self.smithery.base,
+        }
+    }
+
+    /// The names of the registries, in the order they are asked (`official` first, `smithery`
+    /// last).
+    pub fn names(&self) -> Vec<&str> {
+        self.officials
+            .iter()
+            .chain([&self.smithery])
+            .map(|e| e.name.as_str())
+            .collect()
+    }
+
+    /// The registry called `name`.
+    pub(crate) fn endpoint(&self, name: &str) -> Result<&Endpoint, RegistryError> {
+        self.officials
+            .iter()
+            .chain([&self.smithery])
+            .find(|e| e.name == name)
+            .ok_or_else(|| {
+                RegistryError::BadRegistry(format!(
+                    "no registry is named {name:?}; the registries are {}",
+                    self.names().join(", ")
+                ))
+            })
+    }
+
+    /// `REGISTRY:NAME` → that registry and `NAME`; a name without `:` → `None` and itself.
+    /// Registry names never hold `:`, and the official registry's server names never do
+    /// (`^[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+$`), nor Smithery's (`@owner/name`), so the prefix is
+    /// unambiguous where a `/` would not be.
+    pub(crate) fn split<'a>(
+        &self,
+        name: &'a str,
+    ) -> Result<(Option<&Endpoint>, &'a str), RegistryError> {
+        match name.split_once(':') {
+            Some((registry, rest)) => Ok((Some(self.endpoint(registry)?), rest)),
+            None => Ok((None, name)),
         }
     }
 
     /// `base` + path segments (each percent-encoded, `/` included) + query pairs.
-    pub(crate) fn url(&self, source: Source, segments: &[&str], query: &[(&str, &str)]) -> Url {
-        let mut url = self.base(source).clone();
+    pub(crate) fn url(&self, at: &Endpoint, segments: &[&str], query: &[(&str, &str)]) -> Url {
+        let mut url = at.base.clone();
         if let Ok(mut path) = url.path_segments_mut() {
             path.pop_if_empty().extend(segments);
         }
@@ -241,7 +408,7 @@ impl Registries {
     /// [`RegistryError::Unreachable`]; any status is returned as it is.
     pub(crate) async fn send(
         &self,
-        source: Source,
+        at: &Endpoint,
         url: &Url,
         etag: Option<&str>,
     ) -> Result<Reply, RegistryError> {
@@ -249,7 +416,7 @@ impl Registries {
             .http()?
             .get(url.clone())
             .header("Accept", "application/json");
-        if source == Source::Smithery {
+        if at.source == Source::Smithery {
             let key = self.smithery_key()?;
             let mut value =
                 HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
@@ -266,13 +433,13 @@ impl Registries {
         let transport = |e: reqwest::Error| {
             if e.is_timeout() {
                 RegistryError::Timeout {
-                    registry: source.title(),
+                    registry: at.title(),
                     seconds: self.timeout.as_secs().max(1),
                     url: url.to_string(),
                 }
             } else {
                 RegistryError::Unreachable {
-                    registry: source.title(),
+                    registry: at.title(),
                     url: url.to_string(),
                     reason: root_cause(&e),
                 }
@@ -286,7 +453,7 @@ impl Registries {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         let too_large = || RegistryError::TooLarge {
-            registry: source.title(),
+            registry: at.title(),
             url: url.to_string(),
             limit_mib: MAX_RESPONSE_BYTES / (1024 * 1024),
         };
@@ -309,7 +476,7 @@ impl Registries {
 
     /// The error for a status other than 200/304/404.
     pub(crate) fn status_error(
-        source: Source,
+        at: &Endpoint,
         url: &Url,
         status: u16,
         body: &[u8],
@@ -320,7 +487,7 @@ impl Registries {
             .take(200)
             .collect::<String>();
         RegistryError::Status {
-            registry: source.title(),
+            registry: at.title(),
             status,
             url: url.to_string(),
             detail: (!detail.is_empty()).then_some(detail),
@@ -328,12 +495,12 @@ impl Registries {
     }
 
     pub(crate) fn decode<T: DeserializeOwned>(
-        source: Source,
+        at: &Endpoint,
         url: &Url,
         body: &[u8],
     ) -> Result<T, RegistryError> {
         serde_json::from_slice(body).map_err(|e| RegistryError::Decode {
-            registry: source.title(),
+            registry: at.title(),
             url: url.to_string(),
             reason: format!(
                 "{} at line {}, column {}",
@@ -367,11 +534,12 @@ impl Registries {
     /// GET one JSON document through the cache. `not_found` is the error for a 404.
     pub(crate) async fn fetch<T: DeserializeOwned + Serialize>(
         &self,
-        source: Source,
+        at: &Endpoint,
         url: Url,
         not_found: impl FnOnce() -> RegistryError,
     ) -> Result<(T, Freshness), RegistryError> {
-        let key = format!("GET {url}");
+        // Keyed by the registry's name as well as the URL: two registries never share an entry.
+        let key = format!("GET {} {url}", at.name);
         let (cached, fresh) = self.fresh::<T>(&key);
         match cached {
             Some(entry) if fresh => {
@@ -380,19 +548,19 @@ impl Registries {
             }
             cached => {
                 let etag = cached.as_ref().and_then(|e| e.etag.as_deref());
-                match (self.send(source, &url, etag).await, cached) {
+                match (self.send(at, &url, etag).await, cached) {
                     (Ok(reply), Some(entry)) if reply.status == 304 => {
                         self.store(&key, entry.etag.clone(), &entry.body);
                         Ok((entry.body, Freshness::Revalidated))
                     }
                     (Ok(reply), _) if reply.status == 200 => {
-                        let body: T = Self::decode(source, &url, &reply.body)?;
+                        let body: T = Self::decode(at, &url, &reply.body)?;
                         self.store(&key, reply.etag, &body);
                         Ok((body, Freshness::Network))
                     }
                     (Ok(reply), _) if reply.status == 404 => Err(not_found()),
                     (Ok(reply), cached) => {
-                        let error = Self::status_error(source, &url, reply.status, &reply.body);
+                        let error = Self::status_error(at, &url, reply.status, &reply.body);
                         offline_or(error, cached, reply.status >= 500)
                     }
                     (Err(error), cached) => offline_or(error, cached, true),
@@ -440,4 +608,30 @@ fn root_cause(e: &reqwest::Error) -> String {
         source = next;
     }
     source.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registry_flag_is_name_equals_url_or_a_url_named_after_its_host() {
+        let named = NamedRegistry::parse("corp=https://mcp.example.com/reg").expect("parsing");
+        assert_eq!(
+            (named.name.as_str(), named.url.as_str()),
+            ("corp", "https://mcp.example.com/reg")
+        );
+        let bare = NamedRegistry::parse("http://127.0.0.1:8080/?a=b").expect("parsing");
+        assert_eq!(bare.name, "127.0.0.1-8080");
+        assert_eq!(bare.url, "http://127.0.0.1:8080/?a=b");
+        assert!(NamedRegistry::parse("not a url").is_err());
+        for bad in ["", "a:b", "official", "smithery", "x y"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        let twice = Registries::new(RegistrySettings {
+            more: vec![named.clone(), named],
+            ..RegistrySettings::default()
+        });
+        assert!(matches!(twice, Err(RegistryError::BadRegistry(_))));
+    }
 }

@@ -9,7 +9,7 @@ pub enum RegistryError {
     #[error("{registry} answered {status} for {url}{}", detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
     Status {
         /// Which registry (`official registry`, `Smithery`).
-        registry: &'static str,
+        registry: String,
         /// The HTTP status.
         status: u16,
         /// The URL asked (no credentials are ever in it).
@@ -22,7 +22,7 @@ pub enum RegistryError {
     #[error("{registry} did not answer within {seconds} s ({url})")]
     Timeout {
         /// Which registry.
-        registry: &'static str,
+        registry: String,
         /// The timeout.
         seconds: u64,
         /// The URL asked.
@@ -33,7 +33,7 @@ pub enum RegistryError {
     #[error("cannot reach {registry} at {url}: {reason}")]
     Unreachable {
         /// Which registry.
-        registry: &'static str,
+        registry: String,
         /// The URL asked.
         url: String,
         /// What failed.
@@ -45,7 +45,7 @@ pub enum RegistryError {
     #[error("{registry} sent more than {limit_mib} MiB for {url}; refused")]
     TooLarge {
         /// Which registry.
-        registry: &'static str,
+        registry: String,
         /// The URL asked.
         url: String,
         /// The limit, in MiB.
@@ -55,7 +55,7 @@ pub enum RegistryError {
     #[error("{registry} sent an answer tether cannot read for {url}: {reason}")]
     Decode {
         /// Which registry.
-        registry: &'static str,
+        registry: String,
         /// The URL asked.
         url: String,
         /// The decoder's message (positions and field names, no values).
@@ -66,7 +66,7 @@ pub enum RegistryError {
     #[error("{registry} has no server {name}{}", version.as_deref().map(|v| format!(" at version {v}")).unwrap_or_default())]
     NotFound {
         /// Which registry.
-        registry: &'static str,
+        registry: String,
         /// The name asked for.
         name: String,
         /// The version asked for, when not `latest`.
@@ -77,7 +77,7 @@ pub enum RegistryError {
     #[error("the URL of {registry}, {url:?}, is not a valid http(s) URL")]
     BadUrl {
         /// Which registry.
-        registry: &'static str,
+        registry: String,
         /// The URL given.
         url: String,
     },
@@ -87,6 +87,11 @@ pub enum RegistryError {
         "Smithery needs an API key: store it once with `tether secrets set --registry smithery`, or set SMITHERY_API_KEY (or smithery_api_key_file in config.toml)"
     )]
     NoSmitheryKey,
+
+    /// A registry name or `NAME:server` prefix that names no registry, a duplicate or a
+    /// malformed name. The caller fixes its arguments or config (exit 2).
+    #[error("{0}")]
+    BadRegistry(String),
 
     /// The HTTP client could not be built (TLS set-up).
     #[error("cannot set up the HTTP client: {0}")]

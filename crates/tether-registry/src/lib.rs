@@ -26,14 +26,15 @@ pub mod mcpb;
 pub mod model;
 mod search;
 mod show;
+pub mod smithery_add;
 
 pub use client::{
-    ApiKey, FRESH_FOR, Freshness, KeyLookup, OFFICIAL_URL, Registries, RegistrySettings,
-    SMITHERY_URL, Source,
+    ApiKey, FRESH_FOR, Freshness, KeyLookup, NamedRegistry, OFFICIAL_NAME, OFFICIAL_URL,
+    Registries, RegistrySettings, SMITHERY_NAME, SMITHERY_URL, Source, registry_title,
 };
 pub use error::RegistryError;
 pub use search::{SearchQuery, SearchResults, SearchRow, SourceReport};
 pub use show::{
-    InputKind, InputRow, LaunchOption, ServerDetails, official_details, package_command,
+    Found, InputKind, InputRow, LaunchOption, ServerDetails, official_details, package_command,
     package_option, remote_option, runner, smithery_details,
 };

@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::cache::Entry;
-use crate::client::{Freshness, Registries, Source, offline_or};
+use crate::client::{Endpoint, Freshness, Registries, SMITHERY_NAME, Source, offline_or};
 use crate::error::RegistryError;
 use crate::model::{ServerList, ServerResponse, SmitheryList, SmitheryServer, Status};
 
@@ -19,8 +19,9 @@ pub struct SearchQuery {
     pub text: String,
     /// Rows wanted in all (1 to 100).
     pub limit: usize,
-    /// Only these registries (`None`: every enabled one).
-    pub source: Option<Source>,
+    /// Only the registry of this name (`official`, `smithery`, a configured one; `None`:
+    /// every enabled one).
+    pub source: Option<String>,
     /// Show deprecated and deleted entries too.
     pub include_hidden: bool,
 }
@@ -40,8 +41,10 @@ pub struct SearchRow {
     /// The latest version (Smithery has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// Which registry.
+    /// Which API it came through.
     pub source: Source,
+    /// The name of the registry it came from (`official`, `smithery`, a configured one).
+    pub registry: String,
     /// Lifecycle status.
     pub status: Status,
 }
@@ -49,8 +52,10 @@ pub struct SearchRow {
 /// How one registry answered.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SourceReport {
-    /// Which registry.
+    /// Which API.
     pub source: Source,
+    /// Which registry.
+    pub registry: String,
     /// Where its rows came from; `None` when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub freshness: Option<Freshness>,
@@ -68,7 +73,45 @@ pub struct SearchResults {
     pub sources: Vec<SourceReport>,
 }
 
-fn official_row(response: &ServerResponse) -> SearchRow {
+impl SearchResults {
+    /// The table `tether search` prints: name, version, transports, the registry, then
+    /// `title: description` (`[deprecated]`/`[deleted]` first for hidden entries).
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        let width = |text: &dyn Fn(&SearchRow) -> String, least: usize| {
+            let widest = self.rows.iter().map(|r| text(r).chars().count()).max();
+            widest.unwrap_or(0).max(least)
+        };
+        let name = width(&|r| r.name.clone(), 4);
+        let version = width(&|r| r.version.clone().unwrap_or_else(|| "-".into()), 7);
+        let transports = width(&|r| r.transports.join(","), 10);
+        let registry = width(&|r| r.registry.clone(), 8);
+        let mut out = format!(
+            "{:name$}  {:version$}  {:transports$}  {:registry$}  DESCRIPTION\n",
+            "NAME", "VERSION", "TRANSPORTS", "SOURCE"
+        );
+        for row in &self.rows {
+            let mut description = match &row.title {
+                Some(title) if !title.is_empty() => format!("{title}: {}", row.description),
+                _ => row.description.clone(),
+            };
+            if row.status.is_hidden() {
+                description = format!("[{}] {description}", row.status.as_str());
+            }
+            let _ = writeln!(
+                out,
+                "{:name$}  {:version$}  {:transports$}  {:registry$}  {description}",
+                row.name,
+                row.version.as_deref().unwrap_or("-"),
+                row.transports.join(","),
+                row.registry,
+            );
+        }
+        out
+    }
+}
+
+fn official_row(registry: &str, response: &ServerResponse) -> SearchRow {
     let server = &response.server;
     SearchRow {
         name: server.name.clone(),
@@ -77,6 +120,7 @@ fn official_row(response: &ServerResponse) -> SearchRow {
         transports: server.transports(),
         version: (!server.version.is_empty()).then(|| server.version.clone()),
         source: Source::Official,
+        registry: registry.to_owned(),
         status: response.status(),
     }
 }
@@ -89,6 +133,7 @@ fn smithery_row(server: &SmitheryServer) -> SearchRow {
         transports: vec![if server.remote { "remote" } else { "local" }.to_owned()],
         version: None,
         source: Source::Smithery,
+        registry: SMITHERY_NAME.to_owned(),
         status: Status::Active,
     }
 }
@@ -146,19 +191,19 @@ impl Registries {
     /// One page; the error says whether the cache may stand in (transport errors and 5xx).
     async fn page<L: DeserializeOwned>(
         &self,
-        source: Source,
+        at: &Endpoint,
         url: &reqwest::Url,
         etag: Option<&str>,
     ) -> Result<Page<L>, (RegistryError, bool)> {
-        let reply = self.send(source, url, etag).await.map_err(|e| (e, true))?;
+        let reply = self.send(at, url, etag).await.map_err(|e| (e, true))?;
         match reply.status {
             304 if etag.is_some() => Ok(Page::NotModified),
             200 => Ok(Page::Fresh {
-                list: Self::decode(source, url, &reply.body).map_err(|e| (e, false))?,
+                list: Self::decode(at, url, &reply.body).map_err(|e| (e, false))?,
                 etag: reply.etag,
             }),
             status => Err((
-                Self::status_error(source, url, status, &reply.body),
+                Self::status_error(at, url, status, &reply.body),
                 status >= 500,
             )),
         }
@@ -167,54 +212,49 @@ impl Registries {
     /// Searches every registry `query` names (Smithery only with an API key), concurrently,
     /// and merges. Fails only when every registry asked failed.
     pub async fn search(&self, query: &SearchQuery) -> Result<SearchResults, RegistryError> {
-        let ask_official = query.source.is_none_or(|s| s == Source::Official);
-        let ask_smithery = match query.source {
-            Some(Source::Smithery) if !self.smithery_enabled() => {
-                return Err(RegistryError::NoSmitheryKey);
+        let asked: Vec<&Endpoint> = match query.source.as_deref() {
+            Some(name) => {
+                let at = self.endpoint(name)?;
+                if at.source == Source::Smithery && !self.smithery_enabled() {
+                    return Err(RegistryError::NoSmitheryKey);
+                }
+                vec![at]
             }
-            Some(Source::Smithery) => true,
-            Some(Source::Official) => false,
-            None => self.smithery_enabled(),
+            None => self
+                .officials
+                .iter()
+                .chain(self.smithery_enabled().then_some(&self.smithery))
+                .collect(),
         };
-        let official = async {
-            if ask_official {
-                Some(self.search_official(query).await)
-            } else {
-                None
+        let outcomes = futures_util::future::join_all(asked.iter().map(|at| async move {
+            match at.source {
+                Source::Official => self.search_official(at, query).await,
+                Source::Smithery => self.search_smithery(at, query).await,
             }
-        };
-        let smithery = async {
-            if ask_smithery {
-                Some(self.search_smithery(query).await)
-            } else {
-                None
-            }
-        };
-        let (official, smithery) = tokio::join!(official, smithery);
+        }))
+        .await;
 
         let mut lists = Vec::new();
         let mut sources = Vec::new();
         let mut errors = Vec::new();
-        for (source, outcome) in [(Source::Official, official), (Source::Smithery, smithery)] {
+        for (at, outcome) in asked.into_iter().zip(outcomes) {
+            let mut report = SourceReport {
+                source: at.source,
+                registry: at.name.clone(),
+                freshness: None,
+                error: None,
+            };
             match outcome {
-                None => {}
-                Some(Ok((rows, freshness))) => {
+                Ok((rows, freshness)) => {
                     lists.push(rows);
-                    sources.push(SourceReport {
-                        source,
-                        freshness: Some(freshness),
-                        error: None,
-                    });
+                    report.freshness = Some(freshness);
                 }
-                Some(Err(error)) => {
-                    sources.push(SourceReport {
-                        source,
-                        freshness: None,
-                        error: Some(error.to_string()),
-                    });
+                Err(error) => {
+                    report.error = Some(error.to_string());
                     errors.push(error);
                 }
             }
+            sources.push(report);
         }
         if lists.is_empty()
             && let Some(error) = errors.into_iter().next()
@@ -276,18 +316,19 @@ impl Registries {
 
     async fn search_official(
         &self,
+        at: &Endpoint,
         query: &SearchQuery,
     ) -> Result<(Vec<SearchRow>, Freshness), RegistryError> {
         let key = format!(
-            "official search {} {:?} {} {}",
-            self.official, query.text, query.limit, query.include_hidden
+            "official search {} {} {:?} {} {}",
+            at.name, at.base, query.text, query.limit, query.include_hidden
         );
         let (servers, freshness) = self
             .cached_list(&key, async |cached| {
-                self.official_pages(query, cached).await
+                self.official_pages(at, query, cached).await
             })
             .await?;
-        let rows = servers.iter().map(official_row).collect();
+        let rows = servers.iter().map(|s| official_row(&at.name, s)).collect();
         Ok((rows, freshness))
     }
 
@@ -295,6 +336,7 @@ impl Registries {
     /// when it has an ETag (304 → unchanged), else `updated_since` and a merge by name.
     async fn official_pages(
         &self,
+        at: &Endpoint,
         query: &SearchQuery,
         cached: Option<&Entry<Vec<ServerResponse>>>,
     ) -> Pages<ServerResponse> {
@@ -320,13 +362,13 @@ impl Registries {
             if let Some(cursor) = &cursor {
                 params.push(("cursor", cursor));
             }
-            let url = self.url(Source::Official, &["v0.1", "servers"], &params);
+            let url = self.url(at, &["v0.1", "servers"], &params);
             let etag = if page == 0 {
                 cached.and_then(|e| e.etag.as_deref())
             } else {
                 None
             };
-            let list: ServerList = match self.page(Source::Official, &url, etag).await? {
+            let list: ServerList = match self.page(at, &url, etag).await? {
                 Page::NotModified => return unchanged(cached),
                 Page::Fresh { list, etag } => {
                     if page == 0 {
@@ -371,15 +413,16 @@ impl Registries {
 
     async fn search_smithery(
         &self,
+        at: &Endpoint,
         query: &SearchQuery,
     ) -> Result<(Vec<SearchRow>, Freshness), RegistryError> {
         let key = format!(
             "smithery search {} {:?} {}",
-            self.smithery, query.text, query.limit
+            at.base, query.text, query.limit
         );
         let (servers, freshness) = self
             .cached_list(&key, async |cached| {
-                self.smithery_pages(query, cached).await
+                self.smithery_pages(at, query, cached).await
             })
             .await?;
         let rows = servers.iter().take(query.limit).map(smithery_row).collect();
@@ -388,6 +431,7 @@ impl Registries {
 
     async fn smithery_pages(
         &self,
+        at: &Endpoint,
         query: &SearchQuery,
         cached: Option<&Entry<Vec<SmitheryServer>>>,
     ) -> Pages<SmitheryServer> {
@@ -397,7 +441,7 @@ impl Registries {
         for page in 1..=MAX_PAGES {
             let number = page.to_string();
             let url = self.url(
-                Source::Smithery,
+                at,
                 &["servers"],
                 &[
                     ("q", &query.text),
@@ -410,7 +454,7 @@ impl Registries {
             } else {
                 None
             };
-            let list: SmitheryList = match self.page(Source::Smithery, &url, etag).await? {
+            let list: SmitheryList = match self.page(at, &url, etag).await? {
                 Page::NotModified => return unchanged(cached),
                 Page::Fresh { list, etag } => {
                     if page == 1 {

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::client::{Freshness, Registries, Source};
+use crate::client::{Endpoint, Freshness, OFFICIAL_NAME, Registries, SMITHERY_NAME, Source};
 use crate::error::RegistryError;
 use crate::model::{
     Argument, Input, KeyValueInput, Package, Remote, ServerList, ServerResponse,
@@ -110,8 +110,10 @@ pub struct LaunchOption {
 /// What `show` found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerDetails {
-    /// Which registry.
+    /// Which API.
     pub source: Source,
+    /// The name of the registry it came from (`official`, `smithery`, a configured one).
+    pub registry: String,
     /// Where the answer came from.
     pub freshness: Freshness,
     /// The name.
@@ -395,7 +397,7 @@ pub fn remote_option(remote: &Remote) -> LaunchOption {
     }
 }
 
-fn schema_inputs(schema: Option<&Value>) -> Vec<InputRow> {
+pub(crate) fn schema_inputs(schema: Option<&Value>) -> Vec<InputRow> {
     let Some(schema) = schema else {
         return Vec::new();
     };
@@ -487,6 +489,7 @@ pub fn official_details(response: &ServerResponse, freshness: Freshness) -> Serv
         .collect();
     ServerDetails {
         source: Source::Official,
+        registry: OFFICIAL_NAME.to_owned(),
         freshness,
         name: server.name.clone(),
         title: server.title.clone(),
@@ -506,6 +509,7 @@ pub fn official_details(response: &ServerResponse, freshness: Freshness) -> Serv
 pub fn smithery_details(detail: &SmitheryDetail, freshness: Freshness) -> ServerDetails {
     ServerDetails {
         source: Source::Smithery,
+        registry: SMITHERY_NAME.to_owned(),
         freshness,
         name: detail.qualified_name.clone(),
         title: detail.display_name.clone(),
@@ -525,15 +529,67 @@ pub fn smithery_details(detail: &SmitheryDetail, freshness: Freshness) -> Server
     }
 }
 
+/// An official-API entry and the name of the registry that had it.
+pub type Found = (ServerResponse, Freshness, String);
+
 impl Registries {
-    /// One version (`None`: the latest) of an official entry.
+    /// One version (`None`: the latest) of an official-API entry: `REGISTRY:NAME` from that
+    /// registry; a plain name from the first registry, in order, that has it (one that fails
+    /// is passed over; when none has it, the first failure, else not found). A Smithery name
+    /// (`@owner/name`, `smithery:NAME`) is its hosted remote ([`Registries::smithery_addable`]).
     pub async fn official_server(
         &self,
         name: &str,
         version: Option<&str>,
+    ) -> Result<Found, RegistryError> {
+        let (at, bare) = self.split(name)?;
+        match at {
+            Some(at) if at.source == Source::Smithery => self.smithery_addable(bare).await,
+            None if bare.starts_with('@') => self.smithery_addable(bare).await,
+            _ => self.official_only(name, version).await,
+        }
+    }
+
+    /// [`Registries::official_server`] without Smithery: `REGISTRY:NAME` from that
+    /// official-API registry, a plain name from the first one that has it.
+    async fn official_only(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> Result<Found, RegistryError> {
+        let (at, name) = self.split(name)?;
+        let candidates: Vec<&Endpoint> = match at {
+            Some(at) => vec![at],
+            None => self.officials.iter().collect(),
+        };
+        let mut failure = None;
+        for at in candidates {
+            match self.official_in(at, name, version).await {
+                Ok((response, freshness)) => return Ok((response, freshness, at.name.clone())),
+                Err(error @ RegistryError::NotFound { .. }) => {
+                    failure.get_or_insert((false, error));
+                }
+                Err(error) => {
+                    if !failure.as_ref().is_some_and(|(real, _)| *real) {
+                        failure = Some((true, error));
+                    }
+                }
+            }
+        }
+        Err(failure.map_or_else(
+            || RegistryError::BadRegistry("no registry to ask".to_owned()),
+            |(_, error)| error,
+        ))
+    }
+
+    async fn official_in(
+        &self,
+        at: &Endpoint,
+        name: &str,
+        version: Option<&str>,
     ) -> Result<(ServerResponse, Freshness), RegistryError> {
         let url = self.url(
-            Source::Official,
+            at,
             &[
                 "v0.1",
                 "servers",
@@ -543,24 +599,25 @@ impl Registries {
             ],
             &[],
         );
-        self.fetch(Source::Official, url, || RegistryError::NotFound {
-            registry: Source::Official.title(),
+        self.fetch(at, url, || RegistryError::NotFound {
+            registry: at.title(),
             name: name.to_owned(),
             version: version.map(str::to_owned),
         })
         .await
     }
 
-    /// Every version of an official entry, newest first.
-    pub async fn official_versions(&self, name: &str) -> Result<Vec<String>, RegistryError> {
-        let url = self.url(
-            Source::Official,
-            &["v0.1", "servers", name, "versions"],
-            &[],
-        );
+    /// Every version of an official-API entry in the registry named `registry`, newest first.
+    pub async fn official_versions(
+        &self,
+        registry: &str,
+        name: &str,
+    ) -> Result<Vec<String>, RegistryError> {
+        let at = self.endpoint(registry)?;
+        let url = self.url(at, &["v0.1", "servers", name, "versions"], &[]);
         let (list, _): (ServerList, _) = self
-            .fetch(Source::Official, url, || RegistryError::NotFound {
-                registry: Source::Official.title(),
+            .fetch(at, url, || RegistryError::NotFound {
+                registry: at.title(),
                 name: name.to_owned(),
                 version: None,
             })
@@ -568,13 +625,15 @@ impl Registries {
         Ok(list.servers.into_iter().map(|s| s.server.version).collect())
     }
 
-    /// `details` with its versions; a failure to list them leaves the list empty (the entry
-    /// itself was found).
-    async fn with_versions(&self, mut details: ServerDetails) -> ServerDetails {
-        match self.official_versions(&details.name).await {
+    /// The details of `found`, with its versions; a failure to list them leaves the list empty
+    /// (the entry itself was found).
+    async fn with_versions(&self, (response, freshness, registry): Found) -> ServerDetails {
+        let mut details = official_details(&response, freshness);
+        match self.official_versions(&registry, &details.name).await {
             Ok(versions) => details.versions = versions,
             Err(e) => tracing::debug!("cannot list the versions of {}: {e}", details.name),
         }
+        details.registry = registry;
         details
     }
 
@@ -586,42 +645,48 @@ impl Registries {
         if !self.smithery_enabled() {
             return Err(RegistryError::NoSmitheryKey);
         }
-        let url = self.url(Source::Smithery, &["servers", name], &[]);
-        self.fetch(Source::Smithery, url, || RegistryError::NotFound {
-            registry: Source::Smithery.title(),
+        let at = &self.smithery;
+        let url = self.url(at, &["servers", name], &[]);
+        self.fetch(at, url, || RegistryError::NotFound {
+            registry: at.title(),
             name: name.to_owned(),
             version: None,
         })
         .await
     }
 
-    /// `show NAME`: from `source`, or the official registry and then (on 404, with a key)
+    /// `show NAME`: from the registry `source` names or `NAME`'s `REGISTRY:` prefix, else the
+    /// official-API registries in order and then (not found, no version, with a key)
     /// Smithery.
     pub async fn show(
         &self,
         name: &str,
         version: Option<&str>,
-        source: Option<Source>,
+        source: Option<&str>,
     ) -> Result<ServerDetails, RegistryError> {
-        match source {
-            Some(Source::Smithery) => {
-                let (detail, freshness) = self.smithery_server(name).await?;
+        let (prefix, bare) = self.split(name)?;
+        let at = match (prefix, source) {
+            (Some(at), _) => Some(at),
+            (None, Some(source)) => Some(self.endpoint(source)?),
+            (None, None) => None,
+        };
+        match at {
+            Some(at) if at.source == Source::Smithery => {
+                let (detail, freshness) = self.smithery_server(bare).await?;
                 Ok(smithery_details(&detail, freshness))
             }
-            Some(Source::Official) => {
-                let (response, freshness) = self.official_server(name, version).await?;
+            Some(at) => {
+                let (response, freshness) = self.official_in(at, bare, version).await?;
                 Ok(self
-                    .with_versions(official_details(&response, freshness))
+                    .with_versions((response, freshness, at.name.clone()))
                     .await)
             }
-            None => match self.official_server(name, version).await {
-                Ok((response, freshness)) => Ok(self
-                    .with_versions(official_details(&response, freshness))
-                    .await),
+            None => match self.official_only(bare, version).await {
+                Ok(found) => Ok(self.with_versions(found).await),
                 Err(RegistryError::NotFound { .. })
                     if version.is_none() && self.smithery_enabled() =>
                 {
-                    let (detail, freshness) = self.smithery_server(name).await?;
+                    let (detail, freshness) = self.smithery_server(bare).await?;
                     Ok(smithery_details(&detail, freshness))
                 }
                 Err(error) => Err(error),

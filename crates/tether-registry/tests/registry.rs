@@ -30,6 +30,7 @@ impl Setup {
     fn clients(&self, key: Option<&str>, refresh: bool) -> Registries {
         Registries::new(RegistrySettings {
             official_url: self.registry.url.clone(),
+            more: Vec::new(),
             smithery_url: self.registry.url.clone(),
             smithery_key: key.map(|k| ApiKey::Given(SecretValue::new(k.to_owned()))),
             cache_dir: Some(self.cache.path().to_owned()),
@@ -60,7 +61,7 @@ fn query(text: &str, limit: usize, source: Option<Source>) -> SearchQuery {
     SearchQuery {
         text: text.to_owned(),
         limit,
-        source,
+        source: source.map(|s| s.as_str().to_owned()),
         include_hidden: false,
     }
 }
@@ -193,6 +194,7 @@ async fn a_stored_key_is_read_once_and_only_when_a_request_needs_it() {
     let lookups = std::sync::Arc::new(AtomicUsize::new(0));
     let settings = |refresh| RegistrySettings {
         official_url: setup.registry.url.clone(),
+        more: Vec::new(),
         smithery_url: setup.registry.url.clone(),
         smithery_key: Some(stored_key(Some(FIXTURE_SMITHERY_KEY), &lookups)),
         cache_dir: Some(setup.cache.path().to_owned()),
@@ -541,7 +543,7 @@ async fn show_describes_how_each_package_and_remote_launches_and_every_input() {
     );
 
     let weather = clients
-        .show("io.github.example/weather", None, Some(Source::Official))
+        .show("io.github.example/weather", None, Some("official"))
         .await
         .expect("showing");
     assert_eq!(

@@ -284,13 +284,17 @@ fn report(policy: &Policy, cgroup: bool) -> Report {
             if AccessNet::from_all(abi).is_empty() {
                 missing.push(format!("TCP port rules (Landlock {abi} has none)"));
             } else {
+                let listening = match profile.allow_bind() {
+                    [] => "no listening".to_owned(),
+                    ports => format!("listening on ports {ports:?} only"),
+                };
                 enforced.push(match &outgoing {
-                    Outgoing::All => "any TCP connection, no listening".to_owned(),
+                    Outgoing::All => format!("any TCP connection, {listening}"),
                     Outgoing::Ports { ports, .. } if ports.is_empty() => {
-                        "no TCP connection, no listening".to_owned()
+                        format!("no TCP connection, {listening}")
                     }
                     Outgoing::Ports { ports, .. } => {
-                        format!("TCP connections to ports {ports:?} only, no listening")
+                        format!("TCP connections to ports {ports:?} only, {listening}")
                     }
                 });
             }

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tether_config::{SecretValue, Secrets};
 use tether_install::{Trial, TrialOptions, choose, install_built, local_name, test_connect};
 use tether_registry::add::{Answers, BuildError};
-use tether_registry::{Registries, SearchQuery, Source};
+use tether_registry::{Registries, SearchQuery};
 use tether_store::Store;
 
 use crate::refs::{self, Binding, RefError, Refs, masked};
@@ -81,7 +81,8 @@ pub struct SearchArgs {
     pub page: Option<u32>,
     /// Servers per page, 1 to 50 (default 10).
     pub page_size: Option<u32>,
-    /// `official` or `smithery`; absent: every enabled registry.
+    /// A registry's name (`official`, `smithery`, a configured one); absent: every enabled
+    /// registry.
     pub source: Option<String>,
 }
 
@@ -153,6 +154,8 @@ fn argv_refusal(key: &str, server: &str) -> String {
 struct Prepared {
     response: tether_registry::model::ServerResponse,
     freshness: tether_registry::Freshness,
+    /// The registry that had it.
+    registry: String,
 }
 
 impl SetupServer {
@@ -235,16 +238,22 @@ impl SetupServer {
                 "{name} is a Smithery name; setup installs entries of the official registry only (for now)"
             ));
         }
-        let (response, freshness) = self
+        let (response, freshness, registry) = self
             .shared
             .settings
             .registries
             .official_server(name, None)
             .await
             .map_err(|e| e.to_string())?;
+        if registry == tether_registry::SMITHERY_NAME {
+            return Err(format!(
+                "{name} is a Smithery entry; setup installs entries of official-API registries only (for now)"
+            ));
+        }
         Ok(Prepared {
             response,
             freshness,
+            registry,
         })
     }
 
@@ -452,8 +461,15 @@ impl SetupServer {
         }
         let installed = tokio::task::block_in_place(|| {
             let mut store = host.open_store()?;
-            let uid = install_built(&mut store, server, &choice, &local, &built, &given)
-                .map_err(|error| tether_log::error_chain(&error))?;
+            let uid = install_built(
+                &mut store,
+                (&prepared.registry, server),
+                &choice,
+                &local,
+                &built,
+                &given,
+            )
+            .map_err(|error| tether_log::error_chain(&error))?;
             host.installed(&store);
             Ok::<_, String>(uid)
         });
@@ -483,7 +499,7 @@ impl SetupServer {
     /// Searches the registries.
     #[tool(
         name = "mcp_setup_search",
-        description = "Step 1 of setting up an MCP server: search the MCP registries. Returns {servers:[{name,title,description,transports,version,source,status}], total_pages}. Pass a server's `name` as qualified_name to mcp_setup_get. Flow: search → get → request_secret per key → test_connection → install_and_connect; you never see secret values."
+        description = "Step 1 of setting up an MCP server: search the MCP registries. Returns {servers:[{name,title,description,transports,version,source,registry,status}], total_pages}. Pass a server's `name` as qualified_name to mcp_setup_get (`registry:name` to take it from that registry when several have it). Flow: search → get → request_secret per key → test_connection → install_and_connect; you never see secret values."
     )]
     async fn mcp_setup_search(
         &self,
@@ -492,16 +508,7 @@ impl SetupServer {
         let page = args.page.unwrap_or(1).max(1) as usize;
         let page_size = args.page_size.unwrap_or(10).clamp(1, 50) as usize;
         tracing::info!(tool = "mcp_setup_search", query = ?args.query, page, page_size, source = ?args.source, "tool call");
-        let source = match args.source.as_deref() {
-            None | Some("") => None,
-            Some("official") => Some(Source::Official),
-            Some("smithery") => Some(Source::Smithery),
-            Some(other) => {
-                return Ok(tool_error(format!(
-                    "source {other:?}: use \"official\" or \"smithery\""
-                )));
-            }
-        };
+        let source = args.source.filter(|s| !s.is_empty());
         let limit = (page * page_size).min(100);
         let query = SearchQuery {
             text: args.query.unwrap_or_default(),
@@ -562,7 +569,8 @@ impl SetupServer {
                 .map(|m| Value::String(m.name.clone()))
                 .collect()
         };
-        let detail = tether_registry::official_details(&prepared.response, prepared.freshness);
+        let mut detail = tether_registry::official_details(&prepared.response, prepared.freshness);
+        detail.registry = prepared.registry;
         let mut detail = serde_json::to_value(&detail).unwrap_or(Value::Null);
         if let Some(object) = detail.as_object_mut() {
             object.remove("freshness");

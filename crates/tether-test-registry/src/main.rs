@@ -8,7 +8,7 @@
 //! Fault injection through the search text: `fail-500`, `fail-400` answer that status, `slow`
 //! answers after 5 s, `huge` streams a 1 GiB body (no length given) that never ends its JSON. `POST /_touch/{name}` marks an official entry updated now (for
 //! `updated_since`); `GET /_stats` counts requests, 304s and unauthorised Smithery requests.
-//! `--entry FILE` adds an official entry and `--file NAME=PATH` serves a file at
+//! `--smithery-detail FILE` adds a Smithery detail; `--entry FILE` adds an official entry (`--no-fixtures`: serve only those) and `--file NAME=PATH` serves a file at
 //! `/_files/NAME` (an mcpb bundle for `tether add`).
 
 use std::collections::hash_map::DefaultHasher;
@@ -50,6 +50,14 @@ struct Args {
     /// …}`); `{base}` in it becomes this registry's URL. Repeatable.
     #[arg(long, value_name = "FILE")]
     entry: Vec<std::path::PathBuf>,
+    /// An extra Smithery detail (`GET /servers/{qualifiedName}`): a JSON file holding one;
+    /// `{base}` in it becomes this registry's URL. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    smithery_detail: Vec<std::path::PathBuf>,
+    /// Serve only the `--entry` entries, not the official fixtures (a second registry with
+    /// entries of its own).
+    #[arg(long)]
+    no_fixtures: bool,
     /// Serve the file PATH at `/_files/NAME` (a bundle to download). Repeatable.
     #[arg(long, value_name = "NAME=PATH")]
     file: Vec<String>,
@@ -385,13 +393,26 @@ async fn file(State(registry): State<Shared>, Path(name): Path<String>) -> Respo
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let mut official: Vec<Value> = serde_json::from_str(OFFICIAL)?;
-    let smithery: Value = serde_json::from_str(SMITHERY)?;
+    let mut official: Vec<Value> = if args.no_fixtures {
+        Vec::new()
+    } else {
+        serde_json::from_str(OFFICIAL)?
+    };
+    let mut smithery: Value = serde_json::from_str(SMITHERY)?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await?;
     let base = format!("http://{}", listener.local_addr()?);
     for path in &args.entry {
         let text = std::fs::read_to_string(path)?.replace("{base}", &base);
         official.push(serde_json::from_str(&text)?);
+    }
+    for path in &args.smithery_detail {
+        let text = std::fs::read_to_string(path)?.replace("{base}", &base);
+        let detail: Value = serde_json::from_str(&text)?;
+        let name = detail["qualifiedName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        smithery["details"][name] = detail;
     }
     let mut files = std::collections::HashMap::new();
     for spec in &args.file {

@@ -110,15 +110,8 @@ fn build_error(error: BuildError) -> anyhow::Error {
 
 /// `tether add`.
 pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
-    if args.name.starts_with('@') {
-        return Err(UsageError::new(format!(
-            "{} looks like a Smithery name; tether add takes entries of the official registry only (for now); `tether show {} --source smithery` describes it",
-            args.name, args.name
-        ))
-        .into());
-    }
-    let registries = Registries::new(settings::registry_settings(false)?)?;
-    let (response, _) = registries
+    let registries = Registries::new(settings::registry_settings(false, &args.registries)?)?;
+    let (response, _, registry) = registries
         .official_server(&args.name, args.version.as_deref())
         .await?;
     let server = &response.server;
@@ -178,7 +171,7 @@ pub async fn add(args: &AddArgs) -> anyhow::Result<u8> {
         }
         other => other,
     };
-    let outcome = add_chosen(args, server, &choice).await;
+    let outcome = add_chosen(args, (&registry, server), &choice).await;
     // Nothing stays behind from a failed add: a bundle this run unpacked goes again.
     if outcome.is_err()
         && let Choice::Bundle(_, bundle) = &choice
@@ -202,13 +195,21 @@ fn discard(bundle: &Bundle) {
 /// install.
 async fn add_chosen(
     args: &AddArgs,
-    server: &ServerJson,
+    (registry, server): (&str, &ServerJson),
     choice: &Choice<'_>,
 ) -> anyhow::Result<u8> {
     let interactive = !args.yes && std::io::stdin().is_terminal();
     let mut given = secrets::read(&args.secrets)?;
-    let mut answers = answers(args, given.names().map(str::to_owned).collect())?;
     let known = choice.input_names();
+    let key = tether_registry::smithery_add::SMITHERY_KEY_INPUT;
+    // A Smithery-hosted server: the key from SMITHERY_API_KEY, the file or the store.
+    if known.iter().any(|n| n == key)
+        && !given.names().any(|n| n == key)
+        && let Some(value) = settings::smithery_api_key()?
+    {
+        given.insert(key, value);
+    }
+    let mut answers = answers(args, given.names().map(str::to_owned).collect())?;
     if let Some(unknown) = answers.values.keys().find(|name| !known.contains(name)) {
         return Err(UsageError::new(format!(
             "--set {unknown}: the {} has no input named {unknown} (its inputs: {})",
@@ -278,8 +279,15 @@ async fn add_chosen(
     }
 
     let mut store = settings::open_store()?;
-    let uid = tether_install::install_built(&mut store, server, choice, &local, &built, &given)
-        .map_err(failure)?;
+    let uid = tether_install::install_built(
+        &mut store,
+        (registry, server),
+        choice,
+        &local,
+        &built,
+        &given,
+    )
+    .map_err(failure)?;
     settings::announce(&store);
     print(&format!("{uid}\n"));
     let stored = store.stored(uid)?;

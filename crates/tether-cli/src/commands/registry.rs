@@ -3,17 +3,17 @@
 use std::fmt::Write as _;
 
 use tether_registry::{
-    Freshness, InputRow, LaunchOption, Registries, SearchQuery, SearchResults, ServerDetails,
-    SourceReport,
+    Freshness, InputRow, LaunchOption, Registries, SearchQuery, ServerDetails, SourceReport,
+    registry_title,
 };
 
 use crate::cli::{SearchArgs, ShowArgs};
 use crate::exit;
 use crate::output::print;
 
-fn registries(refresh: bool) -> anyhow::Result<Registries> {
+fn registries(refresh: bool, flags: &[String]) -> anyhow::Result<Registries> {
     Ok(Registries::new(crate::settings::registry_settings(
-        refresh,
+        refresh, flags,
     )?)?)
 }
 
@@ -31,7 +31,7 @@ fn ago(seconds: u64) -> String {
 /// The stderr notes for registries that answered from an old cache or failed.
 fn source_notes(sources: &[SourceReport]) {
     for report in sources {
-        let title = report.source.title();
+        let title = registry_title(&report.registry);
         match (&report.freshness, &report.error) {
             (Some(Freshness::Offline { age_secs, reason }), _) => eprintln!(
                 "note: {title} could not answer ({reason}); showing its cached answer from {}",
@@ -43,67 +43,14 @@ fn source_notes(sources: &[SourceReport]) {
     }
 }
 
-/// The search table: name, version, transports, source, then title/description.
-fn search_table(results: &SearchResults) -> String {
-    let name_width = results
-        .rows
-        .iter()
-        .map(|r| r.name.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(4);
-    let transports: Vec<String> = results
-        .rows
-        .iter()
-        .map(|r| r.transports.join(","))
-        .collect();
-    let transport_width = transports
-        .iter()
-        .map(|t| t.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(10);
-    let version_width = results
-        .rows
-        .iter()
-        .map(|r| r.version.as_deref().unwrap_or("-").chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(7);
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:name_width$}  {:version_width$}  {:transport_width$}  {:8}  DESCRIPTION",
-        "NAME", "VERSION", "TRANSPORTS", "SOURCE"
-    );
-    for (row, transports) in results.rows.iter().zip(&transports) {
-        let mut description = match &row.title {
-            Some(title) if !title.is_empty() => format!("{title}: {}", row.description),
-            _ => row.description.clone(),
-        };
-        if row.status.is_hidden() {
-            description = format!("[{}] {description}", row.status.as_str());
-        }
-        let _ = writeln!(
-            out,
-            "{:name_width$}  {:version_width$}  {:transport_width$}  {:8}  {description}",
-            row.name,
-            row.version.as_deref().unwrap_or("-"),
-            transports,
-            row.source.as_str(),
-        );
-    }
-    out
-}
-
 /// `tether search`.
 pub async fn search(args: &SearchArgs) -> anyhow::Result<u8> {
-    let registries = registries(args.refresh)?;
+    let registries = registries(args.refresh, &args.registries)?;
     let results = registries
         .search(&SearchQuery {
             text: args.query.clone(),
             limit: usize::from(args.limit),
-            source: args.source.map(Into::into),
+            source: args.source.clone(),
             include_hidden: args.all,
         })
         .await?;
@@ -116,7 +63,7 @@ pub async fn search(args: &SearchArgs) -> anyhow::Result<u8> {
         eprintln!("no servers match {:?}", args.query);
         return Ok(exit::OK);
     }
-    print(&search_table(&results));
+    print(&results.table());
     Ok(exit::OK)
 }
 
@@ -215,7 +162,7 @@ fn details_text(details: &ServerDetails) -> String {
     if let Some(version) = &details.version {
         let _ = write!(out, " {version}");
     }
-    let _ = writeln!(out, ", from {}", details.source.title());
+    let _ = writeln!(out, ", from {}", registry_title(&details.registry));
     match &details.title {
         Some(title) => {
             let _ = writeln!(out, "{title}: {}", details.description);
@@ -256,13 +203,9 @@ fn details_text(details: &ServerDetails) -> String {
 
 /// `tether show`.
 pub async fn show(args: &ShowArgs) -> anyhow::Result<u8> {
-    let registries = registries(args.refresh)?;
+    let registries = registries(args.refresh, &args.registries)?;
     let details = registries
-        .show(
-            &args.name,
-            args.version.as_deref(),
-            args.source.map(Into::into),
-        )
+        .show(&args.name, args.version.as_deref(), args.source.as_deref())
         .await?;
     if args.json {
         print(&format!("{}\n", serde_json::to_string_pretty(&details)?));
@@ -271,7 +214,7 @@ pub async fn show(args: &ShowArgs) -> anyhow::Result<u8> {
     if let Freshness::Offline { age_secs, reason } = &details.freshness {
         eprintln!(
             "note: {} could not answer ({reason}); showing its cached answer from {}",
-            details.source.title(),
+            registry_title(&details.registry),
             ago(*age_secs)
         );
     }

@@ -45,7 +45,7 @@ impl Host for CliHost {
 
 /// `tether setup-mcp`.
 pub async fn setup_mcp(args: &SetupMcpArgs) -> anyhow::Result<u8> {
-    let registries = Registries::new(settings::registry_settings(false)?)?;
+    let registries = Registries::new(settings::registry_settings(false, &args.registries)?)?;
     let refs = Arc::new(Refs::new(IDLE_TTL));
     let key = AnnouncementKey::generate()?;
     let settings = |address: SocketAddr| Settings {

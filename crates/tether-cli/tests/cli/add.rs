@@ -392,7 +392,8 @@ fn add_validates_inputs_before_launching_anything() {
     let cases: [(&[&str], &str); 6] = [
         (
             &["add", "@smithery-ai/github"],
-            "error: @smithery-ai/github looks like a Smithery name; tether add takes entries of the official registry only (for now); `tether show @smithery-ai/github --source smithery` describes it\n",
+            // A Smithery-hosted server needs Smithery's key (tests/cli/smithery_add.rs adds one).
+            "error: Smithery needs an API key: store it once with `tether secrets set --registry smithery`, or set SMITHERY_API_KEY (or smithery_api_key_file in config.toml)\n",
         ),
         (
             &[

@@ -70,9 +70,10 @@ fn search_json_carries_the_source_and_where_the_answer_came_from() {
                 "transports": ["pypi"],
                 "version": "0.4.1",
                 "source": "official",
+                "registry": "official",
                 "status": "active"
             }],
-            "sources": [{"source": "official", "freshness": {"from": "network"}}]
+            "sources": [{"source": "official", "registry": "official", "freshness": {"from": "network"}}]
         })
     );
     let again = tether(&sandbox, &registry, None, &["search", "weather", "--json"]);

@@ -13,6 +13,7 @@ mod failure;
 mod headers_helper;
 mod lifecycle;
 mod process;
+mod served;
 mod sse;
 
 use std::collections::HashMap;
@@ -84,17 +85,24 @@ pub struct StartOptions {
 
 impl StartOptions {
     /// The sandbox `server` starts in: the run's when it wins or the server names none, else
-    /// the server's own `sandbox` key; an error line when that key is not a valid mode.
+    /// the server's own `sandbox` key (an HTTP-port package may also listen on its port); an
+    /// error line when that key is not a valid mode.
     pub fn sandbox_for(
         &self,
         server: &RenderedServer,
     ) -> Result<Option<tether_sandbox::Policy>, String> {
-        match (&server.options.sandbox, self.sandbox_wins) {
+        let mut policy = match (&server.options.sandbox, self.sandbox_wins) {
             (Some(mode), false) => tether_sandbox::Mode::parse(mode)
                 .and_then(|mode| mode.policy())
-                .map_err(|e| format!("its \"sandbox\" key: {e}")),
-            _ => Ok(self.sandbox.clone()),
+                .map_err(|e| format!("its \"sandbox\" key: {e}"))?,
+            _ => self.sandbox.clone(),
+        };
+        if let (Some(served), Some(policy)) = (&server.options.serves, policy.as_mut()) {
+            // An HTTP-port package must listen on its port (a sandbox lets none by default).
+            let settings = policy.profile.tether.get_or_insert_with(Default::default);
+            settings.allow_bind.extend(served.port());
         }
+        Ok(policy)
     }
 
     /// What to say on stderr of the sandboxes `servers` (a run's) start in and what each
@@ -1252,6 +1260,36 @@ async fn start_one(
                         };
                         mask(format!("cannot start '{shown}': {why}"))
                     })?;
+            if let Some(served) = &server.options.serves {
+                let started = served::connect(
+                    served,
+                    &mut child,
+                    (stdout, stdin),
+                    client,
+                    timeout,
+                    start.bearer_auth.clone(),
+                )
+                .await;
+                return match started {
+                    Ok((client, tools)) => Ok(Started {
+                        client,
+                        child: Some(child),
+                        tools: tool_infos(&server.name, tools, &masker),
+                    }),
+                    Err(served::Failure::Exited(status)) => {
+                        child.stderr.wait_closed(Duration::from_millis(300)).await;
+                        Err(exited_early(&status, &child.stderr, sandbox.as_ref()))
+                    }
+                    Err(served::Failure::Other(reason)) => {
+                        let reason = mask(format!(
+                            "{reason}{}",
+                            stderr_suffix(&child.stderr, sandbox.as_ref())
+                        ));
+                        child.terminate().await;
+                        Err(reason)
+                    }
+                };
+            }
             let handshake = tokio::time::timeout(timeout, async {
                 let pipes =
                     IntoTransport::<RoleClient, std::io::Error, _>::into_transport((stdout, stdin));

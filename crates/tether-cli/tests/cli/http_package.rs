@@ -1,0 +1,205 @@
+//! HTTP-port packages: a registry package whose transport is `streamable-http` on a local
+//! port. The fixture registry publishes it as an npm package with a `--port` argument; the
+//! `npx` shim runs the real test server in Streamable HTTP mode on that port. `add` starts it,
+//! waits for the port, test-connects and stores it; `call` of the installation starts it
+//! again and stops it with the run; a package that exits before it listens fails with its
+//! stderr; a plain hand-off refuses it.
+
+use std::os::unix::fs::PermissionsExt;
+
+use tether_testkit::FixtureRegistry;
+
+use crate::support::{Sandbox, text};
+
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+/// An official entry: npm package `package` serving Streamable HTTP at
+/// `http://localhost:{--port}/mcp`, `--port` an input defaulting to `port`.
+fn entry(sandbox: &Sandbox, name: &str, package: &str, port: u16) -> String {
+    let entry = serde_json::json!({
+        "server": {
+            "name": format!("io.github.example/{name}"),
+            "description": "Serves Streamable HTTP on a port you choose",
+            "version": "1.0.0",
+            "packages": [{
+                "registryType": "npm", "identifier": package, "version": "1.0.0",
+                "transport": {"type": "streamable-http", "url": "http://localhost:{--port}/mcp"},
+                "packageArguments": [{
+                    "type": "named", "name": "--port", "description": "Port to serve on",
+                    "isRequired": true, "format": "number", "default": port.to_string()
+                }]
+            }]
+        },
+        "_meta": {"io.modelcontextprotocol.registry/official": {
+            "status": "active", "publishedAt": "2026-11-01T10:00:00Z",
+            "updatedAt": "2026-11-01T10:00:00Z", "isLatest": true
+        }}
+    });
+    sandbox.write(&format!("{name}.json"), &entry.to_string())
+}
+
+/// `npx -y PACKAGE@1.0.0 --port PORT`: `http-mcp` runs the test server at that port,
+/// `broken-mcp` says why on stderr and exits 3.
+fn npx_shim(sandbox: &Sandbox) -> String {
+    let dir = sandbox.path("shim");
+    std::fs::create_dir_all(&dir).expect("creating the shim directory");
+    let npx = dir.join("npx");
+    std::fs::write(
+        &npx,
+        format!(
+            "#!/bin/sh\ncase \"$2\" in\n  http-mcp@1.0.0) exec {} --http \"127.0.0.1:$4\" ;;\n  *) echo \"cannot open the data file\" >&2; exit 3 ;;\nesac\n",
+            tether_testkit::test_server_bin().display()
+        ),
+    )
+    .expect("writing the npx shim");
+    std::fs::set_permissions(&npx, std::fs::Permissions::from_mode(0o755))
+        .expect("making the shim executable");
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+#[test]
+fn an_http_port_package_is_added_started_connected_and_stopped_with_the_run() {
+    let sandbox = Sandbox::new();
+    let port = free_port();
+    let good = entry(&sandbox, "http-pkg", "http-mcp", port);
+    let broken = entry(&sandbox, "broken-pkg", "broken-mcp", free_port());
+    let registry = FixtureRegistry::start(&["--entry", &good, "--entry", &broken]);
+    let path = npx_shim(&sandbox);
+    let tether = |args: &[&str]| {
+        sandbox
+            .tether(args)
+            .env("TETHER_REGISTRY_URL", &registry.url)
+            .env("TETHER_SECRET_STORE", "file")
+            .env("PATH", &path)
+            .env_remove("SMITHERY_API_KEY")
+            .output()
+            .expect("running tether")
+    };
+
+    let show = tether(&["show", "io.github.example/http-pkg"]);
+    assert!(
+        text(&show.stdout).contains("url: http://localhost:{--port}/mcp"),
+        "{}",
+        text(&show.stdout)
+    );
+
+    let added = tether(&[
+        "add",
+        "io.github.example/http-pkg",
+        "--yes",
+        "--sandbox",
+        "none",
+    ]);
+    assert_eq!(added.status.code(), Some(0), "{}", text(&added.stderr));
+    assert!(
+        text(&added.stderr).contains("test-connect: ready"),
+        "{}",
+        text(&added.stderr)
+    );
+    let uid = text(&added.stdout).trim().to_owned();
+    assert!(
+        !listening(port),
+        "the test-connect left the package running"
+    );
+
+    let called = tether(&[
+        "call",
+        "--mcp",
+        &uid,
+        "http-pkg",
+        "add",
+        "--args",
+        r#"{"a":1,"b":2}"#,
+        "--json",
+    ]);
+    assert_eq!(called.status.code(), Some(0), "{}", text(&called.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&called.stdout).expect("JSON");
+    assert_eq!(result["content"][0]["text"], "3");
+    assert!(!listening(port), "the run left the package running");
+
+    // No harness format can say "start it, then connect to its port": export refuses it.
+    let exported = tether(&["export", "--mcp", &uid, "--format", "claude"]);
+    assert_eq!(
+        exported.status.code(),
+        Some(2),
+        "{}",
+        text(&exported.stderr)
+    );
+    assert!(
+        text(&exported.stderr).contains("MCP server 'http-pkg': ")
+            && text(&exported.stderr).contains("export with --gateway"),
+        "{}",
+        text(&exported.stderr)
+    );
+
+    // A plain hand-off cannot give a harness a server that speaks HTTP on a port.
+    let harness = sandbox.fake_program("claude", "#!/bin/sh\ntouch \"$0.ran\"\n");
+    let run = tether(&["run", "--mcp", &uid, "--", &harness.to_string_lossy()]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains(
+            "MCP server 'http-pkg': it serves HTTP on a local port once started (\"serves\"), which a plain hand-off cannot give a harness; run it through tether's gateway"
+        ),
+        "{}",
+        text(&run.stderr)
+    );
+    assert!(!sandbox.path("bin/claude.ran").exists(), "the harness ran");
+
+    // A package that exits before it listens: its stderr, and nothing stored.
+    let failed = tether(&[
+        "add",
+        "io.github.example/broken-pkg",
+        "--yes",
+        "--sandbox",
+        "none",
+    ]);
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed.stderr));
+    let stderr = text(&failed.stderr);
+    assert!(stderr.contains("cannot open the data file"), "{stderr}");
+    assert!(stderr.contains("nothing was stored"), "{stderr}");
+}
+
+/// Under the default sandbox (which lets a server listen nowhere) a `"serves"` server may
+/// listen on its own port, and the report says so.
+#[test]
+fn a_sandboxed_http_port_server_may_listen_on_its_port_only() {
+    let sandbox = Sandbox::new();
+    let port = free_port();
+    let spec = serde_json::json!({"srv": {
+        "command": tether_testkit::test_server_bin(),
+        "args": ["--http", format!("127.0.0.1:{port}")],
+        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
+    }})
+    .to_string();
+    let out = sandbox.run(&[
+        "call",
+        "--mcp",
+        &spec,
+        "srv",
+        "add",
+        "--args",
+        r#"{"a":2,"b":2}"#,
+        "--sandbox",
+        "default",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "4");
+    assert!(
+        text(&out.stderr).contains(&format!("listening on ports [{port}] only")),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!listening(port), "the run left the server running");
+}

@@ -1,0 +1,93 @@
+//! HTTP-port packages: a process started like a stdio server that serves MCP over HTTP on a
+//! loopback port (`"serves"` in its config). The driver holds its stdin open and drains its
+//! stdout, dials its port until it accepts (within the startup timeout, watching the child),
+//! then connects as to a remote; the child stays with the session and is stopped with it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tether_config::ServedUrl;
+use tokio::io::AsyncReadExt as _;
+use tokio::process::{ChildStdin, ChildStdout};
+
+use super::process::ChildProcess;
+use super::{BearerAuth, Client, TetherClient, failure, remote_handshake};
+
+/// How often the port is dialled while the package starts.
+const DIAL_EVERY: Duration = Duration::from_millis(10);
+
+/// Why a start failed.
+pub(super) enum Failure {
+    /// The process exited first (its status): the caller reports it with its stderr.
+    Exited(String),
+    /// Anything else (the caller adds the stderr tail and stops the process).
+    Other(String),
+}
+
+/// Waits until the package listens at `served`'s port, then runs the MCP handshake over HTTP.
+pub(super) async fn connect(
+    served: &ServedUrl,
+    child: &mut ChildProcess,
+    (mut stdout, stdin): (ChildStdout, ChildStdin),
+    client: TetherClient,
+    timeout: Duration,
+    bearer_auth: Option<Arc<dyn BearerAuth>>,
+) -> Result<(Client, Vec<rmcp::model::Tool>), Failure> {
+    // Its stdin stays open and its stdout is read (and dropped) for as long as it runs: a
+    // package that reads stdin or logs to stdout must not see EOF or a broken pipe.
+    tokio::spawn(async move {
+        let _stdin = stdin;
+        let mut sink = [0u8; 4096];
+        while matches!(stdout.read(&mut sink).await, Ok(n) if n > 0) {}
+    });
+    let address = served.address();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let listening = async {
+        loop {
+            if tokio::net::TcpStream::connect(&address).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(DIAL_EVERY).await;
+        }
+    };
+    tokio::select! {
+        () = listening => {}
+        status = child.wait() => {
+            return Err(Failure::Exited(status.map_or_else(|e| e.to_string(), |s| s.to_string())));
+        }
+        () = tokio::time::sleep_until(deadline) => {
+            return Err(Failure::Other(format!(
+                "it did not listen on {address} within {} s (its \"serves\" url)",
+                timeout.as_secs_f64()
+            )));
+        }
+    }
+    let http = reqwest::Client::builder()
+        .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| Failure::Other(format!("cannot build the HTTP client: {e}")))?;
+    let headers = reqwest::header::HeaderMap::new();
+    let kind = served.transport;
+    let target = super::RemoteTarget {
+        url: &served.url,
+        headers: &headers,
+        timeout,
+        bearer_auth,
+        helper: None,
+    };
+    let handshake = remote_handshake(client, kind, http, &target);
+    tokio::select! {
+        outcome = tokio::time::timeout_at(deadline, handshake) => match outcome {
+            Ok(Ok(connected)) => Ok(connected),
+            Ok(Err(err)) => Err(Failure::Other(failure::describe(&served.url, kind, &*err))),
+            Err(_) => Err(Failure::Other(format!(
+                "no answer from {} to initialize/tools/list within {} s",
+                served.url,
+                timeout.as_secs_f64()
+            ))),
+        },
+        status = child.wait() => {
+            Err(Failure::Exited(status.map_or_else(|e| e.to_string(), |s| s.to_string())))
+        }
+    }
+}
