@@ -20,6 +20,8 @@ use landlock::{
 use nix::sys::resource::Resource;
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 
+use crate::egress::{HostRules, PROXY_PORT};
+use crate::netns::{ChildNet, ParentNet};
 use crate::{ChildHook, Cleanup, Outgoing, Policy, Report, SandboxError, Target};
 
 /// Read-only (and executable) system directories every sandboxed server gets.
@@ -189,10 +191,27 @@ pub struct Prepared {
     seccomp: Option<BpfProgram>,
     limits: [Option<(Resource, u64)>; 4],
     cgroup_procs: Option<File>,
+    /// The network namespace the child enters when its hosts are restricted.
+    net: Option<ChildNet>,
+    /// Where the proxy's listening socket arrives, and what the proxy lets through.
+    egress: Option<Egress>,
     /// Removes the cgroup when dropped: a `Prepared` dropped unused leaves nothing behind.
     cleanup: Cleanup,
     strict: bool,
     report: Report,
+}
+
+/// What the supervisor needs to run a server's egress proxy: the socket the child sends its
+/// listening socket over ([`ParentNet::receive`], after the spawn), the rules, the mode's label
+/// for denial lines.
+#[derive(Debug)]
+pub struct Egress {
+    /// The supervisor's end of the socket pair.
+    pub net: ParentNet,
+    /// The profile's `allow_host` and `allow_port`.
+    pub rules: HostRules,
+    /// The mode as the user wrote it.
+    pub label: String,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -207,6 +226,14 @@ impl Prepared {
     /// What is and is not enforced.
     pub fn report(&self) -> &Report {
         &self.report
+    }
+
+    /// The egress proxy's part, when the profile restricts hosts and this system can give the
+    /// server its own network namespace: take it before [`Prepared::into_child_hook`], and
+    /// start the proxy (on [`crate::proxy_url`]'s port, which the server's environment must
+    /// name: [`crate::PROXY_VARS`]) after the spawn.
+    pub fn take_egress(&mut self) -> Option<Egress> {
+        self.egress.take()
     }
 
     /// The hook for `CommandExt::pre_exec`, and what to clean up after the run.
@@ -234,6 +261,8 @@ impl Prepared {
             seccomp,
             limits,
             mut cgroup_procs,
+            net,
+            egress: _,
             mut cleanup,
             strict: _,
             report: _,
@@ -245,6 +274,10 @@ impl Prepared {
             if let Some(mut procs) = cgroup_procs.as_ref() {
                 // "0" moves the writer itself.
                 procs.write_all(b"0")?;
+            }
+            // Before Landlock and seccomp: the filter denies unshare.
+            if let Some(net) = &net {
+                net.apply()?;
             }
             for (resource, value) in limits.iter().flatten() {
                 nix::sys::resource::setrlimit(*resource, *value, *value)?;
@@ -270,11 +303,29 @@ pub fn assess(policy: &Policy) -> Report {
     report(policy, pids_cgroup_parent().is_some())
 }
 
+/// Whether `policy`'s host allow-list can be enforced here (a network namespace for the
+/// server): `None` when it has none.
+fn hosts_enforced(policy: &Policy) -> Option<Result<(), String>> {
+    let Outgoing::Ports { hosts, .. } = policy.profile.outgoing() else {
+        return None;
+    };
+    if hosts.is_empty() {
+        return None;
+    }
+    if policy.strict && policy.assume_no_netns {
+        return Some(Err(
+            "network namespaces assumed unavailable (TETHER_SANDBOX_ASSUME_NO_NETNS)".to_owned(),
+        ));
+    }
+    Some(crate::netns::available())
+}
+
 fn report(policy: &Policy, cgroup: bool) -> Report {
     let profile = &policy.profile;
     let mut enforced = Vec::new();
     let mut missing = Vec::new();
     let outgoing = profile.outgoing();
+    let hosts = hosts_enforced(policy);
     match landlock_abi() {
         None => {
             missing.push("file rules, TCP port rules and scopes (Landlock unavailable)".to_owned())
@@ -286,6 +337,16 @@ fn report(policy: &Policy, cgroup: bool) -> Report {
             } else {
                 enforced.push(match &outgoing {
                     Outgoing::All => "any TCP connection, no listening".to_owned(),
+                    Outgoing::Ports { hosts: allowed, ports } if matches!(hosts, Some(Ok(()))) => {
+                        let ports = if ports.is_empty() {
+                            "any port".to_owned()
+                        } else {
+                            format!("ports {ports:?}")
+                        };
+                        format!(
+                            "TCP connections to hosts {allowed:?} on {ports} only (egress proxy, own network namespace), no listening"
+                        )
+                    }
                     Outgoing::Ports { ports, .. } if ports.is_empty() => {
                         "no TCP connection, no listening".to_owned()
                     }
@@ -303,11 +364,9 @@ fn report(policy: &Policy, cgroup: bool) -> Report {
             }
         }
     }
-    if let Outgoing::Ports { hosts, .. } = &outgoing
-        && !hosts.is_empty()
-    {
+    if let (Some(Err(why)), Outgoing::Ports { hosts, .. }) = (&hosts, &outgoing) {
         missing.push(format!(
-            "the host allow-list {hosts:?} (the egress proxy is not built yet: the allowed ports reach any host)"
+            "the host allow-list {hosts:?} (no network namespace for the server: {why}; the allowed ports reach any host)"
         ));
     }
     match seccomp_arch() {
@@ -367,8 +426,20 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
             missing: report.missing,
         });
     }
+    let (net, egress) = match (hosts_enforced(policy), profile.outgoing()) {
+        (Some(Ok(())), Outgoing::Ports { hosts, ports }) => {
+            let (child, parent) = crate::netns::pair().map_err(setup)?;
+            let egress = Egress {
+                net: parent,
+                rules: HostRules::new(&hosts, &ports),
+                label: policy.label.clone(),
+            };
+            (Some(child), Some(egress))
+        }
+        _ => (None, None),
+    };
     let ruleset = match landlock_abi() {
-        Some(abi) => Some(landlock_ruleset(abi, policy, target)?),
+        Some(abi) => Some(landlock_ruleset(abi, policy, target, egress.is_some())?),
         None => None,
     };
     let seccomp = seccomp_arch().map(seccomp_program).transpose()?;
@@ -385,6 +456,8 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
         seccomp,
         limits,
         cgroup_procs,
+        net,
+        egress,
         cleanup: Cleanup {
             cgroup_dir,
             procs: None,
@@ -404,6 +477,7 @@ fn landlock_ruleset(
     abi: ABI,
     policy: &Policy,
     target: &Target<'_>,
+    behind_proxy: bool,
 ) -> Result<RulesetCreated, SandboxError> {
     let profile = &policy.profile;
     let outgoing = profile.outgoing();
@@ -443,6 +517,13 @@ fn landlock_ruleset(
     }
     if !net.is_empty() {
         if let Outgoing::Ports { ports, .. } = &outgoing {
+            // Behind the proxy the server reaches the proxy's port only (in its namespace
+            // nothing else listens); the proxy checks the profile's ports.
+            let ports = if behind_proxy {
+                &vec![PROXY_PORT]
+            } else {
+                ports
+            };
             for port in ports {
                 created = created
                     .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
