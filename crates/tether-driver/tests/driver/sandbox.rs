@@ -76,3 +76,42 @@ async fn the_private_home_is_removed_after_shutdown() {
     );
     assert!(!home.exists(), "{} is still there", home.display());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_allow_list_goes_through_the_in_process_egress_proxy() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    // Answers one request (the allowed fetch): the test ends with it.
+    let served = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().expect("accepted");
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut byte = [0u8; 1];
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+            head.push(byte[0]);
+        }
+        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    });
+    let profile = tether_sandbox::Profile::from_json(&format!(
+        r#"{{"network": {{"outbound": {{"allow_host": ["localhost"], "allow_port": [{port}]}}}}}}"#
+    ))
+    .expect("profile");
+    let policy = tether_sandbox::Policy {
+        label: "hosts.json".to_owned(),
+        profile,
+        strict: false,
+        assume_no_netns: false,
+    };
+    if !tether_sandbox::assess(&policy).missing.is_empty() {
+        eprintln!("NOTICE: no network namespace here");
+        return;
+    }
+    let fetch = |host: &str| json!({"action": "fetch", "url": format!("http://{host}:{port}/")});
+    let (text, error) = probe(Some(policy.clone()), fetch("localhost")).await;
+    assert!(!error && text.contains("200 OK: ok"), "{text}");
+    served.join().expect("served");
+    let (text, error) = probe(Some(policy), fetch("127.0.0.1")).await;
+    assert!(error && text.contains("403"), "{text}");
+    assert!(text.contains("add \"127.0.0.1\""), "{text}");
+}
