@@ -320,6 +320,19 @@ fn hosts_enforced(policy: &Policy) -> Option<Result<(), String>> {
     Some(crate::netns::available())
 }
 
+/// Whether a profile without network (no port, no host, no listening) gets a namespace of its
+/// own too (no UDP either): where one can be made. Nothing is missing where it cannot: the
+/// profile's TCP rules are Landlock's.
+fn isolated(policy: &Policy) -> bool {
+    let none = Outgoing::Ports {
+        ports: Vec::new(),
+        hosts: Vec::new(),
+    };
+    policy.profile.outgoing() == none
+        && policy.profile.allow_bind().is_empty()
+        && crate::netns::available().is_ok()
+}
+
 fn report(policy: &Policy, cgroup: bool) -> Report {
     let profile = &policy.profile;
     let mut enforced = Vec::new();
@@ -346,6 +359,10 @@ fn report(policy: &Policy, cgroup: bool) -> Report {
                         format!(
                             "TCP connections to hosts {allowed:?} on {ports} only (egress proxy, own network namespace), no listening"
                         )
+                    }
+                    Outgoing::Ports { ports, .. } if ports.is_empty() && isolated(policy) => {
+                        "no network (own network namespace: no TCP, no UDP), no listening"
+                            .to_owned()
                     }
                     Outgoing::Ports { ports, .. } if ports.is_empty() => {
                         "no TCP connection, no listening".to_owned()
@@ -436,6 +453,7 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
             };
             (Some(child), Some(egress))
         }
+        _ if isolated(policy) => (Some(crate::netns::isolated()), None),
         _ => (None, None),
     };
     let ruleset = match landlock_abi() {

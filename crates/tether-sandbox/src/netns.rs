@@ -27,8 +27,9 @@ use crate::egress::PROXY_PORT;
 /// What the child needs to enter its namespace and hand its listening socket over.
 #[derive(Debug)]
 pub(crate) struct ChildNet {
-    /// The child's end of the socket pair (close-on-exec: the server never holds it).
-    sock: OwnedFd,
+    /// The child's end of the socket pair (close-on-exec: the server never holds it); `None`
+    /// for a namespace with no way out at all (a profile without network).
+    sock: Option<OwnedFd>,
     /// Root: try `CLONE_NEWNET` alone first.
     root: bool,
     /// `"UID UID 1"`, `"GID GID 1"`: the process's own ids, made before the fork.
@@ -45,19 +46,37 @@ pub struct ParentNet {
 /// A socket pair for one server, and the map lines of this process's ids.
 pub(crate) fn pair() -> io::Result<(ChildNet, ParentNet)> {
     let (child, parent) = UnixStream::pair()?;
-    let uid = nix::unistd::getuid().as_raw();
-    let gid = nix::unistd::getgid().as_raw();
     Ok((
         ChildNet {
-            sock: child.into(),
-            root: nix::unistd::geteuid().is_root(),
-            uid_map: format!("{uid} {uid} 1").into_bytes(),
-            gid_map: format!("{gid} {gid} 1").into_bytes(),
+            sock: Some(child.into()),
+            ..isolated()
         },
         ParentNet {
             sock: parent.into(),
         },
     ))
+}
+
+/// A namespace with loopback only and nothing handed to the supervisor.
+pub(crate) fn isolated() -> ChildNet {
+    let (root, uid_map, gid_map) = own_ids();
+    ChildNet {
+        sock: None,
+        root,
+        uid_map,
+        gid_map,
+    }
+}
+
+/// Whether this process is root, and the map lines of its own uid and gid.
+fn own_ids() -> (bool, Vec<u8>, Vec<u8>) {
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    (
+        nix::unistd::geteuid().is_root(),
+        format!("{uid} {uid} 1").into_bytes(),
+        format!("{gid} {gid} 1").into_bytes(),
+    )
 }
 
 fn check(result: libc::c_int) -> io::Result<libc::c_int> {
@@ -220,11 +239,14 @@ fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
 
 impl ChildNet {
     /// In the child: the namespace, `lo` up, the proxy's socket listening and sent to the
-    /// supervisor. System calls only.
+    /// supervisor (when there is one). System calls only.
     pub(crate) fn apply(&self) -> io::Result<()> {
         enter(self.root, &self.uid_map, &self.gid_map)?;
+        let Some(sock) = &self.sock else {
+            return Ok(());
+        };
         let listener = listen(PROXY_PORT)?;
-        let sent = send_fd(self.sock.as_raw_fd(), listener);
+        let sent = send_fd(sock.as_raw_fd(), listener);
         // SAFETY: the listener is this hook's own descriptor (the supervisor got a copy).
         unsafe { libc::close(listener) };
         sent
@@ -272,11 +294,7 @@ pub(crate) fn available() -> Result<(), String> {
     static AVAILABLE: OnceLock<Result<(), String>> = OnceLock::new();
     AVAILABLE
         .get_or_init(|| {
-            let uid = nix::unistd::getuid().as_raw();
-            let gid = nix::unistd::getgid().as_raw();
-            let uid_map = format!("{uid} {uid} 1").into_bytes();
-            let gid_map = format!("{gid} {gid} 1").into_bytes();
-            let root = nix::unistd::geteuid().is_root();
+            let (root, uid_map, gid_map) = own_ids();
             // SAFETY: the child makes system calls only (unshare, open, write, ioctl, close)
             // and leaves with _exit; the parent waits for it.
             unsafe {

@@ -277,6 +277,46 @@ fn a_server_with_hosts_gets_its_own_network_namespace_and_the_proxy_socket() {
 }
 
 #[test]
+fn a_profile_without_network_sends_no_udp_either() {
+    let world = world();
+    let policy = Policy {
+        label: "none.json".to_owned(),
+        profile: Profile::from_json(r#"{"read": []}"#).expect("profile"),
+        strict: false,
+        assume_no_netns: false,
+    };
+    let report = tether_sandbox::assess(&policy);
+    if !report.enforced.iter().any(|e| e.contains("no UDP")) {
+        eprintln!("no network namespace here: {report}");
+        return;
+    }
+    let inbox = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let port = inbox.local_addr().expect("addr").port().to_string();
+    let send = r#"exec /bin/bash -c 'echo "$0" > /dev/udp/127.0.0.1/"$P"' "#;
+    // Bounds a wait for a datagram that went missing.
+    inbox
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let open = run(&world, None, &format!("{send}open"), &[("P", &port)]);
+    assert!(ok(&open), "{open:?}");
+    let mut buffer = [0u8; 64];
+    let (n, _) = inbox.recv_from(&mut buffer).expect("the open datagram");
+    assert_eq!(&buffer[..n], b"open\n");
+    let closed = run(
+        &world,
+        Some(&policy),
+        &format!("{send}closed"),
+        &[("P", &port)],
+    );
+    // A marker sent after the child ended: whatever the child sent is queued before it.
+    inbox
+        .send_to(b"marker\n", inbox.local_addr().expect("addr"))
+        .expect("marker");
+    let (n, _) = inbox.recv_from(&mut buffer).expect("a datagram");
+    assert_eq!(&buffer[..n], b"marker\n", "{closed:?}");
+}
+
+#[test]
 fn the_kernel_summary_names_landlock() {
     let summary = tether_sandbox::kernel_summary();
     eprintln!("{summary}");
