@@ -230,6 +230,62 @@ async fn reply(client: &mut TcpStream, status: &str, body: &str) -> std::io::Res
 mod tests {
     use super::*;
 
+    /// What the proxy on a fresh loopback listener answers `request` (up to its close).
+    async fn ask(proxy: std::net::SocketAddr, request: &[u8]) -> String {
+        let mut client = TcpStream::connect(proxy).await.expect("connected");
+        // The proxy may answer (and close) before it read everything: a failed write is fine.
+        let _ = client.write_all(request).await;
+        let mut answer = Vec::new();
+        let _ = client.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[tokio::test]
+    async fn the_proxy_splices_allowed_tunnels_and_refuses_the_rest_without_panicking() {
+        let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = upstream.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = upstream.accept().await {
+                let _ = stream.write_all(b"upstream says hi").await;
+            }
+        });
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let proxy = listener.local_addr().expect("addr");
+        let rules = HostRules::new(&["localhost".to_owned()], &[port]);
+        let served = tokio::spawn(serve(listener, rules, "p.json".to_owned()));
+        let tunnel = ask(
+            proxy,
+            format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert_eq!(
+            tunnel,
+            "HTTP/1.1 200 Connection established\r\n\r\nupstream says hi"
+        );
+        let denied = ask(
+            proxy,
+            format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert!(denied.starts_with("HTTP/1.1 403"), "{denied}");
+        assert!(denied.contains(&format!("127.0.0.1:{port}")), "{denied}");
+        // A head past the bound, garbage, a request line with no target: 400, and the proxy
+        // still serves the next client.
+        let endless = vec![b'a'; MAX_HEAD + 4096];
+        for garbage in [&endless[..], b"\xff\xfe\r\n\r\n", b"GET\r\n\r\n"] {
+            let answer = ask(proxy, garbage).await;
+            assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        }
+        let again = ask(
+            proxy,
+            format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert!(again.ends_with("upstream says hi"), "{again}");
+        served.abort();
+    }
+
     #[test]
     fn requests_parse_into_tunnels_and_forwards_and_garbage_is_refused() {
         assert_eq!(

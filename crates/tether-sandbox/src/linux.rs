@@ -381,10 +381,19 @@ fn report(policy: &Policy, cgroup: bool) -> Report {
             }
         }
     }
-    if let (Some(Err(why)), Outgoing::Ports { hosts, .. }) = (&hosts, &outgoing) {
-        missing.push(format!(
+    match (&hosts, &outgoing) {
+        (Some(Err(why)), Outgoing::Ports { hosts, .. }) => missing.push(format!(
             "the host allow-list {hosts:?} (no network namespace for the server: {why}; the allowed ports reach any host)"
-        ));
+        )),
+        // Without Landlock's TCP rules the phrase above is missing: the namespace still holds.
+        (Some(Ok(())), Outgoing::Ports { hosts, .. })
+            if !enforced.iter().any(|e| e.contains("egress proxy")) =>
+        {
+            enforced.push(format!(
+                "TCP connections to hosts {hosts:?} only (egress proxy, own network namespace)"
+            ));
+        }
+        _ => {}
     }
     match seccomp_arch() {
         Some(_) => enforced.push(format!("seccomp ({SECCOMP_DENIED_COUNT} calls denied)")),
