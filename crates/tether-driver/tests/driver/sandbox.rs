@@ -114,4 +114,47 @@ async fn a_host_allow_list_goes_through_the_in_process_egress_proxy() {
     let (text, error) = probe(Some(policy), fetch("127.0.0.1")).await;
     assert!(error && text.contains("403"), "{text}");
     assert!(text.contains("add \"127.0.0.1\""), "{text}");
+    // The proxy ran in this process: once the servers are gone, so is its socket (and with it
+    // the last hold on their namespace). Aborting a task is not synchronous: a bounded wait.
+    let deadline = std::time::Instant::now() + STEP;
+    while foreign_sockets() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        foreign_sockets(),
+        0,
+        "a socket of a server's namespace is still open"
+    );
+}
+
+/// How many of this process's sockets belong to another network namespace than its own
+/// (`SIOCGSKNS` gives a socket's namespace).
+#[expect(unsafe_code, reason = "SIOCGSKNS is an ioctl")]
+fn foreign_sockets() -> usize {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::fs::MetadataExt;
+    let own = std::fs::metadata("/proc/self/ns/net")
+        .expect("own netns")
+        .ino();
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
+        return 0;
+    };
+    fds.flatten()
+        .filter(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+        })
+        .filter_map(|fd| fd.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&fd| {
+            // SAFETY: SIOCGSKNS takes no argument and returns a new descriptor (owned here) or
+            // fails; `fd` is this process's (it may have closed meanwhile: then it fails).
+            let ns = unsafe { nix::libc::ioctl(fd, nix::libc::SIOCGSKNS) };
+            if ns < 0 {
+                return false;
+            }
+            // SAFETY: a descriptor the ioctl just opened for this process.
+            let ns = unsafe { OwnedFd::from_raw_fd(ns) };
+            let path = format!("/proc/self/fd/{}", ns.as_raw_fd());
+            std::fs::metadata(path).is_ok_and(|m| m.ino() != own)
+        })
+        .count()
 }
