@@ -24,6 +24,16 @@ const MAX_NAMED: usize = 3;
 /// What the sandbox `label` probably denied, from a server's `stderr`, with the profile lines
 /// to add; `None` when stderr shows no denial.
 pub fn explain(stderr: &str, label: &str) -> Option<String> {
+    explain_with(stderr, label, false)
+}
+
+/// [`explain`] for a server under `policy`: behind the egress proxy (its hosts restricted and
+/// enforced), a denied direct connection is not fixed by a port line, and says so.
+pub fn explain_policy(stderr: &str, policy: &crate::Policy) -> Option<String> {
+    explain_with(stderr, &policy.label, crate::behind_proxy(policy))
+}
+
+fn explain_with(stderr: &str, label: &str, behind_proxy: bool) -> Option<String> {
     let mut reads: Vec<String> = Vec::new();
     let mut writes: Vec<String> = Vec::new();
     let mut ports: Vec<u16> = Vec::new();
@@ -69,9 +79,15 @@ pub fn explain(stderr: &str, label: &str) -> Option<String> {
         }
     }
     for port in ports.iter().take(MAX_NAMED) {
-        lines.push(format!(
-            "a TCP connection to port {port} (add {port} to \"network\": {{\"outbound\": {{\"allow_port\": [...]}}}})"
-        ));
+        lines.push(if behind_proxy {
+            format!(
+                "a direct TCP connection to port {port} (with \"allow_host\" the server reaches hosts only through the egress proxy that HTTPS_PROXY and HTTP_PROXY name: a client that ignores them has no network)"
+            )
+        } else {
+            format!(
+                "a TCP connection to port {port} (add {port} to \"network\": {{\"outbound\": {{\"allow_port\": [...]}}}})"
+            )
+        });
     }
     lines.extend(proxied.into_iter().take(MAX_NAMED));
     if lines.is_empty() {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 pub use cache::{PackageCache, package_cache};
 pub use egress::{HostRules, NO_PROXY_VARS, PROXY_PORT, PROXY_VARS, proxy_url};
-pub use explain::explain;
+pub use explain::{explain, explain_policy};
 #[cfg(target_os = "linux")]
 pub use linux::{Egress, Prepared, assess, kernel_summary, prepare};
 #[cfg(target_os = "linux")]
@@ -219,6 +219,20 @@ impl Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         self.run();
+    }
+}
+
+/// Whether a server under `policy` reaches hosts only through the egress proxy here (its
+/// profile lists hosts and a network namespace can be made).
+pub fn behind_proxy(policy: &Policy) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        linux::hosts_enforced(policy).is_some_and(|enforced| enforced.is_ok())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = policy;
+        false
     }
 }
 

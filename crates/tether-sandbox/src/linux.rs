@@ -305,7 +305,7 @@ pub fn assess(policy: &Policy) -> Report {
 
 /// Whether `policy`'s host allow-list can be enforced here (a network namespace for the
 /// server): `None` when it has none.
-fn hosts_enforced(policy: &Policy) -> Option<Result<(), String>> {
+pub(crate) fn hosts_enforced(policy: &Policy) -> Option<Result<(), String>> {
     let Outgoing::Ports { hosts, .. } = policy.profile.outgoing() else {
         return None;
     };

@@ -161,7 +161,7 @@ fn fetch(url: &str, via: &str) -> Result<String, String> {
         ("forward", _, Some(proxy)) => (proxy, None),
         _ => (authority.to_owned(), None),
     };
-    let failed = |e: std::io::Error| format!("fetch {url} via {dial}: {e}");
+    let failed = |e: std::io::Error| format!("fetch {url}: connect {dial}: {e}");
     let mut stream = std::net::TcpStream::connect(&dial).map_err(failed)?;
     let timeout = Some(std::time::Duration::from_secs(10));
     stream.set_read_timeout(timeout).map_err(failed)?;

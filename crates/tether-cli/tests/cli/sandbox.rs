@@ -128,6 +128,12 @@ fn a_host_allow_list_lets_through_its_hosts_and_ports_only() {
         &fetch(&format!("http://127.0.0.1:{a}/"), "direct"),
     );
     assert!(denied(&direct), "{}", both(&direct));
+    assert!(
+        text(&direct.stderr).contains(&format!("a direct TCP connection to port {a}"))
+            && text(&direct.stderr).contains("a client that ignores them has no network"),
+        "{}",
+        both(&direct)
+    );
     // And nothing of the run is left: no private home, no process of it.
     assert_eq!(world.left_in_tmp(), Vec::<String>::new(), "left in TMPDIR");
 }
