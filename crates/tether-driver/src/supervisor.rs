@@ -342,8 +342,9 @@ impl Drop for ProxyTask {
 }
 
 /// Starts the egress proxy of a spawned sandboxed child (on the current runtime): its
-/// listening socket arrived before the spawn returned. `None` without one; a socket that did
-/// not arrive is said on stderr (the server then has no network at all).
+/// listening socket arrived before the spawn returned. `None` without one. A child that could
+/// not make its network namespace (best effort) said why instead, which is said on stderr:
+/// it runs with the profile's ports, its hosts not enforced.
 #[cfg(target_os = "linux")]
 pub(crate) fn start_egress(egress: Option<EgressPart>) -> Option<ProxyTask> {
     let egress = egress?;
@@ -354,7 +355,10 @@ pub(crate) fn start_egress(egress: Option<EgressPart>) -> Option<ProxyTask> {
             egress.label,
         )))),
         Err(e) => {
-            eprintln!("tether: the sandbox's egress proxy got no socket from the server: {e}");
+            eprintln!(
+                "tether: the sandbox (--sandbox {}) could not give the server a network namespace ({e}): its host allow-list {:?} is NOT enforced (the allowed ports reach any host)",
+                egress.label, egress.rules.hosts
+            );
             None
         }
     }

@@ -188,6 +188,9 @@ fn seccomp_arch() -> Option<TargetArch> {
 /// A sandbox ready to be applied in a child: made by [`prepare`].
 pub struct Prepared {
     ruleset: Option<RulesetCreated>,
+    /// The ruleset applied instead when the child cannot enter its network namespace (best
+    /// effort with a host allow-list: the profile's ports, reaching any host).
+    fallback: Option<RulesetCreated>,
     seccomp: Option<BpfProgram>,
     limits: [Option<(Resource, u64)>; 4],
     cgroup_procs: Option<File>,
@@ -258,6 +261,7 @@ impl Prepared {
     fn hook(self, join_in_child: bool) -> (ChildHook, Cleanup) {
         let Self {
             mut ruleset,
+            mut fallback,
             seccomp,
             limits,
             mut cgroup_procs,
@@ -275,9 +279,13 @@ impl Prepared {
                 // "0" moves the writer itself.
                 procs.write_all(b"0")?;
             }
-            // Before Landlock and seccomp: the filter denies unshare.
-            if let Some(net) = &net {
-                net.apply()?;
+            // Before Landlock and seccomp: the filter denies unshare. Where the namespace
+            // cannot be made, best effort goes on without it (the supervisor was told).
+            if let Some(net) = &net
+                && !net.apply()?
+                && let Some(fallback) = fallback.take()
+            {
+                ruleset = Some(fallback);
             }
             for (resource, value) in limits.iter().flatten() {
                 nix::sys::resource::setrlimit(*resource, *value, *value)?;
@@ -300,12 +308,18 @@ impl Prepared {
 /// What `policy` comes to on this system, without preparing anything: what `tether test`
 /// shows, and what `strict` checks before a server is started.
 pub fn assess(policy: &Policy) -> Report {
-    report(policy, pids_cgroup_parent().is_some())
+    report(policy, pids_cgroup_parent().is_some(), true)
 }
 
 /// Whether `policy`'s host allow-list can be enforced here (a network namespace for the
-/// server): `None` when it has none.
+/// server): `None` when it has none. Probes once per process (see [`crate::netns::available`]).
 pub(crate) fn hosts_enforced(policy: &Policy) -> Option<Result<(), String>> {
+    hosts_enforced_if(policy, true)
+}
+
+/// [`hosts_enforced`]; without `probe`, namespaces are taken to work unless a strict policy
+/// must know (where they do not, the child falls back and says so: [`prepare`]).
+fn hosts_enforced_if(policy: &Policy, probe: bool) -> Option<Result<(), String>> {
     let Outgoing::Ports { hosts, .. } = policy.profile.outgoing() else {
         return None;
     };
@@ -317,28 +331,33 @@ pub(crate) fn hosts_enforced(policy: &Policy) -> Option<Result<(), String>> {
             "network namespaces assumed unavailable (TETHER_SANDBOX_ASSUME_NO_NETNS)".to_owned(),
         ));
     }
+    if !probe && !policy.strict {
+        return Some(Ok(()));
+    }
     Some(crate::netns::available())
 }
 
 /// Whether a profile without network (no port, no host, no listening) gets a namespace of its
 /// own too (no UDP either): where one can be made. Nothing is missing where it cannot: the
 /// profile's TCP rules are Landlock's.
-fn isolated(policy: &Policy) -> bool {
+fn isolated(policy: &Policy, probe: bool) -> bool {
     let none = Outgoing::Ports {
         ports: Vec::new(),
         hosts: Vec::new(),
     };
     policy.profile.outgoing() == none
         && policy.profile.allow_bind().is_empty()
-        && crate::netns::available().is_ok()
+        && (!probe || crate::netns::available().is_ok())
 }
 
-fn report(policy: &Policy, cgroup: bool) -> Report {
+/// What is enforced; without `probe`, a network namespace is taken to work (see
+/// [`hosts_enforced_if`]).
+fn report(policy: &Policy, cgroup: bool, probe: bool) -> Report {
     let profile = &policy.profile;
     let mut enforced = Vec::new();
     let mut missing = Vec::new();
     let outgoing = profile.outgoing();
-    let hosts = hosts_enforced(policy);
+    let hosts = hosts_enforced_if(policy, probe);
     match landlock_abi() {
         None => {
             missing.push("file rules, TCP port rules and scopes (Landlock unavailable)".to_owned())
@@ -360,7 +379,7 @@ fn report(policy: &Policy, cgroup: bool) -> Report {
                             "TCP connections to hosts {allowed:?} on {ports} only (egress proxy, own network namespace), no listening"
                         )
                     }
-                    Outgoing::Ports { ports, .. } if ports.is_empty() && isolated(policy) => {
+                    Outgoing::Ports { ports, .. } if ports.is_empty() && isolated(policy, probe) => {
                         "no network (own network namespace: no TCP, no UDP), no listening"
                             .to_owned()
                     }
@@ -441,7 +460,9 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
     } else {
         None
     };
-    let report = report(policy, cgroup.is_some());
+    // No probe here (a fork and a namespace made and dropped, 1–8 ms): the child tries, and
+    // falls back where it cannot (see below). A strict policy probes: it must refuse up front.
+    let report = report(policy, cgroup.is_some(), false);
     let (cgroup_dir, cgroup_procs) = cgroup.unzip();
     if policy.strict && !report.missing.is_empty() {
         if let Some(dir) = cgroup_dir {
@@ -452,9 +473,11 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
             missing: report.missing,
         });
     }
-    let (net, egress) = match (hosts_enforced(policy), profile.outgoing()) {
+    // Best effort: where the namespace cannot be made, the child says so to the supervisor and
+    // applies the fallback ruleset (the profile's ports, as without host rules); strict fails.
+    let (net, egress) = match (hosts_enforced_if(policy, false), profile.outgoing()) {
         (Some(Ok(())), Outgoing::Ports { hosts, ports }) => {
-            let (child, parent) = crate::netns::pair().map_err(setup)?;
+            let (child, parent) = crate::netns::pair(!policy.strict).map_err(setup)?;
             let egress = Egress {
                 net: parent,
                 rules: HostRules::new(&hosts, &ports),
@@ -462,12 +485,22 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
             };
             (Some(child), Some(egress))
         }
-        _ if isolated(policy) => (Some(crate::netns::isolated()), None),
+        _ if isolated(policy, false) => (Some(crate::netns::isolated()), None),
         _ => (None, None),
     };
-    let ruleset = match landlock_abi() {
-        Some(abi) => Some(landlock_ruleset(abi, policy, target, egress.is_some())?),
-        None => None,
+    let (ruleset, fallback) = match landlock_abi() {
+        Some(abi) => {
+            let paths = landlock_paths(abi, profile, target);
+            let ruleset = landlock_ruleset(abi, policy, &paths, egress.is_some())?;
+            let fallback = match &net {
+                Some(net) if net.falls_back() && egress.is_some() => {
+                    Some(landlock_ruleset(abi, policy, &paths, false)?)
+                }
+                _ => None,
+            };
+            (Some(ruleset), fallback)
+        }
+        None => (None, None),
     };
     let seccomp = seccomp_arch().map(seccomp_program).transpose()?;
     let memory = profile.memory_mb();
@@ -480,6 +513,7 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
     ];
     Ok(Prepared {
         ruleset,
+        fallback,
         seccomp,
         limits,
         cgroup_procs,
@@ -499,11 +533,35 @@ fn setup(e: impl std::fmt::Display) -> SandboxError {
     SandboxError::Setup(e.to_string())
 }
 
-/// The Landlock ruleset for `policy` on `abi`, rules added.
+/// The paths granted, opened (`O_PATH`), with the access each gets on `abi`.
+fn landlock_paths(
+    abi: ABI,
+    profile: &crate::Profile,
+    target: &Target<'_>,
+) -> Vec<(PathFd, landlock::BitFlags<AccessFs>)> {
+    granted_paths(profile, target)
+        .into_iter()
+        .filter_map(|(path, write)| {
+            let fd = PathFd::new(&path).ok()?;
+            let mut access = if write {
+                AccessFs::from_all(abi)
+            } else {
+                AccessFs::from_read(abi)
+            };
+            if !path.is_dir() {
+                access &= AccessFs::from_file(abi);
+            }
+            Some((fd, access))
+        })
+        .collect()
+}
+
+/// The Landlock ruleset for `policy` on `abi` with `paths` (see [`landlock_paths`]); behind the
+/// proxy, the proxy's port is the only TCP port allowed.
 fn landlock_ruleset(
     abi: ABI,
     policy: &Policy,
-    target: &Target<'_>,
+    paths: &[(PathFd, landlock::BitFlags<AccessFs>)],
     behind_proxy: bool,
 ) -> Result<RulesetCreated, SandboxError> {
     let profile = &policy.profile;
@@ -526,20 +584,9 @@ fn landlock_ruleset(
         ruleset = ruleset.scope(scopes).map_err(setup)?;
     }
     let mut created = ruleset.create().map_err(setup)?;
-    for (path, write) in granted_paths(profile, target) {
-        let Ok(fd) = PathFd::new(&path) else {
-            continue;
-        };
-        let mut access = if write {
-            AccessFs::from_all(abi)
-        } else {
-            AccessFs::from_read(abi)
-        };
-        if !path.is_dir() {
-            access &= AccessFs::from_file(abi);
-        }
+    for (fd, access) in paths {
         created = created
-            .add_rule(PathBeneath::new(fd, access))
+            .add_rule(PathBeneath::new(fd, *access))
             .map_err(setup)?;
     }
     if !net.is_empty() {

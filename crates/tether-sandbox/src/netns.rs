@@ -35,6 +35,8 @@ pub(crate) struct ChildNet {
     /// `"UID UID 1"`, `"GID GID 1"`: the process's own ids, made before the fork.
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
+    /// Where the namespace cannot be made, go on without it (best effort) rather than fail.
+    fall_back: bool,
 }
 
 /// The supervisor's end: where the listening socket arrives.
@@ -43,12 +45,14 @@ pub struct ParentNet {
     sock: OwnedFd,
 }
 
-/// A socket pair for one server, and the map lines of this process's ids.
-pub(crate) fn pair() -> io::Result<(ChildNet, ParentNet)> {
+/// A socket pair for one server, and the map lines of this process's ids; with `fall_back`
+/// the child goes on without the namespace where it cannot make one, and says so over the pair.
+pub(crate) fn pair(fall_back: bool) -> io::Result<(ChildNet, ParentNet)> {
     let (child, parent) = UnixStream::pair()?;
     Ok((
         ChildNet {
             sock: Some(child.into()),
+            fall_back,
             ..isolated()
         },
         ParentNet {
@@ -57,7 +61,8 @@ pub(crate) fn pair() -> io::Result<(ChildNet, ParentNet)> {
     ))
 }
 
-/// A namespace with loopback only and nothing handed to the supervisor.
+/// A namespace with loopback only and nothing handed to the supervisor; where one cannot be
+/// made, the child goes on without it (the profile's Landlock rules allow no TCP either way).
 pub(crate) fn isolated() -> ChildNet {
     let (root, uid_map, gid_map) = own_ids();
     ChildNet {
@@ -65,6 +70,7 @@ pub(crate) fn isolated() -> ChildNet {
         root,
         uid_map,
         gid_map,
+        fall_back: true,
     }
 }
 
@@ -191,18 +197,18 @@ fn listen(port: u16) -> io::Result<RawFd> {
 #[repr(C, align(8))]
 struct Control([u8; 64]);
 
-/// A message of one data byte (`byte`) with room for a control message (`control`).
+/// A message of `data` with room for a control message (`control`).
 ///
-/// SAFETY (for the caller): the returned header points into `byte`, `iov` and `control`,
+/// SAFETY (for the caller): the returned header points into `data`, `iov` and `control`,
 /// which must outlive its use.
 unsafe fn message(
     iov: &mut libc::iovec,
-    byte: &mut [u8; 1],
+    data: &mut [u8],
     control: &mut Control,
     control_len: usize,
 ) -> libc::msghdr {
-    iov.iov_base = byte.as_mut_ptr().cast();
-    iov.iov_len = 1;
+    iov.iov_base = data.as_mut_ptr().cast();
+    iov.iov_len = data.len();
     // SAFETY: msghdr is plain data: all zero is valid.
     let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
     message.msg_iov = iov;
@@ -238,26 +244,52 @@ fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
 }
 
 impl ChildNet {
+    /// Whether the child goes on without the namespace where it cannot make one.
+    pub(crate) fn falls_back(&self) -> bool {
+        self.fall_back
+    }
+
     /// In the child: the namespace, `lo` up, the proxy's socket listening and sent to the
-    /// supervisor (when there is one). System calls only.
-    pub(crate) fn apply(&self) -> io::Result<()> {
-        enter(self.root, &self.uid_map, &self.gid_map)?;
+    /// supervisor (when there is one). `Ok(false)` when the namespace could not be made and
+    /// the child goes on without it (the supervisor is sent the errno instead). System calls
+    /// only.
+    pub(crate) fn apply(&self) -> io::Result<bool> {
+        if let Err(e) = enter(self.root, &self.uid_map, &self.gid_map) {
+            if !self.fall_back {
+                return Err(e);
+            }
+            if let Some(sock) = &self.sock {
+                let errno = e.raw_os_error().unwrap_or(libc::EPERM).to_ne_bytes();
+                // SAFETY: four bytes of a live array; the socket is the child's end.
+                let sent = unsafe {
+                    libc::send(
+                        sock.as_raw_fd(),
+                        errno.as_ptr().cast(),
+                        errno.len(),
+                        libc::MSG_NOSIGNAL,
+                    )
+                };
+                check(sent as libc::c_int)?;
+            }
+            return Ok(false);
+        }
         let Some(sock) = &self.sock else {
-            return Ok(());
+            return Ok(true);
         };
         let listener = listen(PROXY_PORT)?;
         let sent = send_fd(sock.as_raw_fd(), listener);
         // SAFETY: the listener is this hook's own descriptor (the supervisor got a copy).
         unsafe { libc::close(listener) };
-        sent
+        sent.map(|()| true)
     }
 }
 
 impl ParentNet {
     /// The listening socket the spawned child sent (call after the spawn succeeded: the child
-    /// sent it before exec). Does not wait.
+    /// sent it before exec). Does not wait. An error with an OS code when the child could not
+    /// make its namespace (it runs without: its host allow-list is not enforced).
     pub fn receive(self) -> io::Result<std::net::TcpListener> {
-        let (mut byte, mut control) = ([0u8; 1], Control([0; 64]));
+        let (mut data, mut control) = ([0u8; 4], Control([0; 64]));
         let mut iov = libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
@@ -265,13 +297,16 @@ impl ParentNet {
         // SAFETY: as in send_fd; the received descriptor is checked to be a SCM_RIGHTS one and
         // owned from here on.
         unsafe {
-            let mut message = message(&mut iov, &mut byte, &mut control, 64);
-            check(libc::recvmsg(
+            let mut message = message(&mut iov, &mut data, &mut control, 64);
+            let read = check(libc::recvmsg(
                 self.sock.as_raw_fd(),
                 &raw mut message,
                 libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
             ) as libc::c_int)?;
             let header = libc::CMSG_FIRSTHDR(&raw const message);
+            if header.is_null() && read == 4 {
+                return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(data)));
+            }
             if header.is_null()
                 || (*header).cmsg_level != libc::SOL_SOCKET
                 || (*header).cmsg_type != libc::SCM_RIGHTS

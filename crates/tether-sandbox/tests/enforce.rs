@@ -213,6 +213,37 @@ fn strict_refuses_what_it_cannot_enforce() {
     assert_eq!(assumed, real);
 }
 
+/// `program args` prepared under `policy` (a host allow-list), with `P` set to `port`: the
+/// command (its hook installed), the egress part, what to clean up after.
+fn hosts_command(
+    world: &World,
+    policy: &Policy,
+    program: &str,
+    args: &[OsString],
+    port: &str,
+) -> (Command, tether_sandbox::Egress, tether_sandbox::Cleanup) {
+    let path = OsString::from("/usr/bin:/bin");
+    let target = Target {
+        path: Some(&path),
+        user_home: Some(&world.user_home),
+        ..Target::new(program.as_ref(), args, world.private.path())
+    };
+    let mut prepared = prepare(policy, &target).expect("prepared");
+    let egress = prepared.take_egress().expect("an egress part");
+    let (hook, cleanup) = prepared.into_child_hook();
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", &path)
+        .env("P", port);
+    // SAFETY: the hook makes system calls only (see tether_sandbox::Prepared).
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, hook);
+    }
+    (command, egress, cleanup)
+}
+
 /// The network namespace this process (or `pid`) is in.
 fn netns(pid: &str) -> String {
     std::fs::read_link(format!("/proc/{pid}/ns/net"))
@@ -238,27 +269,10 @@ fn a_server_with_hosts_gets_its_own_network_namespace_and_the_proxy_socket() {
            echo direct > /dev/tcp/127.0.0.1/"$P" && echo escaped"#
             .into(),
     ];
-    let path = OsString::from("/usr/bin:/bin");
-    let target = Target {
-        path: Some(&path),
-        user_home: Some(&world.user_home),
-        ..Target::new("/bin/bash".as_ref(), &args, world.private.path())
-    };
-    let mut prepared = prepare(&policy, &target).expect("prepared");
-    let egress = prepared.take_egress().expect("an egress part");
-    let (hook, _cleanup) = prepared.into_child_hook();
-    let mut command = Command::new("/bin/bash");
+    let (mut command, egress, _cleanup) = hosts_command(&world, &policy, "/bin/bash", &args, &port);
     command
-        .args(&args)
-        .env_clear()
-        .env("PATH", &path)
-        .env("P", &port)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    // SAFETY: the hook makes system calls only (see tether_sandbox::Prepared).
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut command, hook);
-    }
     let child = command.spawn().expect("spawned");
     let listener = egress.net.receive().expect("the listening socket");
     listener.set_nonblocking(false).expect("blocking");
@@ -274,6 +288,63 @@ fn a_server_with_hosts_gets_its_own_network_namespace_and_the_proxy_socket() {
     // The allowed port on the host's loopback is not reachable from the namespace.
     assert!(!stdout.contains("escaped"), "{out:?}");
     assert_eq!(egress.rules.ports, [port.parse::<u16>().expect("port")]);
+}
+
+/// This test binary's `inner_without_network_namespaces`, run in a user namespace of its own
+/// where no network namespace can be made (`user.max_net_namespaces` 0 there: the host's
+/// limit is untouched).
+#[test]
+fn without_network_namespaces_best_effort_falls_back_and_strict_refuses() {
+    let exe = std::env::current_exe().expect("this test binary");
+    let script = r#"echo 0 > /proc/sys/user/max_net_namespaces || exit 77
+exec "$0" --exact inner_without_network_namespaces --ignored --test-threads 1 --nocapture"#;
+    let Ok(out) = Command::new("unshare")
+        .args(["-Ur", "sh", "-c", script])
+        .arg(&exe)
+        .output()
+    else {
+        eprintln!("NOTICE: no unshare(1) here");
+        return;
+    };
+    if out.status.code() == Some(77)
+        || String::from_utf8_lossy(&out.stderr).contains("unshare failed")
+    {
+        eprintln!("NOTICE: cannot make a user namespace here: {out:?}");
+        return;
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{out:?}"
+    );
+}
+
+#[test]
+#[ignore = "run by without_network_namespaces_best_effort_falls_back_and_strict_refuses"]
+fn inner_without_network_namespaces() {
+    let world = world();
+    let outside = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = outside.local_addr().expect("addr").port().to_string();
+    let report = tether_sandbox::assess(&hosts_policy(&port, false, false));
+    assert!(
+        report
+            .missing
+            .iter()
+            .any(|m| m.contains("no network namespace")),
+        "{report}"
+    );
+    // Best effort: the profile's ports, any host; the supervisor is told why.
+    let args: Vec<OsString> = vec!["-c".into(), CONNECT.into()];
+    let policy = hosts_policy(&port, false, false);
+    let (mut command, egress, _cleanup) = hosts_command(&world, &policy, "/bin/sh", &args, &port);
+    let out = command.output().expect("ran");
+    assert!(ok(&out), "the allowed port is reached directly: {out:?}");
+    let why = egress.net.receive().expect_err("no socket");
+    assert_eq!(why.raw_os_error(), Some(nix::libc::ENOSPC), "{why}");
+    // Strict refuses up front.
+    let target = Target::new("/bin/sh".as_ref(), &args, world.private.path());
+    let err = prepare(&hosts_policy(&port, true, false), &target).expect_err("refused");
+    assert!(err.to_string().contains("host allow-list"), "{err}");
 }
 
 #[test]
