@@ -7,7 +7,9 @@
 # "default-nocg" (default's rules with "tether": {"processes": 0}), shows what the pids cgroup
 # itself costs (on cgroup v1, moving a process into it waits for an RCU grace period; under
 # default the supervisor moves the server after the spawn, off the start-up path). A fourth arm,
-# "strict", has the server join its cgroup before exec (race-free, on the start-up path).
+# "strict", has the server join its cgroup before exec (race-free, on the start-up path). A fifth,
+# "hosts", is default's ports with a host allow-list: the server in its own network namespace
+# behind the supervisor's egress proxy (specs/sandbox/TECH.md §7).
 # Servers: the workspace's test server, and server-everything from .cache/npm (if installed).
 # PROFILE=debug uses target/debug (no release build; the ratio is what matters). ROUNDS=N.
 # SRT=PATH adds an arm with the server under @anthropic-ai/sandbox-runtime's `srt` (bubblewrap;
@@ -29,11 +31,12 @@ unset TETHER_SERVER_URL TETHER_API_KEY TETHER_API_KEY_FILE
 
 everything=$PWD/.cache/npm/node_modules/.bin/mcp-server-everything
 echo '{"network": {"outbound": {"allow_port": [53, 80, 443]}}, "tether": {"processes": 0}}' > "$work/nocg.json"
+echo '{"network": {"outbound": {"allow_host": [".example.com"], "allow_port": [53, 80, 443]}}}' > "$work/hosts.json"
 echo '{"network": {"allowedDomains": [], "deniedDomains": []}, "filesystem": {"denyRead": ["~/.ssh", "~/.aws"], "allowRead": [], "allowWrite": [], "denyWrite": []}}' > "$work/srt.json"
-python3 - "$bin" "$everything" "${ROUNDS:-30}" "$work/nocg.json" "${SRT:-}" "$work/srt.json" <<'PY'
+python3 - "$bin" "$everything" "${ROUNDS:-30}" "$work/nocg.json" "${SRT:-}" "$work/srt.json" "$work/hosts.json" <<'PY'
 import json, os, random, statistics, subprocess, sys, time
-bin, everything, rounds, nocg, srt, srt_settings = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
-arms = {"none": "none", "default": "default", "default-nocg": nocg, "strict": "strict"}
+bin, everything, rounds, nocg, srt, srt_settings, hosts = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
+arms = {"none": "none", "default": "default", "default-nocg": nocg, "strict": "strict", "hosts": hosts}
 if srt:
     arms["srt"] = "none"
 tether = os.path.join(bin, "tether")

@@ -32,6 +32,8 @@
 
 #![deny(missing_docs)]
 
+#[cfg(target_os = "linux")]
+pub mod egress;
 pub mod elicitation;
 mod error;
 mod launch;

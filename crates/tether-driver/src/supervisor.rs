@@ -249,9 +249,9 @@ async fn supervise(
     let args: Vec<OsString> = command.get_args().map(OsStr::to_owned).collect();
     // Kept until the supervisor returns, after every descendant ended: the private home and
     // the cgroup are removed then.
-    let (hook, mut sandbox) = match options.sandbox.as_deref() {
+    let (hook, mut sandbox, egress) = match options.sandbox.as_deref() {
         Some(json) => match sandbox_for(json, &mut command, &program, &args, true) {
-            Ok((hook, kept)) => (Some(hook), Some(kept)),
+            Ok((hook, kept, egress)) => (Some(hook), Some(kept), egress),
             Err(e) => {
                 eprintln!(
                     "tether: cannot start '{}': {e}",
@@ -260,7 +260,7 @@ async fn supervise(
                 return CANNOT_START;
             }
         },
-        None => (None, None),
+        None => (None, None, None),
     };
     // Should the supervisor itself be SIGKILLed, the program goes with it (this runtime has
     // one thread, so the death signal is tied to the supervisor, not to a worker thread).
@@ -280,6 +280,8 @@ async fn supervise(
         // Into its pids cgroup off the start-up path, with what it started meanwhile.
         cleanup.adopt(child.as_raw(), descendants);
     }
+    // Ends with this function, after every descendant ended (the runtime goes then too).
+    let _proxy = start_egress(egress);
     release_stdio();
     let mut tick = tokio::time::interval(POLL);
     let mut kill_at: Option<Instant> = None;
@@ -323,6 +325,50 @@ async fn supervise(
 /// What a sandboxed program leaves to remove once it and its descendants are gone.
 pub(crate) type SandboxKept = (tether_sandbox::PrivateHome, tether_sandbox::Cleanup);
 
+/// The egress proxy's part of a prepared sandbox (none off Linux).
+#[cfg(target_os = "linux")]
+pub(crate) type EgressPart = tether_sandbox::Egress;
+#[cfg(not(target_os = "linux"))]
+pub(crate) type EgressPart = std::convert::Infallible;
+
+/// A running egress proxy: aborted when dropped, with every connection it spliced.
+#[derive(Debug)]
+pub(crate) struct ProxyTask(tokio::task::JoinHandle<()>);
+
+impl Drop for ProxyTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Starts the egress proxy of a spawned sandboxed child (on the current runtime): its
+/// listening socket arrived before the spawn returned. `None` without one. A child that could
+/// not make its network namespace (best effort) said why instead, which is said on stderr:
+/// it runs with the profile's ports, its hosts not enforced.
+#[cfg(target_os = "linux")]
+pub(crate) fn start_egress(egress: Option<EgressPart>) -> Option<ProxyTask> {
+    let egress = egress?;
+    match egress.net.receive() {
+        Ok(listener) => Some(ProxyTask(tokio::spawn(crate::egress::serve(
+            listener,
+            egress.rules,
+            egress.label,
+        )))),
+        Err(e) => {
+            eprintln!(
+                "tether: the sandbox (--sandbox {}) could not give the server a network namespace ({e}): its host allow-list {:?} is NOT enforced (the allowed ports reach any host)",
+                egress.label, egress.rules.hosts
+            );
+            None
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn start_egress(egress: Option<EgressPart>) -> Option<ProxyTask> {
+    egress.map(|never| match never {})
+}
+
 /// Prepares the sandbox `json` (a [`tether_sandbox::Policy`]) for `program args` in
 /// `command`: its private home as `HOME` and `TMPDIR`, and the hook its child runs. With
 /// `adopt_later` the child does not join its pids cgroup itself: the caller calls
@@ -335,7 +381,7 @@ pub(crate) fn sandbox_for(
     program: &OsStr,
     args: &[OsString],
     adopt_later: bool,
-) -> Result<(tether_sandbox::ChildHook, SandboxKept), String> {
+) -> Result<(tether_sandbox::ChildHook, SandboxKept, Option<EgressPart>), String> {
     let policy: tether_sandbox::Policy =
         serde_json::from_str(json).map_err(|e| format!("bad sandbox policy: {e}"))?;
     let home =
@@ -354,8 +400,20 @@ pub(crate) fn sandbox_for(
         cache: cache.as_deref(),
         user_home: user_home.as_deref(),
     };
-    let prepared = tether_sandbox::prepare(&policy, &target).map_err(|e| e.to_string())?;
+    let mut prepared = tether_sandbox::prepare(&policy, &target).map_err(|e| e.to_string())?;
     tracing::debug!("{}", prepared.report());
+    let egress = prepared.take_egress();
+    if egress.is_some() {
+        // Its only way out: the proxy (never on a command line: the environment).
+        let url = tether_sandbox::proxy_url();
+        for name in tether_sandbox::PROXY_VARS {
+            command.env(name, &url);
+        }
+        for name in tether_sandbox::NO_PROXY_VARS {
+            command.env_remove(name);
+        }
+        command.env("NODE_USE_ENV_PROXY", "1");
+    }
     if home.kept() {
         eprintln!(
             "tether: the sandbox's private home is kept: {}",
@@ -368,7 +426,7 @@ pub(crate) fn sandbox_for(
     } else {
         prepared.into_child_hook()
     };
-    Ok((hook, (home, cleanup)))
+    Ok((hook, (home, cleanup), egress))
 }
 
 /// A package runner's own cache, kept between runs ([`tether_sandbox::package_cache`]) under
@@ -419,7 +477,7 @@ pub(crate) fn sandbox_for(
     _program: &OsStr,
     _args: &[OsString],
     _adopt_later: bool,
-) -> Result<(tether_sandbox::ChildHook, SandboxKept), String> {
+) -> Result<(tether_sandbox::ChildHook, SandboxKept, Option<EgressPart>), String> {
     Err(tether_sandbox::SandboxError::Unsupported.to_string())
 }
 

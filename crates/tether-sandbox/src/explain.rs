@@ -24,10 +24,27 @@ const MAX_NAMED: usize = 3;
 /// What the sandbox `label` probably denied, from a server's `stderr`, with the profile lines
 /// to add; `None` when stderr shows no denial.
 pub fn explain(stderr: &str, label: &str) -> Option<String> {
+    explain_with(stderr, label, false)
+}
+
+/// [`explain`] for a server under `policy`: behind the egress proxy (its hosts restricted and
+/// enforced), a denied direct connection is not fixed by a port line, and says so.
+pub fn explain_policy(stderr: &str, policy: &crate::Policy) -> Option<String> {
+    explain_with(stderr, &policy.label, crate::behind_proxy(policy))
+}
+
+fn explain_with(stderr: &str, label: &str, behind_proxy: bool) -> Option<String> {
     let mut reads: Vec<String> = Vec::new();
     let mut writes: Vec<String> = Vec::new();
     let mut ports: Vec<u16> = Vec::new();
+    let mut proxied: Vec<String> = Vec::new();
     for line in stderr.lines() {
+        if let Some(denial) = proxy_denial(line) {
+            if !proxied.contains(&denial) {
+                proxied.push(denial);
+            }
+            continue;
+        }
         let lower = line.to_lowercase();
         if !DENIED
             .iter()
@@ -62,16 +79,34 @@ pub fn explain(stderr: &str, label: &str) -> Option<String> {
         }
     }
     for port in ports.iter().take(MAX_NAMED) {
-        lines.push(format!(
-            "a TCP connection to port {port} (add {port} to \"network\": {{\"outbound\": {{\"allow_port\": [...]}}}})"
-        ));
+        lines.push(if behind_proxy {
+            format!(
+                "a direct TCP connection to port {port} (with \"allow_host\" the server reaches hosts only through the egress proxy that HTTPS_PROXY and HTTP_PROXY name: a client that ignores them has no network)"
+            )
+        } else {
+            format!(
+                "a TCP connection to port {port} (add {port} to \"network\": {{\"outbound\": {{\"allow_port\": [...]}}}})"
+            )
+        });
     }
+    lines.extend(proxied.into_iter().take(MAX_NAMED));
     if lines.is_empty() {
         return None;
     }
     Some(format!(
         "the sandbox (--sandbox {label}) probably denied {}; run it with --sandbox PROFILE.json holding that line (docs/sandbox.md), or --sandbox none if you trust the server",
         lines.join("; ")
+    ))
+}
+
+/// A refusal of the egress proxy ([`crate::HostRules::denial`]'s line): what was refused and
+/// the profile line to add.
+fn proxy_denial(line: &str) -> Option<String> {
+    let (_, rest) = line.split_once("refused a connection to ")?;
+    let (target, rest) = rest.split_once(" through its egress proxy (")?;
+    let (add, _) = rest.split_once(" of a permission profile)")?;
+    Some(format!(
+        "a connection to {target} through its egress proxy ({add} of a permission profile)"
     ))
 }
 
@@ -136,6 +171,18 @@ mod tests {
             assert!(said.contains("port 5432"), "{said}");
             assert!(said.contains("allow_port"), "{said}");
         }
+    }
+
+    #[test]
+    fn a_proxy_refusal_names_the_host_line() {
+        let rules = crate::HostRules::new(&["localhost".to_owned()], &[8080]);
+        let stderr = format!(
+            "{}\nError: Proxy response (403) !== 200 when HTTP Tunneling",
+            rules.denial("p.json", "127.0.0.1", 8080)
+        );
+        let said = explain(&stderr, "p.json").expect("explained");
+        assert!(said.contains("a connection to 127.0.0.1:8080"), "{said}");
+        assert!(said.contains("add \"127.0.0.1\" to \"network\""), "{said}");
     }
 
     #[test]

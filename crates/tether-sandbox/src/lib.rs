@@ -9,20 +9,26 @@
 //! [`explain`] reads a failed server's stderr for a denial and names the profile line to add.
 
 mod cache;
+mod egress;
 mod explain;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod netns;
 mod profile;
 
 use std::path::{Path, PathBuf};
 
 pub use cache::{PackageCache, package_cache};
-pub use explain::explain;
+pub use egress::{HostRules, NO_PROXY_VARS, PROXY_PORT, PROXY_VARS, proxy_url};
+pub use explain::{explain, explain_policy};
 #[cfg(target_os = "linux")]
-pub use linux::{Prepared, assess, kernel_summary, prepare};
+pub use linux::{Egress, Prepared, assess, kernel_summary, prepare};
+#[cfg(target_os = "linux")]
+pub use netns::ParentNet;
 pub use profile::{
-    DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, DEFAULT_PORTS, DEFAULT_PROCESSES, Mode, Network,
-    Outbound, Outgoing, Policy, Profile, TetherSettings,
+    ASSUME_NO_NETNS, DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, DEFAULT_PORTS, DEFAULT_PROCESSES,
+    Mode, Network, Outbound, Outgoing, Policy, Profile, TetherSettings,
 };
 
 /// Why a sandbox could not be set up. Each says what to do.
@@ -213,6 +219,20 @@ impl Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         self.run();
+    }
+}
+
+/// Whether a server under `policy` reaches hosts only through the egress proxy here (its
+/// profile lists hosts and a network namespace can be made).
+pub fn behind_proxy(policy: &Policy) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        linux::hosts_enforced(policy).is_some_and(|enforced| enforced.is_ok())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = policy;
+        false
     }
 }
 

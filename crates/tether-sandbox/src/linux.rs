@@ -20,6 +20,8 @@ use landlock::{
 use nix::sys::resource::Resource;
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 
+use crate::egress::{HostRules, PROXY_PORT};
+use crate::netns::{ChildNet, ParentNet};
 use crate::{ChildHook, Cleanup, Outgoing, Policy, Report, SandboxError, Target};
 
 /// Read-only (and executable) system directories every sandboxed server gets.
@@ -186,13 +188,33 @@ fn seccomp_arch() -> Option<TargetArch> {
 /// A sandbox ready to be applied in a child: made by [`prepare`].
 pub struct Prepared {
     ruleset: Option<RulesetCreated>,
+    /// The ruleset applied instead when the child cannot enter its network namespace (best
+    /// effort with a host allow-list: the profile's ports, reaching any host).
+    fallback: Option<RulesetCreated>,
     seccomp: Option<BpfProgram>,
     limits: [Option<(Resource, u64)>; 4],
     cgroup_procs: Option<File>,
+    /// The network namespace the child enters when its hosts are restricted.
+    net: Option<ChildNet>,
+    /// Where the proxy's listening socket arrives, and what the proxy lets through.
+    egress: Option<Egress>,
     /// Removes the cgroup when dropped: a `Prepared` dropped unused leaves nothing behind.
     cleanup: Cleanup,
     strict: bool,
     report: Report,
+}
+
+/// What the supervisor needs to run a server's egress proxy: the socket the child sends its
+/// listening socket over ([`ParentNet::receive`], after the spawn), the rules, the mode's label
+/// for denial lines.
+#[derive(Debug)]
+pub struct Egress {
+    /// The supervisor's end of the socket pair.
+    pub net: ParentNet,
+    /// The profile's `allow_host` and `allow_port`.
+    pub rules: HostRules,
+    /// The mode as the user wrote it.
+    pub label: String,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -207,6 +229,14 @@ impl Prepared {
     /// What is and is not enforced.
     pub fn report(&self) -> &Report {
         &self.report
+    }
+
+    /// The egress proxy's part, when the profile restricts hosts and this system can give the
+    /// server its own network namespace: take it before [`Prepared::into_child_hook`], and
+    /// start the proxy (on [`crate::proxy_url`]'s port, which the server's environment must
+    /// name: [`crate::PROXY_VARS`]) after the spawn.
+    pub fn take_egress(&mut self) -> Option<Egress> {
+        self.egress.take()
     }
 
     /// The hook for `CommandExt::pre_exec`, and what to clean up after the run.
@@ -231,9 +261,12 @@ impl Prepared {
     fn hook(self, join_in_child: bool) -> (ChildHook, Cleanup) {
         let Self {
             mut ruleset,
+            mut fallback,
             seccomp,
             limits,
             mut cgroup_procs,
+            net,
+            egress: _,
             mut cleanup,
             strict: _,
             report: _,
@@ -245,6 +278,14 @@ impl Prepared {
             if let Some(mut procs) = cgroup_procs.as_ref() {
                 // "0" moves the writer itself.
                 procs.write_all(b"0")?;
+            }
+            // Before Landlock and seccomp: the filter denies unshare. Where the namespace
+            // cannot be made, best effort goes on without it (the supervisor was told).
+            if let Some(net) = &net
+                && !net.apply()?
+                && let Some(fallback) = fallback.take()
+            {
+                ruleset = Some(fallback);
             }
             for (resource, value) in limits.iter().flatten() {
                 nix::sys::resource::setrlimit(*resource, *value, *value)?;
@@ -267,14 +308,56 @@ impl Prepared {
 /// What `policy` comes to on this system, without preparing anything: what `tether test`
 /// shows, and what `strict` checks before a server is started.
 pub fn assess(policy: &Policy) -> Report {
-    report(policy, pids_cgroup_parent().is_some())
+    report(policy, pids_cgroup_parent().is_some(), true)
 }
 
-fn report(policy: &Policy, cgroup: bool) -> Report {
+/// Whether `policy`'s host allow-list can be enforced here (a network namespace for the
+/// server): `None` when it has none. Probes once per process (see [`crate::netns::available`]).
+pub(crate) fn hosts_enforced(policy: &Policy) -> Option<Result<(), String>> {
+    hosts_enforced_if(policy, true)
+}
+
+/// [`hosts_enforced`]; without `probe`, namespaces are taken to work unless a strict policy
+/// must know (where they do not, the child falls back and says so: [`prepare`]).
+fn hosts_enforced_if(policy: &Policy, probe: bool) -> Option<Result<(), String>> {
+    let Outgoing::Ports { hosts, .. } = policy.profile.outgoing() else {
+        return None;
+    };
+    if hosts.is_empty() {
+        return None;
+    }
+    if policy.strict && policy.assume_no_netns {
+        return Some(Err(
+            "network namespaces assumed unavailable (TETHER_SANDBOX_ASSUME_NO_NETNS)".to_owned(),
+        ));
+    }
+    if !probe && !policy.strict {
+        return Some(Ok(()));
+    }
+    Some(crate::netns::available())
+}
+
+/// Whether a profile without network (no port, no host, no listening) gets a namespace of its
+/// own too (no UDP either): where one can be made. Nothing is missing where it cannot: the
+/// profile's TCP rules are Landlock's.
+fn isolated(policy: &Policy, probe: bool) -> bool {
+    let none = Outgoing::Ports {
+        ports: Vec::new(),
+        hosts: Vec::new(),
+    };
+    policy.profile.outgoing() == none
+        && policy.profile.allow_bind().is_empty()
+        && (!probe || crate::netns::available().is_ok())
+}
+
+/// What is enforced; without `probe`, a network namespace is taken to work (see
+/// [`hosts_enforced_if`]).
+fn report(policy: &Policy, cgroup: bool, probe: bool) -> Report {
     let profile = &policy.profile;
     let mut enforced = Vec::new();
     let mut missing = Vec::new();
     let outgoing = profile.outgoing();
+    let hosts = hosts_enforced_if(policy, probe);
     match landlock_abi() {
         None => {
             missing.push("file rules, TCP port rules and scopes (Landlock unavailable)".to_owned())
@@ -290,6 +373,19 @@ fn report(policy: &Policy, cgroup: bool) -> Report {
                 };
                 enforced.push(match &outgoing {
                     Outgoing::All => format!("any TCP connection, {listening}"),
+                    Outgoing::Ports { hosts: allowed, ports } if matches!(hosts, Some(Ok(()))) => {
+                        let ports = if ports.is_empty() {
+                            "any port".to_owned()
+                        } else {
+                            format!("ports {ports:?}")
+                        };
+                        format!(
+                            "TCP connections to hosts {allowed:?} on {ports} only (egress proxy, own network namespace), {listening}"
+                        )
+                    }
+                    Outgoing::Ports { ports, .. } if ports.is_empty() && isolated(policy, probe) => {
+                        format!("no network (own network namespace: no TCP, no UDP), {listening}")
+                    }
                     Outgoing::Ports { ports, .. } if ports.is_empty() => {
                         format!("no TCP connection, {listening}")
                     }
@@ -307,12 +403,19 @@ fn report(policy: &Policy, cgroup: bool) -> Report {
             }
         }
     }
-    if let Outgoing::Ports { hosts, .. } = &outgoing
-        && !hosts.is_empty()
-    {
-        missing.push(format!(
-            "the host allow-list {hosts:?} (the egress proxy is not built yet: the allowed ports reach any host)"
-        ));
+    match (&hosts, &outgoing) {
+        (Some(Err(why)), Outgoing::Ports { hosts, .. }) => missing.push(format!(
+            "the host allow-list {hosts:?} (no network namespace for the server: {why}; the allowed ports reach any host)"
+        )),
+        // Without Landlock's TCP rules the phrase above is missing: the namespace still holds.
+        (Some(Ok(())), Outgoing::Ports { hosts, .. })
+            if !enforced.iter().any(|e| e.contains("egress proxy")) =>
+        {
+            enforced.push(format!(
+                "TCP connections to hosts {hosts:?} only (egress proxy, own network namespace)"
+            ));
+        }
+        _ => {}
     }
     match seccomp_arch() {
         Some(_) => enforced.push(format!("seccomp ({SECCOMP_DENIED_COUNT} calls denied)")),
@@ -360,7 +463,9 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
     } else {
         None
     };
-    let report = report(policy, cgroup.is_some());
+    // No probe here (a fork and a namespace made and dropped, 1–8 ms): the child tries, and
+    // falls back where it cannot (see below). A strict policy probes: it must refuse up front.
+    let report = report(policy, cgroup.is_some(), false);
     let (cgroup_dir, cgroup_procs) = cgroup.unzip();
     if policy.strict && !report.missing.is_empty() {
         if let Some(dir) = cgroup_dir {
@@ -371,9 +476,34 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
             missing: report.missing,
         });
     }
-    let ruleset = match landlock_abi() {
-        Some(abi) => Some(landlock_ruleset(abi, policy, target)?),
-        None => None,
+    // Best effort: where the namespace cannot be made, the child says so to the supervisor and
+    // applies the fallback ruleset (the profile's ports, as without host rules); strict fails.
+    let (net, egress) = match (hosts_enforced_if(policy, false), profile.outgoing()) {
+        (Some(Ok(())), Outgoing::Ports { hosts, ports }) => {
+            let (child, parent) = crate::netns::pair(!policy.strict).map_err(setup)?;
+            let egress = Egress {
+                net: parent,
+                rules: HostRules::new(&hosts, &ports),
+                label: policy.label.clone(),
+            };
+            (Some(child), Some(egress))
+        }
+        _ if isolated(policy, false) => (Some(crate::netns::isolated()), None),
+        _ => (None, None),
+    };
+    let (ruleset, fallback) = match landlock_abi() {
+        Some(abi) => {
+            let paths = landlock_paths(abi, profile, target);
+            let ruleset = landlock_ruleset(abi, policy, &paths, egress.is_some())?;
+            let fallback = match &net {
+                Some(net) if net.falls_back() && egress.is_some() => {
+                    Some(landlock_ruleset(abi, policy, &paths, false)?)
+                }
+                _ => None,
+            };
+            (Some(ruleset), fallback)
+        }
+        None => (None, None),
     };
     let seccomp = seccomp_arch().map(seccomp_program).transpose()?;
     let memory = profile.memory_mb();
@@ -386,9 +516,12 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
     ];
     Ok(Prepared {
         ruleset,
+        fallback,
         seccomp,
         limits,
         cgroup_procs,
+        net,
+        egress,
         cleanup: Cleanup {
             cgroup_dir,
             procs: None,
@@ -403,11 +536,36 @@ fn setup(e: impl std::fmt::Display) -> SandboxError {
     SandboxError::Setup(e.to_string())
 }
 
-/// The Landlock ruleset for `policy` on `abi`, rules added.
+/// The paths granted, opened (`O_PATH`), with the access each gets on `abi`.
+fn landlock_paths(
+    abi: ABI,
+    profile: &crate::Profile,
+    target: &Target<'_>,
+) -> Vec<(PathFd, landlock::BitFlags<AccessFs>)> {
+    granted_paths(profile, target)
+        .into_iter()
+        .filter_map(|(path, write)| {
+            let fd = PathFd::new(&path).ok()?;
+            let mut access = if write {
+                AccessFs::from_all(abi)
+            } else {
+                AccessFs::from_read(abi)
+            };
+            if !path.is_dir() {
+                access &= AccessFs::from_file(abi);
+            }
+            Some((fd, access))
+        })
+        .collect()
+}
+
+/// The Landlock ruleset for `policy` on `abi` with `paths` (see [`landlock_paths`]); behind the
+/// proxy, the proxy's port is the only TCP port allowed.
 fn landlock_ruleset(
     abi: ABI,
     policy: &Policy,
-    target: &Target<'_>,
+    paths: &[(PathFd, landlock::BitFlags<AccessFs>)],
+    behind_proxy: bool,
 ) -> Result<RulesetCreated, SandboxError> {
     let profile = &policy.profile;
     let outgoing = profile.outgoing();
@@ -429,24 +587,20 @@ fn landlock_ruleset(
         ruleset = ruleset.scope(scopes).map_err(setup)?;
     }
     let mut created = ruleset.create().map_err(setup)?;
-    for (path, write) in granted_paths(profile, target) {
-        let Ok(fd) = PathFd::new(&path) else {
-            continue;
-        };
-        let mut access = if write {
-            AccessFs::from_all(abi)
-        } else {
-            AccessFs::from_read(abi)
-        };
-        if !path.is_dir() {
-            access &= AccessFs::from_file(abi);
-        }
+    for (fd, access) in paths {
         created = created
-            .add_rule(PathBeneath::new(fd, access))
+            .add_rule(PathBeneath::new(fd, *access))
             .map_err(setup)?;
     }
     if !net.is_empty() {
         if let Outgoing::Ports { ports, .. } = &outgoing {
+            // Behind the proxy the server reaches the proxy's port only (in its namespace
+            // nothing else listens); the proxy checks the profile's ports.
+            let ports = if behind_proxy {
+                &vec![PROXY_PORT]
+            } else {
+                ports
+            };
             for port in ports {
                 created = created
                     .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))

@@ -63,6 +63,7 @@ impl Mode {
             label: self.label(),
             profile,
             strict,
+            assume_no_netns: std::env::var_os(ASSUME_NO_NETNS).is_some_and(|v| v == "1"),
         }))
     }
 }
@@ -78,7 +79,16 @@ pub struct Policy {
     pub profile: Profile,
     /// Refuse to start when anything cannot be enforced.
     pub strict: bool,
+    /// A strict policy treats network namespaces as unavailable, so that a host allow-list
+    /// refuses the start (`TETHER_SANDBOX_ASSUME_NO_NETNS=1` when the mode was resolved). It
+    /// only ever makes a strict start refuse; a best-effort one enforces what it can whatever
+    /// this says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub assume_no_netns: bool,
 }
+
+/// The variable that sets [`Policy::assume_no_netns`].
+pub const ASSUME_NO_NETNS: &str = "TETHER_SANDBOX_ASSUME_NO_NETNS";
 
 /// A permission profile in ToolHive's JSON format:
 /// `{"read": [...], "write": [...], "network": {"outbound": {"insecure_allow_all": bool,
@@ -130,7 +140,8 @@ pub struct Outbound {
     /// Every host and port.
     #[serde(default)]
     pub insecure_allow_all: bool,
-    /// Host names allowed (needs the egress proxy, not built yet: see the spec).
+    /// Host names allowed through the egress proxy: exact, or `.example.com` for the domain
+    /// and its subdomains.
     #[serde(default)]
     pub allow_host: Vec<String>,
     /// TCP ports the server may connect to, on any host.
@@ -182,7 +193,7 @@ pub enum Outgoing {
     Ports {
         /// Allowed TCP ports.
         ports: Vec<u16>,
-        /// Allowed host names (not enforced yet: any host on those ports is reachable).
+        /// Allowed host names (through the egress proxy, where a network namespace can be made).
         hosts: Vec<String>,
     },
 }

@@ -20,11 +20,13 @@ pub fn tool() -> Tool {
     let schema = json!({
         "type": "object",
         "properties": {
-            "action": {"type": "string", "enum": ["read", "list", "append", "connect", "spawn", "allocate"]},
+            "action": {"type": "string", "enum": ["read", "list", "append", "connect", "spawn", "allocate", "fetch"]},
             "path": {"type": "string", "description": "read, list, append: the path; `~/` is this process's HOME."},
             "port": {"type": "integer", "description": "connect: the port on 127.0.0.1."},
             "count": {"type": "integer", "description": "spawn: how many `sleep` processes to hold at once."},
-            "mb": {"type": "integer", "description": "allocate: how many MiB to reserve (untouched)."}
+            "mb": {"type": "integer", "description": "allocate: how many MiB to reserve (untouched)."},
+            "url": {"type": "string", "description": "fetch: an http://HOST:PORT/PATH URL, through HTTPS_PROXY (CONNECT) when set."},
+            "via": {"type": "string", "enum": ["connect", "forward", "direct"], "description": "fetch: CONNECT through HTTPS_PROXY (default), an absolute-form request to HTTP_PROXY, or no proxy."}
         },
         "required": ["action"]
     });
@@ -91,6 +93,10 @@ pub fn call(arguments: Option<&JsonObject>) -> Result<CallToolResult, String> {
                 .map(|()| format!("reserved {mb} MiB"))
                 .map_err(|e| format!("allocate {mb} MiB: {e}"))
         }
+        "fetch" => fetch(
+            text("url").ok_or("fetch takes a url")?,
+            text("via").unwrap_or("connect"),
+        ),
         other => return Err(format!("unknown action {other:?}")),
     };
     Ok(match outcome {
@@ -126,5 +132,85 @@ fn spawn(count: u64) -> Result<String, String> {
     match failure {
         None => Ok(format!("held {started} processes")),
         Some(e) => Err(format!("spawn after {started} processes: {e}")),
+    }
+}
+
+/// Fetches `url` (`http://HOST:PORT/PATH`) as `via` says: a `CONNECT` tunnel through
+/// `HTTPS_PROXY`, an absolute-form request to `HTTP_PROXY`, or directly (also when the proxy
+/// variable is unset). `done` with the status line and body on a 2xx, else the refusal.
+fn fetch(url: &str, via: &str) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or("fetch takes an http:// URL")?;
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let proxy = |name: &str| {
+        std::env::var(name).ok().and_then(|p| {
+            p.strip_prefix("http://")
+                .map(|a| a.trim_end_matches('/').to_owned())
+        })
+    };
+    let (dial, request) = match (via, proxy("HTTPS_PROXY"), proxy("HTTP_PROXY")) {
+        ("connect", Some(proxy), _) => (
+            proxy,
+            Some(format!(
+                "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n"
+            )),
+        ),
+        ("forward", _, Some(proxy)) => (proxy, None),
+        _ => (authority.to_owned(), None),
+    };
+    let failed = |e: std::io::Error| format!("fetch {url}: connect {dial}: {e}");
+    let mut stream = std::net::TcpStream::connect(&dial).map_err(failed)?;
+    let timeout = Some(std::time::Duration::from_secs(10));
+    stream.set_read_timeout(timeout).map_err(failed)?;
+    let read_head = |stream: &mut std::net::TcpStream| -> Result<String, String> {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+            match stream.read(&mut byte) {
+                Ok(1) => head.push(byte[0]),
+                Ok(_) => break,
+                Err(e) => return Err(failed(e)),
+            }
+        }
+        Ok(String::from_utf8_lossy(&head).into_owned())
+    };
+    if let Some(connect) = request {
+        stream.write_all(connect.as_bytes()).map_err(failed)?;
+        let head = read_head(&mut stream)?;
+        if !head.starts_with("HTTP/1.1 200") {
+            let mut body = String::new();
+            let _ = stream.read_to_string(&mut body);
+            return Err(format!(
+                "fetch {url}: the proxy answered {} {}",
+                head.lines().next().unwrap_or_default(),
+                body.trim()
+            ));
+        }
+    }
+    let target = if via == "forward" && dial != authority {
+        url
+    } else {
+        path
+    };
+    let get = format!("GET {target} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    stream.write_all(get.as_bytes()).map_err(failed)?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).map_err(failed)?;
+    let status = response.lines().next().unwrap_or_default().to_owned();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .trim();
+    if status
+        .split(' ')
+        .nth(1)
+        .is_some_and(|code| code.starts_with('2'))
+    {
+        Ok(format!("fetched {url}: {status}: {body}"))
+    } else {
+        Err(format!("fetch {url}: {status} {body}"))
     }
 }

@@ -8,6 +8,136 @@ use std::process::Output;
 
 use crate::support::{Sandbox, json_str, test_server_bin, text};
 
+/// What makes a strict policy treat network namespaces as unavailable.
+const ASSUME_NO_NETNS: &str = "TETHER_SANDBOX_ASSUME_NO_NETNS";
+
+/// A loopback HTTP server answering every request `200` with `body`, on its own thread for the
+/// rest of the test process (each connection read to the end of its head, 10 s at most).
+fn http_server(body: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// Whether a run said this system cannot give a server a network namespace.
+fn nothing_here(out: &Output) -> bool {
+    text(&out.stderr).contains("no network namespace for the server")
+}
+
+/// The probe's `fetch` of `url` `via` (`connect`, `forward`, `direct`).
+fn fetch(url: &str, via: &str) -> String {
+    format!(
+        r#"{{"action": "fetch", "url": {}, "via": "{via}"}}"#,
+        json_str(url)
+    )
+}
+
+#[test]
+fn a_host_allow_list_lets_through_its_hosts_and_ports_only() {
+    let world = planted();
+    let (a, b) = (http_server("served by A"), http_server("served by B"));
+    // Unsandboxed, both are reached directly.
+    for (port, body) in [(a, "served by A"), (b, "served by B")] {
+        let out = world.probe(
+            "none",
+            &fetch(&format!("http://127.0.0.1:{port}/"), "direct"),
+        );
+        assert!(
+            done(&out) && text(&out.stdout).contains(body),
+            "{}",
+            both(&out)
+        );
+    }
+    let profile = world.sandbox.write(
+        "hosts.json",
+        &format!(
+            r#"{{"network": {{"outbound": {{"allow_host": ["localhost"], "allow_port": [{a}]}}}}}}"#
+        ),
+    );
+    let first = world.probe(
+        &profile,
+        &fetch(&format!("http://localhost:{a}/x"), "connect"),
+    );
+    if nothing_here(&first) {
+        eprintln!("NOTICE: no network namespace here: {}", text(&first.stderr));
+        return;
+    }
+    // Through the proxy (CONNECT for HTTPS_PROXY, absolute-form for HTTP_PROXY): allowed.
+    let forwarded = world.probe(
+        &profile,
+        &fetch(&format!("http://localhost:{a}/y"), "forward"),
+    );
+    for out in [&first, &forwarded] {
+        assert!(
+            done(out) && text(&out.stdout).contains("served by A"),
+            "{}",
+            both(out)
+        );
+        assert!(
+            text(&out.stderr).contains(&format!(
+                "TCP connections to hosts [\"localhost\"] on ports [{a}] only (egress proxy"
+            )),
+            "{}",
+            both(out)
+        );
+    }
+    // A host not listed, a port not listed: 403, and the run names them and the line to add.
+    for (url, names, add) in [
+        (
+            format!("http://127.0.0.1:{a}/"),
+            format!("127.0.0.1:{a}"),
+            "add \"127.0.0.1\" to \"network\".\"outbound\".\"allow_host\"".to_owned(),
+        ),
+        (
+            format!("http://localhost:{b}/"),
+            format!("localhost:{b}"),
+            format!("add {b} to \"network\".\"outbound\".\"allow_port\""),
+        ),
+    ] {
+        for via in ["connect", "forward"] {
+            let out = world.probe(&profile, &fetch(&url, via));
+            assert!(denied(&out), "{via} {url}: {}", both(&out));
+            assert!(text(&out.stdout).contains("403"), "{}", both(&out));
+            assert!(
+                text(&out.stderr).contains(&format!("a connection to {names}"))
+                    && text(&out.stderr).contains(&add),
+                "{via} {url}: {}",
+                both(&out)
+            );
+        }
+    }
+    // Without the proxy there is no way out: the namespace has nothing but it.
+    let direct = world.probe(
+        &profile,
+        &fetch(&format!("http://127.0.0.1:{a}/"), "direct"),
+    );
+    assert!(denied(&direct), "{}", both(&direct));
+    assert!(
+        text(&direct.stderr).contains(&format!("a direct TCP connection to port {a}"))
+            && text(&direct.stderr).contains("a client that ignores them has no network"),
+        "{}",
+        both(&direct)
+    );
+    // And nothing of the run is left: no private home, no process of it.
+    assert_eq!(world.left_in_tmp(), Vec::<String>::new(), "left in TMPDIR");
+}
+
 /// A user home with planted credentials, and a TMPDIR to see the private homes in.
 struct Planted {
     sandbox: Sandbox,
@@ -39,12 +169,20 @@ fn planted() -> Planted {
 impl Planted {
     /// `tether ARGS` with HOME and TMPDIR of the planted world.
     fn run(&self, args: &[&str]) -> Output {
-        let command = self
+        self.run_with(args, &[])
+    }
+
+    /// `tether ARGS` with HOME and TMPDIR of the planted world, and `envs`.
+    fn run_with(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        let mut runner = self
             .sandbox
             .runner()
             .user_home(&self.home)
-            .env("TMPDIR", &self.tmp)
-            .command(args);
+            .env("TMPDIR", &self.tmp);
+        for (name, value) in envs {
+            runner = runner.env(name, value);
+        }
+        let command = runner.command(args);
         assert_cmd::Command::from_std(command)
             .output()
             .expect("running tether")
@@ -52,17 +190,24 @@ impl Planted {
 
     /// `tether call` of the probe tool with `arguments` under `mode`.
     fn probe(&self, mode: &str, arguments: &str) -> Output {
-        self.run(&[
+        self.probe_with(mode, arguments, &[])
+    }
+
+    /// [`Planted::probe`] with `envs` for tether.
+    fn probe_with(&self, mode: &str, arguments: &str, envs: &[(&str, &str)]) -> Output {
+        let spec = test_server(&["--probe-tool"]);
+        let args = [
             "call",
             "--mcp",
-            &test_server(&["--probe-tool"]),
+            &spec,
             "srv",
             "probe",
             "--args",
             arguments,
             "--sandbox",
             mode,
-        ])
+        ];
+        self.run_with(&args, envs)
     }
 
     /// What is in the planted TMPDIR (where private homes are made).
@@ -220,7 +365,16 @@ fn a_profile_with_an_unknown_key_or_strict_with_hosts_is_refused_in_one_line() {
         r#"{"network": {"outbound": {"allow_host": ["api.example.com"], "allow_port": [443]}},
             "tether": {"strict": true}}"#,
     );
-    let out = world.probe(&hosts, r#"{"action": "list", "path": "/"}"#);
+    // Host allow-lists are enforced here (a network namespace): strict refuses them only where
+    // namespaces are unavailable, which the variable makes it assume.
+    let list = r#"{"action": "list", "path": "/"}"#;
+    let enforced = world.probe(&hosts, list);
+    assert!(
+        !text(&enforced.stderr).contains("refuses to start") || nothing_here(&enforced),
+        "{}",
+        both(&enforced)
+    );
+    let out = world.probe_with(&hosts, list, &[(ASSUME_NO_NETNS, "1")]);
     assert_eq!(out.status.code(), Some(1), "{}", both(&out));
     assert!(
         text(&out.stderr).contains("refuses to start the server")
@@ -277,6 +431,11 @@ impl Planted {
     /// exec shim) and calls the probe tool with `probe` — through an unsandboxed `tether call`
     /// of the config it was handed, a real MCP client.
     fn hand_off_probe(&self, mode: &str, probe: &str) -> Output {
+        self.hand_off_probe_with(mode, probe, &[])
+    }
+
+    /// [`Planted::hand_off_probe`] with `envs` for tether.
+    fn hand_off_probe_with(&self, mode: &str, probe: &str, envs: &[(&str, &str)]) -> Output {
         let bin = self.sandbox.path("bin");
         std::fs::create_dir_all(&bin).expect("mkdir bin");
         let claude = bin.join("claude");
@@ -296,22 +455,25 @@ exec '{}' call --mcp "$f" srv probe --args "$PROBE" --sandbox none
         let mut permissions = std::fs::metadata(&claude).expect("stat").permissions();
         std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
         std::fs::set_permissions(&claude, permissions).expect("chmod");
-        let command = self
+        let mut runner = self
             .sandbox
             .runner()
             .user_home(&self.home)
             .env("TMPDIR", &self.tmp)
-            .env("PROBE", probe)
-            .command(&[
-                "run",
-                "--mcp",
-                &test_server(&["--probe-tool"]),
-                "--sandbox",
-                mode,
-                "--no-gateway",
-                "--",
-                &claude.to_string_lossy(),
-            ]);
+            .env("PROBE", probe);
+        for (name, value) in envs {
+            runner = runner.env(name, value);
+        }
+        let command = runner.command(&[
+            "run",
+            "--mcp",
+            &test_server(&["--probe-tool"]),
+            "--sandbox",
+            mode,
+            "--no-gateway",
+            "--",
+            &claude.to_string_lossy(),
+        ]);
         assert_cmd::Command::from_std(command)
             .output()
             .expect("running tether")
@@ -351,8 +513,8 @@ fn a_hand_off_harness_starts_its_servers_sandboxed_through_the_exec_shim() {
     assert_eq!(world.left_in_tmp(), Vec::<String>::new(), "left in TMPDIR");
     let bashrc = std::fs::read_to_string(world.home.join(".bashrc")).expect("read .bashrc");
     assert!(!bashrc.contains("# probe"), "{bashrc}");
-    // A strict profile this system cannot enforce (a host allow-list) is refused before the
-    // harness starts, not by the shim inside it.
+    // A strict profile this system cannot enforce (a host allow-list where namespaces are
+    // assumed unavailable) is refused before the harness starts, not by the shim inside it.
     let strict = world.sandbox.write(
         "strict.json",
         r#"{"network": {"outbound": {"allow_host": ["example.com"], "allow_port": [443]}},
@@ -360,7 +522,7 @@ fn a_hand_off_harness_starts_its_servers_sandboxed_through_the_exec_shim() {
     );
     let ran = world.sandbox.path("bin/ran");
     std::fs::remove_file(&ran).expect("the harness ran before");
-    let refused = world.hand_off_probe(&strict, &read_key);
+    let refused = world.hand_off_probe_with(&strict, &read_key, &[(ASSUME_NO_NETNS, "1")]);
     assert!(!ran.exists(), "the harness started: {}", both(&refused));
     assert!(!refused.status.success(), "{}", both(&refused));
     assert!(

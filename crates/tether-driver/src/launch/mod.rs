@@ -137,7 +137,7 @@ impl StartOptions {
     /// and the profile line that would allow it, when `server` runs sandboxed.
     pub fn explain_denial(&self, server: &RenderedServer, text: &str) -> Option<String> {
         let policy = self.sandbox_for(server).ok()??;
-        tether_sandbox::explain(text, &policy.label)
+        tether_sandbox::explain_policy(text, &policy)
     }
 }
 
@@ -1501,7 +1501,7 @@ fn exited_early(
 fn stderr_suffix(stderr: &StderrTail, sandbox: Option<&tether_sandbox::Policy>) -> String {
     let tail = stderr.last_lines(5);
     let denial = sandbox
-        .and_then(|policy| tether_sandbox::explain(&stderr.text(), &policy.label))
+        .and_then(|policy| tether_sandbox::explain_policy(&stderr.text(), policy))
         .map_or_else(String::new, |why| format!("\n{why}"));
     if tail.is_empty() {
         denial

@@ -152,6 +152,8 @@ pub struct ChildProcess {
     pub stderr: Arc<StderrTail>,
     /// Without a supervisor: the sandbox's private home and cgroup, removed after the group.
     _sandboxed: Option<crate::supervisor::SandboxKept>,
+    /// Its egress proxy, without a supervisor (aborted with `Self`).
+    _proxy: Option<crate::supervisor::ProxyTask>,
 }
 
 impl ChildProcess {
@@ -190,13 +192,14 @@ impl ChildProcess {
         }
         // Without a supervisor, the sandbox is prepared here and its leftovers go with `Self`.
         let mut sandboxed = None;
+        let mut egress = None;
         if !supervised {
             let hook = match sandbox {
                 Some(policy) => {
                     let json = serde_json::to_string(policy).map_err(std::io::Error::other)?;
                     let program = std::ffi::OsString::from(launch.command.expose());
                     let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
-                    let (hook, kept) = crate::supervisor::sandbox_for(
+                    let (hook, kept, proxy) = crate::supervisor::sandbox_for(
                         &json,
                         command.as_std_mut(),
                         &program,
@@ -205,6 +208,7 @@ impl ChildProcess {
                     )
                     .map_err(std::io::Error::other)?;
                     sandboxed = Some(kept);
+                    egress = proxy;
                     Some(hook)
                 }
                 None => None,
@@ -212,6 +216,7 @@ impl ChildProcess {
             crate::supervisor::tie_to_parent(command.as_std_mut(), hook);
         }
         let mut child = command.spawn()?;
+        let proxy = crate::supervisor::start_egress(egress);
         let pgid = child
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
@@ -230,6 +235,7 @@ impl ChildProcess {
                 supervised,
                 stderr,
                 _sandboxed: sandboxed,
+                _proxy: proxy,
             },
             stdout,
             stdin,
