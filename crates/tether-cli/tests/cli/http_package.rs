@@ -203,3 +203,32 @@ fn a_sandboxed_http_port_server_may_listen_on_its_port_only() {
     );
     assert!(!listening(port), "the run left the server running");
 }
+
+/// A host allow-list would put the server in a network namespace of its own, where its port
+/// is out of tether's reach: refused in one line before anything starts, not a timeout.
+#[test]
+fn an_http_port_server_with_a_host_allow_list_is_refused_in_words() {
+    let sandbox = Sandbox::new();
+    let port = free_port();
+    let profile = sandbox.dir.path().join("hosts.json");
+    std::fs::write(
+        &profile,
+        r#"{"network": {"outbound": {"allow_host": ["api.example.com"], "allow_port": [443]}}}"#,
+    )
+    .expect("writing the profile");
+    let spec = serde_json::json!({"srv": {
+        "command": tether_testkit::test_server_bin(),
+        "args": ["--http", format!("127.0.0.1:{port}")],
+        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
+    }})
+    .to_string();
+    let profile = profile.to_string_lossy().into_owned();
+    let out = sandbox.run(&["test", "--mcp", &spec, "--sandbox", &profile]);
+    let report = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("failed  srv  it serves HTTP on a port tether must reach, and its sandbox profile's allow_host would put it in a network namespace of its own"),
+        "{report}"
+    );
+    assert!(!listening(port), "the server was started");
+}

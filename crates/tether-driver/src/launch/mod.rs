@@ -98,6 +98,12 @@ impl StartOptions {
             _ => self.sandbox.clone(),
         };
         if let (Some(served), Some(policy)) = (&server.options.serves, policy.as_mut()) {
+            // A host list puts the server in its own network namespace, where tether could not
+            // reach its port.
+            if matches!(policy.profile.outgoing(), tether_sandbox::Outgoing::Ports { hosts, .. } if !hosts.is_empty())
+            {
+                return Err("it serves HTTP on a port tether must reach, and its sandbox profile's allow_host would put it in a network namespace of its own: allow ports (allow_port) instead of hosts, or use --sandbox default".to_owned());
+            }
             // An HTTP-port package must listen on its port (a sandbox lets none by default).
             let settings = policy.profile.tether.get_or_insert_with(Default::default);
             settings.allow_bind.extend(served.port());
