@@ -55,13 +55,7 @@ pub(crate) fn prepare(
     let mut bridge: Option<Bridge> = None;
     let mut routed = Vec::with_capacity(servers.len());
     for server in servers {
-        if server.options.serves.is_some() {
-            // The exec shim hands the harness a stdio server; this one speaks HTTP on a port.
-            return Err(HandoffError::InvalidServer {
-                server: server.name.clone(),
-                problem: "it serves HTTP on a local port once started (\"serves\"), which a plain hand-off cannot give a harness; run it through tether's gateway: tether run --gateway -- HARNESS …".to_owned(),
-            });
-        }
+        // (An HTTP-port package arrives here as the URL it serves on: `run::start_served`.)
         let server = match &server.transport {
             RenderedTransport::Stdio { .. } => {
                 let channel = match launches.as_mut() {

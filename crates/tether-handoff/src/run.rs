@@ -39,7 +39,9 @@ pub async fn run_harness(
     // The supervisor starts the program: find it first, so that a missing one stays a usage
     // error of tether's (exit 2) rather than the supervisor's exit 127.
     find_program(program).map_err(cannot_start)?;
-    let mut prepared = prepare(&handoff, servers)?;
+    // HTTP-port packages run in tether for the whole run; the harness gets their URLs.
+    let (served, servers) = start_served(&handoff, servers).await?;
+    let mut prepared = prepare(&handoff, &servers)?;
     // Stops answering shims and bridging when this function returns, however it returns.
     let _serving = prepared
         .launches
@@ -102,6 +104,9 @@ pub async fn run_harness(
         }
     };
     drop(prepared);
+    if let Some(served) = served {
+        served.shutdown().await;
+    }
     Ok(
         match (
             status.code(),
@@ -112,6 +117,54 @@ pub async fn run_harness(
             (None, None) => 1,
         },
     )
+}
+
+/// Starts the HTTP-port packages (`"serves"`) among `servers` as tether's own, under the
+/// sandbox each would start in, waiting until each answers on its port; returns them (stop
+/// them after the harness) and `servers` with each of those as the plain URL server it serves
+/// (a loopback URL without a secret: the harness connects to it directly). A package that
+/// does not start fails the run, saying why, before the harness starts.
+async fn start_served(
+    handoff: &HandOff<'_>,
+    servers: &[RenderedServer],
+) -> Result<(Option<tether_driver::McpRuntime>, Vec<RenderedServer>), HandoffError> {
+    let served: Vec<RenderedServer> = servers
+        .iter()
+        .filter(|server| server.options.serves.is_some())
+        .cloned()
+        .collect();
+    if served.is_empty() {
+        return Ok((None, servers.to_vec()));
+    }
+    let options = handoff.sandbox.cloned().unwrap_or_default();
+    let failed = |server: &str, problem: String| HandoffError::InvalidServer {
+        server: server.to_owned(),
+        problem: format!("its HTTP-port package did not start: {problem}"),
+    };
+    let first = served[0].name.clone();
+    let runtime = tether_driver::McpRuntime::start(served, &options)
+        .await
+        .map_err(|error| failed(&first, error.to_string()))?;
+    for report in runtime.reports() {
+        if let tether_driver::ServerStatus::Failed { reason } = &report.status {
+            return Err(failed(&report.name, reason.clone()));
+        }
+    }
+    let routed = servers
+        .iter()
+        .map(|server| {
+            let mut routed = server.clone();
+            if let Some(served) = routed.options.serves.take() {
+                routed.transport = tether_config::RenderedTransport::Remote {
+                    url: tether_config::RenderedText::plain(&served.url),
+                    headers: indexmap::IndexMap::new(),
+                    transport: served.transport,
+                };
+            }
+            routed
+        })
+        .collect();
+    Ok((Some(runtime), routed))
 }
 
 /// Aborts a task when dropped.

@@ -144,18 +144,40 @@ fn an_http_port_package_is_added_started_connected_and_stopped_with_the_run() {
         text(&exported.stderr)
     );
 
-    // A plain hand-off cannot give a harness a server that speaks HTTP on a port.
-    let harness = sandbox.fake_program("claude", "#!/bin/sh\ntouch \"$0.ran\"\n");
-    let run = tether(&["run", "--mcp", &uid, "--", &harness.to_string_lossy()]);
-    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
-    assert!(
-        text(&run.stderr).contains(
-            "MCP server 'http-pkg': it serves HTTP on a local port once started (\"serves\"), which a plain hand-off cannot give a harness; run it through tether's gateway"
-        ),
-        "{}",
-        text(&run.stderr)
+    // A plain hand-off: tether starts the package for the run and hands the harness the URL
+    // it serves on; the (fake) harness initializes over it; the package stops with the run.
+    let harness = sandbox.fake_program(
+        "claude",
+        r#"#!/bin/sh
+for a in "$@"; do case "$a" in --mcp-config=*) f="${a#--mcp-config=}";; esac; done
+exec python3 - "$f" "$0.out" <<'PY'
+import json, sys, urllib.request
+server = json.load(open(sys.argv[1]))["mcpServers"]["http-pkg"]
+hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fake", "version": "1"}}}
+request = urllib.request.Request(server["url"], data=json.dumps(hello).encode(), headers={"content-type": "application/json", "accept": "application/json, text/event-stream"})
+answer = urllib.request.urlopen(request, timeout=30).read().decode()
+open(sys.argv[2], "w").write(json.dumps({"server": server, "answer": answer}))
+PY
+"#,
     );
-    assert!(!sandbox.path("bin/claude.ran").exists(), "the harness ran");
+    let run = tether(&["run", "--mcp", &uid, "--", &harness.to_string_lossy()]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let seen: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.path("bin/claude.out")).expect("the harness's record"),
+    )
+    .expect("JSON");
+    assert_eq!(
+        seen["server"]["url"],
+        format!("http://127.0.0.1:{port}/mcp"),
+        "{seen}"
+    );
+    assert!(
+        seen["answer"]
+            .as_str()
+            .is_some_and(|a| a.contains("serverInfo")),
+        "{seen}"
+    );
+    assert!(!listening(port), "the run left the package running");
 
     // A package that exits before it listens: its stderr, and nothing stored.
     let failed = tether(&[
