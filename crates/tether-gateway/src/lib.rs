@@ -215,7 +215,14 @@ impl Gateway {
     fn watch(shared: &Arc<Shared>, upstream: Option<Upstream>, masking_hook: Option<MaskingHook>) {
         tokio::spawn(supervise::watch(Arc::downgrade(&shared.supervisor)));
         tokio::spawn(remint::remint(Arc::downgrade(shared), masking_hook));
-        telemetry::observe(shared);
+        let (servers, tools) = (Arc::downgrade(shared), Arc::downgrade(shared));
+        telemetry::observe(
+            move || Some(servers.upgrade()?.supervisor.status(|_| 0)),
+            move || {
+                let catalogue = tools.upgrade()?.catalogue();
+                Some((catalogue.tools.len(), catalogue.withheld.len()))
+            },
+        );
         if let Some(upstream) = upstream {
             upstream.attach(shared);
         }

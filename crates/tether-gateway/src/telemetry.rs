@@ -20,11 +20,9 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use serde_json::Value;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 use tracing::Span;
-
-use crate::handler::Shared;
 use tracing::field::Empty;
 
 /// The gateway's metric instruments, made once, when metric export is on.
@@ -123,23 +121,25 @@ pub(crate) fn injection_findings<'a>(server: &str, rules: impl Iterator<Item = &
     }
 }
 
-/// Reports, at each collection while `shared` lives, its servers by state
-/// (`tether.gateway.servers`) and its tools offered and withheld (`tether.gateway.tools`).
-pub(crate) fn observe(shared: &Arc<Shared>) {
+/// Reports, at each collection, the servers by state (`tether.gateway.servers`, from
+/// `status`: the supervisor's report) and the tools offered and withheld
+/// (`tether.gateway.tools`, from `tools`); each gives `None` once the gateway is gone.
+pub(crate) fn observe(
+    status: impl Fn() -> Option<Value> + Send + Sync + 'static,
+    tools: impl Fn() -> Option<(usize, usize)> + Send + Sync + 'static,
+) {
     let Some(meter) = tether_log::telemetry::meter() else {
         return;
     };
-    let weak = Arc::downgrade(shared);
     meter
         .u64_observable_gauge("tether.gateway.servers")
         .with_description(
             "servers by state: ready, pending, lazy, retrying, restarting, stopped, failed",
         )
         .with_callback(move |observer| {
-            let Some(shared) = weak.upgrade() else {
+            let Some(status) = status() else {
                 return;
             };
-            let status = shared.supervisor.status(|_| 0);
             let mut states: std::collections::BTreeMap<String, u64> = [
                 "ready",
                 "pending",
@@ -162,19 +162,16 @@ pub(crate) fn observe(shared: &Arc<Shared>) {
             }
         })
         .build();
-    let weak = Arc::downgrade(shared);
     meter
         .u64_observable_gauge("tether.gateway.tools")
         .with_description("tools offered to clients and withheld from them")
         .with_callback(move |observer| {
-            let Some(shared) = weak.upgrade() else {
+            let Some((offered, withheld)) = tools() else {
                 return;
             };
-            let catalogue = shared.catalogue();
-            let offered = u64::try_from(catalogue.tools.len()).unwrap_or(u64::MAX);
-            let withheld = u64::try_from(catalogue.withheld.len()).unwrap_or(u64::MAX);
-            observer.observe(offered, &[KeyValue::new("state", "offered")]);
-            observer.observe(withheld, &[KeyValue::new("state", "withheld")]);
+            let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+            observer.observe(count(offered), &[KeyValue::new("state", "offered")]);
+            observer.observe(count(withheld), &[KeyValue::new("state", "withheld")]);
         })
         .build();
 }
