@@ -301,6 +301,55 @@ enum Upstream {
     Helper(HelperError),
 }
 
+/// One request of the harness's, as it goes to its server.
+#[derive(Clone, Copy)]
+struct Upstreamed<'a> {
+    shared: &'a Shared,
+    route: &'a Route,
+    method: &'a Method,
+    body: &'a Bytes,
+    target: &'a SecretValue,
+}
+
+impl Upstreamed<'_> {
+    /// Sends it with `headers`; a refused bearer token of the route is renewed and the request
+    /// sent again, within the request's budget (`send_renewing`).
+    async fn send(
+        self,
+        headers: HeaderMap,
+    ) -> Result<Result<reqwest::Response, Upstream>, tokio::time::error::Elapsed> {
+        let Self {
+            shared,
+            route,
+            method,
+            body,
+            target,
+        } = self;
+        send_renewing(
+            route.authorization.as_ref(),
+            |authorization| {
+                let mut request_headers = headers.clone();
+                if let Some(value) = authorization {
+                    request_headers.insert(header::AUTHORIZATION, value);
+                }
+                let mut request = shared.client.request(method.clone(), target.expose());
+                if !body.is_empty() {
+                    request = request.body(body.clone());
+                }
+                tokio::time::timeout(route.timeout, request.headers(request_headers).send())
+            },
+            |sent| match sent {
+                Ok(Ok(response)) => {
+                    tether_driver::Refusal::of(response.status(), response.headers())
+                }
+                _ => None,
+            },
+        )
+        .await
+        .map(|answer| answer.map_err(Upstream::Http))
+    }
+}
+
 async fn forward(
     shared: &Shared,
     route: &Arc<Route>,
@@ -321,38 +370,20 @@ async fn forward(
             outgoing.insert(name.clone(), value);
         }
     }
-    // A refused bearer token: renewed and the request sent again, within the request's budget;
-    // refused headers of a helper: the helper run again and the request sent once more.
+    // Refused headers of a helper: the helper run again and the request sent once more.
     let sent = send_with_helper(
         route.helper.as_deref(),
         |helped| {
             let mut outgoing = outgoing.clone();
             outgoing.extend(helped);
-            let (method, body) = (&method, &body);
-            async move {
-                send_renewing(
-                    route.authorization.as_ref(),
-                    |authorization| {
-                        let mut request_headers = outgoing.clone();
-                        if let Some(value) = authorization {
-                            request_headers.insert(header::AUTHORIZATION, value);
-                        }
-                        let mut request = shared.client.request(method.clone(), target.expose());
-                        if !body.is_empty() {
-                            request = request.body(body.clone());
-                        }
-                        tokio::time::timeout(route.timeout, request.headers(request_headers).send())
-                    },
-                    |sent| match sent {
-                        Ok(Ok(response)) => {
-                            tether_driver::Refusal::of(response.status(), response.headers())
-                        }
-                        _ => None,
-                    },
-                )
-                .await
-                .map(|answer| answer.map_err(Upstream::Http))
-            }
+            let request = Upstreamed {
+                shared,
+                route,
+                method: &method,
+                body: &body,
+                target,
+            };
+            async move { request.send(outgoing).await }
         },
         |sent| matches!(sent, Ok(Ok(response)) if response.status() == StatusCode::UNAUTHORIZED),
         |error| Ok(Err(Upstream::Helper(error))),

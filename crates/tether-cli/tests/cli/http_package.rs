@@ -193,18 +193,23 @@ PY
     assert!(stderr.contains("nothing was stored"), "{stderr}");
 }
 
+/// A config of the test server serving Streamable HTTP on `port` (`"serves"`).
+fn serving_test_server(port: u16) -> String {
+    serde_json::json!({"srv": {
+        "command": tether_testkit::test_server_bin(),
+        "args": ["--http", format!("127.0.0.1:{port}")],
+        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
+    }})
+    .to_string()
+}
+
 /// Under the default sandbox (which lets a server listen nowhere) a `"serves"` server may
 /// listen on its own port, and the report says so.
 #[test]
 fn a_sandboxed_http_port_server_may_listen_on_its_port_only() {
     let sandbox = Sandbox::new();
     let port = free_port();
-    let spec = serde_json::json!({"srv": {
-        "command": tether_testkit::test_server_bin(),
-        "args": ["--http", format!("127.0.0.1:{port}")],
-        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
-    }})
-    .to_string();
+    let spec = serving_test_server(port);
     let out = sandbox.run(&[
         "call",
         "--mcp",
@@ -238,12 +243,7 @@ fn an_http_port_server_with_a_host_allow_list_is_refused_in_words() {
         r#"{"network": {"outbound": {"allow_host": ["api.example.com"], "allow_port": [443]}}}"#,
     )
     .expect("writing the profile");
-    let spec = serde_json::json!({"srv": {
-        "command": tether_testkit::test_server_bin(),
-        "args": ["--http", format!("127.0.0.1:{port}")],
-        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
-    }})
-    .to_string();
+    let spec = serving_test_server(port);
     let profile = profile.to_string_lossy().into_owned();
     let out = sandbox.run(&["test", "--mcp", &spec, "--sandbox", &profile]);
     let report = format!("{}{}", text(&out.stdout), text(&out.stderr));

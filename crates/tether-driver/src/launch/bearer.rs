@@ -20,7 +20,7 @@ use rmcp::transport::streamable_http_client::{
 };
 use tether_config::SecretValue;
 
-use super::headers_helper::{HeadersHelper, HelperError, send_with_helper};
+use super::headers_helper::{HeadersHelper, send_with_helper};
 
 /// How many step-ups one request may ask for before its 403 stands.
 pub const MAX_STEP_UPS: usize = 2;
@@ -235,43 +235,50 @@ impl BearerHttp {
         F: Fn(HashMap<HeaderName, HeaderValue>) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
     {
-        let unauthorized =
-            |outcome: &Result<T, _>| matches!(outcome, Err(StreamableHttpError::AuthRequired(_)));
-        let failed =
-            |error: HelperError| Err(StreamableHttpError::Io(std::io::Error::other(error)));
+        let Some(helper) = self.helper.as_deref() else {
+            return self.with_bearer(&custom_headers, &call).await;
+        };
         send_with_helper(
-            self.helper.as_deref(),
+            Some(helper),
             |helped| {
-                let mut custom_headers = custom_headers.clone();
-                custom_headers.extend(helped);
+                let mut headers = custom_headers.clone();
+                headers.extend(helped);
                 let call = &call;
-                async move {
-                    send_renewing(
-                        self.slot.as_deref(),
-                        |authorization| {
-                            let mut headers = custom_headers.clone();
-                            if let Some(value) = authorization {
-                                headers.insert(AUTHORIZATION, value);
-                            }
-                            call(headers)
-                        },
-                        |outcome| match outcome {
-                            Err(StreamableHttpError::AuthRequired(_)) => {
-                                Some(Refusal::Unauthorized)
-                            }
-                            Err(StreamableHttpError::InsufficientScope(refusal)) => {
-                                Some(Refusal::Forbidden {
-                                    challenge: refusal.www_authenticate_header.clone(),
-                                })
-                            }
-                            _ => None,
-                        },
-                    )
-                    .await
-                }
+                async move { self.with_bearer(&headers, call).await }
             },
-            unauthorized,
-            failed,
+            |outcome| matches!(outcome, Err(StreamableHttpError::AuthRequired(_))),
+            |error| Err(StreamableHttpError::Io(std::io::Error::other(error))),
+        )
+        .await
+    }
+
+    /// Runs `call` with `custom_headers` and the slot's `Authorization` of this moment,
+    /// renewing it and retrying as the module docs say.
+    async fn with_bearer<T, F, Fut>(
+        &self,
+        custom_headers: &HashMap<HeaderName, HeaderValue>,
+        call: &F,
+    ) -> Result<T, StreamableHttpError<reqwest::Error>>
+    where
+        F: Fn(HashMap<HeaderName, HeaderValue>) -> Fut,
+        Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
+    {
+        send_renewing(
+            self.slot.as_deref(),
+            |authorization| {
+                let mut headers = custom_headers.clone();
+                if let Some(value) = authorization {
+                    headers.insert(AUTHORIZATION, value);
+                }
+                call(headers)
+            },
+            |outcome| match outcome {
+                Err(StreamableHttpError::AuthRequired(_)) => Some(Refusal::Unauthorized),
+                Err(StreamableHttpError::InsufficientScope(refusal)) => Some(Refusal::Forbidden {
+                    challenge: refusal.www_authenticate_header.clone(),
+                }),
+                _ => None,
+            },
         )
         .await
     }

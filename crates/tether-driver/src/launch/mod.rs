@@ -969,18 +969,19 @@ impl McpRuntime {
         let peer = handle.peer.clone();
         let id = handle.id.clone();
         let routes = &running.client.service().progress;
-        let token = handle.progress_token.clone();
-        if let Some(progress) = progress {
+        // A route, removed however this function ends (an answer, a cancellation, a dropped
+        // future); none (and nothing to remove) without progress to pass on.
+        let _route = progress.map(|progress| {
+            let token = handle.progress_token.clone();
             routes
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .insert(token.clone(), progress);
-        }
-        // Removed however this function ends (an answer, a cancellation, a dropped future).
-        let _route = RemoveOnDrop {
-            routes: Arc::clone(routes),
-            token,
-        };
+            RemoveOnDrop {
+                routes: Arc::clone(routes),
+                token,
+            }
+        });
         let answer = tokio::select! {
             answer = handle.await_response() => answer,
             () = cancelled.as_mut() => {
