@@ -217,7 +217,8 @@ pub struct SpecArgs {
     #[arg(long, value_name = "FILE")]
     pub task: Option<PathBuf>,
 
-    /// The managed server's GraphQL endpoint (overrides TETHER_SERVER_URL and config.toml).
+    /// The managed server's GraphQL endpoint, or tether-server's base URL (overrides
+    /// TETHER_SERVER_URL and config.toml).
     #[arg(long, value_name = "URL")]
     pub server_url: Option<String>,
 

@@ -290,6 +290,7 @@ pub fn managed_client(
         ))
     })?;
     let mut settings = HttpClientSettings::new(endpoint);
+    with_graphql_path(&mut settings);
     if let Some(seconds) = managed_timeout(timeout_secs, file.managed_timeout)? {
         settings.deadline = std::time::Duration::from_secs(seconds);
     }
@@ -315,6 +316,15 @@ pub fn managed_client(
         };
     let client = HttpManagedMcpClient::new(settings).map_err(|e| UsageError::new(e.to_string()))?;
     Ok(Some(Arc::new(client)))
+}
+
+/// The GraphQL endpoint for a managed server URL. tether-server prints its base URL
+/// (`listening on http://127.0.0.1:PORT`) and serves GraphQL at `/graphql`: a URL with no path
+/// is taken as such a base and gets `/graphql`; any other path is used as given.
+fn with_graphql_path(settings: &mut HttpClientSettings) {
+    if matches!(settings.endpoint.path(), "" | "/") {
+        settings.endpoint.set_path("/graphql");
+    }
 }
 
 /// A non-empty environment variable.
@@ -419,4 +429,39 @@ fn smithery_key(file: &ConfigFile) -> anyhow::Result<Option<ApiKey>> {
         }
     };
     Ok(Some(ApiKey::Stored(Box::new(lookup))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HttpClientSettings, with_graphql_path};
+
+    fn endpoint(url: &str) -> String {
+        let mut settings = HttpClientSettings::new(url.parse().expect("a URL"));
+        with_graphql_path(&mut settings);
+        settings.endpoint.to_string()
+    }
+
+    #[test]
+    fn a_base_url_gets_the_graphql_path_and_any_other_path_is_kept() {
+        assert_eq!(
+            endpoint("http://127.0.0.1:8080"),
+            "http://127.0.0.1:8080/graphql"
+        );
+        assert_eq!(
+            endpoint("http://127.0.0.1:8080/"),
+            "http://127.0.0.1:8080/graphql"
+        );
+        assert_eq!(
+            endpoint("https://mcp.example.com/graphql"),
+            "https://mcp.example.com/graphql"
+        );
+        assert_eq!(
+            endpoint("https://example.com/team/api"),
+            "https://example.com/team/api"
+        );
+        assert_eq!(
+            endpoint("https://example.com/?x=1"),
+            "https://example.com/graphql?x=1"
+        );
+    }
 }

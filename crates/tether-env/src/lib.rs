@@ -50,7 +50,8 @@ impl EnvVars {
     pub const TETHER_HOME: &'static str = "TETHER_HOME";
 
     /// The managed server's GraphQL endpoint (overridden by `--server-url`; falls back to
-    /// `server_url` in `$TETHER_HOME/config.toml`).
+    /// `server_url` in `$TETHER_HOME/config.toml`). A URL with no path, as `tether-server`
+    /// prints it, means its `/graphql`.
     pub const TETHER_SERVER_URL: &'static str = "TETHER_SERVER_URL";
 
     /// The most time managed resolution may take, retries and backoff included, in whole

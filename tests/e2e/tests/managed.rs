@@ -404,3 +404,31 @@ fn a_long_running_run_re_mints_an_expiring_proxy_token() {
     let _ = upstream.kill();
     let _ = upstream.wait();
 }
+
+#[test]
+fn the_base_url_tether_server_prints_is_accepted_as_the_server_url() {
+    let stack = stack(&[]);
+    let marker = new_marker();
+    let uid = add_echo(&stack, "managed-base", &marker, "server-held-eu");
+    // What `tether-server serve` prints ("listening on http://ADDRESS"), without `/graphql`.
+    let base = stack.base.trim_end_matches('/').to_owned();
+    assert!(!base.ends_with("/graphql"), "{base}");
+    let out = stack
+        .run_tether(
+            &[
+                "test",
+                "--mcp",
+                &uid,
+                "--secret",
+                "CLIENT_TOKEN=env:CLIENT",
+                "--json",
+            ],
+            &[("CLIENT", "client-SENTINEL"), ("TETHER_SERVER_URL", &base)],
+        )
+        .expect("running tether");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: Value =
+        serde_json::from_slice(&out.stdout).expect("parsing the JSON report on stdout");
+    assert_eq!(report["servers"][0]["name"], "managed-base");
+    assert_no_leftover(&marker);
+}

@@ -286,12 +286,23 @@ fn move_to(to: &str) -> anyhow::Result<u8> {
     let location: Location = to.parse()?;
     let mut store = settings::open_store()?;
     if location == Location::Keyring {
-        // Fails here, with what to do, when no credential store answers.
+        // Fails here, with what to do, when no credential store answers. The store error's
+        // own advice (set TETHER_SECRET_STORE=file) is for writing values, not for moving
+        // them into the keyring: this one says what a move needs.
         let probe = tether_store::SecretStore::new(
             &settings::data_dir()?,
             tether_store::Preference::Keyring,
         );
-        probe.location()?;
+        if let Err(error) = probe.location() {
+            return Err(match error {
+                tether_store::SecretStoreError::KeyringUnavailable { reason } => {
+                    anyhow::anyhow!(
+                        "cannot move the values into the OS credential store: it is not reachable ({reason}); nothing was moved. Start one (on Linux a Secret Service such as gnome-keyring, unlocked, on the D-Bus session bus) and run `tether secrets move keyring` again"
+                    )
+                }
+                other => other.into(),
+            });
+        }
     }
     let moved = store.move_secrets(location)?;
     settings::announce(&store);

@@ -282,6 +282,27 @@ fn auto_without_a_secret_service_uses_the_file_and_says_so_once() {
         &files_but_the_secret_file(&sandbox.home()),
         "SENTINEL-auto"
     ));
+
+    // Moving them into the keyring while none answers says what the move needs, not how to
+    // keep using the file, and moves nothing.
+    let before = std::fs::read(&file).expect("the file");
+    let moved = sandbox
+        .tether(&["secrets", "move", "keyring"])
+        .env("TETHER_SECRET_STORE", "auto")
+        .env_remove(tether_env::EnvVars::DBUS_SESSION_BUS_ADDRESS)
+        .env(tether_env::EnvVars::XDG_RUNTIME_DIR, &runtime)
+        .output()
+        .expect("running tether secrets move keyring");
+    let stderr = text(&moved.stderr);
+    assert_eq!(moved.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot move the values into the OS credential store")
+            && stderr.contains("nothing was moved")
+            && stderr.contains("run `tether secrets move keyring` again"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("TETHER_SECRET_STORE=file"), "{stderr}");
+    assert_eq!(std::fs::read(&file).expect("the file"), before);
 }
 
 /// `secret_store` in config.toml chooses the backend when `TETHER_SECRET_STORE` is unset; an
