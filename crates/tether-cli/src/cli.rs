@@ -207,8 +207,13 @@ listener on 127.0.0.1 (random port).")]
 /// Where MCP specs come from.
 #[derive(Debug, Args)]
 pub struct SpecArgs {
-    /// An MCP spec: a UUID (local or managed installation), the name of a local installation,
-    /// a path to a JSON file, or inline JSON. Repeatable.
+    /// An MCP spec: a config file, inline JSON, an installation's name or UUID, or a harness's
+    /// own config (claude:, codex:, …). Repeatable.
+    ///
+    /// A UUID names a local installation or, when none has it, a managed one on the team's
+    /// server. A file is JSON (any tool's MCP config: `mcpServers`, `servers`, `mcp`, …) or
+    /// TOML (Codex's `config.toml`). `HARNESS:` reads that harness's own files: claude:,
+    /// codex:, gemini:, opencode:, copilot:, vscode:, cursor:, … (see docs/configuration.md).
     #[arg(long = "mcp", value_name = "SPEC")]
     pub mcp: Vec<String>,
 
@@ -219,26 +224,33 @@ pub struct SpecArgs {
 
     /// The managed server's GraphQL endpoint, or tether-server's base URL (overrides
     /// TETHER_SERVER_URL and config.toml).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", hide_short_help = true)]
     pub server_url: Option<String>,
 
     /// The most time managed resolution may take, retries included, in seconds (overrides
     /// TETHER_MANAGED_TIMEOUT and config.toml; default 30).
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600), hide_short_help = true)]
     pub managed_timeout: Option<u64>,
 
-    /// Pass the environment variable NAME from tether's environment to every stdio server
-    /// (they get only HOME, LOGNAME, PATH, SHELL, USER, LANG, LC_ALL, TERM, TMPDIR and TZ
-    /// otherwise). Repeatable; a server's `passEnv` field does the same for one server.
-    #[arg(long = "pass-env", value_name = "NAME")]
+    /// Pass the environment variable NAME from tether's environment to every stdio server.
+    /// Repeatable.
+    ///
+    /// Stdio servers get only HOME, LOGNAME, PATH, SHELL, USER, LANG, LC_ALL, TERM, TMPDIR and
+    /// TZ otherwise; a server's `passEnv` field does the same for one server.
+    #[arg(long = "pass-env", value_name = "NAME", hide_short_help = true)]
     pub pass_env: Vec<String>,
 }
 
 /// Where secrets come from. Never from a literal on the command line.
 #[derive(Debug, Args)]
 pub struct SecretArgs {
-    /// A secret: NAME=env:VAR, NAME=file:PATH, NAME=- (one line of stdin) or NAME=prompt
-    /// (hidden input). Repeatable. A literal value is refused: argv is visible through `ps`.
+    /// A secret: NAME=env:VAR, NAME=file:PATH, NAME=cmd:PROGRAM ARGS…, NAME=- (stdin) or
+    /// NAME=prompt. Repeatable.
+    ///
+    /// env: reads a variable of tether's environment; file: the file's content (one trailing
+    /// newline dropped); cmd: a program's stdout (run without a shell); - one line of stdin;
+    /// prompt asks on the terminal with hidden input. A literal value is refused: argv is
+    /// visible through `ps`.
     #[arg(long = "secret", value_name = "NAME=SOURCE")]
     pub secret: Vec<String>,
 
@@ -355,7 +367,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Per-server startup timeout in seconds (built-in harness and gateway) (a server launched through npx, uvx or another package runner gets 4× that: its first start downloads the package).
+    /// Per-server startup timeout in seconds (built-in harness and gateway).
+    ///
+    /// A server launched through npx, uvx or another package runner gets 4× that: its first
+    /// start downloads the package.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
 
@@ -364,17 +379,18 @@ pub struct RunArgs {
 
     /// Built-in harness: keep the servers running (re-minting managed configs before they
     /// expire) until SIGINT or SIGTERM.
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub hold: bool,
 
     /// Refuse to write any secret to a file, even a private temporary one.
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub no_secrets_on_disk: bool,
 
-    /// Hand the harness ONE stdio server, tether's gateway (`tether serve` for this run): the
-    /// servers run in this tether process; the harness sees SERVER__NAME tools, masked results
-    /// and no value of any server. The default for Gemini CLI (whose environment expansion
-    /// would corrupt secret values).
+    /// Hand the harness ONE stdio server, tether's gateway (`tether serve` for this run).
+    ///
+    /// The servers run in this tether process; the harness sees SERVER__NAME tools, masked
+    /// results and no value of any server. The default for Gemini CLI (whose environment
+    /// expansion would corrupt secret values).
     #[arg(long, conflicts_with = "no_gateway")]
     pub gateway: bool,
 
@@ -385,26 +401,37 @@ pub struct RunArgs {
 
     /// Through the gateway: the audit log to create (default
     /// $TETHER_HOME/audit/serve-TIME-PID.jsonl).
-    #[arg(long, value_name = "PATH", conflicts_with = "no_gateway")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with = "no_gateway",
+        hide_short_help = true
+    )]
     pub audit: Option<PathBuf>,
 
     /// Through the gateway: the client capabilities declared to the servers (a
     /// comma-separated list of sampling, elicitation and roots, or all, or none; default all:
     /// the servers start before the harness connects). A request the harness did not declare
     /// gets an error.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        hide_short_help = true
+    )]
     pub client_capabilities: Option<Vec<CapabilityArg>>,
 
-    /// Through the gateway: start every server before the harness starts (as `tether serve
-    /// --wait-for-servers`; --strict-mcp implies it). Default: `wait_for_servers` in
-    /// config.toml, else the harness starts at once and each server's tools join as it
-    /// becomes ready.
+    /// Through the gateway: start every server before the harness starts.
+    ///
+    /// As `tether serve --wait-for-servers`; --strict-mcp implies it. Default:
+    /// `wait_for_servers` in config.toml, else the harness starts at once and each server's
+    /// tools join as it becomes ready.
     #[arg(long, conflicts_with = "no_gateway")]
     pub wait_for_servers: bool,
 
     /// Through the gateway: a tool result larger than N tokens is cut to fit, the whole read
     /// back from a tether://results/ID link (as `tether serve --max-result-tokens`).
-    #[arg(long, value_name = "N", value_parser = tether_gateway::budget::parse_max_result_tokens)]
+    #[arg(long, value_name = "N", value_parser = tether_gateway::budget::parse_max_result_tokens, hide_short_help = true)]
     pub max_result_tokens: Option<usize>,
 
     #[command(flatten)]
@@ -616,32 +643,33 @@ pub struct ServeArgs {
 /// The gateway's tool search and secret scan (`serve`, `run --gateway`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ToolSearchArgs {
-    /// How tools/list offers the tools: all (every definition), search (two tools,
-    /// tether__find_tools and tether__call_tool, find and call the others), or auto (search
-    /// when the definitions are over --tool-search-budget). Default: `tool_mode` in
-    /// config.toml, else auto.
+    /// How tools/list offers the tools: all, search or auto (the default).
+    ///
+    /// all lists every definition; search lists two tools, tether__find_tools and
+    /// tether__call_tool, that find and call the others; auto searches when the definitions
+    /// are over --tool-search-budget. Default: `tool_mode` in config.toml, else auto.
     #[arg(long, value_name = "MODE", value_parser = str::parse::<ToolMode>)]
     pub tool_mode: Option<ToolMode>,
 
     /// auto's budget for the tool definitions, in tokens (4 bytes of JSON count as a token).
     /// Default: `tool_search_budget` in config.toml, else 10000.
-    #[arg(long, value_name = "N", value_parser = tether_gateway::tool_search::parse_budget_tokens)]
+    #[arg(long, value_name = "N", value_parser = tether_gateway::tool_search::parse_budget_tokens, hide_short_help = true)]
     pub tool_search_budget: Option<usize>,
 
     /// In search mode, list this tool too (SERVER__TOOL), or every tool of this server
     /// (SERVER). Repeatable; adds to `always_load` in config.toml.
-    #[arg(long = "always-load", value_name = "NAME")]
+    #[arg(long = "always-load", value_name = "NAME", hide_short_help = true)]
     pub always_load: Vec<String>,
 
     /// Start a server whose tools were pinned before only when one of its tools is found or
     /// called; its pinned definitions are offered until then. Not with --wait-for-servers or
     /// --strict-mcp. Default: `lazy` in config.toml, else off.
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub lazy: bool,
 
     /// What the scan for credential shapes (API keys, private keys, JWTs…) does in tool arguments
     /// and results: off, warn, mask or block. Default: `secret_scan`, else warn/mask.
-    #[arg(long, value_name = "MODE", value_parser = str::parse::<tether_gateway::secret_scan::SecretScan>)]
+    #[arg(long, value_name = "MODE", value_parser = str::parse::<tether_gateway::secret_scan::SecretScan>, hide_short_help = true)]
     pub secret_scan: Option<tether_gateway::secret_scan::SecretScan>,
 }
 
@@ -1032,10 +1060,11 @@ pub enum AuthCommand {
 /// `--sandbox`, on every command that starts stdio servers.
 #[derive(Debug, Default, Args)]
 pub struct SandboxArg {
-    /// Sandbox for stdio servers: none, default (Landlock, seccomp, limits; says what it
-    /// cannot enforce), strict (refuses to start unless all is enforced), or the path of a
-    /// permission profile (ToolHive's JSON format). Default: `sandbox` in config.toml, else
-    /// none. See docs/sandbox.md.
+    /// Sandbox for stdio servers: none, default, strict, or a permission profile's path.
+    ///
+    /// default: Landlock, seccomp, limits, and says what it cannot enforce; strict refuses to
+    /// start unless all is enforced; a path names a permission profile (ToolHive's JSON
+    /// format). Default: `sandbox` in config.toml, else none. See docs/sandbox.md.
     #[arg(long, value_name = "MODE")]
     pub sandbox: Option<String>,
 }

@@ -52,6 +52,53 @@ fn version_and_help_document_exit_codes() {
     }
 }
 
+/// `run -h` fits a screen (the flags used every day, one line each); `--help` still documents
+/// every flag, each secret source (`cmd:` included) and the spec forms.
+#[test]
+fn run_short_help_is_a_screen_and_long_help_has_every_flag() {
+    let sandbox = Sandbox::new();
+    let short = text(&sandbox.run(&["run", "-h"]).stdout);
+    let lines = short.lines().count();
+    assert!(lines <= 50, "run -h is {lines} lines:\n{short}");
+    for flag in ["--mcp", "--secret", "--sandbox", "--gateway", "--harness"] {
+        assert!(short.contains(flag), "run -h lacks {flag}:\n{short}");
+    }
+    assert!(short.contains("NAME=cmd:"), "{short}");
+    let long = text(&sandbox.run(&["run", "--help"]).stdout);
+    for flag in [
+        "--mcp",
+        "--task",
+        "--server-url",
+        "--managed-timeout",
+        "--pass-env",
+        "--secret",
+        "--secrets-file",
+        "--strict-mcp",
+        "--harness",
+        "--json",
+        "--timeout",
+        "--sandbox",
+        "--hold",
+        "--no-secrets-on-disk",
+        "--gateway",
+        "--no-gateway",
+        "--audit",
+        "--client-capabilities",
+        "--wait-for-servers",
+        "--max-result-tokens",
+        "--tool-mode",
+        "--tool-search-budget",
+        "--always-load",
+        "--lazy",
+        "--secret-scan",
+    ] {
+        assert!(long.contains(flag), "run --help lacks {flag}:\n{long}");
+    }
+    for words in ["cmd: a program's stdout", "TOML", "claude:"] {
+        assert!(long.contains(words), "run --help lacks {words:?}:\n{long}");
+    }
+}
+
 #[test]
 fn test_reports_each_server_and_fails_when_one_fails() {
     let sandbox = Sandbox::new();
