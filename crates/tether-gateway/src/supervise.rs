@@ -46,6 +46,26 @@ pub const MAX_FAILED_STARTS: u32 = 10;
 /// A server that stays up this long after a start has its backoff reset.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 
+/// Whether the `count`th restart (or failed start) of one server gets a warning line: the
+/// first three, then the 4th, 8th, 16th, …, so a server that keeps crashing says so less often
+/// as its retries back off, instead of a line every 30 s without end. The others are logged
+/// at debug level.
+pub fn worth_a_line(count: u32) -> bool {
+    count <= 3 || count.is_power_of_two()
+}
+
+/// What a warning line about the `count`th restart adds once lines start to be skipped.
+fn skipping(count: u32) -> String {
+    if count > 3 {
+        format!(
+            " ({count} so far; the next line at the {}th, lines in between at debug level)",
+            count.saturating_mul(2)
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// The delay before restart attempt `level` (0-based).
 pub fn backoff(level: u32) -> Duration {
     FIRST_DELAY
@@ -537,11 +557,19 @@ impl Supervisor {
             level
         };
         let reason = "its connection closed: the process exited or the server went away";
-        tracing::warn!(
-            server,
-            "MCP server stopped: {reason}; restarting in {:.2} s",
-            backoff(level).as_secs_f64()
-        );
+        let next = slot.restarts.load(std::sync::atomic::Ordering::Relaxed) + 1;
+        let delay = backoff(level).as_secs_f64();
+        if worth_a_line(next) {
+            tracing::warn!(
+                server,
+                "MCP server stopped: {reason}; restarting in {delay:.2} s"
+            );
+        } else {
+            tracing::debug!(
+                server,
+                "MCP server stopped: {reason}; restarting in {delay:.2} s"
+            );
+        }
         slot.set(State::Restarting {
             reason: reason.to_owned(),
             failed_starts: 0,
@@ -622,7 +650,11 @@ async fn restart(
                     .restarts
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                     + 1;
-                tracing::warn!(server = %server, "MCP server restarted (restart {count})");
+                if worth_a_line(count) {
+                    tracing::warn!(server = %server, "MCP server restarted (restart {count}){}", skipping(count));
+                } else {
+                    tracing::debug!(server = %server, "MCP server restarted (restart {count})");
+                }
                 crate::telemetry::restarted(&server);
                 slot.set(State::Ready {
                     runtime: Arc::new(runtime),
@@ -645,20 +677,37 @@ async fn restart(
                     return;
                 }
                 let next = backoff(level).as_secs_f64();
+                let line = worth_a_line(failed_starts);
                 if joining {
-                    tracing::warn!(
-                        server = %server,
-                        "starting the MCP server failed ({reason}); it stays pending, next try in {next:.2} s"
-                    );
+                    if line {
+                        tracing::warn!(
+                            server = %server,
+                            "starting the MCP server failed ({reason}); it stays pending, next try in {next:.2} s{}",
+                            skipping(failed_starts)
+                        );
+                    } else {
+                        tracing::debug!(
+                            server = %server,
+                            "starting the MCP server failed ({reason}); it stays pending, next try in {next:.2} s"
+                        );
+                    }
                     slot.set(State::Pending {
                         reason: Some(reason),
                         failed_starts,
                     });
                 } else {
-                    tracing::warn!(
-                        server = %server,
-                        "restarting the MCP server failed ({reason}); next try in {next:.2} s"
-                    );
+                    if line {
+                        tracing::warn!(
+                            server = %server,
+                            "restarting the MCP server failed ({reason}); next try in {next:.2} s{}",
+                            skipping(failed_starts)
+                        );
+                    } else {
+                        tracing::debug!(
+                            server = %server,
+                            "restarting the MCP server failed ({reason}); next try in {next:.2} s"
+                        );
+                    }
                     slot.set(State::Restarting {
                         reason,
                         failed_starts,
@@ -700,6 +749,17 @@ pub(crate) async fn watch(supervisor: Weak<Supervisor>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warning_lines_back_off_with_the_retries() {
+        let lines: Vec<u32> = (1..=100).filter(|&n| worth_a_line(n)).collect();
+        assert_eq!(lines, [1, 2, 3, 4, 8, 16, 32, 64]);
+        assert_eq!(skipping(3), "");
+        assert_eq!(
+            skipping(8),
+            " (8 so far; the next line at the 16th, lines in between at debug level)"
+        );
+    }
 
     #[test]
     fn backoff_doubles_and_is_bounded() {
