@@ -36,7 +36,6 @@ const STATELESS_OWNER: &str = "2026-07-28";
 /// Serves a request a server may ask its client something during: at once for a session's
 /// client, in rounds (`rounds.rs`) for a 2026-07-28 one — the state it echoes and its answers
 /// taken out of the request, which is bound to `$bind` (method and target).
-
 macro_rules! in_rounds {
     ($handler:ident, $now:ident, $request:ident, $context:ident, $bind:expr) => {{
         if !modern(&$context) {
