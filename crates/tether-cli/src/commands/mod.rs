@@ -5,6 +5,7 @@ mod audit;
 mod auth;
 mod call;
 mod export;
+mod gateway;
 mod install;
 mod policy;
 mod registry;
