@@ -23,27 +23,19 @@
 
 #![deny(missing_docs)]
 
-mod encodings;
 mod env_expand;
 mod error;
 mod json;
-mod mask;
-mod mask_json;
 mod model;
 mod parse;
 pub mod placeholder;
 mod printable;
 mod provenance;
 mod render;
-mod secret;
-mod secret_args;
 
-pub use encodings::printed_forms;
 pub use env_expand::{EmptyEnv, EnvLookup, ProcessEnv};
 pub use error::ConfigError;
 pub use json::MAX_CONFIG_BYTES;
-pub use mask::{MIN_SECRET_LINE_BYTES, Masker, SHORT_SECRET_CHARS, mask_known_values};
-pub use mask_json::mask_json;
 pub use model::{
     Installation, Origin, ParsedServer, RemoteTemplate, RemoteTransport, ServedUrl, ServerOptions,
     ServerTemplate, StdioTemplate, TemplatableServer, Variable, VariableSource, VariableValue,
@@ -55,5 +47,10 @@ pub use parse::{
 pub use printable::escape_controls;
 pub use provenance::{is_credential_name, url_passwords};
 pub use render::{Exposure, RenderedServer, RenderedText, RenderedTransport, render_server_map};
-pub use secret::{MASK, SecretValue, Secrets};
-pub use secret_args::{SecretArg, SecretArgError, SecretSource, parse_secret_args, shell_line};
+// The secret value, the masker and `--secret` parsing live in the bottom crate tether-secret;
+// they are re-exported here under their old paths.
+pub use tether_secret::{
+    MASK, MIN_SECRET_LINE_BYTES, Masker, SHORT_SECRET_CHARS, SecretArg, SecretArgError,
+    SecretSource, SecretValue, Secrets, mask_json, mask_known_values, parse_secret_args,
+    printed_forms, shell_line,
+};

@@ -26,7 +26,7 @@ use crate::placeholder::{
     Segment, has_placeholders, is_placeholder_of, is_valid_name, placeholder, segments,
 };
 use crate::provenance::{is_credential_name, url_passwords};
-use crate::secret::{MASK, SecretValue, Secrets};
+use tether_secret::{MASK, SecretValue, Secrets};
 
 /// One piece of rendered text.
 #[derive(Clone, PartialEq, Eq)]

@@ -70,6 +70,33 @@ impl fmt::Debug for Session {
     }
 }
 
+/// Where `tether-oauth` applies stored tokens ([`tether_bearer::BearerTarget`]): the remote
+/// servers of the session, by URL.
+impl tether_bearer::BearerTarget for Session {
+    fn urls_without_authorization(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter_map(|server| match &server.transport {
+                RenderedTransport::Remote { url, headers, .. }
+                    if !headers
+                        .keys()
+                        .any(|name| name.eq_ignore_ascii_case("authorization")) =>
+                {
+                    Some(url.expose())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn give_bearer_tokens(
+        &mut self,
+        token_for: &mut dyn FnMut(&str) -> Option<SecretValue>,
+    ) -> Vec<String> {
+        self.apply_bearer_tokens(token_for)
+    }
+}
+
 impl Session {
     /// Resolves `specs` with `resolver` (local-first; managed calls go out together), applies
     /// `secrets` and `env` and renders every server, once. Warns (through `tracing`) about a

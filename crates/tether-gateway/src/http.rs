@@ -46,7 +46,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::clients::{ClientGone, Clients, RequestGuard};
 use crate::error::GatewayError;
-use crate::handler::{GatewayHandler, Shared};
+use crate::handler::GatewayHandler;
+use crate::shared::Shared;
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";

@@ -62,6 +62,7 @@ mod rounds;
 pub mod scan;
 pub mod search;
 pub mod secret_scan;
+mod shared;
 pub mod supervise;
 mod telemetry;
 pub mod tool_search;
@@ -80,16 +81,17 @@ pub use audit::AuditLog;
 pub use budget::ResultBudget;
 pub use catalogue::STATUS_TOOL;
 pub use error::GatewayError;
-pub use handler::list_all;
 pub use http::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpOptions, MCP_PATH, is_loopback};
 pub use lines::{FirstLine, read_first_line};
 pub use pins::PinStore;
 pub use policy::ToolPolicy;
 pub use remint::{MaskingHook, RegisterValues};
 pub use scan::ScanPolicy;
+pub use shared::list_all;
 pub use upstream::Upstream;
 
-use handler::{GatewayHandler, Shared};
+use handler::GatewayHandler;
+use shared::Shared;
 
 /// How a gateway forwards and records.
 #[derive(Debug)]

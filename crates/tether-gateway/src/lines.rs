@@ -27,7 +27,7 @@ use tokio::io::{
 };
 
 use crate::catalogue::CATALOGUE_MARKER;
-use crate::handler::Shared;
+use crate::shared::Shared;
 
 /// The longest line read (rmcp's limit too).
 const MAX_LINE: usize = 16 * 1024 * 1024;

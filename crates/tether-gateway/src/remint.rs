@@ -13,7 +13,7 @@ use std::time::Duration;
 use tether_config::SecretValue;
 use tether_driver::RemintOutcome;
 
-use crate::handler::Shared;
+use crate::shared::Shared;
 use crate::supervise::Replaced;
 
 /// Told the session's whole masking set after a re-mint added values (the caller's log layer

@@ -19,9 +19,9 @@ use serde_json::Value;
 use tether_driver::{RequestRefused, ServerNotice, StartOptions};
 
 use crate::clients::Answerer;
-use crate::handler::Shared;
 use crate::redact::mask_value;
 use crate::rounds::request_message;
+use crate::shared::Shared;
 
 /// The servers' side of a gateway, wired into their [`StartOptions`] before they start (the
 /// gateway itself exists only after they did).

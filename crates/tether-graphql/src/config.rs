@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::error::DecodeReason;
 use crate::operation::{CreateManagedMcpClientConfigOutput, ManagedMcpTransportKind};
-use tether_config::SecretValue;
+use tether_secret::SecretValue;
 
 /// How the MCP server described by [`ManagedMcpClientConfig::mcp_config_json`] is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

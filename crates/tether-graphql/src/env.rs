@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use zeroize::Zeroizing;
 
 use crate::error::ManagedMcpError;
-use tether_config::SecretValue;
 use tether_env::EnvVars;
+use tether_secret::SecretValue;
 
 /// Reads the API key from [`EnvVars::TETHER_API_KEY`] or [`EnvVars::TETHER_API_KEY_FILE`].
 ///

@@ -20,7 +20,7 @@ use crate::operation;
 use crate::redact;
 use crate::response::{self, Failure};
 use crate::retry::{self, RetryPolicy};
-use tether_config::SecretValue;
+use tether_secret::SecretValue;
 
 /// The largest response body read; a larger one is a [`DecodeReason::TooLarge`] error.
 pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;

@@ -62,4 +62,4 @@ pub use env::api_key_from_env;
 pub use error::{DecodeReason, ManagedMcpError, TransportErrorKind, UserFacingErrorKind};
 pub use http::{HttpClientSettings, HttpManagedMcpClient, MAX_RESPONSE_BYTES};
 pub use retry::RetryPolicy;
-pub use tether_config::SecretValue;
+pub use tether_secret::SecretValue;

@@ -1,7 +1,7 @@
 //! Redaction by known value: text from the server is masked for every secret this client
 //! knows (the API key) before it may reach an error.
 
-use tether_config::SecretValue;
+use tether_secret::SecretValue;
 
 /// How many characters of server text an error keeps.
 pub(crate) const EXCERPT_CHARS: usize = 200;
@@ -10,7 +10,7 @@ pub(crate) const EXCERPT_CHARS: usize = 200;
 /// [`EXCERPT_CHARS`] characters (an ellipsis marks the cut). Masking happens before the cut,
 /// so no prefix of a secret survives at the edge.
 pub(crate) fn excerpt(text: &str, secrets: &[&SecretValue]) -> String {
-    let masked = tether_config::mask_known_values(text, secrets.iter().copied());
+    let masked = tether_secret::mask_known_values(text, secrets.iter().copied());
     let mut chars = masked
         .trim()
         .chars()
@@ -25,7 +25,7 @@ pub(crate) fn excerpt(text: &str, secrets: &[&SecretValue]) -> String {
 #[cfg(test)]
 mod tests {
     use super::{EXCERPT_CHARS, excerpt};
-    use tether_config::SecretValue;
+    use tether_secret::SecretValue;
 
     #[test]
     fn masks_known_secrets_and_truncates() {
@@ -33,7 +33,7 @@ mod tests {
         let text = format!("denied for k3y-sentinel\n{}", "x".repeat(500));
         let out = excerpt(&text, &[&key]);
         assert!(
-            out.starts_with(&format!("denied for {} x", tether_config::MASK)),
+            out.starts_with(&format!("denied for {} x", tether_secret::MASK)),
             "{out}"
         );
         assert!(!out.contains("k3y"));

@@ -10,7 +10,7 @@ use crate::operation::{
     CreateManagedMcpClientConfig, CreateManagedMcpClientConfigResult as Result_,
 };
 use crate::redact;
-use tether_config::SecretValue;
+use tether_secret::SecretValue;
 
 /// How many GraphQL error messages an error keeps.
 const MAX_GRAPHQL_MESSAGES: usize = 5;

@@ -165,7 +165,7 @@ async fn http_401_without_an_api_key_says_which_variables_to_set() {
 
     // With a key, a 401 is the server's refusal of that key: relayed as before.
     let with_key = HttpClientSettings {
-        api_key: Some(tether_config::SecretValue::new("wrong-key".to_owned())),
+        api_key: Some(tether_secret::SecretValue::new("wrong-key".to_owned())),
         ..settings(&server)
     };
     let error = resolve_one(with_key).await.expect_err("401 cannot resolve");

@@ -552,7 +552,7 @@ async fn http_error_excerpt_is_truncated_and_masks_the_api_key() {
         panic!("expected Http, got {error:?}");
     };
     assert!(
-        body_excerpt.starts_with(&format!("rejected key {}: xxx", tether_config::MASK)),
+        body_excerpt.starts_with(&format!("rejected key {}: xxx", tether_secret::MASK)),
         "{body_excerpt}"
     );
     assert_eq!(body_excerpt.chars().count(), 201);

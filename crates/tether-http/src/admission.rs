@@ -18,7 +18,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tether_config::SecretValue;
+use tether_secret::SecretValue;
 
 use crate::token::constant_time_eq;
 

@@ -15,7 +15,7 @@
 //! use axum::http::{HeaderMap, HeaderValue, header};
 //!
 //! let admission = Admission::for_address("127.0.0.1:4242".parse().unwrap())
-//!     .with_bearer(tether_config::SecretValue::new("t0ken".to_owned()));
+//!     .with_bearer(tether_secret::SecretValue::new("t0ken".to_owned()));
 //! let mut headers = HeaderMap::new();
 //! headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:4242"));
 //! headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer t0ken"));

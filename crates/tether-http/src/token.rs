@@ -1,6 +1,6 @@
 //! Random tokens and their comparison: the one generator and the one constant-time compare.
 
-use tether_config::SecretValue;
+use tether_secret::SecretValue;
 
 /// The randomness source failed (no `getrandom` answer): nothing can be protected by a token.
 /// Returned by [`random_hex`] and [`generate`]; the caller fails the command with it.

@@ -3,7 +3,7 @@
 //! message passes through [`mask`] before it is written.
 //!
 //! The run registers its secret values once they are known ([`register`]); the masker built
-//! from them (`tether_config::Masker`) finds each value in every form libraries print it in
+//! from them (`tether_secret::Masker`) finds each value in every form libraries print it in
 //! (percent-encoded, lower- and upper-cased, JSON-, HTML-, shell- and `Debug`-escaped, NFC and
 //! NFD) and each long line of a multi-line value.
 //!
@@ -13,7 +13,7 @@
 //! those registers it here, once, the moment it exists.
 //!
 //! ```
-//! let secret = tether_config::SecretValue::from("hunter2-sentinel");
+//! let secret = tether_secret::SecretValue::from("hunter2-sentinel");
 //! tether_log::register([&secret]);
 //! assert!(!tether_log::mask("token=hunter2-sentinel").contains("hunter2"));
 //! ```
@@ -23,7 +23,7 @@ pub mod telemetry;
 use std::io::Write;
 use std::sync::{PoisonError, RwLock};
 
-use tether_config::{Masker, SHORT_SECRET_CHARS, SecretValue};
+use tether_secret::{Masker, SHORT_SECRET_CHARS, SecretValue};
 use tracing_subscriber::fmt::MakeWriter;
 use zeroize::Zeroize as _;
 
@@ -45,7 +45,7 @@ static REGISTRY: RwLock<Registry> = RwLock::new(Registry {
 
 /// Adds secret values to mask from now on.
 ///
-/// A value shorter than [`tether_config::SHORT_SECRET_CHARS`] characters is masked only where
+/// A value shorter than [`tether_secret::SHORT_SECRET_CHARS`] characters is masked only where
 /// it stands alone (masked inside words it would corrupt every line); each such value is
 /// warned about once, when it is registered.
 pub fn register<'a>(values: impl IntoIterator<Item = &'a SecretValue>) {
@@ -201,7 +201,7 @@ mod tests {
             format!("host {}", secret.expose().to_lowercase()),
         ] {
             let masked = mask(&printed);
-            assert!(masked.contains(tether_config::MASK), "{printed} → {masked}");
+            assert!(masked.contains(tether_secret::MASK), "{printed} → {masked}");
             for needle in ["Mask", "mask me", "Me%22", "Me\\\"", "%3Cx"] {
                 assert!(!masked.contains(needle), "{needle} left in {masked}");
             }

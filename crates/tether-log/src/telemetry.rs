@@ -467,7 +467,7 @@ mod tests {
 
     #[test]
     fn exported_strings_are_masked_and_events_dropped() {
-        let secret = tether_config::SecretValue::from("telemetry-sentinel-5f1c2a");
+        let secret = tether_secret::SecretValue::from("telemetry-sentinel-5f1c2a");
         crate::register([&secret]);
         let mut span = SpanData {
             span_context: opentelemetry::trace::SpanContext::empty_context(),

@@ -10,8 +10,8 @@
 //!   [`OAuthClient::refresh`]; [`OAuthClient::login`] is all of them in order.
 //! - [`Tokens`] is what is stored per server; [`LocalTokens`] stores it in the secret store
 //!   through the local store, and [`StoredTokens`] uses it at run time: applied to a
-//!   [`tether_driver::Session`], refreshed before expiry, and renewed as the driver's
-//!   [`tether_driver::BearerAuth`] (a refresh on 401, a step-up on 403 `insufficient_scope`).
+//!   the driver's `Session` ([`tether_bearer::BearerTarget`]), refreshed before expiry, and renewed as the driver's
+//!   [`tether_bearer::BearerAuth`] (a refresh on 401, a step-up on 403 `insufficient_scope`).
 //! - Expiry is decided by a [`Clock`] the caller passes ([`SystemClock`] in a program,
 //!   a clock the test moves); the person logging in is reached through a [`Prompt`]
 //!   ([`Terminal`]: `$BROWSER` or the platform opener, stderr, stdin).

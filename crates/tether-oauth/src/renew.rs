@@ -1,6 +1,6 @@
 //! The stored tokens as runs use them ([`StoredTokens`]): applied to a session's remote
 //! servers, refreshed before expiry (by the clock given), and renewed for the driver and the
-//! hand-off bridge as [`tether_driver::BearerAuth`] — a refresh on 401, a step-up
+//! hand-off bridge as [`tether_bearer::BearerAuth`] — a refresh on 401, a step-up
 //! authorization on 403 `insufficient_scope`.
 
 use std::collections::HashMap;
@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use tether_config::{RenderedTransport, SecretValue};
-use tether_driver::Session;
+use tether_bearer::BearerTarget;
+use tether_config::SecretValue;
 
 use crate::challenge::step_up_scope;
 use crate::client::OAuthClient;
@@ -62,7 +62,7 @@ impl StoredTokens {
     }
 
     /// Self as the driver's source of fresh bearer tokens.
-    pub fn bearer_auth(&self) -> Arc<dyn tether_driver::BearerAuth> {
+    pub fn bearer_auth(&self) -> Arc<dyn tether_bearer::BearerAuth> {
         Arc::new(self.clone())
     }
 
@@ -88,26 +88,13 @@ impl StoredTokens {
         Ok(Some(fresh.access_token))
     }
 
-    /// Gives each remote server of `session` with a stored token, and no `Authorization`
-    /// header of its own, its `Authorization: Bearer` header ([`Session::apply_bearer_tokens`]),
-    /// refreshing a token near expiry first. A token that cannot be refreshed is left out with
-    /// a warning that says to log in again (the server then answers 401 as it would without
-    /// one).
-    pub async fn apply(&self, mut session: Session) -> Session {
-        let urls: Vec<String> = session
-            .servers()
-            .iter()
-            .filter_map(|server| match &server.transport {
-                RenderedTransport::Remote { url, headers, .. }
-                    if !headers
-                        .keys()
-                        .any(|name| name.eq_ignore_ascii_case("authorization")) =>
-                {
-                    Some(url.expose())
-                }
-                _ => None,
-            })
-            .collect();
+    /// Gives each remote server of `session` (the driver's `Session`) with a stored token, and
+    /// no `Authorization` header of its own, its `Authorization: Bearer` header
+    /// ([`BearerTarget::give_bearer_tokens`]), refreshing a token near expiry first. A token
+    /// that cannot be refreshed is left out with a warning that says to log in again (the
+    /// server then answers 401 as it would without one).
+    pub async fn apply<S: BearerTarget>(&self, mut session: S) -> S {
+        let urls = session.urls_without_authorization();
         if urls.is_empty() {
             return session;
         }
@@ -127,7 +114,7 @@ impl StoredTokens {
                 ),
             }
         }
-        let applied = session.apply_bearer_tokens(|url| tokens.get(url).cloned());
+        let applied = session.give_bearer_tokens(&mut |url| tokens.get(url).cloned());
         for name in applied {
             tracing::debug!(server = %name, "OAuth bearer token applied");
         }
@@ -271,7 +258,7 @@ fn moved(tokens: &Tokens, discovered: &crate::discovery::Discovered) -> Moved {
     }
 }
 
-impl tether_driver::BearerAuth for StoredTokens {
+impl tether_bearer::BearerAuth for StoredTokens {
     /// Refreshes the stored tokens for the URL once (storing the new ones) and hands back the
     /// new access token, registered for log masking. `None` (with a warning that says to log
     /// in again) when nothing is stored for the URL or the refresh fails.
@@ -324,7 +311,7 @@ mod tests {
     use axum::http::StatusCode;
     use axum::routing::post;
     use serde_json::{Value, json};
-    use tether_driver::BearerAuth as _;
+    use tether_bearer::BearerAuth as _;
 
     use super::*;
     use crate::clock::ManualClock;

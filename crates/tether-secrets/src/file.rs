@@ -14,7 +14,7 @@ use std::path::Path;
 
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
-use tether_config::SecretValue;
+use tether_secret::SecretValue;
 use uuid::Uuid;
 use zeroize::Zeroizing;
 

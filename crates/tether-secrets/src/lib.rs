@@ -42,7 +42,7 @@ use std::str::FromStr;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-pub use tether_config::SecretValue;
+pub use tether_secret::SecretValue;
 use uuid::Uuid;
 
 /// The fallback file's name in the data directory.

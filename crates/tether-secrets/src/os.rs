@@ -7,7 +7,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use tether_config::SecretValue;
+use tether_secret::SecretValue;
 
 use crate::{OPERATION_TIMEOUT, PROBE_TIMEOUT, SecretStoreError};
 

@@ -248,12 +248,16 @@ async fn add_chosen(
         .local_name
         .clone()
         .unwrap_or_else(|| local_name(server));
-    super::install::check_new_name(&local, &super::install::installed()?, "pass --name OTHER")?;
+    super::installations::check_new_name(
+        &local,
+        &super::installations::installed()?,
+        "pass --name OTHER",
+    )?;
 
     let progress = Progress::new();
     let options = TrialOptions {
         startup_timeout: std::time::Duration::from_secs(args.timeout),
-        tokens: Some(Arc::new(super::auth::OauthTokens)),
+        tokens: Some(Arc::new(super::tokens::OauthTokens)),
     };
     // SIGINT or SIGTERM during the test-connect stops the server and exits 130/143.
     let trial = tether_install::test_connect(&local, &built, &given, &options, &progress);

@@ -132,7 +132,7 @@ fn export_gateway(args: &ExportArgs) -> anyhow::Result<u8> {
     let program = std::env::current_exe().context("cannot locate tether's executable")?;
     let serve: Vec<&str> = serve.iter().map(String::as_str).collect();
     let entry = RenderedServer::plain_stdio(
-        super::serve::GATEWAY_NAME,
+        super::gateway::GATEWAY_NAME,
         &program.to_string_lossy(),
         &serve,
     );

@@ -6,6 +6,7 @@ use tether_driver::McpSpec;
 use tether_store::Store;
 use uuid::Uuid;
 
+use super::installations::{check_new_name, installed};
 use crate::cli::{InstallArgs, ListArgs, RemoveArgs};
 use crate::exit::{OK, UsageError};
 use crate::output::{print, print_json};
@@ -13,84 +14,6 @@ use crate::{secrets, settings};
 
 fn open_store() -> anyhow::Result<Store> {
     settings::open_store()
-}
-
-/// The longest installation name.
-const MAX_NAME: usize = 64;
-
-/// Why `name` cannot name an installation, or `None` when it can: a name is 1 to 64 ASCII
-/// letters, digits, `-`, `_` and `.`, starting with a letter or digit, and not what `--mcp`
-/// would read as something else (a UUID, a `*.json` file); so `--mcp NAME` always means it.
-fn bad_name(name: &str) -> Option<&'static str> {
-    let first_ok = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphanumeric());
-    if name.is_empty() {
-        Some("it is empty")
-    } else if name.contains(['/', '\\']) || name.starts_with(['.', '~']) {
-        Some("it reads as a path")
-    } else if name.starts_with(['{', '"', '[']) {
-        Some("it reads as inline JSON")
-    } else if name.ends_with(':') {
-        Some("it reads as a harness shorthand (`claude:`)")
-    } else if Uuid::parse_str(name).is_ok() {
-        Some("it reads as a UUID")
-    } else if [".json", ".jsonc", ".toml"]
-        .iter()
-        .any(|ext| name.to_ascii_lowercase().ends_with(ext))
-    {
-        Some("it reads as a file name")
-    } else if name.chars().count() > MAX_NAME {
-        Some("it is longer than 64 characters")
-    } else if !first_ok
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
-        Some("a name is ASCII letters, digits, '-', '_' and '.', starting with a letter or digit")
-    } else {
-        None
-    }
-}
-
-/// Refuses `name` for a new installation when it is no valid name ([`bad_name`]) or another
-/// installation has it already (`--mcp NAME` would then be ambiguous). `other` is how to pick
-/// another name (`--name OTHER` for `add`).
-pub(crate) fn check_new_name(
-    name: &str,
-    installed: &[tether_store::InstalledSummary],
-    other: &str,
-) -> anyhow::Result<()> {
-    if let Some(why) = bad_name(name) {
-        let shown = crate::typed::shown(name)
-            .map(|shown| format!("'{shown}'"))
-            .unwrap_or_else(|| "the name given".to_owned());
-        return Err(UsageError::new(format!(
-            "{shown} cannot name an installation: {why}\nhint: the server's config goes after --from (`tether install NAME --from ./mcp.json`); a name is like github or my-server"
-        ))
-        .into());
-    }
-    if let Some(existing) = installed.iter().find(|entry| entry.name == name) {
-        return Err(UsageError::new(format!(
-            "an installation called '{name}' exists already ({}); remove it first (`tether remove {name}`) or {other}",
-            existing.uid
-        ))
-        .into());
-    }
-    Ok(())
-}
-
-/// The local installations, or none when there is no store yet (a check does not create one).
-pub(crate) fn installed() -> anyhow::Result<Vec<tether_store::InstalledSummary>> {
-    if settings::data_dir()?
-        .join(tether_store::DATABASE_FILE)
-        .is_file()
-    {
-        Ok(open_store()?.list()?)
-    } else {
-        Ok(Vec::new())
-    }
 }
 
 /// `tether install [NAME] --from SPEC [--server KEY]`: one server under NAME (the config's only
@@ -303,7 +226,7 @@ pub fn remove(args: &RemoveArgs) -> anyhow::Result<u8> {
     let mut store = open_store()?;
     let uid = match Uuid::parse_str(args.installation.trim()) {
         Ok(uid) => uid,
-        Err(_) => super::stored::find_installation(&store, &args.installation)?.uid,
+        Err(_) => super::installations::find_installation(&store, &args.installation)?.uid,
     };
     let bundles = tether_install::bundle::bundles_dir(&crate::settings::data_dir()?);
     let mut unpacked = bundles_of(&store, uid, &bundles)?;

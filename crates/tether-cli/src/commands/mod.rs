@@ -5,7 +5,9 @@ mod audit;
 mod auth;
 mod call;
 mod export;
+mod gateway;
 mod install;
+mod installations;
 mod policy;
 mod registry;
 mod run;
@@ -13,11 +15,12 @@ mod serve;
 mod setup_mcp;
 mod stored;
 mod test;
+mod tokens;
 mod trust;
 
 pub use add::add;
 pub use audit::audit;
-pub use auth::{auth, bearer_auth};
+pub use auth::auth;
 pub use call::call;
 pub use export::export;
 pub use install::{install, list, remove};
@@ -27,6 +30,7 @@ pub use serve::serve;
 pub use setup_mcp::setup_mcp;
 pub use stored::secrets;
 pub use test::test;
+pub use tokens::bearer_auth;
 pub use trust::trust;
 
 use std::path::Path;
@@ -320,7 +324,7 @@ pub async fn session_with(
     progress: &Progress,
 ) -> anyhow::Result<Session> {
     let session = resolve_only(specs, parsed, task_id, secrets, progress).await?;
-    let session = auth::apply_stored_tokens(session).await;
+    let session = tokens::apply_stored_tokens(session).await;
     tether_log::register(session.sensitive_values());
     Ok(session)
 }
@@ -448,7 +452,7 @@ pub fn start_options(
     Ok(StartOptions {
         startup_timeout: Duration::from_secs(timeout_secs.max(1)),
         strict,
-        bearer_auth: Some(auth::bearer_auth()),
+        bearer_auth: Some(tokens::bearer_auth()),
         sandbox: settings::sandbox(sandbox)?,
         sandbox_wins: sandbox.is_some(),
         ..StartOptions::default()

@@ -3,12 +3,19 @@
 
 use std::time::Duration;
 
-use tether_driver::{RefreshOutcome, ServerStatus};
+use anyhow::Context as _;
+use tether_config::RenderedServer;
+use tether_driver::{RefreshOutcome, ServerStatus, Session};
+use tether_gateway::names::ToolFilter;
 
+use super::gateway::{
+    GATEWAY_CALL_TIMEOUT, GATEWAY_NAME, GATEWAY_SOCKET, Policy, budget, declared, start_gateway,
+};
 use crate::cli::{HarnessArg, RunArgs};
 use crate::exit::{OK, UsageError};
 use crate::handoff::hand_off;
 use crate::output::{Progress, print, print_json, reports_json, reports_table};
+use crate::settings;
 
 /// Which harness a command is, from `--harness` or the command's file name.
 fn pick_harness(args: &RunArgs) -> anyhow::Result<HarnessArg> {
@@ -75,7 +82,7 @@ fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> 
         return Err(UsageError::new(message).into());
     }
     if let Some(list) = &args.client_capabilities {
-        super::serve::declared(list)?;
+        super::gateway::declared(list)?;
     }
     Ok(gateway)
 }
@@ -132,7 +139,7 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<u8> {
         tether_driver::require_resolved(session.servers())?;
     }
     if gateway {
-        return super::serve::run_through_gateway(args, harness, session, &progress).await;
+        return run_through_gateway(args, harness, session, &progress).await;
     }
     if harness != HarnessArg::Builtin {
         progress.finish();
@@ -204,4 +211,73 @@ fn report_refresh(outcome: RefreshOutcome) {
             eprintln!("re-minting managed config {uid} failed: {message}");
         }
     }
+}
+
+/// `tether run --gateway -- HARNESS …`: the servers start here, behind the gateway, which
+/// listens on a Unix socket in a private run directory; the harness gets one stdio server,
+/// `tether __gateway SOCKET` (itself started through the exec shim), and no value of any
+/// server. Returns the harness's exit code.
+async fn run_through_gateway(
+    args: &RunArgs,
+    harness: HarnessArg,
+    session: Session,
+    progress: &Progress,
+) -> anyhow::Result<u8> {
+    let budget = budget(args.max_result_tokens)?;
+    let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
+    let mut options = super::start_options(args.timeout, args.strict_mcp, &args.sandbox)?;
+    super::announce_sandbox("run", &session, &options);
+    options.declared = args
+        .client_capabilities
+        .as_deref()
+        .map(declared)
+        .transpose()?;
+    let gateway = start_gateway(
+        session,
+        args.audit.as_deref(),
+        &options,
+        Policy {
+            call_timeout: GATEWAY_CALL_TIMEOUT,
+            pins: true,
+            scan: None,
+            filter: ToolFilter::default(),
+            trust_with: super::policy::trust_with(&args.specs),
+            budget,
+            tool_search: settings::tool_search(&args.tool_search)?,
+            secret_scan: settings::secret_scan(args.tool_search.secret_scan)?,
+        },
+        wait,
+        progress,
+    )
+    .await?;
+    let dir = tether_handoff::RunDir::create(&settings::data_dir()?)?;
+    let socket = dir.path().join(GATEWAY_SOCKET);
+    let listener = tokio::net::UnixListener::bind(&socket)
+        .with_context(|| format!("cannot listen on {}", socket.display()))?;
+    let serving = gateway.serve_unix(listener);
+    if wait {
+        eprintln!(
+            "tether: the harness gets one MCP server, `{GATEWAY_NAME}`, with {} tools",
+            gateway.tool_names().len()
+        );
+    } else {
+        eprintln!(
+            "tether: the harness gets one MCP server, `{GATEWAY_NAME}`; each server's tools join it as the server becomes ready"
+        );
+    }
+    let program = std::env::current_exe().context("cannot locate tether's executable")?;
+    let entry = RenderedServer::plain_stdio(
+        GATEWAY_NAME,
+        &program.to_string_lossy(),
+        &[
+            tether_handoff::gateway_relay::SUBCOMMAND,
+            &socket.to_string_lossy(),
+        ],
+    );
+    let code = crate::handoff::hand_off(args, harness, std::slice::from_ref(&entry), None).await;
+    serving.abort();
+    let _ = serving.await;
+    gateway.shutdown().await;
+    drop(dir);
+    code
 }

@@ -2,24 +2,16 @@
 //! loopback Streamable HTTP.
 
 use std::net::{SocketAddr, ToSocketAddrs as _};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rmcp::model::ClientCapabilities;
-use tether_config::RenderedServer;
-use tether_driver::{ServerStatus, Session, StartOptions};
 use tether_gateway::names::ToolFilter;
-use tether_gateway::tool_search::ToolSearch;
-use tether_gateway::{
-    AuditLog, Gateway, GatewayOptions, MCP_PATH, PinStore, ResultBudget, ScanPolicy, Upstream,
-    is_loopback,
-};
-use time::OffsetDateTime;
+use tether_gateway::{MCP_PATH, is_loopback};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{CapabilityArg, HarnessArg, RunArgs, ServeArgs};
-use crate::exit::{OK, UsageError};
+use super::gateway::{Policy, budget, declared, start_gateway};
+use crate::cli::ServeArgs;
+use crate::exit::OK;
 use crate::output::Progress;
 use crate::{secrets, settings};
 
@@ -43,132 +35,6 @@ fn transport(args: &ServeArgs) -> anyhow::Result<Transport> {
     Ok(Transport {
         listen: Some(address),
     })
-}
-
-/// What a gateway applies to calls and definitions.
-pub(super) struct Policy {
-    pub call_timeout: Duration,
-    pub pins: bool,
-    /// `--scan`: every server's policy; `None`: per installation (`policy.rs`).
-    pub scan: Option<ScanPolicy>,
-    pub filter: ToolFilter,
-    /// The `--mcp` options a `tether trust` hint repeats ([`super::policy::trust_with`]).
-    pub trust_with: String,
-    /// Where tool results are cut (`--max-result-tokens`, `max_result_tokens`).
-    pub budget: ResultBudget,
-    /// `--tool-mode`, `--tool-search-budget`, `--always-load` (and config.toml's keys).
-    pub tool_search: ToolSearch,
-    /// `--secret-scan` (and `secret_scan`).
-    pub secret_scan: tether_gateway::secret_scan::SecretScanPolicy,
-}
-
-/// `$TETHER_HOME/pins.json`.
-pub(super) fn pins_path() -> anyhow::Result<PathBuf> {
-    Ok(settings::data_dir()?.join("pins.json"))
-}
-
-/// The default audit log: `$TETHER_HOME/audit/serve-TIME-PID.jsonl`.
-fn default_audit_path() -> anyhow::Result<PathBuf> {
-    let now = OffsetDateTime::now_utc();
-    let name = format!(
-        "serve-{:04}{:02}{:02}T{:02}{:02}{:02}Z-{}.jsonl",
-        now.year(),
-        u8::from(now.month()),
-        now.day(),
-        now.hour(),
-        now.minute(),
-        now.second(),
-        std::process::id()
-    );
-    Ok(settings::data_dir()?.join("audit").join(name))
-}
-
-/// Builds the gateway over the servers of `session`, the audit log's path on stderr. With
-/// `wait`, every server is started first (per-server status on stderr; `options.strict` fails
-/// when any server does not start); without, the gateway is returned at once and each server
-/// joins it when ready (the gateway logs each server's state).
-pub(super) async fn start_gateway(
-    session: Session,
-    audit: Option<&Path>,
-    options: &StartOptions,
-    policy: Policy,
-    wait: bool,
-    progress: &Progress,
-) -> anyhow::Result<Gateway> {
-    if wait && policy.tool_search.lazy {
-        let both = "--lazy (or `lazy` in config.toml) starts each server when it is asked for, --wait-for-servers (implied by --strict-mcp) all at once: drop one";
-        return Err(UsageError::new(both).into());
-    }
-    let audit_path = match audit {
-        Some(path) => path.to_path_buf(),
-        None => default_audit_path()?,
-    };
-    let audit = AuditLog::create(&audit_path)?;
-    // The servers' notifications and requests go to the gateway (restarted servers' too).
-    let mut options = options.clone();
-    let upstream = Upstream::wire(&mut options);
-    let runtime = if wait {
-        let runtime = super::start(&session, &options, progress).await?;
-        progress.finish();
-        report(&runtime);
-        Some(runtime)
-    } else {
-        progress.finish();
-        let n = session.servers().len();
-        eprintln!(
-            "tether serve: starting {n} MCP server{} in the background; each joins when ready (tether_status shows which are pending; --wait-for-servers waits for them)",
-            if n == 1 { "" } else { "s" }
-        );
-        None
-    };
-    eprintln!("tether serve: audit log {}", audit.path().display());
-    let policies = super::policy::policies(&session, policy.scan, &policy.trust_with)?;
-    let pins = if policy.pins {
-        let pins = PinStore::new(pins_path()?);
-        for server in session.names() {
-            super::policy::pin_key(&pins, &policies, &server)?;
-        }
-        Some(pins)
-    } else {
-        None
-    };
-    let options = GatewayOptions {
-        call_timeout: policy.call_timeout,
-        audit: Some(audit),
-        start: options.clone(),
-        pins,
-        scan: policy.scan.unwrap_or_default(),
-        policies,
-        filter: policy.filter,
-        upstream: Some(upstream),
-        // A re-mint's new values (a fresh proxy token) are masked in tether's own lines.
-        masking_hook: Some(tether_gateway::MaskingHook(std::sync::Arc::new(|values| {
-            tether_log::register(values);
-        }))),
-        budget: policy.budget,
-        tool_search: policy.tool_search,
-        secret_scan: policy.secret_scan,
-    };
-    Ok(match runtime {
-        Some(runtime) => Gateway::new(session, runtime, options).await,
-        None => Gateway::start(session, options),
-    })
-}
-
-/// Each server's startup, one line each on stderr.
-fn report(runtime: &tether_driver::McpRuntime) {
-    for report in runtime.reports() {
-        let name = &report.name;
-        match &report.status {
-            ServerStatus::Ready { tools } => {
-                eprintln!("tether serve: {name}: ready, {} tools", tools.len());
-            }
-            ServerStatus::Failed { reason } => tether_log::eprintln_masked!(
-                "tether serve: {name}: failed to start, its tools are not offered: {reason}"
-            ),
-            ServerStatus::Disabled => eprintln!("tether serve: {name}: disabled in its config"),
-        }
-    }
 }
 
 pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
@@ -285,112 +151,3 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     gateway.shutdown().await;
     Ok(OK)
 }
-
-/// `tether run --gateway -- HARNESS …`: the servers start here, behind the gateway, which
-/// listens on a Unix socket in a private run directory; the harness gets one stdio server,
-/// `tether __gateway SOCKET` (itself started through the exec shim), and no value of any
-/// server. Returns the harness's exit code.
-pub async fn run_through_gateway(
-    args: &RunArgs,
-    harness: HarnessArg,
-    session: Session,
-    progress: &Progress,
-) -> anyhow::Result<u8> {
-    let budget = budget(args.max_result_tokens)?;
-    let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
-    let mut options = super::start_options(args.timeout, args.strict_mcp, &args.sandbox)?;
-    super::announce_sandbox("run", &session, &options);
-    options.declared = args
-        .client_capabilities
-        .as_deref()
-        .map(declared)
-        .transpose()?;
-    let gateway = start_gateway(
-        session,
-        args.audit.as_deref(),
-        &options,
-        Policy {
-            call_timeout: GATEWAY_CALL_TIMEOUT,
-            pins: true,
-            scan: None,
-            filter: ToolFilter::default(),
-            trust_with: super::policy::trust_with(&args.specs),
-            budget,
-            tool_search: settings::tool_search(&args.tool_search)?,
-            secret_scan: settings::secret_scan(args.tool_search.secret_scan)?,
-        },
-        wait,
-        progress,
-    )
-    .await?;
-    let dir = tether_handoff::RunDir::create(&settings::data_dir()?)?;
-    let socket = dir.path().join(GATEWAY_SOCKET);
-    let listener = tokio::net::UnixListener::bind(&socket)
-        .with_context(|| format!("cannot listen on {}", socket.display()))?;
-    let serving = gateway.serve_unix(listener);
-    if wait {
-        eprintln!(
-            "tether: the harness gets one MCP server, `{GATEWAY_NAME}`, with {} tools",
-            gateway.tool_names().len()
-        );
-    } else {
-        eprintln!(
-            "tether: the harness gets one MCP server, `{GATEWAY_NAME}`; each server's tools join it as the server becomes ready"
-        );
-    }
-    let program = std::env::current_exe().context("cannot locate tether's executable")?;
-    let entry = RenderedServer::plain_stdio(
-        GATEWAY_NAME,
-        &program.to_string_lossy(),
-        &[
-            tether_handoff::gateway_relay::SUBCOMMAND,
-            &socket.to_string_lossy(),
-        ],
-    );
-    let code = crate::handoff::hand_off(args, harness, std::slice::from_ref(&entry), None).await;
-    serving.abort();
-    let _ = serving.await;
-    gateway.shutdown().await;
-    drop(dir);
-    code
-}
-
-/// The gateway's budget: `--max-result-tokens`, else config.toml, else the default.
-fn budget(flag: Option<usize>) -> anyhow::Result<ResultBudget> {
-    Ok(ResultBudget {
-        max_tokens: settings::max_result_tokens(flag)?,
-        ..ResultBudget::default()
-    })
-}
-
-/// The capabilities `--client-capabilities LIST` declares: `all` and `none` stand alone.
-pub(super) fn declared(list: &[CapabilityArg]) -> Result<ClientCapabilities, UsageError> {
-    let alone = |word: &str| {
-        UsageError::new(format!(
-            "--client-capabilities: `{word}` cannot be combined with other capabilities"
-        ))
-    };
-    let all = tether_driver::answerable_capabilities();
-    let mut chosen = ClientCapabilities::default();
-    for item in list {
-        match item {
-            CapabilityArg::All if list.len() > 1 => return Err(alone("all")),
-            CapabilityArg::None if list.len() > 1 => return Err(alone("none")),
-            CapabilityArg::All => return Ok(all),
-            CapabilityArg::None => return Ok(chosen),
-            CapabilityArg::Sampling => chosen.sampling.clone_from(&all.sampling),
-            CapabilityArg::Elicitation => chosen.elicitation.clone_from(&all.elicitation),
-            CapabilityArg::Roots => chosen.roots.clone_from(&all.roots),
-        }
-    }
-    Ok(chosen)
-}
-
-/// The name of the one server a hand-off through the gateway gives the harness.
-pub const GATEWAY_NAME: &str = "tether";
-
-/// The gateway's socket in the run directory (short: a socket path has at most 107 bytes).
-const GATEWAY_SOCKET: &str = "gw.sock";
-
-/// How long a call through a hand-off's gateway may take (as `tether serve`'s default).
-const GATEWAY_CALL_TIMEOUT: Duration = Duration::from_secs(300);

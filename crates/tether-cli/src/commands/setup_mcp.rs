@@ -1,8 +1,7 @@
-//! `tether setup-mcp` (the setup tools of `tether-setup`, over stdio or `--listen`) and
-//! `tether secrets submit` (a value for one of its pages, typed on a terminal): the glue —
-//! flags, settings, the token file, what is printed, exit codes.
+//! `tether setup-mcp` (the setup tools of `tether-setup`, over stdio or `--listen`): the glue —
+//! flags, settings, the token file, what is printed, exit codes. A value for one of its pages
+//! comes from `tether secrets submit` (`stored.rs`).
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -15,11 +14,11 @@ use tether_setup::refs::{IDLE_TTL, Refs};
 use tether_setup::submit::{Announcement, AnnouncementKey};
 use tether_setup::{Host, MCP_PATH, Settings, SetupServer, page};
 
-use super::auth::OauthTokens;
+use super::tokens::OauthTokens;
 use crate::cli::SetupMcpArgs;
-use crate::exit::{FAILED, OK, UsageError};
+use crate::exit::{OK, UsageError};
 use crate::output::Progress;
-use crate::{secrets, settings};
+use crate::settings;
 
 /// What the setup server borrows from the CLI: its store settings, its spinner, its OAuth
 /// tokens.
@@ -126,83 +125,4 @@ async fn serve_http(
         }
         Err(signal) => Err(signal.into()),
     }
-}
-
-/// `tether secrets submit NONCE|URL`: the value goes only to a page a running `tether
-/// setup-mcp` of this user announces under this TETHER_HOME, and only once that page proved
-/// it holds its announcement's key (`tether_setup::submit`). A URL only picks one of those
-/// pages; any other address is refused before the value is read.
-pub fn submit(target: &str, from: Option<&str>) -> anyhow::Result<u8> {
-    let target = target.trim();
-    let pages = tether_setup::submit::announced(&settings::data_dir()?);
-    let (pages, nonce) = match target.split_once("://") {
-        Some((scheme, rest)) => {
-            let (address, path) = rest.split_once('/').unwrap_or((rest, ""));
-            let nonce = path.strip_prefix("secret/").unwrap_or_default();
-            let chosen: Vec<_> = pages
-                .into_iter()
-                .filter(|page| scheme == "http" && page_named(&page.address, address))
-                .collect();
-            if chosen.is_empty() {
-                return Err(UsageError::new(format!(
-                    "{scheme}://{address} is not the page of a tether setup-mcp running for this user and TETHER_HOME; tether secrets submit sends a value to such a page only (give the nonce, the last part of the URL the agent passed on)"
-                ))
-                .into());
-            }
-            (chosen, nonce.to_owned())
-        }
-        None => (pages, target.to_owned()),
-    };
-    if nonce.is_empty() || !nonce.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(UsageError::new(format!(
-            "{target:?} is neither a page nonce (hex digits) nor a page URL http://127.0.0.1:PORT/secret/NONCE"
-        ))
-        .into());
-    }
-    if pages.is_empty() {
-        eprintln!(
-            "no tether setup-mcp is running for this user and TETHER_HOME; nothing was submitted"
-        );
-        return Ok(FAILED);
-    }
-    let name = "the value";
-    let value = match from {
-        Some(source) => secrets::read_one("value", source)?,
-        None if std::io::stdin().is_terminal() => secrets::ask("value", Some(name), true)?,
-        None => secrets::read_stdin_all("value")?,
-    };
-    if value.is_empty() {
-        return Err(UsageError::new("the value is empty; nothing was submitted").into());
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the HTTP client")?;
-    for page in &pages {
-        match runtime.block_on(tether_setup::submit::post(page, &nonce, &value)) {
-            Ok(200) => {
-                eprintln!("submitted; the agent can go on");
-                return Ok(OK);
-            }
-            Ok(status) => tracing::debug!("{} answered {status} for the nonce", page.address),
-            Err(error @ tether_setup::SetupError::Unproven { .. }) => {
-                tracing::warn!("{error}; nothing was sent to it");
-            }
-            Err(error) => tracing::debug!("{}: {:#}", page.address, anyhow::Error::from(error)),
-        }
-    }
-    eprintln!(
-        "no running tether setup-mcp has a page for that nonce (already used, expired, or never issued); ask the agent to request the value again"
-    );
-    Ok(FAILED)
-}
-
-/// Whether the URL's `host:port` names the page at `address` (`localhost` names loopback).
-fn page_named(address: &SocketAddr, authority: &str) -> bool {
-    let Some((host, port)) = authority.rsplit_once(':') else {
-        return false;
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    port.parse::<u16>().ok() == Some(address.port())
-        && (host == "localhost" || host.parse::<std::net::IpAddr>().ok() == Some(address.ip()))
 }

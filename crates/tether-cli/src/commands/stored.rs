@@ -1,43 +1,20 @@
-//! `tether secrets list|set|rm|move`: the values stored for local installations. Names and
-//! locations only are ever printed.
+//! `tether secrets list|set|rm|move`: the values stored for local installations (names and
+//! locations only are ever printed); `tether secrets submit`: a value for a page of a running
+//! `tether setup-mcp`, typed on a terminal.
 
 use std::io::IsTerminal;
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
 
 use serde_json::json;
-use tether_store::{InstalledSummary, Location, Registry, RegistryKey, Store};
+use tether_store::{Location, Registry, RegistryKey, Store};
 
+use super::installations::find_installation;
 use crate::cli::{SecretsArgs, SecretsCommand};
-use crate::exit::{OK, UsageError};
+use crate::exit::{FAILED, OK, UsageError};
 use crate::output::{print, print_json};
 use crate::{secrets, settings};
-
-/// The installation called `text` (a UUID or a name that exactly one installation has).
-pub fn find_installation(store: &Store, text: &str) -> anyhow::Result<InstalledSummary> {
-    let text = text.trim();
-    let all = store.list()?;
-    if let Ok(uid) = uuid::Uuid::parse_str(text) {
-        return all.into_iter().find(|i| i.uid == uid).ok_or_else(|| {
-            UsageError::new(format!("no local installation {uid} (see `tether list`)")).into()
-        });
-    }
-    let mut matching: Vec<InstalledSummary> = all.into_iter().filter(|i| i.name == text).collect();
-    match matching.len() {
-        0 => Err(UsageError::new(format!(
-            "no local installation is called {text:?} (see `tether list`)"
-        ))
-        .into()),
-        1 => Ok(matching.remove(0)),
-        n => Err(UsageError::new(format!(
-            "{n} installations are called {text:?} ({}); pass the UUID of the one you mean",
-            matching
-                .iter()
-                .map(|i| i.uid.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-        .into()),
-    }
-}
 
 /// A row of `secrets list`: installation, uid, variable, where its value is.
 type Row = (String, String, String, Option<Location>);
@@ -78,7 +55,7 @@ pub fn secrets(args: &SecretsArgs) -> anyhow::Result<u8> {
             _ => Err(missing_operands()),
         },
         SecretsCommand::Move { to } => move_to(to),
-        SecretsCommand::Submit { nonce, from } => super::setup_mcp::submit(nonce, from.as_deref()),
+        SecretsCommand::Submit { nonce, from } => submit(nonce, from.as_deref()),
     }
 }
 
@@ -321,4 +298,83 @@ fn move_to(to: &str) -> anyhow::Result<u8> {
         }
     }
     Ok(OK)
+}
+
+/// `tether secrets submit NONCE|URL`: the value goes only to a page a running `tether
+/// setup-mcp` of this user announces under this TETHER_HOME, and only once that page proved
+/// it holds its announcement's key (`tether_setup::submit`). A URL only picks one of those
+/// pages; any other address is refused before the value is read.
+fn submit(target: &str, from: Option<&str>) -> anyhow::Result<u8> {
+    let target = target.trim();
+    let pages = tether_setup::submit::announced(&settings::data_dir()?);
+    let (pages, nonce) = match target.split_once("://") {
+        Some((scheme, rest)) => {
+            let (address, path) = rest.split_once('/').unwrap_or((rest, ""));
+            let nonce = path.strip_prefix("secret/").unwrap_or_default();
+            let chosen: Vec<_> = pages
+                .into_iter()
+                .filter(|page| scheme == "http" && page_named(&page.address, address))
+                .collect();
+            if chosen.is_empty() {
+                return Err(UsageError::new(format!(
+                    "{scheme}://{address} is not the page of a tether setup-mcp running for this user and TETHER_HOME; tether secrets submit sends a value to such a page only (give the nonce, the last part of the URL the agent passed on)"
+                ))
+                .into());
+            }
+            (chosen, nonce.to_owned())
+        }
+        None => (pages, target.to_owned()),
+    };
+    if nonce.is_empty() || !nonce.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(UsageError::new(format!(
+            "{target:?} is neither a page nonce (hex digits) nor a page URL http://127.0.0.1:PORT/secret/NONCE"
+        ))
+        .into());
+    }
+    if pages.is_empty() {
+        eprintln!(
+            "no tether setup-mcp is running for this user and TETHER_HOME; nothing was submitted"
+        );
+        return Ok(FAILED);
+    }
+    let name = "the value";
+    let value = match from {
+        Some(source) => secrets::read_one("value", source)?,
+        None if std::io::stdin().is_terminal() => secrets::ask("value", Some(name), true)?,
+        None => secrets::read_stdin_all("value")?,
+    };
+    if value.is_empty() {
+        return Err(UsageError::new("the value is empty; nothing was submitted").into());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the HTTP client")?;
+    for page in &pages {
+        match runtime.block_on(tether_setup::submit::post(page, &nonce, &value)) {
+            Ok(200) => {
+                eprintln!("submitted; the agent can go on");
+                return Ok(OK);
+            }
+            Ok(status) => tracing::debug!("{} answered {status} for the nonce", page.address),
+            Err(error @ tether_setup::SetupError::Unproven { .. }) => {
+                tracing::warn!("{error}; nothing was sent to it");
+            }
+            Err(error) => tracing::debug!("{}: {:#}", page.address, anyhow::Error::from(error)),
+        }
+    }
+    eprintln!(
+        "no running tether setup-mcp has a page for that nonce (already used, expired, or never issued); ask the agent to request the value again"
+    );
+    Ok(FAILED)
+}
+
+/// Whether the URL's `host:port` names the page at `address` (`localhost` names loopback).
+fn page_named(address: &SocketAddr, authority: &str) -> bool {
+    let Some((host, port)) = authority.rsplit_once(':') else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    port.parse::<u16>().ok() == Some(address.port())
+        && (host == "localhost" || host.parse::<std::net::IpAddr>().ok() == Some(address.ip()))
 }

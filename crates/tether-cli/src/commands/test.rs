@@ -22,7 +22,7 @@ pub async fn test(args: &TestArgs) -> anyhow::Result<u8> {
     let listed = listed_entries(&runtime, &reports).await;
     progress.step("shutting down…");
     runtime.shutdown().await;
-    super::auth::explain_unauthorized(&session, &mut reports).await;
+    super::tokens::explain_unauthorized(&session, &mut reports).await;
     progress.finish();
     let scans = scans(&session, &reports, &listed)?;
     for (server, scan) in &scans {

@@ -38,7 +38,7 @@ pub async fn trust(args: &TrustArgs) -> anyhow::Result<u8> {
         })
         .into());
     }
-    let store = PinStore::new(super::serve::pins_path()?);
+    let store = PinStore::new(super::gateway::pins_path()?);
     let policies = super::policy::policies(&session, Some(tether_gateway::ScanPolicy::Off), "")?;
     let key = super::policy::pin_key(&store, &policies, &args.server)?;
     let trusted = store.trust(&key, &offered)?;

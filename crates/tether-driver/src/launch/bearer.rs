@@ -11,7 +11,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_client::{
@@ -25,18 +24,8 @@ use super::headers_helper::{HeadersHelper, send_with_helper};
 /// How many step-ups one request may ask for before its 403 stands.
 pub const MAX_STEP_UPS: usize = 2;
 
-/// Where a remote server's fresh bearer tokens come from (the CLI's OAuth client). Asked only
-/// for a server that was sent an `Authorization` header; `None` leaves the refusal standing.
-pub trait BearerAuth: Send + Sync {
-    /// The server at `url` refused the token (401): a new one (an OAuth refresh), or `None`.
-    fn refresh(&self, url: String) -> BoxFuture<'static, Option<SecretValue>>;
-
-    /// The server at `url` refused the token with 403 and `challenge` (its
-    /// `WWW-Authenticate` value, e.g. `Bearer error="insufficient_scope", scope="…"`): a token
-    /// with more access (an OAuth step-up), or `None` when the challenge asks for nothing
-    /// that can be had.
-    fn step_up(&self, url: String, challenge: String) -> BoxFuture<'static, Option<SecretValue>>;
-}
+// The trait lives in tether-bearer, where tether-oauth reaches it without this crate.
+pub use tether_bearer::BearerAuth;
 
 /// The `Authorization` value for `token`, marked sensitive; `None` when HTTP forbids it.
 fn bearer_header(token: &SecretValue) -> Option<HeaderValue> {
@@ -436,6 +425,7 @@ impl StreamableHttpClient for BearerHttp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::future::BoxFuture;
 
     #[test]
     fn a_requests_traceparent_becomes_its_header() {
@@ -466,9 +456,12 @@ mod tests {
         refreshes: AtomicUsize,
     }
 
-    impl BearerAuth for Arc<SlowStepUp> {
+    /// The shared [`SlowStepUp`] as the slot's [`BearerAuth`] (the trait is another crate's).
+    struct SlowAuth(Arc<SlowStepUp>);
+
+    impl BearerAuth for SlowAuth {
         fn refresh(&self, _url: String) -> BoxFuture<'static, Option<SecretValue>> {
-            self.refreshes.fetch_add(1, SeqCst);
+            self.0.refreshes.fetch_add(1, SeqCst);
             Box::pin(async { Some(SecretValue::from("refreshed")) })
         }
 
@@ -477,7 +470,7 @@ mod tests {
             _url: String,
             _challenge: String,
         ) -> BoxFuture<'static, Option<SecretValue>> {
-            let this = Arc::clone(self);
+            let this = Arc::clone(&self.0);
             Box::pin(async move {
                 this.release.notified().await;
                 Some(SecretValue::from("more $HOME \"scope\""))
@@ -497,7 +490,7 @@ mod tests {
         });
         let slot = Arc::new(BearerSlot::new(
             "http://127.0.0.1:9/mcp",
-            Arc::new(Arc::clone(&auth)),
+            Arc::new(SlowAuth(Arc::clone(&auth))),
             header("first"),
         ));
         let first = header("first");

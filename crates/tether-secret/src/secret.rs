@@ -62,7 +62,7 @@ impl SecretValue {
     /// `{{NAME}}` for each of `names`, in order, sharing one buffer (one allocation and one
     /// buffer to zero for all, neighbours in memory): what stands for a missing value, of which
     /// a large managed config can have tens of thousands.
-    pub(crate) fn placeholders<'a>(names: &'a [&'a str]) -> impl Iterator<Item = SecretValue> + 'a {
+    pub fn placeholders<'a>(names: &'a [&'a str]) -> impl Iterator<Item = SecretValue> + 'a {
         let mut buffer = String::with_capacity(names.iter().map(|n| n.len() + 4).sum());
         for name in names {
             buffer.push_str("{{");

@@ -1,0 +1,336 @@
+//! `tools/call`: the search tools, the status tool, or a call routed to its server — the
+//! arguments scanned for secrets, the answer scanned, masked, audited and cut to the output
+//! budget — with the server's progress passed on.
+
+use crate::catalogue::CATALOGUE_MARKER;
+use crate::rounds::modern;
+use rmcp::model::{CacheScope, ListToolsResult};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde::Deserialize as _;
+use serde_json::{Value, json};
+use tether_driver::DriverError;
+
+use super::GatewayHandler;
+use super::pipeline::mark_received;
+use crate::audit::{Outcome, Record};
+use crate::catalogue::{Catalogue, STATUS_TOOL};
+use crate::redact::mask_value;
+use crate::secret_scan::SecretScan;
+use crate::tool_search::{CALL_TOOL, FIND_TOOLS};
+
+/// The longest a `tools/call` answer waits for the server's progress notifications before it
+/// to be passed on.
+const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
+
+impl GatewayHandler {
+    /// `tools/list`: the catalogue's tools (or, over the line transport, the marker it replaces).
+    pub(super) async fn list_tools_now(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        if modern(context) {
+            // The line transport's pre-serialized list has no room for the cache hints.
+            let mut list =
+                ListToolsResult::with_all_items(self.shared.catalogue().listed.as_ref().clone());
+            list.ttl_ms = Some(self.shared.list_ttl_ms("tools"));
+            list.cache_scope = Some(CacheScope::Private);
+            return Ok(list);
+        }
+        if self.catalogue_marker {
+            let mut marker = ListToolsResult::with_all_items(Vec::new());
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.insert(CATALOGUE_MARKER.to_owned(), Value::Bool(true));
+            marker.meta = Some(meta);
+            return Ok(marker);
+        }
+        Ok(ListToolsResult::with_all_items(
+            self.shared.catalogue().listed.as_ref().clone(),
+        ))
+    }
+
+    /// When the client asked for progress (a `progressToken` in the request's `_meta`): a
+    /// sender whose messages — the server's progress params — go to the client under the
+    /// client's own token, in order, until the request ends.
+    pub(super) fn pass_progress(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<(
+        tokio::sync::mpsc::UnboundedSender<Value>,
+        tokio::task::JoinHandle<()>,
+    )> {
+        let token = context.meta.get_progress_token()?;
+        let token = serde_json::to_value(token).ok()?;
+        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Value>();
+        let peer = context.peer.clone();
+        let masker = Arc::clone(&self.shared);
+        let passing = tokio::spawn(async move {
+            while let Some(mut params) = receiver.recv().await {
+                params["progressToken"] = token.clone();
+                mask_value(&masker.masker(), &mut params);
+                match serde_json::from_value(params) {
+                    Ok(params) => {
+                        if peer.notify_progress(params).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "a progress notification that is not MCP")
+                    }
+                }
+            }
+        });
+        Some((sender, passing))
+    }
+
+    /// `result` (its JSON `value`, masked) as the client gets it: cut to the budget when it
+    /// is over, the whole kept for this connection (`budget.rs`).
+    pub(super) fn within_budget(&self, result: CallToolResult, value: Value) -> CallToolResult {
+        let budget = &self.shared.budget;
+        if crate::budget::result_bytes(&value) <= budget.max_bytes() {
+            return result;
+        }
+        drop(result);
+        let answer = crate::budget::apply(budget, &self.shared.results, &self.session, value);
+        tracing::debug!(
+            "a tool result over the budget of {} tokens was cut",
+            budget.max_tokens
+        );
+        CallToolResult::deserialize(&answer).unwrap_or_else(|error| {
+            CallToolResult::error(vec![ContentBlock::text(format!(
+                "tether's gateway could not cut a result over its budget: {error}"
+            ))])
+        })
+    }
+
+    /// `tether__find_tools`'s answer: the offered tools that best match the request.
+    pub(super) fn find_tools(
+        &self,
+        catalogue: &Catalogue,
+        request: &CallToolRequestParams,
+    ) -> CallToolResult {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let found = match &catalogue.index {
+            Some(index) => crate::tool_search::find(index, &arguments),
+            None => Err("tool search is not on".to_owned()),
+        };
+        match found {
+            Ok(found) => {
+                // A lazy server whose tool was found starts now: it is likely to be called.
+                let names = found["tools"].as_array().into_iter().flatten();
+                for name in names.filter_map(|tool| tool["name"].as_str()) {
+                    if let Some(server) = catalogue.server_of(name) {
+                        self.shared
+                            .supervisor
+                            .wake(server, "one of its tools was found");
+                    }
+                }
+                let mut result =
+                    CallToolResult::success(vec![ContentBlock::text(found.to_string())]);
+                result.structured_content = Some(found);
+                result
+            }
+            Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+        }
+    }
+
+    /// `tether_status`'s answer: the supervisor's report as JSON text and structured content.
+    pub(super) fn status(&self) -> CallToolResult {
+        let catalogue = self.shared.catalogue();
+        let offered = |server: &str| {
+            catalogue
+                .tools
+                .iter()
+                .filter(|tool| catalogue.server_of(&tool.name) == Some(server))
+                .count()
+        };
+        let mut status = self.shared.supervisor.status(offered);
+        if let Some(servers) = status["servers"].as_array_mut() {
+            for server in servers {
+                let name = server["name"].as_str().unwrap_or_default().to_owned();
+                let mut withheld: Vec<&String> = catalogue
+                    .withheld
+                    .keys()
+                    .filter(|n| catalogue.server_of(n) == Some(name.as_str()))
+                    .collect();
+                withheld.sort();
+                server["withheld"] = json!(withheld);
+            }
+        }
+        mask_value(&self.shared.masker(), &mut status);
+        let mut result = CallToolResult::success(vec![ContentBlock::text(status.to_string())]);
+        result.structured_content = Some(status);
+        result
+    }
+
+    pub(super) async fn call_tool_now(
+        &self,
+        mut request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        const METHOD: &str = "tools/call";
+        mark_received(&mut context);
+        if self.shared.catalogue().searching {
+            if request.name == FIND_TOOLS {
+                // Twenty large definitions can be over the output budget like any result.
+                let found = self.find_tools(&self.shared.catalogue(), &request);
+                let value = serde_json::to_value(&found).unwrap_or(Value::Null);
+                return Ok(self.within_budget(found, value).into());
+            }
+            if request.name == CALL_TOOL {
+                // The named tool takes the call's place: the same path as a direct call of it
+                // (routing, withholding, masking, audit, budget).
+                let arguments = request.arguments.take().unwrap_or_default();
+                match crate::tool_search::call_target(&arguments) {
+                    Ok((name, arguments)) => {
+                        request.name = name.into();
+                        request.arguments = arguments;
+                    }
+                    Err(message) => {
+                        let refused = self.refuse(METHOD, CALL_TOOL, message);
+                        let refused = vec![ContentBlock::text(refused.message)];
+                        return Ok(CallToolResult::error(refused).into());
+                    }
+                }
+            }
+        }
+        if request.name == STATUS_TOOL {
+            return Ok(self.status().into());
+        }
+        let (catalogue, still_pending) = self.catalogue_for(&request.name, &context).await;
+        if let Some(reason) = catalogue.withheld.get(request.name.as_ref()) {
+            let refused = self.refuse(METHOD, &request.name, reason.clone());
+            return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
+        }
+        let Some(route) = catalogue.tool_names.route(&request.name).cloned() else {
+            // A tool error, not a protocol error: clients show it to the model, which can
+            // then pick a listed name.
+            let message = match still_pending {
+                Some(server) => self.still_pending(&server),
+                None => format!(
+                    "no tool named '{}' behind this gateway; its tools are named SERVER__TOOL ({})",
+                    request.name,
+                    if catalogue.searching {
+                        "find them with tether__find_tools"
+                    } else {
+                        "see tools/list"
+                    }
+                ),
+            };
+            let refused = self.refuse(METHOD, &request.name, message);
+            return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
+        };
+        // Credential shapes in the arguments, before the server sees them.
+        let scan = self.shared.secret_scan;
+        let mut found = Vec::new();
+        if let Some(given) = request.arguments.take() {
+            let mut given = Value::Object(given);
+            found = crate::secret_scan::scan(&mut given, scan.arguments);
+            crate::telemetry::secret_findings("arguments", &found);
+            if let Value::Object(given) = given {
+                request.arguments = Some(given);
+            }
+        }
+        let mut arguments = request.arguments.clone().map(Value::Object);
+        if let Some(arguments) = &mut arguments {
+            mask_value(&self.shared.masker(), arguments);
+        }
+        if !found.is_empty() {
+            let rules = found.join(", ");
+            tracing::warn!(tool = %request.name, "the arguments of a call hold what looks like a secret ({rules})");
+            if scan.arguments == SecretScan::Block {
+                let message = format!(
+                    "the arguments of this call hold what looks like a secret ({rules}); this gateway does not send it on (--secret-scan)"
+                );
+                let refused = self.refuse_with(METHOD, &request.name, message, &found);
+                return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
+            }
+        }
+        let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        params["name"] = Value::String(route.name.clone());
+        let (progress, passing) = self.pass_progress(&context).unzip();
+        let (answer, duration) = self
+            .forward_with_progress(&route.server, METHOD, params, &context, progress)
+            .await;
+        // The server's progress came before its answer: it reaches the client before it too
+        // (a 2026-07-28 client's stream ends with the answer).
+        if let Some(passing) = passing {
+            let _ = tokio::time::timeout(PROGRESS_DRAIN, passing).await;
+        }
+        // Credential shapes in the result, before the client sees them.
+        let answer = answer.map(|mut value| {
+            let in_result = crate::secret_scan::scan(&mut value, scan.results);
+            crate::telemetry::secret_findings("results", &in_result);
+            if in_result.is_empty() {
+                return value;
+            }
+            let rules = in_result.join(", ");
+            tracing::warn!(tool = %request.name, server = %route.server, "the result of a call holds what looks like a secret ({rules})");
+            for rule in &in_result {
+                if !found.contains(rule) {
+                    found.push(rule);
+                }
+            }
+            if scan.results != SecretScan::Block {
+                return value;
+            }
+            let message = format!("the result of this call held what looks like a secret ({rules}); this gateway does not pass it on (--secret-scan)");
+            serde_json::to_value(CallToolResult::error(vec![ContentBlock::text(message)]))
+                .unwrap_or(Value::Null)
+        });
+        let (outcome, response) = match answer {
+            Ok(value) => match CallToolResult::deserialize(&value) {
+                Ok(result) => {
+                    let outcome = if result.is_error == Some(true) {
+                        Outcome::ToolError
+                    } else {
+                        Outcome::Ok
+                    };
+                    (outcome, Ok((result, value)))
+                }
+                Err(error) => (
+                    Outcome::Error,
+                    Err(ErrorData::internal_error(
+                        format!(
+                            "server '{}' sent a tools/call result that is not MCP: {error}",
+                            route.server
+                        ),
+                        None,
+                    )),
+                ),
+            },
+            Err(DriverError::Cancelled { .. }) => (
+                Outcome::Cancelled,
+                Err(ErrorData::internal_error("the call was cancelled", None)),
+            ),
+            Err(error @ DriverError::RequestFailed { code: Some(_), .. }) => {
+                (Outcome::Error, Err(self.shared.error_for(&error)))
+            }
+            Err(error) => {
+                // The server broke off or is not running: the model should read why.
+                let text = self.shared.mask(&error.to_string());
+                let result = CallToolResult::error(vec![ContentBlock::text(text)]);
+                let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+                (Outcome::Error, Ok((result, value)))
+            }
+        };
+        let result_value = response.as_ref().ok().map(|(_, value)| value);
+        self.shared.audit(&Record {
+            session: &self.session,
+            method: METHOD,
+            server: Some(&route.server),
+            target: &route.name,
+            duration,
+            outcome,
+            arguments: arguments.as_ref(),
+            result: result_value,
+            findings: &found,
+        });
+        tracing::debug!(tool = %request.name, server = %route.server, ?duration, outcome = outcome.as_str(), "tools/call");
+        response.map(|(result, value)| self.within_budget(result, value).into())
+    }
+}
