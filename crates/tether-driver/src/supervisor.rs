@@ -288,9 +288,11 @@ async fn supervise(
     loop {
         tokio::select! {
             _ = term.recv() => {
-                if options.forward_signals {
+                // A sandboxed program leads a session of its own: the group's SIGTERM missed it.
+                if options.forward_signals || options.sandbox.is_some() {
                     let _ = kill(child, Signal::SIGTERM);
-                } else if kill_at.is_none() {
+                }
+                if !options.forward_signals && kill_at.is_none() {
                     kill_at = Some(Instant::now() + TERM_GRACE);
                 }
             }
