@@ -497,8 +497,8 @@ pub(crate) fn tie_to_parent(
     // SAFETY: the closure runs in the forked child before exec and makes only the
     // async-signal-safe prctl(2), getppid(2) and kill(2) calls (no allocation: the errors are
     // raw errno values), then the sandbox's hook, which makes only system calls too (write,
-    // setrlimit, prctl, landlock_restrict_self, seccomp: everything was built before the
-    // fork); it touches no memory shared with the parent.
+    // setrlimit, setsid, prctl, capset, landlock_restrict_self, seccomp: everything was built
+    // before the fork); it touches no memory shared with the parent.
     #[expect(
         unsafe_code,
         reason = "pre_exec is the only way to set PR_SET_PDEATHSIG for the child"

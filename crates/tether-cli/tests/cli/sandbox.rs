@@ -843,3 +843,49 @@ fn arguments_naming_files_grant_nothing_but_an_interpreters_script() {
         }
     }
 }
+
+#[test]
+fn a_configs_none_does_not_lower_the_configured_default_and_every_mode_is_named() {
+    let world = planted();
+    std::fs::create_dir_all(world.sandbox.home()).expect("mkdir TETHER_HOME");
+    std::fs::write(
+        world.sandbox.home().join("config.toml"),
+        "sandbox = \"default\"\n",
+    )
+    .expect("config.toml");
+    let bin = json_str(&test_server_bin().to_string_lossy());
+    let spec = format!(
+        r#"{{"mcpServers": {{"srv": {{"command": {bin}, "args": ["--probe-tool"], "sandbox": "none"}}}}}}"#
+    );
+    let read = format!(
+        r#"{{"action": "read", "path": {}}}"#,
+        json_str(&world.path(".ssh/id_rsa"))
+    );
+    let call = |extra: &[&str]| {
+        let mut args = vec!["call", "--mcp", &spec, "srv", "probe", "--args", &read];
+        args.extend_from_slice(extra);
+        world.run(&args)
+    };
+    let keyed = call(&[]);
+    assert!(denied(&keyed), "{}", both(&keyed));
+    assert!(
+        text(&keyed.stderr).contains("stdio servers run under sandbox default"),
+        "{}",
+        both(&keyed)
+    );
+    // The user says so on the command line.
+    let flagged = call(&["--sandbox", "none"]);
+    assert!(done(&flagged), "{}", both(&flagged));
+    // Without a configured default, a server without a sandbox is named beside a sandboxed one.
+    std::fs::remove_file(world.sandbox.home().join("config.toml")).expect("rm config.toml");
+    let mixed = format!(
+        r#"{{"mcpServers": {{"srv": {{"command": {bin}, "sandbox": "default"}}, "open": {{"command": {bin}}}}}}}"#
+    );
+    let out = world.run(&["test", "--mcp", &mixed]);
+    assert!(out.status.success(), "{}", both(&out));
+    assert!(
+        text(&out.stderr).contains("tether test: open runs with NO sandbox"),
+        "{}",
+        both(&out)
+    );
+}
