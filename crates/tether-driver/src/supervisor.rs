@@ -288,9 +288,11 @@ async fn supervise(
     loop {
         tokio::select! {
             _ = term.recv() => {
-                if options.forward_signals {
+                // A sandboxed program leads a session of its own: the group's SIGTERM missed it.
+                if options.forward_signals || options.sandbox.is_some() {
                     let _ = kill(child, Signal::SIGTERM);
-                } else if kill_at.is_none() {
+                }
+                if !options.forward_signals && kill_at.is_none() {
                     kill_at = Some(Instant::now() + TERM_GRACE);
                 }
             }
@@ -495,8 +497,8 @@ pub(crate) fn tie_to_parent(
     // SAFETY: the closure runs in the forked child before exec and makes only the
     // async-signal-safe prctl(2), getppid(2) and kill(2) calls (no allocation: the errors are
     // raw errno values), then the sandbox's hook, which makes only system calls too (write,
-    // setrlimit, prctl, landlock_restrict_self, seccomp: everything was built before the
-    // fork); it touches no memory shared with the parent.
+    // setrlimit, setsid, prctl, capset, landlock_restrict_self, seccomp: everything was built
+    // before the fork); it touches no memory shared with the parent.
     #[expect(
         unsafe_code,
         reason = "pre_exec is the only way to set PR_SET_PDEATHSIG for the child"

@@ -269,15 +269,25 @@ impl Gateway {
 
     /// Serves every connection to `listener` (a Unix socket in a private directory) as one
     /// client, concurrently, until the returned task is aborted. A peer of another user is
-    /// closed at once: the socket's directory is 0700 already; this is the second lock.
+    /// closed at once: the socket's directory is 0700 already; this is the second lock. So is
+    /// a sandboxed peer ([`tether_sandbox::confined_peer`]).
     pub fn serve_unix(&self, listener: tokio::net::UnixListener) -> tokio::task::JoinHandle<()> {
         let gateway = self.clone();
         let uid = nix::unistd::getuid().as_raw();
         tokio::spawn(async move {
             let mut clients = tokio::task::JoinSet::new();
             while let Ok((stream, _)) = listener.accept().await {
-                if stream.peer_cred().map(|c| c.uid()).ok() != Some(uid) {
+                let Ok(peer) = stream.peer_cred() else {
+                    continue;
+                };
+                if peer.uid() != uid {
                     tracing::warn!("refused a gateway connection from another user");
+                    continue;
+                }
+                // A sandboxed server that found the socket (on the relay's command line) must
+                // not call every server's tools through it.
+                if peer.pid().is_none_or(tether_sandbox::confined_peer) {
+                    tracing::warn!("refused a gateway connection from a sandboxed process");
                     continue;
                 }
                 let gateway = gateway.clone();

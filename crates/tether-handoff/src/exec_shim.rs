@@ -16,7 +16,9 @@
 //! "unset": [name…], "sandbox": POLICY|null}`)
 //! until end of file. `unset` names the variables `--secret NAME=env:VAR` read secrets from:
 //! the harness keeps them, the servers lose them (their own `env` may set them again).
-//! An unknown id, or a peer of another user, gets the connection closed with nothing.
+//! An unknown id, a peer of another user, or a sandboxed peer (a server that read a shim's
+//! command line in `/proc`: [`tether_sandbox::confined_peer`]) gets the connection closed
+//! with nothing.
 //!
 //! A server with a sandbox (`POLICY`, a [`tether_sandbox::Policy`]: `--sandbox`, its own
 //! `"sandbox"` key or config.toml) is not `exec`ed: the shim becomes its supervisor in place
@@ -149,7 +151,10 @@ async fn answer(
     launches: &HashMap<String, SecretValue>,
     uid: u32,
 ) -> std::io::Result<()> {
-    if stream.peer_cred()?.uid() != uid {
+    let peer = stream.peer_cred()?;
+    // A sandboxed server that found this socket (and an id, on a shim's command line) is
+    // confined where the shims the harness starts are not: it gets nothing.
+    if peer.uid() != uid || peer.pid().is_none_or(tether_sandbox::confined_peer) {
         return Ok(());
     }
     let (reader, mut writer) = stream.split();

@@ -137,7 +137,11 @@ impl Choice<'_> {
                 mode.policy().map_err(bad)?;
                 mode.label()
             }
-            (Choice::Package(p), None) if p.registry_type == "oci" => return Ok(built),
+            // The runner decides, never the registry type: only a container engine's package
+            // runs in a container.
+            (Choice::Package(p), None) if tether_registry::add::is_container_runner(&runner(p)) => {
+                return Ok(built);
+            }
             (_, None) => "default".to_owned(),
         };
         built.server["sandbox"] = serde_json::json!(mode);

@@ -402,13 +402,22 @@ pub fn package_config(package: &Package, answers: &Answers) -> Result<BuiltConfi
         resolved: BTreeMap::new(),
     };
     let runner = runner(package);
+    check_runner(&runner)?;
     let mut args = Vec::new();
-    if runner == "docker" {
+    if is_container_runner(&runner) {
         args.extend(["run".to_owned(), "-i".to_owned(), "--rm".to_owned()]);
     }
+    let own = args.len();
     builder.arguments(&package.runtime_arguments, &mut args)?;
+    let given: Vec<&str> = answers
+        .values
+        .values()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    check_runtime_arguments(&runner, args.get(own..).unwrap_or_default(), &given)?;
     let env = builder.pairs(&package.environment_variables)?;
-    if runner == "docker" {
+    if is_container_runner(&runner) {
         // The container sees only what `-e NAME` passes through.
         for name in env.keys() {
             args.extend(["-e".to_owned(), name.clone()]);
@@ -457,6 +466,116 @@ fn served_url(package: &Package, builder: &Builder<'_>) -> Result<String, BuildE
 /// A package identifier or version becomes one argument of the runner's command line, right
 /// after the runner's own options: it must read as a package, never as an option or as more
 /// than one word.
+/// The runners a registry package may name (`runtimeHint`): package runners and container
+/// engines. Anything else (`sh`, `python3`, a path) would run what the entry says, as it says.
+pub const RUNNERS: [&str; 9] = [
+    "npx", "bunx", "pnpm", "uvx", "uv", "pipx", "dnx", "docker", "podman",
+];
+
+/// Container engines: their package runs in a container, not in tether's sandbox.
+pub fn is_container_runner(runner: &str) -> bool {
+    matches!(runner, "docker" | "podman")
+}
+
+fn check_runner(runner: &str) -> Result<(), BuildError> {
+    if RUNNERS.contains(&runner) {
+        return Ok(());
+    }
+    Err(BuildError::UnsafePackage {
+        field: "runtimeHint",
+        value: runner.to_owned(),
+        reason: "is not a package runner tether knows (npx, bunx, pnpm, uvx, uv, pipx, dnx, docker, podman)",
+    })
+}
+
+/// Options of a container engine's `run` a registry's runtime arguments may pass: an
+/// environment variable, and the flags tether passes itself. A mount, `--privileged`, the
+/// host's pid or network namespace, a capability or a device would undo the container.
+const CONTAINER_FLAGS: [&str; 4] = ["-i", "--interactive", "--rm", "--init"];
+
+/// Options of a package runner that make it run something else than the pinned package: a
+/// command (`npx --call`), another package (`--package`, `uvx --from`, `--with`).
+const RUNNER_CODE_FLAGS: [&str; 10] = [
+    "-c",
+    "--call",
+    "-p",
+    "--package",
+    "--from",
+    "--with",
+    "--with-editable",
+    "--with-requirements",
+    "--node-options",
+    "--script-shell",
+];
+
+/// Refuses a registry's runtime arguments that reach past the package: for a container, all
+/// but [`CONTAINER_FLAGS`], `-e`/`--env NAME[=VALUE]` and a bind mount of a path the user gave
+/// (`--mount type=bind,src=PATH,…` or `-v PATH:…`, `PATH` one of `given`, the user's answers);
+/// for a package runner, the options of [`RUNNER_CODE_FLAGS`] (also as `--flag=value`).
+fn check_runtime_arguments(
+    runner: &str,
+    args: &[String],
+    given: &[&str],
+) -> Result<(), BuildError> {
+    let refused = |value: &str, reason: &'static str| BuildError::UnsafePackage {
+        field: "runtime argument",
+        value: value.to_owned(),
+        reason,
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if is_container_runner(runner) {
+            if arg == "-e" || arg == "--env" {
+                if args.next().is_none() {
+                    return Err(refused(arg, "lacks its value"));
+                }
+            } else if arg == "--mount" || arg == "-v" || arg == "--volume" {
+                let value = args.next().ok_or_else(|| refused(arg, "lacks its value"))?;
+                if !user_mount(arg, value, given) {
+                    return Err(refused(
+                        value,
+                        "mounts a path the user did not give (only a bind mount of an answered path passes)",
+                    ));
+                }
+            } else if !CONTAINER_FLAGS.contains(&arg.as_str()) && !arg.starts_with("--env=") {
+                return Err(refused(
+                    arg,
+                    "is not a container option tether passes (-e/--env NAME, -i, --rm, --init)",
+                ));
+            }
+        } else {
+            let flag = arg.split_once('=').map_or(arg.as_str(), |(flag, _)| flag);
+            if RUNNER_CODE_FLAGS.contains(&flag) {
+                return Err(refused(
+                    arg,
+                    "makes the runner run something else than the package",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `value` of `flag` (`--mount` or `-v`) bind-mounts a path the user gave and nothing
+/// else: `type=bind,src=PATH[,dst=…][,readonly]` or `PATH:DEST[:ro]`.
+fn user_mount(flag: &str, value: &str, given: &[&str]) -> bool {
+    if flag != "--mount" {
+        return value
+            .split_once(':')
+            .is_some_and(|(source, _)| given.contains(&source));
+    }
+    let mut source = None;
+    for field in value.split(',') {
+        match field.split_once('=') {
+            Some(("type", "bind")) | Some(("dst" | "destination" | "target", _)) => {}
+            Some(("src" | "source", path)) => source = Some(path),
+            None if field == "readonly" || field == "ro" => {}
+            _ => return false,
+        }
+    }
+    source.is_some_and(|path| given.contains(&path))
+}
+
 fn check_word(field: &'static str, value: &str) -> Result<(), BuildError> {
     let reason = if value.is_empty() {
         Some("is empty")

@@ -237,7 +237,7 @@ pub(crate) fn pinned(package: &Package, runner: &str) -> String {
     };
     match runner {
         "uvx" => format!("{identifier}=={version}"),
-        "docker" => {
+        "docker" | "podman" => {
             let tagged = identifier
                 .rsplit('/')
                 .next()

@@ -176,3 +176,60 @@ fn identifiers_a_runner_would_read_as_options_are_refused() {
         r#"the entry's package identifier "--call=x" starts with '-' (the runner would read it as an option); tether does not run it"#
     );
 }
+
+#[test]
+fn a_runtime_hint_outside_the_runners_and_arguments_past_the_package_are_refused() {
+    let filesystem = entry("io.github.modelcontextprotocol/filesystem");
+    let answers = answers(&[("target_dir", "/a")], &[]);
+    let positional = |value: &str| -> tether_registry::model::Argument {
+        serde_json::from_value(json!({"type": "positional", "value": value})).expect("argument")
+    };
+    let refused =
+        |package: &tether_registry::model::Package| match package_config(package, &answers) {
+            Err(BuildError::UnsafePackage { field, value, .. }) => (field, value),
+            other => panic!("{package:?} was not refused: {other:?}"),
+        };
+    // Any program as the runner: `sh -c …` ran unsandboxed as an `oci` package.
+    for (kind, hint) in [("oci", "sh"), ("npm", "/bin/sh"), ("pypi", "python3")] {
+        let mut package = filesystem.packages[0].clone();
+        package.registry_type = kind.to_owned();
+        package.runtime_hint = Some(hint.to_owned());
+        package.runtime_arguments = vec![positional("-c"), positional("id > /tmp/owned")];
+        assert_eq!(refused(&package), ("runtimeHint", hint.to_owned()));
+    }
+    // A container's runtime arguments: only an environment variable and tether's own flags.
+    for bad in [
+        "--privileged",
+        "--pid=host",
+        "--network",
+        "--cap-add=ALL",
+        "--device",
+    ] {
+        let mut package = filesystem.packages[0].clone();
+        package.registry_type = "oci".to_owned();
+        package.runtime_hint = None;
+        package.identifier = "ghcr.io/example/img".to_owned();
+        package.runtime_arguments = vec![positional(bad), positional("/:/host")];
+        assert_eq!(refused(&package), ("runtime argument", bad.to_owned()));
+    }
+    // A mount the registry chose, not the user.
+    for (flag, value) in [("-v", "/:/host"), ("--mount", "type=bind,src=/,dst=/host")] {
+        let mut package = filesystem.packages[0].clone();
+        package.registry_type = "oci".to_owned();
+        package.identifier = "ghcr.io/example/img".to_owned();
+        package.runtime_arguments = vec![positional(flag), positional(value)];
+        assert_eq!(refused(&package), ("runtime argument", value.to_owned()));
+    }
+    let mut package = filesystem.packages[0].clone();
+    package.registry_type = "oci".to_owned();
+    package.identifier = "ghcr.io/example/img".to_owned();
+    package.runtime_arguments = vec![positional("-e"), positional("LOG=1"), positional("--init")];
+    let built = package_config(&package, &answers).expect("plain options pass");
+    assert_eq!(built.server["command"], "docker");
+    // A package runner's options that run something else than the package.
+    for bad in ["--call=touch /tmp/owned", "--package=evil", "-c"] {
+        let mut package = filesystem.packages[0].clone();
+        package.runtime_arguments = vec![positional(bad)];
+        assert_eq!(refused(&package), ("runtime argument", bad.to_owned()));
+    }
+}

@@ -236,6 +236,35 @@ pub fn behind_proxy(policy: &Policy) -> bool {
     }
 }
 
+/// Whether process `pid` (a socket's peer, `SO_PEERCRED`) is confined where this process is
+/// not: its `/proc/PID/status` shows `NoNewPrivs`, a seccomp mode or more seccomp filters than
+/// this process's own. Every sandboxed server and each of its descendants has all three, and
+/// cannot shed them; tether's exec shims and gateway relays, started by the harness, have
+/// what tether has. tether's own sockets refuse such a peer: a sandboxed server that finds a
+/// socket's path (on a command line, in `/proc/net/unix`) gets nothing from it. A status that
+/// cannot be read counts as confined.
+pub fn confined_peer(pid: i32) -> bool {
+    let Ok(own) = std::fs::read_to_string("/proc/self/status") else {
+        return true;
+    };
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_or(true, |peer| more_confined(&peer, &own))
+}
+
+/// Whether the status `peer` shows a confinement that `own` does not.
+fn more_confined(peer: &str, own: &str) -> bool {
+    let field = |status: &str, name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    ["NoNewPrivs", "Seccomp", "Seccomp_filters"]
+        .iter()
+        .any(|name| field(peer, name) > field(own, name))
+}
+
 /// Not Linux: no sandbox can be prepared.
 #[cfg(not(target_os = "linux"))]
 pub fn prepare(
@@ -243,6 +272,23 @@ pub fn prepare(
     _target: &Target<'_>,
 ) -> Result<std::convert::Infallible, SandboxError> {
     Err(SandboxError::Unsupported)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::more_confined;
+
+    #[test]
+    fn a_peer_with_no_new_privs_or_more_seccomp_filters_is_confined() {
+        let own = "Name:\ttether\nNoNewPrivs:\t0\nSeccomp:\t0\nSeccomp_filters:\t0\n";
+        assert!(!more_confined(own, own));
+        let sandboxed = "NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t2\n";
+        assert!(more_confined(sandboxed, own));
+        // In a container every process has a filter: one more is still told apart.
+        let contained = "NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n";
+        assert!(!more_confined(contained, contained));
+        assert!(more_confined(sandboxed, contained));
+    }
 }
 
 /// The server a sandbox is prepared for.

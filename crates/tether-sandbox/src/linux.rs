@@ -32,14 +32,14 @@ const SYSTEM_DIRS: [&str; 8] = [
 /// Further read-only paths: what runtimes read to size themselves.
 const SYSTEM_EXTRA: [&str; 2] = ["/sys/fs/cgroup", "/sys/devices/system/cpu"];
 
-/// Devices a server may read and write.
-const DEVICES: [&str; 6] = [
+/// Devices a server may read and write. Not `/dev/tty`: the server runs in a session of its
+/// own, without the terminal (a terminal's `TIOCSTI` types into the user's shell).
+const DEVICES: [&str; 5] = [
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
 ];
 
 /// Entries of `/etc` left out: credentials.
@@ -112,6 +112,23 @@ const SECCOMP_DENIED: [&str; 34] = [
 
 /// The number of system calls the seccomp filter denies.
 pub const SECCOMP_DENIED_COUNT: usize = SECCOMP_DENIED.len();
+
+/// `clone` flags that make a namespace: `clone` with any of them answers `EPERM` (as
+/// `unshare` does). `CLONE_NEWTIME` is left out: for `clone` that bit is part of the exit
+/// signal.
+const CLONE_NAMESPACES: [u64; 7] = [
+    0x0002_0000, // CLONE_NEWNS
+    0x0200_0000, // CLONE_NEWCGROUP
+    0x0400_0000, // CLONE_NEWUTS
+    0x0800_0000, // CLONE_NEWIPC
+    0x1000_0000, // CLONE_NEWUSER
+    0x2000_0000, // CLONE_NEWPID
+    0x4000_0000, // CLONE_NEWNET
+];
+
+/// What the seccomp filter denies besides [`SECCOMP_DENIED`], one short phrase (the report).
+const SECCOMP_ARGUMENTS: &str =
+    "clone with namespace flags, clone3, TIOCSTI and TIOCLINUX, packet and raw sockets";
 
 /// The Landlock status of this kernel, found once per process with one system call:
 /// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)` answers the kernel's ABI
@@ -191,8 +208,11 @@ pub struct Prepared {
     /// The ruleset applied instead when the child cannot enter its network namespace (best
     /// effort with a host allow-list: the profile's ports, reaching any host).
     fallback: Option<RulesetCreated>,
-    seccomp: Option<BpfProgram>,
+    /// The filter, and the one making `clone3` answer `ENOSYS` (a second action).
+    seccomp: Option<[BpfProgram; 2]>,
     limits: [Option<(Resource, u64)>; 4],
+    /// Capabilities to give up in the child: all of them, the bounding set too as root.
+    capabilities: Capabilities,
     cgroup_procs: Option<File>,
     /// The network namespace the child enters when its hosts are restricted.
     net: Option<ChildNet>,
@@ -264,6 +284,7 @@ impl Prepared {
             mut fallback,
             seccomp,
             limits,
+            capabilities,
             mut cgroup_procs,
             net,
             egress: _,
@@ -290,13 +311,17 @@ impl Prepared {
             for (resource, value) in limits.iter().flatten() {
                 nix::sys::resource::setrlimit(*resource, *value, *value)?;
             }
+            // A session of its own: the terminal tether runs in is no longer its controlling
+            // terminal (no TIOCSTI into the user's shell, no keystrokes read).
+            nix::unistd::setsid()?;
+            capabilities.drop_all()?;
             nix::sys::prctl::set_no_new_privs()?;
             if let Some(ruleset) = ruleset.take() {
                 ruleset
                     .restrict_self()
                     .map_err(|_| std::io::Error::last_os_error())?;
             }
-            if let Some(program) = &seccomp {
+            for program in seccomp.iter().flatten() {
                 seccompiler::apply_filter(program).map_err(|_| std::io::Error::last_os_error())?;
             }
             Ok(())
@@ -418,7 +443,9 @@ fn report(policy: &Policy, cgroup: bool, probe: bool) -> Report {
         _ => {}
     }
     match seccomp_arch() {
-        Some(_) => enforced.push(format!("seccomp ({SECCOMP_DENIED_COUNT} calls denied)")),
+        Some(_) => enforced.push(format!(
+            "seccomp ({SECCOMP_DENIED_COUNT} calls denied; {SECCOMP_ARGUMENTS})"
+        )),
         None => missing.push(format!(
             "the seccomp filter (none for {})",
             std::env::consts::ARCH
@@ -505,7 +532,7 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
         }
         None => (None, None),
     };
-    let seccomp = seccomp_arch().map(seccomp_program).transpose()?;
+    let seccomp = seccomp_arch().map(seccomp_programs).transpose()?;
     let memory = profile.memory_mb();
     let cpu = profile.cpu_seconds();
     let limits = [
@@ -519,6 +546,7 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
         fallback,
         seccomp,
         limits,
+        capabilities: Capabilities::of_this_process(),
         cgroup_procs,
         net,
         egress,
@@ -659,19 +687,14 @@ fn granted_paths(profile: &crate::Profile, target: &Target<'_>) -> Vec<(PathBuf,
             || target.user_home.is_some_and(|home| home == dir)
     };
     let program = resolve_program(target.program, target.path, target.cwd);
-    if let Some(program) = program {
-        grant(package_root(&program, &never_whole, true), false);
+    if let Some(program) = &program {
+        grant(package_root(program, &never_whole, true), false);
     }
-    for file in target
-        .args
-        .iter()
-        .filter_map(|arg| existing_file(arg, target.cwd))
-    {
-        let script = file
-            .extension()
-            .and_then(OsStr::to_str)
-            .is_some_and(|ext| SCRIPTS.contains(&ext));
-        grant(package_root(&file, &never_whole, script), false);
+    // What the program is, never what an argument says: an interpreter's script is the
+    // program; any other file an argument names (a registry's or a bundle's included) needs a
+    // profile line.
+    if let Some(script) = interpreter_script(target, program.as_deref()) {
+        grant(package_root(&script, &never_whole, true), false);
     }
     grant(target.home.to_owned(), true);
     if let Some(cache) = target.cache {
@@ -713,8 +736,51 @@ fn existing_file(arg: &OsStr, cwd: Option<&Path>) -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-/// Scripts whose directory is granted with them (they import their siblings).
+/// Scripts an interpreter runs, granted with their package (they import their siblings).
 const SCRIPTS: [&str; 8] = ["js", "mjs", "cjs", "ts", "py", "rb", "pl", "sh"];
+
+/// Programs whose first argument that is not a flag (or a `run` verb) is the script they run.
+const INTERPRETERS: [&str; 12] = [
+    "node", "nodejs", "deno", "bun", "python", "python3", "ruby", "perl", "sh", "bash", "dash",
+    "zsh",
+];
+
+/// The script `target`'s program runs, when the program is an interpreter (by the name its
+/// config gives, or its resolved file's: `python3.12`): its first argument that is not a flag,
+/// if that names an existing file with a script's extension by a path without `..`. Nothing
+/// for any other program: a runner's (`npx`, `uvx`) arguments are package names.
+fn interpreter_script(target: &Target<'_>, program: Option<&Path>) -> Option<PathBuf> {
+    let is_interpreter = |name: Option<&OsStr>| {
+        name.and_then(OsStr::to_str).is_some_and(|name| {
+            INTERPRETERS.contains(&name)
+                || name
+                    .strip_prefix("python3.")
+                    .is_some_and(|minor| minor.bytes().all(|b| b.is_ascii_digit()))
+        })
+    };
+    if !is_interpreter(Path::new(target.program).file_name())
+        && !is_interpreter(program.and_then(Path::file_name))
+    {
+        return None;
+    }
+    let arg = target.args.iter().find(|arg| {
+        let bytes = arg.as_encoded_bytes();
+        !bytes.starts_with(b"-") && bytes != b"run"
+    })?;
+    let written = Path::new(arg);
+    if written
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return None;
+    }
+    let script = existing_file(arg, target.cwd)?;
+    script
+        .extension()
+        .and_then(OsStr::to_str)
+        .is_some_and(|ext| SCRIPTS.contains(&ext))
+        .then_some(script)
+}
 
 /// Where a file's package starts: its outermost `node_modules`, else the nearest directory
 /// holding a package manifest (`package.json`, `manifest.json` of an mcpb bundle,
@@ -744,21 +810,157 @@ fn package_root(file: &Path, never_whole: &dyn Fn(&Path) -> bool, with_dir: bool
     }
 }
 
-/// The seccomp filter: each of [`SECCOMP_DENIED`] known on `arch` answers `EPERM`.
-fn seccomp_program(arch: TargetArch) -> Result<BpfProgram, SandboxError> {
-    let rules = SECCOMP_DENIED
+/// The seccomp filters: each of [`SECCOMP_DENIED`] known on `arch` answers `EPERM`, and so do
+/// `clone` with a namespace flag, `ioctl` `TIOCSTI`/`TIOCLINUX` and `socket` of `AF_PACKET`
+/// or `SOCK_RAW`; the second filter makes `clone3` (whose flags are in memory, out of a
+/// filter's reach) answer `ENOSYS`, so that C libraries fall back to `clone`.
+fn seccomp_programs(arch: TargetArch) -> Result<[BpfProgram; 2], SandboxError> {
+    use nix::libc;
+    use seccompiler::{SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition, SeccompRule};
+    let rule = |conditions: Vec<(u8, Len, Op, u64)>| -> Result<SeccompRule, SandboxError> {
+        let conditions = conditions
+            .into_iter()
+            .map(|(arg, len, op, value)| SeccompCondition::new(arg, len, op, value).map_err(setup))
+            .collect::<Result<Vec<_>, _>>()?;
+        SeccompRule::new(conditions).map_err(setup)
+    };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = SECCOMP_DENIED
         .iter()
         .filter_map(|name| syscall_number(name))
         .map(|number| (number, Vec::new()))
         .collect();
-    let filter = SeccompFilter::new(
-        rules,
+    let clone = CLONE_NAMESPACES
+        .iter()
+        .map(|flag| rule(vec![(0, Len::Qword, Op::MaskedEq(*flag), *flag)]))
+        .collect::<Result<_, _>>()?;
+    rules.insert(libc::SYS_clone, clone);
+    let ioctl = [libc::TIOCSTI, libc::TIOCLINUX]
+        .iter()
+        .map(|request| rule(vec![(1, Len::Dword, Op::Eq, u64::from(*request as u32))]))
+        .collect::<Result<_, _>>()?;
+    rules.insert(libc::SYS_ioctl, ioctl);
+    let packet = u64::try_from(libc::AF_PACKET).unwrap_or(17);
+    let raw = u64::try_from(libc::SOCK_RAW).unwrap_or(3);
+    rules.insert(
+        libc::SYS_socket,
+        vec![
+            rule(vec![(0, Len::Dword, Op::Eq, packet)])?,
+            // The type's low bits; SOCK_CLOEXEC and SOCK_NONBLOCK are flags above them.
+            rule(vec![(1, Len::Dword, Op::MaskedEq(0xf), raw)])?,
+        ],
+    );
+    let errno = |code: i32| SeccompAction::Errno(u32::try_from(code).unwrap_or(1));
+    let denied: BpfProgram =
+        SeccompFilter::new(rules, SeccompAction::Allow, errno(libc::EPERM), arch)
+            .map_err(setup)?
+            .try_into()
+            .map_err(setup)?;
+    let clone3: BpfProgram = SeccompFilter::new(
+        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
         SeccompAction::Allow,
-        SeccompAction::Errno(u32::try_from(nix::libc::EPERM).unwrap_or(1)),
+        errno(libc::ENOSYS),
         arch,
     )
+    .map_err(setup)?
+    .try_into()
     .map_err(setup)?;
-    filter.try_into().map_err(setup)
+    Ok([denied, clone3])
+}
+
+/// What the child gives up of its capabilities (`capabilities(7)`): every set, the ambient
+/// one included; as root also the bounding set (`PR_CAPBSET_DROP`, up to the kernel's last
+/// capability) and root's special treatment (`SECBIT_NOROOT`, `SECBIT_NO_SETUID_FIXUP`,
+/// locked). Without it, root's server would keep `CAP_SYS_PTRACE` (other processes'
+/// `environ`), `CAP_NET_RAW` (sniffing loopback), `CAP_DAC_OVERRIDE`…
+#[derive(Debug, Clone, Copy)]
+struct Capabilities {
+    root: bool,
+    last: u32,
+}
+
+impl Capabilities {
+    fn of_this_process() -> Self {
+        let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(63);
+        Self {
+            root: nix::unistd::geteuid().is_root(),
+            last,
+        }
+    }
+
+    /// In the child: system calls only.
+    fn drop_all(self) -> std::io::Result<()> {
+        use nix::libc;
+        // SECBIT_NOROOT | _LOCKED, SECBIT_NO_SETUID_FIXUP | _LOCKED, SECBIT_KEEP_CAPS_LOCKED.
+        const SECURE_BITS: libc::c_ulong = 0x01 | 0x02 | 0x04 | 0x08 | 0x20;
+        const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let check = |result: libc::c_long| {
+            if result < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        };
+        #[expect(
+            unsafe_code,
+            reason = "nix has no binding for the capability sets, the bounding set or securebits"
+        )]
+        // SAFETY: prctl(2) with integer arguments reads no memory of ours; capset(2) reads the
+        // header and two data records, which live on this stack frame for the whole call.
+        unsafe {
+            if self.root {
+                for capability in 0..=self.last {
+                    check(
+                        libc::prctl(
+                            libc::PR_CAPBSET_DROP,
+                            libc::c_ulong::from(capability),
+                            0,
+                            0,
+                            0,
+                        )
+                        .into(),
+                    )?;
+                }
+                check(libc::prctl(libc::PR_SET_SECUREBITS, SECURE_BITS, 0, 0, 0).into())?;
+            }
+            // EINVAL before Linux 4.3 (no ambient set): nothing to clear there.
+            let _ = libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            );
+            let header = Header {
+                version: CAPABILITY_VERSION_3,
+                pid: 0,
+            };
+            let none = [Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            }; 2];
+            check(libc::syscall(
+                libc::SYS_capset,
+                std::ptr::from_ref(&header),
+                none.as_ptr(),
+            ))
+        }
+    }
 }
 
 /// A system call's number on this architecture, by name.
@@ -874,7 +1076,8 @@ mod tests {
             assert!(syscall_number(name).is_some(), "{name}");
         }
         let arch = seccomp_arch().expect("a known architecture");
-        assert!(!seccomp_program(arch).expect("compiled").is_empty());
+        let [denied, clone3] = seccomp_programs(arch).expect("compiled");
+        assert!(!denied.is_empty() && !clone3.is_empty());
     }
 
     #[test]

@@ -20,8 +20,11 @@ pub fn tool() -> Tool {
     let schema = json!({
         "type": "object",
         "properties": {
-            "action": {"type": "string", "enum": ["read", "list", "append", "connect", "spawn", "allocate", "fetch"]},
-            "path": {"type": "string", "description": "read, list, append: the path; `~/` is this process's HOME."},
+            "action": {"type": "string", "enum": ["read", "list", "append", "connect", "spawn", "allocate", "fetch", "steal", "status", "syscall"]},
+            "path": {"type": "string", "description": "read, list, append: the path; `~/` is this process's HOME, `{ppid}` its parent's pid."},
+            "marker": {"type": "string", "description": "steal: the argument before a socket path on another process's command line (`__exec`, `__gateway`); the argument after the path, if any, replaces `{id}` in `send`."},
+            "send": {"type": "string", "description": "steal: what to write to the socket."},
+            "call": {"type": "string", "enum": ["clone_newuser", "clone3", "tiocsti", "packet_socket", "raw_socket"], "description": "syscall: the call to try."},
             "port": {"type": "integer", "description": "connect: the port on 127.0.0.1."},
             "count": {"type": "integer", "description": "spawn: how many `sleep` processes to hold at once."},
             "mb": {"type": "integer", "description": "allocate: how many MiB to reserve (untouched)."},
@@ -44,6 +47,7 @@ pub fn call(arguments: Option<&JsonObject>) -> Result<CallToolResult, String> {
     let number = |key: &str| arguments.and_then(|a| a.get(key)).and_then(Value::as_u64);
     let path = || -> Result<std::path::PathBuf, String> {
         let path = text("path").ok_or("this action takes a path")?;
+        let path = &path.replace("{ppid}", &std::os::unix::process::parent_id().to_string());
         Ok(match path.strip_prefix("~/") {
             Some(rest) => {
                 std::path::Path::new(&std::env::var("HOME").unwrap_or_default()).join(rest)
@@ -97,6 +101,12 @@ pub fn call(arguments: Option<&JsonObject>) -> Result<CallToolResult, String> {
             text("url").ok_or("fetch takes a url")?,
             text("via").unwrap_or("connect"),
         ),
+        "steal" => steal(
+            text("marker").ok_or("steal takes a marker")?,
+            text("send").unwrap_or_default(),
+        ),
+        "status" => status(),
+        "syscall" => syscall(text("call").unwrap_or_default()),
         other => return Err(format!("unknown action {other:?}")),
     };
     Ok(match outcome {
@@ -212,5 +222,120 @@ fn fetch(url: &str, via: &str) -> Result<String, String> {
         Ok(format!("fetched {url}: {status}: {body}"))
     } else {
         Err(format!("fetch {url}: {status} {body}"))
+    }
+}
+
+/// Looks on every process's command line for `marker SOCKET [ID]`, connects to each such
+/// socket, writes `send` (its `{id}` replaced) and reads the answer (5 s at most): `done` with
+/// what the first answering socket said, else `denied` with what each did.
+fn steal(marker: &str, send: &str) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let mut tried = Vec::new();
+    for entry in std::fs::read_dir("/proc").map_err(|e| format!("list /proc: {e}"))? {
+        let Ok(entry) = entry else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let Some(at) = args.iter().position(|a| a == marker) else {
+            continue;
+        };
+        let Some(socket) = args.get(at + 1) else {
+            continue;
+        };
+        let id = args.get(at + 2).map_or("", String::as_str);
+        let answer = (|| -> std::io::Result<String> {
+            let mut stream = std::os::unix::net::UnixStream::connect(socket)?;
+            stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+            stream.write_all(send.replace("{id}", id).as_bytes())?;
+            let mut answer = vec![0u8; 64 * 1024];
+            let n = stream.read(&mut answer)?;
+            Ok(String::from_utf8_lossy(&answer[..n]).into_owned())
+        })();
+        match answer {
+            Ok(answer) if !answer.is_empty() => {
+                return Ok(format!("{socket} answered: {answer}"));
+            }
+            Ok(_) => tried.push(format!("{socket}: closed with nothing")),
+            Err(e) => tried.push(format!("{socket}: {e}")),
+        }
+    }
+    if tried.is_empty() {
+        return Err(format!("no command line with {marker}"));
+    }
+    Err(tried.join("; "))
+}
+
+/// This process's confinement: its status's capability, no_new_privs and seccomp lines, and
+/// whether it leads a session of its own.
+fn status() -> Result<String, String> {
+    let status =
+        std::fs::read_to_string("/proc/self/status").map_err(|e| format!("status: {e}"))?;
+    let lines: Vec<&str> = status
+        .lines()
+        .filter(|l| l.starts_with("Cap") || l.starts_with("NoNewPrivs") || l.starts_with("Seccomp"))
+        .collect();
+    // SAFETY: getsid(0) and getpid() read no memory of ours.
+    #[expect(unsafe_code, reason = "std has no getsid")]
+    let leader = unsafe { libc::getsid(0) == libc::getpid() };
+    Ok(format!("{}; session leader: {leader}", lines.join("; ")))
+}
+
+/// Tries one system call a sandbox denies; `done` if it worked.
+fn syscall(call: &str) -> Result<String, String> {
+    let result: i64 = match call {
+        // SAFETY: clone without CLONE_VM and a null stack is a fork: the child gets a copy of
+        // this process's memory and leaves at once with _exit, touching nothing.
+        #[expect(unsafe_code, reason = "no safe binding makes a namespace by clone")]
+        "clone_newuser" => unsafe {
+            let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::SIGCHLD;
+            let pid = libc::syscall(
+                libc::SYS_clone,
+                libc::c_ulong::try_from(flags).unwrap_or(0),
+                0,
+                0,
+                0,
+                0,
+            );
+            if pid == 0 {
+                libc::_exit(0);
+            }
+            if pid > 0 {
+                libc::waitpid(i32::try_from(pid).unwrap_or(0), std::ptr::null_mut(), 0);
+            }
+            pid
+        },
+        // SAFETY: a null argument with size 0: the kernel reads nothing (EFAULT or EINVAL at
+        // worst); a filter answers before that.
+        #[expect(unsafe_code, reason = "no binding for clone3")]
+        "clone3" => unsafe { libc::syscall(libc::SYS_clone3, std::ptr::null::<u8>(), 0usize) },
+        // SAFETY: TIOCSTI reads one byte from the pointer, a local.
+        #[expect(unsafe_code, reason = "no binding for TIOCSTI")]
+        "tiocsti" => unsafe {
+            let byte: libc::c_char = 0;
+            i64::from(libc::ioctl(0, libc::TIOCSTI, &byte))
+        },
+        // SAFETY: socket(2) reads no memory; the descriptor is closed at once.
+        #[expect(unsafe_code, reason = "std makes no packet or raw socket")]
+        "packet_socket" | "raw_socket" => unsafe {
+            let fd = if call == "packet_socket" {
+                libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0x0300)
+            } else {
+                libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_TCP)
+            };
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            i64::from(fd)
+        },
+        other => return Err(format!("unknown call {other:?}")),
+    };
+    if result >= 0 {
+        Ok(format!("{call} returned {result}"))
+    } else {
+        Err(format!("{call}: {}", std::io::Error::last_os_error()))
     }
 }

@@ -436,17 +436,29 @@ impl Planted {
 
     /// [`Planted::hand_off_probe`] with `envs` for tether.
     fn hand_off_probe_with(&self, mode: &str, probe: &str, envs: &[(&str, &str)]) -> Output {
+        self.hand_off(mode, probe, envs, false)
+    }
+
+    /// [`Planted::hand_off_probe`], through the run's gateway (`--gateway`) with `gateway`:
+    /// the harness then calls `srv__probe` of its one server.
+    fn hand_off(&self, mode: &str, probe: &str, envs: &[(&str, &str)], gateway: bool) -> Output {
         let bin = self.sandbox.path("bin");
         std::fs::create_dir_all(&bin).expect("mkdir bin");
         let claude = bin.join("claude");
+        // The gateway's relay starts through the exec shim too.
+        let (server, tool) = if gateway {
+            ("tether", "srv__probe")
+        } else {
+            ("srv", "probe")
+        };
         std::fs::write(
             &claude,
             format!(
                 r#"#!/bin/sh
 : > "$(dirname "$0")/ran"
 for a in "$@"; do case "$a" in --mcp-config=*) f="${{a#--mcp-config=}}";; esac; done
-grep -q __exec "$f" || {{ echo "the config does not start srv through the shim" >&2; exit 9; }}
-exec '{}' call --mcp "$f" srv probe --args "$PROBE" --sandbox none
+grep -q __exec "$f" || {{ echo "the config does not start its server through the shim" >&2; exit 9; }}
+exec '{}' call --mcp "$f" {server} {tool} --args "$PROBE" --sandbox none
 "#,
                 env!("CARGO_BIN_EXE_tether")
             ),
@@ -464,16 +476,16 @@ exec '{}' call --mcp "$f" srv probe --args "$PROBE" --sandbox none
         for (name, value) in envs {
             runner = runner.env(name, value);
         }
-        let command = runner.command(&[
-            "run",
-            "--mcp",
-            &test_server(&["--probe-tool"]),
-            "--sandbox",
-            mode,
-            "--no-gateway",
-            "--",
-            &claude.to_string_lossy(),
-        ]);
+        let spec = test_server(&["--probe-tool"]);
+        let claude = claude.to_string_lossy();
+        let mut args = vec!["run", "--mcp", &spec, "--sandbox", mode];
+        if gateway {
+            args.extend(["--gateway", "--wait-for-servers"]);
+        } else {
+            args.push("--no-gateway");
+        }
+        args.extend(["--", &claude]);
+        let command = runner.command(&args);
         assert_cmd::Command::from_std(command)
             .output()
             .expect("running tether")
@@ -627,4 +639,253 @@ fn an_mcpb_bundle_layout_runs_sandboxed_with_its_whole_directory_readable() {
     assert!(done(&manifest), "{}", both(&manifest));
     let key = read(&world.path(".ssh/id_rsa"));
     assert!(denied(&key), "{}", both(&key));
+}
+
+#[test]
+fn a_sandboxed_server_gets_no_launch_from_the_exec_socket_it_finds_in_proc() {
+    // The probe reads `tether __exec SOCKET ID` off a command line in /proc, and asks SOCKET
+    // for ID's launch (its own here; a sibling's is the same request).
+    let world = planted();
+    let steal = r#"{"action": "steal", "marker": "__exec", "send": "{id}\n"}"#;
+    let open = world.hand_off_probe("none", steal);
+    assert!(done(&open), "none: {}", both(&open));
+    assert!(
+        text(&open.stdout).contains(r#""command""#),
+        "{}",
+        both(&open)
+    );
+    let closed = world.hand_off_probe("default", steal);
+    assert!(denied(&closed), "default: {}", both(&closed));
+    assert!(
+        !text(&closed.stdout).contains(r#""command""#),
+        "{}",
+        both(&closed)
+    );
+}
+
+#[test]
+fn a_sandboxed_server_cannot_call_tools_through_the_runs_gateway_socket() {
+    let world = planted();
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"thief","version":"1"}}}"#;
+    let steal = format!(
+        r#"{{"action": "steal", "marker": "__gateway", "send": {}}}"#,
+        json_str(&format!("{initialize}\n"))
+    );
+    let open = world.hand_off("none", &steal, &[], true);
+    assert!(done(&open), "none: {}", both(&open));
+    assert!(text(&open.stdout).contains("serverInfo"), "{}", both(&open));
+    let closed = world.hand_off("default", &steal, &[], true);
+    assert!(denied(&closed), "default: {}", both(&closed));
+    assert!(
+        !text(&closed.stdout).contains("serverInfo"),
+        "{}",
+        both(&closed)
+    );
+}
+
+/// The probe's `syscall` of `call`.
+fn syscall(call: &str) -> String {
+    format!(r#"{{"action": "syscall", "call": "{call}"}}"#)
+}
+
+#[test]
+fn a_sandboxed_server_has_its_own_session_and_cannot_type_into_a_terminal() {
+    let world = planted();
+    let status = r#"{"action": "status"}"#;
+    let open = world.probe("none", status);
+    assert!(
+        text(&open.stdout).contains("session leader: false"),
+        "{}",
+        both(&open)
+    );
+    let closed = world.probe("default", status);
+    assert!(
+        text(&closed.stdout).contains("session leader: true"),
+        "{}",
+        both(&closed)
+    );
+    // The server's stdin is a pipe: TIOCSTI fails there with ENOTTY, unless seccomp answers
+    // first.
+    let open = world.probe("none", &syscall("tiocsti"));
+    assert!(
+        text(&open.stdout).contains("Inappropriate ioctl"),
+        "{}",
+        both(&open)
+    );
+    let closed = world.probe("default", &syscall("tiocsti"));
+    assert!(denied(&closed), "{}", both(&closed));
+    assert!(
+        text(&closed.stdout).contains("Operation not permitted"),
+        "{}",
+        both(&closed)
+    );
+    let tty = r#"{"action": "read", "path": "/dev/tty"}"#;
+    let closed = world.probe("default", tty);
+    assert!(
+        text(&closed.stdout).contains("Permission denied"),
+        "{}",
+        both(&closed)
+    );
+}
+
+#[test]
+fn a_sandboxed_server_has_no_capabilities_namespaces_or_raw_sockets() {
+    let world = planted();
+    let root = nix::unistd::geteuid().is_root();
+    let closed = world.probe("default", r#"{"action": "status"}"#);
+    let status = text(&closed.stdout);
+    for line in [
+        "CapEff:\t0000000000000000",
+        "CapPrm:\t0000000000000000",
+        "NoNewPrivs:\t1",
+    ] {
+        assert!(status.contains(line), "{line}: {}", both(&closed));
+    }
+    if root {
+        assert!(
+            status.contains("CapBnd:\t0000000000000000"),
+            "{}",
+            both(&closed)
+        );
+        // Root kept CAP_SYS_PTRACE: its parent's (the supervisor's) environment was readable.
+        let environ = r#"{"action": "read", "path": "/proc/{ppid}/environ"}"#;
+        let open = world.probe("none", environ);
+        assert!(done(&open), "{}", both(&open));
+        let closed = world.probe("default", environ);
+        assert!(denied(&closed), "{}", both(&closed));
+    }
+    for call in ["clone_newuser", "packet_socket", "raw_socket"] {
+        if root {
+            let open = world.probe("none", &syscall(call));
+            assert!(done(&open), "none: {call}: {}", both(&open));
+        }
+        let closed = world.probe("default", &syscall(call));
+        assert!(denied(&closed), "default: {call}: {}", both(&closed));
+        assert!(
+            text(&closed.stdout).contains("Operation not permitted"),
+            "{call}: {}",
+            both(&closed)
+        );
+    }
+    let closed = world.probe("default", &syscall("clone3"));
+    assert!(
+        text(&closed.stdout).contains("Function not implemented"),
+        "{}",
+        both(&closed)
+    );
+}
+
+#[test]
+fn arguments_naming_files_grant_nothing_but_an_interpreters_script() {
+    // A launcher in a directory of its own, which ignores its arguments: they only name files,
+    // as a registry entry's or a bundle's arguments can (`~/.bashrc`, a project's
+    // `package.json`, `${__dirname}/../..`).
+    let world = planted();
+    std::fs::write(world.home.join("project/package.json"), "{}").expect("package.json");
+    let dir = world.sandbox.path("launcher");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::copy(test_server_bin(), dir.join("tether-test-mcp")).expect("copy");
+    let launcher = dir.join("run.sh");
+    std::fs::write(
+        &launcher,
+        "#!/bin/sh\nexec \"$(dirname \"$0\")/tether-test-mcp\" --probe-tool\n",
+    )
+    .expect("launcher");
+    let mut permissions = std::fs::metadata(&launcher).expect("stat").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&launcher, permissions).expect("chmod");
+    let climb = format!("{}/../home/.ssh/id_rsa", dir.display());
+    let named = [
+        world.path(".bashrc"),
+        world.path("project/package.json"),
+        climb,
+    ];
+    let spec = |command: &str, args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|a| json_str(a)).collect();
+        format!(
+            r#"{{"mcpServers": {{"s": {{"command": {}, "args": [{}]}}}}}}"#,
+            json_str(command),
+            args.join(", ")
+        )
+    };
+    let named: Vec<&str> = named.iter().map(String::as_str).collect();
+    let launcher = launcher.to_string_lossy();
+    let direct = spec(&launcher, &named);
+    let mut interpreted = vec![launcher.as_ref()];
+    interpreted.extend_from_slice(&named);
+    // `sh run.sh …`: the script is the program, its directory is granted; the rest is not.
+    let through_sh = spec("sh", &interpreted);
+    for spec in [&direct, &through_sh] {
+        for (path, what) in [
+            (world.path(".bashrc"), "a file named by an argument"),
+            (
+                world.path("project/notes.txt"),
+                "the project of a package.json",
+            ),
+            (world.path(".ssh/id_rsa"), "a file reached through .."),
+        ] {
+            let read = format!(r#"{{"action": "read", "path": {}}}"#, json_str(&path));
+            let args = [
+                "call",
+                "--mcp",
+                spec,
+                "s",
+                "probe",
+                "--args",
+                &read,
+                "--sandbox",
+                "default",
+            ];
+            let out = world.run(&args);
+            assert!(denied(&out), "{what}: {spec}: {}", both(&out));
+            let open = world.run(&args[..args.len() - 2]);
+            assert!(done(&open), "unsandboxed: {what}: {}", both(&open));
+        }
+    }
+}
+
+#[test]
+fn a_configs_none_does_not_lower_the_configured_default_and_every_mode_is_named() {
+    let world = planted();
+    std::fs::create_dir_all(world.sandbox.home()).expect("mkdir TETHER_HOME");
+    std::fs::write(
+        world.sandbox.home().join("config.toml"),
+        "sandbox = \"default\"\n",
+    )
+    .expect("config.toml");
+    let bin = json_str(&test_server_bin().to_string_lossy());
+    let spec = format!(
+        r#"{{"mcpServers": {{"srv": {{"command": {bin}, "args": ["--probe-tool"], "sandbox": "none"}}}}}}"#
+    );
+    let read = format!(
+        r#"{{"action": "read", "path": {}}}"#,
+        json_str(&world.path(".ssh/id_rsa"))
+    );
+    let call = |extra: &[&str]| {
+        let mut args = vec!["call", "--mcp", &spec, "srv", "probe", "--args", &read];
+        args.extend_from_slice(extra);
+        world.run(&args)
+    };
+    let keyed = call(&[]);
+    assert!(denied(&keyed), "{}", both(&keyed));
+    assert!(
+        text(&keyed.stderr).contains("stdio servers run under sandbox default"),
+        "{}",
+        both(&keyed)
+    );
+    // The user says so on the command line.
+    let flagged = call(&["--sandbox", "none"]);
+    assert!(done(&flagged), "{}", both(&flagged));
+    // Without a configured default, a server without a sandbox is named beside a sandboxed one.
+    std::fs::remove_file(world.sandbox.home().join("config.toml")).expect("rm config.toml");
+    let mixed = format!(
+        r#"{{"mcpServers": {{"srv": {{"command": {bin}, "sandbox": "default"}}, "open": {{"command": {bin}}}}}}}"#
+    );
+    let out = world.run(&["test", "--mcp", &mixed]);
+    assert!(out.status.success(), "{}", both(&out));
+    assert!(
+        text(&out.stderr).contains("tether test: open runs with NO sandbox"),
+        "{}",
+        both(&out)
+    );
 }

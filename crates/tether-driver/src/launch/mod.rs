@@ -94,7 +94,10 @@ impl StartOptions {
         let mut policy = match (&server.options.sandbox, self.sandbox_wins) {
             (Some(mode), false) => tether_sandbox::Mode::parse(mode)
                 .and_then(|mode| mode.policy())
-                .map_err(|e| format!("its \"sandbox\" key: {e}"))?,
+                .map_err(|e| format!("its \"sandbox\" key: {e}"))?
+                // A config's `none` never lowers the user's configured default: only
+                // `--sandbox none` does.
+                .or_else(|| self.sandbox.clone()),
             _ => self.sandbox.clone(),
         };
         if let (Some(served), Some(policy)) = (&server.options.serves, policy.as_mut()) {
@@ -113,28 +116,34 @@ impl StartOptions {
 
     /// What to say on stderr of the sandboxes `servers` (a run's) start in and what each
     /// enforces: one line for all stdio servers when they share the run's, else a line per
-    /// sandboxed server; none when no server is sandboxed. A server whose key is not a valid
-    /// mode is left out: its start fails, saying why.
+    /// stdio server — those without a sandbox named too; none when no server is sandboxed. A
+    /// server whose key is not a valid mode is left out: its start fails, saying why.
     pub fn sandbox_lines(&self, servers: &[RenderedServer]) -> Vec<String> {
-        let reports: Vec<(&str, String)> = servers
+        let reports: Vec<(&str, Option<String>)> = servers
             .iter()
             .filter(|server| matches!(server.transport, RenderedTransport::Stdio { .. }))
             .filter_map(|server| {
-                let policy = self.sandbox_for(server).ok()??;
+                let policy = self.sandbox_for(server).ok()?;
                 Some((
                     server.name.as_str(),
-                    tether_sandbox::assess(&policy).to_string(),
+                    policy.map(|policy| tether_sandbox::assess(&policy).to_string()),
                 ))
             })
             .collect();
+        if reports.iter().all(|(_, report)| report.is_none()) {
+            return Vec::new();
+        }
         let shared = reports.windows(2).all(|pair| pair[0].1 == pair[1].1);
         match reports.first() {
-            Some((_, report)) if shared && self.sandbox.is_some() => {
+            Some((_, Some(report))) if shared && self.sandbox.is_some() => {
                 vec![format!("stdio servers run under {report}")]
             }
             _ => reports
                 .iter()
-                .map(|(name, report)| format!("{name} runs under {report}"))
+                .map(|(name, report)| match report {
+                    Some(report) => format!("{name} runs under {report}"),
+                    None => format!("{name} runs with NO sandbox"),
+                })
                 .collect(),
         }
     }

@@ -185,8 +185,12 @@ impl ChildProcess {
             .stderr(Stdio::piped())
             // The supervisor must get the chance to end what it adopted: dropping sends it
             // SIGUSR1 (see `Drop`), not SIGKILL.
-            .kill_on_drop(!supervised)
-            .process_group(0);
+            .kill_on_drop(!supervised);
+        // A sandboxed child without a supervisor leads a session of its own (its hook calls
+        // setsid, which a group leader cannot): its group is still its pid.
+        if supervised || sandbox.is_none() {
+            command.process_group(0);
+        }
         if let Some(cwd) = &launch.cwd {
             command.current_dir(cwd.expose());
         }
