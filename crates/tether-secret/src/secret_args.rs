@@ -85,6 +85,18 @@ pub enum SecretArgError {
         /// The name.
         name: String,
     },
+    /// `SCHEME:` of another tool's secret references (`vault:`, `op:`, …): tether reads none
+    /// of them itself; the user runs that tool's CLI through `cmd:`. Only a scheme from
+    /// [`OTHER_SCHEMES`] is named: any other `word:` may be the start of a literal value.
+    #[error(
+        "secret {name}: {scheme}: is not a source tether reads; the sources are env:VAR, file:PATH, cmd:PROGRAM ARGS… (to run a secret manager's own CLI, e.g. {name}=cmd:vault kv get -field=token secret/x), - (stdin) and prompt"
+    )]
+    UnknownScheme {
+        /// The name.
+        name: String,
+        /// The scheme, one of [`OTHER_SCHEMES`].
+        scheme: &'static str,
+    },
     /// `cmd:` words a shell could not split (an unclosed quote, a trailing backslash).
     #[error(
         "secret {name}: cmd: cannot be split into a program and its arguments (an unclosed quote or a trailing backslash?)"
@@ -100,6 +112,31 @@ pub enum SecretArgError {
         name: String,
     },
 }
+
+/// Secret-reference schemes of other tools (secret managers, password stores, other agents'
+/// configs) that a user may try as a source: named in [`SecretArgError::UnknownScheme`].
+pub const OTHER_SCHEMES: [&str; 20] = [
+    "vault",
+    "op",
+    "aws",
+    "awssm",
+    "aws-sm",
+    "ssm",
+    "gcp",
+    "gsm",
+    "azure",
+    "akv",
+    "keyring",
+    "keychain",
+    "pass",
+    "bw",
+    "bitwarden",
+    "doppler",
+    "infisical",
+    "sops",
+    "secret",
+    "secrets",
+];
 
 /// Parses every `--secret` argument, in order; the first refusal wins.
 pub fn parse_secret_args<I, S>(args: I) -> Result<Vec<SecretArg>, SecretArgError>
@@ -159,6 +196,14 @@ fn parse_one(arg: &str) -> Result<SecretArg, SecretArgError> {
         SecretSource::Stdin
     } else if source == "prompt" {
         SecretSource::Prompt
+    } else if let Some(scheme) = source
+        .split_once(':')
+        .and_then(|(scheme, _)| OTHER_SCHEMES.iter().find(|known| **known == scheme))
+    {
+        return Err(SecretArgError::UnknownScheme {
+            name: name.to_owned(),
+            scheme,
+        });
     } else {
         return Err(SecretArgError::Literal {
             name: name.to_owned(),
