@@ -369,6 +369,55 @@ impl Supervisor {
         true
     }
 
+    /// Waits, at most `limit`, until no server is on its first start still (pending, not
+    /// dormant, no start failed yet): what a search asked right after the gateway started
+    /// waits for, so it searches every tool it will ever find. A server whose start failed
+    /// already is retried with the backoff and not waited for (a broken server must not
+    /// hold every search for the whole timeout); it stays among [`Supervisor::not_ready_yet`].
+    pub(crate) async fn first_starts(&self, limit: Duration) {
+        let first = |state: &State| {
+            matches!(
+                state,
+                State::Pending {
+                    failed_starts: 0,
+                    ..
+                }
+            )
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        for name in &self.order {
+            let Some(slot) = self.slots.get(name).filter(|slot| !slot.dormant()) else {
+                continue;
+            };
+            let mut state = slot.state.subscribe();
+            if !first(&state.borrow()) {
+                continue;
+            }
+            // Shown by tether_status as a request waiting for it.
+            slot.waiting
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _waiting = Waiting(&slot.waiting);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let settled = state.wait_for(|state| !first(state));
+            if tokio::time::timeout(left, settled).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The servers not ready yet that are starting or being retried (not the dormant ones).
+    pub(crate) fn not_ready_yet(&self) -> Vec<String> {
+        self.order
+            .iter()
+            .filter(|name| {
+                self.slots
+                    .get(*name)
+                    .is_some_and(|slot| slot.pending() && !slot.dormant())
+            })
+            .cloned()
+            .collect()
+    }
+
     /// Ends the starts under way and stops scheduling new ones.
     pub(crate) fn stop(&self) {
         self.stop.cancel();

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tether_driver::DriverError;
 
 use super::GatewayHandler;
-use super::pipeline::mark_received;
+use super::pipeline::{mark_received, received_at};
 use crate::audit::{Outcome, Record};
 use crate::catalogue::{Catalogue, STATUS_TOOL};
 use crate::redact::mask_value;
@@ -129,6 +129,14 @@ impl GatewayHandler {
                             .wake(server, "one of its tools was found");
                     }
                 }
+                let mut found = found;
+                let starting = self.shared.supervisor.not_ready_yet();
+                if !starting.is_empty() {
+                    found["starting"] = json!(starting);
+                    found["note"] = json!(
+                        "these servers are still starting, so their tools were not searched: ask again shortly (tether_status shows their state)"
+                    );
+                }
                 let mut result =
                     CallToolResult::success(vec![ContentBlock::text(found.to_string())]);
                 result.structured_content = Some(found);
@@ -174,6 +182,19 @@ impl GatewayHandler {
     ) -> Result<CallToolResponse, ErrorData> {
         const METHOD: &str = "tools/call";
         mark_received(&mut context);
+        if request.name == FIND_TOOLS {
+            // Asked while servers are still starting (an agent's first search comes right
+            // after start): wait for their first starts, within the call timeout, so the
+            // search sees every tool it would see later; the answer names any still starting.
+            let left = self
+                .shared
+                .call_timeout
+                .saturating_sub(received_at(&context).elapsed());
+            tokio::select! {
+                () = self.shared.supervisor.first_starts(left) => {}
+                () = context.ct.cancelled() => {}
+            }
+        }
         if self.shared.catalogue().searching {
             if request.name == FIND_TOOLS {
                 // Twenty large definitions can be over the output budget like any result.
