@@ -429,6 +429,16 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "no_gateway")]
     pub wait_for_servers: bool,
 
+    /// Through the gateway, for a harness that lists tools once (Codex, Copilot CLI): hold
+    /// its first tools/list until the servers joined, at most SECS seconds.
+    ///
+    /// Such a harness ignores notifications/tools/list_changed, so a server that joins after
+    /// its first list would stay invisible to it for the whole run. Default:
+    /// `first_list_grace` in config.toml, else 5; 0 answers at once. Harnesses that list
+    /// again on a change (Claude Code, Gemini CLI, opencode) are never held.
+    #[arg(long, value_name = "SECS", conflicts_with = "no_gateway", hide_short_help = true, value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub first_list_grace: Option<u64>,
+
     /// Through the gateway: a tool result larger than N tokens is cut to fit, the whole read
     /// back from a tether://results/ID link (as `tether serve --max-result-tokens`).
     #[arg(long, value_name = "N", value_parser = tether_gateway::budget::parse_max_result_tokens, hide_short_help = true)]

@@ -58,6 +58,7 @@ struct ConfigFile {
     scan: Option<String>,
     max_result_tokens: Option<u64>,
     wait_for_servers: Option<bool>,
+    first_list_grace: Option<u64>,
     sandbox: Option<String>,
     tool_mode: Option<String>,
     tool_search_budget: Option<u64>,
@@ -127,6 +128,22 @@ pub fn wait_for_servers(flag: bool) -> anyhow::Result<bool> {
         return Ok(true);
     }
     Ok(config_file(&data_dir()?)?.wait_for_servers.unwrap_or(false))
+}
+
+/// The default of [`first_list_grace`], in seconds.
+pub const FIRST_LIST_GRACE_SECS: u64 = 5;
+
+/// How long `run --gateway` holds the first `tools/list` of a harness that lists tools once:
+/// `--first-list-grace`, else `first_list_grace` in config.toml, else
+/// [`FIRST_LIST_GRACE_SECS`]; 0 answers at once.
+pub fn first_list_grace(flag: Option<u64>) -> anyhow::Result<std::time::Duration> {
+    let seconds = match flag {
+        Some(seconds) => seconds,
+        None => config_file(&data_dir()?)?
+            .first_list_grace
+            .unwrap_or(FIRST_LIST_GRACE_SECS),
+    };
+    Ok(std::time::Duration::from_secs(seconds))
 }
 
 /// What `add` accepts of an mcpb bundle's signature: each flag, else its key in config.toml.

@@ -32,6 +32,7 @@
 //!     budget: tether_gateway::ResultBudget::default(),
 //!     tool_search: tether_gateway::tool_search::ToolSearch::default(),
 //!     secret_scan: tether_gateway::secret_scan::SecretScanPolicy::default(),
+//!     first_list_grace: None,
 //! };
 //! let gateway = Gateway::new(session, runtime, options).await;
 //! gateway.serve_stdio().await?; // until the client closes stdin
@@ -124,6 +125,10 @@ pub struct GatewayOptions {
     /// What the scan for credential shapes does in tool arguments and results
     /// (`--secret-scan`; default: warn for arguments, mask for results).
     pub secret_scan: secret_scan::SecretScanPolicy,
+    /// For a client that lists tools once (it ignores `notifications/tools/list_changed`):
+    /// its first `tools/list` waits until every server joined, at most this long, so it does
+    /// not start with a silently partial toolset. `None`: answered at once.
+    pub first_list_grace: Option<std::time::Duration>,
 }
 
 /// The run's servers, served as one MCP server. Clones share the servers: each serves its own

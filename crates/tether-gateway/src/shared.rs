@@ -70,6 +70,9 @@ pub(crate) struct Shared {
     pub(crate) tool_search: ToolSearch,
     /// The scan for credential shapes in tool arguments and results (`secret_scan.rs`).
     pub(crate) secret_scan: SecretScanPolicy,
+    /// How long a connection's first `tools/list` may wait for the servers to join
+    /// (`GatewayOptions::first_list_grace`).
+    pub(crate) first_list_grace: Option<Duration>,
     /// 2026-07-28 clients' calls waiting for their answers to a server's request.
     pub(crate) rounds: Rounds,
     /// List changes and resource updates, for 2026-07-28 clients' `subscriptions/listen`.
@@ -109,6 +112,7 @@ impl Shared {
             budget,
             tool_search,
             secret_scan,
+            first_list_grace,
         } = options;
         let entries = Entries {
             order: supervisor.order().to_vec(),
@@ -139,6 +143,7 @@ impl Shared {
             instructions: RwLock::new(crate::instructions::compose(&[])),
             tool_search,
             secret_scan,
+            first_list_grace,
             rounds: Rounds::new(call_timeout),
             changes: tokio::sync::broadcast::channel(CHANGES_KEPT).0,
         }

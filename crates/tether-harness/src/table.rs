@@ -255,6 +255,14 @@ pub struct Run {
     /// the values it is given, so a secret holding `$HOME` arrives changed, and hides variables
     /// named like credentials from its servers; through the gateway it is given no value).
     pub gateway_by_default: bool,
+    /// Whether the harness lists a server's tools again when told
+    /// `notifications/tools/list_changed`, as read in its own code (Claude Code, Gemini CLI and
+    /// opencode refresh their tool list on it; Codex only behind its `mcp_tool_list_changed`
+    /// feature; Copilot CLI's bundle is compressed, so it is taken to list once). For one that
+    /// does not, `tether run --gateway` holds its first `tools/list` until the servers joined
+    /// or a grace passed (`--first-list-grace`), so it never starts with a silently partial
+    /// toolset.
+    pub relists_tools: bool,
 }
 
 /// How a harness gates MCP servers on trusting the working folder: Gemini CLI disables every
@@ -439,6 +447,7 @@ pub const HARNESSES: &[Harness] = &[
             config_only_subcommands: &["mcp"],
             folder_trust: None,
             gateway_by_default: false,
+            relists_tools: true,
         }),
         own_configs: &[
             ConfigPlace::Home(".claude.json"),
@@ -471,6 +480,7 @@ pub const HARNESSES: &[Harness] = &[
             config_only_subcommands: &[],
             folder_trust: None,
             gateway_by_default: false,
+            relists_tools: false,
         }),
         own_configs: &[ConfigPlace::EnvDir {
             env: EnvVars::CODEX_HOME,
@@ -521,6 +531,7 @@ pub const HARNESSES: &[Harness] = &[
                 enabled_setting: &["security", "folderTrust", "enabled"],
             }),
             gateway_by_default: true,
+            relists_tools: true,
         }),
         own_configs: &[
             ConfigPlace::EnvDir {
@@ -551,6 +562,7 @@ pub const HARNESSES: &[Harness] = &[
             config_only_subcommands: &[],
             folder_trust: None,
             gateway_by_default: false,
+            relists_tools: true,
         }),
         own_configs: &[
             ConfigPlace::Home(".config/opencode/opencode.json"),
@@ -617,6 +629,7 @@ pub const HARNESSES: &[Harness] = &[
             config_only_subcommands: &[],
             folder_trust: None,
             gateway_by_default: false,
+            relists_tools: false,
         }),
         own_configs: &[ConfigPlace::EnvDir {
             env: EnvVars::COPILOT_HOME,

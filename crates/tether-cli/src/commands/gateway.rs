@@ -34,6 +34,9 @@ pub(super) struct Policy {
     pub tool_search: ToolSearch,
     /// `--secret-scan` (and `secret_scan`).
     pub secret_scan: tether_gateway::secret_scan::SecretScanPolicy,
+    /// How long a client's first `tools/list` may wait for the servers (`run --gateway` with
+    /// a harness that lists tools once).
+    pub first_list_grace: Option<Duration>,
 }
 
 /// `$TETHER_HOME/pins.json`.
@@ -122,6 +125,7 @@ pub(super) async fn start_gateway(
         budget: policy.budget,
         tool_search: policy.tool_search,
         secret_scan: policy.secret_scan,
+        first_list_grace: policy.first_list_grace,
     };
     Ok(match runtime {
         Some(runtime) => Gateway::new(session, runtime, options).await,

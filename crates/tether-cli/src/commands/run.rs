@@ -87,6 +87,21 @@ fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> 
     Ok(gateway)
 }
 
+/// How long the gateway holds `harness`'s first `tools/list` for the servers to join: only for
+/// a harness that lists tools once (its row's `relists_tools`), and not when it is 0.
+fn first_list_grace(
+    args: &RunArgs,
+    harness: HarnessArg,
+) -> anyhow::Result<Option<std::time::Duration>> {
+    let lists_once =
+        matches!(harness, HarnessArg::Handoff(h) if h.run.is_some_and(|run| !run.relists_tools));
+    if !lists_once {
+        return Ok(None);
+    }
+    let grace = settings::first_list_grace(args.first_list_grace)?;
+    Ok((!grace.is_zero()).then_some(grace))
+}
+
 /// Whether `tether run` hands `harness` the gateway unless `--no-gateway`.
 fn gateway_by_default(harness: &tether_harness::Harness) -> bool {
     harness.run.is_some_and(|run| run.gateway_by_default)
@@ -245,6 +260,7 @@ async fn run_through_gateway(
             budget,
             tool_search: settings::tool_search(&args.tool_search)?,
             secret_scan: settings::secret_scan(args.tool_search.secret_scan)?,
+            first_list_grace: first_list_grace(args, harness)?,
         },
         wait,
         progress,

@@ -97,6 +97,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             budget,
             tool_search,
             secret_scan: settings::secret_scan(args.tool_search.secret_scan)?,
+            first_list_grace: None,
         },
         wait,
         &progress,

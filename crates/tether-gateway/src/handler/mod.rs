@@ -75,6 +75,9 @@ pub struct GatewayHandler {
     /// Answer `tools/list` with the marker the line transport replaces by the catalogue's
     /// pre-serialized list (`lines.rs`), instead of a copy of the list.
     catalogue_marker: bool,
+    /// Set by the connection's first `tools/list` (which may wait for the servers to join,
+    /// `Shared::first_list_grace`).
+    listed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl GatewayHandler {
@@ -89,6 +92,7 @@ impl GatewayHandler {
             session,
             _results: results,
             catalogue_marker: false,
+            listed: Arc::default(),
         }
     }
 

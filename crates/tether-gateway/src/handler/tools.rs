@@ -33,6 +33,25 @@ impl GatewayHandler {
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if let Some(grace) = self.shared.first_list_grace
+            && !self.listed.swap(true, std::sync::atomic::Ordering::SeqCst)
+            && self.shared.supervisor.any_pending()
+        {
+            // A client that lists once: its first list waits for the servers to join, within
+            // the grace, so it does not start with a silently partial toolset.
+            tokio::select! {
+                joined = self.shared.supervisor.all_joined(grace) => {
+                    if !joined {
+                        tracing::warn!(
+                            "the client's first tools/list was answered after {} s with the servers not ready yet left out: {}",
+                            grace.as_secs_f64(),
+                            self.shared.supervisor.not_ready_yet().join(", ")
+                        );
+                    }
+                }
+                () = context.ct.cancelled() => {}
+            }
+        }
         if modern(context) {
             // The line transport's pre-serialized list has no room for the cache hints.
             let mut list =

@@ -29,6 +29,7 @@ pub fn gateway_options(start: StartOptions, upstream: Option<Upstream>) -> Gatew
         budget: tether_gateway::ResultBudget::default(),
         tool_search: tether_gateway::tool_search::ToolSearch::default(),
         secret_scan: tether_gateway::secret_scan::SecretScanPolicy::default(),
+        first_list_grace: None,
     }
 }
 
