@@ -236,7 +236,7 @@ pub struct SpecArgs {
 /// Where secrets come from. Never from a literal on the command line.
 #[derive(Debug, Args)]
 pub struct SecretArgs {
-    /// A secret: NAME=env:VAR, NAME=file:PATH, NAME=- (one line of stdin) or NAME=prompt
+    /// A secret: NAME=env:VAR, NAME=file:PATH, NAME=cmd:PROGRAM ARGS…, NAME=- (one line of stdin) or NAME=prompt
     /// (hidden input). Repeatable. A literal value is refused: argv is visible through `ps`.
     #[arg(long = "secret", value_name = "NAME=SOURCE")]
     pub secret: Vec<String>,
