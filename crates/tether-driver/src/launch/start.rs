@@ -7,18 +7,20 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use rmcp::model::Tool;
 use rmcp::service::{ClientServiceExt as _, RoleClient};
 use rmcp::transport::IntoTransport;
 use serde_json::Value;
 use tether_config::{
     Exposure, Masker, RemoteTransport, RenderedServer, RenderedText, RenderedTransport,
-    SecretValue, ServerOptions, mask_json, mask_known_values,
+    SecretValue, ServedUrl, ServerOptions, mask_json, mask_known_values,
 };
+use tokio::process::{ChildStdin, ChildStdout};
 
-use super::StderrTail;
 use super::client::TetherClient;
 use super::process::{ChildProcess, StdioLaunch};
 use super::remote::{RemoteTarget, remote_handshake};
+use super::{Client, StderrTail};
 use super::{
     HeadersHelper, StartOptions, Started, ToolInfo, failure, lifecycle, served,
     server_package_runner,
@@ -71,223 +73,284 @@ async fn start_one(
     timeout: Duration,
     masking: &Arc<Vec<SecretValue>>,
 ) -> Result<Started, String> {
-    let mask = |text: String| mask_known_values(&text, masking.iter());
-    let masker = Masker::new(masking.iter());
-    let client = TetherClient::for_server(&server.name, start);
+    let starting = Starting {
+        server: &server,
+        start,
+        timeout,
+        masking,
+        masker: Masker::new(masking.iter()),
+    };
     match &server.transport {
         RenderedTransport::Stdio {
             command,
             args,
             env,
             cwd,
-        } => {
-            let sandbox = start.sandbox_for(&server)?;
-            let launch = StdioLaunch {
-                command: SecretValue::new(command.expose()),
-                args: args.iter().map(|a| SecretValue::new(a.expose())).collect(),
-                env: passed_env(&server)
-                    .into_iter()
-                    .filter(|(name, _)| !env.contains_key(name))
-                    .map(|(k, v)| (k, SecretValue::new(v)))
-                    .chain(
-                        env.iter()
-                            .map(|(k, v)| (k.clone(), SecretValue::new(v.expose()))),
-                    )
-                    .collect(),
-                cwd: cwd.as_ref().map(|c| SecretValue::new(c.expose())),
-            };
-            let (mut child, stdout, stdin) =
-                ChildProcess::spawn(&server.name, &launch, masking.to_vec(), sandbox.as_ref())
-                    .map_err(|e| {
-                        let shown = command.show(Exposure::Masked);
-                        // "No such file or directory" says neither what was missing nor where it
-                        // was looked for.
-                        let why = match (&launch.cwd, e.kind()) {
-                            (Some(dir), std::io::ErrorKind::NotFound)
-                                if !std::path::Path::new(dir.expose()).is_dir() =>
-                            {
-                                "its working directory (cwd) does not exist".to_owned()
-                            }
-                            (_, std::io::ErrorKind::NotFound)
-                                if !launch.command.expose().contains('/') =>
-                            {
-                                "not found on PATH (install it, or give its full path)".to_owned()
-                            }
-                            (_, std::io::ErrorKind::NotFound) => "no such file".to_owned(),
-                            _ => e.to_string(),
-                        };
-                        mask(format!("cannot start '{shown}': {why}"))
-                    })?;
-            if let Some(served) = &server.options.serves {
-                let started = served::connect(
-                    served,
-                    &mut child,
-                    (stdout, stdin),
-                    client,
-                    timeout,
-                    start.bearer_auth.clone(),
-                )
-                .await;
-                return match started {
-                    Ok((client, tools)) => Ok(Started {
-                        client,
-                        child: Some(child),
-                        tools: tool_infos(&server.name, tools, &masker),
-                    }),
-                    Err(served::Failure::Exited(status)) => {
-                        child.stderr.wait_closed(Duration::from_millis(300)).await;
-                        Err(exited_early(&status, &child.stderr, sandbox.as_ref()))
-                    }
-                    Err(served::Failure::Other(reason)) => {
-                        let reason = mask(format!(
-                            "{reason}{}",
-                            stderr_suffix(&child.stderr, sandbox.as_ref())
-                        ));
-                        child.terminate().await;
-                        Err(reason)
-                    }
-                };
-            }
-            let handshake = tokio::time::timeout(timeout, async {
-                let pipes =
-                    IntoTransport::<RoleClient, std::io::Error, _>::into_transport((stdout, stdin));
-                let prefer_legacy = client.notices.is_some();
-                let client = client
-                    .serve_with_lifecycle(
-                        lifecycle::Probing::new(pipes, true, prefer_legacy),
-                        lifecycle::auto(),
-                    )
-                    .await?;
-                let tools = client.list_all_tools().await?;
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
-            });
-            tokio::pin!(handshake);
-            let outcome = tokio::select! {
-                outcome = &mut handshake => outcome,
-                status = child.wait() => {
-                    let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
-                    child.stderr.wait_closed(Duration::from_millis(300)).await;
-                    return Err(exited_early(&status, &child.stderr, sandbox.as_ref()));
-                }
-            };
-            match outcome {
-                Ok(Ok((client, tools))) => Ok(Started {
-                    client,
-                    child: Some(child),
-                    tools: tool_infos(&server.name, tools, &masker),
-                }),
-                Ok(Err(err)) => {
-                    // The child may be exiting right now: its status explains more than the
-                    // closed pipe does.
-                    let status =
-                        tokio::time::timeout(Duration::from_millis(500), child.wait()).await;
-                    let reason = match status {
-                        Ok(Ok(status)) => {
-                            child.stderr.wait_closed(Duration::from_millis(300)).await;
-                            exited_early(&status.to_string(), &child.stderr, sandbox.as_ref())
-                        }
-                        _ => mask(format!(
-                            "MCP handshake failed: {err}{}",
-                            stderr_suffix(&child.stderr, sandbox.as_ref())
-                        )),
-                    };
-                    child.terminate().await;
-                    Err(reason)
-                }
-                Err(_) => {
-                    // A package runner's first start downloads the package: say so, and how
-                    // to give it longer.
-                    let downloading = server_package_runner(&server).map_or_else(String::new, |runner| {
-                        let factor = match start.package_runner_factor {
-                            0 | 1 => String::new(),
-                            n => format!(" (a package runner gets {n}× that)"),
-                        };
-                        format!(
-                            "; it is launched through {runner}, which is probably still downloading its package on a first start: run it again once the download is done, or give it more time with --timeout SECS{factor} or startup_timeout_sec in its config"
-                        )
-                    });
-                    let reason = format!(
-                        "no answer to initialize/tools/list within {} s{downloading}{}",
-                        timeout.as_secs_f64(),
-                        stderr_suffix(&child.stderr, sandbox.as_ref())
-                    );
-                    child.terminate().await;
-                    Err(reason)
-                }
-            }
-        }
+        } => starting.stdio(command, args, env, cwd.as_ref()).await,
         RenderedTransport::Remote {
             url,
             headers,
             transport,
-        } => {
-            let helper = HeadersHelper::of(&server);
-            let url = url.expose();
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err("the url must start with http:// or https://".to_owned());
+        } => starting.remote(url, headers, *transport).await,
+    }
+}
+
+/// One server being started: what every step of its start reads.
+struct Starting<'a> {
+    server: &'a RenderedServer,
+    start: &'a StartOptions,
+    timeout: Duration,
+    masking: &'a Arc<Vec<SecretValue>>,
+    masker: Masker,
+}
+
+impl Starting<'_> {
+    /// `text` with every value of the run masked.
+    fn mask(&self, text: String) -> String {
+        mask_known_values(&text, self.masking.iter())
+    }
+
+    fn client(&self) -> TetherClient {
+        TetherClient::for_server(&self.server.name, self.start)
+    }
+
+    fn started(&self, client: Client, child: Option<ChildProcess>, tools: Vec<Tool>) -> Started {
+        Started {
+            client,
+            child,
+            tools: tool_infos(&self.server.name, tools, &self.masker),
+        }
+    }
+
+    /// A stdio server: its child spawned (sandboxed when asked), then the handshake over its
+    /// pipes — or, for an HTTP-port package, over the port it prints ([`Starting::served`]).
+    async fn stdio(
+        &self,
+        command: &RenderedText,
+        args: &[RenderedText],
+        env: &IndexMap<String, RenderedText>,
+        cwd: Option<&RenderedText>,
+    ) -> Result<Started, String> {
+        let server = self.server;
+        let sandbox = self.start.sandbox_for(server)?;
+        let launch = StdioLaunch {
+            command: SecretValue::new(command.expose()),
+            args: args.iter().map(|a| SecretValue::new(a.expose())).collect(),
+            env: passed_env(server)
+                .into_iter()
+                .filter(|(name, _)| !env.contains_key(name))
+                .map(|(k, v)| (k, SecretValue::new(v)))
+                .chain(
+                    env.iter()
+                        .map(|(k, v)| (k.clone(), SecretValue::new(v.expose()))),
+                )
+                .collect(),
+            cwd: cwd.map(|c| SecretValue::new(c.expose())),
+        };
+        let (mut child, stdout, stdin) = ChildProcess::spawn(
+            &server.name,
+            &launch,
+            self.masking.to_vec(),
+            sandbox.as_ref(),
+        )
+        .map_err(|e| self.mask(cannot_start(command, &launch, &e)))?;
+        let client = self.client();
+        if let Some(served) = &server.options.serves {
+            return self
+                .served(served, child, (stdout, stdin), client, sandbox.as_ref())
+                .await;
+        }
+        let handshake = tokio::time::timeout(self.timeout, async {
+            let pipes =
+                IntoTransport::<RoleClient, std::io::Error, _>::into_transport((stdout, stdin));
+            let prefer_legacy = client.notices.is_some();
+            let client = client
+                .serve_with_lifecycle(
+                    lifecycle::Probing::new(pipes, true, prefer_legacy),
+                    lifecycle::auto(),
+                )
+                .await?;
+            let tools = client.list_all_tools().await?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, tools))
+        });
+        tokio::pin!(handshake);
+        let outcome = tokio::select! {
+            outcome = &mut handshake => outcome,
+            status = child.wait() => {
+                let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                child.stderr.wait_closed(Duration::from_millis(300)).await;
+                return Err(exited_early(&status, &child.stderr, sandbox.as_ref()));
             }
-            let headers = header_map(headers)?;
-            let http = reqwest::Client::builder()
-                .connect_timeout(timeout.min(Duration::from_secs(10)))
-                .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .map_err(|e| mask(format!("cannot build the HTTP client: {e}")))?;
-            let kind = *transport;
-            let target = RemoteTarget {
-                url: &url,
-                headers: &headers,
-                timeout,
-                bearer_auth: start.bearer_auth.clone(),
-                helper,
-            };
-            let handshake = tokio::time::timeout(timeout, async {
-                let outcome =
-                    remote_handshake(client.clone(), kind, http.clone(), &target)
-                        .await;
-                match outcome {
-                    // A URL without a `type`: the MCP specification's backwards-compatibility
-                    // rule is to fall back to the legacy SSE transport.
-                    Err(http_err)
-                        if kind == RemoteTransport::StreamableHttp
-                            && server.options.transport_guessed =>
-                    {
-                        match remote_handshake(client.clone(), RemoteTransport::Sse, http, &target)
-                            .await
-                        {
-                            Ok(connected) => {
-                                tracing::warn!(
-                                    server = %server.name,
-                                    "no Streamable HTTP at its url ({}); connected over the legacy SSE transport (add \"type\": \"sse\" to say so)",
-                                    mask(failure::cause(RemoteTransport::StreamableHttp, &*http_err))
-                                );
-                                Ok(connected)
-                            }
-                            Err(sse_err) => Err(format!(
-                                "{}; the url has no \"type\", so the legacy SSE transport was tried too: {}",
-                                failure::cause(RemoteTransport::StreamableHttp, &*http_err),
-                                failure::cause(RemoteTransport::Sse, &*sse_err),
-                            )
-                            .into()),
-                        }
+        };
+        match outcome {
+            Ok(Ok((client, tools))) => Ok(self.started(client, Some(child), tools)),
+            Ok(Err(err)) => {
+                // The child may be exiting right now: its status explains more than the
+                // closed pipe does.
+                let status = tokio::time::timeout(Duration::from_millis(500), child.wait()).await;
+                let reason = match status {
+                    Ok(Ok(status)) => {
+                        child.stderr.wait_closed(Duration::from_millis(300)).await;
+                        exited_early(&status.to_string(), &child.stderr, sandbox.as_ref())
                     }
-                    other => other,
-                }
-            })
-            .await;
-            match handshake {
-                Ok(Ok((client, tools))) => Ok(Started {
-                    client,
-                    child: None,
-                    tools: tool_infos(&server.name, tools, &masker),
-                }),
-                Ok(Err(err)) => Err(mask(failure::describe(&url, kind, &*err))),
-                Err(_) => Err(mask(format!(
-                    "no answer from {url} to initialize/tools/list within {} s",
-                    timeout.as_secs_f64()
-                ))),
+                    _ => self.mask(format!(
+                        "MCP handshake failed: {err}{}",
+                        stderr_suffix(&child.stderr, sandbox.as_ref())
+                    )),
+                };
+                child.terminate().await;
+                Err(reason)
+            }
+            Err(_) => {
+                let reason = self.no_answer(&child.stderr, sandbox.as_ref());
+                child.terminate().await;
+                Err(reason)
             }
         }
     }
+
+    /// An HTTP-port package's start: the port it prints, then the handshake there.
+    async fn served(
+        &self,
+        served: &ServedUrl,
+        mut child: ChildProcess,
+        pipes: (ChildStdout, ChildStdin),
+        client: TetherClient,
+        sandbox: Option<&tether_sandbox::Policy>,
+    ) -> Result<Started, String> {
+        let started = served::connect(
+            served,
+            &mut child,
+            pipes,
+            client,
+            self.timeout,
+            self.start.bearer_auth.clone(),
+        )
+        .await;
+        match started {
+            Ok((client, tools)) => Ok(self.started(client, Some(child), tools)),
+            Err(served::Failure::Exited(status)) => {
+                child.stderr.wait_closed(Duration::from_millis(300)).await;
+                Err(exited_early(&status, &child.stderr, sandbox))
+            }
+            Err(served::Failure::Other(reason)) => {
+                let reason =
+                    self.mask(format!("{reason}{}", stderr_suffix(&child.stderr, sandbox)));
+                child.terminate().await;
+                Err(reason)
+            }
+        }
+    }
+
+    /// Why a stdio server that gave no answer within the timeout failed: a package runner's
+    /// first start downloads the package, so it says so, and how to give it longer.
+    fn no_answer(&self, stderr: &StderrTail, sandbox: Option<&tether_sandbox::Policy>) -> String {
+        let start = self.start;
+        let downloading = server_package_runner(self.server).map_or_else(String::new, |runner| {
+            let factor = match start.package_runner_factor {
+                0 | 1 => String::new(),
+                n => format!(" (a package runner gets {n}× that)"),
+            };
+            format!(
+                "; it is launched through {runner}, which is probably still downloading its package on a first start: run it again once the download is done, or give it more time with --timeout SECS{factor} or startup_timeout_sec in its config"
+            )
+        });
+        format!(
+            "no answer to initialize/tools/list within {} s{downloading}{}",
+            self.timeout.as_secs_f64(),
+            stderr_suffix(stderr, sandbox)
+        )
+    }
+
+    /// A remote server: the handshake over its transport, or — for a URL without a `type` —
+    /// over the legacy SSE transport when Streamable HTTP fails.
+    async fn remote(
+        &self,
+        url: &RenderedText,
+        headers: &IndexMap<String, RenderedText>,
+        kind: RemoteTransport,
+    ) -> Result<Started, String> {
+        let client = self.client();
+        let helper = HeadersHelper::of(self.server);
+        let url = url.expose();
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err("the url must start with http:// or https://".to_owned());
+        }
+        let headers = header_map(headers)?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(self.timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| self.mask(format!("cannot build the HTTP client: {e}")))?;
+        let target = RemoteTarget {
+            url: &url,
+            headers: &headers,
+            timeout: self.timeout,
+            bearer_auth: self.start.bearer_auth.clone(),
+            helper,
+        };
+        let handshake = tokio::time::timeout(self.timeout, async {
+            let outcome =
+                remote_handshake(client.clone(), kind, http.clone(), &target)
+                    .await;
+            match outcome {
+                // A URL without a `type`: the MCP specification's backwards-compatibility
+                // rule is to fall back to the legacy SSE transport.
+                Err(http_err)
+                    if kind == RemoteTransport::StreamableHttp
+                        && self.server.options.transport_guessed =>
+                {
+                    match remote_handshake(client.clone(), RemoteTransport::Sse, http, &target)
+                        .await
+                    {
+                        Ok(connected) => {
+                            tracing::warn!(
+                                server = %self.server.name,
+                                "no Streamable HTTP at its url ({}); connected over the legacy SSE transport (add \"type\": \"sse\" to say so)",
+                                self.mask(failure::cause(RemoteTransport::StreamableHttp, &*http_err))
+                            );
+                            Ok(connected)
+                        }
+                        Err(sse_err) => Err(format!(
+                            "{}; the url has no \"type\", so the legacy SSE transport was tried too: {}",
+                            failure::cause(RemoteTransport::StreamableHttp, &*http_err),
+                            failure::cause(RemoteTransport::Sse, &*sse_err),
+                        )
+                        .into()),
+                    }
+                }
+                other => other,
+            }
+        })
+        .await;
+        match handshake {
+            Ok(Ok((client, tools))) => Ok(self.started(client, None, tools)),
+            Ok(Err(err)) => Err(self.mask(failure::describe(&url, kind, &*err))),
+            Err(_) => Err(self.mask(format!(
+                "no answer from {url} to initialize/tools/list within {} s",
+                self.timeout.as_secs_f64()
+            ))),
+        }
+    }
+}
+
+/// Why a stdio server's program could not be started. "No such file or directory" says neither
+/// what was missing nor where it was looked for.
+fn cannot_start(command: &RenderedText, launch: &StdioLaunch, e: &std::io::Error) -> String {
+    let shown = command.show(Exposure::Masked);
+    let why = match (&launch.cwd, e.kind()) {
+        (Some(dir), std::io::ErrorKind::NotFound)
+            if !std::path::Path::new(dir.expose()).is_dir() =>
+        {
+            "its working directory (cwd) does not exist".to_owned()
+        }
+        (_, std::io::ErrorKind::NotFound) if !launch.command.expose().contains('/') => {
+            "not found on PATH (install it, or give its full path)".to_owned()
+        }
+        (_, std::io::ErrorKind::NotFound) => "no such file".to_owned(),
+        _ => e.to_string(),
+    };
+    format!("cannot start '{shown}': {why}")
 }
 
 /// The config's headers as HTTP headers; a name or value HTTP forbids is an error naming the
