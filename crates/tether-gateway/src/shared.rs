@@ -68,7 +68,7 @@ pub(crate) struct Shared {
     pub(crate) instructions: RwLock<String>,
     /// Whether `tools/list` offers every tool or the search tools (`tool_search.rs`).
     pub(crate) tool_search: ToolSearch,
-    /// The scan for credential shapes in tool arguments and results (`secret_scan.rs`).
+    /// The scan for credential shapes in tool arguments and results (`tether-scan`).
     pub(crate) secret_scan: SecretScanPolicy,
     /// 2026-07-28 clients' calls waiting for their answers to a server's request.
     pub(crate) rounds: Rounds,
