@@ -11,4 +11,4 @@ cargo build --quiet --release -p tether-cli -p tether-test-mcp
 unset TETHER_SERVER_URL TETHER_API_KEY TETHER_API_KEY_FILE RUST_LOG
 cargo bench --quiet -p tether-gateway --bench gateway
 cargo bench --quiet -p tether-gateway --bench budget
-cargo bench --quiet -p tether-gateway --bench secret_scan
+cargo bench --quiet -p tether-scan --bench secret_scan

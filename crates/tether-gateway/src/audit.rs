@@ -71,7 +71,7 @@ pub struct Record<'a> {
     /// The result as sent back, after redaction.
     pub result: Option<&'a Value>,
     /// The secret scan's findings in the arguments or the result, by rule name only
-    /// (`secret_scan.rs`); written as `secret_findings` when there are any.
+    /// (`tether-scan`'s `secrets`); written as `secret_findings` when there are any.
     pub findings: &'a [&'static str],
 }
 

@@ -60,9 +60,12 @@ mod policy;
 pub mod redact;
 mod remint;
 mod rounds;
-pub mod scan;
-pub mod search;
-pub mod secret_scan;
+/// The prompt-injection scan (the `tether-scan` crate's `injection`).
+pub use tether_scan::injection as scan;
+/// Credential shapes in arguments and results (the `tether-scan` crate's `secrets`).
+pub use tether_scan::secrets as secret_scan;
+/// Tool search's ranking (the `tether-search` crate).
+pub use tether_search as search;
 mod shared;
 pub mod supervise;
 mod telemetry;

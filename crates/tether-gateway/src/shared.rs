@@ -68,7 +68,7 @@ pub(crate) struct Shared {
     pub(crate) instructions: RwLock<String>,
     /// Whether `tools/list` offers every tool or the search tools (`tool_search.rs`).
     pub(crate) tool_search: ToolSearch,
-    /// The scan for credential shapes in tool arguments and results (`secret_scan.rs`).
+    /// The scan for credential shapes in tool arguments and results (`tether-scan`).
     pub(crate) secret_scan: SecretScanPolicy,
     /// How long a connection's first `tools/list` may wait for the servers to join
     /// (`GatewayOptions::first_list_grace`).

@@ -1,6 +1,6 @@
 //! Search mode (`--tool-mode`): instead of every tool's definition, `tools/list` offers two
 //! tools — [`FIND_TOOLS`], which ranks the offered tools against a request in words
-//! (`search/`), and [`CALL_TOOL`], which calls one by name exactly as a direct call would —
+//! (the `tether-search` crate), and [`CALL_TOOL`], which calls one by name exactly as a direct call would —
 //! plus the tools named to be always loaded and `tether_status`. The tools themselves stay
 //! offered: a direct `tools/call` of one still works, and a withheld one (changed pin, blocked
 //! scan finding, filtered out) is neither found nor called, as it is not listed in `all` mode.

@@ -42,7 +42,7 @@ fn bundles_signed_by_the_real_mcpb_verify_as_mcpb_verify_would() {
         return;
     };
     if Command::new("openssl").arg("version").output().is_err() {
-        eprintln!("NOTICE: openssl is not installed; skipping");
+        tether_testkit::missing("openssl", "apt-get install openssl");
         return;
     }
     let tmp = tempfile::tempdir().expect("a temp dir");

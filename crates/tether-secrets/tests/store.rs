@@ -228,11 +228,7 @@ fn secret_service_round_trips_hostile_values() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = SecretStore::new(dir.path(), Preference::Keyring);
     if let Err(error) = store.location() {
-        assert!(
-            std::env::var_os(tether_env::EnvVars::CI).is_none(),
-            "CI must reach a Secret Service (see .ci/run): {error}"
-        );
-        eprintln!("skipped: no Secret Service is reachable: {error}");
+        tether_testkit::missing("a Secret Service", &error.to_string());
         return;
     }
     let uid = Uuid::new_v4();

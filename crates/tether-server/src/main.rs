@@ -180,8 +180,8 @@ enum AdminCommand {
         /// One server in tether's config format: a path to a JSON file, or inline JSON.
         #[arg(long, value_name = "SPEC")]
         from: String,
-        /// A server-held secret: NAME=env:VAR, NAME=file:PATH, NAME=- (one line of stdin) or
-        /// NAME=prompt (hidden input). Literal values are refused: the command line is visible
+        /// A server-held secret: NAME=env:VAR, NAME=file:PATH, NAME=cmd:PROGRAM ARGS…, NAME=- (one
+        /// line of stdin) or NAME=prompt (hidden input). Literal values are refused: the command line is visible
         /// in `ps`. Each name once.
         #[arg(long = "secret", value_name = "NAME=SOURCE")]
         secrets: Vec<String>,

@@ -69,9 +69,9 @@ pub fn npm_bin(bin: &str) -> Option<PathBuf> {
         panic!("no package in npm-packages.txt provides {bin:?}");
     };
     if !ensure_installed() {
-        eprintln!(
-            "NOTICE: npm is not installed; skipping the tests that need {}",
-            package.spec
+        crate::missing(
+            "npm",
+            &format!("it installs {} for this test", package.spec),
         );
         return None;
     }

@@ -526,19 +526,22 @@ fn sigterm_during_the_test_connect_stops_the_server_and_stores_nothing() {
 }
 
 /// `tether ARGS` on a pseudo-terminal (util-linux `script`), as a person at a terminal runs
-/// it: `answer` is typed once `prompt` shows. Returns everything the terminal showed and the
-/// exit code. `None` when `script` is not installed.
+/// it: `answer` is typed once `prompt` shows — for a hidden prompt (`hidden`: an argument only
+/// this run of tether has, to find its process by), once its terminal's echo is off too.
+/// Returns everything the terminal showed and the exit code. `None` when `script` is not
+/// installed.
 fn on_a_terminal(
     sandbox: &Sandbox,
     env: &[(&str, &str)],
     args: &[&str],
     prompt: &str,
     answer: &str,
+    hidden: Option<&str>,
 ) -> Option<(String, Option<i32>)> {
     use std::io::{Read, Write};
     use std::sync::{Arc, Mutex};
     if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: util-linux `script` is not installed");
+        tether_testkit::missing("util-linux `script`", "apt-get install util-linux");
         return None;
     }
     let tether = assert_cmd::cargo::cargo_bin("tether");
@@ -590,8 +593,16 @@ fn on_a_terminal(
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        // The terminal's echo is off by now if the prompt is hidden.
-        std::thread::sleep(Duration::from_millis(200));
+        if let Some(marker) = hidden {
+            while !tether_testkit::terminal_echo_is_off(&tether, marker) {
+                if waited.elapsed() > Duration::from_secs(60)
+                    || child.try_wait().ok().flatten().is_some()
+                {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = stdin.write_all(answer.as_bytes());
     }
     let status = child.wait().expect("waiting for script");
@@ -625,7 +636,7 @@ fn add_asks_for_a_missing_secret_on_a_terminal_and_yes_never_asks() {
 
     let mut with_yes = base.to_vec();
     with_yes.push("--yes");
-    let Some((shown, code)) = on_a_terminal(&sandbox, &env, &with_yes, "", "") else {
+    let Some((shown, code)) = on_a_terminal(&sandbox, &env, &with_yes, "", "", None) else {
         return;
     };
     assert_eq!(code, Some(2), "{shown}");
@@ -642,6 +653,7 @@ fn add_asks_for_a_missing_secret_on_a_terminal_and_yes_never_asks() {
         &base,
         "Key the gateway checks (X-Api-Key): ",
         &format!("{typed}\n"),
+        Some(&port),
     )
     .expect("script is installed");
     assert_eq!(code, Some(0), "{shown}");
@@ -697,6 +709,7 @@ fn add_asks_which_package_on_a_terminal_when_several_fit() {
         ],
         "which one (Enter for 1): ",
         "2\n",
+        None,
     )
     .expect("script is installed");
     assert_eq!(code, Some(0), "{shown}");
@@ -712,6 +725,7 @@ fn add_asks_which_package_on_a_terminal_when_several_fit() {
         &["add", "io.github.example/everything", "--yes"],
         "",
         "",
+        None,
     )
     .expect("script is installed");
     assert!(!shown.contains("can run in"), "--yes asked: {shown}");

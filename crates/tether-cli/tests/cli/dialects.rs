@@ -334,7 +334,6 @@ fn published_snippets_export_to_every_format() {
 #[test]
 fn gemini_style_config_filters_a_real_servers_tools() {
     let Some(bin) = tether_testkit::server_everything() else {
-        eprintln!("skipped: npm is not available to install server-everything");
         return;
     };
     let sandbox = Sandbox::new();
@@ -389,7 +388,7 @@ fn missing_vscode_inputs_are_prompted_for_on_a_terminal() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: no `script` command to give tether a terminal");
+        tether_testkit::missing("util-linux `script`", "it gives tether a terminal");
         return;
     }
     let sandbox = Sandbox::new();

@@ -1094,7 +1094,7 @@ impl HostileAuthorizationServer {
 }
 
 /// `auth login` hands the browser only an https URL or an http one on loopback, and only from
-/// metadata that names the issuer it was fetched for (issue 24 item 13): a `file:`,
+/// metadata that names the issuer it was fetched for: a `file:`,
 /// `javascript:` or `vscode:` authorization endpoint, or metadata of another issuer, stops the
 /// login before any browser opens or any client is registered.
 #[test]

@@ -1,5 +1,5 @@
-//! What a hostile agent or a listener on a reused port can no longer do with a typed value
-//! (issue 24 items 1, 3, 7): a ref is bound to the entry, launch option and key it was
+//! What a hostile agent or a listener on a reused port can no longer do with a typed value: a
+//! ref is bound to the entry, launch option and key it was
 //! requested for; no ref is asked for a command-line argument; `tether secrets submit` sends a
 //! value only to a live page of this user that proves its announcement's key.
 

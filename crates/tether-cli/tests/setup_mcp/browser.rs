@@ -29,12 +29,9 @@ impl Driver {
             .into_iter()
             .find(|p| on_path(p));
         let (Some(chromium), true) = (chromium, on_path("chromedriver")) else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "chromium and chromedriver are required under CI (.ci/run installs them)"
-            );
-            eprintln!(
-                "skipped: chromium or chromedriver is not installed (apt-get install chromium chromium-driver)"
+            tether_testkit::missing(
+                "chromium or chromedriver",
+                "apt-get install chromium chromium-driver",
             );
             return None;
         };

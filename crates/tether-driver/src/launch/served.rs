@@ -11,7 +11,8 @@ use tokio::io::AsyncReadExt as _;
 use tokio::process::{ChildStdin, ChildStdout};
 
 use super::process::ChildProcess;
-use super::{BearerAuth, Client, TetherClient, failure, remote_handshake};
+use super::remote::{RemoteTarget, remote_handshake};
+use super::{BearerAuth, Client, TetherClient, failure};
 
 /// How often the port is dialled while the package starts.
 const DIAL_EVERY: Duration = Duration::from_millis(10);
@@ -68,7 +69,7 @@ pub(super) async fn connect(
         .map_err(|e| Failure::Other(format!("cannot build the HTTP client: {e}")))?;
     let headers = reqwest::header::HeaderMap::new();
     let kind = served.transport;
-    let target = super::RemoteTarget {
+    let target = RemoteTarget {
         url: &served.url,
         headers: &headers,
         timeout,

@@ -20,11 +20,7 @@ fn prometheus_installed() -> bool {
         .status()
         .is_ok_and(|status| status.success());
     if !found {
-        assert!(
-            std::env::var_os(tether_env::EnvVars::CI).is_none(),
-            "prometheus is not installed; .ci/run installs Debian's prometheus package"
-        );
-        eprintln!("NOTICE: skipped: prometheus is not installed (apt-get install prometheus)");
+        tether_testkit::missing("prometheus", "apt-get install prometheus");
     }
     found
 }

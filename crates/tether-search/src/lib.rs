@@ -9,6 +9,8 @@
 //! at [`WORDNET_WEIGHT`]. A request that names a server multiplies its tools' scores by
 //! [`SERVER_BOOST`]. specs/tool-search/TECH.md says why.
 
+#![deny(missing_docs)]
+
 mod related;
 mod text;
 

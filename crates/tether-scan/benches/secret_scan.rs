@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tether_gateway::secret_scan::{SecretScan, scan};
+use tether_scan::secrets::{SecretScan, scan};
 
 fn result_of(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": false})
