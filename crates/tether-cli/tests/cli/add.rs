@@ -1507,6 +1507,9 @@ fn add_checks_an_mcpb_bundles_signature() {
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let registry = FixtureRegistry::start(&args);
+    // A store that does not hold the test CA: its chain then reaches no trusted root.
+    std::fs::write(work.join("none.pem"), "").expect("write");
+    let trusting = std::cell::Cell::new("ca.pem");
     let add = |name: &str, flags: &[&str]| {
         let entry = format!("io.github.example/{name}");
         let mut all = vec!["add", entry.as_str(), "--yes", "--sandbox", "none"];
@@ -1514,7 +1517,7 @@ fn add_checks_an_mcpb_bundles_signature() {
         sandbox
             .tether(&all)
             .env("TETHER_REGISTRY_URL", &registry.url)
-            .env("SSL_CERT_FILE", work.join("ca.pem"))
+            .env("SSL_CERT_FILE", work.join(trusting.get()))
             .output()
             .expect("running tether add")
     };
@@ -1537,10 +1540,29 @@ fn add_checks_an_mcpb_bundles_signature() {
     refused(
         "self",
         &["--require-signature"],
-        "install it only if you trust that publisher, with --allow-self-signed",
+        "install it only if you trust that certificate, with --allow-self-signed",
     );
     // Self-signed is refused without the flag even when signatures are not required.
-    refused("self", &[], "self-signed by");
+    refused("self", &[], "self-signed by an unverified publisher");
+    // A signature that does not verify is refused whatever the flags say.
+    for flags in [&[][..], &["--allow-self-signed"]] {
+        refused("tampered", flags, "tether never installs it");
+    }
+    // The CA-signed bundle where its CA is not trusted names no publisher and is refused by
+    // default, as self-signed is (before it is installed: an unpacked bundle keeps its verdict).
+    trusting.set("none.pem");
+    refused(
+        "signed",
+        &[],
+        "signed by a certificate this system does not trust (",
+    );
+    let out = add("signed", &[]);
+    assert!(
+        !text(&out.stderr).contains("signed by \"ExamplePublisher"),
+        "{}",
+        text(&out.stderr)
+    );
+    trusting.set("ca.pem");
     let installed = |name: &str, flags: &[&str], says: &str| {
         let out = add(name, flags);
         let stderr = text(&out.stderr);
@@ -1550,9 +1572,10 @@ fn add_checks_an_mcpb_bundles_signature() {
     installed(
         "signed",
         &["--require-signature"],
-        "(signed by ExamplePublisher (issued by TetherTestCA, certificate SHA-256 ",
+        "(signed by \"ExamplePublisher\" (issued by \"TetherTestCA\", certificate SHA-256 ",
     );
     installed("self", &["--allow-self-signed"], "(self-signed by ");
+
     // The config's key asks for signatures as the flag does.
     std::fs::write(
         sandbox.home().join("config.toml"),
