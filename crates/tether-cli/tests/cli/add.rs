@@ -1330,12 +1330,15 @@ fn a_registry_package_is_sandboxed_by_default_and_a_hand_written_config_is_not()
         .or_else(|_| std::fs::copy(tether_testkit::test_server_bin(), &server).map(|_| ()))
         .expect("the server beside the shim");
     let path = path_with(&shim);
+    // Not the home's `.cache`: tether's XDG_CACHE_HOME places the runners' caches.
+    let xdg_cache = sandbox.path("xdg-cache");
     let run = |args: &[&str]| {
         let command = sandbox
             .runner()
             .user_home(&home)
             .registry(&registry.url)
             .env("PATH", &path)
+            .env("XDG_CACHE_HOME", &xdg_cache)
             .command(args);
         assert_cmd::Command::from_std(command)
             .output()
@@ -1354,9 +1357,21 @@ fn a_registry_package_is_sandboxed_by_default_and_a_hand_written_config_is_not()
         text(&added.stderr)
     );
     let uid = text(&added.stdout).trim().to_owned();
-    let runs = home
-        .join(".cache/tether/sandbox/npm-@modelcontextprotocol_server-everything@2026.8.31/runs");
-    let read_runs = || std::fs::read_to_string(&runs).unwrap_or_default();
+    // The package's cache: its name, then a digest of the whole command line.
+    let caches = xdg_cache.join("tether/sandbox");
+    let read_runs = || {
+        std::fs::read_dir(&caches)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("npm-@modelcontextprotocol_server-everything@2026.8.31-")
+            })
+            .map(|e| std::fs::read_to_string(e.path().join("runs")).unwrap_or_default())
+            .collect::<String>()
+    };
     assert_eq!(
         read_runs().lines().count(),
         1,
