@@ -1275,6 +1275,9 @@ async fn start_one(
                     .collect(),
                 cwd: cwd.as_ref().map(|c| SecretValue::new(c.expose())),
             };
+            if let Some(served) = &server.options.serves {
+                served::port_free(served).await.map_err(mask)?;
+            }
             let (mut child, stdout, stdin) =
                 ChildProcess::spawn(&server.name, &launch, masking.to_vec(), sandbox.as_ref())
                     .map_err(|e| {

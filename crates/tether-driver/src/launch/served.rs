@@ -24,6 +24,20 @@ pub(super) enum Failure {
     Other(String),
 }
 
+/// Refuses to start a package whose port already accepts connections: whoever listens there
+/// (another user's process squatting a published port) would get tether's handshake and
+/// calls. Dialled once, before the package starts (a refused or timed-out dial: free).
+pub(super) async fn port_free(served: &ServedUrl) -> Result<(), String> {
+    let address = served.address();
+    let dial = tokio::net::TcpStream::connect(&address);
+    match tokio::time::timeout(Duration::from_secs(1), dial).await {
+        Ok(Ok(_)) => Err(format!(
+            "{address} (its \"serves\" url) already accepts connections before the package started: another process listens there (perhaps another user's), and tether does not hand it the handshake; stop it or give the package another port"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Waits until the package listens at `served`'s port, then runs the MCP handshake over HTTP.
 pub(super) async fn connect(
     served: &ServedUrl,
