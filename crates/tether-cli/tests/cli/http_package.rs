@@ -296,3 +296,47 @@ fn a_port_another_process_already_listens_on_is_refused() {
         String::from_utf8_lossy(&received)
     );
 }
+
+/// A package that listens on every interface (`0.0.0.0`) serves its tools to the network; the
+/// sandbox's bind rule is by port only, so the run says so.
+#[test]
+fn a_package_listening_on_every_interface_is_named() {
+    let sandbox = Sandbox::new();
+    let port = free_port();
+    let spec = serde_json::json!({"srv": {
+        "command": tether_testkit::test_server_bin(),
+        "args": ["--http", format!("0.0.0.0:{port}")],
+        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
+    }})
+    .to_string();
+    let args = [
+        "call",
+        "--mcp",
+        &spec,
+        "srv",
+        "add",
+        "--args",
+        r#"{"a":2,"b":2}"#,
+    ];
+    let out = sandbox.run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!("listens on 0.0.0.0:{port}, every interface")),
+        "{}",
+        text(&out.stderr)
+    );
+    let loopback = sandbox.run(&[
+        "call",
+        "--mcp",
+        &serving_test_server(free_port()),
+        "srv",
+        "add",
+        "--args",
+        r#"{"a":2,"b":2}"#,
+    ]);
+    assert!(
+        !text(&loopback.stderr).contains("every interface"),
+        "{}",
+        text(&loopback.stderr)
+    );
+}
