@@ -889,7 +889,9 @@ pub struct AddArgs {
     /// mcpb: refuse a bundle without a valid, trusted signature (`require_signed_bundles`).
     #[arg(long)]
     pub require_signature: bool,
-    /// mcpb: accept a self-signed bundle (`allow_self_signed_bundles` in config.toml).
+    /// mcpb: accept a bundle signed by a certificate that chains to no trusted root: self-signed
+    /// or from an untrusted CA (`allow_self_signed_bundles` in config.toml). A signature that
+    /// does not verify is refused whatever this says.
     #[arg(long)]
     pub allow_self_signed: bool,
 }

@@ -34,10 +34,27 @@ pub fn specs(value: &str) -> anyhow::Result<Option<Vec<McpSpec>>> {
         })?;
     let cwd = std::env::current_dir()?;
     let places = harness.own_config_paths(&home, &cwd, |name| std::env::var_os(name));
+    // A harness that keeps per-project state beside the user's file (Claude Code's
+    // ~/.claude.json) also keeps which of a project's own servers the user approved.
+    // No such file: nothing approved.
+    let approvals = places.iter().find_map(|place| {
+        let key = place.per_project?;
+        let text = std::fs::read_to_string(&place.path).unwrap_or_default();
+        Some(Approvals::read(&text, key, &cwd))
+    });
     let mut specs = Vec::new();
     for place in &places {
         let Ok(text) = std::fs::read_to_string(&place.path) else {
             continue;
+        };
+        let text = match &approvals {
+            Some(approvals) if place.in_project => {
+                match approvals.keep(&text, harness.servers_key, &place.path) {
+                    Some(kept) => kept,
+                    None => continue,
+                }
+            }
+            _ => text,
         };
         match place.per_project {
             None if tether_config::declares_servers(&text) => {
@@ -84,6 +101,74 @@ fn project_servers(
         .get(servers_key)?
         .as_object()?;
     (!servers.is_empty()).then(|| json!({ servers_key: servers }).to_string())
+}
+
+/// Which of a project file's servers the user approved in the harness (Claude Code's
+/// `enableAllProjectMcpServers`, `enabledMcpjsonServers`, `disabledMcpjsonServers` for this
+/// directory): the harness itself starts no other, so neither does `--mcp NAME:` — a cloned
+/// repository's `.mcp.json` would otherwise run its commands and `headersHelper`s.
+#[derive(Debug, Default)]
+struct Approvals {
+    all: bool,
+    enabled: Vec<String>,
+    disabled: Vec<String>,
+}
+
+impl Approvals {
+    fn read(text: &str, projects_key: &str, cwd: &std::path::Path) -> Self {
+        let root: Value = serde_json::from_str(text).unwrap_or_default();
+        let project = cwd
+            .to_str()
+            .and_then(|dir| root.get(projects_key)?.get(dir))
+            .cloned()
+            .unwrap_or_default();
+        let names = |key: &str| -> Vec<String> {
+            project[key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|name| name.as_str().map(str::to_owned))
+                .collect()
+        };
+        Self {
+            all: project["enableAllProjectMcpServers"].as_bool() == Some(true),
+            enabled: names("enabledMcpjsonServers"),
+            disabled: names("disabledMcpjsonServers"),
+        }
+    }
+
+    fn approved(&self, name: &str) -> bool {
+        !self.disabled.iter().any(|n| n == name)
+            && (self.all || self.enabled.iter().any(|n| n == name))
+    }
+
+    /// `text` (a project file) with its unapproved servers left out, saying which on stderr;
+    /// `None` when none is left.
+    fn keep(&self, text: &str, servers_key: &str, path: &std::path::Path) -> Option<String> {
+        let mut root: Value = serde_json::from_str(text).ok()?;
+        let servers = root.get_mut(servers_key)?.as_object_mut()?;
+        let left_out: Vec<String> = servers
+            .keys()
+            .filter(|name| !self.approved(name))
+            .cloned()
+            .collect();
+        for name in &left_out {
+            servers.remove(name);
+        }
+        if !left_out.is_empty() {
+            let names: Vec<String> = left_out
+                .iter()
+                .map(|n| tether_config::escape_controls(n).into_owned())
+                .collect();
+            eprintln!(
+                "tether: not starting {} of {}: not approved for this project in the harness (enable them there first)",
+                names.join(", "),
+                path.display()
+            );
+        }
+        let empty = servers.is_empty();
+        (!empty).then(|| root.to_string())
+    }
 }
 
 fn describe(place: &OwnConfig) -> String {

@@ -253,11 +253,13 @@ async fn a_one_character_secret_breaks_neither_the_gateway_nor_its_status() {
 }
 
 /// Control characters a server writes (to stderr, into a tool description) are shown escaped
-/// in `tether test`'s report and in the `-vv` log: none reaches the terminal raw.
+/// in `tether test`'s report and in the `-vv` log: none reaches the terminal raw. So are the
+/// bidirectional format characters, which reorder what the terminal shows.
 #[test]
 fn a_servers_control_characters_reach_no_terminal_raw() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[31mred\rover\u{9b}2J";
+    let hostile =
+        "\u{1b}]0;pwned\u{7}\u{1b}[31mred\rover\u{9b}2J\u{202e}rtl\u{2066}\u{200f}\u{61c}";
     let bin = json_str(&test_server_bin().to_string_lossy());
     let spec = format!(
         r#"{{"talker": {{"command": {bin}, "args": ["--reflect-env", "HOSTILE", "--stderr-env", "HOSTILE"], "env": {{"HOSTILE": {h}}}}},
@@ -272,12 +274,14 @@ fn a_servers_control_characters_reach_no_terminal_raw() {
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     for (what, output) in [("report", &stdout), ("log", &stderr)] {
         assert!(
-            !output.contains(['\u{1b}', '\u{7}', '\r', '\u{9b}']),
+            !output.contains([
+                '\u{1b}', '\u{7}', '\r', '\u{9b}', '\u{202e}', '\u{2066}', '\u{200f}', '\u{61c}'
+            ]),
             "{what}: {output:?}"
         );
     }
     // The report shows them escaped: the failure's stderr tail and the tool's description.
-    let escaped = "HOSTILE=\\x1b]0;pwned\\x07\\x1b[31mred\\rover\\u{9b}2J";
+    let escaped = "HOSTILE=\\x1b]0;pwned\\x07\\x1b[31mred\\rover\\u{9b}2J\\u{202e}rtl\\u{2066}\\u{200f}\\u{61c}";
     assert!(stdout.contains(escaped), "{stdout}");
     assert!(
         stdout.contains("Reflects the environment: HOSTILE=\\x1b]0;pwned"),

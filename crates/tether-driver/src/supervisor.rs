@@ -392,7 +392,13 @@ pub(crate) fn sandbox_for(
     let path = env_of(command, "PATH");
     let user_home = env_of(command, "HOME").map(PathBuf::from);
     let cwd = command.get_current_dir().map(Path::to_owned);
-    let cache = package_cache(command, program, args, user_home.as_deref());
+    let cache = package_cache(
+        command,
+        program,
+        args,
+        policy.cache_home.as_deref(),
+        user_home.as_deref(),
+    );
     let target = tether_sandbox::Target {
         program,
         args,
@@ -432,19 +438,22 @@ pub(crate) fn sandbox_for(
 }
 
 /// A package runner's own cache, kept between runs ([`tether_sandbox::package_cache`]) under
-/// the user's cache directory (`$XDG_CACHE_HOME`, else `~/.cache`): made (0700) and pointed
-/// at by the runner's variables on `command`. `None` for another program, or when it cannot
-/// be made (the server then starts with its private home's empty cache).
+/// the user's cache directory (`cache_home`: tether's `$XDG_CACHE_HOME`, carried by the
+/// policy; else the server's; else `~/.cache`): made (0700) and pointed at by the runner's
+/// variables on `command`. `None` for another program, or when it cannot be made (the server
+/// then starts with its private home's empty cache).
 #[cfg(target_os = "linux")]
 fn package_cache(
     command: &mut std::process::Command,
     program: &OsStr,
     args: &[OsString],
+    cache_home: Option<&Path>,
     user_home: Option<&Path>,
 ) -> Option<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let user_cache = env_of(command, "XDG_CACHE_HOME")
-        .map(PathBuf::from)
+    let user_cache = cache_home
+        .map(Path::to_owned)
+        .or_else(|| env_of(command, "XDG_CACHE_HOME").map(PathBuf::from))
         .filter(|dir| dir.is_absolute())
         .or_else(|| user_home.map(|home| home.join(".cache")))?;
     let cache = tether_sandbox::package_cache(program, args, &user_cache.join("tether/sandbox"))?;

@@ -77,6 +77,9 @@ pub struct OwnConfig {
     /// For a file that keeps servers per project: the key of the per-project objects (the
     /// servers are at `[key][current directory][servers_key]`); `None` for a whole file.
     pub per_project: Option<&'static str>,
+    /// Whether the file is the project's own (in the current directory: a cloned repository
+    /// wrote it), not the user's.
+    pub in_project: bool,
 }
 
 impl Harness {
@@ -109,7 +112,12 @@ impl Harness {
                     .map_or_else(|| home.join(default), std::path::PathBuf::from)
                     .join(path),
             };
-            let config = OwnConfig { path, per_project };
+            let in_project = matches!(*place, ConfigPlace::Project(_));
+            let config = OwnConfig {
+                path,
+                per_project,
+                in_project,
+            };
             if !configs.contains(&config) {
                 configs.push(config);
             }

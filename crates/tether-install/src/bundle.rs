@@ -308,6 +308,9 @@ fn unpack(file: std::fs::File, root: &Path) -> Result<tempfile::TempDir, Install
             "creating a directory in {}",
             root.display()
         )))?;
+    if let Some(entry) = duplicate_entry(&file) {
+        return Err(InstallError::DuplicateEntry { entry });
+    }
     let mut archive = zip::ZipArchive::new(file).map_err(InstallError::NotZip)?;
     if archive.len() > MAX_ENTRIES {
         return Err(InstallError::TooManyEntries {
@@ -385,6 +388,51 @@ fn read_manifest(dir: &Path, url: &str) -> Result<Manifest, InstallError> {
     })
 }
 
+/// The first name the zip's central directory lists twice, if any. The zip crate keeps the
+/// last entry of a name, other tools the first: what a reviewer unpacks would not be what
+/// runs. Read from the end-of-central-directory record (the last 64 KiB + 22 bytes); an
+/// archive without one is left to the zip crate to refuse.
+fn duplicate_entry(file: &std::fs::File) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = file.try_clone().ok()?;
+    let length = file.seek(SeekFrom::End(0)).ok()?;
+    let tail_start = length.saturating_sub(65_557);
+    file.seek(SeekFrom::Start(tail_start)).ok()?;
+    let mut tail = Vec::new();
+    Read::by_ref(&mut file)
+        .take(65_557)
+        .read_to_end(&mut tail)
+        .ok()?;
+    let end = tail.windows(4).rposition(|w| w == b"PK\x05\x06")?;
+    let field = |at: usize, len: usize| -> Option<u64> {
+        let bytes = tail.get(end + at..end + at + len)?;
+        Some(bytes.iter().rev().fold(0, |n, b| (n << 8) | u64::from(*b)))
+    };
+    let (size, offset) = (field(12, 4)?, field(16, 4)?);
+    file.seek(SeekFrom::Start(offset)).ok()?;
+    let mut directory = Vec::new();
+    Read::by_ref(&mut file)
+        .take(size)
+        .read_to_end(&mut directory)
+        .ok()?;
+    let mut seen = std::collections::HashSet::new();
+    let mut at = 0usize;
+    while directory.get(at..at + 4) == Some(b"PK\x01\x02") {
+        let number = |offset: usize| -> Option<usize> {
+            let bytes = directory.get(at + offset..at + offset + 2)?;
+            Some(usize::from(u16::from_le_bytes([bytes[0], bytes[1]])))
+        };
+        let (name, extra, comment) = (number(28)?, number(30)?, number(32)?);
+        let bytes = directory.get(at + 46..at + 46 + name)?;
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        if !seen.insert(text.clone()) {
+            return Some(text);
+        }
+        at += 46 + name + extra + comment;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,6 +495,29 @@ mod tests {
             .unwrap_or_default();
         names.sort();
         names
+    }
+
+    #[tokio::test]
+    async fn a_bundle_naming_an_entry_twice_is_refused() {
+        let home = tempfile::tempdir().expect("a data directory");
+        // Two entries of names of one length; the second renamed to the first in its local
+        // header and in the central directory.
+        let mut bytes = zip_bytes(&[
+            ("manifest.json", MANIFEST.as_bytes()),
+            ("server/a.py", b"print('reviewed')"),
+            ("server/b.py", b"print('runs')"),
+        ]);
+        let mut at = 0;
+        while let Some(found) = bytes[at..].windows(11).position(|w| w == b"server/b.py") {
+            bytes[at + found + 7] = b'a';
+            at += found + 11;
+        }
+        let digest = sha256_hex(&bytes);
+        let url = serve(bytes).await;
+        match fetch_any(&url, Some(&digest), home.path()).await {
+            Err(InstallError::DuplicateEntry { entry }) => assert_eq!(entry, "server/a.py"),
+            other => panic!("a duplicate entry was not refused: {other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -175,6 +175,14 @@ pub enum InstallError {
         entry: String,
     },
 
+    /// [`crate::bundle::fetch`]: two entries share a name (zip tools disagree on which one an
+    /// unpacked bundle holds); nothing was kept.
+    #[error("the bundle names its entry {entry:?} twice; not installed")]
+    DuplicateEntry {
+        /// The name, as the archive gives it.
+        entry: String,
+    },
+
     /// [`crate::bundle::fetch`]: an entry is a symbolic link; nothing was kept.
     #[error("the bundle's entry {entry:?} is a symbolic link; not installed")]
     Symlink {

@@ -56,6 +56,14 @@ pub struct Signer {
     pub fingerprint: String,
 }
 
+/// A certificate's name as shown: quoted, its control and bidirectional characters escaped.
+fn shown(name: &str) -> String {
+    format!("\"{}\"", tether_config::escape_controls(name))
+}
+
+/// Only a chain to a trusted root names a publisher: an untrusted or self-signed certificate
+/// says what its subject *claims*, quoted, after the verdict (anyone can make a certificate
+/// for "Anthropic, PBC").
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -64,17 +72,22 @@ impl fmt::Display for Verdict {
             Verdict::Signed(s) => write!(
                 f,
                 "signed by {} (issued by {}, certificate SHA-256 {})",
-                s.publisher, s.issuer, s.fingerprint
+                shown(&s.publisher),
+                shown(&s.issuer),
+                s.fingerprint
             ),
             Verdict::SelfSigned(s) => write!(
                 f,
-                "self-signed by {} (certificate SHA-256 {})",
-                s.publisher, s.fingerprint
+                "self-signed by an unverified publisher (the certificate claims {}; SHA-256 {})",
+                shown(&s.publisher),
+                s.fingerprint
             ),
             Verdict::Untrusted(s, why) => write!(
                 f,
-                "signed by {} (issued by {}), a certificate this system does not trust ({why})",
-                s.publisher, s.issuer
+                "signed by a certificate this system does not trust ({why}; the certificate claims {}, issued by {}; SHA-256 {})",
+                shown(&s.publisher),
+                shown(&s.issuer),
+                s.fingerprint
             ),
         }
     }
@@ -124,29 +137,32 @@ impl Verdict {
 /// What `tether add` accepts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Policy {
-    /// Refuse a bundle that is not `Signed` (or `SelfSigned` with `allow_self_signed`).
+    /// Refuse an unsigned bundle too (a signed one must be `Signed`, or `SelfSigned` /
+    /// `Untrusted` with `allow_self_signed`).
     pub require_signature: bool,
-    /// Accept a self-signed bundle.
+    /// Accept a bundle signed by a certificate that chains to no trusted root: self-signed,
+    /// or issued by a CA this system does not trust.
     pub allow_self_signed: bool,
 }
 
 impl Policy {
-    /// Why `verdict` is refused under this policy, for the user; `None`: accepted.
+    /// Why `verdict` is refused under this policy, for the user; `None`: accepted. A signature
+    /// that does not verify is evidence of tampering: refused whatever the policy. A
+    /// certificate without a trusted chain is refused unless the user accepts it.
     pub fn refusal(&self, verdict: &Verdict) -> Option<String> {
         match verdict {
             Verdict::Signed(_) => None,
-            Verdict::SelfSigned(_) if self.allow_self_signed => None,
-            Verdict::SelfSigned(_) => Some(format!(
-                "the bundle is {verdict}: install it only if you trust that publisher, with --allow-self-signed"
+            Verdict::Invalid(_) => Some(format!(
+                "the bundle is {verdict}: it was changed after signing or its signature is broken, and tether never installs it"
             )),
-            Verdict::Unsigned | Verdict::Invalid(_) | Verdict::Untrusted(..)
-                if self.require_signature =>
-            {
-                Some(format!(
-                    "the bundle is {verdict}, and --require-signature (or require_signed_bundles) asks for a valid signature"
-                ))
-            }
-            Verdict::Unsigned | Verdict::Invalid(_) | Verdict::Untrusted(..) => None,
+            Verdict::SelfSigned(_) | Verdict::Untrusted(..) if self.allow_self_signed => None,
+            Verdict::SelfSigned(_) | Verdict::Untrusted(..) => Some(format!(
+                "the bundle is {verdict}: install it only if you trust that certificate, with --allow-self-signed"
+            )),
+            Verdict::Unsigned if self.require_signature => Some(format!(
+                "the bundle is {verdict}, and --require-signature (or require_signed_bundles) asks for a valid signature"
+            )),
+            Verdict::Unsigned => None,
         }
     }
 }
@@ -390,6 +406,45 @@ impl<'a> Children<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_trusted_chain_names_a_publisher_and_tampering_is_always_refused() {
+        let signer = Signer {
+            publisher: "Evil\u{1b}[2K\rVerified Publisher".to_owned(),
+            issuer: "Anthropic, PBC\u{202e}".to_owned(),
+            fingerprint: "ab".repeat(32),
+        };
+        let untrusted = Verdict::Untrusted(signer.clone(), "UnknownIssuer".to_owned());
+        let shown = untrusted.to_string();
+        assert!(
+            shown.starts_with("signed by a certificate this system does not trust"),
+            "{shown}"
+        );
+        assert!(!shown.contains(['\u{1b}', '\r', '\u{202e}']), "{shown:?}");
+        assert!(
+            shown.contains("\"Evil\\x1b[2K\\rVerified Publisher\""),
+            "{shown}"
+        );
+        let default = Policy::default();
+        let lenient = Policy {
+            require_signature: false,
+            allow_self_signed: true,
+        };
+        let invalid =
+            Verdict::Invalid("the bundle's bytes are not the bytes that were signed".to_owned());
+        for policy in [default, lenient] {
+            assert!(policy.refusal(&invalid).is_some(), "{policy:?}");
+            assert!(policy.refusal(&Verdict::Signed(signer.clone())).is_none());
+        }
+        assert!(default.refusal(&untrusted).is_some());
+        assert!(
+            default
+                .refusal(&Verdict::SelfSigned(signer.clone()))
+                .is_some()
+        );
+        assert!(lenient.refusal(&untrusted).is_none());
+        assert!(default.refusal(&Verdict::Unsigned).is_none());
+    }
 
     #[test]
     fn a_file_without_a_block_is_unsigned_and_a_cut_block_is_invalid() {

@@ -67,6 +67,27 @@ fn hosted_url(detail: &SmitheryDetail) -> Option<String> {
     )
 }
 
+/// Whether the key may go to `url`: Smithery's hosted servers over HTTPS on the default port,
+/// or the API's own origin (scheme, host and port). Another scheme or port of those hosts is
+/// another service, or cleartext. An API on a loopback address (tests, a local mirror) lends
+/// its host to any port of it.
+fn smitherys_own(url: &Url, api: &Url) -> bool {
+    let hosted = url.scheme() == "https"
+        && url.host_str() == Some(HOSTED)
+        && url.port_or_known_default() == Some(443);
+    let same_host = url.host_str().is_some() && url.host_str() == api.host_str();
+    let loopback = api.host_str().is_some_and(|host| {
+        host == "localhost"
+            || host
+                .trim_matches(['[', ']'])
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    let same_origin =
+        url.scheme() == api.scheme() && url.port_or_known_default() == api.port_or_known_default();
+    hosted || (same_host && (same_origin || loopback))
+}
+
 /// `detail` as an entry with one Streamable HTTP remote; `None` when it has no hosted
 /// connection. `api` is the Smithery API base URL tether asks (its host may get the key).
 pub fn smithery_entry(detail: &SmitheryDetail, api: &Url) -> Option<ServerJson> {
@@ -87,9 +108,8 @@ pub fn smithery_entry(detail: &SmitheryDetail, api: &Url) -> Option<ServerJson> 
         remote_url.push(if parsed.query().is_some() { '&' } else { '?' });
         remote_url.push_str(&query.join("&"));
     }
-    let host = parsed.host_str().unwrap_or_default();
     let mut headers = Vec::new();
-    if host == HOSTED || Some(host) == api.host_str() {
+    if smitherys_own(&parsed, api) {
         let mut key = BTreeMap::new();
         key.insert(
             SMITHERY_KEY_INPUT.to_owned(),
@@ -175,6 +195,11 @@ mod tests {
         for elsewhere in [
             "https://evil.example/server.smithery.ai/mcp",
             "https://server.smithery.ai.evil.example/mcp",
+            // Another scheme or port of the trusted hosts.
+            "http://server.smithery.ai/@a/b/mcp",
+            "https://server.smithery.ai:8443/@a/b/mcp",
+            "http://api.smithery.ai/mcp",
+            "https://api.smithery.ai:444/mcp",
         ] {
             let entry = smithery_entry(&detail(elsewhere), &api).expect("an entry");
             assert!(entry.remotes[0].headers.is_empty(), "{elsewhere}");
@@ -184,5 +209,11 @@ mod tests {
         }))
         .expect("a detail");
         assert!(smithery_entry(&stdio, &api).is_none());
+        // The API's own origin gets it; a loopback API (tests) any port of its host.
+        let own = smithery_entry(&detail("https://api.smithery.ai/x/mcp"), &api).expect("entry");
+        assert_eq!(own.remotes[0].headers.len(), 1);
+        let local = Url::parse("http://127.0.0.1:4000").expect("a URL");
+        let other = smithery_entry(&detail("http://127.0.0.1:4001/x/mcp"), &local).expect("entry");
+        assert_eq!(other.remotes[0].headers.len(), 1);
     }
 }

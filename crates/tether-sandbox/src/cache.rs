@@ -50,8 +50,12 @@ const VERBS: [&str; 4] = ["exec", "x", "run", "tool"];
 /// The cache `program args` gets under `root` (the user's cache directory's
 /// `tether/sandbox`), when `program` is a package runner; `None` otherwise. The package is the
 /// first argument that is neither a flag nor a verb; its name, made safe for a file name
-/// (letters, digits, `@._+=-`, the rest `_`) after the runner's prefix, names the directory.
+/// (letters, digits, `@._+=-`, the rest `_`) after the runner's prefix, and 16 hex digits of
+/// the SHA-256 of the whole command line name the directory: a package identifier is chosen
+/// by whoever published the entry, so another entry naming the same package with other
+/// arguments (`npx --call=… -y pkg@1`) gets a cache of its own, not the legitimate server's.
 pub fn package_cache(program: &OsStr, args: &[OsString], root: &Path) -> Option<PackageCache> {
+    use sha2::Digest as _;
     let name = Path::new(program).file_name()?.to_str()?;
     let (_, prefix, vars) = RUNNERS.iter().find(|(runner, ..)| *runner == name)?;
     let package = args
@@ -70,7 +74,16 @@ pub fn package_cache(program: &OsStr, args: &[OsString], root: &Path) -> Option<
             }
         })
         .collect();
-    let dir = root.join(format!("{prefix}-{safe}"));
+    let mut digest = sha2::Sha256::new();
+    for word in std::iter::once(OsStr::new(name)).chain(args.iter().map(OsString::as_os_str)) {
+        digest.update(word.as_encoded_bytes());
+        digest.update([0]);
+    }
+    let line: String = digest.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let dir = root.join(format!("{prefix}-{safe}-{line}"));
     let env = vars
         .iter()
         .map(|(var, sub)| {
@@ -96,24 +109,57 @@ mod tests {
         package_cache(OsStr::new(program), &args, Path::new("/c"))
     }
 
+    /// The directory's name without its digest, and the digest.
+    fn named(cache: &PackageCache) -> (String, String) {
+        let name = cache.dir.file_name().expect("a name").to_string_lossy();
+        let (package, line) = name.rsplit_once('-').expect("a digest");
+        assert_eq!(cache.dir.parent(), Some(Path::new("/c")));
+        (package.to_owned(), line.to_owned())
+    }
+
     #[test]
     fn a_runner_gets_a_cache_per_package_and_other_programs_none() {
         let npx = cache("/usr/bin/npx", &["-y", "@scope/pkg@1.2.3", "--flag"]).expect("npx");
-        assert_eq!(npx.dir, Path::new("/c/npm-@scope_pkg@1.2.3"));
+        assert_eq!(named(&npx).0, "npm-@scope_pkg@1.2.3");
+        assert_eq!(named(&npx).1.len(), 16);
         assert_eq!(npx.env, [("npm_config_cache", npx.dir.clone())]);
         let uvx = cache("uvx", &["mcp-server-git==1.0"]).expect("uvx");
-        assert_eq!(uvx.dir, Path::new("/c/uv-mcp-server-git==1.0"));
+        assert_eq!(named(&uvx).0, "uv-mcp-server-git==1.0");
         assert_eq!(
             uvx.env.first(),
             Some(&("UV_CACHE_DIR", uvx.dir.join("cache")))
         );
         let exec = cache("npm", &["exec", "--yes", "pkg"]).expect("npm exec");
-        assert_eq!(exec.dir, Path::new("/c/npm-pkg"));
+        assert_eq!(named(&exec).0, "npm-pkg");
         // Nothing in a package's name leaves the root.
         let odd = cache("npx", &["../../etc/x y"]).expect("npx");
-        assert_eq!(odd.dir, Path::new("/c/npm-.._.._etc_x_y"));
+        assert_eq!(named(&odd).0, "npm-.._.._etc_x_y");
         let dot = cache("npx", &[".."]).expect("npx");
-        assert_eq!(dot.dir, Path::new("/c/npm-.."));
+        assert_eq!(named(&dot).0, "npm-..");
         assert_eq!(cache("node", &["server.js"]), None);
+    }
+
+    #[test]
+    fn another_command_line_for_the_same_package_gets_another_cache() {
+        let legitimate = cache(
+            "npx",
+            &["-y", "@modelcontextprotocol/server-github@2025.4.8"],
+        );
+        let again = cache(
+            "npx",
+            &["-y", "@modelcontextprotocol/server-github@2025.4.8"],
+        );
+        let hostile = cache(
+            "npx",
+            &[
+                "--call=node poison.js",
+                "-y",
+                "@modelcontextprotocol/server-github@2025.4.8",
+            ],
+        );
+        assert_eq!(legitimate, again, "the same launch keeps its cache");
+        let (legitimate, hostile) = (legitimate.expect("npx"), hostile.expect("npx"));
+        assert_eq!(named(&legitimate).0, named(&hostile).0);
+        assert_ne!(legitimate.dir, hostile.dir);
     }
 }

@@ -686,9 +686,19 @@ fn granted_paths(profile: &crate::Profile, target: &Target<'_>) -> Vec<(PathBuf,
             || dir == Path::new("/root")
             || target.user_home.is_some_and(|home| home == dir)
     };
-    let program = resolve_program(target.program, target.path, target.cwd);
-    if let Some(program) = &program {
-        grant(package_root(program, &never_whole, true), false);
+    let found = found_program(target.program, target.path, target.cwd);
+    let program = found.as_ref().and_then(|found| found.canonicalize().ok());
+    // The program as found (a venv's `bin/python`, a version manager's shim) and the file it
+    // leads to (the interpreter itself): each with its package, its installation's prefix,
+    // and a shim's version manager.
+    for file in found.iter().chain(program.iter()) {
+        grant(package_root(file, &never_whole, true), false);
+        if let Some(prefix) = interpreter_prefix(file, &never_whole) {
+            grant(prefix, false);
+        }
+        if let Some(manager) = version_manager(file, &never_whole) {
+            grant(manager, false);
+        }
     }
     // What the program is, never what an argument says: an interpreter's script is the
     // program; any other file an argument names (a registry's or a bundle's included) needs a
@@ -710,15 +720,62 @@ fn granted_paths(profile: &crate::Profile, target: &Target<'_>) -> Vec<(PathBuf,
     granted.into_iter().collect()
 }
 
-/// The program's file: as named if it has a slash, else the first match on `path`.
-fn resolve_program(program: &OsStr, path: Option<&OsStr>, cwd: Option<&Path>) -> Option<PathBuf> {
-    if Path::new(program).components().count() > 1 {
-        return existing_file(program, cwd);
+/// The program's file as found, absolute but not resolved (a venv's `bin/python` stays one):
+/// as named if it has a slash (relative to `cwd`), else the first match on `path`.
+fn found_program(program: &OsStr, path: Option<&OsStr>, cwd: Option<&Path>) -> Option<PathBuf> {
+    let named = Path::new(program);
+    if named.components().count() > 1 {
+        let named = match cwd {
+            Some(cwd) if named.is_relative() => cwd.join(named),
+            _ => std::path::absolute(named).ok()?,
+        };
+        return named.is_file().then_some(named);
     }
     std::env::split_paths(path?)
         .map(|dir| dir.join(program))
         .find(|candidate| candidate.is_file())
-        .and_then(|found| found.canonicalize().ok())
+}
+
+/// The installation an interpreter runs from, when `file` is an interpreter in a `bin`
+/// directory whose parent holds its library (`lib/pythonX.Y`, `lib/node_modules`): a pyenv,
+/// asdf or mise Python (whose standard library is under its own prefix), a Node under `~/.nvm`.
+fn interpreter_prefix(file: &Path, never_whole: &dyn Fn(&Path) -> bool) -> Option<PathBuf> {
+    let name = file.file_name()?.to_str()?;
+    let interpreter = INTERPRETERS.contains(&name)
+        || name
+            .strip_prefix("python")
+            .is_some_and(|v| v.bytes().all(|b| b.is_ascii_digit() || b == b'.'));
+    let bin = file.parent()?;
+    let prefix = bin.parent()?;
+    if !interpreter || bin.file_name() != Some(OsStr::new("bin")) || never_whole(prefix) {
+        return None;
+    }
+    let library = std::fs::read_dir(prefix.join("lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|entry| {
+            let entry = entry.file_name();
+            let entry = entry.to_string_lossy();
+            entry.starts_with("python") || entry == "node_modules"
+        });
+    library.then(|| prefix.to_owned())
+}
+
+/// A version manager's root, when `file` is one of its shims: a file in `ROOT/shims` (pyenv,
+/// rbenv, nodenv, asdf, mise) or `ROOT/bin` of volta, whose root holds the manager itself
+/// (`libexec`, `bin`, `lib`, `installs`, `tools`). The shim runs the manager, which reads its
+/// version files and runs an interpreter under the root: all of it read-only.
+fn version_manager(file: &Path, never_whole: &dyn Fn(&Path) -> bool) -> Option<PathBuf> {
+    let dir = file.parent()?;
+    let root = dir.parent()?;
+    let shims = dir.file_name() == Some(OsStr::new("shims"))
+        || (dir.file_name() == Some(OsStr::new("bin"))
+            && root.file_name() == Some(OsStr::new(".volta")));
+    let manager = ["libexec", "bin", "lib", "installs", "tools"]
+        .iter()
+        .any(|sub| root.join(sub).is_dir());
+    (shims && manager && !never_whole(root)).then(|| root.to_owned())
 }
 
 /// `arg` as an existing regular file (relative to `cwd`), canonical; directories are not

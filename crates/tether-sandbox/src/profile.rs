@@ -64,6 +64,9 @@ impl Mode {
             profile,
             strict,
             assume_no_netns: std::env::var_os(ASSUME_NO_NETNS).is_some_and(|v| v == "1"),
+            cache_home: std::env::var_os("XDG_CACHE_HOME")
+                .map(std::path::PathBuf::from)
+                .filter(|dir| dir.is_absolute()),
         }))
     }
 }
@@ -85,6 +88,11 @@ pub struct Policy {
     /// this says.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub assume_no_netns: bool,
+    /// `XDG_CACHE_HOME` of the tether process that resolved the mode (absolute): where the
+    /// package runners' caches go. The supervisor's own environment is the server's, filtered,
+    /// and has lost it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_home: Option<std::path::PathBuf>,
 }
 
 /// The variable that sets [`Policy::assume_no_netns`].

@@ -135,6 +135,7 @@ fn a_port_outside_the_profile_is_refused_and_one_inside_is_reached() {
         profile,
         strict: false,
         assume_no_netns: false,
+        cache_home: None,
     };
     let reached = run(&world, Some(&allowed), CONNECT, &[("P", &port)]);
     assert!(ok(&reached), "{reached:?}");
@@ -172,6 +173,7 @@ fn a_memory_limit_refuses_a_large_allocation() {
         profile,
         strict: false,
         assume_no_netns: false,
+        cache_home: None,
     };
     let limit = run(&world, Some(&policy), "ulimit -d", &[]);
     assert!(ok(&limit), "{limit:?}");
@@ -191,6 +193,7 @@ fn hosts_policy(port: &str, strict: bool, assume_no_netns: bool) -> Policy {
         profile,
         strict,
         assume_no_netns,
+        cache_home: None,
     }
 }
 
@@ -355,6 +358,7 @@ fn a_profile_without_network_sends_no_udp_either() {
         profile: Profile::from_json(r#"{"read": []}"#).expect("profile"),
         strict: false,
         assume_no_netns: false,
+        cache_home: None,
     };
     let report = tether_sandbox::assess(&policy);
     if !report.enforced.iter().any(|e| e.contains("no UDP")) {

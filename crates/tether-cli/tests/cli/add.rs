@@ -1344,12 +1344,15 @@ fn a_registry_package_is_sandboxed_by_default_and_a_hand_written_config_is_not()
         .or_else(|_| std::fs::copy(tether_testkit::test_server_bin(), &server).map(|_| ()))
         .expect("the server beside the shim");
     let path = path_with(&shim);
+    // Not the home's `.cache`: tether's XDG_CACHE_HOME places the runners' caches.
+    let xdg_cache = sandbox.path("xdg-cache");
     let run = |args: &[&str]| {
         let command = sandbox
             .runner()
             .user_home(&home)
             .registry(&registry.url)
             .env("PATH", &path)
+            .env("XDG_CACHE_HOME", &xdg_cache)
             .command(args);
         assert_cmd::Command::from_std(command)
             .output()
@@ -1368,9 +1371,21 @@ fn a_registry_package_is_sandboxed_by_default_and_a_hand_written_config_is_not()
         text(&added.stderr)
     );
     let uid = text(&added.stdout).trim().to_owned();
-    let runs = home
-        .join(".cache/tether/sandbox/npm-@modelcontextprotocol_server-everything@2026.8.31/runs");
-    let read_runs = || std::fs::read_to_string(&runs).unwrap_or_default();
+    // The package's cache: its name, then a digest of the whole command line.
+    let caches = xdg_cache.join("tether/sandbox");
+    let read_runs = || {
+        std::fs::read_dir(&caches)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("npm-@modelcontextprotocol_server-everything@2026.8.31-")
+            })
+            .map(|e| std::fs::read_to_string(e.path().join("runs")).unwrap_or_default())
+            .collect::<String>()
+    };
     assert_eq!(
         read_runs().lines().count(),
         1,
@@ -1521,6 +1536,9 @@ fn add_checks_an_mcpb_bundles_signature() {
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let registry = FixtureRegistry::start(&args);
+    // A store that does not hold the test CA: its chain then reaches no trusted root.
+    std::fs::write(work.join("none.pem"), "").expect("write");
+    let trusting = std::cell::Cell::new("ca.pem");
     let add = |name: &str, flags: &[&str]| {
         let entry = format!("io.github.example/{name}");
         let mut all = vec!["add", entry.as_str(), "--yes", "--sandbox", "none"];
@@ -1528,7 +1546,7 @@ fn add_checks_an_mcpb_bundles_signature() {
         sandbox
             .tether(&all)
             .env("TETHER_REGISTRY_URL", &registry.url)
-            .env("SSL_CERT_FILE", work.join("ca.pem"))
+            .env("SSL_CERT_FILE", work.join(trusting.get()))
             .output()
             .expect("running tether add")
     };
@@ -1551,10 +1569,29 @@ fn add_checks_an_mcpb_bundles_signature() {
     refused(
         "self",
         &["--require-signature"],
-        "install it only if you trust that publisher, with --allow-self-signed",
+        "install it only if you trust that certificate, with --allow-self-signed",
     );
     // Self-signed is refused without the flag even when signatures are not required.
-    refused("self", &[], "self-signed by");
+    refused("self", &[], "self-signed by an unverified publisher");
+    // A signature that does not verify is refused whatever the flags say.
+    for flags in [&[][..], &["--allow-self-signed"]] {
+        refused("tampered", flags, "tether never installs it");
+    }
+    // The CA-signed bundle where its CA is not trusted names no publisher and is refused by
+    // default, as self-signed is (before it is installed: an unpacked bundle keeps its verdict).
+    trusting.set("none.pem");
+    refused(
+        "signed",
+        &[],
+        "signed by a certificate this system does not trust (",
+    );
+    let out = add("signed", &[]);
+    assert!(
+        !text(&out.stderr).contains("signed by \"ExamplePublisher"),
+        "{}",
+        text(&out.stderr)
+    );
+    trusting.set("ca.pem");
     let installed = |name: &str, flags: &[&str], says: &str| {
         let out = add(name, flags);
         let stderr = text(&out.stderr);
@@ -1564,9 +1601,10 @@ fn add_checks_an_mcpb_bundles_signature() {
     installed(
         "signed",
         &["--require-signature"],
-        "(signed by ExamplePublisher (issued by TetherTestCA, certificate SHA-256 ",
+        "(signed by \"ExamplePublisher\" (issued by \"TetherTestCA\", certificate SHA-256 ",
     );
     installed("self", &["--allow-self-signed"], "(self-signed by ");
+
     // The config's key asks for signatures as the flag does.
     std::fs::write(
         sandbox.home().join("config.toml"),

@@ -865,6 +865,19 @@ fn harness_shorthands_read_what_the_real_clis_wrote() {
             ),
         ),
     ];
+    // Claude Code starts a project's .mcp.json server only once approved; so does claude:.
+    let claude_json = home.join(".claude.json");
+    let mut state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&claude_json).expect("~/.claude.json"))
+            .expect("~/.claude.json is JSON");
+    for (_, entry) in state["projects"]
+        .as_object_mut()
+        .expect("a project entry")
+        .iter_mut()
+    {
+        entry["enabledMcpjsonServers"] = serde_json::json!(["c-project"]);
+    }
+    std::fs::write(&claude_json, state.to_string()).expect("approving c-project");
     for (path, content) in &by_hand {
         let path = project.join(path);
         std::fs::create_dir_all(path.parent().expect("a parent")).expect("creating a folder");
@@ -914,6 +927,56 @@ fn harness_shorthands_read_what_the_real_clis_wrote() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("no MCP servers configured for Codex CLI (looked in"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// A cloned project's `.mcp.json` runs commands (and `headersHelper`s) on start: `claude:`
+/// starts only the servers approved for the directory in `~/.claude.json`, as Claude Code does.
+#[test]
+fn claude_shorthand_starts_only_the_project_servers_claude_code_approved() {
+    let sandbox = Sandbox::new();
+    let home = sandbox.path("home");
+    std::fs::create_dir_all(&home).expect("creating the home");
+    let server = json_str(&crate::support::test_server_bin().to_string_lossy());
+    let marker = sandbox.path("ran-rejected");
+    let rejected = json_str(&format!("touch '{}'", marker.display()));
+    sandbox.write(
+        ".mcp.json",
+        &format!(
+            r#"{{"mcpServers": {{"approved": {{"command": {server}}},
+                 "rejected": {{"command": "sh", "args": ["-c", {rejected}]}},
+                 "unasked": {{"command": "sh", "args": ["-c", {rejected}]}}}}}}"#
+        ),
+    );
+    let test = || {
+        sandbox
+            .tether(&["test", "--mcp", "claude:"])
+            .env("HOME", &home)
+            .output()
+            .expect("running tether test")
+    };
+    // No ~/.claude.json: nothing approved.
+    let out = test();
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!marker.exists(), "an unapproved server ran");
+    let project = sandbox
+        .dir
+        .path()
+        .canonicalize()
+        .expect("the project's path");
+    let state = serde_json::json!({"projects": {project.to_string_lossy(): {
+        "enabledMcpjsonServers": ["approved", "rejected"],
+        "disabledMcpjsonServers": ["rejected"],
+        "hasTrustDialogAccepted": false
+    }}});
+    std::fs::write(home.join(".claude.json"), state.to_string()).expect("~/.claude.json");
+    let out = test();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!marker.exists(), "a rejected server ran");
+    assert!(
+        text(&out.stderr).contains("not starting rejected, unasked of"),
         "{}",
         text(&out.stderr)
     );

@@ -254,3 +254,89 @@ fn an_http_port_server_with_a_host_allow_list_is_refused_in_words() {
     );
     assert!(!listening(port), "the server was started");
 }
+
+/// Another process (another user's, in the attack) listening on the package's published port
+/// first would get the handshake and the calls: the start is refused before the package runs,
+/// and the squatter never gets a byte.
+#[test]
+fn a_port_another_process_already_listens_on_is_refused() {
+    let sandbox = Sandbox::new();
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").expect("binding the squatter");
+    let port = squatter.local_addr().expect("its address").port();
+    squatter.set_nonblocking(true).expect("nonblocking");
+    let spec = serving_test_server(port);
+    let out = sandbox.run(&[
+        "call",
+        "--mcp",
+        &spec,
+        "srv",
+        "add",
+        "--args",
+        r#"{"a":2,"b":2}"#,
+    ]);
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("already accepts connections before the package started"),
+        "{}",
+        text(&out.stderr)
+    );
+    // tether's one dial to check, with nothing sent on it.
+    let mut received = Vec::new();
+    while let Ok((mut stream, _)) = squatter.accept() {
+        use std::io::Read as _;
+        stream.set_nonblocking(false).expect("blocking");
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .expect("timeout");
+        let _ = stream.read_to_end(&mut received);
+    }
+    assert!(
+        received.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&received)
+    );
+}
+
+/// A package that listens on every interface (`0.0.0.0`) serves its tools to the network; the
+/// sandbox's bind rule is by port only, so the run says so.
+#[test]
+fn a_package_listening_on_every_interface_is_named() {
+    let sandbox = Sandbox::new();
+    let port = free_port();
+    let spec = serde_json::json!({"srv": {
+        "command": tether_testkit::test_server_bin(),
+        "args": ["--http", format!("0.0.0.0:{port}")],
+        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
+    }})
+    .to_string();
+    let args = [
+        "call",
+        "--mcp",
+        &spec,
+        "srv",
+        "add",
+        "--args",
+        r#"{"a":2,"b":2}"#,
+    ];
+    let out = sandbox.run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!("listens on 0.0.0.0:{port}, every interface")),
+        "{}",
+        text(&out.stderr)
+    );
+    let loopback = sandbox.run(&[
+        "call",
+        "--mcp",
+        &serving_test_server(free_port()),
+        "srv",
+        "add",
+        "--args",
+        r#"{"a":2,"b":2}"#,
+    ]);
+    assert!(
+        !text(&loopback.stderr).contains("every interface"),
+        "{}",
+        text(&loopback.stderr)
+    );
+}

@@ -889,3 +889,141 @@ fn a_configs_none_does_not_lower_the_configured_default_and_every_mode_is_named(
         both(&out)
     );
 }
+
+/// A stdio MCP server in Python with one tool, `read {path}`: `done: read N bytes` or an error
+/// `denied: …` (the probe's words), for interpreters other than the test server's.
+const PY_SERVER: &str = r#"import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method, result = msg.get("method"), {}
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "py", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "read", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call":
+        path = msg["params"]["arguments"]["path"]
+        try:
+            text, error = "done: read %d bytes" % len(open(path).read()), False
+        except OSError as e:
+            text, error = "denied: %s" % e, True
+        result = {"content": [{"type": "text", "text": text}], "isError": error}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+/// The same server in JavaScript.
+const JS_SERVER: &str = r#"const fs = require("fs");
+let buffer = "";
+process.stdin.on("data", (chunk) => {
+  buffer += chunk;
+  let at;
+  while ((at = buffer.indexOf("\n")) >= 0) {
+    const msg = JSON.parse(buffer.slice(0, at));
+    buffer = buffer.slice(at + 1);
+    if (msg.id === undefined) continue;
+    let result = {};
+    if (msg.method === "initialize") {
+      result = {protocolVersion: msg.params.protocolVersion, capabilities: {tools: {}}, serverInfo: {name: "js", version: "1"}};
+    } else if (msg.method === "tools/list") {
+      result = {tools: [{name: "read", inputSchema: {type: "object"}}]};
+    } else if (msg.method === "tools/call") {
+      try {
+        result = {content: [{type: "text", text: "done: read " + fs.readFileSync(msg.params.arguments.path).length + " bytes"}]};
+      } catch (e) {
+        result = {content: [{type: "text", text: "denied: " + e.message}], isError: true};
+      }
+    }
+    process.stdout.write(JSON.stringify({jsonrpc: "2.0", id: msg.id, result}) + "\n");
+  }
+});
+"#;
+
+#[test]
+fn version_managed_interpreters_and_venvs_start_under_default_and_keys_stay_closed() {
+    let world = planted();
+    let dir = world.sandbox.path("servers");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("server.py"), PY_SERVER).expect("server.py");
+    std::fs::write(dir.join("server.js"), JS_SERVER).expect("server.js");
+    let mut interpreters: Vec<(String, PathBuf)> = Vec::new();
+    // pyenv's shim of the machine's user (not the planted home): a shell script that runs
+    // ROOT/libexec/pyenv, which picks ROOT/versions/X/bin/python3.
+    let pyenv = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".pyenv")));
+    match pyenv
+        .map(|root| root.join("shims/python3"))
+        .filter(|s| s.is_file())
+    {
+        Some(shim) => {
+            let real = std::process::Command::new(&shim)
+                .args(["-c", "import sys; print(sys.executable)"])
+                .output()
+                .expect("running the shim");
+            let real = PathBuf::from(text(&real.stdout).trim());
+            let venv = world.sandbox.path("venv");
+            let made = std::process::Command::new(&real)
+                .args(["-m", "venv", "--without-pip"])
+                .arg(&venv)
+                .status()
+                .expect("making a venv");
+            assert!(made.success(), "{} -m venv", real.display());
+            interpreters.push(("the pyenv shim".to_owned(), shim));
+            interpreters.push(("the interpreter it selects".to_owned(), real));
+            interpreters.push(("a venv made from it".to_owned(), venv.join("bin/python3")));
+        }
+        None => eprintln!("NOTICE: no pyenv here: its shim, interpreter and venv not tried"),
+    }
+    // A Node as nvm installs one: ~/.nvm/versions/node/vX/bin/node with its lib/node_modules.
+    let nvm = world.home.join(".nvm/versions/node/v20.0.0");
+    std::fs::create_dir_all(nvm.join("bin")).expect("mkdir");
+    std::fs::create_dir_all(nvm.join("lib/node_modules")).expect("mkdir");
+    let node = nvm.join("bin/node");
+    let system_node = std::process::Command::new("sh")
+        .args(["-c", "command -v node"])
+        .output()
+        .map(|out| PathBuf::from(text(&out.stdout).trim()))
+        .ok()
+        .and_then(|p| p.canonicalize().ok());
+    match system_node {
+        Some(system) => {
+            std::fs::hard_link(&system, &node)
+                .or_else(|_| std::fs::copy(&system, &node).map(|_| ()))
+                .expect("a node under ~/.nvm");
+            interpreters.push(("a Node under ~/.nvm".to_owned(), node));
+        }
+        None => eprintln!("NOTICE: no node here"),
+    }
+    for (what, interpreter) in &interpreters {
+        let script = if what.contains("Node") {
+            "server.js"
+        } else {
+            "server.py"
+        };
+        let spec = format!(
+            r#"{{"mcpServers": {{"s": {{"command": {}, "args": [{}]}}}}}}"#,
+            json_str(&interpreter.to_string_lossy()),
+            json_str(&dir.join(script).to_string_lossy())
+        );
+        let read = |path: &str| {
+            let args = format!(r#"{{"path": {}}}"#, json_str(path));
+            world.run(&[
+                "call",
+                "--mcp",
+                &spec,
+                "s",
+                "read",
+                "--args",
+                &args,
+                "--sandbox",
+                "default",
+            ])
+        };
+        let started = read("/etc/hostname");
+        assert!(done(&started), "{what}: {}", both(&started));
+        let key = read(&world.path(".ssh/id_rsa"));
+        assert!(denied(&key), "{what}: {}", both(&key));
+    }
+}

@@ -25,6 +25,45 @@ pub(super) enum Failure {
     Other(String),
 }
 
+/// Refuses to start a package whose port already accepts connections: whoever listens there
+/// (another user's process squatting a published port) would get tether's handshake and
+/// calls. Dialled once, before the package starts (a refused or timed-out dial: free).
+pub(super) async fn port_free(served: &ServedUrl) -> Result<(), String> {
+    let address = served.address();
+    let dial = tokio::net::TcpStream::connect(&address);
+    match tokio::time::timeout(Duration::from_secs(1), dial).await {
+        Ok(Ok(_)) => Err(format!(
+            "{address} (its \"serves\" url) already accepts connections before the package started: another process listens there (perhaps another user's), and tether does not hand it the handshake; stop it or give the package another port"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A listening socket on `port` bound to a wildcard address (`0.0.0.0`, `::`) rather than
+/// loopback, from `/proc/net/tcp` and `tcp6` (state `0A`, LISTEN): `ADDRESS:PORT` as shown.
+fn bound_beyond_loopback(port: u16) -> Option<String> {
+    let wanted = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .find_map(|table| {
+            let text = std::fs::read_to_string(table).ok()?;
+            text.lines().skip(1).find_map(|line| {
+                let mut fields = line.split_whitespace();
+                let local = fields.nth(1)?;
+                let state = fields.nth(1)?;
+                let (address, _) = local.split_once(':')?;
+                let wildcard = address.bytes().all(|b| b == b'0');
+                (state == "0A" && local.ends_with(&wanted) && wildcard).then(|| {
+                    if address.len() > 8 {
+                        format!("[::]:{port}")
+                    } else {
+                        format!("0.0.0.0:{port}")
+                    }
+                })
+            })
+        })
+}
+
 /// Waits until the package listens at `served`'s port, then runs the MCP handshake over HTTP.
 pub(super) async fn connect(
     served: &ServedUrl,
@@ -62,6 +101,12 @@ pub(super) async fn connect(
                 timeout.as_secs_f64()
             )));
         }
+    }
+    if let Some(bound) = served.port().and_then(bound_beyond_loopback) {
+        tracing::warn!("the package listens on {bound}");
+        eprintln!(
+            "tether: warning: the HTTP-port package listens on {bound}, every interface: its tools are reachable from your network, not only from tether (a sandbox limits its port, not the address)"
+        );
     }
     let http = reqwest::Client::builder()
         .user_agent(concat!("tether/", env!("CARGO_PKG_VERSION")))

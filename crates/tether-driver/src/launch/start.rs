@@ -147,6 +147,11 @@ impl Starting<'_> {
                 .collect(),
             cwd: cwd.map(|c| SecretValue::new(c.expose())),
         };
+        if let Some(served) = &server.options.serves {
+            served::port_free(served)
+                .await
+                .map_err(|e| self.mask(e))?;
+        }
         let (mut child, stdout, stdin) = ChildProcess::spawn(
             &server.name,
             &launch,

@@ -102,6 +102,7 @@ async fn a_host_allow_list_goes_through_the_in_process_egress_proxy() {
         profile,
         strict: false,
         assume_no_netns: false,
+        cache_home: None,
     };
     if !tether_sandbox::assess(&policy).missing.is_empty() {
         eprintln!("NOTICE: no network namespace here");
