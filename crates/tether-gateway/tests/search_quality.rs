@@ -354,7 +354,10 @@ fn the_ranker_finds_the_right_tool_on_requests_it_was_not_tuned_on() {
     assert!(t3 >= 67.0, "held-out top-3 {t3:.1}%");
     assert!(t1 >= 41.0, "held-out top-1 {t1:.1}%");
     let [_, plain3, _] = top_k(&held_out, rankers[2].1.as_ref());
-    assert!(t3 >= plain3 + 5.0, "held-out top-3 {t3:.1}% against plain BM25 {plain3:.1}%");
+    assert!(
+        t3 >= plain3 + 5.0,
+        "held-out top-3 {t3:.1}% against plain BM25 {plain3:.1}%"
+    );
     // No loss where BM25 is strong: the requests in the tools' own words, top-5.
     let own: Vec<&Query> = queries.iter().filter(|q| q.kind == "own-words").collect();
     let [_, _, ours] = top_k(&own, rankers[5].1.as_ref());

@@ -7,7 +7,10 @@
 //! [`RELATED_WEIGHT`] ([`RELATED_WEIGHT_UNKNOWN`] for a word no tool has), and, for a word no
 //! tool has, by the words WordNet relates to it (`related.txt`, generated offline and embedded)
 //! at [`WORDNET_WEIGHT`]. A request that names a server multiplies its tools' scores by
-//! [`SERVER_BOOST`]. specs/tool-search/TECH.md says why.
+//! [`SERVER_BOOST`]. That ranking is fused ([`FUSION`]) with the semantic stage
+//! (`semantic.rs`): the cosine between the request's vector and each tool's, both means of a
+//! static token-embedding table distilled offline from a sentence-embedding model and
+//! embedded. specs/tool-search/TECH.md says why.
 
 mod related;
 mod semantic;
@@ -459,6 +462,31 @@ mod tests {
         );
         assert!(index.find("zebra", 5, None, Ranking::Related).is_empty());
         assert!(index.find("", 5, None, Ranking::Related).is_empty());
+    }
+
+    #[test]
+    fn the_semantic_stage_finds_a_tool_by_meaning_and_keeps_bm25s_order_on_its_words() {
+        let index = ToolIndex::new(vec![
+            tool("fs", "read_file", "Read the complete contents of a file."),
+            tool("lang", "translate", "Translate text between languages."),
+            tool("web", "fetch", "Fetches a URL from the internet."),
+            tool("cal", "calculate", "Evaluates an arithmetic expression."),
+        ]);
+        // No word of the request is in any tool; its meaning is.
+        assert!(
+            index
+                .find("put this paragraph into french", 5, None, Ranking::Plain)
+                .is_empty()
+        );
+        assert_eq!(
+            names(&index.find("put this paragraph into french", 1, None, Ranking::Fused)),
+            ["lang__translate"]
+        );
+        assert_eq!(
+            names(&index.find("read a file", 1, None, Ranking::Fused)),
+            ["fs__read_file"]
+        );
+        assert!(index.find("", 5, None, Ranking::Fused).is_empty());
     }
 
     #[test]
