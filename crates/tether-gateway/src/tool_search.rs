@@ -137,6 +137,7 @@ pub(crate) fn listing(
             server: route.server.clone(),
             own: route.name.clone(),
             definition: serde_json::to_value(tool).unwrap_or(Value::Null),
+            about: String::new(),
         });
     }
     listed.extend(
@@ -181,7 +182,7 @@ pub(crate) fn find(index: &ToolIndex, arguments: &Map<String, Value>) -> Result<
         Some(_) => return Err(format!("{FIND_TOOLS}: \"server\" is a server's name")),
     };
     let tools: Vec<Value> = index
-        .find(query, limit, server, Ranking::Related)
+        .find(query, limit, server, Ranking::Fused)
         .into_iter()
         .map(|tool| {
             let definition = &tool.definition;

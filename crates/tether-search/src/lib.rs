@@ -7,11 +7,15 @@
 //! [`RELATED_WEIGHT`] ([`RELATED_WEIGHT_UNKNOWN`] for a word no tool has), and, for a word no
 //! tool has, by the words WordNet relates to it (`related.txt`, generated offline and embedded)
 //! at [`WORDNET_WEIGHT`]. A request that names a server multiplies its tools' scores by
-//! [`SERVER_BOOST`]. specs/tool-search/TECH.md says why.
+//! [`SERVER_BOOST`]. That ranking is fused ([`FUSION`]) with the semantic stage
+//! (`semantic.rs`): the cosine between the request's vector and each tool's, both means of a
+//! static token-embedding table distilled offline from a sentence-embedding model and
+//! embedded. specs/tool-search/TECH.md says why.
 
 #![deny(missing_docs)]
 
 mod related;
+mod semantic;
 mod text;
 
 use std::collections::{HashMap, HashSet};
@@ -34,6 +38,8 @@ pub const RELATED_WEIGHT_UNKNOWN: f32 = 0.6;
 pub const WORDNET_WEIGHT: f32 = 0.3;
 /// What a tool's score is multiplied by when the request names its server.
 pub const SERVER_BOOST: f32 = 2.0;
+/// How much of a tool's description its vector reads (the start says what it does).
+pub const DESCRIPTION_CHARS: usize = 300;
 /// How often a tool's own name and title are repeated in its document (the other fields once).
 pub const NAME_REPEAT: usize = 3;
 
@@ -44,7 +50,37 @@ pub enum Ranking {
     Plain,
     /// BM25 over the request's words, plus their related words (see the module's doc).
     Related,
+    /// The semantic stage alone: tools by the cosine of their vector and the request's.
+    Semantic,
+    /// [`Ranking::Related`] and [`Ranking::Semantic`] fused by reciprocal rank (tether's).
+    Fused,
 }
+
+/// How the two rankings are fused: a tool's score is `lexical / (k + its BM25 rank)` plus
+/// `semantic / (k + its semantic rank)` (ranks from 1; a tool BM25 does not match has no
+/// lexical part).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fusion {
+    /// The reciprocal-rank constant.
+    pub k: f32,
+    /// The weight of the BM25 ranking.
+    pub lexical: f32,
+    /// The weight of the semantic ranking.
+    pub semantic: f32,
+    /// The least cosine for a tool BM25 does not match to be returned at all.
+    pub min_cosine: f32,
+    /// Fuse by score instead of rank: `lexical × BM25 / the best BM25 + semantic × cosine`.
+    pub by_score: bool,
+}
+
+/// The fusion tether uses (chosen on the labelled set's tuning split, specs/tool-search/TECH.md).
+pub const FUSION: Fusion = Fusion {
+    k: 10.0,
+    lexical: 1.0,
+    semantic: 1.0,
+    min_cosine: 0.3,
+    by_score: true,
+};
 
 /// One offered tool, as the index holds it.
 #[derive(Debug, Clone)]
@@ -57,6 +93,8 @@ pub struct Indexed {
     pub own: String,
     /// Its definition as offered (masked, the namespaced name in `name`).
     pub definition: Value,
+    /// What its server says of itself (its title and instructions), empty when unknown.
+    pub about: String,
 }
 
 /// The offered tools, indexed for [`ToolIndex::find`]. Built whole from the offered set each
@@ -68,6 +106,8 @@ pub struct ToolIndex {
     /// Every stem of every document.
     known: HashSet<String>,
     words: text::Words,
+    /// Each tool's vector (the semantic stage), normalised.
+    vectors: Vec<Vec<f32>>,
 }
 
 impl std::fmt::Debug for ToolIndex {
@@ -92,11 +132,14 @@ impl ToolIndex {
                 stems.join(" ")
             })
             .collect();
+        let table = semantic::table();
+        let vectors = tools.iter().map(|tool| meaning(table, tool)).collect();
         Self {
             documents: scorer(&documents),
             tools,
             known,
             words,
+            vectors,
         }
     }
 
@@ -111,7 +154,8 @@ impl ToolIndex {
     }
 
     /// The tools that best answer `query`, best first, at most `limit`, only `server`'s when
-    /// given. A tool that shares no word (nor related word) with the request is not returned.
+    /// given. A tool that shares no word (nor related word) with the request, and whose
+    /// meaning is not close to it either ([`Fusion::min_cosine`]), is not returned.
     pub fn find(
         &self,
         query: &str,
@@ -119,12 +163,110 @@ impl ToolIndex {
         server: Option<&str>,
         ranking: Ranking,
     ) -> Vec<&Indexed> {
+        self.find_with(query, limit, server, ranking, FUSION)
+    }
+
+    /// [`ToolIndex::find`] with another fusion (the quality test chooses [`FUSION`] with it).
+    pub fn find_with(
+        &self,
+        query: &str,
+        limit: usize,
+        server: Option<&str>,
+        ranking: Ranking,
+        fusion: Fusion,
+    ) -> Vec<&Indexed> {
+        let wanted = |id: &usize| {
+            server.is_none_or(|server| {
+                self.tools
+                    .get(*id)
+                    .is_some_and(|tool| tool.server == server)
+            })
+        };
+        let ranked: Vec<usize> = match ranking {
+            Ranking::Plain | Ranking::Related => self
+                .lexical(query, ranking)
+                .into_iter()
+                .map(|(id, _)| id)
+                .filter(wanted)
+                .collect(),
+            Ranking::Semantic => self
+                .semantic(query)
+                .into_iter()
+                .filter(|(id, cosine)| *cosine >= fusion.min_cosine && wanted(id))
+                .map(|(id, _)| id)
+                .collect(),
+            Ranking::Fused => self
+                .fused(query, fusion)
+                .into_iter()
+                .filter(wanted)
+                .collect(),
+        };
+        ranked
+            .into_iter()
+            .take(limit)
+            .filter_map(|id| self.tools.get(id))
+            .collect()
+    }
+
+    /// The two rankings fused by reciprocal rank, best first.
+    fn fused(&self, query: &str, fusion: Fusion) -> Vec<usize> {
+        let mut scores: HashMap<usize, f32> = HashMap::new();
+        let lexical = self.lexical(query, Ranking::Related);
+        for (rank, (id, _)) in lexical.iter().enumerate() {
+            *scores.entry(*id).or_default() += fusion.lexical / (fusion.k + rank as f32 + 1.0);
+        }
+        if lexical.is_empty() && self.words.stems(query).is_empty() {
+            return Vec::new();
+        }
+        if fusion.by_score {
+            scores.clear();
+            let best = lexical.first().map_or(1.0, |(_, score)| *score);
+            for (id, score) in &lexical {
+                scores.insert(*id, fusion.lexical * score / best);
+            }
+        }
+        for (rank, (id, cosine)) in self.semantic(query).into_iter().enumerate() {
+            let matched = scores.contains_key(&id);
+            if matched || cosine >= fusion.min_cosine {
+                *scores.entry(id).or_default() += if fusion.by_score {
+                    fusion.semantic * cosine.max(0.0)
+                } else {
+                    fusion.semantic / (fusion.k + rank as f32 + 1.0)
+                };
+            }
+        }
+        let mut ranked: Vec<(usize, f32)> = scores.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked.into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// Every tool by the cosine of its vector with the request's, best first.
+    fn semantic(&self, query: &str) -> Vec<(usize, f32)> {
+        let table = semantic::table();
+        let tokens = table.tokens(query);
+        if tokens.is_empty() {
+            return Vec::new();
+        }
+        let query = table.embed(&tokens);
+        let mut ranked: Vec<(usize, f32)> = self
+            .vectors
+            .iter()
+            .enumerate()
+            .map(|(id, vector)| (id, semantic::dot(&query, vector)))
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked
+    }
+
+    /// BM25 (with related terms for [`Ranking::Related`]) and the named-server boost: the
+    /// tools sharing a word with the request, best first.
+    fn lexical(&self, query: &str, ranking: Ranking) -> Vec<(usize, f32)> {
         let mut own: Vec<String> = self.words.stems(query);
         let mut seen = HashSet::new();
         own.retain(|stem| seen.insert(stem.clone()));
         let mut scores: HashMap<usize, f32> = HashMap::new();
         self.add(&mut scores, &own, 1.0);
-        if ranking == Ranking::Related {
+        if ranking != Ranking::Plain {
             for stem in &own {
                 let known = self.known.contains(stem);
                 let weight = if known {
@@ -155,21 +297,10 @@ impl ToolIndex {
         }
         let mut ranked: Vec<(usize, f32)> = scores
             .into_iter()
-            .filter(|(id, score)| {
-                *score > 0.0
-                    && server.is_none_or(|server| {
-                        self.tools
-                            .get(*id)
-                            .is_some_and(|tool| tool.server == server)
-                    })
-            })
+            .filter(|(_, score)| *score > 0.0)
             .collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         ranked
-            .into_iter()
-            .take(limit)
-            .filter_map(|(id, _)| self.tools.get(id))
-            .collect()
     }
 }
 
@@ -211,6 +342,46 @@ fn embedding(stems: &[String]) -> Embedding<u32> {
     )
 }
 
+/// A tool's vector: the sum of the normalised vectors of its name (own name, title, server),
+/// of the start of its description ([`DESCRIPTION_CHARS`]), and of its parameters' names and
+/// what its server says of itself at half weight; normalised. Apart, so a long description
+/// does not drown the name.
+fn meaning(table: &semantic::Table, tool: &Indexed) -> Vec<f32> {
+    let definition = &tool.definition;
+    let text = |key: &str| definition.get(key).and_then(Value::as_str).unwrap_or("");
+    let name = [tool.own.as_str(), text("title"), &tool.server].join("\n");
+    let description = text("description");
+    let description = description
+        .char_indices()
+        .nth(DESCRIPTION_CHARS)
+        .map_or(description, |(end, _)| {
+            description.get(..end).unwrap_or(description)
+        });
+    let mut rest = tool.about.clone();
+    if let Some(properties) = definition
+        .pointer("/inputSchema/properties")
+        .and_then(Value::as_object)
+    {
+        for name in properties.keys() {
+            rest.push('\n');
+            rest.push_str(name);
+        }
+    }
+    let mut sum = vec![0.0; table.dims()];
+    for (part, weight) in [
+        (name.as_str(), 1.0),
+        (description, 1.0),
+        (rest.as_str(), 0.5),
+    ] {
+        let vector = table.embed(&table.tokens(part));
+        for (s, v) in sum.iter_mut().zip(vector) {
+            *s += weight * v;
+        }
+    }
+    semantic::normalise(&mut sum);
+    sum
+}
+
 /// A tool's document: its fields, its own name and title repeated for weight.
 fn document(tool: &Indexed) -> String {
     let definition = &tool.definition;
@@ -219,6 +390,7 @@ fn document(tool: &Indexed) -> String {
     parts.extend(std::iter::repeat_n(tool.own.as_str(), NAME_REPEAT));
     parts.extend(std::iter::repeat_n(text("title"), NAME_REPEAT));
     parts.push(&tool.server);
+    parts.push(&tool.about);
     parts.push(text("description"));
     let mut document = parts.join("\n");
     if let Some(properties) = definition
@@ -251,6 +423,7 @@ mod tests {
             name,
             server: server.to_owned(),
             own: own.to_owned(),
+            about: String::new(),
         }
     }
 
@@ -291,6 +464,31 @@ mod tests {
         );
         assert!(index.find("zebra", 5, None, Ranking::Related).is_empty());
         assert!(index.find("", 5, None, Ranking::Related).is_empty());
+    }
+
+    #[test]
+    fn the_semantic_stage_finds_a_tool_by_meaning_and_keeps_bm25s_order_on_its_words() {
+        let index = ToolIndex::new(vec![
+            tool("fs", "read_file", "Read the complete contents of a file."),
+            tool("lang", "translate", "Translate text between languages."),
+            tool("web", "fetch", "Fetches a URL from the internet."),
+            tool("cal", "calculate", "Evaluates an arithmetic expression."),
+        ]);
+        // No word of the request is in any tool; its meaning is.
+        assert!(
+            index
+                .find("put this paragraph into french", 5, None, Ranking::Plain)
+                .is_empty()
+        );
+        assert_eq!(
+            names(&index.find("put this paragraph into french", 1, None, Ranking::Fused)),
+            ["lang__translate"]
+        );
+        assert_eq!(
+            names(&index.find("read a file", 1, None, Ranking::Fused)),
+            ["fs__read_file"]
+        );
+        assert!(index.find("", 5, None, Ranking::Fused).is_empty());
     }
 
     #[test]
