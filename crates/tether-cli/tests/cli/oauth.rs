@@ -652,6 +652,47 @@ fn a_403_insufficient_scope_steps_up_once_and_retries() {
     assert_eq!(server.stats()["codes"], 2);
 }
 
+/// A step-up whose login nobody completes (a `$BROWSER` that opens nothing) ends the call at
+/// its timeout saying so, and how to finish it, instead of blaming the server's silence.
+#[test]
+fn a_step_up_login_not_completed_is_named_when_the_call_times_out() {
+    let server = AuthorizedServer::start(3600);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let spec = spec(&server);
+    log_in(&sandbox, &url);
+    let out = sandbox
+        .tether(&[
+            "call",
+            "--mcp",
+            &spec,
+            "--timeout",
+            "3",
+            "remote",
+            "add",
+            "--args",
+            r#"{"a":2,"b":40}"#,
+        ])
+        .env("TETHER_SECRET_STORE", "file")
+        .env("BROWSER", "true")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("running tether");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("asked for more access and the login for it was not completed in time")
+            && stderr.contains(&format!("run `tether auth login {url}` first")),
+        "{stderr}"
+    );
+    assert!(!tether_testkit::holds(&out.stderr, SENTINEL), "{stderr}");
+    assert_eq!(
+        server.stats()["codes"],
+        1,
+        "no second authorization completed"
+    );
+}
+
 /// Client-id metadata documents: with a document URL configured (flag or
 /// config.toml) and a server that supports them, the URL is the client id and nothing is
 /// registered; a server without support gets dynamic registration; a URL that cannot be one

@@ -130,6 +130,17 @@ pub struct BearerSlot {
     current: std::sync::Mutex<HeaderValue>,
     /// Held while a renewal runs.
     renewing: tokio::sync::Mutex<()>,
+    /// Set while a step-up waits for its login (a person in a browser).
+    stepping_up: std::sync::atomic::AtomicBool,
+}
+
+/// Clears [`BearerSlot::stepping_up`] however the step-up ends.
+struct SteppingUp<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for SteppingUp<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl BearerSlot {
@@ -140,7 +151,19 @@ impl BearerSlot {
             auth,
             current: std::sync::Mutex::new(authorization),
             renewing: tokio::sync::Mutex::new(()),
+            stepping_up: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether a step-up is waiting for its login now: a request that times out meanwhile
+    /// waited for a person, not for the server.
+    pub fn stepping_up(&self) -> bool {
+        self.stepping_up.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The server's URL (what `tether auth login` takes).
+    pub fn url(&self) -> &str {
+        &self.url
     }
 
     /// The `Authorization` value to send now (a renewal in progress does not hold it up).
@@ -166,6 +189,9 @@ impl BearerSlot {
             }
             Refusal::Forbidden { challenge } => {
                 tracing::debug!(url = %self.url, "bearer token refused (403); asking for more access");
+                self.stepping_up
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                let _stepping_up = SteppingUp(&self.stepping_up);
                 self.auth.step_up(self.url.clone(), challenge).await
             }
         };

@@ -323,8 +323,27 @@ struct RunningServer {
     name: String,
     client: Client,
     child: Option<ChildProcess>,
+    /// A remote server's bearer token slot: says whether a step-up waits for its login.
+    bearer: Option<Arc<BearerSlot>>,
     /// Its config's options: the tool filters apply to calls.
     options: ServerOptions,
+}
+
+impl RunningServer {
+    /// Why a request got no answer within `timeout`: the server's silence, or — when a
+    /// step-up waits for its login meanwhile — a login that was not completed, and how to
+    /// finish it.
+    fn no_answer(&self, timeout: Duration) -> String {
+        let seconds = failure::seconds(timeout);
+        if let Some(slot) = self.bearer.as_ref().filter(|slot| slot.stepping_up()) {
+            format!(
+                "no answer within {seconds} s: the server asked for more access and the login for it was not completed in time (the authorization URL is on stderr above, when no browser opened); finish it in a browser and call again, or run `tether auth login {}` first",
+                slot.url()
+            )
+        } else {
+            format!("no answer within {seconds} s")
+        }
+    }
 }
 
 /// A server that answered `initialize` and `tools/list`, before it joins the runtime.
@@ -332,6 +351,8 @@ struct Started {
     client: Client,
     /// `None` for a remote server.
     child: Option<ChildProcess>,
+    /// A remote server's bearer token slot, when its token is renewed.
+    bearer: Option<Arc<BearerSlot>>,
     tools: Vec<ToolInfo>,
 }
 
@@ -450,6 +471,7 @@ impl McpRuntime {
                 Ok(Started {
                     client,
                     child,
+                    bearer,
                     tools,
                 }) => {
                     tracing::info!(server = %name, tools = tools.len(), "MCP server ready");
@@ -461,6 +483,7 @@ impl McpRuntime {
                         name,
                         client,
                         child,
+                        bearer,
                         options: server_options,
                     });
                 }
@@ -574,7 +597,7 @@ impl McpRuntime {
         }
         let result = tokio::time::timeout(timeout, running.client.call_tool(params))
             .await
-            .map_err(|_| failed(format!("no answer within {} s", failure::seconds(timeout))))?
+            .map_err(|_| failed(running.no_answer(timeout)))?
             .map_err(|e| failed(failure::request_failure(&e)))?;
         let mut result =
             serde_json::to_value(result).map_err(|e| failed(format!("unreadable result: {e}")))?;
@@ -813,6 +836,9 @@ impl McpRuntime {
             Err(rmcp::ServiceError::McpError(error)) => {
                 Err(failed(Some(error.code.0), error.message.to_string()))
             }
+            Err(rmcp::ServiceError::Timeout { timeout }) => {
+                Err(failed(None, running.no_answer(timeout)))
+            }
             Err(error) => Err(failed(None, failure::request_failure(&error))),
         }
     }
@@ -845,6 +871,7 @@ impl McpRuntime {
                 Ok(Started {
                     client,
                     child,
+                    bearer,
                     tools,
                 }),
             )) => {
@@ -852,6 +879,7 @@ impl McpRuntime {
                     name: name.clone(),
                     client,
                     child,
+                    bearer,
                     options: server_options,
                 });
                 ServerReport {
@@ -920,6 +948,7 @@ async fn stop(server: RunningServer) {
         name,
         client,
         child,
+        bearer: _,
         options: _,
     } = server;
     if tokio::time::timeout(Duration::from_secs(2), client.cancel())

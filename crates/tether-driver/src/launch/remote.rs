@@ -15,8 +15,15 @@ use super::client::TetherClient;
 use super::sse::SseClientTransport;
 use super::{BearerAuth, Client, HeadersHelper, bearer, lifecycle};
 
-pub(super) type Handshake =
-    Result<(Client, Vec<rmcp::model::Tool>), Box<dyn std::error::Error + Send + Sync>>;
+/// The connected client, its tools, and the slot renewing its bearer token (if any).
+pub(super) type Handshake = Result<
+    (
+        Client,
+        Vec<rmcp::model::Tool>,
+        Option<Arc<bearer::BearerSlot>>,
+    ),
+    Box<dyn std::error::Error + Send + Sync>,
+>;
 
 /// Where a remote server is and what goes with its requests.
 pub(super) struct RemoteTarget<'a> {
@@ -45,6 +52,7 @@ pub(super) async fn remote_handshake(
     // A helper's headers are the server's credentials: no OAuth renewal besides.
     let bearer_auth = target.bearer_auth.clone().filter(|_| helper.is_none());
     let slot = bearer::slot_for(url, headers, bearer_auth);
+    let kept = slot.clone();
     let client = match kind {
         RemoteTransport::Sse => {
             // The legacy transport takes its headers once, when it connects.
@@ -74,5 +82,5 @@ pub(super) async fn remote_handshake(
         }
     };
     let tools = client.list_all_tools().await?;
-    Ok((client, tools))
+    Ok((client, tools, kept))
 }

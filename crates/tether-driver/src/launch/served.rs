@@ -124,7 +124,8 @@ pub(super) async fn connect(
     let handshake = remote_handshake(client, kind, http, &target);
     tokio::select! {
         outcome = tokio::time::timeout_at(deadline, handshake) => match outcome {
-            Ok(Ok(connected)) => Ok(connected),
+            // A package tether started on loopback gets no Authorization header: no slot.
+            Ok(Ok((client, tools, _))) => Ok((client, tools)),
             Ok(Err(err)) => Err(Failure::Other(failure::describe(&served.url, kind, &*err))),
             Err(_) => Err(Failure::Other(format!(
                 "no answer from {} to initialize/tools/list within {} s",

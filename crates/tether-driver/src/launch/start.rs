@@ -116,6 +116,7 @@ impl Starting<'_> {
 
     fn started(&self, client: Client, child: Option<ChildProcess>, tools: Vec<Tool>) -> Started {
         Started {
+            bearer: None,
             client,
             child,
             tools: tool_infos(&self.server.name, tools, &self.masker),
@@ -148,9 +149,7 @@ impl Starting<'_> {
             cwd: cwd.map(|c| SecretValue::new(c.expose())),
         };
         if let Some(served) = &server.options.serves {
-            served::port_free(served)
-                .await
-                .map_err(|e| self.mask(e))?;
+            served::port_free(served).await.map_err(|e| self.mask(e))?;
         }
         let (mut child, stdout, stdin) = ChildProcess::spawn(
             &server.name,
@@ -329,7 +328,10 @@ impl Starting<'_> {
         })
         .await;
         match handshake {
-            Ok(Ok((client, tools))) => Ok(self.started(client, None, tools)),
+            Ok(Ok((client, tools, bearer))) => Ok(Started {
+                bearer,
+                ..self.started(client, None, tools)
+            }),
             Ok(Err(err)) => Err(self.mask(failure::describe(&url, kind, &*err))),
             Err(_) => Err(self.mask(format!(
                 "no answer from {url} to initialize/tools/list within {} s",
