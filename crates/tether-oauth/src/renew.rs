@@ -22,6 +22,9 @@ use crate::resource::canonical_resource;
 use crate::store::TokenStore;
 use crate::token::Tokens;
 
+/// How long a renewal waits for another process's login or renewal of the same server.
+const RENEWAL_WAIT: Duration = Duration::from_secs(30);
+
 /// How long a step-up waits for the browser's redirect, unless told otherwise.
 pub const STEP_UP_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -81,6 +84,18 @@ impl StoredTokens {
         }
         if tokens.refresh_token.is_none() {
             return Err(OAuthError::ExpiredWithoutRefresh);
+        }
+        // One renewal at a time across tether processes; another may have renewed the token
+        // while this one waited: then its token, and no second use of the refresh token.
+        let _lock = match self.store.lock_dir()? {
+            Some(dir) => Some(crate::shared::lock_waiting(&dir, server, RENEWAL_WAIT).await?),
+            None => None,
+        };
+        let Some(tokens) = self.store.load(server)? else {
+            return Ok(None);
+        };
+        if !tokens.needs_refresh(self.clock.as_ref()) {
+            return Ok(Some(tokens.access_token));
         }
         let fresh = self.client()?.refresh(&tokens).await?;
         self.store.save(&fresh)?;
@@ -455,6 +470,59 @@ mod tests {
         let token = tokens.current_token(SERVER).await.expect("a token");
         assert_eq!(token.as_ref().map(SecretValue::expose), Some("AT-1"));
         assert_eq!(requests.load(Ordering::SeqCst), 1);
+    }
+
+    /// [`Memory`] with a lock directory, as the local store has: renewals are shared.
+    struct Locked(Memory, tempfile::TempDir);
+
+    impl TokenStore for Locked {
+        fn load(&self, server: &str) -> Result<Option<Tokens>, OAuthError> {
+            self.0.load(server)
+        }
+
+        fn save(&self, tokens: &Tokens) -> Result<(), OAuthError> {
+            self.0.save(tokens)
+        }
+
+        fn lock_dir(&self) -> Result<Option<std::path::PathBuf>, OAuthError> {
+            Ok(Some(self.1.path().to_owned()))
+        }
+    }
+
+    #[tokio::test]
+    async fn concurrent_renewals_of_one_token_spend_its_refresh_token_once() {
+        // The authorization server rotates refresh tokens: the first refresh with RT-0 wins,
+        // a second use of RT-0 is refused (reuse).
+        let (endpoint, requests) = token_endpoint(|n| {
+            if n == 1 {
+                fresh(1)
+            } else {
+                (StatusCode::BAD_REQUEST, json!({"error": "invalid_grant"}))
+            }
+        })
+        .await;
+        let clock = Arc::new(ManualClock::at(NOW));
+        let store = Arc::new(Locked(
+            Memory::default(),
+            tempfile::tempdir().expect("a lock directory"),
+        ));
+        store
+            .save(&stored(&endpoint, Some(NOW - 1), true))
+            .expect("saving");
+        let clock_dyn: Arc<dyn Clock> = Arc::clone(&clock) as Arc<dyn Clock>;
+        let runs: Vec<StoredTokens> = (0..4)
+            .map(|_| {
+                let store: Arc<dyn TokenStore> = Arc::clone(&store) as Arc<dyn TokenStore>;
+                StoredTokens::new(store, Arc::new(Nobody), Arc::clone(&clock_dyn))
+            })
+            .collect();
+        let tokens =
+            futures_util::future::join_all(runs.iter().map(|run| run.current_token(SERVER))).await;
+        for token in tokens {
+            let token = token.expect("a renewed token, not invalid_grant");
+            assert_eq!(token.as_ref().map(SecretValue::expose), Some("AT-1"));
+        }
+        assert_eq!(requests.load(Ordering::SeqCst), 1, "one refresh");
     }
 
     #[tokio::test]

@@ -45,8 +45,8 @@ impl std::fmt::Display for LoginBy {
     }
 }
 
-/// The exclusive lock on one server's logins, held until dropped.
-struct LoginLock {
+/// The exclusive lock on one server's logins (and renewals), held until dropped.
+pub(crate) struct LoginLock {
     _held: Flock<File>,
 }
 
@@ -68,6 +68,27 @@ fn try_lock(dir: &Path, server: &str) -> Result<Option<LoginLock>, OAuthError> {
             path: path.display().to_string(),
             reason: errno.desc().to_owned(),
         }),
+    }
+}
+
+/// The lock of `server`'s logins and renewals in `dir`, waiting for another process to release
+/// it (at most `wait`): a renewal takes it so that two runs refreshing one token do not both
+/// spend its refresh token (the second would get `invalid_grant`, and an authorization server
+/// that detects reuse revokes the whole grant).
+pub(crate) async fn lock_waiting(
+    dir: &Path,
+    server: &str,
+    wait: Duration,
+) -> Result<LoginLock, OAuthError> {
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Some(lock) = try_lock(dir, server)? {
+            return Ok(lock);
+        }
+        if Instant::now() >= deadline {
+            return Err(OAuthError::TimedOut(wait.as_secs()));
+        }
+        tokio::time::sleep(LOOK_AGAIN).await;
     }
 }
 

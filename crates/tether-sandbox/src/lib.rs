@@ -207,10 +207,32 @@ impl Cleanup {
         }
     }
 
-    /// Removes the server's cgroup (it must be empty: call after every descendant ended).
+    /// Ends whatever is left in the server's cgroup and removes it (call after every
+    /// descendant the caller knows of ended). A fork-and-exit chain outruns a walk of parent
+    /// links, and once its supervisor is gone its survivors belong to init; in the cgroup it
+    /// cannot hide: `pids.max` goes to 0 first (no more forks), then every member gets SIGKILL
+    /// until none is left (bounded: 2 s).
     pub fn run(&mut self) {
         self.wait_adopted();
         if let Some(dir) = self.cgroup_dir.take() {
+            let _ = std::fs::write(dir.join("pids.max"), "0");
+            for _ in 0..200 {
+                let members = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                let pids: Vec<i32> = members
+                    .lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect();
+                if pids.is_empty() {
+                    break;
+                }
+                for pid in pids {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
             let _ = std::fs::remove_dir(dir);
         }
     }

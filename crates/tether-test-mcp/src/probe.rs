@@ -24,7 +24,7 @@ pub fn tool() -> Tool {
             "path": {"type": "string", "description": "read, list, append: the path; `~/` is this process's HOME, `{ppid}` its parent's pid."},
             "marker": {"type": "string", "description": "steal: the argument before a socket path on another process's command line (`__exec`, `__gateway`); the argument after the path, if any, replaces `{id}` in `send`."},
             "send": {"type": "string", "description": "steal: what to write to the socket."},
-            "call": {"type": "string", "enum": ["clone_newuser", "clone3", "tiocsti", "packet_socket", "raw_socket"], "description": "syscall: the call to try."},
+            "call": {"type": "string", "enum": ["clone_newuser", "clone3", "tiocsti", "packet_socket", "raw_socket", "fork_chain"], "description": "syscall: the call to try (fork_chain: a chain whose every generation forks and exits, in HOME, for 30 s at most)."},
             "port": {"type": "integer", "description": "connect: the port on 127.0.0.1."},
             "count": {"type": "integer", "description": "spawn: how many `sleep` processes to hold at once."},
             "mb": {"type": "integer", "description": "allocate: how many MiB to reserve (untouched)."},
@@ -331,11 +331,46 @@ fn syscall(call: &str) -> Result<String, String> {
             }
             i64::from(fd)
         },
+        "fork_chain" => fork_chain(),
         other => return Err(format!("unknown call {other:?}")),
     };
     if result >= 0 {
         Ok(format!("{call} returned {result}"))
     } else {
         Err(format!("{call}: {}", std::io::Error::last_os_error()))
+    }
+}
+
+/// Starts a fork-and-exit chain in HOME (its working directory marks it): each generation
+/// forks and exits at once, so the chain's one live process keeps changing its pid and parent.
+/// It ends by itself after 30 s. Returns the first generation's pid.
+fn fork_chain() -> i64 {
+    let home =
+        std::ffi::CString::new(std::env::var("HOME").unwrap_or_default()).unwrap_or_default();
+    // SAFETY: after fork only async-signal-safe calls follow in the child (chdir, time,
+    // fork, nanosleep, _exit): no allocation, no lock; the CString was made before.
+    #[expect(unsafe_code, reason = "a fork-and-exit chain needs raw fork")]
+    unsafe {
+        let first = libc::fork();
+        if first != 0 {
+            return i64::from(first);
+        }
+        libc::chdir(home.as_ptr());
+        let end = libc::time(std::ptr::null_mut()) + 30;
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        while libc::time(std::ptr::null_mut()) < end {
+            match libc::fork() {
+                0 => {}
+                // No process left to make (a limit): wait and try again.
+                failed if failed < 0 => {
+                    libc::nanosleep(&pause, std::ptr::null_mut());
+                }
+                _ => libc::_exit(0),
+            }
+        }
+        libc::_exit(0)
     }
 }
