@@ -49,6 +49,7 @@ fn tools(count: usize) -> Vec<Indexed> {
                 server,
                 own,
                 definition,
+                about: String::new(),
             }
         })
         .collect()
