@@ -2421,6 +2421,9 @@ async fn exports_reach(receiver: tether_testkit::otlp::OtlpReceiver, protocol: &
     const SENTINEL: &str = "otel-sentinel-secret-4d7f1b";
     const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
     const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+    // A tool name a client made up (here the hex of some text): no server offers it, so it is
+    // exported as `unknown`, never as sent.
+    const MADE_UP: &str = "t_6f74656c2d73656e74696e656c2d6e616d65";
     let dir = tempfile::tempdir().expect("creating a temporary directory");
     let config = format!(
         r#"{{"mcpServers": {{"test": {{"command": {test}, "env": {{"GW_TOKEN": "{{{{TOKEN}}}}"}}}}}}}}"#,
@@ -2474,17 +2477,26 @@ async fn exports_reach(receiver: tether_testkit::otlp::OtlpReceiver, protocol: &
     // The client sees the secret masked; the export must not hold it either.
     assert!(!echoed.to_string().contains(SENTINEL), "{echoed}");
     client.list_all_tools().await.expect("tools/list");
+    let made_up = client
+        .call_tool(CallToolRequestParams::new(MADE_UP))
+        .await
+        .expect("a tool error, not a failed request");
+    assert_eq!(made_up.is_error, Some(true), "{made_up:?}");
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let (request, upstream) = loop {
         let spans = receiver.spans();
+        let unknown = spans.iter().any(|s| {
+            s.name == "tools/call"
+                && s.attributes.get("mcp.tool").map(String::as_str) == Some("unknown")
+        });
         let request = spans.iter().find(|s| {
             s.name == "tools/call"
                 && s.attributes.get("mcp.tool").map(String::as_str) == Some("test__echo")
         });
         let upstream = spans.iter().find(|s| s.name == "tools/call test");
         let listed = spans.iter().any(|s| s.name == "tools/list");
-        if let (Some(request), Some(upstream), true) = (request, upstream, listed) {
+        if let (Some(request), Some(upstream), true, true) = (request, upstream, listed, unknown) {
             break (request.clone(), upstream.clone());
         }
         assert!(
@@ -2517,7 +2529,13 @@ async fn exports_reach(receiver: tether_testkit::otlp::OtlpReceiver, protocol: &
             ("mcp.tool", "test__echo"),
             ("mcp.outcome", "ok"),
         ];
+        let unknown = [
+            ("mcp.method", "tools/call"),
+            ("mcp.tool", "unknown"),
+            ("mcp.outcome", "tool_error"),
+        ];
         if found("tether.gateway.requests", &call, 1.0)
+            && found("tether.gateway.requests", &unknown, 1.0)
             && found("tether.gateway.request.duration", &call, 1.0)
             && found(
                 "tether.gateway.upstream.duration",
@@ -2575,6 +2593,10 @@ async fn exports_reach(receiver: tether_testkit::otlp::OtlpReceiver, protocol: &
         !raw.windows(SENTINEL.len())
             .any(|w| w == SENTINEL.as_bytes()),
         "the secret reached the OTLP receiver"
+    );
+    assert!(
+        !raw.windows(MADE_UP.len()).any(|w| w == MADE_UP.as_bytes()),
+        "a tool name the client made up reached the OTLP receiver"
     );
 }
 

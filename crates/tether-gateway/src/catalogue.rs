@@ -178,6 +178,23 @@ impl Catalogue {
         }
     }
 
+    /// Whether `name`, the target of a `method` request, is a name this gateway offers or
+    /// withholds — bounded by what the servers list — rather than any name a client sends.
+    /// Telemetry labels requests with such names only (others as `unknown`), so a client
+    /// cannot grow the metric series without end or put text of its choosing in them.
+    pub fn knows(&self, method: &str, name: &str) -> bool {
+        let offered = if method == "prompts/get" {
+            self.prompt_names.route(name).is_some()
+        } else {
+            self.tool_names.route(name).is_some()
+                || name == STATUS_TOOL
+                || (self.searching
+                    && (name == crate::tool_search::FIND_TOOLS
+                        || name == crate::tool_search::CALL_TOOL))
+        };
+        offered || self.withheld.contains_key(name)
+    }
+
     /// The server a namespaced tool or prompt name leads to.
     pub fn server_of(&self, namespaced: &str) -> Option<&str> {
         self.tool_names

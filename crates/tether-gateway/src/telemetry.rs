@@ -180,10 +180,16 @@ pub(crate) fn observe(
 pub(crate) struct Request {
     span: Span,
     method: &'static str,
-    /// The tool's or prompt's name, masked, when metrics are on.
-    name: Option<KeyValue>,
+    /// The tool's or prompt's name as the client sent it.
+    name: Option<String>,
+    /// Whether a name is one the gateway offers (else it is labelled [`UNKNOWN_NAME`]).
+    knows: Box<dyn Fn(&str) -> bool + Send>,
     started: Option<Instant>,
 }
+
+/// The label of a tool or prompt name no server offers: a client's names are its own choice,
+/// so they would make unbounded metric series and could carry any text.
+pub(crate) const UNKNOWN_NAME: &str = "unknown";
 
 /// The span of one client request; `name` is the tool's or prompt's. It continues the
 /// client's trace when the request carries a W3C `traceparent`: in `params._meta`, else as an
@@ -192,28 +198,28 @@ pub(crate) fn request(
     method: &'static str,
     name: Option<&str>,
     context: &RequestContext<RoleServer>,
+    knows: Box<dyn Fn(&str) -> bool + Send>,
 ) -> Request {
     let measured = instruments().is_some();
     Request {
-        span: request_span(method, name, context),
+        span: request_span(method, context),
         method,
-        name: name.filter(|_| measured).map(|name| {
-            let key = if method == "prompts/get" {
-                "mcp.prompt"
-            } else {
-                "mcp.tool"
-            };
-            attribute(key, name)
-        }),
+        name: name.map(str::to_owned),
+        knows,
         started: measured.then(Instant::now),
     }
 }
 
-fn request_span(
-    method: &'static str,
-    name: Option<&str>,
-    context: &RequestContext<RoleServer>,
-) -> Span {
+/// The span field or metric attribute of a request's tool or prompt name.
+fn name_key(method: &str) -> &'static str {
+    if method == "prompts/get" {
+        "mcp.prompt"
+    } else {
+        "mcp.tool"
+    }
+}
+
+fn request_span(method: &'static str, context: &RequestContext<RoleServer>) -> Span {
     // The target is `tether_log::telemetry::TARGET`: only its spans are exported.
     let span = tracing::info_span!(
         target: "tether_telemetry",
@@ -234,14 +240,6 @@ fn request_span(
     }
     if let Some(traceparent) = client_traceparent(context) {
         tether_log::telemetry::continue_trace(&span, traceparent);
-    }
-    if let Some(name) = name {
-        let field = if method == "prompts/get" {
-            "mcp.prompt"
-        } else {
-            "mcp.tool"
-        };
-        span.record(field, name);
     }
     span
 }
@@ -353,9 +351,20 @@ pub(crate) async fn traced<T: Answer>(
         span,
         method,
         name,
+        knows,
         started,
     } = request;
     let result = tracing::Instrument::instrument(work, span.clone()).await;
+    let name = name.map(|name| {
+        if knows(&name) {
+            name
+        } else {
+            UNKNOWN_NAME.to_owned()
+        }
+    });
+    if let Some(name) = &name {
+        span.record(name_key(method), tether_log::mask(name).as_str());
+    }
     finish(&span, &result);
     if let (Some(instruments), Some(started)) = (instruments(), started) {
         let outcome = match &result {
@@ -367,7 +376,7 @@ pub(crate) async fn traced<T: Answer>(
             KeyValue::new("mcp.method", method),
             KeyValue::new("mcp.outcome", outcome),
         ];
-        attributes.extend(name);
+        attributes.extend(name.map(|name| attribute(name_key(method), &name)));
         instruments.requests.add(1, &attributes);
         instruments
             .request_duration

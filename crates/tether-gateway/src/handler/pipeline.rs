@@ -113,8 +113,12 @@ impl GatewayHandler {
         target: Option<&str>,
         context: &RequestContext<RoleServer>,
     ) -> InFlight {
+        // The name is labelled at the end, when the servers that were starting may have
+        // joined: a name no server offers is recorded as `unknown`.
+        let shared = Arc::clone(&self.shared);
+        let knows = move |name: &str| shared.catalogue().knows(method, name);
         InFlight {
-            span: crate::telemetry::request(method, target, context),
+            span: crate::telemetry::request(method, target, context, Box::new(knows)),
         }
     }
 
