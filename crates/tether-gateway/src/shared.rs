@@ -560,7 +560,26 @@ impl Shared {
 
     /// The MCP error a driver error becomes for the client, masked.
     pub(crate) fn error_for(&self, error: &DriverError) -> ErrorData {
-        let message = self.mask(&error.to_string());
+        let mut message = self.mask(&error.to_string());
+        // A server's error message reaches the client like a result: the scan of results
+        // applies (an error cannot be withheld, so `block` masks).
+        let mode = match self.secret_scan.results {
+            crate::secret_scan::SecretScan::Block => crate::secret_scan::SecretScan::Mask,
+            mode => mode,
+        };
+        let mut text = Value::String(message);
+        let found = crate::secret_scan::scan(&mut text, mode);
+        crate::telemetry::secret_findings("results", &found);
+        if !found.is_empty() {
+            tracing::warn!(
+                "an error a server sent holds what looks like a secret ({})",
+                found.join(", ")
+            );
+        }
+        message = match text {
+            Value::String(text) => text,
+            _ => String::new(),
+        };
         match error {
             DriverError::RequestFailed {
                 code: Some(code), ..

@@ -124,3 +124,56 @@ async fn off_passes_the_key_both_ways() {
     assert!(!error && text.contains(KEY), "{text}");
     assert!(audit.get("secret_findings").is_none(), "{audit}");
 }
+
+/// `resources/read` of a URI holding the key (the test server's reads answer with the URI):
+/// what the client gets under `policy`, or the error's message.
+async fn read_through(policy: SecretScanPolicy) -> Result<String, String> {
+    let program = test_server_bin().to_string_lossy().into_owned();
+    let session = support::session_of_servers(
+        &[("t", &program, &["--resource-template", "notes:///{path}"])],
+        ManualClock::new(),
+    )
+    .await;
+    let mut options = support::gateway_options(StartOptions::default(), None);
+    options.secret_scan = policy;
+    let gateway = Gateway::start(session, options);
+    assert!(gateway.ready_within(Duration::from_secs(30)).await);
+    let (client, serving) = support::serve_client(&gateway, ()).await;
+    client
+        .list_all_resource_templates()
+        .await
+        .expect("resources/templates/list");
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+            "notes:///{KEY}"
+        )))
+        .await;
+    client.cancel().await.expect("closing the client");
+    let _ = serving.await;
+    gateway.shutdown().await;
+    match read {
+        Ok(result) => Ok(serde_json::to_string(&result).expect("serializing a read")),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// The scan of results covers what a read gives too, not only tool results: masked by
+/// default, refused under `block`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_in_a_resource_read_is_masked_and_blocked_like_a_result() {
+    let masked = read_through(SecretScanPolicy::default())
+        .await
+        .expect("a read");
+    assert!(!masked.contains(KEY), "{masked}");
+    assert!(masked.contains("[secret: aws-access-key-id]"), "{masked}");
+    let blocked = SecretScanPolicy {
+        arguments: SecretScan::Off,
+        results: SecretScan::Block,
+    };
+    let refused = read_through(blocked).await.expect_err("a refusal");
+    assert!(!refused.contains(KEY), "{refused}");
+    assert!(
+        refused.contains("the answer held what looks like a secret (aws-access-key-id)"),
+        "{refused}"
+    );
+}

@@ -252,6 +252,37 @@ impl GatewayHandler {
     }
 
     /// [`GatewayHandler::refuse`], for the secret-scan `findings` (rule names) that caused it.
+    /// The secret scan of results on what `server` answered a `method` for `target` (a prompt,
+    /// a resource's contents), before the client sees it: logged, masked in place, or — under
+    /// `block` — the answer refused. A tool call's result has its own path (`tools.rs`).
+    fn scan_answer(
+        &self,
+        method: &str,
+        target: &str,
+        server: &str,
+        value: &mut serde_json::Value,
+    ) -> Result<(), ErrorData> {
+        let mode = self.shared.secret_scan.results;
+        let found = crate::secret_scan::scan(value, mode);
+        crate::telemetry::secret_findings("results", &found);
+        if found.is_empty() {
+            return Ok(());
+        }
+        let rules = found.join(", ");
+        tracing::warn!(
+            server,
+            target,
+            "the answer to {method} holds what looks like a secret ({rules})"
+        );
+        if mode == crate::secret_scan::SecretScan::Block {
+            let message = format!(
+                "the answer held what looks like a secret ({rules}); this gateway does not pass it on (--secret-scan)"
+            );
+            return Err(self.refuse_with(method, target, message, &found));
+        }
+        Ok(())
+    }
+
     fn refuse_with(
         &self,
         method: &str,

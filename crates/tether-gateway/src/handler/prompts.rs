@@ -52,7 +52,10 @@ impl GatewayHandler {
             mask_value(&self.shared.masker(), &mut a);
             a
         });
-        let (answer, duration) = self.forward(&route.server, METHOD, params, &context).await;
+        let (mut answer, duration) = self.forward(&route.server, METHOD, params, &context).await;
+        if let Ok(value) = &mut answer {
+            self.scan_answer(METHOD, &route.name, &route.server, value)?;
+        }
         let outcome = match &answer {
             Ok(_) => Outcome::Ok,
             Err(DriverError::Cancelled { .. }) => Outcome::Cancelled,

@@ -276,7 +276,10 @@ impl GatewayHandler {
             return Err(refused);
         };
         let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
-        let (answer, duration) = self.forward(&server, METHOD, params, &context).await;
+        let (mut answer, duration) = self.forward(&server, METHOD, params, &context).await;
+        if let Ok(value) = &mut answer {
+            self.scan_answer(METHOD, &target, &server, value)?;
+        }
         let outcome = match &answer {
             Ok(_) => Outcome::Ok,
             Err(DriverError::Cancelled { .. }) => Outcome::Cancelled,
