@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use tether_driver::StartOptions;
 use tether_gateway::tool_search::{ToolMode, ToolSearch};
 use tether_gateway::{Gateway, Upstream};
+use tether_testkit::ManualClock;
 use tether_testkit::mcp_client::{ListWatcher, answer_of, spawn_call, until_status};
-use tether_testkit::{ManualClock, test_server_bin};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -36,17 +36,9 @@ fn names(answer: &Value) -> Vec<String> {
 async fn a_search_at_start_waits_for_first_starts_and_names_the_servers_still_starting() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let release = dir.path().join("release");
-    let release_arg = release.to_string_lossy().into_owned();
-    let program = test_server_bin().to_string_lossy().into_owned();
-    let session = support::session_of_servers(
-        &[
-            ("fast", &program, &[]),
-            ("slow", &program, &["--start-when-file", &release_arg]),
-            ("broken", &program, &["--exit-early", "3"]),
-        ],
-        ManualClock::new(),
-    )
-    .await;
+    let broken: &[&str] = &["--exit-early", "3"];
+    let session =
+        support::fast_and_held_back(&release, &[("broken", broken)], ManualClock::new()).await;
     let mut start = StartOptions::default();
     let upstream = Upstream::wire(&mut start);
     let mut options = support::gateway_options(start, Some(upstream));

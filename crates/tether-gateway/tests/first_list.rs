@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tether_driver::StartOptions;
 use tether_gateway::{Gateway, Upstream};
+use tether_testkit::ManualClock;
 use tether_testkit::mcp_client::{ListWatcher, until_status};
-use tether_testkit::{ManualClock, test_server_bin};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -23,16 +23,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 async fn the_first_list_waits_for_the_servers_to_join_and_later_lists_do_not() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let release = dir.path().join("release");
-    let release_arg = release.to_string_lossy().into_owned();
-    let program = test_server_bin().to_string_lossy().into_owned();
-    let session = support::session_of_servers(
-        &[
-            ("fast", &program, &[]),
-            ("slow", &program, &["--start-when-file", &release_arg]),
-        ],
-        ManualClock::new(),
-    )
-    .await;
+    let session = support::fast_and_held_back(&release, &[], ManualClock::new()).await;
     let mut start = StartOptions::default();
     let upstream = Upstream::wire(&mut start);
     let mut options = support::gateway_options(start, Some(upstream));

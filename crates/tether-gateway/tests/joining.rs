@@ -34,16 +34,7 @@ async fn connect(gateway: &Gateway) -> (WatchingClient, ListChanges, tokio::task
 async fn a_held_back_server_joins_later_and_a_call_to_it_waits() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let release = dir.path().join("release");
-    let release_arg = release.to_string_lossy().into_owned();
-    let program = test_server_bin().to_string_lossy().into_owned();
-    let session = support::session_of_servers(
-        &[
-            ("fast", &program, &[]),
-            ("slow", &program, &["--start-when-file", &release_arg]),
-        ],
-        ManualClock::new(),
-    )
-    .await;
+    let session = support::fast_and_held_back(&release, &[], ManualClock::new()).await;
     let mut start = StartOptions::default();
     let upstream = Upstream::wire(&mut start);
     let gateway = Gateway::start(session, support::gateway_options(start, Some(upstream)));

@@ -90,3 +90,24 @@ pub async fn serve_client<H: rmcp::ClientHandler>(
         .expect("initializing through the gateway");
     (client, serving)
 }
+
+/// The test server twice: `fast`, and `slow`, held back until the file `release` exists, then
+/// `more` servers `(name, arguments)` of the test server, in this order.
+pub async fn fast_and_held_back(
+    release: &std::path::Path,
+    more: &[(&str, &[&str])],
+    clock: Arc<dyn Clock>,
+) -> Session {
+    let program = tether_testkit::test_server_bin()
+        .to_string_lossy()
+        .into_owned();
+    let release = release.to_string_lossy().into_owned();
+    let held: [&str; 2] = ["--start-when-file", &release];
+    let mut servers: Vec<(&str, &str, &[&str])> =
+        vec![("fast", &program, &[]), ("slow", &program, &held)];
+    servers.extend(
+        more.iter()
+            .map(|(name, args)| (*name, program.as_str(), *args)),
+    );
+    session_of_servers(&servers, clock).await
+}
