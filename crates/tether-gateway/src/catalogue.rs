@@ -51,6 +51,9 @@ pub(crate) struct Entries {
     pub tool_ledger: Ledger,
     /// Every prompt name given in this run.
     pub prompt_ledger: Ledger,
+    /// Per server, what it says of itself (its part of the instructions, scanned and masked):
+    /// tool search reads it, so a request naming the product finds that server's tools.
+    pub about: HashMap<String, String>,
 }
 
 impl Entries {
@@ -155,7 +158,8 @@ impl Catalogue {
             );
         }
         let tools_json = serde_json::to_string(&tools).unwrap_or_else(|_| "[]".to_owned());
-        let listing = crate::tool_search::listing(search, &tools, &tools_json, &tool_names);
+        let listing =
+            crate::tool_search::listing(search, &tools, &tools_json, &tool_names, &entries.about);
         let tools = Arc::new(tools);
         // In `all` mode the list is the offered tools themselves: shared, not copied.
         let (listed, listed_json) = match listing.listed {

@@ -248,6 +248,7 @@ impl Shared {
                 &masker,
             );
             if let Some(part) = part {
+                entries.about.insert(server.clone(), part.clone());
                 parts.insert(server.clone(), part);
             }
         }

@@ -105,6 +105,7 @@ pub(crate) fn listing(
     offered: &[Tool],
     offered_json: &str,
     names: &Namespace,
+    about: &std::collections::HashMap<String, String>,
 ) -> Listing {
     let searching = match search.mode {
         ToolMode::All => false,
@@ -137,7 +138,7 @@ pub(crate) fn listing(
             server: route.server.clone(),
             own: route.name.clone(),
             definition: serde_json::to_value(tool).unwrap_or(Value::Null),
-            about: String::new(),
+            about: about.get(&route.server).cloned().unwrap_or_default(),
         });
     }
     listed.extend(
