@@ -99,7 +99,14 @@ impl Choice<'_> {
             Choice::Package(p) => package_config(p, answers),
             Choice::Remote(r) => remote_config(r, answers),
             Choice::Bundle(_, bundle) => {
-                bundle_config(&bundle.manifest, &bundle.dir.to_string_lossy(), answers)
+                // `${DESKTOP}` and its kin name the user's own folders.
+                let home = std::env::var(tether_env::EnvVars::HOME).unwrap_or_default();
+                bundle_config(
+                    &bundle.manifest,
+                    &bundle.dir.to_string_lossy(),
+                    &home,
+                    answers,
+                )
             }
         }
     }

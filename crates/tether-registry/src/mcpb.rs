@@ -5,7 +5,9 @@
 //! shape. Substitutions: `${__dirname}` → the unpacked directory; `${user_config.KEY}` → the
 //! user's value for that input (a `sensitive` one becomes the `{{KEY}}` placeholder filled at
 //! run time, so its value is never in the stored config); `${DESKTOP}`, `${DOCUMENTS}`,
-//! `${DOWNLOADS}` → `${HOME}/Desktop` … (expanded with `${HOME}` when the server launches);
+//! `${DOWNLOADS}` → `HOME/Desktop` …, and `${HOME}` → HOME, with the home directory the caller
+//! passes (nothing in a bundle's values is expanded later, so a `${HOME}` left there would reach
+//! the server as is; an input's default keeps its text);
 //! `${pathSeparator}` and `${/}` → `/`. An argument that is exactly `${user_config.KEY}` of a
 //! `multiple` input becomes one argument per value, and is dropped when an optional input has
 //! no value. Without `mcp_config`, the server type decides: `node ENTRY`, `python3 ENTRY`,
@@ -261,19 +263,22 @@ fn validate(key: &str, input: &UserConfig, value: &str) -> Result<(), BuildError
 }
 
 /// `text` with every substitution but `${user_config.…}` applied.
-fn fixed(text: &str, dir: &str) -> String {
+fn fixed(text: &str, dir: &str, home: &str) -> String {
     text.replace("${__dirname}", dir)
-        .replace("${DESKTOP}", "${HOME}/Desktop")
-        .replace("${DOCUMENTS}", "${HOME}/Documents")
-        .replace("${DOWNLOADS}", "${HOME}/Downloads")
+        .replace("${DESKTOP}", &format!("{home}/Desktop"))
+        .replace("${DOCUMENTS}", &format!("{home}/Documents"))
+        .replace("${DOWNLOADS}", &format!("{home}/Downloads"))
+        .replace("${HOME}", home)
         .replace("${pathSeparator}", "/")
         .replace("${/}", "/")
 }
 
-/// The launch config of the bundle unpacked in `dir`.
+/// The launch config of the bundle unpacked in `dir`, for a user whose home directory is
+/// `home` (what `${DESKTOP}` and its kin name).
 pub fn bundle_config(
     manifest: &Manifest,
     dir: &str,
+    home: &str,
     answers: &Answers,
 ) -> Result<BuiltConfig, BuildError> {
     let mut values = Values {
@@ -286,7 +291,7 @@ pub fn bundle_config(
         resolved.insert(key, values.of(key, input)?);
     }
     let substitute = |text: &str| -> String {
-        let mut text = fixed(text, dir);
+        let mut text = fixed(text, dir, home);
         for (key, list) in &resolved {
             let joined = list.join(",");
             text = text.replace(&format!("${{user_config.{key}}}"), &joined);
@@ -366,7 +371,12 @@ mod tests {
 
     #[test]
     fn mcp_config_with_user_config_defaults_secrets_and_repeated_values() {
-        let built = bundle_config(&manifest(FULL), "/b/abc", &answers(&[], &["api_key"]));
+        let built = bundle_config(
+            &manifest(FULL),
+            "/b/abc",
+            "/home/u",
+            &answers(&[], &["api_key"]),
+        );
         let built = match built {
             Ok(built) => built,
             Err(error) => panic!("{error}"),
@@ -376,7 +386,7 @@ mod tests {
             json!({
                 "command": "node",
                 "args": ["/b/abc/server/index.js", "--root", "${HOME}/Desktop", "--size=10"],
-                "env": {"API_KEY": "{{api_key}}", "CACHE": "${HOME}/Documents/cache"}
+                "env": {"API_KEY": "{{api_key}}", "CACHE": "/home/u/Documents/cache"}
             })
         );
         assert_eq!(built.placeholders, ["api_key"]);
@@ -384,6 +394,7 @@ mod tests {
         let built = bundle_config(
             &manifest(FULL),
             "/b",
+            "/home/u",
             &answers(
                 &[("dirs", "/a"), ("dirs", "/b c"), ("max", "5")],
                 &["api_key"],
@@ -404,7 +415,7 @@ mod tests {
     #[test]
     fn missing_invalid_and_secret_values_are_refused() {
         assert_eq!(
-            bundle_config(&manifest(FULL), "/b", &answers(&[], &[])).map(|b| b.server),
+            bundle_config(&manifest(FULL), "/b", "/home/u", &answers(&[], &[])).map(|b| b.server),
             Err(BuildError::Missing(vec![MissingInput {
                 name: "api_key".to_owned(),
                 secret: true,
@@ -415,6 +426,7 @@ mod tests {
             bundle_config(
                 &manifest(FULL),
                 "/b",
+                "/home/u",
                 &answers(&[("max", "500")], &["api_key"])
             )
             .map(|b| b.server),
@@ -424,14 +436,20 @@ mod tests {
             })
         );
         assert_eq!(
-            bundle_config(&manifest(FULL), "/b", &answers(&[("api_key", "x")], &[]))
-                .map(|b| b.server),
+            bundle_config(
+                &manifest(FULL),
+                "/b",
+                "/home/u",
+                &answers(&[("api_key", "x")], &[])
+            )
+            .map(|b| b.server),
             Err(BuildError::SecretGivenAsValue("api_key".to_owned()))
         );
         assert_eq!(
             bundle_config(
                 &manifest(FULL),
                 "/b",
+                "/home/u",
                 &answers(&[("max", "1"), ("max", "2")], &["api_key"])
             )
             .map(|b| b.server),
@@ -447,7 +465,7 @@ mod tests {
         let of = |kind: &str| {
             let text =
                 format!(r#"{{"name":"n","server":{{"type":"{kind}","entry_point":"srv/main"}}}}"#);
-            bundle_config(&manifest(&text), "/d", &Answers::default()).map(|b| b.server)
+            bundle_config(&manifest(&text), "/d", "/home/u", &Answers::default()).map(|b| b.server)
         };
         assert_eq!(
             of("node"),
@@ -468,7 +486,7 @@ mod tests {
         assert!(matches!(of("java"), Err(BuildError::Unsupported(_))));
         let none = manifest(r#"{"name":"n","server":{"type":"node"}}"#);
         assert!(matches!(
-            bundle_config(&none, "/d", &Answers::default()),
+            bundle_config(&none, "/d", "/home/u", &Answers::default()),
             Err(BuildError::Unsupported(_))
         ));
     }
@@ -479,7 +497,8 @@ mod tests {
             "command":"${__dirname}/bin/srv","args":["a"],"env":{"A":"1"},
             "platform_overrides":{"linux":{"command":"${__dirname}/bin/srv-linux","env":{"B":"2"}},
                                   "darwin":{"command":"${__dirname}/bin/srv-mac","env":{"B":"2"}}}}}}"#;
-        let built = bundle_config(&manifest(text), "/d", &Answers::default()).map(|b| b.server);
+        let built =
+            bundle_config(&manifest(text), "/d", "/home/u", &Answers::default()).map(|b| b.server);
         let expected = if cfg!(target_os = "macos") {
             "/d/bin/srv-mac"
         } else {
