@@ -252,6 +252,34 @@ impl GatewayHandler {
     }
 
     /// [`GatewayHandler::refuse`], for the secret-scan `findings` (rule names) that caused it.
+    /// The record stage of a request whose answer is the server's as it is (a prompt, a read):
+    /// its outcome, from the answer, in the audit log.
+    fn record_forwarded(
+        &self,
+        method: &str,
+        (server, target): (&str, &str),
+        duration: Duration,
+        arguments: Option<&serde_json::Value>,
+        answer: &Result<serde_json::Value, DriverError>,
+    ) {
+        let outcome = match answer {
+            Ok(_) => Outcome::Ok,
+            Err(DriverError::Cancelled { .. }) => Outcome::Cancelled,
+            Err(_) => Outcome::Error,
+        };
+        self.shared.audit(&Record {
+            session: &self.session,
+            method,
+            server: Some(server),
+            target,
+            duration,
+            outcome,
+            arguments,
+            result: answer.as_ref().ok(),
+            findings: &[],
+        });
+    }
+
     /// The secret scan of results on what `server` answered a `method` for `target` (a prompt,
     /// a resource's contents), before the client sees it: logged, masked in place, or — under
     /// `block` — the answer refused. A tool call's result has its own path (`tools.rs`).

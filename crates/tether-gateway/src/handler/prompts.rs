@@ -6,11 +6,9 @@ use rmcp::model::{GetPromptRequestParams, GetPromptResponse, GetPromptResult};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
-use tether_driver::DriverError;
 
 use super::GatewayHandler;
 use super::pipeline::mark_received;
-use crate::audit::{Outcome, Record};
 use crate::redact::mask_value;
 
 impl GatewayHandler {
@@ -56,22 +54,13 @@ impl GatewayHandler {
         if let Ok(value) = &mut answer {
             self.scan_answer(METHOD, &route.name, &route.server, value)?;
         }
-        let outcome = match &answer {
-            Ok(_) => Outcome::Ok,
-            Err(DriverError::Cancelled { .. }) => Outcome::Cancelled,
-            Err(_) => Outcome::Error,
-        };
-        self.shared.audit(&Record {
-            session: &self.session,
-            method: METHOD,
-            server: Some(&route.server),
-            target: &route.name,
+        self.record_forwarded(
+            METHOD,
+            (&route.server, &route.name),
             duration,
-            outcome,
-            arguments: arguments.as_ref(),
-            result: answer.as_ref().ok(),
-            findings: &[],
-        });
+            arguments.as_ref(),
+            &answer,
+        );
         let value = answer.map_err(|e| self.shared.error_for(&e))?;
         serde_json::from_value::<GetPromptResult>(value)
             .map(Into::into)

@@ -10,7 +10,6 @@ use rmcp::model::{ErrorCode, ReadResourceRequestParams, ReadResourceResponse, Re
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tether_driver::DriverError;
 
 use super::GatewayHandler;
 use super::pipeline::{mark_received, received_at};
@@ -280,22 +279,7 @@ impl GatewayHandler {
         if let Ok(value) = &mut answer {
             self.scan_answer(METHOD, &target, &server, value)?;
         }
-        let outcome = match &answer {
-            Ok(_) => Outcome::Ok,
-            Err(DriverError::Cancelled { .. }) => Outcome::Cancelled,
-            Err(_) => Outcome::Error,
-        };
-        self.shared.audit(&Record {
-            session: &self.session,
-            method: METHOD,
-            server: Some(&server),
-            target: &target,
-            duration,
-            outcome,
-            arguments: None,
-            result: answer.as_ref().ok(),
-            findings: &[],
-        });
+        self.record_forwarded(METHOD, (&server, &target), duration, None, &answer);
         let value = answer.map_err(|e| {
             let mut error = self.shared.error_for(&e);
             // A server's error data does not come through; a URI it did not find is named
