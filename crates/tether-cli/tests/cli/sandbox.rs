@@ -241,6 +241,11 @@ fn denied(out: &Output) -> bool {
     out.status.code() == Some(1) && text(&out.stdout).starts_with("denied: ")
 }
 
+/// Asserts the probe's stdout holds `words`, showing both streams when it does not.
+fn assert_says(out: &Output, words: &str) {
+    assert!(text(&out.stdout).contains(words), "{words}: {}", both(out));
+}
+
 fn both(out: &Output) -> String {
     format!("{}{}", text(&out.stdout), text(&out.stderr))
 }
@@ -693,39 +698,19 @@ fn a_sandboxed_server_has_its_own_session_and_cannot_type_into_a_terminal() {
     let world = planted();
     let status = r#"{"action": "status"}"#;
     let open = world.probe("none", status);
-    assert!(
-        text(&open.stdout).contains("session leader: false"),
-        "{}",
-        both(&open)
-    );
+    assert_says(&open, "session leader: false");
     let closed = world.probe("default", status);
-    assert!(
-        text(&closed.stdout).contains("session leader: true"),
-        "{}",
-        both(&closed)
-    );
+    assert_says(&closed, "session leader: true");
     // The server's stdin is a pipe: TIOCSTI fails there with ENOTTY, unless seccomp answers
     // first.
     let open = world.probe("none", &syscall("tiocsti"));
-    assert!(
-        text(&open.stdout).contains("Inappropriate ioctl"),
-        "{}",
-        both(&open)
-    );
+    assert_says(&open, "Inappropriate ioctl");
     let closed = world.probe("default", &syscall("tiocsti"));
     assert!(denied(&closed), "{}", both(&closed));
-    assert!(
-        text(&closed.stdout).contains("Operation not permitted"),
-        "{}",
-        both(&closed)
-    );
+    assert_says(&closed, "Operation not permitted");
     let tty = r#"{"action": "read", "path": "/dev/tty"}"#;
     let closed = world.probe("default", tty);
-    assert!(
-        text(&closed.stdout).contains("Permission denied"),
-        "{}",
-        both(&closed)
-    );
+    assert_says(&closed, "Permission denied");
 }
 
 #[test]
@@ -768,11 +753,7 @@ fn a_sandboxed_server_has_no_capabilities_namespaces_or_raw_sockets() {
         );
     }
     let closed = world.probe("default", &syscall("clone3"));
-    assert!(
-        text(&closed.stdout).contains("Function not implemented"),
-        "{}",
-        both(&closed)
-    );
+    assert_says(&closed, "Function not implemented");
 }
 
 #[test]
