@@ -28,6 +28,8 @@
 //! the caller's to give; calls a script starts together (`Promise.all`) run together.
 //! specs/code-mode/TECH.md has the design.
 
+pub mod declare;
+
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
