@@ -653,11 +653,13 @@ pub struct ServeArgs {
 /// The gateway's tool search and secret scan (`serve`, `run --gateway`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ToolSearchArgs {
-    /// How tools/list offers the tools: all, search or auto (the default).
+    /// How tools/list offers the tools: all, search, auto (the default) or code.
     ///
     /// all lists every definition; search lists two tools, tether__find_tools and
     /// tether__call_tool, that find and call the others; auto searches when the definitions
-    /// are over --tool-search-budget. Default: `tool_mode` in config.toml, else auto.
+    /// are over --tool-search-budget; code lists tether__run_code, which runs a JavaScript
+    /// script that calls the tools, and tether__find_tools, which gives their declarations.
+    /// Default: `tool_mode` in config.toml, else auto.
     #[arg(long, value_name = "MODE", value_parser = str::parse::<ToolMode>)]
     pub tool_mode: Option<ToolMode>,
 
@@ -676,6 +678,21 @@ pub struct ToolSearchArgs {
     /// --strict-mcp. Default: `lazy` in config.toml, else off.
     #[arg(long, hide_short_help = true)]
     pub lazy: bool,
+
+    /// Code mode: the longest a script may run, in seconds (never past the call's timeout).
+    /// Default: `code_timeout` in config.toml, else 30.
+    #[arg(long, value_name = "SECS", value_parser = tether_gateway::tool_search::parse_code_limit, hide_short_help = true)]
+    pub code_timeout: Option<u64>,
+
+    /// Code mode: the memory a script may use, in MiB. Default: `code_memory` in config.toml,
+    /// else 64.
+    #[arg(long, value_name = "MIB", value_parser = tether_gateway::tool_search::parse_code_limit, hide_short_help = true)]
+    pub code_memory: Option<u64>,
+
+    /// Code mode: the tool calls a script may make. Default: `code_max_calls` in config.toml,
+    /// else 1000.
+    #[arg(long, value_name = "N", value_parser = tether_gateway::tool_search::parse_code_limit, hide_short_help = true)]
+    pub code_max_calls: Option<u64>,
 
     /// What the scan for credential shapes (API keys, private keys, JWTs…) does in tool arguments
     /// and results: off, warn, mask or block. Default: `secret_scan`, else warn/mask.

@@ -64,6 +64,9 @@ struct ConfigFile {
     tool_search_budget: Option<u64>,
     always_load: Option<Vec<String>>,
     lazy: Option<bool>,
+    code_timeout: Option<u64>,
+    code_memory: Option<u64>,
+    code_max_calls: Option<u64>,
     secret_scan: Option<String>,
     require_signed_bundles: Option<bool>,
     allow_self_signed_bundles: Option<bool>,
@@ -193,11 +196,33 @@ pub fn tool_search(
     };
     let mut names = file.always_load.unwrap_or_default();
     names.extend(flags.always_load.iter().cloned());
+    let limit = |flag: Option<u64>, key: &str, value: Option<u64>| -> anyhow::Result<Option<u64>> {
+        match (flag, value) {
+            (Some(flag), _) => Ok(Some(flag)),
+            (None, Some(value)) => {
+                tether_gateway::tool_search::parse_code_limit(&value.to_string())
+                    .map(Some)
+                    .map_err(|e| UsageError::new(format!("{key} in config.toml: {e}")).into())
+            }
+            (None, None) => Ok(None),
+        }
+    };
+    let mut code = defaults.code;
+    if let Some(seconds) = limit(flags.code_timeout, "code_timeout", file.code_timeout)? {
+        code.time = std::time::Duration::from_secs(seconds);
+    }
+    if let Some(mib) = limit(flags.code_memory, "code_memory", file.code_memory)? {
+        code.memory = usize::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX);
+    }
+    if let Some(calls) = limit(flags.code_max_calls, "code_max_calls", file.code_max_calls)? {
+        code.calls = usize::try_from(calls).unwrap_or(usize::MAX);
+    }
     Ok(tether_gateway::tool_search::ToolSearch {
         mode,
         budget_tokens,
         always_load: names,
         lazy: flags.lazy || file.lazy.unwrap_or(false),
+        code,
     })
 }
 

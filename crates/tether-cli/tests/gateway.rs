@@ -19,7 +19,9 @@ use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceReq
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use tether_testkit::{Tether, json_str, processes_with, server_everything, test_server_bin};
+use tether_testkit::{
+    Tether, bytes_read, json_str, server_everything, test_server_bin, test_server_with,
+};
 
 /// Every character a shell or a harness might expand, and a placeholder.
 const SECRET: &str = "gw-s3cr3t $HOME \"q\" {{x}} é";
@@ -1683,36 +1685,36 @@ async fn a_resource_update_reaches_the_client_that_subscribed() {
     client.cancel().await.expect("closing the client");
 }
 
-/// An initialized Streamable HTTP session at `gateway`: its `Mcp-Session-Id`.
-/// How many bytes process `pid` has read so far (`rchar` of `/proc/PID/io`).
-fn bytes_read(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/io"))
-        .expect("reading /proc/PID/io")
-        .lines()
-        .find_map(|line| line.strip_prefix("rchar: "))
-        .and_then(|count| count.trim().parse().ok())
-        .expect("an rchar line")
-}
-
-/// The one test server process whose command line holds `marker`.
-fn test_server_with(marker: &str) -> i32 {
-    let server_exe = test_server_bin()
-        .canonicalize()
-        .expect("the test server's path");
-    let upstream: Vec<i32> = processes_with(marker)
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == server_exe)
-        })
-        .collect();
-    assert_eq!(
-        upstream.len(),
-        1,
-        "the test server with {marker}: {upstream:?}"
+/// `tether serve` with `flags` in front of server-everything (`ev`) and the test server
+/// (`test`) over stdio: a client and the gateway's stderr; `None` where server-everything is
+/// missing (locally only: under CI its absence fails the test).
+async fn serve_everything_and_test(
+    dir: &Path,
+    flags: &[&str],
+) -> Option<(Client, tokio::process::ChildStderr)> {
+    let everything = server_everything()?;
+    let spec = format!(
+        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}, "test": {{"command": {}}}}}"#,
+        json_str(&everything.to_string_lossy()),
+        json_str(&test_server_bin().to_string_lossy())
     );
-    upstream[0]
+    Some(serve_client(dir, &spec, flags).await)
 }
 
+/// An rmcp client of `gateway` over Streamable HTTP (no token: the gateway runs --no-auth).
+async fn http_client(gateway: &HttpGateway) -> Client {
+    let config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            gateway.url.clone(),
+        );
+    ().serve(rmcp::transport::StreamableHttpClientTransport::from_config(
+        config,
+    ))
+    .await
+    .expect("connecting over HTTP")
+}
+
+/// An initialized Streamable HTTP session at `gateway`: its `Mcp-Session-Id`.
 async fn open_session(http: &reqwest::Client, gateway: &HttpGateway) -> String {
     let token = gateway.token.as_deref();
     let initialized = post(http, &gateway.url, token, None, &initialize_body())
@@ -2391,6 +2393,10 @@ fn a_budget_out_of_range_is_refused_in_one_line() {
 /// Search mode (`--tool-mode`).
 #[path = "gateway/search.rs"]
 mod search;
+
+/// Code mode (`--tool-mode code`).
+#[path = "gateway/code.rs"]
+mod code;
 
 /// 2026-07-28 clients.
 #[path = "gateway/modern.rs"]

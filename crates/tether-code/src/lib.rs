@@ -12,7 +12,7 @@
 //!     &names,
 //!     &limits,
 //!     &cancel,
-//!     |name: String, arguments: Value| async move { Ok::<Value, String>(json!(42)) },
+//!     |_name: String, _arguments: Value, _token| async move { Ok::<Value, String>(json!(42)) },
 //! )
 //! .await;
 //! assert_eq!(outcome.answer.ok().as_deref(), Some("42"));
@@ -167,8 +167,10 @@ enum Wake {
 }
 
 /// Runs `code` (the body of an async function) with `tools` holding a function for each of
-/// `names`, whose calls go to `call(name, arguments)`; `cancel` stops the run and drops its
-/// calls under way.
+/// `names`, whose calls go to `call(name, arguments, token)`; `cancel` stops the run. A call
+/// still under way when the run ends (cancelled, past a limit, or a promise the script left
+/// behind) has its `token` cancelled and is given [`CALLS_DRAIN`] to end: the caller passes
+/// the cancellation on.
 pub async fn run<C, F>(
     code: &str,
     names: &[String],
@@ -177,7 +179,7 @@ pub async fn run<C, F>(
     mut call: C,
 ) -> Outcome
 where
-    C: FnMut(String, Value) -> F,
+    C: FnMut(String, Value, CancellationToken) -> F,
     F: Future<Output = Result<Value, String>>,
 {
     let (requests, mut requested) = tokio::sync::mpsc::unbounded_channel::<Request>();
@@ -210,12 +212,14 @@ where
     let backstop = tokio::time::sleep(limits.time + Duration::from_secs(1));
     tokio::pin!(backstop);
     let mut calls = FuturesUnordered::new();
+    // The calls' tokens: cancelled when the run ends with calls under way.
+    let leftover = CancellationToken::new();
     let mut cancelled = false;
-    loop {
+    let outcome = loop {
         tokio::select! {
             biased;
             outcome = &mut finished => {
-                return outcome.unwrap_or_else(|_| Outcome {
+                break outcome.unwrap_or_else(|_| Outcome {
                     answer: Err(Failure::Engine("the engine's thread ended without an answer".to_owned())),
                     log: String::new(),
                     calls: 0,
@@ -225,19 +229,18 @@ where
                 cancelled = true;
                 stop.store(true, Ordering::SeqCst);
                 let _ = wake.send(Wake::Stop);
-                calls.clear();
             }
             () = &mut backstop => {
                 stop.store(true, Ordering::SeqCst);
                 let _ = wake.send(Wake::Stop);
-                return Outcome {
+                break Outcome {
                     answer: Err(Failure::TimedOut(limits.time)),
                     log: String::new(),
                     calls: 0,
                 };
             }
             Some(request) = requested.recv(), if !cancelled => {
-                let answer = call(request.name, request.arguments);
+                let answer = call(request.name, request.arguments, leftover.child_token());
                 let id = request.id;
                 calls.push(async move { (id, answer.await) });
             }
@@ -245,8 +248,17 @@ where
                 let _ = wake.send(Wake::Answer(id, answer));
             }
         }
+    };
+    if !calls.is_empty() {
+        leftover.cancel();
+        let drained = async { while calls.next().await.is_some() {} };
+        let _ = tokio::time::timeout(CALLS_DRAIN, drained).await;
     }
+    outcome
 }
+
+/// How long calls still under way when a run ends get to end after their cancellation.
+pub const CALLS_DRAIN: Duration = Duration::from_secs(2);
 
 /// What the engine's thread owns.
 struct Engine {

@@ -18,7 +18,7 @@ fn names() -> Vec<String> {
 
 /// The test's tools: `math__add` adds `a` and `b`; `math__fail` fails with its `why`;
 /// `math__slow` answers after `ms`; `files__read` answers `{"path", "size"}`.
-async fn tool(name: String, arguments: Value) -> Result<Value, String> {
+async fn tool(name: String, arguments: Value, _token: CancellationToken) -> Result<Value, String> {
     match name.as_str() {
         "math__add" => Ok(json!(
             arguments["a"].as_i64().unwrap_or(0) + arguments["b"].as_i64().unwrap_or(0)
@@ -270,15 +270,19 @@ async fn cancelling_stops_the_run_and_its_calls_under_way() {
         &names,
         &limits,
         &cancel,
-        move |name, arguments| {
+        move |name, arguments, token: CancellationToken| {
             let counted = Arc::clone(&counted);
             let trigger = trigger.clone();
             async move {
-                // The call is under way: the client gives up now.
+                // The call is under way: the client gives up now, and the call is told.
                 trigger.cancel();
-                let answer = tool(name, arguments).await;
-                counted.fetch_add(1, Ordering::SeqCst);
-                answer
+                tokio::select! {
+                    answer = tool(name, arguments, token.clone()) => {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        answer
+                    }
+                    () = token.cancelled() => Err("cancelled".to_owned()),
+                }
             }
         },
     );
@@ -286,6 +290,10 @@ async fn cancelling_stops_the_run_and_its_calls_under_way() {
         .await
         .expect("the run ends at once");
     assert_eq!(outcome.answer, Err(Failure::Cancelled));
-    assert_eq!(answered.load(Ordering::SeqCst), 0, "the call was dropped");
+    assert_eq!(
+        answered.load(Ordering::SeqCst),
+        0,
+        "the call was told and ended"
+    );
     assert_eq!(answer("return 1;").await, Ok("1".to_owned()));
 }

@@ -78,6 +78,8 @@ pub(crate) struct Catalogue {
     pub listed_json: Arc<str>,
     /// Whether search mode is on (`--tool-mode`).
     pub searching: bool,
+    /// Whether code mode is on (`--tool-mode code`; `searching` is too).
+    pub code: bool,
     /// The offered tools' search index, in search mode.
     pub index: Option<Arc<crate::search::ToolIndex>>,
     pub tool_names: Namespace,
@@ -173,6 +175,7 @@ impl Catalogue {
             listed_json: listed_json.into(),
             listed,
             searching: listing.searching,
+            code: listing.code,
             index: listing.index,
             tools,
             tool_names,
@@ -195,6 +198,7 @@ impl Catalogue {
                 || (self.searching
                     && (name == crate::tool_search::FIND_TOOLS
                         || name == crate::tool_search::CALL_TOOL))
+                || (self.code && name == crate::tool_search::RUN_CODE)
         };
         offered || self.withheld.contains_key(name)
     }

@@ -244,6 +244,19 @@ fn request_span(method: &'static str, context: &RequestContext<RoleServer>) -> S
     span
 }
 
+/// The span of one tool call a code-mode script makes: a child of the run's request span
+/// (the current one), named by the tool, masked.
+pub(crate) fn scripted_call(tool: &str) -> Span {
+    tracing::info_span!(
+        target: "tether_telemetry",
+        "mcp.scripted_call",
+        otel.name = "tools/call",
+        otel.kind = "internal",
+        mcp.method = "tools/call",
+        mcp.tool = tether_log::mask(tool).as_str(),
+    )
+}
+
 fn client_traceparent(context: &RequestContext<RoleServer>) -> Option<&str> {
     context
         .meta

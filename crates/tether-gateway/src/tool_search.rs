@@ -7,6 +7,10 @@
 //!
 //! `auto` (the default) searches when the offered definitions, serialized, are over a budget
 //! of tokens (bytes / 4, as `budget.rs` counts), measured on every change of the offered set.
+//!
+//! `code` (code mode, specs/code-mode/TECH.md) lists [`RUN_CODE`], which runs a script that
+//! calls the tools (`handler/code.rs`), and [`FIND_TOOLS`], which then answers with each
+//! match's TypeScript-style declaration (`tether_code::declare`).
 
 use std::sync::Arc;
 
@@ -21,6 +25,8 @@ use crate::search::{DEFAULT_LIMIT, Indexed, MAX_LIMIT, Ranking, ToolIndex};
 pub const FIND_TOOLS: &str = "tether__find_tools";
 /// The call-by-name tool's name.
 pub const CALL_TOOL: &str = "tether__call_tool";
+/// Code mode's tool: runs a script that calls the offered tools.
+pub const RUN_CODE: &str = "tether__run_code";
 /// `auto`'s budget for the offered tool definitions, in tokens (≈ 40 KB of JSON).
 pub const DEFAULT_SEARCH_BUDGET_TOKENS: usize = 10_000;
 
@@ -34,6 +40,8 @@ pub enum ToolMode {
     /// `Search` when the definitions are over the budget, else `All`.
     #[default]
     Auto,
+    /// [`RUN_CODE`] and [`FIND_TOOLS`] (declarations), and the tools always loaded.
+    Code,
 }
 
 impl std::str::FromStr for ToolMode {
@@ -44,8 +52,9 @@ impl std::str::FromStr for ToolMode {
             "all" => Ok(Self::All),
             "search" => Ok(Self::Search),
             "auto" => Ok(Self::Auto),
+            "code" => Ok(Self::Code),
             other => Err(format!(
-                "'{other}' is not a tool mode: use all, search or auto"
+                "'{other}' is not a tool mode: use all, search, auto or code"
             )),
         }
     }
@@ -65,6 +74,8 @@ pub struct ToolSearch {
     /// definitions are offered (and searched) until one of its tools is found or called,
     /// which starts it (specs/tool-search/TECH.md, "Lazy start").
     pub lazy: bool,
+    /// What one code-mode run may use (`--code-timeout`, `--code-memory`, `--code-max-calls`).
+    pub code: tether_code::Limits,
 }
 
 impl Default for ToolSearch {
@@ -74,9 +85,14 @@ impl Default for ToolSearch {
             budget_tokens: DEFAULT_SEARCH_BUDGET_TOKENS,
             always_load: Vec::new(),
             lazy: false,
+            code: tether_code::Limits::default(),
         }
     }
 }
+
+/// Declarations made so far, by tool definition (`tether_code::declare::Declarations`).
+static DECLARATIONS: std::sync::LazyLock<tether_code::declare::Declarations> =
+    std::sync::LazyLock::new(Default::default);
 
 /// Parses a search budget in tokens (`--tool-search-budget`, `tool_search_budget`).
 pub fn parse_budget_tokens(text: &str) -> Result<usize, String> {
@@ -92,6 +108,8 @@ pub fn parse_budget_tokens(text: &str) -> Result<usize, String> {
 pub(crate) struct Listing {
     /// Whether search mode is on.
     pub searching: bool,
+    /// Whether code mode is on (search is too: [`FIND_TOOLS`] answers with declarations).
+    pub code: bool,
     /// The offered tools' index, when searching.
     pub index: Option<Arc<ToolIndex>>,
     /// `tools/list`'s items when searching; `None`: every offered tool.
@@ -109,18 +127,27 @@ pub(crate) fn listing(
 ) -> Listing {
     let searching = match search.mode {
         ToolMode::All => false,
-        ToolMode::Search => true,
+        ToolMode::Search | ToolMode::Code => true,
         ToolMode::Auto => offered_json.len() / BYTES_PER_TOKEN > search.budget_tokens,
     };
+    let code = search.mode == ToolMode::Code;
     if !searching {
         return Listing {
             searching,
+            code,
             index: None,
             listed: None,
         };
     }
     let mut indexed = Vec::new();
-    let mut listed = vec![find_tools_tool(), call_tool_tool()];
+    let mut listed = if code {
+        vec![
+            run_code_tool(offered, names, search.budget_tokens),
+            find_tools_tool(true),
+        ]
+    } else {
+        vec![find_tools_tool(false), call_tool_tool()]
+    };
     for tool in offered {
         let Some(route) = names.route(&tool.name) else {
             // tether_status: listed last, as in `all` mode.
@@ -149,15 +176,35 @@ pub(crate) fn listing(
     );
     Listing {
         searching,
+        code,
         index: Some(Arc::new(ToolIndex::new(indexed))),
         listed: Some(listed),
     }
 }
 
+/// Parses a code-mode limit (`--code-timeout`, `--code-memory`, `--code-max-calls`): a whole
+/// number above 0.
+pub fn parse_code_limit(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(value) if value > 0 => Ok(value),
+        _ => Err(format!("'{text}' is not a whole number above 0")),
+    }
+}
+
+/// The declaration of `tool` (its definition as JSON), made once per definition.
+pub(crate) fn declaration(tool: &Value) -> Arc<str> {
+    DECLARATIONS.of(tool)
+}
+
 /// [`FIND_TOOLS`]'s answer to `arguments`: the best tools' definitions (`name`,
-/// `description`, `inputSchema`), best first, as structured content and the same JSON in a
-/// text block; `Err` names what is wrong with the arguments.
-pub(crate) fn find(index: &ToolIndex, arguments: &Map<String, Value>) -> Result<Value, String> {
+/// `description`, `inputSchema`; in code mode `name`, `description`, `declaration`), best
+/// first, as structured content and the same JSON in a text block; `Err` names what is wrong
+/// with the arguments.
+pub(crate) fn find(
+    index: &ToolIndex,
+    arguments: &Map<String, Value>,
+    code: bool,
+) -> Result<Value, String> {
     let query = match arguments.get("query") {
         Some(Value::String(query)) if !query.trim().is_empty() => query,
         _ => {
@@ -187,6 +234,13 @@ pub(crate) fn find(index: &ToolIndex, arguments: &Map<String, Value>) -> Result<
         .into_iter()
         .map(|tool| {
             let definition = &tool.definition;
+            if code {
+                return json!({
+                    "name": tool.name,
+                    "description": definition.get("description").cloned().unwrap_or(Value::Null),
+                    "declaration": declaration(definition).as_ref(),
+                });
+            }
             json!({
                 "name": tool.name,
                 "description": definition.get("description").cloned().unwrap_or(Value::Null),
@@ -221,12 +275,19 @@ pub(crate) fn call_target(
     Ok((name.clone(), arguments))
 }
 
-fn find_tools_tool() -> Tool {
-    let mut tool = tool(
-        FIND_TOOLS,
+fn find_tools_tool(code: bool) -> Tool {
+    let description = if code {
+        format!(
+            "tether gateway: find the tools of the MCP servers behind this gateway that can do what you describe. Returns the best matches, best first, each with its name, description and TypeScript declaration; call them from a script in {RUN_CODE} as `await tools[\"NAME\"](args)`. Describe the task in plain words, e.g. \"create a pull request\" or \"read a file\"."
+        )
+    } else {
         format!(
             "tether gateway: find the tools of the MCP servers behind this gateway that can do what you describe. Returns the best matches, best first, each with its name, description and inputSchema; call one with {CALL_TOOL} (or by its name). Describe the task in plain words, e.g. \"create a pull request\" or \"read a file\"."
-        ),
+        )
+    };
+    let mut tool = tool(
+        FIND_TOOLS,
+        description,
         json!({
             "query": {"type": "string", "description": "What the tool should do, in words."},
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT, "description": "How many tools to return."},
@@ -237,6 +298,39 @@ fn find_tools_tool() -> Tool {
     tool.annotations =
         serde_json::from_value(json!({"readOnlyHint": true, "openWorldHint": false})).ok();
     tool
+}
+
+/// [`RUN_CODE`]'s definition: the contract of a script, then the declarations of the
+/// `offered` tools when they fit in `budget_tokens`, else how to find them.
+fn run_code_tool(offered: &[Tool], names: &Namespace, budget_tokens: usize) -> Tool {
+    let mut declarations = String::new();
+    let mut count = 0usize;
+    for tool in offered
+        .iter()
+        .filter(|tool| names.route(&tool.name).is_some())
+    {
+        count += 1;
+        let definition = serde_json::to_value(tool).unwrap_or(Value::Null);
+        declarations.push_str(&declaration(&definition));
+        declarations.push('\n');
+    }
+    let tools = if declarations.len() / BYTES_PER_TOKEN <= budget_tokens {
+        format!("\n\nThe tools (`tools[NAME]`):\n{declarations}")
+    } else {
+        format!(
+            "\n\nThere are {count} tools: find the ones you need with {FIND_TOOLS}, which gives their declarations."
+        )
+    };
+    tool(
+        RUN_CODE,
+        format!(
+            "tether gateway, code mode: runs JavaScript (ES2020+), the body of an async function, that calls this gateway's tools and returns only what you need. `await tools[\"SERVER__TOOL\"](args)` calls a tool: it returns the tool's structured content when it has one, else its text; a tool error throws an Error you can catch. Use loops, filters and Promise.all (calls started together run together); `console.log` output comes back after the answer. Return the answer: a string as is, anything else as JSON. There is no file system, network, timer, require or import: only `tools`.{tools}"
+        ),
+        json!({
+            "code": {"type": "string", "description": "The body of an async JavaScript function: call tools with `await tools[NAME](args)` and `return` the answer."}
+        }),
+        "code",
+    )
 }
 
 fn call_tool_tool() -> Tool {
@@ -271,11 +365,12 @@ mod tests {
         assert_eq!("search".parse::<ToolMode>(), Ok(ToolMode::Search));
         assert_eq!("all".parse::<ToolMode>(), Ok(ToolMode::All));
         assert_eq!("auto".parse::<ToolMode>(), Ok(ToolMode::Auto));
+        assert_eq!("code".parse::<ToolMode>(), Ok(ToolMode::Code));
         assert!(
             "some"
                 .parse::<ToolMode>()
                 .unwrap_err()
-                .contains("all, search or auto")
+                .contains("all, search, auto or code")
         );
         assert_eq!(parse_budget_tokens("2000"), Ok(2000));
         assert!(parse_budget_tokens("0").unwrap_err().contains("above 0"));
@@ -284,9 +379,13 @@ mod tests {
 
     #[test]
     fn the_two_tools_parse_as_mcp_tools() {
-        assert_eq!(find_tools_tool().name, FIND_TOOLS);
+        assert_eq!(find_tools_tool(false).name, FIND_TOOLS);
         assert_eq!(call_tool_tool().name, CALL_TOOL);
-        assert!(find_tools_tool().description.is_some());
+        assert!(find_tools_tool(true).description.is_some());
+    }
+
+    fn find_plain(index: &ToolIndex, arguments: &Map<String, Value>) -> Result<Value, String> {
+        find(index, arguments, false)
     }
 
     #[test]
@@ -294,14 +393,14 @@ mod tests {
         let index = ToolIndex::new(Vec::new());
         let args = |v: Value| v.as_object().cloned().unwrap_or_default();
         assert!(
-            find(&index, &args(json!({})))
+            find_plain(&index, &args(json!({})))
                 .unwrap_err()
                 .contains("\"query\"")
         );
-        assert!(find(&index, &args(json!({"query": "x", "limit": 0}))).is_err());
-        assert!(find(&index, &args(json!({"query": "x", "server": 3}))).is_err());
+        assert!(find_plain(&index, &args(json!({"query": "x", "limit": 0}))).is_err());
+        assert!(find_plain(&index, &args(json!({"query": "x", "server": 3}))).is_err());
         assert_eq!(
-            find(&index, &args(json!({"query": "read", "limit": 99}))),
+            find_plain(&index, &args(json!({"query": "read", "limit": 99}))),
             Ok(json!({"tools": []}))
         );
         assert!(call_target(&args(json!({"arguments": {}}))).is_err());

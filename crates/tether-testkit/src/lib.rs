@@ -250,6 +250,36 @@ pub fn processes_with(marker: &str) -> Vec<i32> {
         .collect()
 }
 
+/// What the process `pid` has read so far (`rchar` in /proc/PID/io): it changes when a server
+/// reads a request, the event a test of a call under way waits for.
+pub fn bytes_read(pid: i32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .unwrap_or_else(|e| panic!("reading /proc/{pid}/io: {e}"));
+    io.lines()
+        .find_map(|line| line.strip_prefix("rchar: "))
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no rchar line in /proc/{pid}/io: {io}"))
+}
+
+/// The one test server process (`test_server_bin`) whose command line holds `marker`.
+pub fn test_server_with(marker: &str) -> i32 {
+    let server_exe = test_server_bin()
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("the test server's path: {e}"));
+    let upstream: Vec<i32> = processes_with(marker)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == server_exe)
+        })
+        .collect();
+    assert_eq!(
+        upstream.len(),
+        1,
+        "the test server with {marker}: {upstream:?}"
+    );
+    upstream[0]
+}
+
 /// Waits (bounded) until no live process is left in `pgid`.
 pub async fn wait_group_gone(pgid: i32, limit: Duration) -> Vec<i32> {
     let deadline = tokio::time::Instant::now() + limit;

@@ -69,6 +69,9 @@ fn through_gateway(args: &RunArgs, harness: HarnessArg) -> anyhow::Result<bool> 
         ("--tool-search-budget", search.tool_search_budget.is_some()),
         ("--always-load", !search.always_load.is_empty()),
         ("--lazy", search.lazy),
+        ("--code-timeout", search.code_timeout.is_some()),
+        ("--code-memory", search.code_memory.is_some()),
+        ("--code-max-calls", search.code_max_calls.is_some()),
         ("--secret-scan", search.secret_scan.is_some()),
     ];
     if let Some((flag, _)) = gateway_only.iter().find(|(_, set)| *set && !gateway) {

@@ -8,15 +8,6 @@ use super::*;
 const FIND: &str = "tether__find_tools";
 const CALL: &str = "tether__call_tool";
 
-/// server-everything (`ev`) and the test server (`test`).
-fn everything_and_test(everything: &Path) -> String {
-    format!(
-        r#"{{"ev": {{"command": {}, "args": ["stdio"]}}, "test": {{"command": {}}}}}"#,
-        json_str(&everything.to_string_lossy()),
-        json_str(&test_server_bin().to_string_lossy())
-    )
-}
-
 /// The names `tether__find_tools` returns for `query`, checking that its text block holds
 /// the same JSON as its structured content.
 async fn found<H: rmcp::ClientHandler>(
@@ -41,17 +32,15 @@ async fn found<H: rmcp::ClientHandler>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_mode_lists_two_tools_finds_the_servers_tools_and_calls_them_as_directly() {
-    let Some(everything) = server_everything() else {
-        return;
-    };
     let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = everything_and_test(&everything);
-    let (client, stderr) = serve_client(
+    let Some((client, stderr)) = serve_everything_and_test(
         dir.path(),
-        &spec,
         &["--tool-mode", "search", "--always-load", "test__env_check"],
     )
-    .await;
+    .await
+    else {
+        return;
+    };
     let names = tool_names(&client).await;
     assert_eq!(names, [FIND, CALL, "test__env_check", "tether_status"]);
     let instructions = client
@@ -126,16 +115,7 @@ async fn search_mode_lists_two_tools_finds_the_servers_tools_and_calls_them_as_d
 async fn search_mode_over_http_finds_and_calls() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
     let gateway = http_gateway(dir.path(), &["--no-auth", "--tool-mode", "search"]);
-    let config =
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            gateway.url.clone(),
-        );
-    let client: Client = ()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
-            config,
-        ))
-        .await
-        .expect("connecting over HTTP");
+    let client = http_client(&gateway).await;
     assert_eq!(tool_names(&client).await, [FIND, CALL, "tether_status"]);
     let sums = found(&client, "sum of two integers").await;
     assert_eq!(
@@ -260,13 +240,15 @@ async fn auto_turns_search_on_when_a_list_change_crosses_the_budget_and_tells_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_find_tools_answer_over_the_output_budget_is_cut_like_any_result() {
-    let Some(everything) = server_everything() else {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let Some((client, stderr)) = serve_everything_and_test(
+        dir.path(),
+        &["--tool-mode", "search", "--max-result-tokens", "256"],
+    )
+    .await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = everything_and_test(&everything);
-    let flags = ["--tool-mode", "search", "--max-result-tokens", "256"];
-    let (client, stderr) = serve_client(dir.path(), &spec, &flags).await;
     let result = call(
         &client,
         FIND,
@@ -308,7 +290,7 @@ async fn config_toml_sets_the_mode_and_bad_values_are_refused_in_one_line() {
     let stderr = refused(&["serve", "--mcp", &spec]);
     assert!(
         stderr.contains(
-            "tool_mode in config.toml: 'sometimes' is not a tool mode: use all, search or auto"
+            "tool_mode in config.toml: 'sometimes' is not a tool mode: use all, search, auto or code"
         ),
         "{stderr}"
     );

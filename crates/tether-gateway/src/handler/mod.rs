@@ -20,6 +20,7 @@
 //! server the name leads to; a client's cancellation is passed on. What comes back — results
 //! and error messages — is masked (`redact.rs`) and audited (`audit.rs`).
 
+mod code;
 #[macro_use]
 mod pipeline;
 mod prompts;

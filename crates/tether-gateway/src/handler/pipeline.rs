@@ -172,3 +172,9 @@ pub(super) fn received_at(context: &RequestContext<RoleServer>) -> Instant {
         .get::<Received>()
         .map_or_else(Instant::now, |received| received.0)
 }
+
+/// Notes a request's arrival now, over any earlier note: a script's tool call is a request of
+/// its own, with the call timeout from its start.
+pub(super) fn mark_received_now(context: &mut RequestContext<RoleServer>) {
+    context.extensions.insert(Received(Instant::now()));
+}

@@ -21,7 +21,7 @@ use crate::audit::{Outcome, Record};
 use crate::catalogue::{Catalogue, STATUS_TOOL};
 use crate::redact::mask_value;
 use crate::secret_scan::SecretScan;
-use crate::tool_search::{CALL_TOOL, FIND_TOOLS};
+use crate::tool_search::{CALL_TOOL, FIND_TOOLS, RUN_CODE};
 
 /// The longest a `tools/call` answer waits for the server's progress notifications before it
 /// to be passed on.
@@ -134,7 +134,7 @@ impl GatewayHandler {
     ) -> CallToolResult {
         let arguments = request.arguments.clone().unwrap_or_default();
         let found = match &catalogue.index {
-            Some(index) => crate::tool_search::find(index, &arguments),
+            Some(index) => crate::tool_search::find(index, &arguments, catalogue.code),
             None => Err("tool search is not on".to_owned()),
         };
         match found {
@@ -213,6 +213,12 @@ impl GatewayHandler {
                 () = self.shared.supervisor.first_starts(left) => {}
                 () = context.ct.cancelled() => {}
             }
+        }
+        if self.shared.catalogue().code && request.name == RUN_CODE {
+            // The script's calls each take the path below (a direct call's), unbudgeted; the
+            // run's answer is budgeted like any result.
+            let (result, value) = self.run_code(&request, &context).await;
+            return Ok(self.within_budget(result, value).into());
         }
         if self.shared.catalogue().searching {
             if request.name == FIND_TOOLS {
@@ -371,6 +377,10 @@ impl GatewayHandler {
             findings: &found,
         });
         tracing::debug!(tool = %request.name, server = %route.server, ?duration, outcome = outcome.as_str(), "tools/call");
+        if super::code::scripted(&context) {
+            // A script's call: the script gets the whole; the run's answer is budgeted.
+            return response.map(|(result, _)| result.into());
+        }
         response.map(|(result, value)| self.within_budget(result, value).into())
     }
 }

@@ -1,0 +1,95 @@
+//! Code mode (`--tool-mode code`), end to end through the `tether serve` binary: over stdio in
+//! front of server-everything and the test server, a script finds its answer across several
+//! real tools' calls (structured content and text), and over Streamable HTTP the same path
+//! answers; a script past its time limit ends with a tool error and the gateway goes on.
+
+use super::*;
+
+const RUN: &str = "tether__run_code";
+const FIND: &str = "tether__find_tools";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_joins_real_servers_tools_and_only_its_answer_comes_back() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let Some((client, stderr)) =
+        serve_everything_and_test(dir.path(), &["--tool-mode", "code", "--code-timeout", "3"])
+            .await
+    else {
+        return;
+    };
+    assert_eq!(tool_names(&client).await, [RUN, FIND, "tether_status"]);
+
+    // The declaration of a tool with an output schema: its enum and its result's type.
+    let found = call(
+        &client,
+        FIND,
+        json!({"query": "weather structured content", "limit": 3}),
+    )
+    .await;
+    let tools = found["structuredContent"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let weather = tools
+        .iter()
+        .find(|tool| tool["name"] == "ev__get-structured-content")
+        .unwrap_or_else(|| panic!("{found}"));
+    let declaration = weather["declaration"].as_str().unwrap_or_default();
+    assert!(
+        declaration.contains(r#"location: "New York" | "Chicago" | "Los Angeles""#)
+            && declaration.contains("temperature: number"),
+        "{declaration}"
+    );
+
+    // Three structured calls at once and a text one: the warmest city and a sum come back.
+    let answer = call(
+        &client,
+        RUN,
+        json!({"code": r#"
+            const cities = ["New York", "Chicago", "Los Angeles"];
+            const weather = await Promise.all(cities.map(location => tools["ev__get-structured-content"]({location})));
+            const warmest = cities[weather.indexOf(weather.reduce((a, b) => (a.temperature > b.temperature ? a : b)))];
+            const sum = await tools["ev__get-sum"]({a: 2, b: 40});
+            const echoed = await tools.test__echo({text: "from the test server"});
+            return {warmest, sum, echoed};
+        "#}),
+    )
+    .await;
+    assert_ne!(answer["isError"], json!(true), "{answer}");
+    let returned: Value = serde_json::from_str(&text_of(&answer)).expect("JSON");
+    assert_eq!(
+        returned,
+        json!({"warmest": "Los Angeles", "sum": "The sum of 2 and 40 is 42.", "echoed": "from the test server"})
+    );
+
+    // An endless script ends at its limit as a tool error; the next run answers.
+    let endless = call(&client, RUN, json!({"code": "for (;;) {}"})).await;
+    assert_eq!(endless["isError"], json!(true), "{endless}");
+    assert!(text_of(&endless).contains("time limit of 3 s"), "{endless}");
+    let next = call(
+        &client,
+        RUN,
+        json!({"code": "return await tools.test__add({a: 2, b: 40});"}),
+    )
+    .await;
+    assert_eq!(text_of(&next), "42");
+    drop(stderr_of(client, stderr).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_mode_over_http_runs_a_script() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let gateway = http_gateway(dir.path(), &["--no-auth", "--tool-mode", "code"]);
+    let client = http_client(&gateway).await;
+    assert_eq!(tool_names(&client).await, [RUN, FIND, "tether_status"]);
+    let answer = call(
+        &client,
+        RUN,
+        json!({"code": "const parts = await Promise.all([1, 2, 3].map(n => tools.test__add({a: n, b: n}))); console.log(parts.join()); return parts.map(Number).reduce((x, y) => x + y);"}),
+    )
+    .await;
+    assert_ne!(answer["isError"], json!(true), "{answer}");
+    assert_eq!(answer["content"][0]["text"], "12", "{answer}");
+    assert_eq!(answer["content"][1]["text"], "2,4,6\n", "{answer}");
+    client.cancel().await.expect("closing the client");
+}
