@@ -36,8 +36,9 @@ pub const MAX_BYTES: usize = 4 * 1024;
 const DESCRIPTION_CHARS: usize = 160;
 
 /// The declaration of `tool` (an MCP tool definition): its description as a comment, then
-/// `NAME(args: {…}): Promise<…>` — the output schema's type, or `string` (the text a tool
-/// without one answers).
+/// `NAME(args: {…}): Promise<…>` (the name quoted when it is not an identifier, as in a
+/// TypeScript interface) — the output schema's type, or `string` (the text a tool without one
+/// answers).
 pub fn declaration(tool: &Value) -> String {
     let name = tool["name"].as_str().unwrap_or_default();
     let input = tool.get("inputSchema").unwrap_or(&Value::Null);
@@ -51,6 +52,7 @@ pub fn declaration(tool: &Value) -> String {
         .as_str()
         .map(|text| format!("/** {} */\n", short(text, DESCRIPTION_CHARS * 2)))
         .unwrap_or_default();
+    let name = key(name);
     let whole = format!("{comment}{name}(args: {arguments}): Promise<{returns}>");
     if whole.len() <= MAX_BYTES {
         return whole;
@@ -339,6 +341,15 @@ mod tests {
             "s__t(args: { [key: string]: unknown }): Promise<string>"
         );
         assert_eq!(args(Value::Null), "s__t(args: {}): Promise<string>");
+    }
+
+    #[test]
+    fn a_name_that_is_not_an_identifier_is_quoted() {
+        let tool = json!({"name": "ev__get-sum", "inputSchema": {"type": "object"}});
+        assert_eq!(
+            declaration(&tool),
+            "\"ev__get-sum\"(args: { [key: string]: unknown }): Promise<string>"
+        );
     }
 
     #[test]

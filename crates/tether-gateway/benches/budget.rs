@@ -12,14 +12,11 @@
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams};
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tether_gateway::budget::{self, ResultBudget, ResultStore};
 
@@ -80,16 +77,7 @@ fn in_process() {
 }
 
 async fn stdio_client(program: &Path, args: &[&str], home: &Path) -> Client {
-    let mut command = tokio::process::Command::new(program);
-    command
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env("TETHER_HOME", home);
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawning a stdio server");
-    ().serve(transport).await.expect("initializing over stdio")
+    common::stdio_client(program, args, home).await.0
 }
 
 async fn big_call(client: &Client, tool: &str) -> (Value, Duration) {

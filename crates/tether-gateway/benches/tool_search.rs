@@ -13,13 +13,10 @@
 #![allow(clippy::expect_used, reason = "a bench fails loudly")]
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tether_gateway::search::{Indexed, Ranking, ToolIndex};
 
@@ -122,16 +119,8 @@ fn in_process() {
 
 async fn gateway(spec: &str, mode: &str, home: &Path) -> Client {
     let tether = binary("tether", "tether-cli");
-    let mut command = tokio::process::Command::new(tether);
-    command
-        .args(["serve", "--no-pins", "--mcp", spec, "--tool-mode", mode])
-        .env("NO_COLOR", "1")
-        .env("TETHER_HOME", home);
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawning tether serve");
-    ().serve(transport).await.expect("initializing over stdio")
+    let args = ["serve", "--no-pins", "--mcp", spec, "--tool-mode", mode];
+    common::stdio_client(&tether, &args, home).await.0
 }
 
 async fn end_to_end(home: &Path) {

@@ -47,3 +47,25 @@ pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
 pub fn ms(duration: Duration) -> String {
     format!("{:.3} ms", duration.as_secs_f64() * 1000.0)
 }
+
+/// An MCP client over stdio of `program` with `args`, its `TETHER_HOME` `home`, its stderr
+/// dropped; and the process's id.
+pub async fn stdio_client(
+    program: &Path,
+    args: &[&str],
+    home: &Path,
+) -> (rmcp::service::RunningService<rmcp::RoleClient, ()>, u32) {
+    use rmcp::ServiceExt as _;
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("TETHER_HOME", home);
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawning a stdio server");
+    let pid = transport.id().expect("a pid");
+    let client = ().serve(transport).await.expect("initializing over stdio");
+    (client, pid)
+}
