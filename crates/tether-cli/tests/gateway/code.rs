@@ -93,3 +93,56 @@ async fn code_mode_over_http_runs_a_script() {
     assert_eq!(answer["content"][1]["text"], "2,4,6\n", "{answer}");
     client.cancel().await.expect("closing the client");
 }
+
+/// A leaky server (`reflect` answers with its `LEAK` variable, the run's secret, in many printed
+/// forms): a script that returns, logs and reshapes what it got never shows the secret — not to
+/// the client, not on stderr at -vvv, not in the audit log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_leaky_server_returns_to_a_script_reaches_no_one_unmasked() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let audit = dir.path().join("audit.jsonl");
+    let spec = format!(
+        r#"{{"leaky": {{"command": {}, "args": ["--reflect-env", "LEAK"], "env": {{"LEAK": "{{{{TOKEN}}}}"}}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let audit_arg = audit.to_string_lossy().into_owned();
+    let flags = [
+        "-vvv",
+        "--secret",
+        "TOKEN=env:GW_SECRET",
+        "--tool-mode",
+        "code",
+        "--audit",
+        &audit_arg,
+    ];
+    let (client, stderr) = serve_client(dir.path(), &spec, &flags).await;
+    // Its description holds the value too: the declarations in run_code's are masked.
+    let listed =
+        serde_json::to_string(&client.list_all_tools().await.expect("tools/list")).expect("JSON");
+    assert!(listed.contains("leaky__reflect"), "{listed}");
+    assert!(!listed.contains(SECRET), "{listed}");
+    let answer = call(
+        &client,
+        RUN,
+        json!({"code": r#"
+            const leaked = await tools.leaky__reflect({});
+            const text = typeof leaked === "string" ? leaked : JSON.stringify(leaked);
+            console.log("got", text);
+            return {text, upper: text.toUpperCase(), parts: text.split("")};
+        "#}),
+    )
+    .await;
+    assert_ne!(answer["isError"], json!(true), "{answer}");
+    let shown = answer.to_string();
+    assert!(shown.contains(MASK), "{shown}");
+    let stderr = stderr_of(client, stderr).await;
+    let audit = std::fs::read_to_string(&audit).expect("the audit log");
+    for (place, text) in [
+        ("the answer", &shown),
+        ("stderr", &stderr),
+        ("the audit log", &audit),
+    ] {
+        assert!(!text.contains(SECRET), "the secret in {place}: {text}");
+    }
+    assert!(audit.contains("tether__run_code"), "{audit}");
+}
