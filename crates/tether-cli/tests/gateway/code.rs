@@ -146,3 +146,70 @@ async fn what_a_leaky_server_returns_to_a_script_reaches_no_one_unmasked() {
     }
     assert!(audit.contains("tether__run_code"), "{audit}");
 }
+
+/// With telemetry on, a run is one request span and each of its tool calls a span under it,
+/// with the upstream call under that: a trace shows what the script did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_calls_are_spans_under_the_runs_span() {
+    let receiver = tether_testkit::otlp::OtlpReceiver::start()
+        .await
+        .expect("starting the OTLP receiver");
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"test": {{"command": {}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let mut command = tether_command(
+        dir.path(),
+        &["serve", "--mcp", &spec, "--tool-mode", "code"],
+    );
+    command
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let transport = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve")
+        .0;
+    let client: Client = ().serve(transport).await.expect("initializing");
+    let answer = call(
+        &client,
+        RUN,
+        json!({"code": "const [a, b] = await Promise.all([tools.test__add({a: 1, b: 2}), tools.test__echo({text: 'hi'})]); return a + b;"}),
+    )
+    .await;
+    assert_eq!(text_of(&answer), "3hi", "{answer}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let spans = receiver.spans();
+        let run = spans.iter().find(|s| {
+            s.name == "tools/call" && s.attributes.get("mcp.tool").map(String::as_str) == Some(RUN)
+        });
+        let under_run: Vec<_> = run
+            .map(|run| {
+                spans
+                    .iter()
+                    .filter(|s| s.parent_span_id == run.span_id && s.trace_id == run.trace_id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let tools: Vec<&str> = under_run
+            .iter()
+            .filter_map(|s| s.attributes.get("mcp.tool").map(String::as_str))
+            .collect();
+        let upstream_under_calls = under_run.iter().all(|call| {
+            spans
+                .iter()
+                .any(|s| s.name == "tools/call test" && s.parent_span_id == call.span_id)
+        });
+        if tools.contains(&"test__add") && tools.contains(&"test__echo") && upstream_under_calls {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no run span with its calls under it within 30 s: {spans:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.cancel().await.expect("closing the client");
+}
