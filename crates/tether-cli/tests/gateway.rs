@@ -1685,6 +1685,14 @@ async fn a_resource_update_reaches_the_client_that_subscribed() {
     client.cancel().await.expect("closing the client");
 }
 
+/// The test server alone, as `test`.
+fn test_spec() -> String {
+    format!(
+        r#"{{"test": {{"command": {}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    )
+}
+
 /// `tether serve` with `flags` in front of server-everything (`ev`) and the test server
 /// (`test`) over stdio: a client and the gateway's stderr; `None` where server-everything is
 /// missing (locally only: under CI its absence fails the test).
@@ -2623,10 +2631,7 @@ async fn the_telemetry_section_of_config_toml_turns_export_on_and_the_variables_
         ),
     )
     .expect("writing config.toml");
-    let spec = format!(
-        r#"{{"test": {{"command": {}}}}}"#,
-        json_str(&test_server_bin().to_string_lossy())
-    );
+    let spec = test_spec();
     for (variable, service) in [
         (None, "from-config"),
         (Some("from-variable"), "from-variable"),

@@ -155,10 +155,7 @@ async fn a_runs_calls_are_spans_under_the_runs_span() {
         .await
         .expect("starting the OTLP receiver");
     let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = format!(
-        r#"{{"test": {{"command": {}}}}}"#,
-        json_str(&test_server_bin().to_string_lossy())
-    );
+    let spec = test_spec();
     let mut command = tether_command(
         dir.path(),
         &["serve", "--mcp", &spec, "--tool-mode", "code"],
@@ -179,20 +176,17 @@ async fn a_runs_calls_are_spans_under_the_runs_span() {
     )
     .await;
     assert_eq!(text_of(&answer), "3hi", "{answer}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually("a run span with its calls under it", async || {
         let spans = receiver.spans();
-        let run = spans.iter().find(|s| {
+        let Some(run) = spans.iter().find(|s| {
             s.name == "tools/call" && s.attributes.get("mcp.tool").map(String::as_str) == Some(RUN)
-        });
-        let under_run: Vec<_> = run
-            .map(|run| {
-                spans
-                    .iter()
-                    .filter(|s| s.parent_span_id == run.span_id && s.trace_id == run.trace_id)
-                    .collect()
-            })
-            .unwrap_or_default();
+        }) else {
+            return false;
+        };
+        let under_run: Vec<_> = spans
+            .iter()
+            .filter(|s| s.parent_span_id == run.span_id && s.trace_id == run.trace_id)
+            .collect();
         let tools: Vec<&str> = under_run
             .iter()
             .filter_map(|s| s.attributes.get("mcp.tool").map(String::as_str))
@@ -202,14 +196,8 @@ async fn a_runs_calls_are_spans_under_the_runs_span() {
                 .iter()
                 .any(|s| s.name == "tools/call test" && s.parent_span_id == call.span_id)
         });
-        if tools.contains(&"test__add") && tools.contains(&"test__echo") && upstream_under_calls {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no run span with its calls under it within 30 s: {spans:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        tools.contains(&"test__add") && tools.contains(&"test__echo") && upstream_under_calls
+    })
+    .await;
     client.cancel().await.expect("closing the client");
 }

@@ -299,10 +299,7 @@ async fn an_http_traceparent_header_continues_the_clients_trace() {
         .await
         .expect("starting the OTLP receiver");
     let dir = tempfile::tempdir().expect("creating a temporary directory");
-    let spec = format!(
-        r#"{{"test": {{"command": {}}}}}"#,
-        json_str(&test_server_bin().to_string_lossy())
-    );
+    let spec = test_spec();
     let gateway = http_gateway_with_env(
         dir.path(),
         &spec,
