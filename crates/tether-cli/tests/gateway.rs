@@ -2406,6 +2406,10 @@ mod search;
 #[path = "gateway/code.rs"]
 mod code;
 
+/// MCP Apps (SEP-1865).
+#[path = "gateway/apps.rs"]
+mod apps;
+
 /// 2026-07-28 clients.
 #[path = "gateway/modern.rs"]
 mod modern;

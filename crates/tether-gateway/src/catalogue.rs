@@ -121,6 +121,12 @@ impl Catalogue {
                 } else {
                     let mut definition = entry.definition.clone();
                     definition["name"] = Value::String(name);
+                    crate::apps::offer_tool(&mut definition, server);
+                    if crate::apps::app_only(&definition) {
+                        // Its app's alone: callable by name (the host), never offered to the
+                        // model nor searched.
+                        continue;
+                    }
                     match serde_json::from_value::<Tool>(definition) {
                         Ok(tool) => tools.push(tool),
                         Err(error) => tracing::warn!(

@@ -20,7 +20,8 @@ pub const MAX_SERVER_INSTRUCTIONS: usize = 8 * 1024;
 /// What the gateway says of itself, first.
 const NAMESPACING: &str = "tether gateway: the tools, prompts and resources of several MCP \
 servers behind one endpoint. Tool and prompt names are SERVER__NAME (server `github`'s tool \
-`search` is `github__search`); resource URIs are the servers' own. A tool result larger than \
+`search` is `github__search`); resource URIs are the servers' own, but an app's `ui://HOST/…` \
+is `ui://SERVER__HOST/…`. A tool result larger than \
 the gateway's budget is cut and ends with a link to tether://results/ID, whose resources/read \
 gives the whole result.";
 

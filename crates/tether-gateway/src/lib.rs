@@ -45,6 +45,7 @@
 
 #![deny(missing_docs)]
 
+pub mod apps;
 pub mod audit;
 pub mod budget;
 mod catalogue;

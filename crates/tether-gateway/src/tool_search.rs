@@ -234,18 +234,24 @@ pub(crate) fn find(
         .into_iter()
         .map(|tool| {
             let definition = &tool.definition;
-            if code {
-                return json!({
+            let mut found = if code {
+                json!({
                     "name": tool.name,
                     "description": definition.get("description").cloned().unwrap_or(Value::Null),
                     "declaration": declaration(definition).as_ref(),
-                });
+                })
+            } else {
+                json!({
+                    "name": tool.name,
+                    "description": definition.get("description").cloned().unwrap_or(Value::Null),
+                    "inputSchema": definition.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"})),
+                })
+            };
+            // An app's tool: the host needs its `_meta.ui` (apps.rs) to show the app.
+            if let Some(ui) = crate::apps::ui_of(definition) {
+                found["_meta"] = json!({ "ui": ui });
             }
-            json!({
-                "name": tool.name,
-                "description": definition.get("description").cloned().unwrap_or(Value::Null),
-                "inputSchema": definition.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"})),
-            })
+            found
         })
         .collect();
     Ok(json!({ "tools": tools }))

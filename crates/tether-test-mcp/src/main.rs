@@ -121,6 +121,10 @@ struct Cli {
     #[arg(long, value_name = "JSON", requires = "extra_tool")]
     extra_tool_schema: Option<String>,
 
+    /// The `_meta` of `extra`, as a JSON object (for MCP Apps: `{"ui": {…}}`).
+    #[arg(long, value_name = "JSON", requires = "extra_tool")]
+    extra_tool_meta: Option<String>,
+
     /// Also list a prompt `extra` described by TEXT, declaring `prompts` (for the
     /// prompt-injection scan of prompts: `tether test --json`, the gateway).
     #[arg(long, value_name = "TEXT")]
@@ -262,18 +266,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|var| std::env::var(var).with_context(|| format!("--require-bearer-env {var}")))
         .transpose()?;
-    let extra_schema = cli
-        .extra_tool_schema
-        .as_deref()
-        .map(|text| {
+    let json_object = |text: Option<&str>, flag: &str| {
+        text.map(|text| {
             serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
-                .context("--extra-tool-schema must be a JSON object")
+                .with_context(|| format!("{flag} must be a JSON object"))
         })
-        .transpose()?;
+        .transpose()
+    };
+    let extra_schema = json_object(cli.extra_tool_schema.as_deref(), "--extra-tool-schema")?;
+    let extra_meta = json_object(cli.extra_tool_meta.as_deref(), "--extra-tool-meta")?;
     let server = TestServer::new(cli.tools, initialize)
         .with_echo_delay(Duration::from_millis(cli.slow_echo))
         .with_cancellations(cli.record_cancellations.clone())
-        .with_extra_tool(cli.extra_tool.as_deref(), extra_schema)
+        .with_extra_tool(cli.extra_tool.as_deref(), extra_schema, extra_meta)
         .with_extra_prompt(cli.extra_prompt.as_deref())
         .with_tool_growth(cli.grow_tools)
         .with_capabilities_tool(cli.capabilities_tool)

@@ -248,16 +248,18 @@ impl TestServer {
     }
 
     /// Adds a tool `extra` described by `description` (none when `None`), taking `schema` as
-    /// its input schema (an empty object schema when `None`).
+    /// its input schema (an empty object schema when `None`) and `meta` as its `_meta`.
     #[must_use]
     pub fn with_extra_tool(
         mut self,
         description: Option<&str>,
         schema: Option<JsonObject>,
+        meta: Option<JsonObject>,
     ) -> Self {
         if let Some(description) = description {
             let schema = schema.unwrap_or_else(empty_object_schema);
-            let attr = Tool::new("extra", description.to_owned(), schema);
+            let mut attr = Tool::new("extra", description.to_owned(), schema);
+            attr.meta = meta.map(rmcp::model::MetaObject::from);
             self.tool_router
                 .add_route(ToolRoute::new(attr, numbered_tool));
         }

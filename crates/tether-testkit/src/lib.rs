@@ -402,3 +402,10 @@ pub fn copilot_offline(command: &mut Command) {
         .env("COPILOT_MODEL", "gpt-4o")
         .env("COPILOT_AUTO_UPDATE", "false");
 }
+
+/// The MCP Apps example server from npm (`@modelcontextprotocol/server-basic-vanillajs`): one
+/// tool, `get-time`, whose app is the `ui://get-time/mcp-app.html` resource. Run it with
+/// `--stdio`. `None` as [`npm_bin`] says.
+pub fn app_server() -> Option<PathBuf> {
+    npm_bin("mcp-server-basic-vanillajs")
+}

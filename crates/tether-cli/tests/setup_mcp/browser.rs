@@ -2,6 +2,11 @@
 //! `chromedriver` over the W3C WebDriver protocol (a few JSON requests, sent with reqwest).
 //! Skipped with the reason when either is missing, except under CI=true, where it fails.
 
+#![allow(
+    dead_code,
+    reason = "setup-mcp's tests and the gateway's MCP Apps test each use a part"
+)]
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -179,6 +184,20 @@ impl Driver {
             None,
         )
         .await;
+    }
+
+    /// Runs `script` (the body of a function) in the page: what it returns.
+    #[allow(
+        dead_code,
+        reason = "the gateway's MCP Apps test uses it; setup-mcp's do not"
+    )]
+    pub async fn execute(&self, script: &str) -> Value {
+        self.send(
+            "POST",
+            &self.session_path("/execute/sync"),
+            Some(json!({ "script": script, "args": [] })),
+        )
+        .await
     }
 
     /// Ends the session.

@@ -27,7 +27,10 @@ impl GatewayHandler {
             .await;
         let mut routes = HashMap::new();
         let mut resources = Vec::new();
-        for (server, item) in merged {
+        for (server, mut item) in merged {
+            if let Some(item) = item.as_object_mut() {
+                crate::apps::offer_field(item, "uri", &server);
+            }
             let Some(uri) = item.get("uri").and_then(Value::as_str).map(str::to_owned) else {
                 continue;
             };
@@ -57,7 +60,10 @@ impl GatewayHandler {
             .await;
         let mut routes = Vec::new();
         let mut templates = Vec::new();
-        for (server, item) in merged {
+        for (server, mut item) in merged {
+            if let Some(item) = item.as_object_mut() {
+                crate::apps::offer_field(item, "uriTemplate", &server);
+            }
             let Some(template) = item.get("uriTemplate").and_then(Value::as_str) else {
                 continue;
             };
@@ -80,6 +86,9 @@ impl GatewayHandler {
     /// server's template makes: which template the client expanded is unknown, and the spec
     /// order settles every such tie (as for names and listed URIs).
     pub(super) fn resource_server(&self, uri: &str) -> Option<String> {
+        if let Some((server, _)) = self.app_resource(uri) {
+            return Some(server);
+        }
         if let Some(server) = self.listed_server(uri) {
             return Some(server);
         }
@@ -117,6 +126,13 @@ impl GatewayHandler {
             .iter()
             .find(|(template, _)| crate::uri_template::fits(template, uri))
             .map(|(_, server)| server.clone())
+    }
+
+    /// An app's resource as the gateway offers it (`ui://SERVER__…`, `apps.rs`): the server
+    /// it names and the server's own URI — listed or not.
+    pub(super) fn app_resource(&self, uri: &str) -> Option<(String, String)> {
+        crate::apps::own_uri(self.shared.supervisor.order(), uri)
+            .map(|(server, own)| (server.to_owned(), own))
     }
 
     /// Lists `method` on every server with resources, merges, and records the routes.
@@ -227,6 +243,10 @@ impl GatewayHandler {
                 None,
             ));
         };
+        let mut params = params;
+        if let Some((_, own)) = self.app_resource(uri) {
+            params["uri"] = Value::String(own);
+        }
         let (answer, _) = self.forward(&server, method, params, context).await;
         answer.map_err(|e| self.shared.error_for(&e))?;
         if method == "resources/subscribe" {
@@ -250,7 +270,11 @@ impl GatewayHandler {
         if request.uri.starts_with(GATEWAY_URI_SCHEME) {
             return self.read_kept(&request.uri, &target);
         }
-        if self.listed_server(&request.uri).is_none() && self.shared.supervisor.any_pending() {
+        let app = self.app_resource(&request.uri);
+        if app.is_none()
+            && self.listed_server(&request.uri).is_none()
+            && self.shared.supervisor.any_pending()
+        {
             // A server still starting may be the one: wait for them all (within the call
             // timeout), then list again to learn who offers what.
             tracing::debug!(
@@ -274,10 +298,15 @@ impl GatewayHandler {
             refused.data = Some(json!({ "uri": request.uri }));
             return Err(refused);
         };
-        let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        if let Some((_, own)) = &app {
+            // The server's own URI; a pending or lazy server is waited for, as for a call.
+            params["uri"] = Value::String(own.clone());
+        }
         let (mut answer, duration) = self.forward(&server, METHOD, params, &context).await;
         if let Ok(value) = &mut answer {
             self.scan_answer(METHOD, &target, &server, value)?;
+            crate::apps::offer_contents(value, &server);
         }
         self.record_forwarded(METHOD, (&server, &target), duration, None, &answer);
         let value = answer.map_err(|e| {
