@@ -116,6 +116,10 @@ async fn pass_notices(
             }
             ServerNotice::ResourceUpdated(mut params) => {
                 mask_value(&shared.masker(), &mut params);
+                // An app's resource: under the name its subscribers know (`apps.rs`).
+                if let Some(params) = params.as_object_mut() {
+                    crate::apps::offer_field(params, "uri", &server);
+                }
                 let Ok(params) =
                     serde_json::from_value::<rmcp::model::ResourceUpdatedNotificationParam>(params)
                 else {
