@@ -1065,6 +1065,12 @@ pub enum AuthCommand {
         /// registration. Default: `oauth_client_metadata_url` in config.toml.
         #[arg(long, value_name = "URL", conflicts_with = "client_id")]
         client_metadata_url: Option<String>,
+        /// Log in as the client itself, with no person and no browser (OAuth client
+        /// credentials; for task workers and CI): needs --client-id and --client-secret.
+        /// Without it, this is what tether does when the authorization server offers client
+        /// credentials and not the browser's grant. The tokens are renewed the same way.
+        #[arg(long, requires = "client_secret")]
+        client_credentials: bool,
         /// How long to wait for the browser's redirect, in seconds.
         #[arg(long, value_name = "SECS", default_value_t = 300)]
         timeout: u64,

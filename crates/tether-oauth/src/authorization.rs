@@ -173,6 +173,7 @@ mod tests {
             token_endpoint: "http://127.0.0.1:1/token".to_owned(),
             registration_endpoint: None,
             auth_methods: Vec::new(),
+            grant_types: Vec::new(),
             client_metadata_documents: false,
         }
     }

@@ -15,7 +15,7 @@ use crate::resource::{
 };
 
 /// The scope that asks for a refresh token (SEP-2207), where the authorization server lists it.
-const OFFLINE_ACCESS: &str = "offline_access";
+pub(crate) const OFFLINE_ACCESS: &str = "offline_access";
 
 /// How an unauthenticated request to the server went.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,6 +71,9 @@ pub struct Discovered {
     pub registration_endpoint: Option<String>,
     /// `token_endpoint_auth_methods_supported` (empty when the server lists none).
     pub auth_methods: Vec<String>,
+    /// `grant_types_supported` (empty when the server lists none: RFC 8414 then means
+    /// `authorization_code` and `implicit`).
+    pub grant_types: Vec<String>,
     /// `client_id_metadata_document_supported`: a client-id metadata document URL may be the
     /// client id.
     pub client_metadata_documents: bool,
@@ -257,8 +260,19 @@ fn discovered(
                     found: named.map(str::to_owned),
                 });
             }
+            // An authorization server for machines alone (`client_credentials` only) has no
+            // browser step, and need not name where it would be.
+            let machines_only = {
+                let grants = strings(metadata.get("grant_types_supported"));
+                !grants.is_empty() && !grants.iter().any(|g| g == "authorization_code")
+            };
+            let authorization_endpoint = if machines_only {
+                field("authorization_endpoint").unwrap_or_default()
+            } else {
+                required("authorization_endpoint")?
+            };
             (
-                required("authorization_endpoint")?,
+                authorization_endpoint,
                 required("token_endpoint")?,
                 field("registration_endpoint"),
             )
@@ -270,7 +284,10 @@ fn discovered(
         ),
     };
     for (name, endpoint) in [
-        ("authorization_endpoint", Some(&authorization_endpoint)),
+        (
+            "authorization_endpoint",
+            Some(&authorization_endpoint).filter(|endpoint| !endpoint.is_empty()),
+        ),
         ("token_endpoint", Some(&token_endpoint)),
         ("registration_endpoint", registration_endpoint.as_ref()),
     ] {
@@ -284,6 +301,7 @@ fn discovered(
         .unwrap_or(false);
     let auth_methods =
         strings(metadata.and_then(|m| m.get("token_endpoint_auth_methods_supported")));
+    let grant_types = strings(metadata.and_then(|m| m.get("grant_types_supported")));
     // SEP-2207: tether wants a refresh token; where the authorization server lists
     // `offline_access`, it is asked for too (never where it is not listed).
     let offline = strings(metadata.and_then(|m| m.get("scopes_supported")))
@@ -313,6 +331,7 @@ fn discovered(
         token_endpoint,
         registration_endpoint,
         auth_methods,
+        grant_types,
         client_metadata_documents,
     })
 }
@@ -443,6 +462,7 @@ mod tests {
                 token_endpoint: "https://auth.example/token".to_owned(),
                 registration_endpoint: None,
                 auth_methods: vec!["client_secret_post".to_owned()],
+                grant_types: Vec::new(),
                 client_metadata_documents: true,
                 issuer: Some(SERVER.to_owned()),
                 iss_parameter_supported: false,

@@ -242,6 +242,12 @@ pub enum OAuthError {
     /// [`crate::OAuthClient::refresh`]; the user logs in again.
     #[error("no refresh token is stored")]
     NoRefreshToken,
+    /// The client credentials grant needs a confidential client: a pre-registered client id
+    /// with its secret.
+    #[error(
+        "the client credentials grant needs a client secret: give --client-id ID --client-secret SOURCE"
+    )]
+    NoClientSecret,
     /// The stored access token is (about to be) expired and cannot be refreshed. Returned by
     /// [`crate::StoredTokens::current_token`]; the user logs in again.
     #[error("the access token expired and no refresh token is stored")]
@@ -291,6 +297,8 @@ pub enum Step {
     Registration,
     /// The exchange of the authorization code for tokens.
     CodeExchange,
+    /// Asking for tokens with the client's own credentials.
+    ClientCredentials,
 }
 
 impl fmt::Display for Step {
@@ -299,6 +307,9 @@ impl fmt::Display for Step {
             Self::Discovery { server } => write!(f, "discovering how {server} is authorized"),
             Self::Registration => f.write_str("registering tether as an OAuth client"),
             Self::CodeExchange => f.write_str("exchanging the authorization code"),
+            Self::ClientCredentials => {
+                f.write_str("asking for tokens with the client's credentials")
+            }
         }
     }
 }

@@ -93,4 +93,4 @@ pub use renew::{STEP_UP_TIMEOUT, StoredTokens};
 pub use resource::canonical_resource;
 pub use shared::LoginBy;
 pub use store::{LocalTokens, OpenError, OpenStore, TokenStore};
-pub use token::{REFRESH_MARGIN, Tokens};
+pub use token::{Grant, REFRESH_MARGIN, Tokens};

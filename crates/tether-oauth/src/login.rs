@@ -24,6 +24,11 @@ pub struct ClientChoice {
     /// A checked client-id metadata document URL ([`crate::client_metadata_url`]): the client
     /// id where the authorization server supports such documents.
     pub client_metadata_url: Option<String>,
+    /// Log in as the client itself (`client_credentials`, no browser), even where the
+    /// authorization server offers the browser's grant too. Without it, the client's
+    /// credentials are used when the server offers `client_credentials` and not
+    /// `authorization_code`.
+    pub client_credentials: bool,
 }
 
 /// How the redirect comes back.
@@ -70,12 +75,27 @@ impl OAuthClient {
             token_endpoint = %discovered.token_endpoint,
             "OAuth discovery"
         );
-        let listener = RedirectListener::bind().await?;
         let ClientChoice {
             client_id,
             client_secret,
             client_metadata_url,
+            client_credentials,
         } = client;
+        let offers = |grant: &str| discovered.grant_types.iter().any(|g| g == grant);
+        let machines_only = offers("client_credentials") && !offers("authorization_code");
+        if client_credentials || machines_only {
+            // No person and no browser: the client's own credentials.
+            let Some(id) = client_id.filter(|_| client_secret.is_some()) else {
+                return Err(OAuthError::NoClientSecret);
+            };
+            let client = ClientRegistration::preregistered(id, client_secret, &discovered);
+            tracing::debug!("OAuth client credentials grant");
+            return self
+                .client_credentials(&discovered, &client)
+                .await
+                .map_err(|e| e.during(Step::ClientCredentials));
+        }
+        let listener = RedirectListener::bind().await?;
         let metadata_document =
             client_metadata_url.filter(|_| discovered.client_metadata_documents);
         let client = match (client_id, metadata_document) {

@@ -230,6 +230,7 @@ mod tests {
             token_endpoint: "http://127.0.0.1:1/token".to_owned(),
             registration_endpoint: None,
             auth_methods: methods.iter().map(|m| (*m).to_owned()).collect(),
+            grant_types: Vec::new(),
             client_metadata_documents: false,
         }
     }

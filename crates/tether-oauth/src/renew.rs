@@ -82,7 +82,8 @@ impl StoredTokens {
         if !tokens.needs_refresh(self.clock.as_ref()) {
             return Ok(Some(tokens.access_token));
         }
-        if tokens.refresh_token.is_none() {
+        if tokens.refresh_token.is_none() && tokens.grant != crate::token::Grant::ClientCredentials
+        {
             return Err(OAuthError::ExpiredWithoutRefresh);
         }
         // One renewal at a time across tether processes; another may have renewed the token
@@ -420,6 +421,7 @@ mod tests {
             scope: Some("mcp".to_owned()),
             redirect_uri: None,
             issuer: None,
+            grant: crate::token::Grant::AuthorizationCode,
         }
     }
 
@@ -435,6 +437,63 @@ mod tests {
             json!({"access_token": format!("AT-{n}"), "refresh_token": format!("RT-{n}"),
                 "expires_in": 3600, "token_type": "Bearer"}),
         )
+    }
+
+    /// Tokens had with the client's own credentials are renewed by asking again with them:
+    /// `grant_type=client_credentials`, the secret in HTTP Basic, never in the form.
+    #[tokio::test]
+    async fn client_credentials_tokens_are_renewed_by_asking_again() {
+        let count = Arc::new(AtomicU64::new(0));
+        let router = Router::new()
+            .route(
+                "/token",
+                post(
+                    |State(count): State<Arc<AtomicU64>>,
+                     headers: axum::http::HeaderMap,
+                     body: String| async move {
+                        assert!(body.contains("grant_type=client_credentials"), "{body}");
+                        assert!(body.contains("scope=mcp"), "{body}");
+                        assert!(!body.contains("s3cret"), "the secret in the form: {body}");
+                        let basic = headers
+                            .get("authorization")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned();
+                        // base64("machine:s3cret")
+                        assert_eq!(basic, "Basic bWFjaGluZTpzM2NyZXQ=");
+                        let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+                        json!({"access_token": format!("CC-{n}"), "expires_in": 600, "token_type": "Bearer"})
+                            .to_string()
+                    },
+                ),
+            )
+            .with_state(Arc::clone(&count));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding loopback");
+        let address = listener.local_addr().expect("its address");
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        let endpoint = format!("http://{address}/token");
+
+        let clock = Arc::new(ManualClock::at(NOW));
+        let store = Arc::new(Memory::default());
+        let mut machine = stored(&endpoint, Some(NOW + 30), false);
+        machine.grant = crate::token::Grant::ClientCredentials;
+        machine.client = ClientRegistration {
+            client_id: "machine".to_owned(),
+            client_secret: Some("s3cret".into()),
+            auth_method: AuthMethod::ClientSecretBasic,
+        };
+        store.save(&machine).expect("saving");
+        let tokens = source(&store, &clock);
+        // 30 s from expiry, no refresh token: asked for again, and stored.
+        let token = tokens.current_token(SERVER).await.expect("a token");
+        assert_eq!(token.as_ref().map(SecretValue::expose), Some("CC-1"));
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+        let kept = store.get(SERVER).expect("stored tokens");
+        assert_eq!(kept.grant, crate::token::Grant::ClientCredentials);
+        assert_eq!(kept.expires_at, Some(NOW + 600));
+        assert!(kept.refresh_token.is_none());
     }
 
     #[tokio::test]
@@ -633,6 +692,7 @@ mod tests {
             token_endpoint: token_endpoint.to_owned(),
             registration_endpoint: None,
             auth_methods: Vec::new(),
+            grant_types: Vec::new(),
             client_metadata_documents: false,
             issuer: issuer.map(str::to_owned),
             iss_parameter_supported: false,

@@ -47,7 +47,24 @@ pub struct Tokens {
     /// metadata's `issuer`): they are used with it alone. `None` in a record stored before
     /// tether recorded it, until discovery names it (recorded then, once).
     pub issuer: Option<String>,
+    /// How they were had, and so how they are renewed.
+    pub grant: Grant,
 }
+
+/// How tokens were had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Grant {
+    /// A person authorized in a browser (`authorization_code`); renewed with the refresh token.
+    #[default]
+    AuthorizationCode,
+    /// The client's own credentials, no person (`client_credentials`, OAuth 2.1 §4.2): renewed
+    /// by asking again with them.
+    ClientCredentials,
+}
+
+/// The `grant` field's value in the stored form for [`Grant::ClientCredentials`] (absent for
+/// the browser's, as in records from before it was written).
+const CLIENT_CREDENTIALS: &str = "client_credentials";
 
 impl Tokens {
     /// Whether the access token expires within `margin` of `now` (Unix seconds); never when
@@ -86,6 +103,7 @@ impl Tokens {
             scope: self.scope.as_deref(),
             redirect_uri: self.redirect_uri.as_deref(),
             issuer: self.issuer.as_deref(),
+            grant: (self.grant == Grant::ClientCredentials).then_some(CLIENT_CREDENTIALS),
         };
         // Sized once, so that the buffer holding the tokens is not copied as it grows.
         let secrets = [
@@ -140,6 +158,11 @@ impl Tokens {
             scope: text(stored.scope),
             redirect_uri: text(stored.redirect_uri),
             issuer: text(stored.issuer),
+            grant: if text(stored.grant).as_deref() == Some(CLIENT_CREDENTIALS) {
+                Grant::ClientCredentials
+            } else {
+                Grant::AuthorizationCode
+            },
         };
         tokens.register();
         Some(tokens)
@@ -175,6 +198,8 @@ struct Stored<'a> {
     scope: Option<&'a str>,
     redirect_uri: Option<&'a str>,
     issuer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    grant: Option<&'a str>,
 }
 
 /// A secret written into the stored form (which is itself a secret).
@@ -205,6 +230,7 @@ struct Read {
     scope: Option<Value>,
     redirect_uri: Option<Value>,
     issuer: Option<Value>,
+    grant: Option<Value>,
 }
 
 /// A token endpoint's answer (RFC 6749 §5.1), or its error body (§5.2).
@@ -261,6 +287,20 @@ impl OAuthClient {
     /// Refreshes `tokens` with their refresh token (`grant_type=refresh_token` with
     /// `resource`); an answer without a new refresh token keeps the old one.
     pub async fn refresh(&self, tokens: &Tokens) -> Result<Tokens, OAuthError> {
+        if tokens.grant == Grant::ClientCredentials {
+            // Nothing to refresh with: the client asks again.
+            let mut fresh = self
+                .client_credentials_at(
+                    &tokens.token_endpoint,
+                    &tokens.resource,
+                    tokens.scope.as_deref(),
+                    &tokens.client,
+                )
+                .await?;
+            fresh.server.clone_from(&tokens.server);
+            fresh.issuer.clone_from(&tokens.issuer);
+            return Ok(fresh);
+        }
         let refresh_token = tokens
             .refresh_token
             .clone()
@@ -284,6 +324,66 @@ impl OAuthClient {
         fresh.server.clone_from(&tokens.server);
         fresh.issuer.clone_from(&tokens.issuer);
         Ok(fresh)
+    }
+
+    /// Tokens for `discovered` by the client's own credentials (`grant_type=client_credentials`,
+    /// no person, no browser): `client` must be confidential (a secret).
+    pub async fn client_credentials(
+        &self,
+        discovered: &Discovered,
+        client: &ClientRegistration,
+    ) -> Result<Tokens, OAuthError> {
+        // No refresh token comes of this grant: `offline_access` is not asked for.
+        let scope = discovered.scope.as_deref().map(|scope| {
+            scope
+                .split_whitespace()
+                .filter(|s| *s != crate::discovery::OFFLINE_ACCESS)
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+        let scope = scope.filter(|scope| !scope.is_empty());
+        let mut tokens = self
+            .client_credentials_at(
+                &discovered.token_endpoint,
+                &discovered.resource,
+                scope.as_deref(),
+                client,
+            )
+            .await?;
+        tokens.server.clone_from(&discovered.server);
+        tokens.issuer.clone_from(&discovered.issuer);
+        Ok(tokens)
+    }
+
+    async fn client_credentials_at(
+        &self,
+        token_endpoint: &str,
+        resource: &str,
+        scope: Option<&str>,
+        client: &ClientRegistration,
+    ) -> Result<Tokens, OAuthError> {
+        if client.client_secret.is_none() {
+            return Err(OAuthError::NoClientSecret);
+        }
+        let mut grant = vec![("grant_type", CLIENT_CREDENTIALS)];
+        if let Some(scope) = scope {
+            grant.push(("scope", scope));
+        }
+        let mut tokens = self
+            .token_request(
+                token_endpoint,
+                resource,
+                client,
+                &grant,
+                Previous {
+                    refresh_token: None,
+                    scope: scope.map(str::to_owned),
+                    redirect_uri: None,
+                },
+            )
+            .await?;
+        tokens.grant = Grant::ClientCredentials;
+        Ok(tokens)
     }
 
     /// Sends a token request and reads the answer into [`Tokens`] (`server` = `resource`; the
@@ -358,6 +458,7 @@ impl OAuthClient {
                 .or(previous.scope),
             redirect_uri: previous.redirect_uri,
             issuer: None,
+            grant: Grant::AuthorizationCode,
         };
         tokens.register();
         Ok(tokens)
@@ -385,6 +486,7 @@ mod tests {
             scope: Some("mcp".to_owned()),
             redirect_uri: Some("http://127.0.0.1:2/callback".to_owned()),
             issuer: Some("http://127.0.0.1:1".to_owned()),
+            grant: Grant::AuthorizationCode,
         }
     }
 
@@ -393,6 +495,14 @@ mod tests {
         let tokens = tokens();
         let back = Tokens::from_secret(&tokens.to_secret()).expect("reading the stored form");
         assert_eq!(back, tokens);
+        // The browser's grant is written as before (no field); the client's is named.
+        assert!(!tokens.to_secret().expose().contains("\"grant\""));
+        let machine = Tokens {
+            grant: Grant::ClientCredentials,
+            ..tokens.clone()
+        };
+        let back = Tokens::from_secret(&machine.to_secret()).expect("reading the stored form");
+        assert_eq!(back.grant, Grant::ClientCredentials);
         let none = Tokens {
             refresh_token: None,
             expires_at: None,

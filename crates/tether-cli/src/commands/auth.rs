@@ -69,6 +69,7 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
             client_id,
             client_secret,
             client_metadata_url,
+            client_credentials,
             timeout,
         } => {
             let client_secret = client_secret
@@ -85,6 +86,7 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
                 client_id: client_id.clone(),
                 client_secret,
                 client_metadata_url,
+                client_credentials: *client_credentials,
             };
             let redirect = if *no_browser {
                 Redirect::Paste
@@ -170,7 +172,13 @@ impl ServerAuth {
             "needs_auth": self.needs_auth,
             "logged_in": self.tokens.is_some(),
             "expires_at": self.tokens.as_ref().and_then(|t| t.expires_at),
-            "refreshable": self.tokens.as_ref().is_some_and(|t| t.refresh_token.is_some()),
+            "refreshable": self.tokens.as_ref().is_some_and(|t| {
+                t.refresh_token.is_some() || t.grant == tether_oauth::Grant::ClientCredentials
+            }),
+            "grant": self.tokens.as_ref().map(|t| match t.grant {
+                tether_oauth::Grant::AuthorizationCode => "authorization_code",
+                tether_oauth::Grant::ClientCredentials => "client_credentials",
+            }),
         })
     }
 
@@ -182,6 +190,11 @@ impl ServerAuth {
             None => "unreachable",
         };
         let state = match &self.tokens {
+            Some(tokens) if tokens.grant == tether_oauth::Grant::ClientCredentials => format!(
+                "logged in as client {} (client credentials, renewed without a browser){}",
+                tokens.client.client_id,
+                expiry_text(tokens)
+            ),
             Some(tokens) => format!("logged in{}", expiry_text(tokens)),
             None => format!("not logged in (run `tether auth login {}`)", self.server),
         };
