@@ -1060,6 +1060,16 @@ pub enum AuthCommand {
         /// (never a literal).
         #[arg(long, value_name = "SOURCE", requires = "client_id")]
         client_secret: Option<String>,
+        /// With --client-id: the client's private key (a PKCS#8 PEM, P-256 or RSA), from
+        /// env:VAR, file:PATH, - (stdin) or prompt: it signs a short JWT for each token request
+        /// (private_key_jwt) instead of a secret.
+        #[arg(
+            long,
+            value_name = "SOURCE",
+            requires = "client_id",
+            conflicts_with = "client_secret"
+        )]
+        client_key: Option<String>,
         /// The URL of tether's client-id metadata document (an https URL you host): the client
         /// id when the authorization server supports such documents, instead of dynamic
         /// registration. Default: `oauth_client_metadata_url` in config.toml.
@@ -1069,7 +1079,7 @@ pub enum AuthCommand {
         /// credentials; for task workers and CI): needs --client-id and --client-secret.
         /// Without it, this is what tether does when the authorization server offers client
         /// credentials and not the browser's grant. The tokens are renewed the same way.
-        #[arg(long, requires = "client_secret")]
+        #[arg(long, requires = "client_id")]
         client_credentials: bool,
         /// How long to wait for the browser's redirect, in seconds.
         #[arg(long, value_name = "SECS", default_value_t = 300)]

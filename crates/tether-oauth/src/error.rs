@@ -245,9 +245,12 @@ pub enum OAuthError {
     /// The client credentials grant needs a confidential client: a pre-registered client id
     /// with its secret.
     #[error(
-        "the client credentials grant needs a client secret: give --client-id ID --client-secret SOURCE"
+        "the client credentials grant needs the client's secret or key: give --client-id ID with --client-secret SOURCE or --client-key SOURCE"
     )]
     NoClientSecret,
+    /// The client's private key (`--client-key`) cannot sign an assertion.
+    #[error("the client key cannot be used: {0}")]
+    ClientKey(&'static str),
     /// The stored access token is (about to be) expired and cannot be refreshed. Returned by
     /// [`crate::StoredTokens::current_token`]; the user logs in again.
     #[error("the access token expired and no refresh token is stored")]

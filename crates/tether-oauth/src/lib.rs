@@ -59,6 +59,7 @@
 //! # }
 //! ```
 
+mod assertion;
 mod authorization;
 mod challenge;
 mod client;

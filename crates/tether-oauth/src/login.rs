@@ -21,6 +21,9 @@ pub struct ClientChoice {
     pub client_id: Option<String>,
     /// Its secret (a confidential client).
     pub client_secret: Option<SecretValue>,
+    /// Its private key (a PKCS#8 PEM), for a client that authenticates with signed JWTs
+    /// (`private_key_jwt`) instead of a secret.
+    pub client_key: Option<SecretValue>,
     /// A checked client-id metadata document URL ([`crate::client_metadata_url`]): the client
     /// id where the authorization server supports such documents.
     pub client_metadata_url: Option<String>,
@@ -78,6 +81,7 @@ impl OAuthClient {
         let ClientChoice {
             client_id,
             client_secret,
+            client_key,
             client_metadata_url,
             client_credentials,
         } = client;
@@ -85,10 +89,13 @@ impl OAuthClient {
         let machines_only = offers("client_credentials") && !offers("authorization_code");
         if client_credentials || machines_only {
             // No person and no browser: the client's own credentials.
-            let Some(id) = client_id.filter(|_| client_secret.is_some()) else {
-                return Err(OAuthError::NoClientSecret);
+            let client = match (client_id, client_key, client_secret) {
+                (Some(id), Some(key), _) => ClientRegistration::with_key(id, key),
+                (Some(id), None, Some(secret)) => {
+                    ClientRegistration::preregistered(id, Some(secret), &discovered)
+                }
+                _ => return Err(OAuthError::NoClientSecret),
             };
-            let client = ClientRegistration::preregistered(id, client_secret, &discovered);
             tracing::debug!("OAuth client credentials grant");
             return self
                 .client_credentials(&discovered, &client)
@@ -98,13 +105,16 @@ impl OAuthClient {
         let listener = RedirectListener::bind().await?;
         let metadata_document =
             client_metadata_url.filter(|_| discovered.client_metadata_documents);
-        let client = match (client_id, metadata_document) {
-            (Some(id), _) => ClientRegistration::preregistered(id, client_secret, &discovered),
-            (None, Some(url)) => {
+        let client = match (client_id, metadata_document, client_key) {
+            (Some(id), _, Some(key)) => ClientRegistration::with_key(id, key),
+            (Some(id), _, None) => {
+                ClientRegistration::preregistered(id, client_secret, &discovered)
+            }
+            (None, Some(url), _) => {
                 tracing::debug!(%url, "the client-id metadata document URL is the client id");
                 ClientRegistration::metadata_document(&url)
             }
-            (None, None) => self
+            (None, None, _) => self
                 .register(&discovered, listener.redirect_uri())
                 .await
                 .map_err(|e| e.during(Step::Registration))?,

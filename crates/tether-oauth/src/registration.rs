@@ -22,6 +22,9 @@ pub enum AuthMethod {
     ClientSecretBasic,
     /// The id and secret in the form.
     ClientSecretPost,
+    /// A JWT signed by the client's private key, in the form (RFC 7523 §2.2): the
+    /// registration's `client_secret` holds that key (a PKCS#8 PEM).
+    PrivateKeyJwt,
 }
 
 impl AuthMethod {
@@ -31,6 +34,7 @@ impl AuthMethod {
             Self::None => "none",
             Self::ClientSecretBasic => "client_secret_basic",
             Self::ClientSecretPost => "client_secret_post",
+            Self::PrivateKeyJwt => "private_key_jwt",
         }
     }
 
@@ -40,6 +44,7 @@ impl AuthMethod {
         match name {
             "client_secret_basic" => Self::ClientSecretBasic,
             "client_secret_post" => Self::ClientSecretPost,
+            "private_key_jwt" => Self::PrivateKeyJwt,
             _ => Self::None,
         }
     }
@@ -57,6 +62,17 @@ pub struct ClientRegistration {
 }
 
 impl ClientRegistration {
+    /// A pre-registered client `client_id` that authenticates with a JWT signed by `key` (a
+    /// PKCS#8 PEM private key), registered for log masking.
+    pub fn with_key(client_id: String, key: SecretValue) -> Self {
+        tether_log::register([&key]);
+        Self {
+            client_id,
+            client_secret: Some(key),
+            auth_method: AuthMethod::PrivateKeyJwt,
+        }
+    }
+
     /// A pre-registered client `client_id`: public without a secret; with one, Basic unless
     /// the server lists only post (RFC 8414's default is Basic). The secret is registered for
     /// log masking.
@@ -286,10 +302,11 @@ mod tests {
             AuthMethod::None,
             AuthMethod::ClientSecretBasic,
             AuthMethod::ClientSecretPost,
+            AuthMethod::PrivateKeyJwt,
         ] {
             assert_eq!(AuthMethod::from_name(method.as_str()), method);
         }
-        assert_eq!(AuthMethod::from_name("private_key_jwt"), AuthMethod::None);
+        assert_eq!(AuthMethod::from_name("tls_client_auth"), AuthMethod::None);
     }
 
     #[test]

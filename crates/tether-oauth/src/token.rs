@@ -277,6 +277,7 @@ impl OAuthClient {
                     scope: discovered.scope.clone(),
                     redirect_uri: Some(pending.redirect_uri.clone()),
                 },
+                discovered.issuer.as_deref(),
             )
             .await?;
         tokens.server.clone_from(&discovered.server);
@@ -295,6 +296,7 @@ impl OAuthClient {
                     &tokens.resource,
                     tokens.scope.as_deref(),
                     &tokens.client,
+                    tokens.issuer.as_deref(),
                 )
                 .await?;
             fresh.server.clone_from(&tokens.server);
@@ -319,6 +321,7 @@ impl OAuthClient {
                     scope: tokens.scope.clone(),
                     redirect_uri: tokens.redirect_uri.clone(),
                 },
+                tokens.issuer.as_deref(),
             )
             .await?;
         fresh.server.clone_from(&tokens.server);
@@ -348,6 +351,7 @@ impl OAuthClient {
                 &discovered.resource,
                 scope.as_deref(),
                 client,
+                discovered.issuer.as_deref(),
             )
             .await?;
         tokens.server.clone_from(&discovered.server);
@@ -361,6 +365,7 @@ impl OAuthClient {
         resource: &str,
         scope: Option<&str>,
         client: &ClientRegistration,
+        issuer: Option<&str>,
     ) -> Result<Tokens, OAuthError> {
         if client.client_secret.is_none() {
             return Err(OAuthError::NoClientSecret);
@@ -380,6 +385,7 @@ impl OAuthClient {
                     scope: scope.map(str::to_owned),
                     redirect_uri: None,
                 },
+                issuer,
             )
             .await?;
         tokens.grant = Grant::ClientCredentials;
@@ -395,9 +401,20 @@ impl OAuthClient {
         client: &ClientRegistration,
         grant: &[(&str, &str)],
         previous: Previous,
+        issuer: Option<&str>,
     ) -> Result<Tokens, OAuthError> {
         let mut form: Vec<(&str, &str)> = grant.to_vec();
         form.push(("resource", resource));
+        // A signed assertion names the authorization server: its issuer, else the endpoint.
+        let assertion = match (client.auth_method, &client.client_secret) {
+            (AuthMethod::PrivateKeyJwt, Some(key)) => Some(crate::assertion::client_assertion(
+                key,
+                &client.client_id,
+                issuer.unwrap_or(token_endpoint),
+                self.now(),
+            )?),
+            _ => None,
+        };
         let mut request = self
             .http
             .post(token_endpoint)
@@ -415,6 +432,13 @@ impl OAuthClient {
             (AuthMethod::ClientSecretPost, Some(secret)) => {
                 form.push(("client_id", &client.client_id));
                 form.push(("client_secret", secret.expose()));
+            }
+            (AuthMethod::PrivateKeyJwt, Some(_)) => {
+                form.push(("client_id", &client.client_id));
+                form.push(("client_assertion_type", crate::assertion::JWT_BEARER));
+                if let Some(assertion) = &assertion {
+                    form.push(("client_assertion", assertion.expose()));
+                }
             }
             _ => form.push(("client_id", &client.client_id)),
         }

@@ -68,6 +68,7 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
             no_browser,
             client_id,
             client_secret,
+            client_key,
             client_metadata_url,
             client_credentials,
             timeout,
@@ -75,6 +76,10 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
             let client_secret = client_secret
                 .as_deref()
                 .map(|source| crate::secrets::read_one("the client secret", source))
+                .transpose()?;
+            let client_key = client_key
+                .as_deref()
+                .map(|source| crate::secrets::read_one("the client key", source))
                 .transpose()?;
             let client_metadata_url =
                 settings::client_metadata_url(client_metadata_url.as_deref())?
@@ -85,6 +90,7 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
             let client = ClientChoice {
                 client_id: client_id.clone(),
                 client_secret,
+                client_key,
                 client_metadata_url,
                 client_credentials: *client_credentials,
             };
