@@ -757,6 +757,47 @@ fn a_sandboxed_server_has_no_capabilities_namespaces_or_raw_sockets() {
 }
 
 #[test]
+fn a_sandboxed_server_cannot_connect_to_a_named_unix_socket_unless_its_profile_allows() {
+    // A socket as an ssh-agent's, in a directory the profiles grant read and write to (a path
+    // short enough for sockaddr_un): Landlock does not restrict connect on it; seccomp
+    // refuses the socket.
+    let world = planted();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    let granted = json_str(&dir.path().to_string_lossy());
+    let profile = |name: &str, rest: &str| {
+        world.sandbox.write(
+            name,
+            &format!(r#"{{"read": [], "write": [{granted}]{rest}}}"#),
+        )
+    };
+    let ports = r#", "network": {"outbound": {"allow_port": [53, 80, 443]}}"#;
+    let with_ports = profile("ports.json", ports);
+    let no_network = profile("none.json", "");
+    let opted_in = profile(
+        "unix.json",
+        &format!(r#"{ports}, "tether": {{"unix_sockets": true}}"#),
+    );
+    let connect = format!(
+        r#"{{"action": "unix", "path": {}}}"#,
+        json_str(&socket.to_string_lossy())
+    );
+    let open = world.probe("none", &connect);
+    assert!(done(&open), "none: {}", both(&open));
+    for mode in ["default", &with_ports, &no_network] {
+        let closed = world.probe(mode, &connect);
+        assert!(denied(&closed), "{mode}: {}", both(&closed));
+        assert_says(&closed, "Permission denied");
+    }
+    let allowed = world.probe(&opted_in, &connect);
+    assert!(done(&allowed), "unix_sockets: {}", both(&allowed));
+    // Runtimes' pipes stay: a socket pair has no name to connect to.
+    let pair = world.probe("default", &syscall("socketpair"));
+    assert!(done(&pair), "socketpair: {}", both(&pair));
+}
+
+#[test]
 fn arguments_naming_files_grant_nothing_but_an_interpreters_script() {
     // A launcher in a directory of its own, which ignores its arguments: they only name files,
     // as a registry entry's or a bundle's arguments can (`~/.bashrc`, a project's
