@@ -914,7 +914,7 @@ fn a_configs_none_does_not_lower_the_configured_default_and_every_mode_is_named(
 
 /// A stdio MCP server in Python with one tool, `read {path}`: `done: read N bytes` or an error
 /// `denied: …` (the probe's words), for interpreters other than the test server's.
-const PY_SERVER: &str = r#"import json, sys
+pub(crate) const PY_SERVER: &str = r#"import json, sys
 for line in sys.stdin:
     msg = json.loads(line)
     if "id" not in msg:
@@ -962,6 +962,31 @@ process.stdin.on("data", (chunk) => {
 });
 "#;
 
+/// pyenv's shim of the machine's user (not a planted home) — a shell script that runs
+/// ROOT/libexec/pyenv, which picks ROOT/versions/X/bin/python3 — and that interpreter.
+pub(crate) fn pyenv_python() -> Option<(PathBuf, PathBuf)> {
+    let root = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".pyenv")))?;
+    let shim = Some(root.join("shims/python3")).filter(|s| s.is_file())?;
+    let real = std::process::Command::new(&shim)
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("running the shim");
+    let real = PathBuf::from(text(&real.stdout).trim());
+    Some((shim, real))
+}
+
+/// `python -m venv --without-pip venv`, which must succeed.
+pub(crate) fn make_venv(python: &std::path::Path, venv: &std::path::Path) {
+    let made = std::process::Command::new(python)
+        .args(["-m", "venv", "--without-pip"])
+        .arg(venv)
+        .status()
+        .expect("making a venv");
+    assert!(made.success(), "{} -m venv", python.display());
+}
+
 #[test]
 fn version_managed_interpreters_and_venvs_start_under_default_and_keys_stay_closed() {
     let world = planted();
@@ -970,28 +995,10 @@ fn version_managed_interpreters_and_venvs_start_under_default_and_keys_stay_clos
     std::fs::write(dir.join("server.py"), PY_SERVER).expect("server.py");
     std::fs::write(dir.join("server.js"), JS_SERVER).expect("server.js");
     let mut interpreters: Vec<(String, PathBuf)> = Vec::new();
-    // pyenv's shim of the machine's user (not the planted home): a shell script that runs
-    // ROOT/libexec/pyenv, which picks ROOT/versions/X/bin/python3.
-    let pyenv = std::env::var_os("PYENV_ROOT")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".pyenv")));
-    match pyenv
-        .map(|root| root.join("shims/python3"))
-        .filter(|s| s.is_file())
-    {
-        Some(shim) => {
-            let real = std::process::Command::new(&shim)
-                .args(["-c", "import sys; print(sys.executable)"])
-                .output()
-                .expect("running the shim");
-            let real = PathBuf::from(text(&real.stdout).trim());
+    match pyenv_python() {
+        Some((shim, real)) => {
             let venv = world.sandbox.path("venv");
-            let made = std::process::Command::new(&real)
-                .args(["-m", "venv", "--without-pip"])
-                .arg(&venv)
-                .status()
-                .expect("making a venv");
-            assert!(made.success(), "{} -m venv", real.display());
+            make_venv(&real, &venv);
             interpreters.push(("the pyenv shim".to_owned(), shim));
             interpreters.push(("the interpreter it selects".to_owned(), real));
             interpreters.push(("a venv made from it".to_owned(), venv.join("bin/python3")));
