@@ -281,9 +281,14 @@ fn a_port_another_process_already_listens_on_is_refused() {
         text(&out.stderr)
     );
     // tether's one dial to check, with nothing sent on it.
+    assert_nothing_received(&squatter);
+}
+
+/// Accepts what `squatter` (non-blocking) has queued and asserts nothing was sent on any of it.
+fn assert_nothing_received(squatter: &std::net::TcpListener) {
+    use std::io::Read as _;
     let mut received = Vec::new();
     while let Ok((mut stream, _)) = squatter.accept() {
-        use std::io::Read as _;
         stream.set_nonblocking(false).expect("blocking");
         stream
             .set_read_timeout(Some(std::time::Duration::from_secs(2)))
@@ -339,4 +344,54 @@ fn a_package_listening_on_every_interface_is_named() {
         "{}",
         text(&loopback.stderr)
     );
+}
+
+/// A process that takes the package's port *after* tether looked (before the spawn) gets the
+/// dial that waits for the package, but not the handshake: tether checks that the listening
+/// socket is one the package's processes hold, and refuses in one line (issue 37, #11). The
+/// package (a shell that tells the test it started, then never listens) and the squatter (this
+/// test, bound once the package says it runs) are ordered by a FIFO, not by time.
+#[test]
+fn a_port_taken_after_the_check_is_refused_and_the_squatter_gets_no_handshake() {
+    use std::io::Read as _;
+    let sandbox = Sandbox::new();
+    let port = free_port();
+    let fifo = sandbox.dir.path().join("started");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("running mkfifo");
+    assert!(made.success(), "mkfifo");
+    let spec = serde_json::json!({"srv": {
+        "command": "/bin/sh",
+        "args": ["-c", format!("echo up > '{}'; exec sleep 60", fifo.display())],
+        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
+    }})
+    .to_string();
+    let run = sandbox
+        .runner()
+        .command(&["test", "--mcp", &spec, "--timeout", "20"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting tether");
+    // Blocks until the package writes: tether has checked the port and spawned it.
+    let mut started = String::new();
+    std::fs::File::open(&fifo)
+        .and_then(|mut f| f.read_to_string(&mut started))
+        .expect("reading the FIFO");
+    assert_eq!(started.trim(), "up");
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", port)).expect("squatting the port");
+    let out = run.wait_with_output().expect("waiting for tether");
+    let report = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_ne!(out.status.code(), Some(0), "{report}");
+    assert!(
+        report.contains(&format!(
+            "127.0.0.1:{port} (its \"serves\" url) is listened on by a process that is not the package"
+        )),
+        "{report}"
+    );
+    // What reached the squatter: tether's dials, with nothing sent on them.
+    squatter.set_nonblocking(true).expect("nonblocking");
+    assert_nothing_received(&squatter);
 }
