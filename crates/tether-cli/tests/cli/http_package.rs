@@ -302,43 +302,61 @@ fn assert_nothing_received(squatter: &std::net::TcpListener) {
     );
 }
 
-/// A package that listens on every interface (`0.0.0.0`) serves its tools to the network; the
-/// sandbox's bind rule is by port only, so the run says so.
+/// A package that listens on every interface (`0.0.0.0`) serves its tools to the network (the
+/// sandbox's bind rule is by port only): its start is refused in one line, unless its
+/// `"serves"` says `"anyInterface": true`, and then the run names it (issue 37, #15).
 #[test]
-fn a_package_listening_on_every_interface_is_named() {
+fn a_package_listening_on_every_interface_is_refused_unless_allowed() {
     let sandbox = Sandbox::new();
+    let spec = |port: u16, allowed: bool| {
+        let mut serves = serde_json::json!({"url": format!("http://127.0.0.1:{port}/mcp")});
+        if allowed {
+            serves["anyInterface"] = serde_json::json!(true);
+        }
+        serde_json::json!({"srv": {
+            "command": tether_testkit::test_server_bin(),
+            "args": ["--http", format!("0.0.0.0:{port}")],
+            "serves": serves
+        }})
+        .to_string()
+    };
+    let call = |spec: &str| {
+        sandbox.run(&[
+            "call",
+            "--mcp",
+            spec,
+            "srv",
+            "add",
+            "--args",
+            r#"{"a":2,"b":2}"#,
+        ])
+    };
     let port = free_port();
-    let spec = serde_json::json!({"srv": {
-        "command": tether_testkit::test_server_bin(),
-        "args": ["--http", format!("0.0.0.0:{port}")],
-        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
-    }})
-    .to_string();
-    let args = [
-        "call",
-        "--mcp",
-        &spec,
-        "srv",
-        "add",
-        "--args",
-        r#"{"a":2,"b":2}"#,
-    ];
-    let out = sandbox.run(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let refused = call(&spec(port, false));
+    assert_ne!(refused.status.code(), Some(0), "{}", text(&refused.stderr));
     assert!(
-        text(&out.stderr).contains(&format!("listens on 0.0.0.0:{port}, every interface")),
+        text(&refused.stderr).contains(&format!(
+            "it listens on 0.0.0.0:{port}, every interface: its tools would be reachable from your network"
+        )) && text(&refused.stderr).contains(r#""anyInterface": true"#),
         "{}",
-        text(&out.stderr)
+        text(&refused.stderr)
     );
-    let loopback = sandbox.run(&[
-        "call",
-        "--mcp",
-        &serving_test_server(free_port()),
-        "srv",
-        "add",
-        "--args",
-        r#"{"a":2,"b":2}"#,
-    ]);
+    assert!(!listening(port), "the refused package was left running");
+    let port = free_port();
+    let allowed = call(&spec(port, true));
+    assert_eq!(allowed.status.code(), Some(0), "{}", text(&allowed.stderr));
+    assert!(
+        text(&allowed.stderr).contains(&format!("listens on 0.0.0.0:{port}, every interface")),
+        "{}",
+        text(&allowed.stderr)
+    );
+    let loopback = call(&serving_test_server(free_port()));
+    assert_eq!(
+        loopback.status.code(),
+        Some(0),
+        "{}",
+        text(&loopback.stderr)
+    );
     assert!(
         !text(&loopback.stderr).contains("every interface"),
         "{}",

@@ -180,9 +180,14 @@ pub(super) async fn connect(
         listener_is_the_package(served, root).map_err(Failure::Other)?;
     }
     if let Some(bound) = served.port().and_then(bound_beyond_loopback) {
+        if !served.any_interface {
+            return Err(Failure::Other(format!(
+                "it listens on {bound}, every interface: its tools would be reachable from your network, not only from tether (a sandbox limits its port, not the address); make it listen on 127.0.0.1, or allow it with \"anyInterface\": true in its \"serves\""
+            )));
+        }
         tracing::warn!("the package listens on {bound}");
         eprintln!(
-            "tether: warning: the HTTP-port package listens on {bound}, every interface: its tools are reachable from your network, not only from tether (a sandbox limits its port, not the address)"
+            "tether: warning: the HTTP-port package listens on {bound}, every interface (\"anyInterface\": true): its tools are reachable from your network, not only from tether"
         );
     }
     let http = reqwest::Client::builder()
