@@ -26,7 +26,7 @@ mod secret_args;
 
 pub use encodings::printed_forms;
 pub use mask::{
-    MIN_SECRET_LINE_BYTES, Masker, SHORT_SECRET_CHARS, is_invisible, mask_known_values,
+    Folded, MIN_SECRET_LINE_BYTES, Masker, SHORT_SECRET_CHARS, is_invisible, mask_known_values,
 };
 pub use mask_json::mask_json;
 pub use secret::{MASK, SecretValue, Secrets};

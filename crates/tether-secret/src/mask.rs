@@ -484,8 +484,8 @@ fn search(
 /// letter mark, the Hangul fillers, Khmer's inherent vowels, Mongolian's variation selectors,
 /// zero-width spaces and joiners and the direction marks (U+200B–U+200F), bidirectional
 /// embeddings, overrides and isolates, the word joiner and invisible operators
-/// (U+2060–U+2064), variation selectors, the byte-order mark, tags. The set of the injection
-/// scan's `hidden-characters` rule (tether-scan, which depends on no tether crate).
+/// (U+2060–U+2064), variation selectors, the byte-order mark, tags. The injection scan's
+/// `hidden-characters` rule uses this set too (tether-scan).
 pub fn is_invisible(c: char) -> bool {
     matches!(u32::from(c),
         0x00AD | 0x034F | 0x061C | 0x115F..=0x1160 | 0x17B4..=0x17B5 | 0x180B..=0x180F
@@ -493,19 +493,24 @@ pub fn is_invisible(c: char) -> bool {
         | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xE0000..=0xE007F | 0xE0100..=0xE01EF)
 }
 
-/// Text folded for the second search: invisible characters left out, every other character
-/// in its NFKC form; and, for each byte of it, the span of the character of the text it came
-/// from.
-struct Folded {
+/// Text folded for a second search (the masker's, the secret scan's): invisible characters
+/// left out, every other character in its NFKC form; and, for each byte of it, the span of the
+/// character of the text it came from.
+pub struct Folded {
     text: zeroize::Zeroizing<String>,
     from: Vec<Range<usize>>,
 }
 
 impl Folded {
+    /// The folded text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// `text` folded, when folding changes it (never for ASCII text). Most non-ASCII text
     /// (accents, CJK, emoji) is NFKC already: the quick check (a table lookup a character)
     /// says so without folding anything.
-    fn of(text: &str) -> Option<Self> {
+    pub fn of(text: &str) -> Option<Self> {
         use unicode_normalization::{IsNormalized, is_nfkc_quick};
         if text.is_ascii() {
             return None;
@@ -536,7 +541,7 @@ impl Folded {
     }
 
     /// The span of the text that `span` of the folded text came from.
-    fn original(&self, span: Range<usize>) -> Range<usize> {
+    pub fn original(&self, span: Range<usize>) -> Range<usize> {
         let start = self.from.get(span.start).map_or(0, |s| s.start);
         let end = span
             .end
