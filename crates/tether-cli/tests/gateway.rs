@@ -2669,3 +2669,54 @@ async fn the_telemetry_section_of_config_toml_turns_export_on_and_the_variables_
     }
     assert!(receiver.points().is_empty(), "metrics = false");
 }
+
+/// A server's JSON-RPC error reaches the client as the gateway's error (`Shared::error_for`):
+/// the run's secret in its message masked, also with a zero-width space inside it, and a
+/// credential of a known shape masked by the results' scan (an error cannot be withheld, so
+/// `block` masks); the gateway says on stderr that it found one, naming the rule only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_error_message_reaches_the_client_masked_and_scanned() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"test": {{"command": {}, "args": ["--reflect-env", "GW_REFLECTED"], "env": {{"GW_REFLECTED": "{{{{TOKEN}}}}"}}}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    for mode in ["mask", "block"] {
+        let (client, stderr) = serve_client(
+            dir.path(),
+            &spec,
+            &["--secret", "TOKEN=env:GW_SECRET", "--secret-scan", mode],
+        )
+        .await;
+        let mut params = CallToolRequestParams::new("test__reflect");
+        params = params.with_arguments(
+            json!({"as": "error"})
+                .as_object()
+                .expect("an object")
+                .clone(),
+        );
+        let error = client
+            .call_tool(params)
+            .await
+            .expect_err("the server fails the call")
+            .to_string();
+        assert!(
+            error.contains(&format!(
+                "lookup failed for GW_REFLECTED={MASK} (spelt {MASK}) with key [secret: aws-access-key-id]"
+            )),
+            "{mode}: {error}"
+        );
+        assert!(
+            !error.contains("s3cr3t") && !error.contains("AKIA"),
+            "{error}"
+        );
+        let stderr = stderr_of(client, stderr).await;
+        assert!(
+            stderr.contains(
+                "an error a server sent holds what looks like a secret (aws-access-key-id)"
+            ),
+            "{mode}: {stderr}"
+        );
+        assert!(!stderr.contains("AKIAQWERTY"), "{stderr}");
+    }
+}

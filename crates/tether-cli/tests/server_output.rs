@@ -66,6 +66,27 @@ fn shows_secret(output: &str) -> bool {
         .any(|bytes| text(&bytes).to_lowercase().contains("s3cr3t"))
 }
 
+/// `tether call --json` of `reflect` with `arguments` on `spec`'s server, the secret `TOKEN`
+/// being [`SECRET`]: the result.
+fn reflected(dir: &Path, spec: &str, arguments: &str) -> Value {
+    let args = [
+        "call",
+        "--json",
+        "--mcp",
+        spec,
+        "srv",
+        "reflect",
+        "--args",
+        arguments,
+        "--secret",
+        "TOKEN=env:REFLECT_SRC",
+    ];
+    let out = run(dir, &args, SECRET);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    serde_json::from_str(&stdout).expect("the result as JSON")
+}
+
 #[test]
 fn call_and_test_mask_every_form_a_server_reflects() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");
@@ -99,21 +120,7 @@ fn call_and_test_mask_every_form_a_server_reflects() {
         assert!(stdout.contains(MASK), "{args:?}: nothing masked?\n{stdout}");
     }
     // Each form was there to be masked: the answer's blocks, one by one.
-    let out = run(
-        dir.path(),
-        &[
-            "call",
-            "--json",
-            "--mcp",
-            &spec,
-            "srv",
-            "reflect",
-            "--secret",
-            "TOKEN=env:REFLECT_SRC",
-        ],
-        SECRET,
-    );
-    let result: Value = serde_json::from_slice(&out.stdout).expect("the result as JSON");
+    let result = reflected(dir.path(), &spec, "{}");
     let blocks = result["content"].as_array().expect("content");
     assert_eq!(blocks.len(), 10, "{result}");
     for block in &blocks[..6] {
@@ -141,6 +148,52 @@ fn call_and_test_mask_every_form_a_server_reflects() {
         result["structuredContent"],
         json!({"REFLECTED": MASK, MASK: "REFLECTED"})
     );
+}
+
+/// Whether `output` shows the secret in a form made to slip past a masker: with invisible
+/// characters inside it or in full-width letters (seen once folded as a reader sees it), in
+/// hex, percent-encoded byte by byte, or in URL-safe base64.
+fn shows_evasive_secret(output: &str) -> bool {
+    let folded: String = output
+        .chars()
+        .filter(|c| !tether_config::is_invisible(*c))
+        .map(|c| match c {
+            '\u{ff01}'..='\u{ff5e}' => char::from_u32(u32::from(c) - 0xFEE0).unwrap_or(c),
+            other => other,
+        })
+        .collect();
+    let marker = "S3cr3t";
+    let hex: String = marker.bytes().map(|b| format!("{b:02x}")).collect();
+    let percent: String = marker.bytes().map(|b| format!("%{b:02x}")).collect();
+    let lower = folded.to_lowercase();
+    shows_secret(&folded)
+        || lower.contains(&hex)
+        || lower.contains(&percent)
+        || folded
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .filter(|word| word.len() >= 16)
+            .filter_map(|word| {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(word)
+                    .ok()
+            })
+            .any(|bytes| text(&bytes).to_lowercase().contains("s3cr3t"))
+}
+
+/// What a server does to slip a value past the masking — invisible characters inside it,
+/// full-width letters, hex, every byte percent-encoded, base64 at each alignment — is masked
+/// too (issue 37, #17), block by block.
+#[test]
+fn call_masks_the_forms_a_server_hides_a_value_in() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let result = reflected(dir.path(), &reflecting_spec(&[]), r#"{"as": "evasions"}"#);
+    let blocks = result["content"].as_array().expect("content");
+    assert_eq!(blocks.len(), 9, "{result}");
+    for block in blocks {
+        let shown = block["text"].as_str().expect("a text block");
+        assert!(shown.contains(MASK), "nothing masked: {shown:?}");
+        assert!(!shows_evasive_secret(shown), "{shown:?}");
+    }
 }
 
 /// A stored secret (in the secret store, referenced by an installation) is masked in what

@@ -51,6 +51,6 @@ pub use render::{Exposure, RenderedServer, RenderedText, RenderedTransport, rend
 // they are re-exported here under their old paths.
 pub use tether_secret::{
     MASK, MIN_SECRET_LINE_BYTES, Masker, SHORT_SECRET_CHARS, SecretArg, SecretArgError,
-    SecretSource, SecretValue, Secrets, mask_json, mask_known_values, parse_secret_args,
-    printed_forms, shell_line,
+    SecretSource, SecretValue, Secrets, is_invisible, mask_json, mask_known_values,
+    parse_secret_args, printed_forms, shell_line,
 };

@@ -178,6 +178,11 @@ pub struct ServedUrl {
     /// Streamable HTTP or SSE.
     #[serde(default)]
     pub transport: RemoteTransport,
+    /// `"anyInterface": true`: the user lets the package listen on every interface
+    /// (`0.0.0.0`, `::`), its tools reachable from the network; otherwise such a start is
+    /// refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any_interface: bool,
 }
 
 impl ServedUrl {

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use tether_config::placeholder::{Segment, segments};
 
 use crate::model::{Argument, Input, KeyValueInput, Package, Remote};
-use crate::show::{pinned, runner};
+use crate::show::{is_python_runner, pinned, python_module, runner};
 
 /// What a user supplied: non-secret values by input name (repeatable inputs may have several),
 /// and the names of the secrets that will be supplied at run time.
@@ -403,6 +403,13 @@ pub fn package_config(package: &Package, answers: &Answers) -> Result<BuiltConfi
     };
     let runner = runner(package);
     check_runner(&runner)?;
+    if is_python_runner(&runner) && package.registry_type != "pypi" {
+        return Err(BuildError::UnsafePackage {
+            field: "runtimeHint",
+            value: runner,
+            reason: "runs only a PyPI package (as a module)",
+        });
+    }
     let mut args = Vec::new();
     if is_container_runner(&runner) {
         args.extend(["run".to_owned(), "-i".to_owned(), "--rm".to_owned()]);
@@ -416,6 +423,10 @@ pub fn package_config(package: &Package, answers: &Answers) -> Result<BuiltConfi
         .map(String::as_str)
         .collect();
     check_runtime_arguments(&runner, args.get(own..).unwrap_or_default(), &given)?;
+    let python = is_python_runner(&runner);
+    if python {
+        check_python_arguments(package, args.get(own..).unwrap_or_default())?;
+    }
     let env = builder.pairs(&package.environment_variables)?;
     if is_container_runner(&runner) {
         // The container sees only what `-e NAME` passes through.
@@ -426,7 +437,14 @@ pub fn package_config(package: &Package, answers: &Answers) -> Result<BuiltConfi
     if matches!(runner.as_str(), "npx" | "bunx") {
         args.push("-y".to_owned());
     }
-    args.push(pinned(package, &runner));
+    if python {
+        // The package is installed in the interpreter (or its venv): it runs as its module.
+        if !args.iter().skip(own).any(|a| a == "-m") {
+            args.extend(["-m".to_owned(), python_module(package)]);
+        }
+    } else {
+        args.push(pinned(package, &runner));
+    }
     if runner == "dnx" {
         args.push("--yes".to_owned());
     }
@@ -466,10 +484,12 @@ fn served_url(package: &Package, builder: &Builder<'_>) -> Result<String, BuildE
 /// A package identifier or version becomes one argument of the runner's command line, right
 /// after the runner's own options: it must read as a package, never as an option or as more
 /// than one word.
-/// The runners a registry package may name (`runtimeHint`): package runners and container
-/// engines. Anything else (`sh`, `python3`, a path) would run what the entry says, as it says.
-pub const RUNNERS: [&str; 9] = [
-    "npx", "bunx", "pnpm", "uvx", "uv", "pipx", "dnx", "docker", "podman",
+/// The runners a registry package may name (`runtimeHint`): package runners, container
+/// engines, and a Python interpreter for a PyPI package run as its module (`-m MODULE`, see
+/// [`check_python_arguments`]). Anything else (`sh`, `node`, a path) would run what the entry
+/// says, as it says.
+pub const RUNNERS: [&str; 11] = [
+    "npx", "bunx", "pnpm", "uvx", "uv", "pipx", "dnx", "docker", "podman", "python", "python3",
 ];
 
 /// Container engines: their package runs in a container, not in tether's sandbox.
@@ -484,7 +504,7 @@ fn check_runner(runner: &str) -> Result<(), BuildError> {
     Err(BuildError::UnsafePackage {
         field: "runtimeHint",
         value: runner.to_owned(),
-        reason: "is not a package runner tether knows (npx, bunx, pnpm, uvx, uv, pipx, dnx, docker, podman)",
+        reason: "is not a package runner tether knows (npx, bunx, pnpm, uvx, uv, pipx, dnx, docker, podman, python, python3)",
     })
 }
 
@@ -507,6 +527,49 @@ const RUNNER_CODE_FLAGS: [&str; 10] = [
     "--node-options",
     "--script-shell",
 ];
+
+/// Interpreter flags a registry may give a Python runner before `-m`: none of them runs code
+/// or reads a file (`-c`, `-X`, `-W`, a script path are refused).
+const PYTHON_FLAGS: [&str; 6] = ["-u", "-B", "-s", "-E", "-I", "-O"];
+
+/// Refuses a Python runner's runtime arguments unless they are [`PYTHON_FLAGS`] and, last and
+/// at most once, `-m MODULE` where `MODULE` is the package's own module or one of its
+/// submodules ([`python_module`]): the entry runs its package, never code or another module
+/// (`-m pip`, `-m http.server`).
+fn check_python_arguments(package: &Package, args: &[String]) -> Result<(), BuildError> {
+    let refused = |value: &str, reason: &'static str| BuildError::UnsafePackage {
+        field: "runtime argument",
+        value: value.to_owned(),
+        reason,
+    };
+    let own = python_module(package);
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if PYTHON_FLAGS.contains(&arg.as_str()) {
+            continue;
+        }
+        if arg != "-m" {
+            return Err(refused(
+                arg,
+                "is not an interpreter option tether passes to Python (-u, -B, -s, -E, -I, -O, then -m MODULE)",
+            ));
+        }
+        let module = args.next().ok_or_else(|| refused(arg, "lacks its value"))?;
+        let submodule = module
+            .strip_prefix(own.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
+        if !submodule {
+            return Err(refused(module, "is not the package's own module"));
+        }
+        if let Some(more) = args.next() {
+            return Err(refused(
+                more,
+                "follows -m MODULE (package arguments go after it)",
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// Refuses a registry's runtime arguments that reach past the package: for a container, all
 /// but [`CONTAINER_FLAGS`], `-e`/`--env NAME[=VALUE]` and a bind mount of a path the user gave

@@ -254,6 +254,18 @@ pub(crate) fn pinned(package: &Package, runner: &str) -> String {
     }
 }
 
+/// Whether `runner` is a Python interpreter (`runtimeHint` `python` or `python3`): it runs an
+/// installed PyPI package as a module (`-m MODULE`), never code of the entry's.
+pub fn is_python_runner(runner: &str) -> bool {
+    matches!(runner, "python" | "python3")
+}
+
+/// The module a PyPI package runs as under a Python runner: its identifier in lower case with
+/// `-` and `.` as `_` (`mcp-server-fetch` → `mcp_server_fetch`).
+pub fn python_module(package: &Package) -> String {
+    package.identifier.to_lowercase().replace(['-', '.'], "_")
+}
+
 /// The runner of a package: its `runtimeHint`, else the registry type's.
 pub fn runner(package: &Package) -> String {
     package
@@ -304,7 +316,13 @@ pub fn package_command(package: &Package) -> Option<Vec<String>> {
     if matches!(runner.as_str(), "npx" | "bunx") {
         argv.push("-y".to_owned());
     }
-    argv.push(pinned(package, &runner));
+    if is_python_runner(&runner) {
+        if !argv.iter().any(|a| a == "-m") {
+            argv.extend(["-m".to_owned(), python_module(package)]);
+        }
+    } else {
+        argv.push(pinned(package, &runner));
+    }
     if runner == "dnx" {
         argv.push("--yes".to_owned());
     }

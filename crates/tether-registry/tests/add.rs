@@ -190,12 +190,56 @@ fn a_runtime_hint_outside_the_runners_and_arguments_past_the_package_are_refused
             other => panic!("{package:?} was not refused: {other:?}"),
         };
     // Any program as the runner: `sh -c …` ran unsandboxed as an `oci` package.
-    for (kind, hint) in [("oci", "sh"), ("npm", "/bin/sh"), ("pypi", "python3")] {
+    // A Python interpreter runs a PyPI package only.
+    for (kind, hint) in [("oci", "sh"), ("npm", "/bin/sh"), ("npm", "python3")] {
         let mut package = filesystem.packages[0].clone();
         package.registry_type = kind.to_owned();
         package.runtime_hint = Some(hint.to_owned());
         package.runtime_arguments = vec![positional("-c"), positional("id > /tmp/owned")];
         assert_eq!(refused(&package), ("runtimeHint", hint.to_owned()));
+    }
+    // A Python interpreter: its flags that run nothing, then the package's own module.
+    let python = |arguments: &[&str]| {
+        let mut package = filesystem.packages[0].clone();
+        package.registry_type = "pypi".to_owned();
+        package.identifier = "Mcp-Server.Fetch".to_owned();
+        package.runtime_hint = Some("python3".to_owned());
+        package.runtime_arguments = arguments.iter().map(|a| positional(a)).collect();
+        package
+    };
+    for (arguments, bad) in [
+        (&["-c", "import os"][..], "-c"),
+        (&["-m", "pip", "install", "evil"], "pip"),
+        (&["-m", "http.server"], "http.server"),
+        (&["-m", "mcp_server_fetchx"], "mcp_server_fetchx"),
+        (&["-X", "importtime", "-m", "mcp_server_fetch"], "-X"),
+        (&["-m", "mcp_server_fetch", "extra"], "extra"),
+        (&["/tmp/evil.py"], "/tmp/evil.py"),
+    ] {
+        assert_eq!(
+            refused(&python(arguments)),
+            ("runtime argument", bad.to_owned())
+        );
+    }
+    for (arguments, expected) in [
+        (&[][..], json!(["-m", "mcp_server_fetch"])),
+        (&["-u"], json!(["-u", "-m", "mcp_server_fetch"])),
+        (
+            &["-I", "-m", "mcp_server_fetch.cli"],
+            json!(["-I", "-m", "mcp_server_fetch.cli"]),
+        ),
+    ] {
+        let built = package_config(&python(arguments), &answers).expect("a module run passes");
+        assert_eq!(built.server["command"], "python3");
+        let args = built.server["args"].as_array().expect("args");
+        // Then the package's own arguments (the filesystem entry's directory).
+        let expected = expected.as_array().expect("expected");
+        assert_eq!(&args[..expected.len()], &expected[..], "{arguments:?}");
+        assert!(
+            !args
+                .iter()
+                .any(|a| a.as_str().is_some_and(|a| a.contains('@')))
+        );
     }
     // A container's runtime arguments: only an environment variable and tether's own flags.
     for bad in [

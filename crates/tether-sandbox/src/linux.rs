@@ -130,6 +130,9 @@ const CLONE_NAMESPACES: [u64; 7] = [
 const SECCOMP_ARGUMENTS: &str =
     "clone with namespace flags, clone3, TIOCSTI and TIOCLINUX, packet and raw sockets";
 
+/// What the seccomp filter also denies unless the profile says `"unix_sockets": true`.
+const SECCOMP_UNIX: &str = "Unix sockets (socketpair allowed)";
+
 /// The Landlock status of this kernel, found once per process with one system call:
 /// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)` answers the kernel's ABI
 /// (or `EOPNOTSUPP`: built in but not enabled; `ENOSYS`: not built in). No ruleset is made.
@@ -208,8 +211,9 @@ pub struct Prepared {
     /// The ruleset applied instead when the child cannot enter its network namespace (best
     /// effort with a host allow-list: the profile's ports, reaching any host).
     fallback: Option<RulesetCreated>,
-    /// The filter, and the one making `clone3` answer `ENOSYS` (a second action).
-    seccomp: Option<[BpfProgram; 2]>,
+    /// The filter, the one making `clone3` answer `ENOSYS` (a second action) and, unless the
+    /// profile allows them, the one making `socket(AF_UNIX, …)` answer `EACCES`.
+    seccomp: Option<Vec<BpfProgram>>,
     limits: [Option<(Resource, u64)>; 4],
     /// Capabilities to give up in the child: all of them, the bounding set too as root.
     capabilities: Capabilities,
@@ -443,8 +447,11 @@ fn report(policy: &Policy, cgroup: bool, probe: bool) -> Report {
         _ => {}
     }
     match seccomp_arch() {
+        Some(_) if profile.unix_sockets() => enforced.push(format!(
+            "seccomp ({SECCOMP_DENIED_COUNT} calls denied; {SECCOMP_ARGUMENTS}; Unix sockets allowed by the profile)"
+        )),
         Some(_) => enforced.push(format!(
-            "seccomp ({SECCOMP_DENIED_COUNT} calls denied; {SECCOMP_ARGUMENTS})"
+            "seccomp ({SECCOMP_DENIED_COUNT} calls denied; {SECCOMP_ARGUMENTS}, {SECCOMP_UNIX})"
         )),
         None => missing.push(format!(
             "the seccomp filter (none for {})",
@@ -532,7 +539,9 @@ pub fn prepare(policy: &Policy, target: &Target<'_>) -> Result<Prepared, Sandbox
         }
         None => (None, None),
     };
-    let seccomp = seccomp_arch().map(seccomp_programs).transpose()?;
+    let seccomp = seccomp_arch()
+        .map(|arch| seccomp_programs(arch, profile.unix_sockets()))
+        .transpose()?;
     let memory = profile.memory_mb();
     let cpu = profile.cpu_seconds();
     let limits = [
@@ -870,8 +879,11 @@ fn package_root(file: &Path, never_whole: &dyn Fn(&Path) -> bool, with_dir: bool
 /// The seccomp filters: each of [`SECCOMP_DENIED`] known on `arch` answers `EPERM`, and so do
 /// `clone` with a namespace flag, `ioctl` `TIOCSTI`/`TIOCLINUX` and `socket` of `AF_PACKET`
 /// or `SOCK_RAW`; the second filter makes `clone3` (whose flags are in memory, out of a
-/// filter's reach) answer `ENOSYS`, so that C libraries fall back to `clone`.
-fn seccomp_programs(arch: TargetArch) -> Result<[BpfProgram; 2], SandboxError> {
+/// filter's reach) answer `ENOSYS`, so that C libraries fall back to `clone`; unless
+/// `unix_sockets`, a third makes `socket(AF_UNIX, …)` answer `EACCES` — Landlock (up to ABI 7)
+/// does not restrict `connect` to a named Unix socket, and without a socket there is nothing
+/// to connect. `socketpair` (runtimes' pipes) stays allowed: its sockets have no name.
+fn seccomp_programs(arch: TargetArch, unix_sockets: bool) -> Result<Vec<BpfProgram>, SandboxError> {
     use nix::libc;
     use seccompiler::{SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition, SeccompRule};
     let rule = |conditions: Vec<(u8, Len, Op, u64)>| -> Result<SeccompRule, SandboxError> {
@@ -907,21 +919,29 @@ fn seccomp_programs(arch: TargetArch) -> Result<[BpfProgram; 2], SandboxError> {
         ],
     );
     let errno = |code: i32| SeccompAction::Errno(u32::try_from(code).unwrap_or(1));
-    let denied: BpfProgram =
-        SeccompFilter::new(rules, SeccompAction::Allow, errno(libc::EPERM), arch)
-            .map_err(setup)?
-            .try_into()
-            .map_err(setup)?;
-    let clone3: BpfProgram = SeccompFilter::new(
-        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
-        SeccompAction::Allow,
-        errno(libc::ENOSYS),
-        arch,
-    )
-    .map_err(setup)?
-    .try_into()
-    .map_err(setup)?;
-    Ok([denied, clone3])
+    let program =
+        |rules: BTreeMap<i64, Vec<SeccompRule>>, code: i32| -> Result<BpfProgram, SandboxError> {
+            SeccompFilter::new(rules, SeccompAction::Allow, errno(code), arch)
+                .map_err(setup)?
+                .try_into()
+                .map_err(setup)
+        };
+    let mut programs = vec![
+        program(rules, libc::EPERM)?,
+        program(
+            [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
+            libc::ENOSYS,
+        )?,
+    ];
+    if !unix_sockets {
+        let unix = u64::try_from(libc::AF_UNIX).unwrap_or(1);
+        let socket = vec![rule(vec![(0, Len::Dword, Op::Eq, unix)])?];
+        programs.push(program(
+            [(libc::SYS_socket, socket)].into_iter().collect(),
+            libc::EACCES,
+        )?);
+    }
+    Ok(programs)
 }
 
 /// What the child gives up of its capabilities (`capabilities(7)`): every set, the ambient
@@ -1133,8 +1153,11 @@ mod tests {
             assert!(syscall_number(name).is_some(), "{name}");
         }
         let arch = seccomp_arch().expect("a known architecture");
-        let [denied, clone3] = seccomp_programs(arch).expect("compiled");
-        assert!(!denied.is_empty() && !clone3.is_empty());
+        for unix_sockets in [false, true] {
+            let programs = seccomp_programs(arch, unix_sockets).expect("compiled");
+            assert_eq!(programs.len(), if unix_sockets { 2 } else { 3 });
+            assert!(programs.iter().all(|p| !p.is_empty()));
+        }
     }
 
     #[test]

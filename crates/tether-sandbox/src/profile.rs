@@ -179,6 +179,11 @@ pub struct TetherSettings {
     /// TCP ports the server may listen on (default none).
     #[serde(default)]
     pub allow_bind: Vec<u16>,
+    /// Let the server make Unix sockets (`socket(AF_UNIX, …)`), and so connect to any named
+    /// one whose path it knows (docker.sock, an ssh-agent, D-Bus): seccomp refuses them
+    /// otherwise. `socketpair` is allowed either way.
+    #[serde(default)]
+    pub unix_sockets: bool,
 }
 
 /// `default`'s data memory limit: 4 GiB (`RLIMIT_DATA`: V8's and CPython's reserved but
@@ -319,6 +324,11 @@ impl Profile {
     /// Ports the server may listen on.
     pub fn allow_bind(&self) -> &[u16] {
         self.tether.as_ref().map_or(&[], |t| &t.allow_bind)
+    }
+
+    /// Whether the server may make Unix sockets (`"tether": {"unix_sockets": true}`).
+    pub fn unix_sockets(&self) -> bool {
+        self.tether.as_ref().is_some_and(|t| t.unix_sockets)
     }
 
     /// Whether the private home is kept after the run.

@@ -251,11 +251,9 @@ fn collect_prose<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
     }
 }
 
+/// The invisible characters of the module docs (the masker's set, shared).
 fn is_hidden(c: char) -> bool {
-    matches!(u32::from(c),
-        0x00AD | 0x034F | 0x061C | 0x115F..=0x1160 | 0x17B4..=0x17B5 | 0x180B..=0x180F
-        | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x2069 | 0x3164
-        | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xE0000..=0xE007F | 0xE0100..=0xE01EF)
+    tether_secret::is_invisible(c)
 }
 
 /// NFKC, invisible characters removed, lower-cased: the text as a model reads it.

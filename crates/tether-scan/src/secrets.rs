@@ -18,6 +18,10 @@
 //! | `jwt` | `eyJ…` `.` `eyJ…` `.` signature, each part 8+ base64url characters |
 //! | `secret-assignment` | `api_key`/`apikey`/`secret`/`token`/`password`/`passwd`/`access_key`/`client_secret` then `=` or `:` and a value of 16+ characters whose Shannon entropy is at least 3.5 bits a character |
 //!
+//! Text that is not all ASCII is also matched folded (invisible characters removed, NFKC:
+//! `tether_secret::Folded`), so a key with a zero-width space inside or in full-width letters
+//! is found and masked as written.
+//!
 //! A finding is reported by its rule's name only, never its text. What it does depends on the
 //! direction's [`SecretScan`]: `warn` logs it and records it in the audit line; `mask`
 //! replaces each match with `[secret: RULE]` too; `block` refuses the call (arguments) or
@@ -178,12 +182,45 @@ fn walk(value: &mut Value, mask: bool, found: &mut [bool; NAMES.len()]) {
 /// The rules that match `text` (marked in `found`), and with `mask` the text with each match
 /// replaced, if any was.
 fn scan_text(text: &str, mask: bool, found: &mut [bool; NAMES.len()]) -> Option<String> {
-    let rules = &*RULES;
-    let hits = rules.any.matches(text);
-    if !hits.matched_any() {
+    // Spans to replace: (start, end, rule).
+    let mut spans = matches(text, found);
+    if let Some(folded) = tether_secret::Folded::of(text) {
+        spans.extend(
+            matches(folded.text(), found)
+                .into_iter()
+                .map(|(start, end, rule)| {
+                    let span = folded.original(start..end);
+                    (span.start, span.end, rule)
+                }),
+        );
+    }
+    if !mask || spans.is_empty() {
         return None;
     }
-    // Spans to replace: (start, end, rule).
+    spans.sort_unstable();
+    let mut masked = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end, rule) in spans {
+        if start < at {
+            // Inside a span replaced already (a JWT inside an assignment, or the same match
+            // found in the folded text).
+            at = at.max(end);
+            continue;
+        }
+        masked.push_str(&text[at..start]);
+        masked.push_str("[secret: ");
+        masked.push_str(NAMES[rule]);
+        masked.push(']');
+        at = end;
+    }
+    masked.push_str(&text[at..]);
+    Some(masked)
+}
+
+/// Where the rules match `text`, as (start, end, rule), each rule marked in `found`.
+fn matches(text: &str, found: &mut [bool; NAMES.len()]) -> Vec<(usize, usize, usize)> {
+    let rules = &*RULES;
+    let hits = rules.any.matches(text);
     let mut spans: Vec<(usize, usize, usize)> = Vec::new();
     for rule in hits.iter() {
         let Some(regex) = rules.each.get(rule) else {
@@ -205,26 +242,7 @@ fn scan_text(text: &str, mask: bool, found: &mut [bool; NAMES.len()]) -> Option<
             spans.push((span.start, span.end, rule));
         }
     }
-    if !mask || spans.is_empty() {
-        return None;
-    }
-    spans.sort_unstable();
-    let mut masked = String::with_capacity(text.len());
-    let mut at = 0;
-    for (start, end, rule) in spans {
-        if start < at {
-            // Inside a span replaced already (a JWT inside an assignment, say).
-            at = at.max(end);
-            continue;
-        }
-        masked.push_str(&text[at..start]);
-        masked.push_str("[secret: ");
-        masked.push_str(NAMES[rule]);
-        masked.push(']');
-        at = end;
-    }
-    masked.push_str(&text[at..]);
-    Some(masked)
+    spans
 }
 
 /// Shannon entropy of `text`'s characters, in bits a character.
@@ -310,6 +328,38 @@ mod tests {
         assert_eq!(scan(&mut value, SecretScan::Warn), ["aws-access-key-id"]);
         assert_eq!(value, before);
         assert!(scan(&mut value, SecretScan::Off).is_empty());
+    }
+
+    /// A key with invisible characters inside it, in full-width letters, or behind a bidi
+    /// isolate is found and masked as written (issue 37, #17).
+    #[test]
+    fn invisible_and_full_width_forms_are_found_and_masked() {
+        for (rule, sample) in samples() {
+            if rule == "private-key" {
+                continue;
+            }
+            let full_width: String = sample
+                .chars()
+                .map(|c| match c {
+                    '!'..='~' => char::from_u32(u32::from(c) + 0xFEE0).unwrap_or(c),
+                    other => other,
+                })
+                .collect();
+            let mut chars = sample.chars();
+            let first: String = chars.by_ref().take(4).collect();
+            let zero_width = format!("{first}\u{200B}{}", chars.as_str());
+            for form in [zero_width, full_width, format!("\u{2066}{sample}\u{2069}")] {
+                let mut value = json!({"text": format!("here: {form} (end)")});
+                assert_eq!(scan(&mut value, SecretScan::Mask), [rule], "{form}");
+                let text = value["text"].as_str().unwrap_or_default();
+                assert!(text.contains(&format!("[secret: {rule}]")), "{text}");
+                assert!(
+                    text.starts_with("here: ") && text.ends_with(" (end)"),
+                    "{text}"
+                );
+                assert!(!text.contains(&form), "{text}");
+            }
+        }
     }
 
     /// Ordinary text is no finding: words after `password:`, hashes, UUIDs, base64 of little

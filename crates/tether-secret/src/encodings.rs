@@ -55,7 +55,10 @@ const SETS: [EncodeSet; 6] = [
 /// string or a URL). The JSON and `Debug` forms are also escaped once more: JSON text inside a
 /// JSON string, or inside a `Debug`-printed one (a log line at `-vvv`). A value long enough
 /// also has base64 forms: what base64 text holding it holds at each alignment
-/// ([`base64_core`]).
+/// ([`base64_core`]), and (from [`MIN_ENCODED_BYTES`] bytes) its bytes in hex and with every
+/// byte percent-encoded (`%74%6F…`, as a hand-written encoder may write them). A value with
+/// compatibility characters also has its NFKC form; text is folded the same way (and rid of
+/// invisible characters) before a second search: see [`crate::mask`].
 #[must_use]
 pub fn printed_forms(value: &SecretValue) -> Vec<SecretValue> {
     let raw = value.expose();
@@ -84,6 +87,11 @@ enum Base {
     Upper,
     Nfc,
     Nfd,
+    Nfkc,
+    /// Every byte as two hex digits (lower case; matching ignores case).
+    Hex,
+    /// Every byte percent-encoded, upper-case hex (matching ignores case).
+    PercentAll,
     /// HTML-escaped in one of [`HTML_STYLES`].
     Html(usize),
     /// Shell single-quoted, `'` written as `'\''` (`false`) or `'"'"'` (`true`).
@@ -132,6 +140,10 @@ impl Recipe {
             Base::Upper => raw.to_uppercase(),
             Base::Nfc => raw.nfc().collect(),
             Base::Nfd => raw.nfd().collect(),
+            Base::Nfkc => raw.nfkc().collect(),
+            Base::Hex | Base::PercentAll if raw.len() < MIN_ENCODED_BYTES => return None,
+            Base::Hex => hex(raw, ""),
+            Base::PercentAll => hex(raw, "%").to_ascii_uppercase(),
             Base::Html(style) => html_escape(raw, &HTML_STYLES[style]),
             Base::ShellQuoted(double) => {
                 shell_single_quoted(raw, if double { "'\"'\"'" } else { "'\\''" })
@@ -161,7 +173,11 @@ impl Recipe {
         self.layers[0].is_none()
             && !matches!(
                 self.base,
-                Base::Percent { .. } | Base::FormEncoded | Base::Base64 { .. }
+                Base::Percent { .. }
+                    | Base::FormEncoded
+                    | Base::Base64 { .. }
+                    | Base::Hex
+                    | Base::PercentAll
             )
     }
 }
@@ -251,6 +267,7 @@ static RECIPES: std::sync::LazyLock<Vec<Recipe>> = std::sync::LazyLock::new(|| {
         Base::Upper,
         Base::Nfc,
         Base::Nfd,
+        Base::Nfkc,
     ]);
     bases.extend((0..HTML_STYLES.len()).map(Base::Html));
     bases.extend([
@@ -296,8 +313,24 @@ static RECIPES: std::sync::LazyLock<Vec<Recipe>> = std::sync::LazyLock::new(|| {
             recipes.push(Recipe::new(Base::Base64 { offset, url_safe }, [None, None]));
         }
     }
+    recipes.push(Recipe::new(Base::Hex, [None, None]));
+    recipes.push(Recipe::new(Base::PercentAll, [None, None]));
     recipes
 });
+
+/// The shortest value that has hex and every-byte percent forms: a shorter one's hex (12
+/// digits for 6 bytes) would be found in unrelated digests and ids.
+const MIN_ENCODED_BYTES: usize = 8;
+
+/// `text`'s bytes as lower-case hex, each pair after `before`.
+fn hex(text: &str, before: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len() * (2 + before.len()));
+    for byte in text.bytes() {
+        let _ = write!(out, "{before}{byte:02x}");
+    }
+    out
+}
 
 /// The shortest base64 core that is a form of its own (see [`base64_core`]): a shorter one
 /// would be found in unrelated base64 text.
@@ -510,6 +543,13 @@ mod tests {
             .collect()
     }
 
+    fn assert_has(all: &[String], expected: &str) {
+        assert!(
+            all.iter().any(|f| f == expected),
+            "{expected:?} missing from {all:?}"
+        );
+    }
+
     #[test]
     fn a_plain_token_has_only_its_own_form_and_its_cases() {
         assert_eq!(forms("abc123"), ["abc123", "ABC123"]);
@@ -538,11 +578,23 @@ mod tests {
             // The JSON form in a JSON string, and in a `Debug` string.
             "a\\\\\\\"b'<é>&\\\\\\\\",
         ] {
-            assert!(
-                all.iter().any(|f| f == expected),
-                "{expected:?} missing from {all:?}"
-            );
+            assert_has(&all, expected);
         }
+    }
+
+    #[test]
+    fn hex_every_byte_percent_and_nfkc_forms() {
+        let all = forms("tok-Ab9\u{FF5A}");
+        for expected in [
+            "746f6b2d416239efbd9a",
+            "%74%6F%6B%2D%41%62%39%EF%BD%9A",
+            // NFKC: the full-width z is a z.
+            "tok-Ab9z",
+        ] {
+            assert_has(&all, expected);
+        }
+        // Too short for hex: its digits would be found in any digest.
+        assert!(!forms("tok-Ab9").iter().any(|f| f == "746f6b2d416239"));
     }
 
     #[test]
@@ -562,10 +614,7 @@ mod tests {
             // JSON and Debug escaping.
             "SENT inel\\\"<x>/é\\n",
         ] {
-            assert!(
-                all.iter().any(|f| f == expected),
-                "{expected:?} missing from {all:?}"
-            );
+            assert_has(&all, expected);
         }
         assert!(!all.iter().any(String::is_empty));
         let mut unique = all.clone();

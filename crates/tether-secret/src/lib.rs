@@ -25,7 +25,9 @@ mod secret;
 mod secret_args;
 
 pub use encodings::printed_forms;
-pub use mask::{MIN_SECRET_LINE_BYTES, Masker, SHORT_SECRET_CHARS, mask_known_values};
+pub use mask::{
+    Folded, MIN_SECRET_LINE_BYTES, Masker, SHORT_SECRET_CHARS, is_invisible, mask_known_values,
+};
 pub use mask_json::mask_json;
 pub use secret::{MASK, SecretValue, Secrets};
 pub use secret_args::{SecretArg, SecretArgError, SecretSource, parse_secret_args, shell_line};

@@ -28,6 +28,13 @@
 //! what it passed on) it shows the mask by provenance whatever the length; this rule is about
 //! finding values in text others wrote.
 //!
+//! Text that is not all ASCII is also searched folded: with its invisible characters left out
+//! (zero-width spaces and joiners, bidirectional controls, variation selectors, the soft hyphen:
+//! [`is_invisible`]) and each character in its NFKC form (full-width `ｔｏｋ` as `tok`), so a
+//! value spelt with such characters inside it, or in full-width letters, is found too; what is
+//! found there is masked in the text as written, the invisible characters inside it included.
+//! ASCII text (most tool output) has nothing to fold and is searched once.
+//!
 //! Values are matched ignoring ASCII case when they are short enough for the automaton (at most
 //! [`LONG_PATTERN_BYTES`] bytes per form): hex digests, base32 codes and host names change case
 //! on the way; a longer form is searched as written and in its lower- and upper-case forms.
@@ -46,6 +53,7 @@ use std::sync::{Arc, OnceLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use memchr::memmem;
+use unicode_normalization::UnicodeNormalization as _;
 
 use crate::encodings::{LazyForm, printed_forms, split_forms};
 use crate::secret::{MASK, SecretValue};
@@ -425,23 +433,11 @@ impl Masker {
             Search::Values(automaton, long) => (automaton, long),
         };
         let mut found: Vec<Range<usize>> = Vec::new();
-        if let Some(automaton) = automaton {
-            let matches = automaton.search.try_find_overlapping_iter(text).ok()?;
-            found.extend(
-                matches
-                    .filter(|m| {
-                        !automaton
-                            .standalone
-                            .get(m.pattern().as_usize())
-                            .copied()
-                            .unwrap_or(false)
-                            || stands_alone(text, &m.range())
-                    })
-                    .map(|m| m.range()),
-            );
-        }
-        for value in long.iter() {
-            value.spans(text.as_bytes(), &mut found);
+        search(automaton.as_ref(), long, text, &mut found)?;
+        if let Some(folded) = Folded::of(text) {
+            let mut inner = Vec::new();
+            search(automaton.as_ref(), long, &folded.text, &mut inner)?;
+            found.extend(inner.into_iter().map(|span| folded.original(span)));
         }
         if self.starry {
             let masks = mask_runs(text);
@@ -453,6 +449,116 @@ impl Masker {
         }
         Some(merge(found))
     }
+}
+
+/// Adds where `text` holds a value to `found` (unsorted); `None` when the automaton fails.
+fn search(
+    automaton: Option<&Automaton>,
+    long: &[LongValue],
+    text: &str,
+    found: &mut Vec<Range<usize>>,
+) -> Option<()> {
+    if let Some(automaton) = automaton {
+        let matches = automaton.search.try_find_overlapping_iter(text).ok()?;
+        found.extend(
+            matches
+                .filter(|m| {
+                    !automaton
+                        .standalone
+                        .get(m.pattern().as_usize())
+                        .copied()
+                        .unwrap_or(false)
+                        || stands_alone(text, &m.range())
+                })
+                .map(|m| m.range()),
+        );
+    }
+    for value in long {
+        value.spans(text.as_bytes(), found);
+    }
+    Some(())
+}
+
+/// Whether `c` is invisible where it is printed (default-ignorable characters a server may put
+/// inside a value to break it up): the soft hyphen, the combining grapheme joiner, the Arabic
+/// letter mark, the Hangul fillers, Khmer's inherent vowels, Mongolian's variation selectors,
+/// zero-width spaces and joiners and the direction marks (U+200B–U+200F), bidirectional
+/// embeddings, overrides and isolates, the word joiner and invisible operators
+/// (U+2060–U+2064), variation selectors, the byte-order mark, tags. The injection scan's
+/// `hidden-characters` rule uses this set too (tether-scan).
+pub fn is_invisible(c: char) -> bool {
+    matches!(u32::from(c),
+        0x00AD | 0x034F | 0x061C | 0x115F..=0x1160 | 0x17B4..=0x17B5 | 0x180B..=0x180F
+        | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x2069 | 0x3164
+        | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xE0000..=0xE007F | 0xE0100..=0xE01EF)
+}
+
+/// Text folded for a second search (the masker's, the secret scan's): invisible characters
+/// left out, every other character in its NFKC form; and, for each byte of it, the span of the
+/// character of the text it came from.
+pub struct Folded {
+    text: zeroize::Zeroizing<String>,
+    from: Vec<Range<usize>>,
+}
+
+impl Folded {
+    /// The folded text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// `text` folded, when folding changes it (never for ASCII text). Most non-ASCII text
+    /// (accents, CJK, emoji) is NFKC already: the quick check (a table lookup a character)
+    /// says so without folding anything.
+    pub fn of(text: &str) -> Option<Self> {
+        use unicode_normalization::{IsNormalized, is_nfkc_quick};
+        if text.is_ascii() {
+            return None;
+        }
+        // One pass over the characters that may fold: not ASCII, not the letters of Latin-1,
+        // Cyrillic, CJK or Hangul syllables (all visible and NFKC). Leaving characters out can
+        // only make the check unsure, never sure wrongly.
+        let mut invisible = false;
+        let others = text
+            .chars()
+            .filter(|c| !matches!(c, '\0'..='\u{7f}' | '\u{c0}'..='\u{ff}' | '\u{400}'..='\u{4ff}' | '\u{4e00}'..='\u{9fff}' | '\u{ac00}'..='\u{d7a3}'))
+            .inspect(|c| invisible |= is_invisible(*c));
+        if is_nfkc_quick(others) == IsNormalized::Yes && !invisible {
+            return None;
+        }
+        let mut folded = zeroize::Zeroizing::new(String::with_capacity(text.len()));
+        let mut from = Vec::with_capacity(text.len());
+        for (at, c) in text.char_indices() {
+            if !folds(c) {
+                folded.push(c);
+            } else if !is_invisible(c) {
+                folded.extend(std::iter::once(c).nfkc());
+            }
+            from.resize(folded.len(), at..at + c.len_utf8());
+        }
+        // Combining marks make the quick check unsure, and fold to themselves.
+        (*folded != text).then_some(Self { text: folded, from })
+    }
+
+    /// The span of the text that `span` of the folded text came from.
+    pub fn original(&self, span: Range<usize>) -> Range<usize> {
+        let start = self.from.get(span.start).map_or(0, |s| s.start);
+        let end = span
+            .end
+            .checked_sub(1)
+            .and_then(|last| self.from.get(last))
+            .map_or(start, |s| s.end);
+        start..end
+    }
+}
+
+/// Whether folding changes `c`: an invisible character, or one NFKC writes otherwise.
+fn folds(c: char) -> bool {
+    if c.is_ascii() {
+        return false;
+    }
+    let mut folded = std::iter::once(c).nfkc();
+    is_invisible(c) || folded.next() != Some(c) || folded.next().is_some()
 }
 
 /// Whether `span` of `text` has no letter, digit or `_` right before or right after it.
@@ -786,5 +892,71 @@ mod tests {
             ["a ********", "******** b", "c", "********"]
         );
         assert_eq!(masker.mask_pieces(&["none", "here"]), ["none", "here"]);
+    }
+
+    /// The evasions of issue 37 (#17): a known value with invisible characters inside it, in
+    /// full-width letters, in hex, percent-encoded byte by byte, in base64 text at each
+    /// alignment, split across two pieces — each masked.
+    #[test]
+    fn invisible_full_width_and_encoded_forms_are_masked() {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        let secret = "tok-Sup3rS3cret~9f3a?";
+        let masker = Masker::new([&SecretValue::from(secret)]);
+        let spread = |between: &str| {
+            let chars: Vec<String> = secret.chars().map(String::from).collect();
+            chars.join(between)
+        };
+        let full_width: String = secret
+            .chars()
+            .map(|c| char::from_u32(u32::from(c) + 0xFEE0).unwrap_or(c))
+            .collect();
+        let hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
+        let percent: String = secret.bytes().map(|b| format!("%{b:02X}")).collect();
+        let mut texts = vec![
+            spread("\u{200B}"),
+            spread("\u{2060}"),
+            format!("{}\u{FEFF}{}", &secret[..6], &secret[6..]),
+            format!("{}\u{202E}\u{2066}{}", &secret[..9], &secret[9..]),
+            format!("{}\u{200D}{}", &full_width[..9], &full_width[9..]),
+            full_width,
+            hex.clone(),
+            hex.to_uppercase(),
+            percent.clone(),
+            percent.to_lowercase(),
+        ];
+        for prefix in ["", "a", "ab"] {
+            let payload = format!("{prefix}{secret} and more");
+            texts.push(STANDARD.encode(&payload));
+            texts.push(URL_SAFE_NO_PAD.encode(&payload));
+        }
+        for form in texts {
+            let text = format!("before {form} after");
+            let masked = masker.mask(&text);
+            assert!(
+                masked.starts_with("before ") && masked.contains(MASK),
+                "{form:?}: {masked:?}"
+            );
+            assert!(
+                !masked.to_lowercase().contains("s3cr"),
+                "{form:?}: {masked:?}"
+            );
+            let folded: String = masked
+                .chars()
+                .filter(|c| !is_invisible(*c))
+                .nfkc()
+                .collect();
+            assert!(
+                !folded.contains("Sup3r") && !folded.contains(&hex[..12]),
+                "{form:?}: {masked:?}"
+            );
+        }
+        // Split across pieces, with an invisible character at the cut.
+        assert_eq!(
+            masker.mask_pieces(&["x tok-Sup3r\u{200B}", "S3cret~9f3a? y"]),
+            ["x ********", "******** y"]
+        );
+        // Text around what was folded stays as written.
+        assert_eq!(masker.mask("ｆｕｌｌ é \u{200B}"), "ｆｕｌｌ é \u{200B}");
     }
 }

@@ -188,7 +188,7 @@ async fn config_load(server: &ServerProcess, key: &str, command: Uuid, url: Uuid
     if let Some(error) = errors.first() {
         println!("   first error: {error}");
     }
-    let counted = server.config_requests().await;
+    let counted = server.config_requests(key).await;
     println!("   /metrics counter: {counted} (warm-up {CLIENTS} + {CALLS})");
 }
 

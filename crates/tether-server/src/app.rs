@@ -5,7 +5,7 @@
 //! | `POST /graphql` | the managed MCP schema; `Authorization: Bearer <api key>` or 401 |
 //! | `GET, POST, DELETE /mcp-proxy/{uid}` | the Streamable HTTP proxy ([`crate::proxy`]) |
 //! | `GET /healthz` | `ok` when the store answers and can be written to, else 503 and why |
-//! | `GET /metrics` | Prometheus text ([`crate::metrics`]), to loopback peers only (404 otherwise) |
+//! | `GET /metrics` | Prometheus text ([`crate::metrics`]), to loopback peers only (404 otherwise) with an API key (401 without one), or with none under `metrics_public` |
 //!
 //! With `metrics_listen`, a second listener serves `GET /metrics` alone, to any peer that
 //! reaches it: Prometheus scrapes it without an API key, and the operator decides who reaches
@@ -70,6 +70,10 @@ pub struct ServeOptions {
     /// Where to serve `GET /metrics` to any peer (port 0 picks a free port); `None`: only
     /// the main listener's loopback-only `/metrics`.
     pub metrics_listen: Option<SocketAddr>,
+    /// Serve the main listener's `/metrics` to loopback peers without an API key (as before
+    /// issue 37: a reverse proxy on the same host then makes it public). Default: a loopback
+    /// peer needs an API key too.
+    pub metrics_public: bool,
 }
 
 /// A server bound to its address, not yet serving.
@@ -111,6 +115,7 @@ impl BoundServer {
             mut limits,
             rate,
             metrics_listen,
+            metrics_public,
         } = options;
         limits.max_connections =
             crate::limits::fit_connections_to_file_limit(limits.max_connections);
@@ -160,6 +165,7 @@ impl BoundServer {
             rate: RateLimiter::new(rate, clock),
             limits,
             service,
+            metrics_public,
         });
         Ok(Self {
             listener,
@@ -349,22 +355,44 @@ fn unauthorized(message: &'static str) -> Response {
     response
 }
 
-/// Authenticates from the headers first: the body of a request without a valid API key is
-/// never read. Authenticated requests are counted and timed by status class.
-async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
-    let Some(api_key) = bearer_token(&headers) else {
-        return unauthorized("missing API key: send Authorization: Bearer <api key>");
+/// The caller of a request by its API key, or the answer that refuses it: 401 with `missing`
+/// without a key, 401 for an unknown one (logged at info with `what` was asked), 500 when the
+/// store fails.
+async fn caller_of(
+    app: &AppState,
+    headers: &HeaderMap,
+    missing: &'static str,
+    what: &str,
+) -> Result<crate::service::Caller, Response> {
+    let Some(api_key) = bearer_token(headers) else {
+        return Err(unauthorized(missing));
     };
-    let caller = match app.service.authenticate(api_key).await {
-        Ok(Some(caller)) => caller,
+    match app.service.authenticate(api_key).await {
+        Ok(Some(caller)) => Ok(caller),
         Ok(None) => {
-            tracing::info!("GraphQL request with an unknown API key");
-            return unauthorized("unknown API key");
+            tracing::info!("{what} request with an unknown API key");
+            Err(unauthorized("unknown API key"))
         }
         Err(error) => {
             tracing::error!("authenticating an API key failed: {error}");
-            return (StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n").into_response();
+            Err((StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n").into_response())
         }
+    }
+}
+
+/// Authenticates from the headers first: the body of a request without a valid API key is
+/// never read. Authenticated requests are counted and timed by status class.
+async fn graphql(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    let caller = match caller_of(
+        &app,
+        &headers,
+        "missing API key: send Authorization: Bearer <api key>",
+        "GraphQL",
+    )
+    .await
+    {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
     };
     let started = std::time::Instant::now();
     let span = crate::metrics::request_span("graphql", &headers);
@@ -463,16 +491,27 @@ async fn healthz(State(app): State<Arc<AppState>>) -> Response {
     }
 }
 
-/// The main listener's `/metrics`: loopback peers only.
+/// The main listener's `/metrics`: loopback peers only, with an API key unless
+/// `metrics_public`. A reverse proxy on this host makes every request a loopback one, so the
+/// peer's address alone let anyone behind the recommended proxy read the page.
 async fn metrics(
     State(app): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
 ) -> Response {
     if !peer.ip().is_loopback() {
         return StatusCode::NOT_FOUND.into_response();
     }
+    if !app.metrics_public
+        && let Err(refused) = caller_of(&app, &headers, METRICS_NEED_A_KEY, "/metrics").await
+    {
+        return refused;
+    }
     scrape(State(Arc::clone(&app.service.metrics))).await
 }
+
+/// What a scrape of the main listener's `/metrics` without an API key is told.
+const METRICS_NEED_A_KEY: &str = "GET /metrics on the main listener needs an API key (Authorization: Bearer <api key>): behind a reverse proxy on this host every peer is a loopback one; scrape --metrics-listen ADDRESS instead, or start with --metrics-public to serve it to loopback peers without a key as before";
 
 /// The metrics in the Prometheus text format.
 async fn scrape(State(metrics): State<Arc<crate::metrics::ServerMetrics>>) -> Response {

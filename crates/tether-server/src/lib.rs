@@ -24,6 +24,7 @@
 //!     limits: tether_server::limits::Limits::default(),
 //!     rate: tether_server::rate::RateSettings::default(),
 //!     metrics_listen: None,
+//!     metrics_public: false,
 //! })
 //! .await?;
 //! println!("listening on http://{}", server.local_addr());

@@ -73,9 +73,13 @@ struct ServeArgs {
     /// Also serve GET /metrics (Prometheus text format) on this address, to any peer that
     /// reaches it, for a scraper without an API key; port 0 picks a free port, printed as
     /// `metrics on http://ADDRESS/metrics` after the listening line. Without it, /metrics on
-    /// the main listener answers loopback peers only.
+    /// the main listener answers loopback peers only, with an API key.
     #[arg(long, value_name = "ADDRESS")]
     metrics_listen: Option<SocketAddr>,
+    /// Serve /metrics on the main listener to loopback peers without an API key (the old
+    /// default). Behind a reverse proxy on this host that makes the page public.
+    #[arg(long)]
+    metrics_public: bool,
 }
 
 /// Where the store is: `--data-dir` (SQLite) or `--database-url`.
@@ -372,6 +376,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         rate_limit,
         rate_burst,
         metrics_listen,
+        metrics_public,
     } = args;
     let database = database.url()?;
     let limits = limits.limits();
@@ -393,6 +398,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 burst: rate_burst,
             },
             metrics_listen,
+            metrics_public,
         })
         .await
         .with_context(|| format!("starting with the database {database}"))?;

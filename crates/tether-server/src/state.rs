@@ -20,6 +20,8 @@ pub(crate) struct AppState {
     pub(crate) body_limits: BodyLimits,
     pub(crate) logs: LimitLogs,
     pub(crate) rate: RateLimiter,
+    /// `/metrics` on the main listener needs no API key (`--metrics-public`).
+    pub(crate) metrics_public: bool,
 }
 
 /// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).

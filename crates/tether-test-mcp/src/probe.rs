@@ -20,11 +20,11 @@ pub fn tool() -> Tool {
     let schema = json!({
         "type": "object",
         "properties": {
-            "action": {"type": "string", "enum": ["read", "list", "append", "connect", "spawn", "allocate", "fetch", "steal", "status", "syscall"]},
-            "path": {"type": "string", "description": "read, list, append: the path; `~/` is this process's HOME, `{ppid}` its parent's pid."},
+            "action": {"type": "string", "enum": ["read", "list", "append", "connect", "unix", "spawn", "allocate", "fetch", "steal", "status", "syscall"]},
+            "path": {"type": "string", "description": "read, list, append, unix (a named Unix socket to connect to): the path; `~/` is this process's HOME, `{ppid}` its parent's pid."},
             "marker": {"type": "string", "description": "steal: the argument before a socket path on another process's command line (`__exec`, `__gateway`); the argument after the path, if any, replaces `{id}` in `send`."},
             "send": {"type": "string", "description": "steal: what to write to the socket."},
-            "call": {"type": "string", "enum": ["clone_newuser", "clone3", "tiocsti", "packet_socket", "raw_socket", "fork_chain"], "description": "syscall: the call to try (fork_chain: a chain whose every generation forks and exits, in HOME, for 30 s at most)."},
+            "call": {"type": "string", "enum": ["clone_newuser", "clone3", "tiocsti", "packet_socket", "raw_socket", "socketpair", "fork_chain"], "description": "syscall: the call to try (fork_chain: a chain whose every generation forks and exits, in HOME, for 30 s at most)."},
             "port": {"type": "integer", "description": "connect: the port on 127.0.0.1."},
             "count": {"type": "integer", "description": "spawn: how many `sleep` processes to hold at once."},
             "mb": {"type": "integer", "description": "allocate: how many MiB to reserve (untouched)."},
@@ -86,6 +86,12 @@ pub fn call(arguments: Option<&JsonObject>) -> Result<CallToolResult, String> {
             std::net::TcpStream::connect(("127.0.0.1", port))
                 .map(|_| format!("connected to 127.0.0.1:{port}"))
                 .map_err(|e| format!("connect 127.0.0.1:{port}: {e}"))
+        }
+        "unix" => {
+            let path = path()?;
+            std::os::unix::net::UnixStream::connect(&path)
+                .map(|_| format!("connected to {}", path.display()))
+                .map_err(|e| format!("connect {}: {e}", path.display()))
         }
         "spawn" => Ok(spawn(number("count").unwrap_or(1).min(MAX_SPAWN))).and_then(|r| r),
         "allocate" => {
@@ -330,6 +336,10 @@ fn syscall(call: &str) -> Result<String, String> {
                 libc::close(fd);
             }
             i64::from(fd)
+        },
+        "socketpair" => match std::os::unix::net::UnixStream::pair() {
+            Ok(_) => 0,
+            Err(_) => -1,
         },
         "fork_chain" => fork_chain(),
         other => return Err(format!("unknown call {other:?}")),

@@ -3,7 +3,11 @@
 //! every form a masker must recognise: as it is, JSON text with `\uXXXX` escapes (Python's
 //! `json.dumps`), upper case, HTML-escaped, shell-quoted, in Unicode NFD, split across two
 //! text blocks, base64 in an image's `data` and in a resource's `blob`, and as a key and a
-//! value of the structured content.
+//! value of the structured content. Called with `{"as": "evasions"}` it answers with the
+//! forms a hostile server uses to slip a value past a masker (invisible characters inside it,
+//! full-width letters, hex, every byte percent-encoded, base64 at each alignment inside text);
+//! with `{"as": "error"}` it fails with a JSON-RPC error whose message holds the value (as it
+//! is and with a zero-width space inside) and an AWS-key-shaped text.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -76,6 +80,66 @@ impl Reflected {
             CallToolResult::error(vec![rmcp::model::ContentBlock::text(error.to_string())])
         })
     }
+}
+
+/// What `reflect` with `{"as": "error"}` fails with: the value, the value with a zero-width
+/// space after its first character, and a key of AWS's shape.
+pub const ERROR_KEY: &str = "AKIAQWERTYUIOPASDFGH";
+
+impl Reflected {
+    /// The message of `{"as": "error"}` (see the module docs).
+    pub fn error_message(&self) -> String {
+        format!(
+            "lookup failed for {}={} (spelt {}) with key {ERROR_KEY}",
+            self.name,
+            self.value,
+            zero_width_inside(&self.value)
+        )
+    }
+
+    /// The answer to `{"as": "evasions"}`: one text block a form.
+    pub fn evasions(&self) -> CallToolResult {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let value = &self.value;
+        let spread: String = value
+            .chars()
+            .flat_map(|c| [c, '\u{2060}'])
+            .collect::<String>();
+        let full_width: String = value
+            .chars()
+            .map(|c| match c {
+                '!'..='~' => char::from_u32(u32::from(c) + 0xFEE0).unwrap_or(c),
+                other => other,
+            })
+            .collect();
+        let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
+        let percent: String = value.bytes().map(|b| format!("%{b:02X}")).collect();
+        let mut forms = vec![
+            zero_width_inside(value),
+            format!("\u{2066}{spread}\u{2069}"),
+            full_width,
+            hex,
+            percent,
+        ];
+        for prefix in ["", "a", "ab"] {
+            forms.push(STANDARD.encode(format!("{prefix}{value}")));
+        }
+        forms.push(URL_SAFE_NO_PAD.encode(format!("x{value}")));
+        let blocks = forms
+            .into_iter()
+            .map(|form| json!({"type": "text", "text": format!("form: {form}")}))
+            .collect::<Vec<_>>();
+        serde_json::from_value(json!({"content": blocks, "isError": false})).unwrap_or_else(
+            |error| CallToolResult::error(vec![rmcp::model::ContentBlock::text(error.to_string())]),
+        )
+    }
+}
+
+/// `value` with a zero-width space after its first character.
+fn zero_width_inside(value: &str) -> String {
+    let mut chars = value.chars();
+    let first = chars.next().map(String::from).unwrap_or_default();
+    format!("{first}\u{200B}{}", chars.as_str())
 }
 
 /// `value` as Python's `json.dumps` writes it: every non-ASCII character as `\uxxxx`.

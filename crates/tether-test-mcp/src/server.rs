@@ -496,7 +496,16 @@ impl ServerHandler for TestServer {
         if let Some(reflected) = &self.reflect
             && request.name == crate::reflect::TOOL
         {
-            return Ok(reflected.call().into());
+            let form = request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get("as"))
+                .and_then(serde_json::Value::as_str);
+            return match form {
+                Some("evasions") => Ok(reflected.evasions().into()),
+                Some("error") => Err(ErrorData::internal_error(reflected.error_message(), None)),
+                _ => Ok(reflected.call().into()),
+            };
         }
         if self.probe && request.name == crate::probe::TOOL {
             return crate::probe::call(request.arguments.as_ref())

@@ -187,7 +187,7 @@ impl Stack {
     /// How many `createManagedMcpClientConfig` calls the server has answered: the sum of
     /// `tether_server_resolutions_total` over its outcomes on its Prometheus page.
     pub fn mint_count(&self) -> Result<u64, StackError> {
-        let body = http_get(&self.base, "/metrics")?;
+        let body = http_get_with_key(&self.base, "/metrics", &self.api_key)?;
         let counters = body
             .lines()
             .filter(|line| line.starts_with("tether_server_resolutions_total{"));
@@ -272,13 +272,21 @@ fn serve(database: &[OsString], extra: &[String]) -> Result<(Child, String), Sta
 
 /// `GET base+path`, expecting 200; returns the body.
 pub fn http_get(base: &str, path: &str) -> Result<String, StackError> {
-    let response = reqwest::blocking::Client::builder()
+    http_get_with_key(base, path, "")
+}
+
+/// [`http_get`] with `Authorization: Bearer KEY` (none for an empty key): the main listener's
+/// `/metrics` wants an API key.
+pub fn http_get_with_key(base: &str, path: &str, key: &str) -> Result<String, StackError> {
+    let mut request = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| e.to_string())?
-        .get(format!("{base}{path}"))
-        .send()
-        .map_err(|e| format!("GET {path}: {e}"))?;
+        .get(format!("{base}{path}"));
+    if !key.is_empty() {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().map_err(|e| format!("GET {path}: {e}"))?;
     if !response.status().is_success() {
         return Err(format!("GET {path}: HTTP {}", response.status()));
     }

@@ -1135,19 +1135,28 @@ fn package_entry(
     package_arguments: serde_json::Value,
     environment_variables: serde_json::Value,
 ) -> String {
+    registry_entry(
+        sandbox,
+        name,
+        serde_json::json!({
+            "registryType": "npm",
+            "identifier": package,
+            "version": "1.0.0",
+            "transport": {"type": "stdio"},
+            "packageArguments": package_arguments,
+            "environmentVariables": environment_variables
+        }),
+    )
+}
+
+/// A file holding the official registry's entry `io.github.example/NAME` with one package.
+fn registry_entry(sandbox: &Sandbox, name: &str, package: serde_json::Value) -> String {
     let entry = serde_json::json!({
         "server": {
             "name": format!("io.github.example/{name}"),
             "description": "Published values written in shell and template syntax",
             "version": "1.0.0",
-            "packages": [{
-                "registryType": "npm",
-                "identifier": package,
-                "version": "1.0.0",
-                "transport": {"type": "stdio"},
-                "packageArguments": package_arguments,
-                "environmentVariables": environment_variables
-            }]
+            "packages": [package]
         },
         "_meta": {"io.modelcontextprotocol.registry/official": {
             "status": "active", "publishedAt": "2026-11-01T10:00:00Z",
@@ -1324,14 +1333,37 @@ fn registry_values_are_literal_and_never_read_the_users_environment() {
 /// test-connect and every later start, through the key stored with it — and its runner
 /// (`npx`) gets a cache of its own, kept between runs; a hand-written installation keeps
 /// `none`.
-#[test]
-fn a_registry_package_is_sandboxed_by_default_and_a_hand_written_config_is_not() {
-    let sandbox = Sandbox::new();
-    let registry = FixtureRegistry::start(&[]);
+/// A user home with a planted `~/.ssh/id_rsa`: the home and the key.
+fn planted_key(sandbox: &Sandbox) -> (PathBuf, PathBuf) {
     let home = sandbox.path("home");
     std::fs::create_dir_all(home.join(".ssh")).expect("mkdir .ssh");
     let key = home.join(".ssh/id_rsa");
     std::fs::write(&key, "PLANTED").expect("plant the key");
+    (home, key)
+}
+
+/// `tether ARGS` as the user of `home`, with the fixture `registry` and `envs`.
+fn as_user(
+    sandbox: &Sandbox,
+    home: &std::path::Path,
+    registry: &FixtureRegistry,
+    envs: &[(&str, &str)],
+    args: &[&str],
+) -> std::process::Output {
+    let mut runner = sandbox.runner().user_home(home).registry(&registry.url);
+    for (name, value) in envs {
+        runner = runner.env(name, value);
+    }
+    assert_cmd::Command::from_std(runner.command(args))
+        .output()
+        .expect("running tether")
+}
+
+#[test]
+fn a_registry_package_is_sandboxed_by_default_and_a_hand_written_config_is_not() {
+    let sandbox = Sandbox::new();
+    let registry = FixtureRegistry::start(&[]);
+    let (home, key) = planted_key(&sandbox);
     // `npx` as a package runner behaves: it records the package in its cache (when it has
     // one), then runs the "package" (the test server, beside it: a program's directory is
     // granted).
@@ -1347,16 +1379,16 @@ fn a_registry_package_is_sandboxed_by_default_and_a_hand_written_config_is_not()
     // Not the home's `.cache`: tether's XDG_CACHE_HOME places the runners' caches.
     let xdg_cache = sandbox.path("xdg-cache");
     let run = |args: &[&str]| {
-        let command = sandbox
-            .runner()
-            .user_home(&home)
-            .registry(&registry.url)
-            .env("PATH", &path)
-            .env("XDG_CACHE_HOME", &xdg_cache)
-            .command(args);
-        assert_cmd::Command::from_std(command)
-            .output()
-            .expect("running tether")
+        as_user(
+            &sandbox,
+            &home,
+            &registry,
+            &[
+                ("PATH", &path),
+                ("XDG_CACHE_HOME", &xdg_cache.to_string_lossy()),
+            ],
+            args,
+        )
     };
     let added = run(&["add", "io.github.example/everything", "--yes"]);
     assert_eq!(added.status.code(), Some(0), "{}", text(&added.stderr));
@@ -1615,5 +1647,73 @@ fn add_checks_an_mcpb_bundles_signature() {
         "unsigned",
         &[],
         "the bundle is unsigned, and --require-signature (or require_signed_bundles)",
+    );
+}
+
+/// A PyPI entry whose `runtimeHint` is `python3` runs its package as a module (`-m`) of the
+/// `python3` on PATH — here a venv made from pyenv's Python (the system's without pyenv) with
+/// the package installed in it — and `tether add`'s test-connect passes under `default`; the
+/// server still cannot read a planted key.
+#[test]
+fn a_pypi_package_with_runtime_hint_python3_adds_and_runs_sandboxed() {
+    let sandbox = Sandbox::new();
+    let (home, key) = planted_key(&sandbox);
+    let python = match crate::sandbox::pyenv_python() {
+        Some((_, real)) => real,
+        None => {
+            eprintln!("NOTICE: no pyenv here: the system's python3 makes the venv");
+            PathBuf::from("python3")
+        }
+    };
+    let venv = sandbox.path("venv");
+    crate::sandbox::make_venv(&python, &venv);
+    // What `pip install mcp-py-probe` would leave: the module in the venv's site-packages.
+    let purelib = Command::new(venv.join("bin/python3"))
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ])
+        .output()
+        .expect("asking the venv");
+    let purelib = PathBuf::from(text(&purelib.stdout).trim());
+    std::fs::write(purelib.join("mcp_py_probe.py"), crate::sandbox::PY_SERVER)
+        .expect("installing the module");
+    let entry = registry_entry(
+        &sandbox,
+        "pyprobe",
+        serde_json::json!({
+            "registryType": "pypi",
+            "identifier": "mcp-py-probe",
+            "version": "1.0.0",
+            "runtimeHint": "python3",
+            "runtimeArguments": [
+                {"type": "positional", "value": "-m"},
+                {"type": "positional", "value": "mcp_py_probe"}
+            ],
+            "transport": {"type": "stdio"}
+        }),
+    );
+    let registry = FixtureRegistry::start(&["--entry", &entry]);
+    let path = path_with(&venv.join("bin"));
+    let run = |args: &[&str]| as_user(&sandbox, &home, &registry, &[("PATH", &path)], args);
+    let added = run(&["add", "io.github.example/pyprobe", "--yes"]);
+    let stderr = text(&added.stderr);
+    assert_eq!(added.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("test-connect: ready"), "{stderr}");
+    assert!(
+        stderr.contains("sandbox default: files (Landlock"),
+        "{stderr}"
+    );
+    let uid = text(&added.stdout).trim().to_owned();
+    let probe = format!(
+        r#"{{"path": {}}}"#,
+        serde_json::json!(key.to_string_lossy())
+    );
+    let read = run(&["call", "--mcp", &uid, "pyprobe", "read", "--args", &probe]);
+    assert!(
+        text(&read.stdout).starts_with("denied: "),
+        "{}{}",
+        text(&read.stdout),
+        text(&read.stderr)
     );
 }

@@ -281,9 +281,14 @@ fn a_port_another_process_already_listens_on_is_refused() {
         text(&out.stderr)
     );
     // tether's one dial to check, with nothing sent on it.
+    assert_nothing_received(&squatter);
+}
+
+/// Accepts what `squatter` (non-blocking) has queued and asserts nothing was sent on any of it.
+fn assert_nothing_received(squatter: &std::net::TcpListener) {
+    use std::io::Read as _;
     let mut received = Vec::new();
     while let Ok((mut stream, _)) = squatter.accept() {
-        use std::io::Read as _;
         stream.set_nonblocking(false).expect("blocking");
         stream
             .set_read_timeout(Some(std::time::Duration::from_secs(2)))
@@ -297,46 +302,114 @@ fn a_port_another_process_already_listens_on_is_refused() {
     );
 }
 
-/// A package that listens on every interface (`0.0.0.0`) serves its tools to the network; the
-/// sandbox's bind rule is by port only, so the run says so.
+/// A package that listens on every interface (`0.0.0.0`) serves its tools to the network (the
+/// sandbox's bind rule is by port only): its start is refused in one line, unless its
+/// `"serves"` says `"anyInterface": true`, and then the run names it (issue 37, #15).
 #[test]
-fn a_package_listening_on_every_interface_is_named() {
+fn a_package_listening_on_every_interface_is_refused_unless_allowed() {
     let sandbox = Sandbox::new();
+    let spec = |port: u16, allowed: bool| {
+        let mut serves = serde_json::json!({"url": format!("http://127.0.0.1:{port}/mcp")});
+        if allowed {
+            serves["anyInterface"] = serde_json::json!(true);
+        }
+        serde_json::json!({"srv": {
+            "command": tether_testkit::test_server_bin(),
+            "args": ["--http", format!("0.0.0.0:{port}")],
+            "serves": serves
+        }})
+        .to_string()
+    };
+    let call = |spec: &str| {
+        sandbox.run(&[
+            "call",
+            "--mcp",
+            spec,
+            "srv",
+            "add",
+            "--args",
+            r#"{"a":2,"b":2}"#,
+        ])
+    };
     let port = free_port();
-    let spec = serde_json::json!({"srv": {
-        "command": tether_testkit::test_server_bin(),
-        "args": ["--http", format!("0.0.0.0:{port}")],
-        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
-    }})
-    .to_string();
-    let args = [
-        "call",
-        "--mcp",
-        &spec,
-        "srv",
-        "add",
-        "--args",
-        r#"{"a":2,"b":2}"#,
-    ];
-    let out = sandbox.run(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let refused = call(&spec(port, false));
+    assert_ne!(refused.status.code(), Some(0), "{}", text(&refused.stderr));
     assert!(
-        text(&out.stderr).contains(&format!("listens on 0.0.0.0:{port}, every interface")),
+        text(&refused.stderr).contains(&format!(
+            "it listens on 0.0.0.0:{port}, every interface: its tools would be reachable from your network"
+        )) && text(&refused.stderr).contains(r#""anyInterface": true"#),
         "{}",
-        text(&out.stderr)
+        text(&refused.stderr)
     );
-    let loopback = sandbox.run(&[
-        "call",
-        "--mcp",
-        &serving_test_server(free_port()),
-        "srv",
-        "add",
-        "--args",
-        r#"{"a":2,"b":2}"#,
-    ]);
+    assert!(!listening(port), "the refused package was left running");
+    let port = free_port();
+    let allowed = call(&spec(port, true));
+    assert_eq!(allowed.status.code(), Some(0), "{}", text(&allowed.stderr));
+    assert!(
+        text(&allowed.stderr).contains(&format!("listens on 0.0.0.0:{port}, every interface")),
+        "{}",
+        text(&allowed.stderr)
+    );
+    let loopback = call(&serving_test_server(free_port()));
+    assert_eq!(
+        loopback.status.code(),
+        Some(0),
+        "{}",
+        text(&loopback.stderr)
+    );
     assert!(
         !text(&loopback.stderr).contains("every interface"),
         "{}",
         text(&loopback.stderr)
     );
+}
+
+/// A process that takes the package's port *after* tether looked (before the spawn) gets the
+/// dial that waits for the package, but not the handshake: tether checks that the listening
+/// socket is one the package's processes hold, and refuses in one line (issue 37, #11). The
+/// package (a shell that tells the test it started, then never listens) and the squatter (this
+/// test, bound once the package says it runs) are ordered by a FIFO, not by time.
+#[test]
+fn a_port_taken_after_the_check_is_refused_and_the_squatter_gets_no_handshake() {
+    use std::io::Read as _;
+    let sandbox = Sandbox::new();
+    let port = free_port();
+    let fifo = sandbox.dir.path().join("started");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("running mkfifo");
+    assert!(made.success(), "mkfifo");
+    let spec = serde_json::json!({"srv": {
+        "command": "/bin/sh",
+        "args": ["-c", format!("echo up > '{}'; exec sleep 60", fifo.display())],
+        "serves": {"url": format!("http://127.0.0.1:{port}/mcp")}
+    }})
+    .to_string();
+    let run = sandbox
+        .runner()
+        .command(&["test", "--mcp", &spec, "--timeout", "20"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting tether");
+    // Blocks until the package writes: tether has checked the port and spawned it.
+    let mut started = String::new();
+    std::fs::File::open(&fifo)
+        .and_then(|mut f| f.read_to_string(&mut started))
+        .expect("reading the FIFO");
+    assert_eq!(started.trim(), "up");
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", port)).expect("squatting the port");
+    let out = run.wait_with_output().expect("waiting for tether");
+    let report = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_ne!(out.status.code(), Some(0), "{report}");
+    assert!(
+        report.contains(&format!(
+            "127.0.0.1:{port} (its \"serves\" url) is listened on by a process that is not the package"
+        )),
+        "{report}"
+    );
+    // What reached the squatter: tether's dials, with nothing sent on them.
+    squatter.set_nonblocking(true).expect("nonblocking");
+    assert_nothing_received(&squatter);
 }

@@ -757,6 +757,47 @@ fn a_sandboxed_server_has_no_capabilities_namespaces_or_raw_sockets() {
 }
 
 #[test]
+fn a_sandboxed_server_cannot_connect_to_a_named_unix_socket_unless_its_profile_allows() {
+    // A socket as an ssh-agent's, in a directory the profiles grant read and write to (a path
+    // short enough for sockaddr_un): Landlock does not restrict connect on it; seccomp
+    // refuses the socket.
+    let world = planted();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    let granted = json_str(&dir.path().to_string_lossy());
+    let profile = |name: &str, rest: &str| {
+        world.sandbox.write(
+            name,
+            &format!(r#"{{"read": [], "write": [{granted}]{rest}}}"#),
+        )
+    };
+    let ports = r#", "network": {"outbound": {"allow_port": [53, 80, 443]}}"#;
+    let with_ports = profile("ports.json", ports);
+    let no_network = profile("none.json", "");
+    let opted_in = profile(
+        "unix.json",
+        &format!(r#"{ports}, "tether": {{"unix_sockets": true}}"#),
+    );
+    let connect = format!(
+        r#"{{"action": "unix", "path": {}}}"#,
+        json_str(&socket.to_string_lossy())
+    );
+    let open = world.probe("none", &connect);
+    assert!(done(&open), "none: {}", both(&open));
+    for mode in ["default", &with_ports, &no_network] {
+        let closed = world.probe(mode, &connect);
+        assert!(denied(&closed), "{mode}: {}", both(&closed));
+        assert_says(&closed, "Permission denied");
+    }
+    let allowed = world.probe(&opted_in, &connect);
+    assert!(done(&allowed), "unix_sockets: {}", both(&allowed));
+    // Runtimes' pipes stay: a socket pair has no name to connect to.
+    let pair = world.probe("default", &syscall("socketpair"));
+    assert!(done(&pair), "socketpair: {}", both(&pair));
+}
+
+#[test]
 fn arguments_naming_files_grant_nothing_but_an_interpreters_script() {
     // A launcher in a directory of its own, which ignores its arguments: they only name files,
     // as a registry entry's or a bundle's arguments can (`~/.bashrc`, a project's
@@ -873,7 +914,7 @@ fn a_configs_none_does_not_lower_the_configured_default_and_every_mode_is_named(
 
 /// A stdio MCP server in Python with one tool, `read {path}`: `done: read N bytes` or an error
 /// `denied: …` (the probe's words), for interpreters other than the test server's.
-const PY_SERVER: &str = r#"import json, sys
+pub(crate) const PY_SERVER: &str = r#"import json, sys
 for line in sys.stdin:
     msg = json.loads(line)
     if "id" not in msg:
@@ -921,6 +962,31 @@ process.stdin.on("data", (chunk) => {
 });
 "#;
 
+/// pyenv's shim of the machine's user (not a planted home) — a shell script that runs
+/// ROOT/libexec/pyenv, which picks ROOT/versions/X/bin/python3 — and that interpreter.
+pub(crate) fn pyenv_python() -> Option<(PathBuf, PathBuf)> {
+    let root = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".pyenv")))?;
+    let shim = Some(root.join("shims/python3")).filter(|s| s.is_file())?;
+    let real = std::process::Command::new(&shim)
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("running the shim");
+    let real = PathBuf::from(text(&real.stdout).trim());
+    Some((shim, real))
+}
+
+/// `python -m venv --without-pip venv`, which must succeed.
+pub(crate) fn make_venv(python: &std::path::Path, venv: &std::path::Path) {
+    let made = std::process::Command::new(python)
+        .args(["-m", "venv", "--without-pip"])
+        .arg(venv)
+        .status()
+        .expect("making a venv");
+    assert!(made.success(), "{} -m venv", python.display());
+}
+
 #[test]
 fn version_managed_interpreters_and_venvs_start_under_default_and_keys_stay_closed() {
     let world = planted();
@@ -929,28 +995,10 @@ fn version_managed_interpreters_and_venvs_start_under_default_and_keys_stay_clos
     std::fs::write(dir.join("server.py"), PY_SERVER).expect("server.py");
     std::fs::write(dir.join("server.js"), JS_SERVER).expect("server.js");
     let mut interpreters: Vec<(String, PathBuf)> = Vec::new();
-    // pyenv's shim of the machine's user (not the planted home): a shell script that runs
-    // ROOT/libexec/pyenv, which picks ROOT/versions/X/bin/python3.
-    let pyenv = std::env::var_os("PYENV_ROOT")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".pyenv")));
-    match pyenv
-        .map(|root| root.join("shims/python3"))
-        .filter(|s| s.is_file())
-    {
-        Some(shim) => {
-            let real = std::process::Command::new(&shim)
-                .args(["-c", "import sys; print(sys.executable)"])
-                .output()
-                .expect("running the shim");
-            let real = PathBuf::from(text(&real.stdout).trim());
+    match pyenv_python() {
+        Some((shim, real)) => {
             let venv = world.sandbox.path("venv");
-            let made = std::process::Command::new(&real)
-                .args(["-m", "venv", "--without-pip"])
-                .arg(&venv)
-                .status()
-                .expect("making a venv");
-            assert!(made.success(), "{} -m venv", real.display());
+            make_venv(&real, &venv);
             interpreters.push(("the pyenv shim".to_owned(), shim));
             interpreters.push(("the interpreter it selects".to_owned(), real));
             interpreters.push(("a venv made from it".to_owned(), venv.join("bin/python3")));

@@ -491,7 +491,19 @@ mod tests {
             (served.address(), served.port()),
             ("127.0.0.1:8080".to_owned(), Some(8080))
         );
+        assert!(!served.any_interface);
+        let allowed = parse_config(
+            r#"{"p":{"command":"x","serves":{"url":"http://127.0.0.1:1/mcp","anyInterface":true}}}"#,
+            Origin::User,
+        )
+        .expect("parsing");
+        let allowed = allowed.servers[0].server.options.serves.as_ref();
+        assert!(allowed.is_some_and(|s| s.any_interface));
         for (config, problem) in [
+            (
+                r#"{"p":{"command":"x","serves":{"url":"http://127.0.0.1:1/","anyInterface":"yes"}}}"#,
+                "it takes \"url\", \"type\" and \"anyInterface\" (true or false)",
+            ),
             (
                 r#"{"p":{"url":"http://127.0.0.1:1/mcp","serves":{"url":"http://127.0.0.1:1/"}}}"#,
                 "beside a url",

@@ -319,7 +319,7 @@ impl<'a> ServerFields<'a> {
         }
     }
 
-    /// `"serves": {"url": URL, "type": "http"|"streamable-http"|"sse"}`.
+    /// `"serves": {"url": URL, "type": "http"|"streamable-http"|"sse", "anyInterface": BOOL}`.
     fn serves(&self) -> Result<Option<ServedUrl>, ConfigError> {
         let Some(value) = self.optional("serves")? else {
             return Ok(None);
@@ -329,6 +329,7 @@ impl<'a> ServerFields<'a> {
             return Err(bad(format!("must be an object, not {}", value.kind())));
         };
         let (mut url, mut transport) = (None, RemoteTransport::StreamableHttp);
+        let mut any_interface = false;
         for (key, value) in entries {
             match (key.as_str(), value) {
                 ("url", Json::String(text)) => url = Some(text.clone()),
@@ -341,12 +342,21 @@ impl<'a> ServerFields<'a> {
                         _ => return Err(bad("type must be \"http\" or \"sse\"".to_owned())),
                     }
                 }
-                _ => return Err(bad(format!("has {key:?}; it takes \"url\" and \"type\""))),
+                ("anyInterface", Json::Bool(allowed)) => any_interface = *allowed,
+                _ => {
+                    return Err(bad(format!(
+                        "has {key:?}; it takes \"url\", \"type\" and \"anyInterface\" (true or false)"
+                    )));
+                }
             }
         }
         let url = url.ok_or_else(|| bad("needs a \"url\"".to_owned()))?;
         ServedUrl::check(&url).map_err(|why| bad(format!("url {why}")))?;
-        Ok(Some(ServedUrl { url, transport }))
+        Ok(Some(ServedUrl {
+            url,
+            transport,
+            any_interface,
+        }))
     }
 
     fn warn_unknown(&self, known: &[&str], parsed: &mut ParsedConfig) {

@@ -246,6 +246,11 @@ impl ChildProcess {
         ))
     }
 
+    /// The child's pid, while it has not been waited for.
+    pub fn pid(&self) -> Option<i32> {
+        self.child.id().and_then(|pid| i32::try_from(pid).ok())
+    }
+
     /// The process group id (the child's pid).
     pub fn pgid(&self) -> Option<i32> {
         self.pgid.map(Pid::as_raw)

@@ -39,6 +39,80 @@ pub(super) async fn port_free(served: &ServedUrl) -> Result<(), String> {
     }
 }
 
+/// The inodes of the listening sockets that take a connection to loopback `port`, from
+/// `/proc/net/tcp` and `tcp6` (state `0A`): bound to a loopback address (`127.x`, `::1`,
+/// `::ffff:127.x`) or a wildcard. `None` where the tables cannot be read.
+fn loopback_listeners(port: u16) -> Option<Vec<u64>> {
+    let wanted = format!(":{port:04X}");
+    let mut found = Vec::new();
+    let mut read_any = false;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        read_any = true;
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let Some(address) = local.strip_suffix(wanted.as_str()) else {
+                continue;
+            };
+            let loopback = address.bytes().all(|b| b == b'0')
+                || (address.len() == 8 && address.ends_with("7F"))
+                || address == "00000000000000000000000001000000"
+                || (address.starts_with("0000000000000000FFFF0000") && address.ends_with("7F"));
+            if *state == "0A" && loopback {
+                found.extend(inode.parse::<u64>().ok());
+            }
+        }
+    }
+    read_any.then_some(found)
+}
+
+/// The inodes of the sockets `pids` hold open (`/proc/PID/fd/N` → `socket:[INODE]`).
+fn socket_inodes(pids: &[i32]) -> std::collections::HashSet<u64> {
+    pids.iter()
+        .filter_map(|pid| std::fs::read_dir(format!("/proc/{pid}/fd")).ok())
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|target| {
+            let target = target
+                .to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?;
+            target.parse().ok()
+        })
+        .collect()
+}
+
+/// Refuses a port that something other than the package (`root` and its descendants) listens
+/// on: a process that took the port after [`port_free`] looked (another user's, in the attack)
+/// would otherwise get the handshake and the calls. Each listening socket that takes a
+/// loopback connection on the port must be held open by the package's processes.
+fn listener_is_the_package(served: &ServedUrl, root: i32) -> Result<(), String> {
+    let Some(port) = served.port() else {
+        return Ok(());
+    };
+    let Some(listeners) = loopback_listeners(port) else {
+        return Ok(());
+    };
+    let mut tree = crate::supervisor::descendants(root);
+    tree.push(root);
+    let held = socket_inodes(&tree);
+    if listeners.iter().all(|inode| held.contains(inode)) {
+        return Ok(());
+    }
+    Err(format!(
+        "{} (its \"serves\" url) is listened on by a process that is not the package (perhaps another user's, which took the port as the package started), and tether does not hand it the handshake; stop it or give the package another port",
+        served.address()
+    ))
+}
+
 /// A listening socket on `port` bound to a wildcard address (`0.0.0.0`, `::`) rather than
 /// loopback, from `/proc/net/tcp` and `tcp6` (state `0A`, LISTEN): `ADDRESS:PORT` as shown.
 fn bound_beyond_loopback(port: u16) -> Option<String> {
@@ -102,10 +176,18 @@ pub(super) async fn connect(
             )));
         }
     }
+    if let Some(root) = child.pid() {
+        listener_is_the_package(served, root).map_err(Failure::Other)?;
+    }
     if let Some(bound) = served.port().and_then(bound_beyond_loopback) {
+        if !served.any_interface {
+            return Err(Failure::Other(format!(
+                "it listens on {bound}, every interface: its tools would be reachable from your network, not only from tether (a sandbox limits its port, not the address); make it listen on 127.0.0.1, or allow it with \"anyInterface\": true in its \"serves\""
+            )));
+        }
         tracing::warn!("the package listens on {bound}");
         eprintln!(
-            "tether: warning: the HTTP-port package listens on {bound}, every interface: its tools are reachable from your network, not only from tether (a sandbox limits its port, not the address)"
+            "tether: warning: the HTTP-port package listens on {bound}, every interface (\"anyInterface\": true): its tools are reachable from your network, not only from tether"
         );
     }
     let http = reqwest::Client::builder()

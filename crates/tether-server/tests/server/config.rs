@@ -90,7 +90,7 @@ async fn command_config_renders_server_secrets_and_keeps_client_placeholders() {
         assert!(out.contains(r#"\"set\":true"#), "{name}: {out}");
     }
     runtime.shutdown().await;
-    assert_eq!(fixture.server.config_requests().await, 1);
+    assert_eq!(fixture.server.config_requests(&fixture.api_key).await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,7 +166,7 @@ async fn unknown_other_team_and_inactive_installations() {
         "ManagedMcpNotFoundError"
     );
     // Every createManagedMcpClientConfig request counted, whatever its outcome.
-    assert_eq!(fixture.server.config_requests().await, 6);
+    assert_eq!(fixture.server.config_requests(&fixture.api_key).await, 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,7 +206,7 @@ async fn graphql_needs_a_known_api_key() {
         .expect("posting a body that is not JSON");
     assert_eq!(bad.status(), 400);
     // Rejected requests never reached the resolver.
-    assert_eq!(fixture.server.config_requests().await, 1);
+    assert_eq!(fixture.server.config_requests(&fixture.api_key).await, 1);
     assert!(!fixture.server.logs().contains(&fixture.api_key));
 }
 
@@ -262,5 +262,5 @@ async fn a_batch_of_64_is_answered_per_alias_in_one_request() {
         format!("{client:?}").contains("batch_limit: 64"),
         "{client:?}"
     );
-    assert_eq!(fixture.server.config_requests().await, 64);
+    assert_eq!(fixture.server.config_requests(&fixture.api_key).await, 64);
 }

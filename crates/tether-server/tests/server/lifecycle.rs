@@ -230,7 +230,7 @@ async fn each_aliased_mint_is_charged_and_a_flood_of_aliases_is_refused_whole() 
         message.contains("2047") && message.contains("at most 40"),
         "{message}"
     );
-    assert_eq!(fixture.server.config_requests().await, 0);
+    assert_eq!(fixture.server.config_requests(&fixture.api_key).await, 0);
 
     // 30 aliases are 30 resolutions: they fit the bucket (40, one spent on the flood) once.
     let first = send(30).await;
@@ -241,7 +241,7 @@ async fn each_aliased_mint_is_charged_and_a_flood_of_aliases_is_refused_whole() 
         Some(30),
         "{body}"
     );
-    assert_eq!(fixture.server.config_requests().await, 30);
+    assert_eq!(fixture.server.config_requests(&fixture.api_key).await, 30);
     let second = send(30).await;
     assert_eq!(
         second.status(),
@@ -250,7 +250,7 @@ async fn each_aliased_mint_is_charged_and_a_flood_of_aliases_is_refused_whole() 
     );
     assert!(second.headers().get("retry-after").is_some());
     assert_eq!(
-        fixture.server.config_requests().await,
+        fixture.server.config_requests(&fixture.api_key).await,
         30,
         "nothing of it was minted"
     );

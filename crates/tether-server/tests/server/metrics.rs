@@ -107,7 +107,10 @@ async fn prometheus_scrapes_the_resolutions_the_test_made() {
         .await
         .expect("the metrics page");
     assert_eq!(resolutions(&page), RESOLUTIONS, "{page}");
-    assert_eq!(fixture.server.config_requests().await, RESOLUTIONS);
+    assert_eq!(
+        fixture.server.config_requests(&fixture.api_key).await,
+        RESOLUTIONS
+    );
 
     let target = metrics_url
         .strip_prefix("http://")
@@ -248,4 +251,45 @@ async fn a_resolution_exports_its_spans_in_the_callers_trace() {
         "{}",
         server.logs()
     );
+}
+
+/// The main listener's `/metrics` needs an API key from a loopback peer too (issue 37, #20):
+/// a reverse proxy on the same host, the setup the docs recommend, makes every peer a loopback
+/// one, and the page was public through it. Without a key the scraper is told in one line
+/// what to do; `--metrics-public` restores the open loopback page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_main_listeners_metrics_need_an_api_key_unless_metrics_public() {
+    let get = |base: &str, key: Option<&str>| {
+        let mut request = reqwest::Client::new().get(format!("{base}/metrics"));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        async move {
+            let response = request.send().await.expect("GET /metrics");
+            let status = response.status().as_u16();
+            (status, response.text().await.expect("a body"))
+        }
+    };
+    let fixture = Fixture::start(&[]).await;
+    let base = fixture.server.base.clone();
+    let (status, body) = get(&base, None).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body.starts_with(
+            "GET /metrics on the main listener needs an API key (Authorization: Bearer <api key>)"
+        ) && body.contains("--metrics-listen ADDRESS")
+            && body.contains("--metrics-public"),
+        "{body}"
+    );
+    assert_eq!(body.lines().count(), 1, "{body}");
+    let (status, body) = get(&base, Some("not-a-key")).await;
+    assert_eq!((status, body.trim()), (401, "unknown API key"));
+    let (status, body) = get(&base, Some(&fixture.api_key)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("tether_server_"), "{body}");
+
+    let public = Fixture::start(&["--metrics-public"]).await;
+    let (status, body) = get(&public.server.base, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("tether_server_"), "{body}");
 }

@@ -266,7 +266,10 @@ async fn a_proxy_token_is_accepted_until_its_lifetime_passes_then_refused_saying
     let body = text(response).await;
     assert!(body.contains("expired"), "{body}");
     // /metrics counted the mint, the forwarded request and the refusal.
-    let metrics = reqwest::get(format!("{}/metrics", fixture.base))
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", fixture.base))
+        .bearer_auth(&fixture.api_key)
+        .send()
         .await
         .expect("GET /metrics")
         .text()

@@ -225,9 +225,13 @@ impl ServerProcess {
         managed_client(&self.graphql_url(), api_key)
     }
 
-    /// `GET /metrics`: the createManagedMcpClientConfig resolutions, every outcome summed.
-    pub async fn config_requests(&self) -> u64 {
-        let text = reqwest::get(format!("{}/metrics", self.base))
+    /// `GET /metrics` with `api_key`: the createManagedMcpClientConfig resolutions, every
+    /// outcome summed.
+    pub async fn config_requests(&self, api_key: &str) -> u64 {
+        let text = reqwest::Client::new()
+            .get(format!("{}/metrics", self.base))
+            .bearer_auth(api_key)
+            .send()
             .await
             .and_then(reqwest::Response::error_for_status)
             .expect("metrics")
@@ -557,6 +561,7 @@ impl ClockedFixture {
                 limits: tether_server::limits::Limits::default(),
                 rate,
                 metrics_listen: None,
+                metrics_public: false,
             },
             clock.clone(),
         )
