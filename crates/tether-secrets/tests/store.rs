@@ -199,7 +199,7 @@ fn no_secret_service_falls_back_fast() {
     {
         // This process may reach a bus; the fallback is tested through the CLI with the
         // variable removed (tests/cli in tether-cli).
-        eprintln!("skipped: a D-Bus session may be reachable from this test process");
+        tether_testkit::skipped("a D-Bus session may be reachable from this test process");
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

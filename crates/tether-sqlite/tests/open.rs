@@ -166,7 +166,7 @@ fn a_symlinked_database_is_refused_and_its_target_untouched() {
 #[test]
 fn files_and_directories_of_another_user_are_refused() {
     if !is_root() {
-        eprintln!("skipped: chown to another user needs root");
+        tether_testkit::skipped("chown to another user needs root");
         return;
     }
     let other = nix::unistd::Uid::from_raw(54_321);

@@ -36,7 +36,7 @@ mod registry;
 mod tether;
 
 pub use clock::ManualClock;
-pub use missing::{missing, under_ci};
+pub use missing::{missing, skipped, under_ci};
 pub use npm::{NPM_PACKAGES_FILE, NpmPackage, npm_bin, npm_packages, npm_prefix};
 pub use registry::{FIXTURE_SMITHERY_KEY, FixtureRegistry, test_registry_bin};
 pub use tether::{Tether, tether_bin};

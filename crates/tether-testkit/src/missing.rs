@@ -10,8 +10,12 @@ pub fn under_ci() -> bool {
     std::env::var_os(EnvVars::CI).is_some()
 }
 
-/// `part` is missing (`why`: what to install, or the error): panics under CI; otherwise prints
+/// `part` is missing (`why`: what to install, or the error): panics under CI; otherwise says
 /// that the test is skipped. The caller then returns.
+///
+/// The line goes straight to the process's stderr, not through `eprintln!`, which the test
+/// harness captures and shows only for a test that fails: a test that skipped is reported as
+/// passed, so its reason must be seen anyway (`SKIPPED test-name: …`, beside `ok`).
 ///
 /// # Panics
 /// Under CI, always.
@@ -20,5 +24,15 @@ pub fn missing(part: &str, why: &str) {
         !under_ci(),
         "{part} is required under CI (.ci/run installs it): {why}"
     );
-    eprintln!("skipped: {part} is missing: {why}");
+    skipped(&format!("{part} is missing: {why}"));
+}
+
+/// Says that the running test is skipped, and `why` (a condition this machine does not meet
+/// that no install gives, such as running as root): `SKIPPED test-name: why` on the process's
+/// stderr, past the harness's capture (see [`missing`]). The caller then returns.
+pub fn skipped(why: &str) {
+    use std::io::Write as _;
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
+    let line = format!("SKIPPED {test}: {why}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }

@@ -572,7 +572,7 @@ async fn health(server: &ServerProcess) -> (u16, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_is_503_while_the_stores_disk_is_full() {
     if crate::pg::enabled() || !can_mount_a_private_tmpfs() {
-        eprintln!("skipped: needs SQLite, root and unshare for a private tmpfs");
+        tether_testkit::skipped("needs SQLite, root and unshare for a private tmpfs");
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
