@@ -31,7 +31,7 @@ pub fn install(args: &InstallArgs) -> anyhow::Result<u8> {
     let parsed = parse_config(&text, Origin::User)?;
     if !parsed.references.is_empty() {
         return Err(UsageError::new(
-            "--from holds a warp_id reference; install takes a server config with a command or url",
+            "--from holds a warp_id reference (the UUID of an installation, which is resolved, not installed); install takes a server config with a command or url",
         )
         .into());
     }

@@ -576,11 +576,11 @@ mod tests {
     fn validation_errors_name_server_and_field() {
         assert_eq!(
             error(r#"{"a":{"command":"x","url":"https://h"}}"#),
-            "MCP server 'a': needs exactly one of 'command', 'url' or 'warp_id' (found 'command' and 'url')"
+            "MCP server 'a': needs exactly one of 'command' (a program to run), 'url' (a remote server) or 'warp_id' (the UUID of an installation, resolved locally or by your team's server) (found 'command' and 'url')"
         );
         assert_eq!(
             error(r#"{"a":{}}"#),
-            "MCP server 'a': needs exactly one of 'command', 'url' or 'warp_id' (found none)"
+            "MCP server 'a': needs exactly one of 'command' (a program to run), 'url' (a remote server) or 'warp_id' (the UUID of an installation, resolved locally or by your team's server) (found none)"
         );
         assert!(
             error(r#"{"a":{"command":"x","args":"y"}}"#).contains("'a': args must be an array")

@@ -412,7 +412,9 @@ pub(super) fn parse_server(
         };
         return Err(ConfigError::server(
             name,
-            format!("needs exactly one of 'command', 'url' or 'warp_id' (found {found})"),
+            format!(
+                "needs exactly one of 'command' (a program to run), 'url' (a remote server) or 'warp_id' (the UUID of an installation, resolved locally or by your team's server) (found {found})"
+            ),
         ));
     }
 
