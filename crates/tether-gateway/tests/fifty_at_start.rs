@@ -11,7 +11,7 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tether_driver::StartOptions;
 use tether_gateway::Gateway;
 use tether_gateway::tool_search::{ToolMode, ToolSearch};
@@ -74,15 +74,6 @@ const JOBS: [&str; 50] = [
     "Reserve a meeting room",
 ];
 
-fn names(answer: &Value) -> Vec<String> {
-    answer["tools"]
-        .as_array()
-        .expect("a tools array")
-        .iter()
-        .map(|tool| tool["name"].as_str().expect("a name").to_owned())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_servers_a_search_at_start_answers_as_one_once_all_joined() {
     let program = tether_testkit::test_server_bin()
@@ -124,7 +115,7 @@ async fn fifty_servers_a_search_at_start_answers_as_one_once_all_joined() {
     let mut first = Vec::new();
     for call in at_start {
         let answer = answer_of(call, LIMIT).await;
-        first.push(names(
+        first.push(support::found_names(
             &answer.structured_content.expect("structured content"),
         ));
     }
@@ -135,7 +126,7 @@ async fn fifty_servers_a_search_at_start_answers_as_one_once_all_joined() {
             "tether__find_tools",
             json!({"query": question, "limit": 3}),
         );
-        let later = names(
+        let later = support::found_names(
             &answer_of(later, LIMIT)
                 .await
                 .structured_content

@@ -13,7 +13,7 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tether_driver::StartOptions;
 use tether_gateway::tool_search::{ToolMode, ToolSearch};
 use tether_gateway::{Gateway, Upstream};
@@ -21,16 +21,6 @@ use tether_testkit::ManualClock;
 use tether_testkit::mcp_client::{ListWatcher, answer_of, spawn_call, until_status};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// The names in a `tether__find_tools` answer, best first.
-fn names(answer: &Value) -> Vec<String> {
-    answer["tools"]
-        .as_array()
-        .expect("a tools array")
-        .iter()
-        .map(|tool| tool["name"].as_str().expect("a name").to_owned())
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_at_start_waits_for_first_starts_and_names_the_servers_still_starting() {
@@ -61,7 +51,7 @@ async fn a_search_at_start_waits_for_first_starts_and_names_the_servers_still_st
     std::fs::write(&release, "").expect("releasing the slow server");
     let first = answer_of(first, LIMIT).await;
     let first = first.structured_content.expect("structured content");
-    let found = names(&first);
+    let found = support::found_names(&first);
     assert!(found.contains(&"slow__add".to_owned()), "{first}");
     assert!(found.contains(&"fast__add".to_owned()), "{first}");
     // The broken server failed its first start: not waited for, named as still starting.
@@ -80,7 +70,7 @@ async fn a_search_at_start_waits_for_first_starts_and_names_the_servers_still_st
         .await
         .structured_content
         .expect("structured content");
-    assert_eq!(names(&later), found, "{later}");
+    assert_eq!(support::found_names(&later), found, "{later}");
 
     client.cancel().await.expect("closing the client");
     let _ = serving.await;

@@ -111,3 +111,13 @@ pub async fn fast_and_held_back(
     );
     session_of_servers(&servers, clock).await
 }
+
+/// The names in a `tether__find_tools` answer, best first.
+pub fn found_names(answer: &serde_json::Value) -> Vec<String> {
+    answer["tools"]
+        .as_array()
+        .expect("a tools array")
+        .iter()
+        .map(|tool| tool["name"].as_str().expect("a name").to_owned())
+        .collect()
+}
