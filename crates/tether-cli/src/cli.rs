@@ -709,7 +709,10 @@ pub enum CapabilityArg {
     Elicitation,
     /// `roots` (with list changes): a server may ask for the client's roots.
     Roots,
-    /// The three.
+    /// The MCP Apps extension (`io.modelcontextprotocol/ui`): the client's host renders a
+    /// tool's `ui://` app.
+    Apps,
+    /// All four.
     All,
     /// None of them.
     None,

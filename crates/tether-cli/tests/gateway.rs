@@ -1276,7 +1276,9 @@ impl FullClient {
 impl rmcp::ClientHandler for FullClient {
     fn get_info(&self) -> rmcp::model::ClientConfig {
         let capabilities = if self.capable {
-            json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true}})
+            json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true},
+                "extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]},
+                    "com.example/other": {}}})
         } else {
             json!({})
         };
@@ -1566,7 +1568,8 @@ async fn a_modern_only_upstreams_input_request_reaches_the_client_as_an_elicitat
 async fn over_stdio_the_servers_are_told_what_the_client_declared() {
     assert_eq!(
         declared_over_stdio(FullClient::capable(), &[]).await,
-        json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true}})
+        json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true},
+            "extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}})
     );
     assert_eq!(
         declared_over_stdio(FullClient::default(), &[]).await,
@@ -1582,7 +1585,8 @@ async fn over_stdio_the_servers_are_told_what_the_client_declared() {
     );
     assert_eq!(
         declared_over_stdio(FullClient::default(), &["--client-capabilities", "all"]).await,
-        json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}})
+        json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true},
+            "extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}})
     );
 }
 
@@ -1597,7 +1601,8 @@ async fn over_http_the_servers_are_told_every_capability_by_default() {
     for (extra, expected) in [
         (
             &[][..],
-            json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}}),
+            json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true},
+                "extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}),
         ),
         (&["--client-capabilities", "none"][..], json!({})),
     ] {

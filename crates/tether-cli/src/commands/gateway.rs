@@ -159,6 +159,7 @@ pub(super) fn declared(list: &[CapabilityArg]) -> Result<ClientCapabilities, Usa
             CapabilityArg::Sampling => chosen.sampling.clone_from(&all.sampling),
             CapabilityArg::Elicitation => chosen.elicitation.clone_from(&all.elicitation),
             CapabilityArg::Roots => chosen.roots.clone_from(&all.roots),
+            CapabilityArg::Apps => chosen.extensions.clone_from(&all.extensions),
         }
     }
     Ok(chosen)

@@ -384,24 +384,39 @@ fn client_config(capabilities: Option<ClientCapabilities>) -> ClientConfig {
     )
 }
 
-/// Every client capability tether can pass on: `sampling`, `elicitation` (form and URL) and
-/// `roots` (with `listChanged`).
+/// The MCP Apps extension (SEP-1865): a host that renders a tool's `ui://` HTML.
+pub const APPS_EXTENSION: &str = "io.modelcontextprotocol/ui";
+
+/// Every client capability tether can pass on: `sampling`, `elicitation` (form and URL),
+/// `roots` (with `listChanged`), and the MCP Apps extension (the gateway passes apps through
+/// to its clients' hosts).
 pub fn answerable_capabilities() -> ClientCapabilities {
     serde_json::from_value(serde_json::json!({
         "sampling": {},
         "elicitation": {"form": {}, "url": {}},
-        "roots": {"listChanged": true}
+        "roots": {"listChanged": true},
+        "extensions": {APPS_EXTENSION: {"mimeTypes": ["text/html;profile=mcp-app"]}}
     }))
     .unwrap_or_default()
 }
 
-/// Of `capabilities` (a client's), what tether can pass on: `sampling`, `elicitation` and
-/// `roots`, as declared; nothing else (no experimental or extension capability).
+/// Of `capabilities` (a client's), what tether can pass on: `sampling`, `elicitation`,
+/// `roots` and the MCP Apps extension, as declared; nothing else (no experimental capability,
+/// no other extension).
 pub fn passed_on_capabilities(capabilities: &ClientCapabilities) -> ClientCapabilities {
     let mut kept = ClientCapabilities::default();
     kept.sampling = capabilities.sampling.clone();
     kept.elicitation = capabilities.elicitation.clone();
     kept.roots = capabilities.roots.clone();
+    kept.extensions = capabilities
+        .extensions
+        .as_ref()
+        .and_then(|extensions| extensions.get(APPS_EXTENSION))
+        .map(|apps| {
+            [(APPS_EXTENSION.to_owned(), apps.clone())]
+                .into_iter()
+                .collect()
+        });
     kept
 }
 
