@@ -8,7 +8,6 @@ mod handoff;
 mod output;
 mod secrets;
 mod settings;
-mod shorthand;
 mod typed;
 
 use std::process::ExitCode;

@@ -1,14 +1,13 @@
 //! The run's secrets: every `--secrets-file` and `--secret`, read by `tether_clikit::secrets`
 //! (the readers `tether-server` uses too: an empty value is refused, buffers are zeroed, each
-//! value is registered for masking), and the prompts for the VS Code inputs a spec uses.
+//! value is registered for masking), and the prompt for a VS Code input a spec uses (which
+//! inputs, the driver's session builder says).
 //! Never from a literal on the command line.
 
 use std::io::BufRead;
 
 use anyhow::Context;
-use tether_config::placeholder::placeholder_names;
-use tether_config::{InputPrompt, Origin, SecretValue, Secrets, parse_config, parse_secret_args};
-use tether_driver::McpSpec;
+use tether_config::{InputPrompt, SecretValue, Secrets, parse_secret_args};
 
 use crate::cli::SecretArgs;
 
@@ -63,55 +62,6 @@ pub fn env_source_names(args: &SecretArgs) -> Vec<String> {
         .collect()
 }
 
-/// The VS Code inputs (`${input:ID}`) that a JSON spec's servers use and `secrets` lacks, once
-/// each, in spec order.
-pub fn missing_inputs(specs: &[McpSpec], secrets: &Secrets) -> Vec<InputPrompt> {
-    let mut missing = used_inputs(specs);
-    missing.retain(|input| secrets.get(&input.id).is_none());
-    missing
-}
-
-/// The VS Code inputs (`${input:ID}`) that a JSON spec's servers use, once each, in spec order.
-pub fn used_inputs(specs: &[McpSpec]) -> Vec<InputPrompt> {
-    let mut used_inputs: Vec<InputPrompt> = Vec::new();
-    for spec in specs {
-        let McpSpec::Json { text, .. } = spec else {
-            continue;
-        };
-        let Ok(parsed) = parse_config(text, Origin::User) else {
-            continue;
-        };
-        for input in parsed.inputs {
-            // In a template string (a variable) or inside a captured env/header value.
-            let used = parsed.servers.iter().any(|server| {
-                server.server.has_variable(&input.id)
-                    || server.captured.values().any(|value| {
-                        placeholder_names(value.value.expose()).contains(&input.id.as_str())
-                    })
-            });
-            if used && !used_inputs.iter().any(|u| u.id == input.id) {
-                used_inputs.push(input);
-            }
-        }
-    }
-    used_inputs
-}
-
-/// When stdin is a terminal, asks for each input a spec uses and no `--secret` gave, as VS Code
-/// would: with its description, hidden when `password: true`. Without a terminal nothing is
-/// asked, and the run stops later naming the missing secret.
-pub fn prompt_for_inputs(specs: &[McpSpec], secrets: &mut Secrets) -> anyhow::Result<()> {
-    let missing = missing_inputs(specs, secrets);
-    if missing.is_empty() || !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        return Ok(());
-    }
-    for input in missing {
-        let value = ask(&input.id, input.description.as_deref(), input.password)?;
-        secrets.insert(input.id, value);
-    }
-    Ok(())
-}
-
 /// Asks for `id` on the terminal as `DESCRIPTION (ID): `: hidden input when `hidden`, else one
 /// line (its newline dropped).
 pub fn ask(id: &str, description: Option<&str>, hidden: bool) -> anyhow::Result<SecretValue> {
@@ -156,33 +106,6 @@ mod tests {
 
     fn refusal(secret: &[&str]) -> anyhow::Error {
         read(&secret_args(secret)).expect_err("the arguments are refused")
-    }
-
-    #[test]
-    fn missing_inputs_are_the_used_ones_without_a_secret() {
-        let spec = |text: &str| McpSpec::parse(text).expect("parsing a test spec");
-        let specs = [
-            spec(
-                r#"{"inputs": [{"id": "a", "description": "Token A", "password": true}, {"id": "b"}, {"id": "unused"}],
-                    "servers": {"s": {"url": "https://h/mcp", "headers": {"Authorization": "Bearer ${input:a}"}, "type": "http"},
-                                "t": {"command": "x", "args": ["${input:b}"]}}}"#,
-            ),
-            spec(
-                r#"{"inputs": [{"id": "a"}], "servers": {"u": {"command": "y", "env": {"K": "${input:a}"}}}}"#,
-            ),
-        ];
-        let ids = |secrets: &Secrets| -> Vec<String> {
-            missing_inputs(&specs, secrets)
-                .into_iter()
-                .map(|input| input.id)
-                .collect()
-        };
-        assert_eq!(ids(&Secrets::new()), ["a", "b"]);
-        let given: Secrets = [("b", "value")].into_iter().collect();
-        assert_eq!(ids(&given), ["a"]);
-        let first = &missing_inputs(&specs, &given)[0];
-        assert_eq!(first.description.as_deref(), Some("Token A"));
-        assert!(first.password);
     }
 
     #[test]

@@ -1167,6 +1167,74 @@ async fn progress_of_a_long_call_reaches_the_client_under_its_own_token() {
     client.cancel().await.expect("closing the client");
 }
 
+/// Every progress notification a server sends before its answer reaches the client before the
+/// answer, read as the lines `tether serve` writes (the conformance server's
+/// `test_tool_with_progress` answers right after its third): three notifications, then the
+/// result, call after call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_sent_before_an_answer_is_written_before_it() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"conf": {{"command": {}, "args": ["--conformance"]}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let mut serve = tether_command(dir.path(), &["serve", "--bare-names", "--mcp", &spec])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting tether serve");
+    let mut stdin = serve.stdin.take().expect("piped stdin");
+    let mut lines = tokio::io::BufReader::new(serve.stdout.take().expect("piped stdout")).lines();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "lines", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ];
+    for round in 0..3 {
+        let mut written = String::new();
+        if round == 0 {
+            for message in &messages {
+                written.push_str(&format!("{message}\n"));
+            }
+        }
+        let call = json!({"jsonrpc": "2.0", "id": 10 + round, "method": "tools/call", "params": {
+            "name": "test_tool_with_progress", "_meta": {"progressToken": format!("p{round}")}}});
+        written.push_str(&format!("{call}\n"));
+        stdin
+            .write_all(written.as_bytes())
+            .await
+            .expect("writing to tether serve");
+        let mut progress = Vec::new();
+        let answer = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let line = lines
+                    .next_line()
+                    .await
+                    .expect("reading tether serve")
+                    .expect("tether serve ended");
+                let message: Value = serde_json::from_str(&line).expect("a JSON-RPC line");
+                if message["method"] == "notifications/progress" {
+                    progress.push(message["params"]["progress"].as_f64());
+                } else if message["id"] == 10 + round {
+                    return message;
+                }
+            }
+        })
+        .await
+        .expect("the call's answer");
+        assert!(answer["result"]["isError"] != true, "{answer}");
+        assert_eq!(
+            progress,
+            [Some(0.0), Some(50.0), Some(100.0)],
+            "round {round}"
+        );
+    }
+}
+
 /// A client that records the log messages it receives.
 #[derive(Clone, Default)]
 struct LogRecorder {

@@ -1,7 +1,11 @@
 //! tether's driver: turns the MCP specs of an agent run into running MCP servers, or into a
 //! rendered server map for a third-party harness.
 //!
-//! 1. [`McpSpec::parse`] reads each `--mcp VALUE` (UUID, file, inline JSON);
+//! 1. [`SessionBuilder::read`] reads every `--mcp VALUE` once (a harness shorthand, an
+//!    installation's name, a UUID, a file, inline JSON) and `--task FILE` into [`McpSpec`]s,
+//!    each JSON spec parsed there and nowhere else; [`SessionBuilder::build`] opens the store
+//!    and the managed client only when a spec needs them and asks its [`SpecHost`] for missing
+//!    inputs and bearer tokens. [`McpSpec::parse`] reads one UUID, file or inline JSON;
 //!    [`specs_to_server_map`] / [`server_map_to_specs`] convert to and from a task config.
 //! 2. [`Session::resolve`] resolves local-first through a [`Resolver`] (local store, else
 //!    the managed client) and applies the run's secrets in memory, the same way for every
@@ -33,6 +37,7 @@
 #![deny(missing_docs)]
 
 #[cfg(target_os = "linux")]
+mod build;
 pub mod egress;
 pub mod elicitation;
 mod error;
@@ -43,6 +48,7 @@ mod session;
 mod spec;
 pub mod supervisor;
 
+pub use build::{SessionBuilder, SpecError, SpecHost};
 pub use error::DriverError;
 pub use launch::{
     BearerAuth, BearerSlot, ClientRequests, ENV_WHITELIST, HeadersHelper, HelperError,
@@ -57,4 +63,4 @@ pub use resolve::{
     ManagedLease, NoLocalInstallations, ResolvedMcpSpecs, Resolver, require_resolved,
 };
 pub use session::Session;
-pub use spec::{McpSpec, SpecSource, server_map_to_specs, specs_to_server_map};
+pub use spec::{McpSpec, SpecSource, server_map_to_specs, specs_to_server_map, used_inputs};

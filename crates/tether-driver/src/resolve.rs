@@ -224,13 +224,9 @@ impl Resolver {
         for (position, spec) in specs.iter().enumerate() {
             match spec {
                 McpSpec::Uuid(uid) => slots.push(self.uuid_slot(*uid)?),
-                McpSpec::Json { text, source } => {
-                    let parsed = parse_config(text, source.origin()).map_err(|source| {
-                        DriverError::Config {
-                            spec: spec.label(Some(position)),
-                            source,
-                        }
-                    })?;
+                McpSpec::Json { parsed, .. } => {
+                    // Parsed when the spec was made: resolution reads that, never the text.
+                    let parsed = ParsedConfig::clone(parsed);
                     for reference in &parsed.references {
                         slots.push(self.uuid_slot(reference.uid)?);
                     }

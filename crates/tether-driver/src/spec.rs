@@ -1,9 +1,13 @@
 //! MCP specs (`--mcp VALUE`) and the task-config server map.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use tether_config::{MAX_CONFIG_BYTES, Origin, parse_config, raw_server_entries};
+use tether_config::placeholder::placeholder_names;
+use tether_config::{
+    InputPrompt, MAX_CONFIG_BYTES, Origin, ParsedConfig, parse_config, raw_server_entries,
+};
 use uuid::Uuid;
 
 use crate::error::DriverError;
@@ -28,6 +32,19 @@ impl SpecSource {
             SpecSource::Registry => Origin::Registry,
         }
     }
+
+    /// How messages name a JSON spec from here: `file <path>`, `inline spec #N` (N is 1-based
+    /// when `position` is given), or the registry entry's config.
+    fn label(&self, position: Option<usize>) -> String {
+        match self {
+            SpecSource::File(path) => format!("file {}", path.display()),
+            SpecSource::Inline => match position {
+                Some(n) => format!("inline spec #{}", n + 1),
+                None => "inline spec".to_owned(),
+            },
+            SpecSource::Registry => "the config built from the registry entry".to_owned(),
+        }
+    }
 }
 
 /// One MCP spec of a run.
@@ -35,12 +52,15 @@ impl SpecSource {
 pub enum McpSpec {
     /// A local or managed installation.
     Uuid(Uuid),
-    /// A JSON config (validated when the spec was made).
+    /// A JSON config, parsed (and so validated) once, when the spec was made.
     Json {
         /// The config text. May hold credentials: never printed.
         text: String,
         /// Inline or a file: how messages name the spec (`inline spec #2`, `file ./mcp.json`).
         source: SpecSource,
+        /// `text` parsed under `source`'s origin: what resolution, the inputs asked for and
+        /// whether the store is needed are all read from.
+        parsed: Arc<ParsedConfig>,
     },
 }
 
@@ -48,7 +68,7 @@ impl std::fmt::Debug for McpSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             McpSpec::Uuid(uid) => write!(f, "Uuid({uid})"),
-            McpSpec::Json { text, source } => f
+            McpSpec::Json { text, source, .. } => f
                 .debug_struct("Json")
                 .field("source", source)
                 .field("bytes", &text.len())
@@ -106,17 +126,34 @@ impl McpSpec {
         Self::json(text, SpecSource::File(path.to_owned()))
     }
 
-    /// A JSON spec, validated.
+    /// A JSON spec, parsed under `source`'s origin: the one place a spec's text is parsed.
     pub fn json(text: String, source: SpecSource) -> Result<Self, DriverError> {
-        let origin = source.origin();
-        let spec = McpSpec::Json { text, source };
-        if let McpSpec::Json { text, .. } = &spec {
-            parse_config(text, origin).map_err(|source| DriverError::Config {
-                spec: spec.label(None),
+        match parse_config(&text, source.origin()) {
+            Ok(parsed) => Ok(McpSpec::Json {
+                text,
                 source,
-            })?;
+                parsed: Arc::new(parsed),
+            }),
+            Err(error) => Err(DriverError::Config {
+                spec: source.label(None),
+                source: error,
+            }),
         }
-        Ok(spec)
+    }
+
+    /// The parsed config of a JSON spec; `None` for a UUID.
+    pub fn config(&self) -> Option<&ParsedConfig> {
+        match self {
+            McpSpec::Uuid(_) => None,
+            McpSpec::Json { parsed, .. } => Some(parsed),
+        }
+    }
+
+    /// Whether resolving this spec reads installations (a UUID, or a config with `warp_id`
+    /// references): the local store and, for what it lacks, the managed client.
+    pub fn needs_store(&self) -> bool {
+        self.config()
+            .is_none_or(|parsed| !parsed.references.is_empty())
     }
 
     /// A short description for messages: `managed or local installation <uid>`, `file <path>`,
@@ -124,21 +161,7 @@ impl McpSpec {
     pub fn label(&self, position: Option<usize>) -> String {
         match self {
             McpSpec::Uuid(uid) => format!("installation {uid}"),
-            McpSpec::Json {
-                source: SpecSource::File(path),
-                ..
-            } => format!("file {}", path.display()),
-            McpSpec::Json {
-                source: SpecSource::Inline,
-                ..
-            } => match position {
-                Some(n) => format!("inline spec #{}", n + 1),
-                None => "inline spec".to_owned(),
-            },
-            McpSpec::Json {
-                source: SpecSource::Registry,
-                ..
-            } => "the config built from the registry entry".to_owned(),
+            McpSpec::Json { source, .. } => source.label(position),
         }
     }
 
@@ -149,6 +172,27 @@ impl McpSpec {
             McpSpec::Json { text, .. } => text.clone(),
         }
     }
+}
+
+/// The VS Code inputs (`${input:ID}`) that the JSON specs' servers use, once each, in spec
+/// order.
+pub fn used_inputs(specs: &[McpSpec]) -> Vec<InputPrompt> {
+    let mut used_inputs: Vec<InputPrompt> = Vec::new();
+    for parsed in specs.iter().filter_map(McpSpec::config) {
+        for input in &parsed.inputs {
+            // In a template string (a variable) or inside a captured env/header value.
+            let used = parsed.servers.iter().any(|server| {
+                server.server.has_variable(&input.id)
+                    || server.captured.values().any(|value| {
+                        placeholder_names(value.value.expose()).contains(&input.id.as_str())
+                    })
+            });
+            if used && !used_inputs.iter().any(|u| u.id == input.id) {
+                used_inputs.push(input.clone());
+            }
+        }
+    }
+    used_inputs
 }
 
 /// JSON or JSONC: an object, an object without its braces, or either after a comment.

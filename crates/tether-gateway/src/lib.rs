@@ -68,6 +68,8 @@ pub use tether_scan::secrets as secret_scan;
 /// Tool search's ranking (the `tether-search` crate).
 pub use tether_search as search;
 mod shared;
+mod stdio;
+pub use stdio::{Restore, Stdio, stdio};
 pub mod supervise;
 mod telemetry;
 pub mod tool_search;
@@ -250,9 +252,11 @@ impl Gateway {
         self.shared.tool_names()
     }
 
-    /// Serves one client on this process's stdin and stdout until the client closes stdin.
+    /// Serves one client on this process's stdin and stdout until the client closes stdin:
+    /// as pipes of the event loop when they are pipes (`stdio.rs`), else through tokio's.
     pub async fn serve_stdio(&self) -> Result<(), GatewayError> {
-        self.serve_io(tokio::io::stdin(), tokio::io::stdout()).await
+        let stdio = stdio();
+        self.serve_io(stdio.reader, stdio.writer).await
     }
 
     /// Serves one client speaking newline-delimited JSON-RPC (the stdio framing) on `reader`

@@ -1,5 +1,5 @@
-//! `tether add` of a Smithery-hosted server (issue 28 item 6a), as the `smithery` CLI 1.2.0
-//! installs one: a Streamable HTTP remote at the connection's deployment URL (else
+//! `tether add` of a Smithery-hosted server, as the `smithery` CLI 1.2.0 installs one: a
+//! Streamable HTTP remote at the connection's deployment URL (else
 //! `https://server.smithery.ai/{qualifiedName}/mcp`, the URL the CLI writes), the entry's
 //! `configSchema` properties as URL query parameters (how Smithery's hosted runtime reads a
 //! session's config), and the Smithery API key as `Authorization: Bearer` — only when the

@@ -35,9 +35,7 @@ async fn server_url(server: &str) -> anyhow::Result<String> {
     };
     let progress = crate::output::Progress::new();
     // Only the URL is wanted: no stored token is applied (nor refreshed on the way).
-    let (parsed, task_id) = super::parse_specs(&specs)?;
-    let secrets = crate::secrets::read(&secrets)?;
-    let session = super::resolve_only(&specs, parsed, task_id, secrets, &progress).await?;
+    let session = super::resolve_only(&specs, &secrets, &progress).await?;
     progress.finish();
     let urls: Vec<String> = session
         .servers()

@@ -1,7 +1,6 @@
 //! `tether install`, `tether list`, `tether remove`: the local store.
 
 use serde_json::json;
-use tether_config::{Origin, parse_config};
 use tether_driver::McpSpec;
 use tether_store::Store;
 use uuid::Uuid;
@@ -20,15 +19,10 @@ fn open_store() -> anyhow::Result<Store> {
 /// server, or the one `--server` picks), or, without NAME, every server of the config under
 /// its own name. Every name is checked before anything is stored.
 pub fn install(args: &InstallArgs) -> anyhow::Result<u8> {
-    let text = match McpSpec::parse(&args.from)? {
-        McpSpec::Json { text, .. } => text,
-        McpSpec::Uuid(_) => {
-            return Err(
-                UsageError::new("--from takes a JSON file or inline JSON, not a UUID").into(),
-            );
-        }
+    let spec = McpSpec::parse(&args.from)?;
+    let Some(parsed) = spec.config() else {
+        return Err(UsageError::new("--from takes a JSON file or inline JSON, not a UUID").into());
     };
-    let parsed = parse_config(&text, Origin::User)?;
     if !parsed.references.is_empty() {
         return Err(UsageError::new(
             "--from holds a warp_id reference (the UUID of an installation, which is resolved, not installed); install takes a server config with a command or url",
@@ -45,7 +39,7 @@ pub fn install(args: &InstallArgs) -> anyhow::Result<u8> {
             UsageError::new("--from declares no MCP servers (its server map is empty)").into(),
         );
     }
-    let mut servers = parsed.servers;
+    let mut servers = parsed.servers.clone();
     if let Some(key) = &args.server {
         servers.retain(|parsed| parsed.server.name == *key);
         if servers.is_empty() {

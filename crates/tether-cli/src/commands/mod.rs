@@ -34,15 +34,13 @@ pub use tokens::bearer_auth;
 pub use trust::trust;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
-use tether_config::{Origin, ProcessEnv, parse_config};
-use tether_driver::{
-    LocalInstallations, McpRuntime, McpSpec, NoLocalInstallations, Resolver, Session, StartOptions,
-    server_map_to_specs,
-};
+use futures_util::future::BoxFuture;
+use tether_config::{InputPrompt, ProcessEnv, SecretValue};
+use tether_driver::{McpRuntime, Session, SessionBuilder, SpecError, SpecHost, StartOptions};
+use tether_graphql::ManagedMcpClient;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::{SecretArgs, SpecArgs};
@@ -51,94 +49,6 @@ use crate::output::Progress;
 use crate::secrets;
 use crate::settings;
 use crate::typed;
-
-/// A task config: `{"task_id": "…", "mcp_servers": {…}}` (`mcpServers` also accepted).
-fn read_task(path: &Path) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        UsageError::new(format!(
-            "cannot read the task config {}: {e}",
-            path.display()
-        ))
-    })?;
-    let value: Value = serde_json::from_str(&text).map_err(|e| {
-        UsageError::new(format!(
-            "the task config {} is not JSON (line {}, column {})",
-            path.display(),
-            e.line(),
-            e.column()
-        ))
-    })?;
-    let servers = value
-        .get("mcp_servers")
-        .or_else(|| value.get("mcpServers"))
-        .and_then(Value::as_object)
-        .ok_or_else(|| {
-            UsageError::new(format!(
-                "the task config {} has no `mcp_servers` object",
-                path.display()
-            ))
-        })?;
-    let task_id = value
-        .get("task_id")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    Ok((server_map_to_specs(servers)?, task_id))
-}
-
-/// `--mcp NAME`: the local installation called NAME, by its UUID. `None` when the value is a
-/// UUID, looks like JSON, or names no installation (then it is read as a file or JSON spec);
-/// a name that is also an existing path is refused, since either could be meant. The store is
-/// only opened when it exists, so a run of inline or file specs never creates one.
-/// `installed` caches the store's (name, uid) list across the `--mcp` values of one run.
-fn installed_by_name(
-    value: &str,
-    installed: &mut Option<Vec<(String, uuid::Uuid)>>,
-) -> anyhow::Result<Option<McpSpec>> {
-    let name = value.trim();
-    if name.is_empty()
-        || name.starts_with(['{', '"', '/'])
-        || uuid::Uuid::parse_str(name).is_ok()
-        || name.contains(['\n', '\r'])
-    {
-        return Ok(None);
-    }
-    if installed.is_none() {
-        let dir = settings::data_dir()?;
-        let list = if dir.join(tether_store::DATABASE_FILE).is_file() {
-            settings::open_store()?
-                .list()?
-                .into_iter()
-                .map(|summary| (summary.name, summary.uid))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        *installed = Some(list);
-    }
-    let matching: Vec<uuid::Uuid> = installed
-        .iter()
-        .flatten()
-        .filter(|(installed_name, _)| installed_name == name)
-        .map(|(_, uid)| *uid)
-        .collect();
-    match matching.as_slice() {
-        [] => Ok(None),
-        [uid] if Path::new(name).exists() => Err(UsageError::new(format!(
-            "--mcp {name}: both a path in this directory and the installed server {uid} are called that; pass ./{name} for the file or {uid} for the installation"
-        ))
-        .into()),
-        [uid] => Ok(Some(McpSpec::Uuid(*uid))),
-        several => {
-            let uids: Vec<String> = several.iter().map(ToString::to_string).collect();
-            Err(UsageError::new(format!(
-                "--mcp {name}: {} installed servers have that name ({}); pass the UUID of the one you mean",
-                several.len(),
-                uids.join(", ")
-            ))
-            .into())
-        }
-    }
-}
 
 /// How an `--mcp` value is named in a message: as typed when [`typed::shown`] allows (a name,
 /// a path), else by position, since inline JSON and what looks like a credential may hold a
@@ -226,6 +136,76 @@ fn spec_error(
     UsageError::new(format!("{label}{reason}\nhint: {hint}")).into()
 }
 
+/// What the driver's [`SessionBuilder`] asks of this program: the store and the managed
+/// client as the settings open them, the terminal for inputs, the stored OAuth tokens, the
+/// progress line, and the wording of a spec that cannot be read.
+struct Host<'a> {
+    specs: &'a SpecArgs,
+    progress: &'a Progress,
+}
+
+impl SpecHost for Host<'_> {
+    type Error = anyhow::Error;
+
+    fn refuse(&self, error: SpecError) -> anyhow::Error {
+        match error {
+            SpecError::Refused(text) => UsageError::new(text).into(),
+            SpecError::NotASpec {
+                index,
+                error,
+                installed,
+            } => spec_error(
+                &self.specs.mcp[index],
+                index,
+                self.specs.mcp.len(),
+                *error,
+                &installed,
+            ),
+            SpecError::Driver(error) => (*error).into(),
+        }
+    }
+
+    fn store_exists(&self) -> anyhow::Result<bool> {
+        Ok(settings::data_dir()?
+            .join(tether_store::DATABASE_FILE)
+            .is_file())
+    }
+
+    fn open_store(&self) -> anyhow::Result<tether_store::Store> {
+        settings::open_store()
+    }
+
+    fn managed_client(&self) -> anyhow::Result<Option<Arc<dyn ManagedMcpClient>>> {
+        settings::managed_client(self.specs.server_url.as_deref(), self.specs.managed_timeout)
+    }
+
+    /// Asks as VS Code would, with its description, hidden when `password: true`; only on a
+    /// terminal.
+    fn ask_input(&self, input: &InputPrompt) -> anyhow::Result<Option<SecretValue>> {
+        if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            return Ok(None);
+        }
+        let value = secrets::ask(&input.id, input.description.as_deref(), input.password)?;
+        Ok(Some(value))
+    }
+
+    fn step(&self, step: &str) {
+        self.progress.step(step);
+    }
+
+    fn apply_tokens(&self, session: Session) -> BoxFuture<'_, Session> {
+        Box::pin(tokens::apply_stored_tokens(session))
+    }
+}
+
+/// The `--mcp` values and `--task` of `specs`, read once by the driver.
+fn read_specs(specs: &SpecArgs, host: &Host<'_>) -> anyhow::Result<SessionBuilder> {
+    Ok(
+        SessionBuilder::read(&specs.mcp, specs.task.as_deref(), host)?
+            .with_pass_env(&specs.pass_env),
+    )
+}
+
 /// Reads specs and secrets, resolves local-first and renders: the run's [`Session`]. Its
 /// masking set (the secrets' values and every sensitive value of every rendered server) is
 /// registered with the log layer before anything else can print.
@@ -234,14 +214,15 @@ pub async fn session(
     secret_args: &SecretArgs,
     progress: &Progress,
 ) -> anyhow::Result<Session> {
-    let (parsed, task_id) = parse_specs(specs)?;
+    let host = Host { specs, progress };
+    let builder = read_specs(specs, &host)?;
     // Secrets may be typed at a prompt (`NAME=prompt`, a VS Code input): no spinner meanwhile.
     let secrets = progress.suspend(|| {
         let mut secrets = secrets::read(secret_args)?;
-        secrets::prompt_for_inputs(&parsed, &mut secrets)?;
+        builder.ask_for_inputs(&mut secrets, &host)?;
         anyhow::Ok(secrets)
     })?;
-    session_with(specs, parsed, task_id, secrets, progress).await
+    builder.build(secrets, ProcessEnv, &host).await
 }
 
 /// VS Code inputs kept as references: what [`session_keeping_inputs`] filled them with.
@@ -261,17 +242,17 @@ pub async fn session_keeping_inputs(
     secret_args: &SecretArgs,
     progress: &Progress,
 ) -> anyhow::Result<(Session, KeptInputs)> {
-    let (parsed, task_id) = parse_specs(specs)?;
-    let mut secrets =
-        progress.suspend(|| secrets::read_except(secret_args, &secrets::used_inputs(&parsed)))?;
-    let prompts = secrets::used_inputs(&parsed);
+    let host = Host { specs, progress };
+    let builder = read_specs(specs, &host)?;
+    let prompts = builder.used_inputs();
+    let mut secrets = progress.suspend(|| secrets::read_except(secret_args, &prompts))?;
     let mut references = Vec::with_capacity(prompts.len());
     for input in &prompts {
         secrets.insert(input.id.clone(), format!("${{input:{}}}", input.id));
     }
     // What rendering places are clones of the stored values: keep one of each to find them by.
     references.extend(prompts.iter().filter_map(|input| secrets.get(&input.id)));
-    let session = session_with(specs, parsed, task_id, secrets, progress).await?;
+    let session = builder.build(secrets, ProcessEnv, &host).await?;
     Ok((
         session,
         KeptInputs {
@@ -281,92 +262,18 @@ pub async fn session_keeping_inputs(
     ))
 }
 
-/// The specs of `--mcp` values and `--task`, and the task's id.
-pub(super) fn parse_specs(specs: &SpecArgs) -> anyhow::Result<(Vec<McpSpec>, Option<String>)> {
-    let mut parsed = Vec::with_capacity(specs.mcp.len());
-    let mut installed = None;
-    for (index, value) in specs.mcp.iter().enumerate() {
-        if let Some(specs) = crate::shorthand::specs(value)? {
-            parsed.extend(specs);
-            continue;
-        }
-        if let Some(spec) = installed_by_name(value, &mut installed)? {
-            parsed.push(spec);
-            continue;
-        }
-        match McpSpec::parse(value) {
-            Ok(spec) => parsed.push(spec),
-            Err(error) => {
-                let names = installed.as_deref().unwrap_or_default();
-                return Err(spec_error(value, index, specs.mcp.len(), error, names));
-            }
-        }
-    }
-    let mut task_id = None;
-    if let Some(path) = &specs.task {
-        let (task_specs, id) = read_task(path)?;
-        parsed.extend(task_specs);
-        task_id = id;
-    }
-    if parsed.is_empty() {
-        return Err(UsageError::new("no MCP spec given: pass --mcp SPEC (a UUID, a JSON file or inline JSON) or --task FILE").into());
-    }
-    Ok((parsed, task_id))
-}
-
-/// [`session`] for specs already parsed and secrets already read (`tether add` reads its
-/// secrets once, to know their names before it builds the spec).
-pub async fn session_with(
-    specs: &SpecArgs,
-    parsed: Vec<McpSpec>,
-    task_id: Option<String>,
-    secrets: tether_config::Secrets,
-    progress: &Progress,
-) -> anyhow::Result<Session> {
-    let session = resolve_only(specs, parsed, task_id, secrets, progress).await?;
-    let session = tokens::apply_stored_tokens(session).await;
-    tether_log::register(session.sensitive_values());
-    Ok(session)
-}
-
 /// Resolves and renders without the stored OAuth tokens (which applying may refresh): for
 /// what only looks at the servers (`auth status` finding an installation's URL). The masking
 /// set is registered as for a run.
 pub async fn resolve_only(
     specs: &SpecArgs,
-    parsed: Vec<McpSpec>,
-    task_id: Option<String>,
-    secrets: tether_config::Secrets,
+    secret_args: &SecretArgs,
     progress: &Progress,
 ) -> anyhow::Result<Session> {
-    let needs_uuid = parsed.iter().any(|spec| match spec {
-        McpSpec::Uuid(_) => true,
-        McpSpec::Json { text, .. } => parse_config(text, Origin::User)
-            .map(|p| !p.references.is_empty())
-            .unwrap_or(false),
-    });
-    let (local, managed): (Arc<dyn LocalInstallations>, _) = if needs_uuid {
-        let store = settings::open_store()?;
-        (
-            Arc::new(Mutex::new(store)),
-            settings::managed_client(specs.server_url.as_deref(), specs.managed_timeout)?,
-        )
-    } else {
-        (Arc::new(NoLocalInstallations), None)
-    };
-    let mut resolver = Resolver::new(local, managed);
-    if let Some(task_id) = task_id {
-        resolver = resolver.with_task_id(task_id);
-    }
-    progress.step(&match parsed.len() {
-        1 => "resolving 1 MCP spec…".to_owned(),
-        n => format!("resolving {n} MCP specs…"),
-    });
-    let session = Session::resolve(resolver, parsed, secrets, ProcessEnv)
-        .await?
-        .with_pass_env(&specs.pass_env);
-    tether_log::register(session.sensitive_values());
-    Ok(session)
+    let host = Host { specs, progress };
+    let builder = read_specs(specs, &host)?;
+    let secrets = secrets::read(secret_args)?;
+    builder.resolve(secrets, ProcessEnv, &host).await
 }
 
 /// What the specs of `session` declare when they declare no server: "file ./mcp.json declares

@@ -59,12 +59,13 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     super::announce_sandbox("serve", &session, &options);
     // Over stdio, the servers are told what this one client can answer: its initialize is
     // read first (a client sends it at once; it is served again from the buffer).
-    let mut stdin = None;
-    if transport.listen.is_none()
+    let mut stdio = transport.listen.is_none().then(tether_gateway::stdio);
+    if let Some(stdio) = &mut stdio
         && options.declared.is_none()
         && !std::io::IsTerminal::is_terminal(&std::io::stdin())
     {
-        let first = tether_gateway::read_first_line(tokio::io::stdin())
+        let reader = std::mem::replace(&mut stdio.reader, Box::new(tokio::io::empty()));
+        let first = tether_gateway::read_first_line(reader)
             .await
             .context("reading the client's initialize from stdin")?;
         if first.closed {
@@ -78,7 +79,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             "declaring to the servers what the client declared"
         );
         options.declared = Some(first.capabilities.clone().unwrap_or_default());
-        stdin = Some(first.reader);
+        stdio.reader = Box::new(first.reader);
     }
     let gateway = start_gateway(
         session,
@@ -110,12 +111,13 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
         None => {
             eprintln!("tether serve: serving {offered} on stdio");
             // Ends when the client closes stdin, or on SIGINT/SIGTERM: both are a normal end.
-            let serving = async {
-                match stdin {
-                    Some(reader) => gateway.serve_io(reader, tokio::io::stdout()).await,
-                    None => gateway.serve_stdio().await,
-                }
-            };
+            // The pipes' modes are put back when `_restore` goes, after serving.
+            let tether_gateway::Stdio {
+                reader,
+                writer,
+                restore: _restore,
+            } = stdio.unwrap_or_else(tether_gateway::stdio);
+            let serving = gateway.serve_io(reader, writer);
             let served = super::until_signal(serving).await?;
             if let Ok(result) = served {
                 result?;

@@ -8,8 +8,9 @@ use rmcp::model::ClientConfig;
 use rmcp::service::RoleClient;
 use serde_json::{Map, Value};
 
+use super::progress::ProgressRoutes;
 use super::{
-    ClientRequests, NoticeSink, ProgressRoutes, RequestRefused, ServerNotice, StartOptions,
+    ClientRequests, NoticeSink, RequestRefused, ServerNotice, StartOptions,
     answerable_capabilities, client_config, passed_on_capabilities,
 };
 
@@ -163,16 +164,7 @@ impl rmcp::ClientHandler for TetherClient {
         params: rmcp::model::ProgressNotificationParam,
         _context: rmcp::service::NotificationContext<RoleClient>,
     ) {
-        let sender = self
-            .progress
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&params.progress_token)
-            .cloned();
-        if let (Some(sender), Ok(value)) = (sender, serde_json::to_value(&params)) {
-            // The forwarder may have finished; a late notification has nowhere to go.
-            let _ = sender.send(value);
-        }
+        self.progress.pass(&params);
     }
 }
 

@@ -22,11 +22,13 @@ use std::time::Duration;
 
 use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, ProtocolVersion, RequestId,
-    ServerJsonRpcMessage, ServerResult,
+    ServerJsonRpcMessage, ServerNotification, ServerResult,
 };
 use rmcp::service::{ClientLifecycleMode, RoleClient};
 use rmcp::transport::Transport;
 use tokio::time::Instant;
+
+use super::progress::ProgressRoutes;
 
 /// How long a live server has to answer `server/discover` before tether takes it for a legacy
 /// server and sends `initialize`.
@@ -74,6 +76,9 @@ pub struct Probing<T> {
     bound: Duration,
     /// Take a server that offers both lifecycles for a legacy one (see [`Probing::new`]).
     prefer_legacy: bool,
+    /// The connection's progress routes, told of each progress notification passed on
+    /// ([`Probing::counting`]).
+    progress: Option<ProgressRoutes>,
 }
 
 impl<T> Probing<T> {
@@ -93,7 +98,17 @@ impl<T> Probing<T> {
             ping,
             given_up: None,
             bound: PROBE_BOUND,
+            progress: None,
         }
+    }
+
+    /// Counts each progress notification passed to rmcp in `routes`, in stream order, so a
+    /// forwarder knows when the progress read before its answer has all been handled
+    /// (`progress.rs`).
+    pub(super) fn counting(mut self, routes: ProgressRoutes) -> Self {
+        routes.counted_by_transport();
+        self.progress = Some(routes);
+        self
     }
 }
 
@@ -240,7 +255,16 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Probing<T> {
             }
             let probe = match &self.probe {
                 Probe::Unproven(id) | Probe::Due(id, _) if answers(&message, id) => id.clone(),
-                _ => return Some(message),
+                _ => {
+                    if let (Some(routes), ServerJsonRpcMessage::Notification(notification)) =
+                        (&self.progress, &message)
+                        && let ServerNotification::ProgressNotification(progress) =
+                            &notification.notification
+                    {
+                        routes.read(&progress.params.progress_token);
+                    }
+                    return Some(message);
+                }
             };
             self.probe = Probe::Idle;
             if offers_no_modern_version(&message)

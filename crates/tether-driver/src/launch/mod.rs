@@ -14,12 +14,12 @@ mod failure;
 mod headers_helper;
 mod lifecycle;
 mod process;
+mod progress;
 mod remote;
 mod served;
 mod sse;
 mod start;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -310,14 +310,6 @@ pub struct ServerReport {
 }
 
 type Client = RunningService<RoleClient, TetherClient>;
-
-/// Where progress notifications of forwarded requests go, by the progress token rmcp gave the
-/// request (see [`McpRuntime::forward`]).
-type ProgressRoutes = Arc<
-    std::sync::Mutex<
-        HashMap<rmcp::model::ProgressToken, tokio::sync::mpsc::UnboundedSender<Value>>,
-    >,
->;
 
 struct RunningServer {
     name: String,
@@ -816,19 +808,12 @@ impl McpRuntime {
             .map_err(|e| failed(None, failure::request_failure(&e)))?;
         let peer = handle.peer.clone();
         let id = handle.id.clone();
-        let routes = &running.client.service().progress;
-        // A route, removed however this function ends (an answer, a cancellation, a dropped
-        // future); none (and nothing to remove) without progress to pass on.
-        let _route = progress.map(|progress| {
-            let token = handle.progress_token.clone();
-            routes
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(token.clone(), progress);
-            RemoveOnDrop {
-                routes: Arc::clone(routes),
-                token,
-            }
+        // A route, closed however this function ends: settled once the answer came (its
+        // progress all passed on first), else a moment after a cancellation or a dropped
+        // future; none (and nothing to close) without progress to pass on.
+        let route = progress.map(|progress| {
+            let routes = &running.client.service().progress;
+            routes.open(handle.progress_token.clone(), progress)
         });
         let answer = tokio::select! {
             answer = handle.await_response() => answer,
@@ -846,6 +831,9 @@ impl McpRuntime {
                 });
             }
         };
+        if let Some(route) = route {
+            route.settle().await;
+        }
         match answer {
             Ok(result) => Ok(result),
             Err(rmcp::ServiceError::McpError(error)) => {
@@ -918,42 +906,6 @@ impl McpRuntime {
     pub async fn shutdown(mut self) {
         let running = std::mem::take(&mut self.running);
         futures_util::future::join_all(running.into_iter().map(stop)).await;
-    }
-}
-
-/// How long a progress route outlives its request's answer. rmcp hands each notification to
-/// a task of its own but a response straight to its waiter, so a server's last progress sent
-/// just before its answer can be handled after it: removed at once, the route would drop it
-/// (the conformance suite's `tools-call-with-progress` saw 2 of 3 through the gateway now and
-/// then). The forwarder waits for the route to close, so this is also the most an answer with
-/// progress waits for a late one.
-const LATE_PROGRESS: Duration = Duration::from_millis(50);
-
-/// Removes a progress route when a forwarded request ends ([`LATE_PROGRESS`] later, within a
-/// runtime).
-struct RemoveOnDrop {
-    routes: ProgressRoutes,
-    token: rmcp::model::ProgressToken,
-}
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let (routes, token) = (Arc::clone(&self.routes), self.token.clone());
-        let remove = move || {
-            routes
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(&token);
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    tokio::time::sleep(LATE_PROGRESS).await;
-                    remove();
-                });
-            }
-            Err(_) => remove(),
-        }
     }
 }
 

@@ -73,9 +73,10 @@ pub(super) async fn remote_handshake(
             let http = bearer::BearerHttp::new(http, slot, helper);
             let transport = StreamableHttpClientTransport::with_client(http, config);
             let prefer_legacy = client.notices.is_some();
+            let routes = Arc::clone(&client.progress);
             client
                 .serve_with_lifecycle(
-                    lifecycle::Probing::new(transport, false, prefer_legacy),
+                    lifecycle::Probing::new(transport, false, prefer_legacy).counting(routes),
                     lifecycle::auto(),
                 )
                 .await?

@@ -168,9 +168,10 @@ impl Starting<'_> {
             let pipes =
                 IntoTransport::<RoleClient, std::io::Error, _>::into_transport((stdout, stdin));
             let prefer_legacy = client.notices.is_some();
+            let routes = Arc::clone(&client.progress);
             let client = client
                 .serve_with_lifecycle(
-                    lifecycle::Probing::new(pipes, true, prefer_legacy),
+                    lifecycle::Probing::new(pipes, true, prefer_legacy).counting(routes),
                     lifecycle::auto(),
                 )
                 .await?;

@@ -7,6 +7,7 @@
     reason = "a test binary: helpers outside #[test] functions panic on setup failure too"
 )]
 
+mod builder;
 mod headers_helper;
 mod launch;
 mod lifetime;

@@ -5,34 +5,34 @@
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use tether_driver::{McpSpec, SpecSource};
 use tether_env::EnvVars;
 use tether_harness::{Format, OwnConfig};
 
-use crate::exit::UsageError;
+use super::error::SpecError;
+use crate::spec::{McpSpec, SpecSource};
 
 /// The specs `value` stands for when it is a harness's name followed by `:`: each of its own
 /// config files that exists and configures servers, the user's first; `None` when `value` is
 /// no such shorthand.
-pub fn specs(value: &str) -> anyhow::Result<Option<Vec<McpSpec>>> {
+pub(super) fn specs(value: &str) -> Result<Option<Vec<McpSpec>>, SpecError> {
     let Some(format) = value.trim().strip_suffix(':').and_then(Format::from_name) else {
         return Ok(None);
     };
     let harness = format.harness();
     if harness.own_configs.is_empty() {
-        return Err(UsageError::new(format!(
+        return Err(SpecError::Refused(format!(
             "--mcp {} — {} has no config file in a standard place; pass the file",
             value.trim(),
             harness.title
-        ))
-        .into());
+        )));
     }
     let home = std::env::var_os(EnvVars::HOME)
         .map(PathBuf::from)
         .ok_or_else(|| {
-            UsageError::new("HOME is not set, so the harness's files cannot be found")
+            SpecError::Refused("HOME is not set, so the harness's files cannot be found".into())
         })?;
-    let cwd = std::env::current_dir()?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| SpecError::Refused(format!("cannot read the current directory: {e}")))?;
     let places = harness.own_config_paths(&home, &cwd, |name| std::env::var_os(name));
     // A harness that keeps per-project state beside the user's file (Claude Code's
     // ~/.claude.json) also keeps which of a project's own servers the user approved.
@@ -75,13 +75,12 @@ pub fn specs(value: &str) -> anyhow::Result<Option<Vec<McpSpec>>> {
     }
     if specs.is_empty() {
         let looked: Vec<String> = places.iter().map(describe).collect();
-        return Err(UsageError::new(format!(
+        return Err(SpecError::Refused(format!(
             "--mcp {} — no MCP servers configured for {} (looked in {})",
             value.trim(),
             harness.title,
             looked.join(", ")
-        ))
-        .into());
+        )));
     }
     Ok(Some(specs))
 }
