@@ -410,7 +410,7 @@ pub struct RunArgs {
     pub audit: Option<PathBuf>,
 
     /// Through the gateway: the client capabilities declared to the servers (a
-    /// comma-separated list of sampling, elicitation and roots, or all, or none; default all:
+    /// comma-separated list of sampling, elicitation, roots and apps, or all, or none; default all:
     /// the servers start before the harness connects). A request the harness did not declare
     /// gets an error.
     #[arg(
@@ -634,8 +634,9 @@ pub struct ServeArgs {
 
     /// The client capabilities declared to the servers (what a server may ask a client for
     /// through the gateway, and may base its offer on): a comma-separated list of sampling,
-    /// elicitation and roots, or all, or none. Default: over stdio, those the client declares
-    /// in its initialize (read before the servers start); over HTTP, all.
+    /// elicitation, roots and apps (the MCP Apps extension), or all, or none. Default: over
+    /// stdio, those the client declares in its initialize (read before the servers start);
+    /// over HTTP, all.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub client_capabilities: Option<Vec<CapabilityArg>>,
 
