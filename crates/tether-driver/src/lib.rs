@@ -41,6 +41,7 @@ mod build;
 pub mod egress;
 pub mod elicitation;
 mod error;
+pub mod folder_trust;
 mod launch;
 mod refresh;
 mod resolve;

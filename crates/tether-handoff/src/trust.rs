@@ -1,44 +1,15 @@
 //! A harness that gives no MCP server to a folder it does not trust (Gemini CLI): the check
-//! before a run, read from the harness's own variables and files (its row's `folder_trust`).
+//! before a run (`tether_driver::folder_trust` reads the harness's own variables and files).
 //! tether never trusts a folder for the user: trusting one turns on that folder's own settings,
 //! hooks and servers too, which the user has not looked at.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use tether_harness::{Delivery, Harness, TrustInputs, TrustVerdict};
+use tether_harness::{Harness, TrustVerdict};
 
 use crate::HandoffError;
 
-/// The harness's own config directory for the user (`$GEMINI_CLI_HOME/.gemini`, else
-/// `~/.gemini`), for a harness handed a private home; `None` for another delivery or no home.
-pub(crate) fn user_config_dir(harness: &Harness) -> Option<PathBuf> {
-    let Delivery::PrivateHome {
-        env,
-        default_home,
-        config_dir,
-    } = harness.run?.delivery
-    else {
-        return None;
-    };
-    let home = std::env::var_os(env)
-        .filter(|home| !home.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os(tether_env::EnvVars::HOME).map(|h| PathBuf::from(h).join(default_home))
-        })?;
-    Some(if config_dir.is_empty() {
-        home
-    } else {
-        home.join(config_dir)
-    })
-}
-
-/// A JSON file (comments allowed, as the harness reads it), if it exists and parses.
-fn read_json(path: &Path) -> Option<serde_json::Value> {
-    let mut text = std::fs::read_to_string(path).ok()?;
-    json_strip_comments::strip_comments_in_place(&mut text).ok()?;
-    serde_json::from_str(&text).ok()
-}
+pub(crate) use tether_driver::folder_trust::user_config_dir;
 
 /// `Ok` unless `harness` gates MCP servers on folder trust and does not trust `folder` (the
 /// working directory the harness will run in): then [`HandoffError::UntrustedFolder`], naming
@@ -47,46 +18,12 @@ pub fn check_folder_trust(harness: &'static Harness, folder: &Path) -> Result<()
     let Some(trust) = harness.run.and_then(|run| run.folder_trust) else {
         return Ok(());
     };
-    let user_dir = user_config_dir(harness);
-    let env = |name: &str| std::env::var(name).ok();
-    let system = env(trust.system_settings_env)
-        .filter(|path| !path.is_empty())
-        .unwrap_or_else(|| trust.system_settings.to_owned());
-    let settings: Vec<serde_json::Value> = [
-        Some(PathBuf::from(system)),
-        user_dir.as_ref().map(|dir| dir.join(harness.config_file)),
-    ]
-    .into_iter()
-    .flatten()
-    .filter_map(|path| read_json(&path))
-    .collect();
-    let rules_path = env(trust.rules_env)
-        .filter(|path| !path.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| user_dir.as_ref().map(|dir| dir.join(trust.rules_file)));
-    let rules = match rules_path {
-        Some(path) if path.exists() => match read_json(&path) {
-            Some(rules) => Some(rules),
-            // The harness refuses to start on it, with its own message.
-            None => return Ok(()),
-        },
-        _ => None,
-    };
-    let real_path = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-    let folder = real_path(folder);
-    let verdict = trust.verdict(&TrustInputs {
-        env: &env,
-        settings: &settings,
-        rules: rules.as_ref(),
-        folder: &folder,
-        real_path: &real_path,
-    });
-    match verdict {
-        TrustVerdict::Trusted => Ok(()),
-        TrustVerdict::NotTrusted(why) => Err(HandoffError::UntrustedFolder {
+    match tether_driver::folder_trust::folder_trust(harness, folder) {
+        None | Some(TrustVerdict::Trusted) => Ok(()),
+        Some(TrustVerdict::NotTrusted(why)) => Err(HandoffError::UntrustedFolder {
             title: harness.title,
             program: harness.name,
-            folder,
+            folder: std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_owned()),
             why,
             trust_env: trust.trust_env,
         }),

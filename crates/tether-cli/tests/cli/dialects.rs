@@ -981,3 +981,65 @@ fn claude_shorthand_starts_only_the_project_servers_claude_code_approved() {
         text(&out.stderr)
     );
 }
+
+/// Gemini CLI with folder trust on reads no project settings in a folder it does not trust:
+/// `gemini:` starts none of the project's `.gemini/settings.json` servers there (saying why),
+/// the user's own still start, and once `~/.gemini/trustedFolders.json` trusts the folder the
+/// project's start too.
+#[test]
+fn gemini_shorthand_starts_a_projects_servers_only_in_a_folder_gemini_trusts() {
+    let sandbox = Sandbox::new();
+    let home = sandbox.path("home");
+    std::fs::create_dir_all(home.join(".gemini")).expect("~/.gemini");
+    let server = json_str(&crate::support::test_server_bin().to_string_lossy());
+    let marker = sandbox.path("ran-project-server");
+    let touch = json_str(&format!("touch '{}'", marker.display()));
+    std::fs::write(
+        home.join(".gemini/settings.json"),
+        format!(
+            r#"{{"security": {{"folderTrust": {{"enabled": true}}}},
+                 "mcpServers": {{"mine": {{"command": {server}}}}}}}"#
+        ),
+    )
+    .expect("~/.gemini/settings.json");
+    std::fs::create_dir_all(sandbox.path(".gemini")).expect("the project's .gemini");
+    sandbox.write(
+        ".gemini/settings.json",
+        &format!(r#"{{"mcpServers": {{"cloned": {{"command": "sh", "args": ["-c", {touch}]}}}}}}"#),
+    );
+    let test = || {
+        sandbox
+            .tether(&["test", "--mcp", "gemini:"])
+            .env("HOME", &home)
+            .env_remove("GEMINI_CLI_HOME")
+            .env_remove("GEMINI_CLI_TRUST_WORKSPACE")
+            .env_remove("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
+            .env(
+                "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+                sandbox.path("no-system-settings.json"),
+            )
+            .output()
+            .expect("running tether test")
+    };
+    let out = test();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!marker.exists(), "a server of an untrusted folder ran");
+    assert!(text(&out.stdout).contains("mine"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("Gemini CLI does not trust this folder"),
+        "{}",
+        text(&out.stderr)
+    );
+    let project = sandbox
+        .dir
+        .path()
+        .canonicalize()
+        .expect("the project's path");
+    std::fs::write(
+        home.join(".gemini/trustedFolders.json"),
+        serde_json::json!({ project.to_string_lossy(): "TRUST_FOLDER" }).to_string(),
+    )
+    .expect("trustedFolders.json");
+    let _ = test();
+    assert!(marker.exists(), "the trusted folder's server did not start");
+}

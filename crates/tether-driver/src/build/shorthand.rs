@@ -42,11 +42,26 @@ pub(super) fn specs(value: &str) -> Result<Option<Vec<McpSpec>>, SpecError> {
         let text = std::fs::read_to_string(&place.path).unwrap_or_default();
         Some(Approvals::read(&text, key, &cwd))
     });
+    // A harness that gates a project's own config on folder trust (Gemini CLI) reads none of
+    // it in a folder it does not trust: neither does `--mcp NAME:`.
+    let untrusted = match crate::folder_trust::folder_trust(harness, &cwd) {
+        Some(tether_harness::TrustVerdict::NotTrusted(why)) => Some(why),
+        _ => None,
+    };
     let mut specs = Vec::new();
     for place in &places {
         let Ok(text) = std::fs::read_to_string(&place.path) else {
             continue;
         };
+        if let Some(why) = untrusted.as_ref().filter(|_| place.in_project) {
+            eprintln!(
+                "tether: not starting the servers of {}: {} does not trust this folder ({why}); trust it in {} first",
+                place.path.display(),
+                harness.title,
+                harness.title
+            );
+            continue;
+        }
         let text = match &approvals {
             Some(approvals) if place.in_project => {
                 match approvals.keep(&text, harness.servers_key, &place.path) {
