@@ -27,34 +27,6 @@ use crate::tool_search::{CALL_TOOL, FIND_TOOLS, RUN_CODE};
 /// to be passed on.
 const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
 
-/// The task passing one call's progress on ([`GatewayHandler::pass_progress`]).
-pub(super) struct Passing {
-    handle: tokio::task::JoinHandle<()>,
-    /// Whether the server sent any progress for the call.
-    seen: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Passing {
-    /// Waits, once the server answered, for its progress to be passed on first. rmcp hands
-    /// each notification to a task of its own and the answer straight to its waiter, so a
-    /// progress sent just before the answer may be handled after it; the driver keeps the
-    /// route open a moment for it (`LATE_PROGRESS`). A call that had progress waits for that
-    /// (within [`PROGRESS_DRAIN`]). One that had none — most calls, and every call of a client
-    /// such as rmcp's that sends a progress token with each request — does not pay that wait:
-    /// after letting the tasks already queued run, it stops passing progress (a notification
-    /// still to come would arrive after the answer, which the protocol does not allow).
-    async fn drain(self) {
-        for _ in 0..3 {
-            tokio::task::yield_now().await;
-        }
-        if self.seen.load(std::sync::atomic::Ordering::SeqCst) {
-            let _ = tokio::time::timeout(PROGRESS_DRAIN, self.handle).await;
-        } else {
-            self.handle.abort();
-        }
-    }
-}
-
 impl GatewayHandler {
     /// `tools/list`: the catalogue's tools (or, over the line transport, the marker it replaces).
     pub(super) async fn list_tools_now(
@@ -106,17 +78,17 @@ impl GatewayHandler {
     pub(super) fn pass_progress(
         &self,
         context: &RequestContext<RoleServer>,
-    ) -> Option<(tokio::sync::mpsc::UnboundedSender<Value>, Passing)> {
+    ) -> Option<(
+        tokio::sync::mpsc::UnboundedSender<Value>,
+        tokio::task::JoinHandle<()>,
+    )> {
         let token = context.meta.get_progress_token()?;
         let token = serde_json::to_value(token).ok()?;
         let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Value>();
         let peer = context.peer.clone();
         let masker = Arc::clone(&self.shared);
-        let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let saw = Arc::clone(&seen);
-        let handle = tokio::spawn(async move {
+        let passing = tokio::spawn(async move {
             while let Some(mut params) = receiver.recv().await {
-                saw.store(true, std::sync::atomic::Ordering::SeqCst);
                 params["progressToken"] = token.clone();
                 mask_value(&masker.masker(), &mut params);
                 match serde_json::from_value(params) {
@@ -131,7 +103,7 @@ impl GatewayHandler {
                 }
             }
         });
-        Some((sender, Passing { handle, seen }))
+        Some((sender, passing))
     }
 
     /// `result` (its JSON `value`, masked) as the client gets it: cut to the budget when it
@@ -331,9 +303,11 @@ impl GatewayHandler {
             .forward_with_progress(&route.server, METHOD, params, &context, progress)
             .await;
         // The server's progress came before its answer: it reaches the client before it too
-        // (a 2026-07-28 client's stream ends with the answer).
+        // (a 2026-07-28 client's stream ends with the answer). The driver closes the route once
+        // every progress read before the answer was handed over (`launch/progress.rs`), so this
+        // waits for those, not for a grace.
         if let Some(passing) = passing {
-            passing.drain().await;
+            let _ = tokio::time::timeout(PROGRESS_DRAIN, passing).await;
         }
         // Credential shapes in the result, before the client sees them.
         let answer = answer.map(|mut value| {
