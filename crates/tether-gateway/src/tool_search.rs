@@ -140,14 +140,7 @@ pub(crate) fn listing(
         };
     }
     let mut indexed = Vec::new();
-    let mut listed = if code {
-        vec![
-            run_code_tool(offered, names, search.budget_tokens),
-            find_tools_tool(true),
-        ]
-    } else {
-        vec![find_tools_tool(false), call_tool_tool()]
-    };
+    let mut always_loaded = Vec::new();
     for tool in offered {
         let Some(route) = names.route(&tool.name) else {
             // tether_status: listed last, as in `all` mode.
@@ -158,7 +151,7 @@ pub(crate) fn listing(
             .iter()
             .any(|name| *name == tool.name || *name == route.server)
         {
-            listed.push(tool.clone());
+            always_loaded.push(tool.clone());
         }
         indexed.push(Indexed {
             name: tool.name.to_string(),
@@ -168,6 +161,15 @@ pub(crate) fn listing(
             about: about.get(&route.server).cloned().unwrap_or_default(),
         });
     }
+    let mut listed = if code {
+        vec![
+            run_code_tool(&indexed, search.budget_tokens),
+            find_tools_tool(true),
+        ]
+    } else {
+        vec![find_tools_tool(false), call_tool_tool()]
+    };
+    listed.extend(always_loaded);
     listed.extend(
         offered
             .iter()
@@ -306,20 +308,16 @@ fn find_tools_tool(code: bool) -> Tool {
     tool
 }
 
-/// [`RUN_CODE`]'s definition: the contract of a script, then the declarations of the
-/// `offered` tools when they fit in `budget_tokens`, else how to find them.
-fn run_code_tool(offered: &[Tool], names: &Namespace, budget_tokens: usize) -> Tool {
+/// [`RUN_CODE`]'s definition: the contract of a script, then the declarations of the `indexed`
+/// tools (the offered ones, definitions serialized once for the index) when they fit in
+/// `budget_tokens`, else how to find them.
+fn run_code_tool(indexed: &[Indexed], budget_tokens: usize) -> Tool {
     let mut declarations = String::new();
-    let mut count = 0usize;
-    for tool in offered
-        .iter()
-        .filter(|tool| names.route(&tool.name).is_some())
-    {
-        count += 1;
-        let definition = serde_json::to_value(tool).unwrap_or(Value::Null);
-        declarations.push_str(&declaration(&definition));
+    for tool in indexed {
+        declarations.push_str(&declaration(&tool.definition));
         declarations.push('\n');
     }
+    let count = indexed.len();
     let tools = if declarations.len() / BYTES_PER_TOKEN <= budget_tokens {
         format!("\n\nThe tools (`tools[NAME]`):\n{declarations}")
     } else {
