@@ -51,6 +51,7 @@ pub fn code(err: &anyhow::Error) -> u8 {
                 | DriverError::ServerFailedToStart { .. }
                 | DriverError::ToolCallFailed { .. }
                 | DriverError::RequestFailed { .. }
+                | DriverError::NeedsCapability { .. }
                 | DriverError::Cancelled { .. }
                 | DriverError::Store(_) => FAILED,
             };

@@ -137,6 +137,22 @@ pub enum DriverError {
         message: String,
     },
 
+    /// A forwarded request the server refused for a capability its client did not declare
+    /// (JSON-RPC -32021, "missing required client capability"): `required` is what the server
+    /// said it needs (its error's `requiredCapabilities`, shaped like a client's capabilities;
+    /// `{}` when it said nothing), to pass on.
+    #[error("MCP server '{server}' could not answer {method}: {message}")]
+    NeedsCapability {
+        /// The running server the request went to.
+        server: String,
+        /// The MCP method, e.g. `tools/call`.
+        method: String,
+        /// Why, with known secret values masked.
+        message: String,
+        /// The capabilities the server requires.
+        required: Box<serde_json::Value>,
+    },
+
     /// A forwarded request was cancelled by the caller before the server answered; the
     /// server was sent `notifications/cancelled`.
     #[error("the {method} request to MCP server '{server}' was cancelled")]

@@ -55,7 +55,7 @@ pub use launch::{
     BearerAuth, BearerSlot, ClientRequests, ENV_WHITELIST, HeadersHelper, HelperError,
     MAX_STEP_UPS, McpRuntime, NoticeSink, PACKAGE_RUNNER_FACTOR, PROBE_BOUND, Refusal,
     RequestRefused, STDERR_TAIL_BYTES, ServerNotice, ServerReport, ServerStatus, SseError,
-    StartOptions, TERMINATE_GRACE, ToolInfo, answerable_capabilities, inherited_env,
+    StartOptions, TERMINATE_GRACE, ToolInfo, answerable_capabilities, declare_tasks, inherited_env,
     package_runner, passed_on_capabilities, send_renewing, send_with_helper, sse_endpoint,
 };
 pub use refresh::{RefreshOutcome, RefreshPolicy, RemintOutcome};

@@ -69,6 +69,7 @@ pub use tether_scan::secrets as secret_scan;
 pub use tether_search as search;
 mod shared;
 mod stdio;
+mod tasks;
 pub use stdio::{Restore, Stdio, stdio};
 pub mod supervise;
 mod telemetry;

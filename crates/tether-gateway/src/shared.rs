@@ -77,6 +77,8 @@ pub(crate) struct Shared {
     pub(crate) rounds: Rounds,
     /// List changes and resource updates, for 2026-07-28 clients' `subscriptions/listen`.
     pub(crate) changes: tokio::sync::broadcast::Sender<ServerNotification>,
+    /// The tasks the gateway holds for its clients (SEP-2663, `handler/tasks.rs`).
+    pub(crate) tasks: crate::tasks::Tasks,
 }
 
 /// How many changes a slow `subscriptions/listen` may fall behind before it misses some.
@@ -145,6 +147,7 @@ impl Shared {
             secret_scan,
             first_list_grace,
             rounds: Rounds::new(call_timeout),
+            tasks: crate::tasks::Tasks::default(),
             changes: tokio::sync::broadcast::channel(CHANGES_KEPT).0,
         }
     }
@@ -361,6 +364,11 @@ impl Shared {
         if any("completions") {
             capabilities.completions = Some(Map::new());
         }
+        // Always: the gateway holds its servers' tasks for its clients (`handler/tasks.rs`).
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(rmcp::model::TASKS_EXTENSION_ID.to_owned(), Map::new());
         capabilities
     }
 
@@ -585,6 +593,11 @@ impl Shared {
             DriverError::RequestFailed {
                 code: Some(code), ..
             } => ErrorData::new(ErrorCode(*code), message, None),
+            DriverError::NeedsCapability { required, .. } => ErrorData::new(
+                ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message,
+                Some(json!({ "requiredCapabilities": required })),
+            ),
             _ => ErrorData::internal_error(message, None),
         }
     }

@@ -446,8 +446,16 @@ serialized!(
     ListToolsResult,
     ListPromptsResult,
     ListResourcesResult,
-    ListResourceTemplatesResult
+    ListResourceTemplatesResult,
+    rmcp::model::GetTaskResult
 );
+
+/// The empty acknowledgement of `tasks/update` and `tasks/cancel`.
+impl Answer for () {
+    fn measure(&self) -> (usize, bool) {
+        (0, false)
+    }
+}
 
 impl Answer for CallToolResponse {
     fn is_tool_error(&self) -> bool {

@@ -41,6 +41,8 @@ pub struct ConformanceServer {
     /// added (`test_added_tool_N`, `test_added_prompt_N`).
     added_tools: Arc<AtomicUsize>,
     added_prompts: Arc<AtomicUsize>,
+    /// The Tasks fixtures' tasks (`tasks.rs`).
+    tasks: rmcp::task_manager::TaskManager,
 }
 
 /// `value` read as `T`; an internal error when it does not fit (a bug in this file).
@@ -181,7 +183,11 @@ fn sample(prompt: &str, max_tokens: u32) -> Value {
 }
 
 /// Asks the client `method`: its result, or why it refused.
-async fn ask(peer: &Peer<RoleServer>, method: &str, params: Value) -> Result<Value, ErrorData> {
+pub(crate) async fn ask(
+    peer: &Peer<RoleServer>,
+    method: &str,
+    params: Value,
+) -> Result<Value, ErrorData> {
     let mut message = json!({"method": method});
     if params.as_object().is_some_and(|p| !p.is_empty()) {
         message["params"] = params;
@@ -519,6 +525,7 @@ impl ServerHandler for ConformanceServer {
             "resources": {"subscribe": true, "listChanged": true},
             "logging": {},
             "completions": {},
+            "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}},
         });
         ServerConfig::new(serde_json::from_value(capabilities).unwrap_or_default())
             .with_server_info(Implementation::new(
@@ -538,7 +545,11 @@ impl ServerHandler for ConformanceServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        typed(json!({"tools": tools(self.added_tools.load(Ordering::SeqCst))}))
+        let mut tools = tools(self.added_tools.load(Ordering::SeqCst));
+        if let Value::Array(listed) = &mut tools {
+            listed.extend(crate::tasks::tools());
+        }
+        typed(json!({ "tools": tools }))
     }
 
     async fn call_tool(
@@ -547,6 +558,9 @@ impl ServerHandler for ConformanceServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        if crate::tasks::serves(&request.name) {
+            return crate::tasks::call(&self.tasks, &request.name, &arguments, &context).await;
+        }
         self.call(&request.name, &arguments, &context).await
     }
 
@@ -700,6 +714,31 @@ impl ServerHandler for ConformanceServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        crate::tasks::get(&self.tasks, &request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(&request.task_id)
     }
 
     async fn complete(

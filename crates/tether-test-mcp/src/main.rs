@@ -13,6 +13,7 @@ mod oauth;
 mod probe;
 mod reflect;
 mod server;
+mod tasks;
 
 use std::{net::SocketAddr, process::ExitCode, time::Duration};
 

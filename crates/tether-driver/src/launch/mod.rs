@@ -376,6 +376,38 @@ fn client_config(capabilities: Option<ClientCapabilities>) -> ClientConfig {
     )
 }
 
+/// The key of a forwarded request's `params._meta` that asks [`McpRuntime::forward`] to
+/// declare the Tasks extension (SEP-2663) to the server for this one request (a client of the
+/// gateway that declared it, or a call the gateway holds as a task). Taken out before sending.
+pub const DECLARE_TASKS: &str = "tether/declareTasks";
+
+/// Marks `params` (a request's) with [`DECLARE_TASKS`].
+pub fn declare_tasks(params: &mut Value) {
+    if let Some(fields) = params.as_object_mut() {
+        let meta = fields
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(DECLARE_TASKS.to_owned(), Value::Bool(true));
+        }
+    }
+}
+
+/// Whether `params` carried [`DECLARE_TASKS`]; removes it (and `_meta` when left empty).
+fn take_tasks_declaration(params: &mut Value) -> bool {
+    let Some(fields) = params.as_object_mut() else {
+        return false;
+    };
+    let Some(meta) = fields.get_mut("_meta").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let declared = meta.remove(DECLARE_TASKS).is_some();
+    if meta.is_empty() {
+        fields.remove("_meta");
+    }
+    declared
+}
+
 /// The MCP Apps extension (SEP-1865): a host that renders a tool's `ui://` HTML.
 pub const APPS_EXTENSION: &str = "io.modelcontextprotocol/ui";
 
@@ -788,6 +820,8 @@ impl McpRuntime {
             code,
             message: mask_known_values(&message, self.masking.iter()),
         };
+        let mut params = params;
+        let tasks_declared = take_tasks_declaration(&mut params);
         let mut message = Map::new();
         message.insert("method".to_owned(), Value::String(method.to_owned()));
         if !params.is_null() {
@@ -800,7 +834,20 @@ impl McpRuntime {
                     format!("invalid params: {e}"),
                 )
             })?;
-        let options = rmcp::service::PeerRequestOptions::with_timeout(timeout);
+        let mut options = rmcp::service::PeerRequestOptions::with_timeout(timeout);
+        if tasks_declared {
+            // Per request (SEP-2575): tether's own capabilities plus the Tasks extension. In
+            // the options, which rmcp applies after its own per-request metadata (a 2026-07-28
+            // server's), so that the declaration is not overwritten.
+            let mut capabilities = running.client.service().info.capabilities.clone();
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(rmcp::model::TASKS_EXTENSION_ID.to_owned(), Map::new());
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.set_client_capabilities(capabilities);
+            options.meta = Some(meta);
+        }
         let handle = running
             .client
             .send_cancellable_request(request, options)
@@ -836,6 +883,23 @@ impl McpRuntime {
         }
         match answer {
             Ok(result) => Ok(result),
+            Err(rmcp::ServiceError::McpError(error))
+                if error.code == rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY =>
+            {
+                let mut required = error
+                    .data
+                    .as_ref()
+                    .and_then(|data| data.get("requiredCapabilities"))
+                    .cloned()
+                    .unwrap_or_else(|| Value::Object(Map::new()));
+                mask_json(&self.masker, &mut required);
+                Err(DriverError::NeedsCapability {
+                    server: server.to_owned(),
+                    method: method.to_owned(),
+                    message: mask_known_values(&error.message, self.masking.iter()),
+                    required: Box::new(required),
+                })
+            }
             Err(rmcp::ServiceError::McpError(error)) => {
                 Err(failed(Some(error.code.0), error.message.to_string()))
             }

@@ -25,6 +25,7 @@ mod code;
 mod pipeline;
 mod prompts;
 mod resources;
+mod tasks;
 mod tools;
 
 use std::sync::Arc;
@@ -130,6 +131,13 @@ impl GatewayHandler {
         let started = received_at(context);
         let mut params = params;
         crate::rounds::strip_request_meta(&mut params);
+        if context
+            .extensions
+            .get::<crate::tasks::DeclareTasks>()
+            .is_some()
+        {
+            tether_driver::declare_tasks(&mut params);
+        }
         let call = self.shared.clients.begin(
             server,
             &context.peer,
@@ -597,6 +605,38 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<(), ErrorData> {
         let params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         self.pass_subscription("resources/unsubscribe", &request.uri, params, &context)
+            .await
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        self.receive("tasks/get", None, &context)
+            .answer(async { self.task_state(&request.task_id, &context) })
+            .await
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.receive("tasks/update", None, &context)
+            .answer(async {
+                self.task_answers(&request.task_id, request.input_responses, &context)
+            })
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.receive("tasks/cancel", None, &context)
+            .answer(async { self.task_cancel(&request.task_id, &context) })
             .await
     }
 

@@ -31,7 +31,7 @@ use crate::rounds::Round;
 use crate::telemetry::Answer;
 
 /// The owner of the results kept for 2026-07-28 clients, and their audit records' session.
-const STATELESS_OWNER: &str = "2026-07-28";
+pub(super) const STATELESS_OWNER: &str = "2026-07-28";
 
 /// Serves a request a server may ask its client something during: at once for a session's
 /// client, in rounds (`rounds.rs`) for a 2026-07-28 one — the state it echoes and its answers

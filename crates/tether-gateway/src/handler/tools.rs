@@ -194,6 +194,60 @@ impl GatewayHandler {
         result
     }
 
+    /// The audit record of a `tools/call` of `call` (server, tool on it, how long it took).
+    pub(super) fn audit_call(
+        &self,
+        (server, target, duration): (&str, &str, Duration),
+        outcome: Outcome,
+        arguments: Option<&Value>,
+        result: Option<&Value>,
+        findings: &[&'static str],
+    ) {
+        self.shared.audit(&Record {
+            session: &self.session,
+            method: "tools/call",
+            server: Some(server),
+            target,
+            duration,
+            outcome,
+            arguments,
+            result,
+            findings,
+        });
+    }
+
+    /// A call's result (masked) scanned for credential shapes before the client sees it: the
+    /// rules found added to `found`; withheld whole when the scan blocks.
+    pub(super) fn scan_call_result(
+        &self,
+        server: &str,
+        tool: &str,
+        mut value: Value,
+        found: &mut Vec<&'static str>,
+    ) -> Value {
+        let scan = self.shared.secret_scan;
+        let in_result = crate::secret_scan::scan(&mut value, scan.results);
+        crate::telemetry::secret_findings("results", &in_result);
+        if in_result.is_empty() {
+            return value;
+        }
+        let rules = in_result.join(", ");
+        tracing::warn!(tool = %tool, server = %server, "the result of a call holds what looks like a secret ({rules})");
+        for rule in &in_result {
+            if !found.contains(rule) {
+                found.push(rule);
+            }
+        }
+        if scan.results != SecretScan::Block {
+            return value;
+        }
+        let message = format!(
+            "the result of this call held what looks like a secret ({rules}); this gateway does not pass it on (--secret-scan)"
+        );
+        serde_json::to_value(CallToolResult::error(vec![ContentBlock::text(message)]))
+            .unwrap_or(Value::Null)
+    }
+
     pub(super) async fn call_tool_now(
         &self,
         mut request: CallToolRequestParams,
@@ -298,10 +352,48 @@ impl GatewayHandler {
         }
         let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
         params["name"] = Value::String(route.name.clone());
+        // The task layer (`tasks.rs`): a client with Tasks gets the server's tasks, held by the
+        // gateway; for one without (and for a script's call), a task is followed to its end.
+        let scripted = super::code::scripted(&context);
+        let client_tasks = crate::tasks::declared(&context) && !scripted;
+        if client_tasks {
+            context.extensions.insert(crate::tasks::DeclareTasks);
+        }
         let (progress, passing) = self.pass_progress(&context).unzip();
-        let (answer, duration) = self
-            .forward_with_progress(&route.server, METHOD, params, &context, progress)
+        let (mut answer, mut duration) = self
+            .forward_with_progress(&route.server, METHOD, params.clone(), &context, progress)
             .await;
+        if !client_tasks
+            && (scripted || !modern(&context))
+            && answer.as_ref().is_err_and(crate::tasks::needs_capability)
+        {
+            // A tool its server runs only as a task, for a client that cannot declare Tasks:
+            // again, declaring them, and the task followed here.
+            context.extensions.insert(crate::tasks::DeclareTasks);
+            (answer, duration) = self
+                .forward_with_progress(&route.server, METHOD, params, &context, None)
+                .await;
+        }
+        match answer {
+            Ok(created) if crate::tasks::is_task(&created) && client_tasks => {
+                let held = self.hold(&route.server, &route.name, &created, &context)?;
+                let handle = serde_json::to_value(&held).ok();
+                let call = (route.server.as_str(), route.name.as_str(), duration);
+                self.audit_call(
+                    call,
+                    Outcome::Ok,
+                    arguments.as_ref(),
+                    handle.as_ref(),
+                    &found,
+                );
+                return Ok(CallToolResponse::Task(held));
+            }
+            Ok(created) if crate::tasks::is_task(&created) => {
+                answer = self.follow(&route.server, &created, &context).await;
+                duration = received_at(&context).elapsed();
+            }
+            _ => {}
+        }
         // The server's progress came before its answer: it reaches the client before it too
         // (a 2026-07-28 client's stream ends with the answer). The driver closes the route once
         // every progress read before the answer was handed over (`launch/progress.rs`), so this
@@ -310,26 +402,8 @@ impl GatewayHandler {
             let _ = tokio::time::timeout(PROGRESS_DRAIN, passing).await;
         }
         // Credential shapes in the result, before the client sees them.
-        let answer = answer.map(|mut value| {
-            let in_result = crate::secret_scan::scan(&mut value, scan.results);
-            crate::telemetry::secret_findings("results", &in_result);
-            if in_result.is_empty() {
-                return value;
-            }
-            let rules = in_result.join(", ");
-            tracing::warn!(tool = %request.name, server = %route.server, "the result of a call holds what looks like a secret ({rules})");
-            for rule in &in_result {
-                if !found.contains(rule) {
-                    found.push(rule);
-                }
-            }
-            if scan.results != SecretScan::Block {
-                return value;
-            }
-            let message = format!("the result of this call held what looks like a secret ({rules}); this gateway does not pass it on (--secret-scan)");
-            serde_json::to_value(CallToolResult::error(vec![ContentBlock::text(message)]))
-                .unwrap_or(Value::Null)
-        });
+        let answer = answer
+            .map(|value| self.scan_call_result(&route.server, &request.name, value, &mut found));
         let (outcome, response) = match answer {
             Ok(value) => match CallToolResult::deserialize(&value) {
                 Ok(result) => {
@@ -355,9 +429,10 @@ impl GatewayHandler {
                 Outcome::Cancelled,
                 Err(ErrorData::internal_error("the call was cancelled", None)),
             ),
-            Err(error @ DriverError::RequestFailed { code: Some(_), .. }) => {
-                (Outcome::Error, Err(self.shared.error_for(&error)))
-            }
+            Err(
+                error @ (DriverError::RequestFailed { code: Some(_), .. }
+                | DriverError::NeedsCapability { .. }),
+            ) => (Outcome::Error, Err(self.shared.error_for(&error))),
             Err(error) => {
                 // The server broke off or is not running: the model should read why.
                 let text = self.shared.mask(&error.to_string());
@@ -367,17 +442,8 @@ impl GatewayHandler {
             }
         };
         let result_value = response.as_ref().ok().map(|(_, value)| value);
-        self.shared.audit(&Record {
-            session: &self.session,
-            method: METHOD,
-            server: Some(&route.server),
-            target: &route.name,
-            duration,
-            outcome,
-            arguments: arguments.as_ref(),
-            result: result_value,
-            findings: &found,
-        });
+        let call = (route.server.as_str(), route.name.as_str(), duration);
+        self.audit_call(call, outcome, arguments.as_ref(), result_value, &found);
         tracing::debug!(tool = %request.name, server = %route.server, ?duration, outcome = outcome.as_str(), "tools/call");
         if super::code::scripted(&context) {
             // A script's call: the script gets the whole; the run's answer is budgeted.

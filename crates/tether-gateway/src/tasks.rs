@@ -1,0 +1,95 @@
+//! The store of the tasks the gateway holds (SEP-2663; the layer itself is
+//! `handler/tasks.rs`), and how a request or answer says it is about Tasks.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::model::TaskStatus;
+use rmcp::service::RequestContext;
+use rmcp::task_manager::TaskManager;
+use rmcp::{ErrorData, RoleServer};
+use serde::Deserialize as _;
+use serde_json::Value;
+use tether_driver::DriverError;
+
+/// The tasks the gateway holds, and which connection each belongs to.
+#[derive(Default)]
+pub(crate) struct Tasks {
+    pub(crate) manager: TaskManager,
+    pub(crate) owners: Mutex<HashMap<String, Arc<str>>>,
+}
+
+impl Tasks {
+    pub(crate) fn owned(&self, task_id: &str, owner: &str) -> Result<(), ErrorData> {
+        let owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+        match owners.get(task_id) {
+            Some(holder) if holder.as_ref() == owner => Ok(()),
+            // Another connection's task is as unknown here as one that never was.
+            _ => Err(ErrorData::invalid_params(
+                format!("unknown task: {task_id}"),
+                None,
+            )),
+        }
+    }
+
+    /// Forgets the owners of tasks the manager no longer has (expired past their TTL).
+    pub(crate) fn prune(&self) {
+        let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+        if owners.len() < 64 {
+            return;
+        }
+        owners.retain(|id, _| self.manager.get_task(id).is_ok());
+    }
+}
+
+/// Put in a request's context: its forward declares Tasks to the server (`handler/mod.rs`).
+#[derive(Clone, Copy)]
+pub(crate) struct DeclareTasks;
+
+/// Whether the request of `context` declared the Tasks extension (per request, else at
+/// `initialize`).
+pub(crate) fn declared(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .is_some_and(|capabilities| capabilities.supports_tasks())
+}
+
+/// Whether `answer` (a `tools/call` answer's JSON) is a server's `CreateTaskResult`.
+pub(crate) fn is_task(answer: &Value) -> bool {
+    answer.get("resultType").and_then(Value::as_str) == Some("task")
+}
+
+/// Whether `error` is a server's -32021 (missing required client capability).
+pub(crate) fn needs_capability(error: &DriverError) -> bool {
+    matches!(error, DriverError::NeedsCapability { .. })
+}
+
+/// What a server's `tasks/get` said, read.
+pub(crate) enum Seen {
+    Running,
+    Asking(Vec<(String, Value)>),
+    Done(Value),
+    Failed(ErrorData),
+    Cancelled,
+}
+
+pub(crate) fn seen(answer: &Value) -> Result<Seen, String> {
+    let status: TaskStatus = serde_json::from_value(answer["status"].clone())
+        .map_err(|error| format!("a task status that is not SEP-2663: {error}"))?;
+    Ok(match status {
+        TaskStatus::InputRequired => Seen::Asking(
+            answer["inputRequests"]
+                .as_object()
+                .map(|asked| asked.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default(),
+        ),
+        TaskStatus::Completed => Seen::Done(answer["result"].clone()),
+        TaskStatus::Failed => Seen::Failed(
+            ErrorData::deserialize(&answer["error"]).unwrap_or_else(|_| {
+                ErrorData::internal_error("the server's task failed and said no more", None)
+            }),
+        ),
+        TaskStatus::Cancelled => Seen::Cancelled,
+        _ => Seen::Running,
+    })
+}
