@@ -2487,6 +2487,10 @@ mod apps;
 #[path = "gateway/modern.rs"]
 mod modern;
 
+/// Tasks (SEP-2663).
+#[path = "gateway/tasks.rs"]
+mod tasks;
+
 /// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, `tether serve` exports a span per client request
 /// (method, tool, server, outcome, size) with a child span per upstream call, and its
 /// metrics, over OTLP/HTTP, continuing the trace of the client's `_meta.traceparent`; the run's secret, sent as an argument and echoed in the result, is in no byte

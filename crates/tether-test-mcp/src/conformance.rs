@@ -124,6 +124,7 @@ fn tools(added: usize) -> Value {
     for (name, description) in INPUT_TOOLS {
         tools.push(tool(name, description, &[]));
     }
+    tools.push(json_schema_2020_12_tool());
     for n in 1..=added {
         tools.push(tool(
             &format!("test_added_tool_{n}"),
@@ -132,6 +133,34 @@ fn tools(added: usize) -> Value {
         ));
     }
     Value::Array(tools)
+}
+
+/// The `json-schema-2020-12` scenario's tool: an input schema with 2020-12 keywords a client
+/// or gateway must keep whole (`$schema`, `$defs` with an `$anchor`, `$ref`, `allOf`/`anyOf`,
+/// `if`/`then`/`else`, `additionalProperties`).
+fn json_schema_2020_12_tool() -> Value {
+    json!({
+        "name": "json_schema_2020_12_tool",
+        "description": "Tool with JSON Schema 2020-12 features",
+        "inputSchema": {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+            "properties": {
+                "name": {"type": "string"},
+                "address": {"$ref": "#/$defs/address"},
+                "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                "phone": {"type": "string"},
+                "email": {"type": "string"},
+            },
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+            "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
+            "additionalProperties": false,
+        },
+    })
 }
 
 /// The tools that ask their client something (through the gateway: an `InputRequiredResult`).
@@ -183,11 +212,7 @@ fn sample(prompt: &str, max_tokens: u32) -> Value {
 }
 
 /// Asks the client `method`: its result, or why it refused.
-pub(crate) async fn ask(
-    peer: &Peer<RoleServer>,
-    method: &str,
-    params: Value,
-) -> Result<Value, ErrorData> {
+async fn ask(peer: &Peer<RoleServer>, method: &str, params: Value) -> Result<Value, ErrorData> {
     let mut message = json!({"method": method});
     if params.as_object().is_some_and(|p| !p.is_empty()) {
         message["params"] = params;
@@ -360,6 +385,7 @@ impl ConformanceServer {
                 done(vec![text("added a prompt")])
             }
             added if added.starts_with("test_added_tool_") => done(vec![text("an added tool")]),
+            "json_schema_2020_12_tool" => done(vec![text(format!("received {arguments}"))]),
             "test_missing_capability" => {
                 match ask(peer, "sampling/createMessage", sample("Say hi", 10)).await {
                     Ok(result) => done(vec![text(format!(

@@ -197,10 +197,15 @@ pub async fn call(
             }))
         }
         "test_tool_with_task" => {
-            let asked = json!({"message": "What is your name?", "requestedSchema":
-                {"type": "object", "properties": {"name": {"type": "string"}}}});
-            let answer =
-                crate::conformance::ask(&context.peer, "elicitation/create", asked).await?;
+            let asked = json!({"method": "elicitation/create", "params": {"message": "What is your name?",
+                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}});
+            let asked = serde_json::from_value::<rmcp::model::ServerRequest>(asked)
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            let answer = match context.peer.send_request(asked).await {
+                Ok(answer) => serde_json::to_value(answer).unwrap_or(Value::Null),
+                Err(rmcp::ServiceError::McpError(error)) => return Err(error),
+                Err(error) => return Err(ErrorData::internal_error(error.to_string(), None)),
+            };
             let who = answer["content"]["name"]
                 .as_str()
                 .unwrap_or("stranger")

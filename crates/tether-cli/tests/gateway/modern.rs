@@ -104,7 +104,7 @@ fn stateless_request(
 }
 
 /// The answer with `id` to a sent request, JSON or an event stream.
-async fn answer_of(request: reqwest::RequestBuilder, id: u64, method: &str) -> Value {
+pub(super) async fn answer_of(request: reqwest::RequestBuilder, id: u64, method: &str) -> Value {
     let response = request.send().await.expect("posting a request");
     let text = response.text().await.expect("reading the answer");
     let messages: Vec<Value> = if text.trim_start().starts_with('{') {

@@ -1,0 +1,314 @@
+//! Tasks (SEP-2663) through `tether serve`, in front of the conformance-mode test server,
+//! whose task fixtures (`tasks.rs` there) run as rmcp's server-side tasks: a client with Tasks
+//! gets the server's tasks held by the gateway (results, questions, cancellation, protocol
+//! errors, a server that dies under a task), a task is found only by the connection that made
+//! it, and a session client without Tasks gets a task-only tool's final result (the bridge).
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientRequest, GetTaskParams, GetTaskRequest, Implementation,
+    ServerResult,
+};
+
+use super::*;
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// The conformance-mode test server, under a program name of its own (`conf-tasks-mcp`, a
+/// link in `dir`) so that a test can find its process.
+fn conformance_spec(dir: &Path) -> (PathBuf, String) {
+    let program = dir.join("conf-tasks-mcp");
+    std::os::unix::fs::symlink(test_server_bin(), &program).expect("linking the test server");
+    let spec = format!(
+        r#"{{"conf": {{"command": {}, "args": ["--conformance"]}}}}"#,
+        json_str(&program.to_string_lossy())
+    );
+    (program, spec)
+}
+
+/// A stateless 2026-07-28 request, declaring Tasks when `tasks`: its answer.
+async fn ask(
+    http: &reqwest::Client,
+    url: &str,
+    id: u64,
+    method: &str,
+    mut params: Value,
+    tasks: bool,
+) -> Value {
+    let mut capabilities = json!({"elicitation": {"form": {}}});
+    if tasks {
+        capabilities["extensions"] = json!({ TASKS: {} });
+    }
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut request = post(http, url, None, None, &body)
+        .header("Mcp-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", method);
+    let name = body["params"]["name"].as_str();
+    if let Some(name) = name.or_else(|| body["params"]["taskId"].as_str()) {
+        request = request.header("Mcp-Name", name);
+    }
+    super::modern::answer_of(request, id, method).await
+}
+
+/// `tasks/get` of `task_id` until its status is `status` or terminal (at most 20 s).
+async fn until(http: &reqwest::Client, url: &str, task_id: &str, status: &str) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = ask(http, url, 90, "tasks/get", json!({"taskId": task_id}), true).await;
+        let now = got["result"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if now == status || ["completed", "failed", "cancelled"].contains(&now.as_str()) {
+            return got["result"].clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "task {task_id} still {got} after 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A task created by `tools/call` `tool` with `arguments`: its id.
+async fn created(http: &reqwest::Client, url: &str, tool: &str, arguments: Value) -> String {
+    let answer = ask(
+        http,
+        url,
+        10,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments}),
+        true,
+    )
+    .await;
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "task", "{answer}");
+    assert!(result.get("result").is_none(), "{answer}");
+    assert!(
+        result["ttlMs"].as_u64().is_some_and(|ms| ms > 0),
+        "{answer}"
+    );
+    assert!(result["pollIntervalMs"].as_u64().is_some(), "{answer}");
+    result["taskId"].as_str().expect("a taskId").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_with_tasks_gets_the_servers_tasks_held_by_the_gateway() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let (_program, spec) = conformance_spec(dir.path());
+    let gateway = http_gateway_of(dir.path(), &spec, &["--no-auth", "--bare-names"]);
+    let (http, url) = (reqwest::Client::new(), gateway.url.as_str());
+
+    // A tool that never makes a task answers in place.
+    let greet = json!({"name": "greet", "arguments": {"name": "Ada"}});
+    let greeted = ask(&http, url, 1, "tools/call", greet, true).await;
+    assert_eq!(greeted["result"]["resultType"], "complete", "{greeted}");
+    assert!(greeted["result"].get("taskId").is_none(), "{greeted}");
+    assert_eq!(text_of(&greeted["result"]), "Hello, Ada!");
+
+    // Completed: the result inlined on tasks/get, found right after the create.
+    let id = created(
+        &http,
+        url,
+        "slow_compute",
+        json!({"seconds": 0.2, "label": "held"}),
+    )
+    .await;
+    let at_once = ask(&http, url, 2, "tasks/get", json!({"taskId": id}), true).await;
+    assert_eq!(at_once["result"]["taskId"], json!(id), "{at_once}");
+    let done = until(&http, url, &id, "completed").await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(text_of(&done["result"]), "computed held", "{done}");
+
+    // A question in the task, answered with tasks/update.
+    let id = created(&http, url, "confirm_delete", json!({"filename": "f.txt"})).await;
+    let asking = until(&http, url, &id, "input_required").await;
+    assert_eq!(asking["status"], "input_required", "{asking}");
+    let question = &asking["inputRequests"]["confirm"];
+    assert_eq!(question["method"], "elicitation/create", "{asking}");
+    assert!(
+        question["params"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("f.txt"))
+    );
+    let answer = json!({"taskId": id, "inputResponses":
+        {"confirm": {"action": "accept", "content": {"confirm": true}}}});
+    let ack = ask(&http, url, 3, "tasks/update", answer, true).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = until(&http, url, &id, "completed").await;
+    assert_eq!(text_of(&done["result"]), "deleted f.txt", "{done}");
+
+    // Cancelled while it runs: passed on, settled as the server says.
+    let id = created(&http, url, "slow_compute", json!({"seconds": 60})).await;
+    let ack = ask(&http, url, 4, "tasks/cancel", json!({"taskId": id}), true).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    assert_eq!(
+        until(&http, url, &id, "cancelled").await["status"],
+        "cancelled"
+    );
+
+    // A tool error is a completed task; a protocol error a failed one, with its error.
+    let id = created(&http, url, "failing_job", json!({})).await;
+    let done = until(&http, url, &id, "completed").await;
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    let id = created(&http, url, "protocol_error_job", json!({})).await;
+    let failed = until(&http, url, &id, "failed").await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(failed["error"]["code"].is_i64(), "{failed}");
+    assert!(failed.get("result").is_none(), "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("broke down"), "{failed}");
+
+    // Without Tasks: a tool that can run in place does; one that cannot is -32021, naming
+    // Tasks; the tasks methods are refused.
+    let slow = json!({"name": "slow_compute", "arguments": {"seconds": 0}});
+    let in_place = ask(&http, url, 5, "tools/call", slow, false).await;
+    assert_eq!(in_place["result"]["resultType"], "complete", "{in_place}");
+    let failing = json!({"name": "failing_job", "arguments": {}});
+    let refused = ask(&http, url, 6, "tools/call", failing, false).await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["requiredCapabilities"]["extensions"][TASKS],
+        json!({}),
+        "{refused}"
+    );
+    let gated = ask(&http, url, 7, "tasks/get", json!({"taskId": id}), false).await;
+    assert_eq!(gated["error"]["code"], -32021, "{gated}");
+    let unknown = ask(
+        &http,
+        url,
+        8,
+        "tasks/get",
+        json!({"taskId": "no-such-task"}),
+        true,
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let removed = ask(&http, url, 9, "tasks/result", json!({"taskId": id}), true).await;
+    assert_eq!(removed["error"]["code"], -32601, "{removed}");
+}
+
+/// A client of a session (2025-11-25) that declared Tasks at `initialize`.
+async fn session_with_tasks(url: &str) -> RunningService<RoleClient, ClientConfig> {
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.extensions = Some([(TASKS.to_owned(), serde_json::Map::new())].into());
+    let info = ClientConfig::new(capabilities, Implementation::new("tasks-session", "1"));
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
+    info.serve(transport).await.expect("initializing a session")
+}
+
+async fn session_get(
+    client: &RunningService<RoleClient, ClientConfig>,
+    id: &str,
+) -> Result<ServerResult, rmcp::ServiceError> {
+    let request = ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(id)));
+    client.send_request(request).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_found_only_by_the_connection_that_created_it() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let (_program, spec) = conformance_spec(dir.path());
+    let gateway = http_gateway_of(dir.path(), &spec, &["--no-auth", "--bare-names"]);
+    let (http, url) = (reqwest::Client::new(), gateway.url.as_str());
+    let mine = session_with_tasks(url).await;
+    let other = session_with_tasks(url).await;
+
+    let mut params = CallToolRequestParams::new("slow_compute");
+    params.arguments = json!({"seconds": 60}).as_object().cloned();
+    let answer = mine
+        .send_request(ClientRequest::CallToolRequest(
+            rmcp::model::CallToolRequest::new(params),
+        ))
+        .await
+        .expect("tools/call");
+    let ServerResult::CreateTaskResult(task) = answer else {
+        panic!("not a task: {answer:?}");
+    };
+    let id = task.task.task_id;
+    let ServerResult::GetTaskResult(own) = session_get(&mine, &id).await.expect("tasks/get") else {
+        panic!("not a task's state");
+    };
+    assert_eq!(own.task.task.task_id, id);
+
+    // Another session, and a stateless client, are told the task does not exist.
+    let Err(rmcp::ServiceError::McpError(error)) = session_get(&other, &id).await else {
+        panic!("another session saw the task");
+    };
+    assert_eq!(error.code.0, -32602, "{error:?}");
+    let stateless = ask(&http, url, 1, "tasks/get", json!({"taskId": id}), true).await;
+    assert_eq!(stateless["error"]["code"], -32602, "{stateless}");
+    let cancel = ask(&http, url, 2, "tasks/cancel", json!({"taskId": id}), true).await;
+    assert_eq!(cancel["error"]["code"], -32602, "{cancel}");
+
+    // And a stateless client's task is not the session's.
+    let theirs = created(&http, url, "slow_compute", json!({"seconds": 60})).await;
+    assert!(session_get(&mine, &theirs).await.is_err());
+    let ack = ask(
+        &http,
+        url,
+        3,
+        "tasks/cancel",
+        json!({"taskId": theirs}),
+        true,
+    )
+    .await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    mine.cancel().await.expect("closing a session");
+    other.cancel().await.expect("closing a session");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_client_without_tasks_gets_a_task_only_tools_final_result() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let (_program, spec) = conformance_spec(dir.path());
+    let args = ["serve", "--bare-names", "--mcp", &spec];
+    let (transport, _) = TokioChildProcess::builder(tether_command(dir.path(), &args))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting tether serve");
+    let handler = FullClient::capable();
+    let client = handler
+        .clone()
+        .serve(transport)
+        .await
+        .expect("initializing");
+    tool_listed(&client, "failing_job").await;
+
+    // The server runs it only as a task; the gateway follows the task for the client.
+    let failed = call(&client, "failing_job", json!({})).await;
+    assert_eq!(failed["isError"], true, "{failed}");
+    assert!(text_of(&failed).contains("the job failed"), "{failed}");
+
+    // Asked the user's name first (the client's own elicitation), then a task.
+    let greeted = call(&client, "test_tool_with_task", json!({})).await;
+    assert!(text_of(&greeted).contains("(from a task)"), "{greeted}");
+    assert!(text_of(&greeted).contains("Gateway Tester"), "{greeted}");
+    assert_eq!(handler.asked(), ["elicitation/create"]);
+    client.cancel().await.expect("closing the client");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_task_whose_server_dies_fails_saying_so() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let (program, spec) = conformance_spec(dir.path());
+    let gateway = http_gateway_of(dir.path(), &spec, &["--no-auth", "--bare-names"]);
+    let (http, url) = (reqwest::Client::new(), gateway.url.as_str());
+    let id = created(&http, url, "slow_compute", json!({"seconds": 60})).await;
+    let running = pids_running(&program);
+    assert_eq!(running.len(), 1, "{running:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(running[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("killing the server");
+    let failed = until(&http, url, &id, "failed").await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("'conf'"), "{failed}");
+    assert!(message.contains("stopped or restarted"), "{failed}");
+}
