@@ -529,6 +529,11 @@ pub struct CallArgs {
     #[arg(long)]
     pub accept_elicitation_defaults: bool,
 
+    /// Declare the Tasks extension (SEP-2663): a call the server runs as a task is followed to
+    /// its end within --timeout. Without it, only a tool the server runs solely as a task is.
+    #[arg(long)]
+    pub as_task: bool,
+
     /// Print the whole MCP result as JSON.
     #[arg(long)]
     pub json: bool,

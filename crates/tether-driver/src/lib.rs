@@ -54,9 +54,10 @@ pub use error::DriverError;
 pub use launch::{
     BearerAuth, BearerSlot, ClientRequests, ENV_WHITELIST, HeadersHelper, HelperError,
     MAX_STEP_UPS, McpRuntime, NoticeSink, PACKAGE_RUNNER_FACTOR, PROBE_BOUND, Refusal,
-    RequestRefused, STDERR_TAIL_BYTES, ServerNotice, ServerReport, ServerStatus, SseError,
-    StartOptions, TERMINATE_GRACE, ToolInfo, answerable_capabilities, declare_tasks, inherited_env,
-    package_runner, passed_on_capabilities, send_renewing, send_with_helper, sse_endpoint,
+    RequestRefused, STDERR_TAIL_BYTES, ServerNotice, ServerReport, ServerStatus, ServerTask,
+    SseError, StartOptions, TASK_LOST_AFTER, TERMINATE_GRACE, TaskSeen, ToolInfo,
+    answerable_capabilities, declare_tasks, inherited_env, package_runner, passed_on_capabilities,
+    send_renewing, send_with_helper, sse_endpoint,
 };
 pub use refresh::{RefreshOutcome, RefreshPolicy, RemintOutcome};
 pub use resolve::{

@@ -302,6 +302,23 @@ impl Session {
         runtime.call_tool(server, tool, arguments, timeout).await
     }
 
+    /// [`Session::call`], declaring the Tasks extension when `declare_tasks`
+    /// ([`McpRuntime::call_tool_declaring`]).
+    pub async fn call_declaring(
+        &self,
+        runtime: &McpRuntime,
+        server: &str,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        timeout: Duration,
+        declare_tasks: bool,
+    ) -> Result<Value, DriverError> {
+        self.server(server)?;
+        runtime
+            .call_tool_declaring(server, tool, arguments, timeout, declare_tasks)
+            .await
+    }
+
     /// The managed installations due for a re-mint at `now` (wall clock `now_utc`).
     pub fn due(&self, now_utc: OffsetDateTime, now: Instant) -> Vec<Uuid> {
         self.refresher.due(&self.resolved, now_utc, now)

@@ -4,11 +4,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rmcp::model::TaskStatus;
 use rmcp::service::RequestContext;
 use rmcp::task_manager::TaskManager;
 use rmcp::{ErrorData, RoleServer};
-use serde::Deserialize as _;
 use serde_json::Value;
 use tether_driver::DriverError;
 
@@ -62,34 +60,4 @@ pub(crate) fn is_task(answer: &Value) -> bool {
 /// Whether `error` is a server's -32021 (missing required client capability).
 pub(crate) fn needs_capability(error: &DriverError) -> bool {
     matches!(error, DriverError::NeedsCapability { .. })
-}
-
-/// What a server's `tasks/get` said, read.
-pub(crate) enum Seen {
-    Running,
-    Asking(Vec<(String, Value)>),
-    Done(Value),
-    Failed(ErrorData),
-    Cancelled,
-}
-
-pub(crate) fn seen(answer: &Value) -> Result<Seen, String> {
-    let status: TaskStatus = serde_json::from_value(answer["status"].clone())
-        .map_err(|error| format!("a task status that is not SEP-2663: {error}"))?;
-    Ok(match status {
-        TaskStatus::InputRequired => Seen::Asking(
-            answer["inputRequests"]
-                .as_object()
-                .map(|asked| asked.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                .unwrap_or_default(),
-        ),
-        TaskStatus::Completed => Seen::Done(answer["result"].clone()),
-        TaskStatus::Failed => Seen::Failed(
-            ErrorData::deserialize(&answer["error"]).unwrap_or_else(|_| {
-                ErrorData::internal_error("the server's task failed and said no more", None)
-            }),
-        ),
-        TaskStatus::Cancelled => Seen::Cancelled,
-        _ => Seen::Running,
-    })
 }

@@ -32,12 +32,13 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<u8> {
     let runtime = started.inspect_err(|_| progress.finish())?;
     progress.step(&format!("calling {} on {}…", args.tool, args.server));
     let result = session
-        .call(
+        .call_declaring(
             &runtime,
             &args.server,
             &args.tool,
             arguments,
             Duration::from_secs(args.timeout.max(1)),
+            args.as_task,
         )
         .await;
     runtime.shutdown().await;

@@ -19,9 +19,11 @@ mod remote;
 mod served;
 mod sse;
 mod start;
+mod tasks;
+pub use tasks::{ServerTask, TASK_LOST_AFTER, TaskSeen};
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
@@ -376,6 +378,17 @@ fn client_config(capabilities: Option<ClientCapabilities>) -> ClientConfig {
     )
 }
 
+/// Whether `error` is a server's -32021 naming the Tasks extension among what it requires.
+fn tasks_required(error: &rmcp::ErrorData) -> bool {
+    error.code == rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        && error
+            .data
+            .as_ref()
+            .and_then(|data| data.pointer("/requiredCapabilities/extensions"))
+            .and_then(Value::as_object)
+            .is_some_and(|extensions| extensions.contains_key(rmcp::model::TASKS_EXTENSION_ID))
+}
+
 /// The key of a forwarded request's `params._meta` that asks [`McpRuntime::forward`] to
 /// declare the Tasks extension (SEP-2663) to the server for this one request (a client of the
 /// gateway that declared it, or a call the gateway holds as a task). Taken out before sending.
@@ -612,6 +625,22 @@ impl McpRuntime {
         arguments: Option<Map<String, Value>>,
         timeout: Duration,
     ) -> Result<Value, DriverError> {
+        self.call_tool_declaring(server, tool, arguments, timeout, false)
+            .await
+    }
+
+    /// [`McpRuntime::call_tool`], declaring the Tasks extension (SEP-2663) when
+    /// `declare_tasks`: a call the server then runs as a task is followed to its end
+    /// (`tasks.rs`), its questions answered as the server's own requests would be. Without,
+    /// a tool whose server runs it only as a task (-32021 naming Tasks) is called that way too.
+    pub async fn call_tool_declaring(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        timeout: Duration,
+        declare_tasks: bool,
+    ) -> Result<Value, DriverError> {
         let running = self.server(server)?;
         let failed = |message: String| DriverError::ToolCallFailed {
             server: server.to_owned(),
@@ -634,10 +663,22 @@ impl McpRuntime {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        let result = tokio::time::timeout(timeout, running.client.call_tool(params))
+        if declare_tasks {
+            return self.call_tool_as_task(server, &params, timeout).await;
+        }
+        let started = Instant::now();
+        let result = tokio::time::timeout(timeout, running.client.call_tool(params.clone()))
             .await
-            .map_err(|_| failed(running.no_answer(timeout)))?
-            .map_err(|e| failed(failure::request_failure(&e)))?;
+            .map_err(|_| failed(running.no_answer(timeout)))?;
+        let result = match result {
+            // A tool its server runs only as a task: again, declaring Tasks, and the task
+            // followed to its end.
+            Err(rmcp::ServiceError::McpError(error)) if tasks_required(&error) => {
+                let left = timeout.saturating_sub(started.elapsed());
+                return self.call_tool_as_task(server, &params, left).await;
+            }
+            result => result.map_err(|e| failed(failure::request_failure(&e)))?,
+        };
         let mut result =
             serde_json::to_value(result).map_err(|e| failed(format!("unreadable result: {e}")))?;
         mask_json(&self.masker, &mut result);

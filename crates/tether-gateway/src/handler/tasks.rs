@@ -33,56 +33,25 @@ use std::collections::HashSet;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolResult, CreateTaskResult, ErrorCode, InputRequest, ServerRequest, Task};
+use rmcp::model::{CallToolResult, CreateTaskResult, InputRequest, ServerRequest};
 use rmcp::service::RequestContext;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskOptions};
 use rmcp::{ErrorData, RoleServer};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
-use tether_driver::DriverError;
+use tether_driver::{DriverError, ServerTask, TaskSeen};
 
 use super::GatewayHandler;
 use crate::audit::Outcome;
 use crate::rounds::modern;
-use crate::tasks::Seen;
 
-/// How often a server's task is asked about when it suggests nothing.
-const DEFAULT_POLL: Duration = Duration::from_millis(500);
-/// The bounds on a server's suggested poll interval.
-const POLL_BOUNDS: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(5));
 /// A task's time to live when its server gives none.
 const DEFAULT_TTL_MS: u64 = rmcp::task_manager::DEFAULT_TASK_TTL_MS;
-/// Errors in a row after which a server's task counts as lost (a server that answers, but
-/// not about this task — an unknown id, after a restart — loses it at once).
-const LOST_AFTER: u32 = 3;
 
-/// A server's task: where it runs, its id there, how often to ask.
-struct ServerTask {
+/// A server's task being held: the server, and the task there.
+struct Held {
     server: String,
-    id: String,
-    poll: Duration,
-    ttl_ms: Option<u64>,
-}
-
-impl ServerTask {
-    fn read(server: &str, created: &Value) -> Result<Self, ErrorData> {
-        let task = Task::deserialize(created).map_err(|error| {
-            ErrorData::internal_error(
-                format!("server '{server}' answered with a task that is not SEP-2663: {error}"),
-                None,
-            )
-        })?;
-        let poll = task
-            .poll_interval_ms
-            .map_or(DEFAULT_POLL, Duration::from_millis)
-            .clamp(POLL_BOUNDS.0, POLL_BOUNDS.1);
-        Ok(Self {
-            server: server.to_owned(),
-            id: task.task_id,
-            poll,
-            ttl_ms: task.ttl_ms,
-        })
-    }
+    task: ServerTask,
 }
 
 impl GatewayHandler {
@@ -96,68 +65,63 @@ impl GatewayHandler {
         }
     }
 
-    /// Asks `server` `method` about one of its tasks (Tasks declared), the answer masked.
+    /// Asks the server of `held` `method` about its task, the answer masked.
     async fn ask_server(
         &self,
-        server: &str,
+        held: &Held,
         method: &str,
-        mut params: Value,
+        params: Value,
     ) -> Result<Value, DriverError> {
-        tether_driver::declare_tasks(&mut params);
-        let runtime = self.shared.supervisor.runtime(server, method)?;
+        let runtime = self.shared.supervisor.runtime(&held.server, method)?;
+        let timeout = self.shared.call_timeout;
         let mut answer = runtime
-            .forward(
-                server,
-                method,
-                params,
-                self.shared.call_timeout,
-                std::future::pending(),
-                None,
-            )
+            .ask_about_task(&held.server, method, params, timeout)
             .await?;
         crate::redact::mask_value(&self.shared.masker(), &mut answer);
         Ok(answer)
     }
 
-    /// The error a task gets when its server can no longer say how it went.
-    fn lost(&self, task: &ServerTask, error: &DriverError) -> ErrorData {
-        ErrorData::internal_error(
-            format!(
-                "server '{}' can no longer say how its task went (it stopped or restarted while the task ran): {}",
-                task.server,
-                self.shared.mask(&error.to_string())
-            ),
-            None,
-        )
-    }
-
-    /// One look at a server's task: what it says, or an error once it is lost.
-    async fn look(&self, task: &ServerTask, failures: &mut u32) -> Result<Option<Seen>, ErrorData> {
-        match self
-            .ask_server(&task.server, "tasks/get", json!({ "taskId": task.id }))
-            .await
-        {
-            Ok(answer) => {
-                *failures = 0;
-                crate::tasks::seen(&answer).map(Some).map_err(|message| {
-                    ErrorData::internal_error(
-                        format!("server '{}' answered tasks/get with {message}", task.server),
-                        None,
-                    )
-                })
-            }
+    /// One look at a held task's server task: what it says, `None` after a failure that may
+    /// pass, or the error once it is lost.
+    async fn look(&self, held: &Held, failures: &mut u32) -> Result<Option<TaskSeen>, ErrorData> {
+        let lost = |error: DriverError| {
+            ErrorData::internal_error(
+                format!(
+                    "server '{}' can no longer say how its task went (it stopped or restarted while the task ran): {}",
+                    held.server,
+                    self.shared.mask(&error.to_string())
+                ),
+                None,
+            )
+        };
+        let runtime = match self.shared.supervisor.runtime(&held.server, "tasks/get") {
+            Ok(runtime) => runtime,
             Err(error) => {
                 *failures += 1;
-                let unknown = matches!(&error, DriverError::RequestFailed { code: Some(code), .. }
-                    if *code == ErrorCode::INVALID_PARAMS.0);
-                if unknown || *failures >= LOST_AFTER {
-                    Err(self.lost(task, &error))
-                } else {
-                    tracing::debug!(server = %task.server, "tasks/get failed; asking again: {}", self.shared.mask(&error.to_string()));
-                    Ok(None)
+                if *failures >= tether_driver::TASK_LOST_AFTER {
+                    return Err(lost(error));
+                }
+                return Ok(None);
+            }
+        };
+        let timeout = self.shared.call_timeout;
+        let mut seen = runtime
+            .look_at_task(&held.server, &held.task, timeout, failures)
+            .await
+            .map_err(lost)?;
+        let masker = self.shared.masker();
+        match &mut seen {
+            Some(TaskSeen::Asking(questions)) => {
+                for (_, question) in questions.iter_mut() {
+                    crate::redact::mask_value(&masker, question);
                 }
             }
+            Some(TaskSeen::Completed(value) | TaskSeen::Failed(value)) => {
+                crate::redact::mask_value(&masker, value);
+            }
+            _ => {}
         }
+        Ok(seen)
     }
 
     /// A client with Tasks: the server's task `created` (its `CreateTaskResult`) held as one
@@ -169,22 +133,31 @@ impl GatewayHandler {
         created: &Value,
         context: &RequestContext<RoleServer>,
     ) -> Result<CreateTaskResult, ErrorData> {
-        let task = ServerTask::read(server, created)?;
+        let task = ServerTask::read(created).ok_or_else(|| {
+            ErrorData::internal_error(
+                format!("server '{server}' answered with a task that is not SEP-2663"),
+                None,
+            )
+        })?;
+        let held = Held {
+            server: server.to_owned(),
+            task,
+        };
         let owner = self.task_owner(context);
         let options = TaskOptions::new()
-            .with_ttl_ms(task.ttl_ms.or(Some(DEFAULT_TTL_MS)))
-            .with_poll_interval_ms(u64::try_from(task.poll.as_millis()).unwrap_or(u64::MAX));
+            .with_ttl_ms(held.task.ttl_ms.or(Some(DEFAULT_TTL_MS)))
+            .with_poll_interval_ms(u64::try_from(held.task.poll.as_millis()).unwrap_or(u64::MAX));
         let handler = self.clone();
         let tool = tool.to_owned();
         let started = Instant::now();
-        let held = self
+        let gateway_task = self
             .shared
             .tasks
             .manager
             .spawn(options, move |gateway_task| {
                 Box::pin(async move {
-                    let ended = handler.follow_held(&task, &gateway_task).await;
-                    handler.settled(&task, &tool, started, &ended);
+                    let ended = handler.follow_held(&held, &gateway_task).await;
+                    handler.settled(&held, &tool, started, &ended);
                     ended
                 })
             });
@@ -194,75 +167,78 @@ impl GatewayHandler {
             .owners
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(held.task_id.clone(), owner);
-        Ok(CreateTaskResult::new(held))
+            .insert(gateway_task.task_id.clone(), owner);
+        Ok(CreateTaskResult::new(gateway_task))
     }
 
     /// The follower of a held task: the server's task asked about until it ends, its
     /// questions and the client's answers and cancellation passed between them.
     async fn follow_held(
         &self,
-        task: &ServerTask,
-        held: &TaskContext,
+        held: &Held,
+        gateway_task: &TaskContext,
     ) -> Result<CallToolResult, TaskExit> {
         let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel::<(String, Value)>();
+        let task_id = held.task.id.clone();
         let mut asked = HashSet::new();
         let mut cancel_sent = false;
         let mut failures = 0;
         loop {
             tokio::select! {
-                () = held.cancelled(), if !cancel_sent => {
+                () = gateway_task.cancelled(), if !cancel_sent => {
                     cancel_sent = true;
-                    if let Err(error) = self.ask_server(&task.server, "tasks/cancel", json!({"taskId": task.id})).await {
-                        tracing::debug!(server = %task.server, "tasks/cancel: {}", self.shared.mask(&error.to_string()));
+                    if let Err(error) = self.ask_server(held, "tasks/cancel", json!({"taskId": task_id})).await {
+                        tracing::debug!(server = %held.server, "tasks/cancel: {}", self.shared.mask(&error.to_string()));
                     }
                 }
                 Some((key, answer)) = answered.recv() => {
-                    let responses = json!({"taskId": task.id, "inputResponses": {key: answer}});
-                    if let Err(error) = self.ask_server(&task.server, "tasks/update", responses).await {
-                        return Err(TaskExit::Error(self.lost(task, &error)));
+                    let responses = json!({"taskId": task_id, "inputResponses": {key: answer}});
+                    if let Err(error) = self.ask_server(held, "tasks/update", responses).await {
+                        tracing::debug!(server = %held.server, "tasks/update: {}", self.shared.mask(&error.to_string()));
                     }
                 }
-                () = tokio::time::sleep(task.poll) => {}
+                () = tokio::time::sleep(held.task.poll) => {}
             }
-            match self.look(task, &mut failures).await? {
-                None | Some(Seen::Running) => {}
-                Some(Seen::Asking(questions)) => {
+            match self.look(held, &mut failures).await? {
+                None | Some(TaskSeen::Working) => {}
+                Some(TaskSeen::Asking(questions)) => {
                     for (key, question) in questions {
                         if !asked.insert(key.clone()) {
                             continue;
                         }
                         let Ok(question) = InputRequest::deserialize(&question) else {
-                            tracing::debug!(server = %task.server, "a task's question that is not MCP was left unasked");
+                            tracing::debug!(server = %held.server, "a task's question that is not MCP was left unasked");
                             continue;
                         };
-                        let held = held.clone();
+                        let gateway_task = gateway_task.clone();
                         let answers = answers.clone();
                         tokio::spawn(async move {
                             // A cancelled task's question is never answered.
-                            if let Ok(answer) = held.request_input(key.clone(), question).await {
+                            if let Ok(answer) =
+                                gateway_task.request_input(key.clone(), question).await
+                            {
                                 let _ = answers.send((key, answer));
                             }
                         });
                     }
                 }
-                Some(Seen::Done(result)) => {
-                    let result = self.shape_task_result(&task.server, result);
-                    return Ok(result);
+                Some(TaskSeen::Completed(result)) => {
+                    return Ok(self.shape_task_result(&held.server, result));
                 }
-                Some(Seen::Failed(error)) => return Err(TaskExit::Error(error)),
-                Some(Seen::Cancelled) => return Err(TaskExit::Cancelled),
+                Some(TaskSeen::Failed(error)) => {
+                    let error = ErrorData::deserialize(&error).unwrap_or_else(|_| {
+                        ErrorData::internal_error("the server's task failed and said no more", None)
+                    });
+                    return Err(TaskExit::Error(error));
+                }
+                Some(TaskSeen::Cancelled) => return Err(TaskExit::Cancelled),
             }
         }
     }
 
     /// A finished task's result as a direct call's: scanned for credential shapes (masked
     /// already) and cut to the output budget.
-    fn shape_task_result(&self, server: &str, mut result: Value) -> CallToolResult {
-        if let Some(fields) = result.as_object_mut() {
-            // Not part of a tool result the client reads back from `tasks/get`.
-            fields.remove("resultType");
-        }
+    fn shape_task_result(&self, server: &str, result: Value) -> CallToolResult {
         let result = self.scan_call_result(server, "a task", result, &mut Vec::new());
         match CallToolResult::deserialize(&result) {
             Ok(parsed) => self.within_budget(parsed, result),
@@ -275,7 +251,7 @@ impl GatewayHandler {
     /// The audit record of a held task that ended.
     fn settled(
         &self,
-        task: &ServerTask,
+        held: &Held,
         tool: &str,
         started: Instant,
         ended: &Result<CallToolResult, TaskExit>,
@@ -288,109 +264,45 @@ impl GatewayHandler {
             Err(TaskExit::Cancelled) => (Outcome::Cancelled, None),
             Err(TaskExit::Error(_)) => (Outcome::Error, None),
         };
-        let call = (task.server.as_str(), tool, started.elapsed());
+        let call = (held.server.as_str(), tool, started.elapsed());
         self.audit_call(call, outcome, None, result.as_ref(), &[]);
     }
 
-    /// A client without Tasks (a session revision's): the server's task `created` followed
-    /// to its end within the call timeout, its questions put to the client as the server's
-    /// own requests, cancelled when the client cancels. The final result, as a direct call's
-    /// answer.
+    /// A client without Tasks (a session revision's, or a script): the server's task
+    /// `created` followed to its end within the call timeout (`McpRuntime::follow_task`),
+    /// its questions put to the client as the server's own requests, cancelled when the
+    /// client cancels. The final result, masked, as a direct call's answer.
     pub(super) async fn follow(
         &self,
         server: &str,
         created: &Value,
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, DriverError> {
-        let failed = |message: String| DriverError::RequestFailed {
-            server: server.to_owned(),
-            method: "tools/call".to_owned(),
-            code: None,
-            message,
-        };
-        let task = ServerTask::read(server, created).map_err(|e| failed(e.message.to_string()))?;
-        let deadline = super::pipeline::received_at(context) + self.shared.call_timeout;
-        let cancel = async |handler: &Self| {
-            let cancel = json!({"taskId": task.id});
-            let _ = handler.ask_server(server, "tasks/cancel", cancel).await;
-        };
-        let mut asked = HashSet::new();
-        let mut failures = 0;
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(task.poll) => {}
-                () = context.ct.cancelled() => {
-                    cancel(self).await;
-                    return Err(DriverError::Cancelled { server: server.to_owned(), method: "tools/call".to_owned() });
-                }
-                () = tokio::time::sleep_until(deadline.into()) => {
-                    cancel(self).await;
-                    return Err(failed(format!(
-                        "the server's task did not end within the call timeout ({} s); it was cancelled",
-                        self.shared.call_timeout.as_secs()
-                    )));
-                }
+        let runtime = self.shared.supervisor.runtime(server, "tools/call")?;
+        let left = self
+            .shared
+            .call_timeout
+            .saturating_sub(super::pipeline::received_at(context).elapsed())
+            .max(Duration::from_millis(1));
+        let peer = context.peer.clone();
+        let masker = self.shared.masker();
+        let ask = |mut question: Value| {
+            crate::redact::mask_value(&masker, &mut question);
+            let peer = peer.clone();
+            async move {
+                let request = ServerRequest::deserialize(&question).map_err(|e| e.to_string())?;
+                let answer = peer
+                    .send_request(request)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                serde_json::to_value(answer).map_err(|e| e.to_string())
             }
-            let seen = self
-                .look(&task, &mut failures)
-                .await
-                .map_err(|e| failed(e.message.to_string()))?;
-            match seen {
-                None | Some(Seen::Running) => {}
-                Some(Seen::Asking(questions)) => {
-                    let mut responses = serde_json::Map::new();
-                    for (key, question) in questions {
-                        if !asked.insert(key.clone()) {
-                            continue;
-                        }
-                        let answer = match ServerRequest::deserialize(&question) {
-                            Ok(request) => context
-                                .peer
-                                .send_request(request)
-                                .await
-                                .map_err(|e| e.to_string()),
-                            Err(error) => Err(error.to_string()),
-                        };
-                        match answer {
-                            Ok(answer) => {
-                                responses.insert(
-                                    key,
-                                    serde_json::to_value(answer).unwrap_or(Value::Null),
-                                );
-                            }
-                            Err(error) => {
-                                cancel(self).await;
-                                return Err(failed(format!(
-                                    "the server's task asked the client something it could not answer: {}",
-                                    self.shared.mask(&error)
-                                )));
-                            }
-                        }
-                    }
-                    if !responses.is_empty() {
-                        let update = json!({"taskId": task.id, "inputResponses": responses});
-                        self.ask_server(server, "tasks/update", update).await?;
-                    }
-                }
-                Some(Seen::Done(mut result)) => {
-                    if let Some(fields) = result.as_object_mut() {
-                        fields.remove("resultType");
-                    }
-                    return Ok(result);
-                }
-                Some(Seen::Failed(error)) => {
-                    return Err(DriverError::RequestFailed {
-                        server: server.to_owned(),
-                        method: "tools/call".to_owned(),
-                        code: Some(error.code.0),
-                        message: error.message.to_string(),
-                    });
-                }
-                Some(Seen::Cancelled) => {
-                    return Err(failed("the server cancelled its task".to_owned()));
-                }
-            }
-        }
+        };
+        let mut answer = runtime
+            .follow_task(server, created, left, context.ct.cancelled(), ask)
+            .await?;
+        crate::redact::mask_value(&masker, &mut answer);
+        Ok(answer)
     }
 
     /// `tasks/get`: a held task's state, for its own connection only.
