@@ -83,6 +83,9 @@ pub struct Discovered {
     /// `authorization_response_iss_parameter_supported`: every authorization response must
     /// carry `iss`.
     pub iss_parameter_supported: bool,
+    /// `dpop_signing_alg_values_supported` (RFC 9449 §5.1): where it lists ES256, tokens are
+    /// bound to a DPoP key.
+    pub dpop_algs: Vec<String>,
 }
 
 /// What the protected resource metadata, or its absence, says.
@@ -321,7 +324,9 @@ fn discovered(
         .and_then(|m| m.get("authorization_response_iss_parameter_supported"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let dpop_algs = strings(metadata.and_then(|m| m.get("dpop_signing_alg_values_supported")));
     Ok(Discovered {
+        dpop_algs,
         issuer: recorded_issuer,
         iss_parameter_supported,
         server,
@@ -466,6 +471,7 @@ mod tests {
                 client_metadata_documents: true,
                 issuer: Some(SERVER.to_owned()),
                 iss_parameter_supported: false,
+                dpop_algs: Vec::new(),
             }
         );
         // offline_access is added once, and never to no scope at all.

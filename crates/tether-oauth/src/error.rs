@@ -251,6 +251,21 @@ pub enum OAuthError {
     /// The client's private key (`--client-key`) cannot sign an assertion.
     #[error("the client key cannot be used: {0}")]
     ClientKey(&'static str),
+    /// The DPoP key (RFC 9449) could not be made or could not sign a proof. Returned by
+    /// token requests for DPoP-bound tokens; the user logs in again.
+    #[error("the DPoP key cannot be used: {0}")]
+    DpopKey(&'static str),
+    /// The workload's token file (`--workload-token-file`) could not be read, or is empty.
+    /// Returned by the JWT bearer grant at login and at each renewal; the caller reports it.
+    #[error(
+        "cannot read the workload token file {path}: {reason} (it must hold the platform's JWT, e.g. a projected service-account token)"
+    )]
+    WorkloadToken {
+        /// The file.
+        path: String,
+        /// What the OS said, or that it was empty.
+        reason: String,
+    },
     /// The stored access token is (about to be) expired and cannot be refreshed. Returned by
     /// [`crate::StoredTokens::current_token`]; the user logs in again.
     #[error("the access token expired and no refresh token is stored")]
@@ -302,6 +317,8 @@ pub enum Step {
     CodeExchange,
     /// Asking for tokens with the client's own credentials.
     ClientCredentials,
+    /// Asking for tokens with a JWT assertion (RFC 7523 §2.1).
+    JwtBearer,
 }
 
 impl fmt::Display for Step {
@@ -313,6 +330,7 @@ impl fmt::Display for Step {
             Self::ClientCredentials => {
                 f.write_str("asking for tokens with the client's credentials")
             }
+            Self::JwtBearer => f.write_str("asking for tokens with the workload's JWT"),
         }
     }
 }

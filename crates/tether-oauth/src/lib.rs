@@ -65,6 +65,7 @@ mod challenge;
 mod client;
 mod clock;
 mod discovery;
+pub mod dpop;
 mod error;
 mod listener;
 mod login;

@@ -177,12 +177,14 @@ impl ServerAuth {
             "logged_in": self.tokens.is_some(),
             "expires_at": self.tokens.as_ref().and_then(|t| t.expires_at),
             "refreshable": self.tokens.as_ref().is_some_and(|t| {
-                t.refresh_token.is_some() || t.grant == tether_oauth::Grant::ClientCredentials
+                t.refresh_token.is_some() || t.grant.asks_again()
             }),
             "grant": self.tokens.as_ref().map(|t| match t.grant {
                 tether_oauth::Grant::AuthorizationCode => "authorization_code",
                 tether_oauth::Grant::ClientCredentials => "client_credentials",
+                tether_oauth::Grant::JwtBearer => "jwt_bearer",
             }),
+            "dpop": self.tokens.as_ref().map(|t| t.dpop_bound),
         })
     }
 
@@ -196,6 +198,11 @@ impl ServerAuth {
         let state = match &self.tokens {
             Some(tokens) if tokens.grant == tether_oauth::Grant::ClientCredentials => format!(
                 "logged in as client {} (client credentials, renewed without a browser){}",
+                tokens.client.client_id,
+                expiry_text(tokens)
+            ),
+            Some(tokens) if tokens.grant == tether_oauth::Grant::JwtBearer => format!(
+                "logged in as workload {} (its token file, read again at each renewal){}",
                 tokens.client.client_id,
                 expiry_text(tokens)
             ),
