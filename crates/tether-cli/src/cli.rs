@@ -1085,6 +1085,17 @@ pub enum AuthCommand {
         /// credentials and not the browser's grant. The tokens are renewed the same way.
         #[arg(long, requires = "client_id")]
         client_credentials: bool,
+        /// With --client-id: log in as a workload with the JWT its platform puts in PATH
+        /// (workload identity federation, e.g. a Kubernetes projected service-account token):
+        /// sent as an RFC 7523 assertion, no person and no browser. The file is read again at
+        /// each renewal; its path is stored, never its contents.
+        #[arg(
+            long,
+            value_name = "PATH",
+            requires = "client_id",
+            conflicts_with = "client_credentials"
+        )]
+        workload_token_file: Option<std::path::PathBuf>,
         /// How long to wait for the browser's redirect, in seconds.
         #[arg(long, value_name = "SECS", default_value_t = 300)]
         timeout: u64,

@@ -248,6 +248,9 @@ pub enum OAuthError {
         "the client credentials grant needs the client's secret or key: give --client-id ID with --client-secret SOURCE or --client-key SOURCE"
     )]
     NoClientSecret,
+    /// A grant without a browser was asked for without the client id it needs.
+    #[error("logging in with a workload token file needs the client id: give --client-id ID")]
+    NoWorkloadClientId,
     /// The client's private key (`--client-key`) cannot sign an assertion.
     #[error("the client key cannot be used: {0}")]
     ClientKey(&'static str),

@@ -32,6 +32,10 @@ pub struct ClientChoice {
     /// credentials are used when the server offers `client_credentials` and not
     /// `authorization_code`.
     pub client_credentials: bool,
+    /// A file holding the workload's JWT from its platform (workload identity federation):
+    /// log in with it as an RFC 7523 assertion (`jwt-bearer`, no browser), the file read
+    /// again at each renewal. Needs [`ClientChoice::client_id`].
+    pub assertion_file: Option<String>,
 }
 
 /// How the redirect comes back.
@@ -84,7 +88,21 @@ impl OAuthClient {
             client_key,
             client_metadata_url,
             client_credentials,
+            assertion_file,
         } = client;
+        if let Some(file) = assertion_file {
+            // No person and no browser: the platform's word for who the workload is.
+            let id = client_id.ok_or(OAuthError::NoWorkloadClientId)?;
+            let client = match client_key {
+                Some(key) => ClientRegistration::with_key(id, key),
+                None => ClientRegistration::preregistered(id, client_secret, &discovered),
+            };
+            tracing::debug!("OAuth JWT bearer grant with the workload's token file");
+            return self
+                .jwt_bearer(&discovered, &client, &file)
+                .await
+                .map_err(|e| e.during(Step::JwtBearer));
+        }
         let offers = |grant: &str| discovered.grant_types.iter().any(|g| g == grant);
         let machines_only = offers("client_credentials") && !offers("authorization_code");
         if client_credentials || machines_only {

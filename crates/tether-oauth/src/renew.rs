@@ -553,6 +553,83 @@ mod tests {
         assert!(kept.refresh_token.is_none());
     }
 
+    /// Tokens had with a workload's JWT are renewed by asking again with the JWT read anew
+    /// from its file (the platform rotates it); a file gone says so in one line, without
+    /// what it held.
+    #[tokio::test]
+    async fn jwt_bearer_tokens_are_renewed_with_the_token_file_read_again() {
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let router = Router::new()
+            .route(
+                "/token",
+                post(
+                    |State(seen): State<Arc<Mutex<Vec<String>>>>, body: String| async move {
+                        assert!(
+                            body.contains("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer"),
+                            "{body}"
+                        );
+                        assert!(body.contains("client_id=workload"), "{body}");
+                        let mut seen = seen.lock().expect("the list");
+                        seen.push(body);
+                        json!({"access_token": format!("WT-{}", seen.len()), "expires_in": 300, "token_type": "Bearer"})
+                            .to_string()
+                    },
+                ),
+            )
+            .with_state(Arc::clone(&seen));
+        let endpoint = format!("http://{}/token", serve(router).await);
+        let dir = tempfile::tempdir().expect("a directory");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "SENTINEL-jwt-1\n").expect("writing the token file");
+
+        let clock = Arc::new(ManualClock::at(NOW));
+        let store = Arc::new(Memory::default());
+        let mut workload = stored(&endpoint, Some(NOW + 30), false);
+        workload.grant = crate::token::Grant::JwtBearer;
+        workload.assertion_file = Some(file.to_string_lossy().into_owned());
+        workload.client.client_id = "workload".to_owned();
+        store.save(&workload).expect("saving");
+        let tokens = source(&store, &clock);
+
+        let token = tokens.current_token(SERVER).await.expect("a token");
+        assert_eq!(token.as_ref().map(SecretValue::expose), Some("WT-1"));
+        // The platform rotates the token: the next renewal sends the new one.
+        std::fs::write(&file, "SENTINEL-jwt-2").expect("rotating the token file");
+        clock.advance(Duration::from_secs(300));
+        let token = tokens.current_token(SERVER).await.expect("a token");
+        assert_eq!(token.as_ref().map(SecretValue::expose), Some("WT-2"));
+        {
+            let seen = seen.lock().expect("the list");
+            assert!(seen[0].contains("assertion=SENTINEL-jwt-1&"), "{}", seen[0]);
+            assert!(seen[1].contains("assertion=SENTINEL-jwt-2&"), "{}", seen[1]);
+        }
+        let kept = store.get(SERVER).expect("stored tokens");
+        assert_eq!(kept.grant, crate::token::Grant::JwtBearer);
+        assert_eq!(
+            kept.assertion_file, workload.assertion_file,
+            "the path, kept"
+        );
+        assert!(
+            !kept.to_secret().expose().contains("SENTINEL-jwt"),
+            "never its contents"
+        );
+
+        // The file gone: one line naming it, nothing it held, nothing sent.
+        std::fs::remove_file(&file).expect("removing the token file");
+        clock.advance(Duration::from_secs(300));
+        let error = tokens
+            .current_token(SERVER)
+            .await
+            .expect_err("no token file");
+        let text = format!("{error} {error:?}");
+        assert!(
+            text.contains("workload token file") && text.contains("token"),
+            "{text}"
+        );
+        assert!(!text.contains("SENTINEL"), "{text}");
+        assert_eq!(seen.lock().expect("the list").len(), 2);
+    }
+
     /// The claims and header of a JWT, unverified (the signature is checked in dpop.rs).
     fn jwt_parts(jwt: &str) -> (Value, Value) {
         use base64::Engine as _;

@@ -69,6 +69,7 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
             client_key,
             client_metadata_url,
             client_credentials,
+            workload_token_file,
             timeout,
         } => {
             let client_secret = client_secret
@@ -84,6 +85,21 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
                     .map(|url| tether_oauth::client_metadata_url(&url))
                     .transpose()
                     .map_err(|e| crate::exit::UsageError::new(e.to_string()))?;
+            // Renewals run from anywhere: the path is kept whole.
+            let assertion_file = workload_token_file
+                .as_deref()
+                .map(|path| {
+                    std::path::absolute(path)
+                        .ok()
+                        .and_then(|path| path.to_str().map(str::to_owned))
+                        .ok_or_else(|| {
+                            crate::exit::UsageError::new(format!(
+                                "--workload-token-file {}: not a usable path (give the file's path in UTF-8)",
+                                path.display()
+                            ))
+                        })
+                })
+                .transpose()?;
             let url = server_url(server).await?;
             let client = ClientChoice {
                 client_id: client_id.clone(),
@@ -91,6 +107,7 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
                 client_key,
                 client_metadata_url,
                 client_credentials: *client_credentials,
+                assertion_file,
             };
             let redirect = if *no_browser {
                 Redirect::Paste
