@@ -148,6 +148,27 @@ impl OAuthClient {
         discovered(server, protected, &issuer, metadata.as_ref())
     }
 
+    /// The token endpoint of the identity provider whose issuer is `issuer` (its OpenID or
+    /// RFC 8414 metadata), for the token exchange of enterprise-managed authorization.
+    pub(crate) async fn idp_token_endpoint(&self, issuer: &str) -> Result<String, OAuthError> {
+        let url = Url::parse(issuer).map_err(|e| OAuthError::BadIssuer {
+            issuer: issuer.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let metadata = self
+            .first_json(&authorization_server_metadata(&url), "identity provider")
+            .await;
+        let endpoint = metadata
+            .as_ref()
+            .and_then(|m| m.get("token_endpoint"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| OAuthError::IdpUnknown {
+                issuer: issuer.to_owned(),
+            })?;
+        crate::resource::web_endpoint("token_endpoint", endpoint)?;
+        Ok(endpoint.to_owned())
+    }
+
     /// The first of `candidates` that answers JSON with a success status.
     async fn first_json(&self, candidates: &[String], what: &str) -> Option<Value> {
         for candidate in candidates {

@@ -75,6 +75,15 @@ pub enum OAuthError {
         /// What the URL parser said.
         reason: String,
     },
+    /// The identity provider (`--idp`) publishes no metadata naming its token endpoint.
+    /// Returned by enterprise-managed login; the user checks the issuer URL.
+    #[error(
+        "the identity provider {issuer} publishes no metadata with a token_endpoint (looked for its OpenID and OAuth metadata): check --idp, it is the provider's issuer URL"
+    )]
+    IdpUnknown {
+        /// The issuer given.
+        issuer: String,
+    },
     /// The authorization server metadata lacks an endpoint it must have. Returned by
     /// discovery; the caller reports it (the server is misconfigured).
     #[error("the authorization server metadata has no {field}")]
@@ -249,8 +258,10 @@ pub enum OAuthError {
     )]
     NoClientSecret,
     /// A grant without a browser was asked for without the client id it needs.
-    #[error("logging in with a workload token file needs the client id: give --client-id ID")]
-    NoWorkloadClientId,
+    #[error(
+        "this login needs the client id the authorization server issued to tether: give --client-id ID"
+    )]
+    NoPreregisteredClientId,
     /// The client's private key (`--client-key`) cannot sign an assertion.
     #[error("the client key cannot be used: {0}")]
     ClientKey(&'static str),
@@ -322,6 +333,9 @@ pub enum Step {
     ClientCredentials,
     /// Asking for tokens with a JWT assertion (RFC 7523 §2.1).
     JwtBearer,
+    /// Enterprise-managed authorization: the identity provider's ID-JAG, then the JWT bearer
+    /// grant.
+    EnterpriseManaged,
 }
 
 impl fmt::Display for Step {
@@ -334,6 +348,9 @@ impl fmt::Display for Step {
                 f.write_str("asking for tokens with the client's credentials")
             }
             Self::JwtBearer => f.write_str("asking for tokens with the workload's JWT"),
+            Self::EnterpriseManaged => f.write_str(
+                "asking for tokens with the identity provider's grant (enterprise-managed authorization)",
+            ),
         }
     }
 }

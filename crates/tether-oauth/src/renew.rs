@@ -483,6 +483,7 @@ mod tests {
             dpop_key: None,
             dpop_bound: false,
             assertion_file: None,
+            idp: None,
         }
     }
 
@@ -628,6 +629,193 @@ mod tests {
         );
         assert!(!text.contains("SENTINEL"), "{text}");
         assert_eq!(seen.lock().expect("the list").len(), 2);
+    }
+
+    /// Enterprise-managed authorization: the person's ID token goes to the identity provider
+    /// (found by its metadata) in an RFC 8693 exchange for an ID-JAG naming the authorization
+    /// server and the resource; the ID-JAG goes to the authorization server as a JWT bearer
+    /// assertion, the client authenticated by Basic; a renewal does both again. An ID token
+    /// the provider refuses says which endpoint refused and never what was sent.
+    #[tokio::test]
+    async fn enterprise_managed_tokens_come_of_an_id_jag_and_are_renewed_the_same_way() {
+        type Forms = Arc<Mutex<Vec<(String, HashMap<String, String>, String)>>>;
+        let forms: Forms = Arc::default();
+        let record = |forms: &Forms, at: &str, form: HashMap<String, String>, basic: String| {
+            forms
+                .lock()
+                .expect("the list")
+                .push((at.to_owned(), form, basic));
+        };
+        let router = Router::new()
+            .route(
+                "/.well-known/openid-configuration",
+                axum::routing::get(|headers: axum::http::HeaderMap| async move {
+                    let host = headers
+                        .get("host")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned();
+                    json!({"issuer": format!("http://{host}"), "token_endpoint": format!("http://{host}/idp/token")})
+                        .to_string()
+                }),
+            )
+            .route(
+                "/idp/token",
+                post(
+                    move |State(forms): State<Forms>,
+                          axum::extract::Form(form): axum::extract::Form<HashMap<String, String>>| async move {
+                        let refused = form.get("subject_token").map(String::as_str) == Some("expired");
+                        let n = forms.lock().expect("the list").len();
+                        record(&forms, "idp", form, String::new());
+                        if refused {
+                            return (
+                                StatusCode::BAD_REQUEST,
+                                json!({"error": "invalid_grant", "error_description": "SENTINEL-BODY"}).to_string(),
+                            );
+                        }
+                        (
+                            StatusCode::OK,
+                            json!({"access_token": format!("SENTINEL-JAG-{n}"),
+                                "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag", "token_type": "N_A"})
+                            .to_string(),
+                        )
+                    },
+                ),
+            )
+            .route(
+                "/token",
+                post(
+                    move |State(forms): State<Forms>,
+                          headers: axum::http::HeaderMap,
+                          axum::extract::Form(form): axum::extract::Form<HashMap<String, String>>| async move {
+                        let basic = headers
+                            .get("authorization")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned();
+                        let n = forms.lock().expect("the list").len();
+                        record(&forms, "as", form, basic);
+                        json!({"access_token": format!("EM-{n}"), "expires_in": 600, "token_type": "Bearer"})
+                            .to_string()
+                    },
+                ),
+            )
+            .with_state(Arc::clone(&forms));
+        let address = serve(router).await;
+        let issuer = format!("http://{address}");
+        let clock = Arc::new(ManualClock::at(NOW));
+        let oauth = OAuthClient::new(Arc::clone(&clock) as Arc<dyn Clock>).expect("a client");
+        let idp = crate::token::IdentityProvider {
+            token_endpoint: oauth
+                .idp_token_endpoint(&issuer)
+                .await
+                .expect("the IdP's metadata"),
+            issuer: issuer.clone(),
+            client_id: "tether-at-idp".to_owned(),
+            id_token: SecretValue::from("SENTINEL-ID-TOKEN $HOME"),
+        };
+        assert_eq!(idp.token_endpoint, format!("{issuer}/idp/token"));
+        let discovered = crate::discovery::Discovered {
+            server: SERVER.to_owned(),
+            resource: SERVER.to_owned(),
+            scope: None,
+            authorization_endpoint: String::new(),
+            token_endpoint: format!("{issuer}/token"),
+            registration_endpoint: None,
+            auth_methods: vec!["client_secret_basic".to_owned()],
+            grant_types: vec![crate::token::JWT_BEARER_GRANT.to_owned()],
+            client_metadata_documents: false,
+            issuer: Some("https://as.example".to_owned()),
+            iss_parameter_supported: false,
+            dpop_algs: Vec::new(),
+        };
+        let client = ClientRegistration::preregistered(
+            "mcp-client".to_owned(),
+            Some("s3cret".into()),
+            &discovered,
+        );
+        let tokens = oauth
+            .enterprise_managed(&discovered, &client, &idp)
+            .await
+            .expect("tokens");
+        assert_eq!(tokens.access_token.expose(), "EM-1");
+        assert_eq!(tokens.grant, crate::token::Grant::EnterpriseManaged);
+        {
+            let forms = forms.lock().expect("the list");
+            let (at, exchange, _) = &forms[0];
+            assert_eq!(at, "idp");
+            for (name, value) in [
+                (
+                    "grant_type",
+                    "urn:ietf:params:oauth:grant-type:token-exchange",
+                ),
+                (
+                    "requested_token_type",
+                    "urn:ietf:params:oauth:token-type:id-jag",
+                ),
+                ("subject_token", "SENTINEL-ID-TOKEN $HOME"),
+                (
+                    "subject_token_type",
+                    "urn:ietf:params:oauth:token-type:id_token",
+                ),
+                ("audience", "https://as.example"),
+                ("resource", SERVER),
+                ("client_id", "tether-at-idp"),
+            ] {
+                assert_eq!(
+                    exchange.get(name).map(String::as_str),
+                    Some(value),
+                    "{name}"
+                );
+            }
+            let (at, grant, basic) = &forms[1];
+            assert_eq!(at, "as");
+            assert_eq!(
+                grant.get("grant_type").map(String::as_str),
+                Some(crate::token::JWT_BEARER_GRANT)
+            );
+            assert_eq!(
+                grant.get("assertion").map(String::as_str),
+                Some("SENTINEL-JAG-0")
+            );
+            // base64("mcp-client:s3cret")
+            assert_eq!(basic, "Basic bWNwLWNsaWVudDpzM2NyZXQ=");
+        }
+        // The stored form keeps the provider and the ID token (a secret like the others).
+        assert_eq!(
+            Tokens::from_secret(&tokens.to_secret()),
+            Some(tokens.clone())
+        );
+
+        // Near expiry: both steps again, with the stored ID token.
+        let store = Arc::new(Memory::default());
+        store.save(&tokens).expect("saving");
+        let run = source(&store, &clock);
+        clock.advance(Duration::from_secs(590));
+        let renewed = run.current_token(SERVER).await.expect("a renewed token");
+        assert_eq!(renewed.as_ref().map(SecretValue::expose), Some("EM-3"));
+        assert_eq!(forms.lock().expect("the list").len(), 4);
+
+        // An ID token the provider refuses: which endpoint, its status and code; nothing sent.
+        let expired = crate::token::IdentityProvider {
+            id_token: SecretValue::from("expired"),
+            ..idp
+        };
+        let error = oauth
+            .enterprise_managed(&discovered, &client, &expired)
+            .await
+            .expect_err("refused");
+        let text = format!("{error} {error:?}");
+        assert!(
+            text.contains("/idp/token") && text.contains("invalid_grant"),
+            "{text}"
+        );
+        assert!(!text.contains("SENTINEL"), "{text}");
+        assert_eq!(
+            forms.lock().expect("the list").len(),
+            5,
+            "no grant without an ID-JAG"
+        );
     }
 
     /// The claims and header of a JWT, unverified (the signature is checked in dpop.rs).

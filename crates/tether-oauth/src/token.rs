@@ -58,6 +58,24 @@ pub struct Tokens {
     /// For [`Grant::JwtBearer`]: the file holding the workload's JWT (a platform token such as
     /// a projected service-account token), read again at each renewal.
     pub assertion_file: Option<String>,
+    /// For [`Grant::EnterpriseManaged`]: the identity provider and the person's ID token
+    /// there, exchanged again for an ID-JAG at each renewal.
+    pub idp: Option<IdentityProvider>,
+}
+
+/// An enterprise's identity provider as enterprise-managed authorization uses it (SEP-990):
+/// where the person's ID token is exchanged (RFC 8693) for an ID-JAG, the identity assertion
+/// authorization grant the MCP server's authorization server takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityProvider {
+    /// Its issuer URL.
+    pub issuer: String,
+    /// Its token endpoint.
+    pub token_endpoint: String,
+    /// tether's client id there.
+    pub client_id: String,
+    /// The person's ID token from it (single sign-on).
+    pub id_token: SecretValue,
 }
 
 /// How tokens were had.
@@ -72,12 +90,19 @@ pub enum Grant {
     /// A workload's JWT from its platform, as an RFC 7523 §2.1 assertion (workload identity
     /// federation): renewed by asking again with the JWT read anew from its file.
     JwtBearer,
+    /// Enterprise-managed authorization (SEP-990): the person's ID token exchanged at the
+    /// identity provider for an ID-JAG, sent as an RFC 7523 assertion; renewed by both steps
+    /// again while the ID token is good.
+    EnterpriseManaged,
 }
 
 impl Grant {
     /// Whether tokens of this grant are renewed without a refresh token (by asking again).
     pub fn asks_again(self) -> bool {
-        matches!(self, Self::ClientCredentials | Self::JwtBearer)
+        matches!(
+            self,
+            Self::ClientCredentials | Self::JwtBearer | Self::EnterpriseManaged
+        )
     }
 }
 
@@ -87,6 +112,14 @@ const CLIENT_CREDENTIALS: &str = "client_credentials";
 
 /// The JWT bearer grant's `grant_type` (RFC 7523 §2.1), also its stored `grant`.
 pub(crate) const JWT_BEARER_GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+
+/// The stored `grant` of [`Grant::EnterpriseManaged`].
+const ENTERPRISE_MANAGED: &str = "enterprise_managed";
+
+/// RFC 8693's token exchange grant, and the token types of SEP-990's exchange.
+const TOKEN_EXCHANGE_GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
+const ID_JAG_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
 
 /// The `token_type` of a DPoP-bound access token (RFC 9449 §5), also its stored form.
 const DPOP_TOKEN_TYPE: &str = "DPoP";
@@ -132,7 +165,12 @@ impl Tokens {
                 Grant::AuthorizationCode => None,
                 Grant::ClientCredentials => Some(CLIENT_CREDENTIALS),
                 Grant::JwtBearer => Some(JWT_BEARER_GRANT),
+                Grant::EnterpriseManaged => Some(ENTERPRISE_MANAGED),
             },
+            idp_issuer: self.idp.as_ref().map(|idp| idp.issuer.as_str()),
+            idp_token_endpoint: self.idp.as_ref().map(|idp| idp.token_endpoint.as_str()),
+            idp_client_id: self.idp.as_ref().map(|idp| idp.client_id.as_str()),
+            idp_id_token: Exposed(self.idp.as_ref().map(|idp| &idp.id_token)),
             dpop_key: Exposed(self.dpop_key.as_ref()),
             token_type: self.dpop_bound.then_some(DPOP_TOKEN_TYPE),
             assertion_file: self.assertion_file.as_deref(),
@@ -143,6 +181,7 @@ impl Tokens {
             self.refresh_token.as_ref(),
             self.client.client_secret.as_ref(),
             self.dpop_key.as_ref(),
+            self.idp.as_ref().map(|idp| &idp.id_token),
         ];
         let capacity = 512
             + self.server.len()
@@ -194,7 +233,24 @@ impl Tokens {
             grant: match text(stored.grant).as_deref() {
                 Some(CLIENT_CREDENTIALS) => Grant::ClientCredentials,
                 Some(JWT_BEARER_GRANT) => Grant::JwtBearer,
+                Some(ENTERPRISE_MANAGED) => Grant::EnterpriseManaged,
                 _ => Grant::AuthorizationCode,
+            },
+            idp: match (
+                text(stored.idp_issuer),
+                text(stored.idp_token_endpoint),
+                text(stored.idp_client_id),
+                stored.idp_id_token.0,
+            ) {
+                (Some(issuer), Some(token_endpoint), Some(client_id), Some(id_token)) => {
+                    Some(IdentityProvider {
+                        issuer,
+                        token_endpoint,
+                        client_id,
+                        id_token,
+                    })
+                }
+                _ => None,
             },
             dpop_key: stored.dpop_key.0,
             dpop_bound: text(stored.token_type).as_deref() == Some(DPOP_TOKEN_TYPE),
@@ -212,6 +268,7 @@ impl Tokens {
                 self.refresh_token.as_ref(),
                 self.client.client_secret.as_ref(),
                 self.dpop_key.as_ref(),
+                self.idp.as_ref().map(|idp| &idp.id_token),
             ]
             .into_iter()
             .flatten(),
@@ -243,6 +300,14 @@ struct Stored<'a> {
     token_type: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     assertion_file: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idp_issuer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idp_token_endpoint: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idp_client_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Exposed::is_none")]
+    idp_id_token: Exposed<'a>,
 }
 
 /// A secret written into the stored form (which is itself a secret).
@@ -283,6 +348,10 @@ struct Read {
     dpop_key: MaybeSecret,
     token_type: Option<Value>,
     assertion_file: Option<Value>,
+    idp_issuer: Option<Value>,
+    idp_token_endpoint: Option<Value>,
+    idp_client_id: Option<Value>,
+    idp_id_token: MaybeSecret,
 }
 
 /// A token endpoint's answer (RFC 6749 §5.1), or its error body (§5.2).
@@ -434,6 +503,10 @@ impl OAuthClient {
                     .ok_or(OAuthError::NoRefreshToken)?;
                 self.jwt_bearer_at(&target, &tokens.client, file).await?
             }
+            Grant::EnterpriseManaged => {
+                let idp = tokens.idp.as_ref().ok_or(OAuthError::NoRefreshToken)?;
+                self.enterprise_at(&target, &tokens.client, idp).await?
+            }
             Grant::AuthorizationCode => {
                 let refresh_token = tokens
                     .refresh_token
@@ -484,12 +557,35 @@ impl OAuthClient {
         if client.client_secret.is_none() {
             return Err(OAuthError::NoClientSecret);
         }
-        let mut grant = vec![("grant_type", CLIENT_CREDENTIALS)];
-        if let Some(scope) = target.scope {
-            grant.push(("scope", scope));
+        self.grant_at(
+            target,
+            client,
+            CLIENT_CREDENTIALS,
+            None,
+            Grant::ClientCredentials,
+        )
+        .await
+    }
+
+    /// Tokens of `grant_type` (with its `assertion`, when it takes one) for `target`'s scope,
+    /// recorded as `grant`.
+    async fn grant_at(
+        &self,
+        target: &Target<'_>,
+        client: &ClientRegistration,
+        grant_type: &str,
+        assertion: Option<&SecretValue>,
+        grant: Grant,
+    ) -> Result<Tokens, OAuthError> {
+        let mut form = vec![("grant_type", grant_type)];
+        if let Some(assertion) = assertion {
+            form.push(("assertion", assertion.expose()));
         }
-        let mut tokens = self.token_request(target.request(client, &grant)).await?;
-        tokens.grant = Grant::ClientCredentials;
+        if let Some(scope) = target.scope {
+            form.push(("scope", scope));
+        }
+        let mut tokens = self.token_request(target.request(client, &form)).await?;
+        tokens.grant = grant;
         Ok(tokens)
     }
 
@@ -516,17 +612,95 @@ impl OAuthClient {
         assertion_file: &str,
     ) -> Result<Tokens, OAuthError> {
         let assertion = read_assertion(assertion_file)?;
-        let mut grant = vec![
-            ("grant_type", JWT_BEARER_GRANT),
-            ("assertion", assertion.expose()),
-        ];
-        if let Some(scope) = target.scope {
-            grant.push(("scope", scope));
-        }
-        let mut tokens = self.token_request(target.request(client, &grant)).await?;
-        tokens.grant = Grant::JwtBearer;
+        let mut tokens = self
+            .grant_at(
+                target,
+                client,
+                JWT_BEARER_GRANT,
+                Some(&assertion),
+                Grant::JwtBearer,
+            )
+            .await?;
         tokens.assertion_file = Some(assertion_file.to_owned());
         Ok(tokens)
+    }
+
+    /// Tokens for `discovered` by enterprise-managed authorization (SEP-990): the person's ID
+    /// token at `idp` exchanged (RFC 8693) for an ID-JAG naming this authorization server and
+    /// resource, then the ID-JAG as the assertion of the JWT bearer grant here, `client`
+    /// authenticating as registered. No browser: the person signed in at the identity
+    /// provider already.
+    pub async fn enterprise_managed(
+        &self,
+        discovered: &Discovered,
+        client: &ClientRegistration,
+        idp: &IdentityProvider,
+    ) -> Result<Tokens, OAuthError> {
+        let (scope, dpop_key) = (discovered.machine_scope(), discovered.new_dpop_key()?);
+        let target = discovered.target(scope.as_deref(), dpop_key.as_ref());
+        let tokens = self.enterprise_at(&target, client, idp).await?;
+        Ok(discovered.named(tokens))
+    }
+
+    async fn enterprise_at(
+        &self,
+        target: &Target<'_>,
+        client: &ClientRegistration,
+        idp: &IdentityProvider,
+    ) -> Result<Tokens, OAuthError> {
+        let id_jag = self.id_jag(target, idp).await?;
+        let grant = Grant::EnterpriseManaged;
+        let mut tokens = self
+            .grant_at(target, client, JWT_BEARER_GRANT, Some(&id_jag), grant)
+            .await?;
+        tokens.idp = Some(idp.clone());
+        Ok(tokens)
+    }
+
+    /// The ID-JAG for `target` from `idp` (RFC 8693 token exchange of the person's ID token,
+    /// `audience` the authorization server's issuer, `resource` the MCP server's), registered
+    /// for log masking.
+    async fn id_jag(
+        &self,
+        target: &Target<'_>,
+        idp: &IdentityProvider,
+    ) -> Result<SecretValue, OAuthError> {
+        let mut form = vec![
+            ("grant_type", TOKEN_EXCHANGE_GRANT),
+            ("requested_token_type", ID_JAG_TYPE),
+            ("subject_token", idp.id_token.expose()),
+            ("subject_token_type", ID_TOKEN_TYPE),
+            ("audience", target.issuer.unwrap_or(target.endpoint)),
+            ("resource", target.resource),
+            ("client_id", &idp.client_id),
+        ];
+        if let Some(scope) = target.scope {
+            form.push(("scope", scope));
+        }
+        let body = form_body(&form);
+        let response = self
+            .http
+            .post(&idp.token_endpoint)
+            .header(ACCEPT, "application/json")
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(body.expose().to_owned())
+            .send()
+            .await
+            .map_err(|e| OAuthError::TokenRequestFailed {
+                endpoint: idp.token_endpoint.clone(),
+                reason: e.without_url().to_string(),
+            })?;
+        let (status, answer): (_, TokenAnswer) = answer(response).await;
+        if !status.is_success() {
+            return Err(OAuthError::TokenRefused {
+                endpoint: idp.token_endpoint.clone(),
+                status,
+                code: oauth_error_code(answer.error.as_ref().and_then(Value::as_str)),
+            });
+        }
+        let id_jag = answer.access_token.0.ok_or(OAuthError::NoAccessToken)?;
+        tether_log::register([&id_jag]);
+        Ok(id_jag)
     }
 
     /// Sends a token request — again once with the authorization server's nonce when it
@@ -582,6 +756,7 @@ impl OAuthClient {
             dpop_key: request.dpop_key.cloned(),
             dpop_bound,
             assertion_file: None,
+            idp: None,
         };
         tokens.register();
         Ok(tokens)
@@ -731,6 +906,7 @@ mod tests {
             dpop_key: None,
             dpop_bound: false,
             assertion_file: None,
+            idp: None,
         }
     }
 

@@ -10,7 +10,7 @@ use tether_config::RenderedTransport;
 use tether_oauth::{ClientChoice, LocalTokens, Login, Redirect, SystemClock, Terminal, Tokens};
 
 use super::tokens::{SettingsStore, load, oauth_client};
-use crate::cli::{AuthArgs, AuthCommand};
+use crate::cli::{AuthArgs, AuthCommand, LoginArgs};
 use crate::exit::{FAILED, OK, Reported};
 use crate::output::{print, print_json};
 use crate::settings;
@@ -61,17 +61,21 @@ async fn server_url(server: &str) -> anyhow::Result<String> {
 
 pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
     match &args.command {
-        AuthCommand::Login {
-            server,
-            no_browser,
-            client_id,
-            client_secret,
-            client_key,
-            client_metadata_url,
-            client_credentials,
-            workload_token_file,
-            timeout,
-        } => {
+        AuthCommand::Login(args) => {
+            let LoginArgs {
+                server,
+                no_browser,
+                client_id,
+                client_secret,
+                client_key,
+                client_metadata_url,
+                client_credentials,
+                workload_token_file,
+                idp,
+                idp_client_id,
+                idp_id_token,
+                timeout,
+            } = args.as_ref();
             let client_secret = client_secret
                 .as_deref()
                 .map(|source| crate::secrets::read_one("the client secret", source))
@@ -100,6 +104,16 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
                         })
                 })
                 .transpose()?;
+            let enterprise = match (idp, idp_client_id, idp_id_token) {
+                (Some(issuer), Some(idp_client_id), Some(source)) => {
+                    Some(tether_oauth::Enterprise {
+                        idp_issuer: issuer.clone(),
+                        idp_client_id: idp_client_id.clone(),
+                        id_token: crate::secrets::read_one("the ID token", source)?,
+                    })
+                }
+                _ => None,
+            };
             let url = server_url(server).await?;
             let client = ClientChoice {
                 client_id: client_id.clone(),
@@ -108,6 +122,7 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
                 client_metadata_url,
                 client_credentials: *client_credentials,
                 assertion_file,
+                enterprise,
             };
             let redirect = if *no_browser {
                 Redirect::Paste
@@ -200,6 +215,7 @@ impl ServerAuth {
                 tether_oauth::Grant::AuthorizationCode => "authorization_code",
                 tether_oauth::Grant::ClientCredentials => "client_credentials",
                 tether_oauth::Grant::JwtBearer => "jwt_bearer",
+                tether_oauth::Grant::EnterpriseManaged => "enterprise_managed",
             }),
             "dpop": self.tokens.as_ref().map(|t| t.dpop_bound),
         })
@@ -221,6 +237,14 @@ impl ServerAuth {
             Some(tokens) if tokens.grant == tether_oauth::Grant::JwtBearer => format!(
                 "logged in as workload {} (its token file, read again at each renewal){}",
                 tokens.client.client_id,
+                expiry_text(tokens)
+            ),
+            Some(tokens) if tokens.grant == tether_oauth::Grant::EnterpriseManaged => format!(
+                "logged in through {} (enterprise-managed, renewed while the ID token is good){}",
+                tokens
+                    .idp
+                    .as_ref()
+                    .map_or("the identity provider", |idp| idp.issuer.as_str()),
                 expiry_text(tokens)
             ),
             Some(tokens) => format!("logged in{}", expiry_text(tokens)),
