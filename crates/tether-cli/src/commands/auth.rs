@@ -250,6 +250,12 @@ impl ServerAuth {
             Some(tokens) => format!("logged in{}", expiry_text(tokens)),
             None => format!("not logged in (run `tether auth login {}`)", self.server),
         };
+        let state = match &self.tokens {
+            Some(tokens) if tokens.dpop_bound => {
+                format!("{state}; DPoP-bound to a key tether holds")
+            }
+            _ => state,
+        };
         let installed = match self.installations.as_slice() {
             [] => String::new(),
             names => format!(" (installed as {})", names.join(", ")),
