@@ -5,7 +5,8 @@
 //! Both sides depend on this crate, so `tether-oauth` needs nothing of `tether-driver` (and the
 //! driver nothing of OAuth). `tether-driver` re-exports [`BearerAuth`] under its old path.
 //!
-//! **Invariant:** nothing here knows about OAuth or HTTP: only "a token for this URL".
+//! **Invariant:** nothing here knows about OAuth or HTTP: only "a token for this URL" (and,
+//! for a token bound to a key, "a proof for this request").
 
 #![deny(missing_docs)]
 
@@ -23,6 +24,21 @@ pub trait BearerAuth: Send + Sync {
     /// with more access (an OAuth step-up), or `None` when the challenge asks for nothing
     /// that can be had.
     fn step_up(&self, url: String, challenge: String) -> BoxFuture<'static, Option<SecretValue>>;
+
+    /// A proof of possession for a `method` request to `url` carrying `token` (with the
+    /// server's `nonce` when it asked for one): `Some` when the token is bound to a key the
+    /// caller holds (DPoP, RFC 9449: the token then goes as `Authorization: DPoP` and the
+    /// proof in the `DPoP` header), `None` for a plain bearer token. The default: none.
+    fn proof(
+        &self,
+        url: &str,
+        method: &str,
+        token: &SecretValue,
+        nonce: Option<&str>,
+    ) -> Option<SecretValue> {
+        let _ = (url, method, token, nonce);
+        None
+    }
 }
 
 /// What stored bearer tokens are applied to: a set of remote servers by URL (the driver's

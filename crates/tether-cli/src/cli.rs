@@ -1056,44 +1056,8 @@ pub struct AuthArgs {
 pub enum AuthCommand {
     /// Log in to a remote MCP server: discovery, client registration, the browser step,
     /// tokens stored in the secret store.
-    Login {
-        /// The server's URL (its Streamable HTTP endpoint), or a local installation's name.
-        server: String,
-        /// Print the authorization URL and read the redirect URL pasted back on stdin.
-        #[arg(long)]
-        no_browser: bool,
-        /// A pre-registered client id (skips dynamic client registration).
-        #[arg(long, value_name = "ID")]
-        client_id: Option<String>,
-        /// With --client-id: the client's secret, from env:VAR, file:PATH, - (stdin) or prompt
-        /// (never a literal).
-        #[arg(long, value_name = "SOURCE", requires = "client_id")]
-        client_secret: Option<String>,
-        /// With --client-id: the client's private key (a PKCS#8 PEM, P-256 or RSA), from
-        /// env:VAR, file:PATH, - (stdin) or prompt: it signs a short JWT for each token request
-        /// (private_key_jwt) instead of a secret.
-        #[arg(
-            long,
-            value_name = "SOURCE",
-            requires = "client_id",
-            conflicts_with = "client_secret"
-        )]
-        client_key: Option<String>,
-        /// The URL of tether's client-id metadata document (an https URL you host): the client
-        /// id when the authorization server supports such documents, instead of dynamic
-        /// registration. Default: `oauth_client_metadata_url` in config.toml.
-        #[arg(long, value_name = "URL", conflicts_with = "client_id")]
-        client_metadata_url: Option<String>,
-        /// Log in as the client itself, with no person and no browser (OAuth client
-        /// credentials; for task workers and CI): needs --client-id and --client-secret.
-        /// Without it, this is what tether does when the authorization server offers client
-        /// credentials and not the browser's grant. The tokens are renewed the same way.
-        #[arg(long, requires = "client_id")]
-        client_credentials: bool,
-        /// How long to wait for the browser's redirect, in seconds.
-        #[arg(long, value_name = "SECS", default_value_t = 300)]
-        timeout: u64,
-    },
+    // Boxed: its many options would make every `tether auth` command as large.
+    Login(Box<LoginArgs>),
     /// Whether a server needs OAuth, and whether a token is stored (with its expiry; never a
     /// value).
     Status {
@@ -1109,6 +1073,77 @@ pub enum AuthCommand {
         /// The server's URL, or a local installation's name.
         server: String,
     },
+}
+
+/// `tether auth login`'s arguments.
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// The server's URL (its Streamable HTTP endpoint), or a local installation's name.
+    pub server: String,
+    /// Print the authorization URL and read the redirect URL pasted back on stdin.
+    #[arg(long)]
+    pub no_browser: bool,
+    /// A pre-registered client id (skips dynamic client registration).
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
+    /// With --client-id: the client's secret, from env:VAR, file:PATH, - (stdin) or prompt
+    /// (never a literal).
+    #[arg(long, value_name = "SOURCE", requires = "client_id")]
+    pub client_secret: Option<String>,
+    /// With --client-id: the client's private key (a PKCS#8 PEM, P-256 or RSA), from
+    /// env:VAR, file:PATH, - (stdin) or prompt: it signs a short JWT for each token request
+    /// (private_key_jwt) instead of a secret.
+    #[arg(
+        long,
+        value_name = "SOURCE",
+        requires = "client_id",
+        conflicts_with = "client_secret"
+    )]
+    pub client_key: Option<String>,
+    /// The URL of tether's client-id metadata document (an https URL you host): the client
+    /// id when the authorization server supports such documents, instead of dynamic
+    /// registration. Default: `oauth_client_metadata_url` in config.toml.
+    #[arg(long, value_name = "URL", conflicts_with = "client_id")]
+    pub client_metadata_url: Option<String>,
+    /// Log in as the client itself, with no person and no browser (OAuth client
+    /// credentials; for task workers and CI): needs --client-id and --client-secret.
+    /// Without it, this is what tether does when the authorization server offers client
+    /// credentials and not the browser's grant. The tokens are renewed the same way.
+    #[arg(long, requires = "client_id")]
+    pub client_credentials: bool,
+    /// With --client-id: log in as a workload with the JWT its platform puts in PATH
+    /// (workload identity federation, e.g. a Kubernetes projected service-account token):
+    /// sent as an RFC 7523 assertion, no person and no browser. The file is read again at
+    /// each renewal; its path is stored, never its contents.
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "client_id",
+        conflicts_with = "client_credentials"
+    )]
+    pub workload_token_file: Option<std::path::PathBuf>,
+    /// With --client-id (and its --client-secret or --client-key): log in by
+    /// enterprise-managed authorization — the identity provider at this issuer URL
+    /// exchanges the person's ID token (--idp-id-token) for an ID-JAG, which the MCP
+    /// server's authorization server takes instead of a browser login (SEP-990). Renewals
+    /// exchange the stored ID token again while it is good.
+    #[arg(
+        long,
+        value_name = "ISSUER",
+        requires_all = ["client_id", "idp_client_id", "idp_id_token"],
+        conflicts_with_all = ["client_credentials", "workload_token_file"]
+    )]
+    pub idp: Option<String>,
+    /// With --idp: tether's client id at the identity provider.
+    #[arg(long, value_name = "ID", requires = "idp")]
+    pub idp_client_id: Option<String>,
+    /// With --idp: the person's ID token from the identity provider, from env:VAR,
+    /// file:PATH, cmd:PROGRAM, - (stdin) or prompt (never a literal).
+    #[arg(long, value_name = "SOURCE", requires = "idp")]
+    pub idp_id_token: Option<String>,
+    /// How long to wait for the browser's redirect, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub timeout: u64,
 }
 
 /// `--sandbox`, on every command that starts stdio servers.

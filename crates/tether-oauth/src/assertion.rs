@@ -32,22 +32,7 @@ pub fn client_assertion(
     audience: &str,
     now: i64,
 ) -> Result<SecretValue, OAuthError> {
-    let der = PrivatePkcs8KeyDer::from_pem_slice(key.expose().as_bytes()).map_err(|_| {
-        OAuthError::ClientKey("it is not a PKCS#8 PEM private key (-----BEGIN PRIVATE KEY-----)")
-    })?;
-    let random = SystemRandom::new();
-    let signer: Signer =
-        match EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, der.secret_pkcs8_der()) {
-            Ok(pair) => Signer::Es256(pair),
-            Err(_) => match RsaKeyPair::from_pkcs8(der.secret_pkcs8_der()) {
-                Ok(pair) => Signer::Rs256(pair),
-                Err(_) => {
-                    return Err(OAuthError::ClientKey(
-                        "it is neither a P-256 nor an RSA private key",
-                    ));
-                }
-            },
-        };
+    let signer = Signer::from_pem(key)?;
     let header = json!({"alg": signer.alg(), "typ": "JWT"});
     let claims = json!({
         "iss": client_id,
@@ -57,29 +42,57 @@ pub fn client_assertion(
         "exp": now.saturating_add(LIFETIME_SECS),
         "jti": uuid::Uuid::new_v4().simple().to_string(),
     });
-    let signing_input = format!(
-        "{}.{}",
-        URL_SAFE_NO_PAD.encode(header.to_string()),
-        URL_SAFE_NO_PAD.encode(claims.to_string())
-    );
-    let signature = signer
-        .sign(&random, signing_input.as_bytes())
-        .ok_or(OAuthError::ClientKey("signing with it failed"))?;
-    let assertion = SecretValue::new(format!(
-        "{signing_input}.{}",
-        URL_SAFE_NO_PAD.encode(signature)
-    ));
+    let assertion = signer.jwt(&header, &claims)?;
     tether_log::register([&assertion]);
     Ok(assertion)
 }
 
-enum Signer {
+/// A private key that signs JWTs: P-256 (ES256) or RSA (RS256).
+pub(crate) enum Signer {
     Es256(EcdsaKeyPair),
     Rs256(RsaKeyPair),
 }
 
 impl Signer {
-    fn alg(&self) -> &'static str {
+    /// The key of a PKCS#8 PEM.
+    pub(crate) fn from_pem(key: &SecretValue) -> Result<Self, OAuthError> {
+        let der = PrivatePkcs8KeyDer::from_pem_slice(key.expose().as_bytes()).map_err(|_| {
+            OAuthError::ClientKey(
+                "it is not a PKCS#8 PEM private key (-----BEGIN PRIVATE KEY-----)",
+            )
+        })?;
+        match EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, der.secret_pkcs8_der()) {
+            Ok(pair) => Ok(Self::Es256(pair)),
+            Err(_) => match RsaKeyPair::from_pkcs8(der.secret_pkcs8_der()) {
+                Ok(pair) => Ok(Self::Rs256(pair)),
+                Err(_) => Err(OAuthError::ClientKey(
+                    "it is neither a P-256 nor an RSA private key",
+                )),
+            },
+        }
+    }
+
+    /// The compact JWS of `header` and `claims`, signed by this key.
+    pub(crate) fn jwt(
+        &self,
+        header: &serde_json::Value,
+        claims: &serde_json::Value,
+    ) -> Result<SecretValue, OAuthError> {
+        let signing_input = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let signature = self
+            .sign(&SystemRandom::new(), signing_input.as_bytes())
+            .ok_or(OAuthError::ClientKey("signing with it failed"))?;
+        Ok(SecretValue::new(format!(
+            "{signing_input}.{}",
+            URL_SAFE_NO_PAD.encode(signature)
+        )))
+    }
+
+    pub(crate) fn alg(&self) -> &'static str {
         match self {
             Self::Es256(_) => "ES256",
             Self::Rs256(_) => "RS256",

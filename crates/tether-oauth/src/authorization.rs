@@ -166,6 +166,7 @@ mod tests {
         Discovered {
             issuer: Some("http://127.0.0.1:1".to_owned()),
             iss_parameter_supported: false,
+            dpop_algs: Vec::new(),
             server: "http://127.0.0.1:1/mcp".to_owned(),
             resource: "http://127.0.0.1:1".to_owned(),
             scope: scope.map(str::to_owned),

@@ -3,10 +3,15 @@
 
 /// The parameters of a `WWW-Authenticate: Bearer …` challenge (lower-cased names).
 pub(crate) fn challenge_params(header: &str) -> Vec<(String, String)> {
-    let rest = header
-        .trim()
-        .strip_prefix("Bearer")
-        .or_else(|| header.trim().strip_prefix("bearer"))
+    // The scheme is `Bearer`, or `DPoP` (RFC 9449 §7.1) for a server that binds tokens.
+    let header = header.trim();
+    let rest = ["Bearer", "DPoP"]
+        .iter()
+        .find_map(|scheme| {
+            let head = header.get(..scheme.len())?;
+            head.eq_ignore_ascii_case(scheme)
+                .then(|| &header[scheme.len()..])
+        })
         .unwrap_or("");
     let mut params = Vec::new();
     let mut chars = rest.trim_start().chars().peekable();

@@ -83,6 +83,9 @@ pub struct Discovered {
     /// `authorization_response_iss_parameter_supported`: every authorization response must
     /// carry `iss`.
     pub iss_parameter_supported: bool,
+    /// `dpop_signing_alg_values_supported` (RFC 9449 §5.1): where it lists ES256, tokens are
+    /// bound to a DPoP key.
+    pub dpop_algs: Vec<String>,
 }
 
 /// What the protected resource metadata, or its absence, says.
@@ -143,6 +146,27 @@ impl OAuthClient {
             )
             .await;
         discovered(server, protected, &issuer, metadata.as_ref())
+    }
+
+    /// The token endpoint of the identity provider whose issuer is `issuer` (its OpenID or
+    /// RFC 8414 metadata), for the token exchange of enterprise-managed authorization.
+    pub(crate) async fn idp_token_endpoint(&self, issuer: &str) -> Result<String, OAuthError> {
+        let url = Url::parse(issuer).map_err(|e| OAuthError::BadIssuer {
+            issuer: issuer.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let metadata = self
+            .first_json(&authorization_server_metadata(&url), "identity provider")
+            .await;
+        let endpoint = metadata
+            .as_ref()
+            .and_then(|m| m.get("token_endpoint"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| OAuthError::IdpUnknown {
+                issuer: issuer.to_owned(),
+            })?;
+        crate::resource::web_endpoint("token_endpoint", endpoint)?;
+        Ok(endpoint.to_owned())
     }
 
     /// The first of `candidates` that answers JSON with a success status.
@@ -321,7 +345,9 @@ fn discovered(
         .and_then(|m| m.get("authorization_response_iss_parameter_supported"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let dpop_algs = strings(metadata.and_then(|m| m.get("dpop_signing_alg_values_supported")));
     Ok(Discovered {
+        dpop_algs,
         issuer: recorded_issuer,
         iss_parameter_supported,
         server,
@@ -466,6 +492,7 @@ mod tests {
                 client_metadata_documents: true,
                 issuer: Some(SERVER.to_owned()),
                 iss_parameter_supported: false,
+                dpop_algs: Vec::new(),
             }
         );
         // offline_access is added once, and never to no scope at all.

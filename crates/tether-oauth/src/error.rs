@@ -75,6 +75,15 @@ pub enum OAuthError {
         /// What the URL parser said.
         reason: String,
     },
+    /// The identity provider (`--idp`) publishes no metadata naming its token endpoint.
+    /// Returned by enterprise-managed login; the user checks the issuer URL.
+    #[error(
+        "the identity provider {issuer} publishes no metadata with a token_endpoint (looked for its OpenID and OAuth metadata): check --idp, it is the provider's issuer URL"
+    )]
+    IdpUnknown {
+        /// The issuer given.
+        issuer: String,
+    },
     /// The authorization server metadata lacks an endpoint it must have. Returned by
     /// discovery; the caller reports it (the server is misconfigured).
     #[error("the authorization server metadata has no {field}")]
@@ -248,9 +257,29 @@ pub enum OAuthError {
         "the client credentials grant needs the client's secret or key: give --client-id ID with --client-secret SOURCE or --client-key SOURCE"
     )]
     NoClientSecret,
+    /// A grant without a browser was asked for without the client id it needs.
+    #[error(
+        "this login needs the client id the authorization server issued to tether: give --client-id ID"
+    )]
+    NoPreregisteredClientId,
     /// The client's private key (`--client-key`) cannot sign an assertion.
     #[error("the client key cannot be used: {0}")]
     ClientKey(&'static str),
+    /// The DPoP key (RFC 9449) could not be made or could not sign a proof. Returned by
+    /// token requests for DPoP-bound tokens; the user logs in again.
+    #[error("the DPoP key cannot be used: {0}")]
+    DpopKey(&'static str),
+    /// The workload's token file (`--workload-token-file`) could not be read, or is empty.
+    /// Returned by the JWT bearer grant at login and at each renewal; the caller reports it.
+    #[error(
+        "cannot read the workload token file {path}: {reason} (it must hold the platform's JWT, e.g. a projected service-account token)"
+    )]
+    WorkloadToken {
+        /// The file.
+        path: String,
+        /// What the OS said, or that it was empty.
+        reason: String,
+    },
     /// The stored access token is (about to be) expired and cannot be refreshed. Returned by
     /// [`crate::StoredTokens::current_token`]; the user logs in again.
     #[error("the access token expired and no refresh token is stored")]
@@ -302,6 +331,11 @@ pub enum Step {
     CodeExchange,
     /// Asking for tokens with the client's own credentials.
     ClientCredentials,
+    /// Asking for tokens with a JWT assertion (RFC 7523 §2.1).
+    JwtBearer,
+    /// Enterprise-managed authorization: the identity provider's ID-JAG, then the JWT bearer
+    /// grant.
+    EnterpriseManaged,
 }
 
 impl fmt::Display for Step {
@@ -313,6 +347,10 @@ impl fmt::Display for Step {
             Self::ClientCredentials => {
                 f.write_str("asking for tokens with the client's credentials")
             }
+            Self::JwtBearer => f.write_str("asking for tokens with the workload's JWT"),
+            Self::EnterpriseManaged => f.write_str(
+                "asking for tokens with the identity provider's grant (enterprise-managed authorization)",
+            ),
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::error::{OAuthError, Step};
 use crate::listener::RedirectListener;
 use crate::prompt::Prompt;
 use crate::registration::ClientRegistration;
-use crate::token::Tokens;
+use crate::token::{IdentityProvider, Tokens};
 
 /// Who tether is to the authorization server, as the user chose.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +32,26 @@ pub struct ClientChoice {
     /// credentials are used when the server offers `client_credentials` and not
     /// `authorization_code`.
     pub client_credentials: bool,
+    /// A file holding the workload's JWT from its platform (workload identity federation):
+    /// log in with it as an RFC 7523 assertion (`jwt-bearer`, no browser), the file read
+    /// again at each renewal. Needs [`ClientChoice::client_id`].
+    pub assertion_file: Option<String>,
+    /// Enterprise-managed authorization (SEP-990): the identity provider the person signed in
+    /// at, and their ID token there; exchanged for an ID-JAG, then for tokens (no browser).
+    /// Needs [`ClientChoice::client_id`] (and its secret or key) at the MCP server's
+    /// authorization server.
+    pub enterprise: Option<Enterprise>,
+}
+
+/// What enterprise-managed authorization starts from.
+#[derive(Debug, Clone)]
+pub struct Enterprise {
+    /// The identity provider's issuer URL (its token endpoint is discovered).
+    pub idp_issuer: String,
+    /// tether's client id at the identity provider.
+    pub idp_client_id: String,
+    /// The person's ID token from it.
+    pub id_token: SecretValue,
 }
 
 /// How the redirect comes back.
@@ -84,7 +104,45 @@ impl OAuthClient {
             client_key,
             client_metadata_url,
             client_credentials,
+            assertion_file,
+            enterprise,
         } = client;
+        // The grants without a browser that need a client the authorization server issued.
+        let preregistered = |client_id: Option<String>| {
+            let id = client_id.ok_or(OAuthError::NoPreregisteredClientId)?;
+            Ok::<_, OAuthError>(match client_key.clone() {
+                Some(key) => ClientRegistration::with_key(id, key),
+                None => ClientRegistration::preregistered(id, client_secret.clone(), &discovered),
+            })
+        };
+        if let Some(enterprise) = enterprise {
+            // The person signed in at the identity provider already: no browser here.
+            let client = preregistered(client_id)?;
+            tether_log::register([&enterprise.id_token]);
+            let idp = IdentityProvider {
+                token_endpoint: self
+                    .idp_token_endpoint(&enterprise.idp_issuer)
+                    .await
+                    .map_err(|e| e.during(Step::EnterpriseManaged))?,
+                issuer: enterprise.idp_issuer,
+                client_id: enterprise.idp_client_id,
+                id_token: enterprise.id_token,
+            };
+            tracing::debug!(idp = %idp.issuer, "OAuth enterprise-managed authorization");
+            return self
+                .enterprise_managed(&discovered, &client, &idp)
+                .await
+                .map_err(|e| e.during(Step::EnterpriseManaged));
+        }
+        if let Some(file) = assertion_file {
+            // No person and no browser: the platform's word for who the workload is.
+            let client = preregistered(client_id)?;
+            tracing::debug!("OAuth JWT bearer grant with the workload's token file");
+            return self
+                .jwt_bearer(&discovered, &client, &file)
+                .await
+                .map_err(|e| e.during(Step::JwtBearer));
+        }
         let offers = |grant: &str| discovered.grant_types.iter().any(|g| g == grant);
         let machines_only = offers("client_credentials") && !offers("authorization_code");
         if client_credentials || machines_only {

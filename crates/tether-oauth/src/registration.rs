@@ -239,6 +239,7 @@ mod tests {
         Discovered {
             issuer: None,
             iss_parameter_supported: false,
+            dpop_algs: Vec::new(),
             server: "http://127.0.0.1:1/mcp".to_owned(),
             resource: "http://127.0.0.1:1/mcp".to_owned(),
             scope: None,

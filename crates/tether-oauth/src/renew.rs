@@ -36,7 +36,12 @@ pub struct StoredTokens {
     prompt: Arc<dyn Prompt>,
     clock: Arc<dyn Clock>,
     step_up_timeout: Duration,
+    /// The DPoP key of each server's access token in use (`None`: a bearer token), read once.
+    dpop_keys: Arc<std::sync::Mutex<DpopKeys>>,
 }
+
+/// Per server: the access token last asked about and its DPoP key.
+type DpopKeys = HashMap<String, (SecretValue, Option<SecretValue>)>;
 
 impl std::fmt::Debug for StoredTokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -55,6 +60,7 @@ impl StoredTokens {
             prompt,
             clock,
             step_up_timeout: STEP_UP_TIMEOUT,
+            dpop_keys: Arc::default(),
         }
     }
 
@@ -82,8 +88,7 @@ impl StoredTokens {
         if !tokens.needs_refresh(self.clock.as_ref()) {
             return Ok(Some(tokens.access_token));
         }
-        if tokens.refresh_token.is_none() && tokens.grant != crate::token::Grant::ClientCredentials
-        {
+        if tokens.refresh_token.is_none() && !tokens.grant.asks_again() {
             return Err(OAuthError::ExpiredWithoutRefresh);
         }
         // One renewal at a time across tether processes; another may have renewed the token
@@ -292,6 +297,53 @@ impl tether_bearer::BearerAuth for StoredTokens {
         let this = self.clone();
         Box::pin(async move { this.stepped_up_token(&url, &challenge).await })
     }
+
+    /// A DPoP proof (RFC 9449 §7) when the stored tokens for `url` are bound to their key and
+    /// `token` is theirs; `None` for a bearer token (or when nothing is stored).
+    fn proof(
+        &self,
+        url: &str,
+        method: &str,
+        token: &SecretValue,
+        nonce: Option<&str>,
+    ) -> Option<SecretValue> {
+        let server = canonical_resource(url).ok()?;
+        let key = self.dpop_key(&server, token)?;
+        let now = crate::clock::now_unix(self.clock.as_ref());
+        match crate::dpop::proof(&key, method, url, now, nonce, Some(token)) {
+            Ok(proof) => Some(proof),
+            Err(e) => {
+                tracing::warn!(
+                    "no DPoP proof for {server} ({}): run `tether auth login {server}`",
+                    tether_log::error_chain(&e)
+                );
+                None
+            }
+        }
+    }
+}
+
+impl StoredTokens {
+    /// The DPoP key of the stored tokens for `server` when `token` is their access token and
+    /// is bound to it. Read from the store once per token (a run sends many requests).
+    fn dpop_key(&self, server: &str, token: &SecretValue) -> Option<SecretValue> {
+        let mut keys = self
+            .dpop_keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((known, key)) = keys.get(server)
+            && known == token
+        {
+            return key.clone();
+        }
+        let tokens = self.store.load(server).ok().flatten()?;
+        if tokens.access_token != *token {
+            return None;
+        }
+        let key = tokens.dpop_key.filter(|_| tokens.dpop_bound);
+        keys.insert(server.to_owned(), (token.clone(), key.clone()));
+        key
+    }
 }
 
 /// The new access token of `renewed`, registered for log masking; `None` with a warning
@@ -394,12 +446,18 @@ mod tests {
                 ),
             )
             .with_state((Arc::clone(&count), answer));
+        let address = serve(router).await;
+        (format!("http://{address}/token"), count)
+    }
+
+    /// Serves `router` on loopback: its address.
+    async fn serve(router: Router) -> std::net::SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("binding loopback");
         let address = listener.local_addr().expect("its address");
         tokio::spawn(async move { axum::serve(listener, router).await });
-        (format!("http://{address}/token"), count)
+        address
     }
 
     const SERVER: &str = "http://127.0.0.1:1/mcp";
@@ -422,6 +480,10 @@ mod tests {
             redirect_uri: None,
             issuer: None,
             grant: crate::token::Grant::AuthorizationCode,
+            dpop_key: None,
+            dpop_bound: false,
+            assertion_file: None,
+            idp: None,
         }
     }
 
@@ -468,11 +530,7 @@ mod tests {
                 ),
             )
             .with_state(Arc::clone(&count));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("binding loopback");
-        let address = listener.local_addr().expect("its address");
-        tokio::spawn(async move { axum::serve(listener, router).await });
+        let address = serve(router).await;
         let endpoint = format!("http://{address}/token");
 
         let clock = Arc::new(ManualClock::at(NOW));
@@ -494,6 +552,436 @@ mod tests {
         assert_eq!(kept.grant, crate::token::Grant::ClientCredentials);
         assert_eq!(kept.expires_at, Some(NOW + 600));
         assert!(kept.refresh_token.is_none());
+    }
+
+    /// Tokens had with a workload's JWT are renewed by asking again with the JWT read anew
+    /// from its file (the platform rotates it); a file gone says so in one line, without
+    /// what it held.
+    #[tokio::test]
+    async fn jwt_bearer_tokens_are_renewed_with_the_token_file_read_again() {
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let router = Router::new()
+            .route(
+                "/token",
+                post(
+                    |State(seen): State<Arc<Mutex<Vec<String>>>>, body: String| async move {
+                        assert!(
+                            body.contains("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer"),
+                            "{body}"
+                        );
+                        assert!(body.contains("client_id=workload"), "{body}");
+                        let mut seen = seen.lock().expect("the list");
+                        seen.push(body);
+                        json!({"access_token": format!("WT-{}", seen.len()), "expires_in": 300, "token_type": "Bearer"})
+                            .to_string()
+                    },
+                ),
+            )
+            .with_state(Arc::clone(&seen));
+        let endpoint = format!("http://{}/token", serve(router).await);
+        let dir = tempfile::tempdir().expect("a directory");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "SENTINEL-jwt-1\n").expect("writing the token file");
+
+        let clock = Arc::new(ManualClock::at(NOW));
+        let store = Arc::new(Memory::default());
+        let mut workload = stored(&endpoint, Some(NOW + 30), false);
+        workload.grant = crate::token::Grant::JwtBearer;
+        workload.assertion_file = Some(file.to_string_lossy().into_owned());
+        workload.client.client_id = "workload".to_owned();
+        store.save(&workload).expect("saving");
+        let tokens = source(&store, &clock);
+
+        let token = tokens.current_token(SERVER).await.expect("a token");
+        assert_eq!(token.as_ref().map(SecretValue::expose), Some("WT-1"));
+        // The platform rotates the token: the next renewal sends the new one.
+        std::fs::write(&file, "SENTINEL-jwt-2").expect("rotating the token file");
+        clock.advance(Duration::from_secs(300));
+        let token = tokens.current_token(SERVER).await.expect("a token");
+        assert_eq!(token.as_ref().map(SecretValue::expose), Some("WT-2"));
+        {
+            let seen = seen.lock().expect("the list");
+            assert!(seen[0].contains("assertion=SENTINEL-jwt-1&"), "{}", seen[0]);
+            assert!(seen[1].contains("assertion=SENTINEL-jwt-2&"), "{}", seen[1]);
+        }
+        let kept = store.get(SERVER).expect("stored tokens");
+        assert_eq!(kept.grant, crate::token::Grant::JwtBearer);
+        assert_eq!(
+            kept.assertion_file, workload.assertion_file,
+            "the path, kept"
+        );
+        assert!(
+            !kept.to_secret().expose().contains("SENTINEL-jwt"),
+            "never its contents"
+        );
+
+        // The file gone: one line naming it, nothing it held, nothing sent.
+        std::fs::remove_file(&file).expect("removing the token file");
+        clock.advance(Duration::from_secs(300));
+        let error = tokens
+            .current_token(SERVER)
+            .await
+            .expect_err("no token file");
+        let text = format!("{error} {error:?}");
+        assert!(
+            text.contains("workload token file") && text.contains("token"),
+            "{text}"
+        );
+        assert!(!text.contains("SENTINEL"), "{text}");
+        assert_eq!(seen.lock().expect("the list").len(), 2);
+    }
+
+    /// Enterprise-managed authorization: the person's ID token goes to the identity provider
+    /// (found by its metadata) in an RFC 8693 exchange for an ID-JAG naming the authorization
+    /// server and the resource; the ID-JAG goes to the authorization server as a JWT bearer
+    /// assertion, the client authenticated by Basic; a renewal does both again. An ID token
+    /// the provider refuses says which endpoint refused and never what was sent.
+    #[tokio::test]
+    async fn enterprise_managed_tokens_come_of_an_id_jag_and_are_renewed_the_same_way() {
+        type Forms = Arc<Mutex<Vec<(String, HashMap<String, String>, String)>>>;
+        let forms: Forms = Arc::default();
+        let record = |forms: &Forms, at: &str, form: HashMap<String, String>, basic: String| {
+            forms
+                .lock()
+                .expect("the list")
+                .push((at.to_owned(), form, basic));
+        };
+        let router = Router::new()
+            .route(
+                "/.well-known/openid-configuration",
+                axum::routing::get(|headers: axum::http::HeaderMap| async move {
+                    let host = headers
+                        .get("host")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned();
+                    json!({"issuer": format!("http://{host}"), "token_endpoint": format!("http://{host}/idp/token")})
+                        .to_string()
+                }),
+            )
+            .route(
+                "/idp/token",
+                post(
+                    move |State(forms): State<Forms>,
+                          axum::extract::Form(form): axum::extract::Form<HashMap<String, String>>| async move {
+                        let refused = form.get("subject_token").map(String::as_str) == Some("expired");
+                        let n = forms.lock().expect("the list").len();
+                        record(&forms, "idp", form, String::new());
+                        if refused {
+                            return (
+                                StatusCode::BAD_REQUEST,
+                                json!({"error": "invalid_grant", "error_description": "SENTINEL-BODY"}).to_string(),
+                            );
+                        }
+                        (
+                            StatusCode::OK,
+                            json!({"access_token": format!("SENTINEL-JAG-{n}"),
+                                "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag", "token_type": "N_A"})
+                            .to_string(),
+                        )
+                    },
+                ),
+            )
+            .route(
+                "/token",
+                post(
+                    move |State(forms): State<Forms>,
+                          headers: axum::http::HeaderMap,
+                          axum::extract::Form(form): axum::extract::Form<HashMap<String, String>>| async move {
+                        let basic = headers
+                            .get("authorization")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned();
+                        let n = forms.lock().expect("the list").len();
+                        record(&forms, "as", form, basic);
+                        json!({"access_token": format!("EM-{n}"), "expires_in": 600, "token_type": "Bearer"})
+                            .to_string()
+                    },
+                ),
+            )
+            .with_state(Arc::clone(&forms));
+        let address = serve(router).await;
+        let issuer = format!("http://{address}");
+        let clock = Arc::new(ManualClock::at(NOW));
+        let oauth = OAuthClient::new(Arc::clone(&clock) as Arc<dyn Clock>).expect("a client");
+        let idp = crate::token::IdentityProvider {
+            token_endpoint: oauth
+                .idp_token_endpoint(&issuer)
+                .await
+                .expect("the IdP's metadata"),
+            issuer: issuer.clone(),
+            client_id: "tether-at-idp".to_owned(),
+            id_token: SecretValue::from("SENTINEL-ID-TOKEN $HOME"),
+        };
+        assert_eq!(idp.token_endpoint, format!("{issuer}/idp/token"));
+        let discovered = crate::discovery::Discovered {
+            server: SERVER.to_owned(),
+            resource: SERVER.to_owned(),
+            scope: None,
+            authorization_endpoint: String::new(),
+            token_endpoint: format!("{issuer}/token"),
+            registration_endpoint: None,
+            auth_methods: vec!["client_secret_basic".to_owned()],
+            grant_types: vec![crate::token::JWT_BEARER_GRANT.to_owned()],
+            client_metadata_documents: false,
+            issuer: Some("https://as.example".to_owned()),
+            iss_parameter_supported: false,
+            dpop_algs: Vec::new(),
+        };
+        let client = ClientRegistration::preregistered(
+            "mcp-client".to_owned(),
+            Some("s3cret".into()),
+            &discovered,
+        );
+        let tokens = oauth
+            .enterprise_managed(&discovered, &client, &idp)
+            .await
+            .expect("tokens");
+        assert_eq!(tokens.access_token.expose(), "EM-1");
+        assert_eq!(tokens.grant, crate::token::Grant::EnterpriseManaged);
+        {
+            let forms = forms.lock().expect("the list");
+            let (at, exchange, _) = &forms[0];
+            assert_eq!(at, "idp");
+            for (name, value) in [
+                (
+                    "grant_type",
+                    "urn:ietf:params:oauth:grant-type:token-exchange",
+                ),
+                (
+                    "requested_token_type",
+                    "urn:ietf:params:oauth:token-type:id-jag",
+                ),
+                ("subject_token", "SENTINEL-ID-TOKEN $HOME"),
+                (
+                    "subject_token_type",
+                    "urn:ietf:params:oauth:token-type:id_token",
+                ),
+                ("audience", "https://as.example"),
+                ("resource", SERVER),
+                ("client_id", "tether-at-idp"),
+            ] {
+                assert_eq!(
+                    exchange.get(name).map(String::as_str),
+                    Some(value),
+                    "{name}"
+                );
+            }
+            let (at, grant, basic) = &forms[1];
+            assert_eq!(at, "as");
+            assert_eq!(
+                grant.get("grant_type").map(String::as_str),
+                Some(crate::token::JWT_BEARER_GRANT)
+            );
+            assert_eq!(
+                grant.get("assertion").map(String::as_str),
+                Some("SENTINEL-JAG-0")
+            );
+            // base64("mcp-client:s3cret")
+            assert_eq!(basic, "Basic bWNwLWNsaWVudDpzM2NyZXQ=");
+        }
+        // The stored form keeps the provider and the ID token (a secret like the others).
+        assert_eq!(
+            Tokens::from_secret(&tokens.to_secret()),
+            Some(tokens.clone())
+        );
+
+        // Near expiry: both steps again, with the stored ID token.
+        let store = Arc::new(Memory::default());
+        store.save(&tokens).expect("saving");
+        let run = source(&store, &clock);
+        clock.advance(Duration::from_secs(590));
+        let renewed = run.current_token(SERVER).await.expect("a renewed token");
+        assert_eq!(renewed.as_ref().map(SecretValue::expose), Some("EM-3"));
+        assert_eq!(forms.lock().expect("the list").len(), 4);
+
+        // An ID token the provider refuses: which endpoint, its status and code; nothing sent.
+        let expired = crate::token::IdentityProvider {
+            id_token: SecretValue::from("expired"),
+            ..idp
+        };
+        let error = oauth
+            .enterprise_managed(&discovered, &client, &expired)
+            .await
+            .expect_err("refused");
+        let text = format!("{error} {error:?}");
+        assert!(
+            text.contains("/idp/token") && text.contains("invalid_grant"),
+            "{text}"
+        );
+        assert!(!text.contains("SENTINEL"), "{text}");
+        assert_eq!(
+            forms.lock().expect("the list").len(),
+            5,
+            "no grant without an ID-JAG"
+        );
+    }
+
+    /// The claims and header of a JWT, unverified (the signature is checked in dpop.rs).
+    fn jwt_parts(jwt: &str) -> (Value, Value) {
+        use base64::Engine as _;
+        let part = |n: usize| -> Value {
+            let text = jwt.split('.').nth(n).expect("a part");
+            let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(text)
+                .expect("base64url");
+            serde_json::from_slice(&bytes).expect("JSON")
+        };
+        (part(0), part(1))
+    }
+
+    /// What the DPoP token endpoint saw: each request's proof (header, claims) and grant.
+    type Seen = Arc<Mutex<Vec<(Value, Value, String)>>>;
+
+    /// An authorization server that takes DPoP proofs and wants its nonce: the code exchange
+    /// and each refresh are answered `use_dpop_nonce` until their proof carries it; the
+    /// tokens are `token_type: DPoP`, bound to the proof's key, and a refresh proven with
+    /// another key is refused.
+    #[tokio::test]
+    async fn dpop_tokens_are_bound_to_one_key_the_nonce_is_honoured_and_runs_prove_each_request() {
+        let seen: Seen = Arc::default();
+        let router = Router::new()
+            .route(
+                "/token",
+                post(
+                    |State(seen): State<Seen>, headers: axum::http::HeaderMap, body: String| async move {
+                        let Some(proof) = headers.get("dpop").and_then(|v| v.to_str().ok()) else {
+                            return (StatusCode::BAD_REQUEST, axum::http::HeaderMap::new(), json!({"error": "invalid_dpop_proof"}).to_string());
+                        };
+                        let (header, claims) = jwt_parts(proof);
+                        let grant = if body.contains("grant_type=refresh_token") { "refresh" } else { "code" };
+                        let mut seen = seen.lock().expect("the list");
+                        let first_key = seen.first().map(|(header, _, _)| header["jwk"].clone());
+                        seen.push((header.clone(), claims.clone(), grant.to_owned()));
+                        if first_key.is_some_and(|key| key != header["jwk"]) {
+                            return (StatusCode::BAD_REQUEST, axum::http::HeaderMap::new(), json!({"error": "invalid_dpop_proof"}).to_string());
+                        }
+                        if claims["nonce"] != "as-nonce" {
+                            let mut nonce = axum::http::HeaderMap::new();
+                            nonce.insert("dpop-nonce", axum::http::HeaderValue::from_static("as-nonce"));
+                            return (StatusCode::BAD_REQUEST, nonce, json!({"error": "use_dpop_nonce"}).to_string());
+                        }
+                        let n = seen.len();
+                        (
+                            StatusCode::OK,
+                            axum::http::HeaderMap::new(),
+                            json!({"access_token": format!("DP-{n}"), "refresh_token": format!("DR-{n}"),
+                                "token_type": "DPoP", "expires_in": 600}).to_string(),
+                        )
+                    },
+                ),
+            )
+            .with_state(Arc::clone(&seen));
+        let address = serve(router).await;
+        let endpoint = format!("http://{address}/token");
+
+        let clock = Arc::new(ManualClock::at(NOW));
+        let discovered = crate::discovery::Discovered {
+            server: SERVER.to_owned(),
+            resource: SERVER.to_owned(),
+            scope: Some("mcp".to_owned()),
+            authorization_endpoint: format!("http://{address}/authorize"),
+            token_endpoint: endpoint.clone(),
+            registration_endpoint: None,
+            auth_methods: Vec::new(),
+            grant_types: Vec::new(),
+            client_metadata_documents: false,
+            issuer: None,
+            iss_parameter_supported: false,
+            dpop_algs: vec!["RS256".to_owned(), "ES256".to_owned()],
+        };
+        let client = ClientRegistration {
+            client_id: "client".to_owned(),
+            client_secret: None,
+            auth_method: AuthMethod::None,
+        };
+        let pending = crate::authorization::authorization_request(
+            &discovered,
+            &client,
+            "http://127.0.0.1:9/callback",
+        )
+        .expect("an authorization request");
+        let oauth = OAuthClient::new(Arc::clone(&clock) as Arc<dyn Clock>).expect("a client");
+        let tokens = oauth
+            .exchange(
+                &discovered,
+                &client,
+                &pending,
+                &SecretValue::from("the-code"),
+            )
+            .await
+            .expect("DPoP-bound tokens");
+        assert!(tokens.dpop_bound, "token_type DPoP");
+        assert!(tokens.dpop_key.is_some(), "the key is kept with the tokens");
+        assert_eq!(tokens.access_token.expose(), "DP-2");
+        {
+            let seen = seen.lock().expect("the list");
+            assert_eq!(seen.len(), 2, "once without the nonce, once with it");
+            let (header, claims, _) = &seen[1];
+            assert_eq!(header["typ"], "dpop+jwt");
+            assert!(header["jwk"].get("d").is_none(), "public key only");
+            assert_eq!(claims["htm"], "POST");
+            assert_eq!(claims["htu"], endpoint.as_str());
+            assert_eq!(claims["iat"], NOW);
+            assert!(
+                claims.get("ath").is_none(),
+                "no token goes with a token request"
+            );
+            assert_ne!(
+                seen[0].1["jti"], claims["jti"],
+                "a fresh proof for the retry"
+            );
+        }
+        // The stored form keeps the key and the binding.
+        let back = Tokens::from_secret(&tokens.to_secret()).expect("the stored form");
+        assert_eq!(back, tokens);
+
+        // A run: every request to the server carries a proof naming it and the token.
+        let store = Arc::new(Memory::default());
+        store.save(&tokens).expect("saving");
+        let run = source(&store, &clock);
+        let auth = run.bearer_auth();
+        let token = tokens.access_token.clone();
+        let proof = auth
+            .proof(&format!("{SERVER}#f"), "POST", &token, Some("rs-nonce"))
+            .expect("a proof for a bound token");
+        let (header, claims) = jwt_parts(proof.expose());
+        assert_eq!(
+            header["jwk"],
+            seen.lock().expect("the list")[1].0["jwk"],
+            "the same key"
+        );
+        assert_eq!(claims["htu"], SERVER);
+        assert_eq!(claims["nonce"], "rs-nonce");
+        use base64::Engine as _;
+        let ath = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(
+            aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, b"DP-2"),
+        );
+        assert_eq!(claims["ath"], ath.as_str());
+        assert!(
+            auth.proof(SERVER, "POST", &SecretValue::from("another"), None)
+                .is_none(),
+            "a token that is not the stored one gets no proof"
+        );
+
+        // Near expiry the refresh is proven with the same key (and the nonce again).
+        clock.advance(Duration::from_secs(590));
+        let renewed = run.current_token(SERVER).await.expect("a renewed token");
+        assert_eq!(renewed.as_ref().map(SecretValue::expose), Some("DP-4"));
+        let seen = seen.lock().expect("the list");
+        assert_eq!(seen.len(), 4);
+        assert_eq!(seen[3].2, "refresh");
+        assert_eq!(seen[3].0["jwk"], seen[1].0["jwk"], "one key per server");
+        let kept = store.get(SERVER).expect("stored tokens");
+        assert!(kept.dpop_bound && kept.dpop_key == tokens.dpop_key);
+        // A bearer token (the old kind of record) gets no proof.
+        let bearer = stored(&endpoint, None, true);
+        store.save(&bearer).expect("saving");
+        assert!(
+            auth.proof(SERVER, "POST", &SecretValue::from("AT-0"), None)
+                .is_none()
+        );
     }
 
     #[tokio::test]
@@ -696,6 +1184,7 @@ mod tests {
             client_metadata_documents: false,
             issuer: issuer.map(str::to_owned),
             iss_parameter_supported: false,
+            dpop_algs: Vec::new(),
         };
         let old_endpoint = "http://127.0.0.1:1/token";
         let recorded = Tokens {

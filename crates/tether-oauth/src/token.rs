@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use tether_config::SecretValue;
@@ -49,6 +49,33 @@ pub struct Tokens {
     pub issuer: Option<String>,
     /// How they were had, and so how they are renewed.
     pub grant: Grant,
+    /// The DPoP key (RFC 9449, a P-256 PKCS#8 PEM) every token request of this record is
+    /// proven with; `None` where the authorization server does not take DPoP proofs.
+    pub dpop_key: Option<SecretValue>,
+    /// Whether the access token is bound to [`Tokens::dpop_key`] (`token_type: DPoP`): it is
+    /// then sent as `Authorization: DPoP` with a proof on every request.
+    pub dpop_bound: bool,
+    /// For [`Grant::JwtBearer`]: the file holding the workload's JWT (a platform token such as
+    /// a projected service-account token), read again at each renewal.
+    pub assertion_file: Option<String>,
+    /// For [`Grant::EnterpriseManaged`]: the identity provider and the person's ID token
+    /// there, exchanged again for an ID-JAG at each renewal.
+    pub idp: Option<IdentityProvider>,
+}
+
+/// An enterprise's identity provider as enterprise-managed authorization uses it (SEP-990):
+/// where the person's ID token is exchanged (RFC 8693) for an ID-JAG, the identity assertion
+/// authorization grant the MCP server's authorization server takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityProvider {
+    /// Its issuer URL.
+    pub issuer: String,
+    /// Its token endpoint.
+    pub token_endpoint: String,
+    /// tether's client id there.
+    pub client_id: String,
+    /// The person's ID token from it (single sign-on).
+    pub id_token: SecretValue,
 }
 
 /// How tokens were had.
@@ -60,11 +87,42 @@ pub enum Grant {
     /// The client's own credentials, no person (`client_credentials`, OAuth 2.1 §4.2): renewed
     /// by asking again with them.
     ClientCredentials,
+    /// A workload's JWT from its platform, as an RFC 7523 §2.1 assertion (workload identity
+    /// federation): renewed by asking again with the JWT read anew from its file.
+    JwtBearer,
+    /// Enterprise-managed authorization (SEP-990): the person's ID token exchanged at the
+    /// identity provider for an ID-JAG, sent as an RFC 7523 assertion; renewed by both steps
+    /// again while the ID token is good.
+    EnterpriseManaged,
+}
+
+impl Grant {
+    /// Whether tokens of this grant are renewed without a refresh token (by asking again).
+    pub fn asks_again(self) -> bool {
+        matches!(
+            self,
+            Self::ClientCredentials | Self::JwtBearer | Self::EnterpriseManaged
+        )
+    }
 }
 
 /// The `grant` field's value in the stored form for [`Grant::ClientCredentials`] (absent for
 /// the browser's, as in records from before it was written).
 const CLIENT_CREDENTIALS: &str = "client_credentials";
+
+/// The JWT bearer grant's `grant_type` (RFC 7523 §2.1), also its stored `grant`.
+pub(crate) const JWT_BEARER_GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+
+/// The stored `grant` of [`Grant::EnterpriseManaged`].
+const ENTERPRISE_MANAGED: &str = "enterprise_managed";
+
+/// RFC 8693's token exchange grant, and the token types of SEP-990's exchange.
+const TOKEN_EXCHANGE_GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
+const ID_JAG_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
+
+/// The `token_type` of a DPoP-bound access token (RFC 9449 §5), also its stored form.
+const DPOP_TOKEN_TYPE: &str = "DPoP";
 
 impl Tokens {
     /// Whether the access token expires within `margin` of `now` (Unix seconds); never when
@@ -103,13 +161,27 @@ impl Tokens {
             scope: self.scope.as_deref(),
             redirect_uri: self.redirect_uri.as_deref(),
             issuer: self.issuer.as_deref(),
-            grant: (self.grant == Grant::ClientCredentials).then_some(CLIENT_CREDENTIALS),
+            grant: match self.grant {
+                Grant::AuthorizationCode => None,
+                Grant::ClientCredentials => Some(CLIENT_CREDENTIALS),
+                Grant::JwtBearer => Some(JWT_BEARER_GRANT),
+                Grant::EnterpriseManaged => Some(ENTERPRISE_MANAGED),
+            },
+            idp_issuer: self.idp.as_ref().map(|idp| idp.issuer.as_str()),
+            idp_token_endpoint: self.idp.as_ref().map(|idp| idp.token_endpoint.as_str()),
+            idp_client_id: self.idp.as_ref().map(|idp| idp.client_id.as_str()),
+            idp_id_token: Exposed(self.idp.as_ref().map(|idp| &idp.id_token)),
+            dpop_key: Exposed(self.dpop_key.as_ref()),
+            token_type: self.dpop_bound.then_some(DPOP_TOKEN_TYPE),
+            assertion_file: self.assertion_file.as_deref(),
         };
         // Sized once, so that the buffer holding the tokens is not copied as it grows.
         let secrets = [
             Some(&self.access_token),
             self.refresh_token.as_ref(),
             self.client.client_secret.as_ref(),
+            self.dpop_key.as_ref(),
+            self.idp.as_ref().map(|idp| &idp.id_token),
         ];
         let capacity = 512
             + self.server.len()
@@ -158,11 +230,31 @@ impl Tokens {
             scope: text(stored.scope),
             redirect_uri: text(stored.redirect_uri),
             issuer: text(stored.issuer),
-            grant: if text(stored.grant).as_deref() == Some(CLIENT_CREDENTIALS) {
-                Grant::ClientCredentials
-            } else {
-                Grant::AuthorizationCode
+            grant: match text(stored.grant).as_deref() {
+                Some(CLIENT_CREDENTIALS) => Grant::ClientCredentials,
+                Some(JWT_BEARER_GRANT) => Grant::JwtBearer,
+                Some(ENTERPRISE_MANAGED) => Grant::EnterpriseManaged,
+                _ => Grant::AuthorizationCode,
             },
+            idp: match (
+                text(stored.idp_issuer),
+                text(stored.idp_token_endpoint),
+                text(stored.idp_client_id),
+                stored.idp_id_token.0,
+            ) {
+                (Some(issuer), Some(token_endpoint), Some(client_id), Some(id_token)) => {
+                    Some(IdentityProvider {
+                        issuer,
+                        token_endpoint,
+                        client_id,
+                        id_token,
+                    })
+                }
+                _ => None,
+            },
+            dpop_key: stored.dpop_key.0,
+            dpop_bound: text(stored.token_type).as_deref() == Some(DPOP_TOKEN_TYPE),
+            assertion_file: text(stored.assertion_file),
         };
         tokens.register();
         Some(tokens)
@@ -175,6 +267,8 @@ impl Tokens {
                 Some(&self.access_token),
                 self.refresh_token.as_ref(),
                 self.client.client_secret.as_ref(),
+                self.dpop_key.as_ref(),
+                self.idp.as_ref().map(|idp| &idp.id_token),
             ]
             .into_iter()
             .flatten(),
@@ -200,10 +294,30 @@ struct Stored<'a> {
     issuer: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     grant: Option<&'a str>,
+    #[serde(skip_serializing_if = "Exposed::is_none")]
+    dpop_key: Exposed<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    assertion_file: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idp_issuer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idp_token_endpoint: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idp_client_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Exposed::is_none")]
+    idp_id_token: Exposed<'a>,
 }
 
 /// A secret written into the stored form (which is itself a secret).
 struct Exposed<'a>(Option<&'a SecretValue>);
+
+impl Exposed<'_> {
+    fn is_none(&self) -> bool {
+        self.0.is_none()
+    }
+}
 
 impl Serialize for Exposed<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -231,6 +345,13 @@ struct Read {
     redirect_uri: Option<Value>,
     issuer: Option<Value>,
     grant: Option<Value>,
+    dpop_key: MaybeSecret,
+    token_type: Option<Value>,
+    assertion_file: Option<Value>,
+    idp_issuer: Option<Value>,
+    idp_token_endpoint: Option<Value>,
+    idp_client_id: Option<Value>,
+    idp_id_token: MaybeSecret,
 }
 
 /// A token endpoint's answer (RFC 6749 §5.1), or its error body (§5.2).
@@ -241,6 +362,7 @@ struct TokenAnswer {
     refresh_token: MaybeSecret,
     expires_in: Option<Value>,
     scope: Option<Value>,
+    token_type: Option<Value>,
     error: Option<Value>,
 }
 
@@ -251,9 +373,81 @@ struct Previous {
     redirect_uri: Option<String>,
 }
 
+/// One token request: where, for what, by which client, with which grant.
+struct TokenRequest<'a> {
+    endpoint: &'a str,
+    resource: &'a str,
+    client: &'a ClientRegistration,
+    grant: &'a [(&'a str, &'a str)],
+    previous: Previous,
+    /// The authorization server's issuer (a client assertion's audience).
+    issuer: Option<&'a str>,
+    /// The DPoP key the request is proven with (RFC 9449 §5), when there is one.
+    dpop_key: Option<&'a SecretValue>,
+}
+
+/// A renewal's or a grant's target: where tokens are asked for, and for what.
+struct Target<'a> {
+    endpoint: &'a str,
+    resource: &'a str,
+    scope: Option<&'a str>,
+    issuer: Option<&'a str>,
+    dpop_key: Option<&'a SecretValue>,
+}
+
+impl Discovered {
+    /// A new DPoP key when the authorization server takes tether's proofs, else `None`.
+    fn new_dpop_key(&self) -> Result<Option<SecretValue>, OAuthError> {
+        if crate::dpop::offered(&self.dpop_algs) {
+            tracing::debug!(
+                "the authorization server takes DPoP proofs: tokens are bound to a key"
+            );
+            crate::dpop::new_key().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Where a grant without a person asks for tokens, for `scope`, proven with `dpop_key`.
+    fn target<'a>(
+        &'a self,
+        scope: Option<&'a str>,
+        dpop_key: Option<&'a SecretValue>,
+    ) -> Target<'a> {
+        Target {
+            endpoint: &self.token_endpoint,
+            resource: &self.resource,
+            scope,
+            issuer: self.issuer.as_deref(),
+            dpop_key,
+        }
+    }
+
+    /// `tokens` as this server's and its authorization server's.
+    fn named(&self, mut tokens: Tokens) -> Tokens {
+        tokens.server.clone_from(&self.server);
+        tokens.issuer.clone_from(&self.issuer);
+        tokens
+    }
+
+    /// The scope a grant without a person asks for: no `offline_access` (no refresh token
+    /// comes of it).
+    fn machine_scope(&self) -> Option<String> {
+        let scope = self.scope.as_deref().map(|scope| {
+            scope
+                .split_whitespace()
+                .filter(|s| *s != crate::discovery::OFFLINE_ACCESS)
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+        scope.filter(|scope| !scope.is_empty())
+    }
+}
+
 impl OAuthClient {
     /// Exchanges an authorization code for tokens (`grant_type=authorization_code` with the
-    /// verifier, the redirect URI and `resource`).
+    /// verifier, the redirect URI and `resource`), proven with a new DPoP key where the
+    /// authorization server takes DPoP proofs.
     pub async fn exchange(
         &self,
         discovered: &Discovered,
@@ -261,69 +455,82 @@ impl OAuthClient {
         pending: &Pending,
         code: &SecretValue,
     ) -> Result<Tokens, OAuthError> {
+        let dpop_key = discovered.new_dpop_key()?;
         let mut tokens = self
-            .token_request(
-                &discovered.token_endpoint,
-                &discovered.resource,
+            .token_request(TokenRequest {
+                endpoint: &discovered.token_endpoint,
+                resource: &discovered.resource,
                 client,
-                &[
+                grant: &[
                     ("grant_type", "authorization_code"),
                     ("code", code.expose()),
                     ("redirect_uri", &pending.redirect_uri),
                     ("code_verifier", pending.verifier.expose()),
                 ],
-                Previous {
+                previous: Previous {
                     refresh_token: None,
                     scope: discovered.scope.clone(),
                     redirect_uri: Some(pending.redirect_uri.clone()),
                 },
-                discovered.issuer.as_deref(),
-            )
+                issuer: discovered.issuer.as_deref(),
+                dpop_key: dpop_key.as_ref(),
+            })
             .await?;
         tokens.server.clone_from(&discovered.server);
         tokens.issuer.clone_from(&discovered.issuer);
         Ok(tokens)
     }
 
-    /// Refreshes `tokens` with their refresh token (`grant_type=refresh_token` with
-    /// `resource`); an answer without a new refresh token keeps the old one.
+    /// Renews `tokens`: with their refresh token (`grant_type=refresh_token` with `resource`;
+    /// an answer without a new refresh token keeps the old one), or, for a grant without a
+    /// person, by asking again (the client's credentials; the workload's JWT read anew from
+    /// its file). Proven with the record's DPoP key when it has one.
     pub async fn refresh(&self, tokens: &Tokens) -> Result<Tokens, OAuthError> {
-        if tokens.grant == Grant::ClientCredentials {
+        let target = Target {
+            endpoint: &tokens.token_endpoint,
+            resource: &tokens.resource,
+            scope: tokens.scope.as_deref(),
+            issuer: tokens.issuer.as_deref(),
+            dpop_key: tokens.dpop_key.as_ref(),
+        };
+        let mut fresh = match tokens.grant {
             // Nothing to refresh with: the client asks again.
-            let mut fresh = self
-                .client_credentials_at(
-                    &tokens.token_endpoint,
-                    &tokens.resource,
-                    tokens.scope.as_deref(),
-                    &tokens.client,
-                    tokens.issuer.as_deref(),
-                )
-                .await?;
-            fresh.server.clone_from(&tokens.server);
-            fresh.issuer.clone_from(&tokens.issuer);
-            return Ok(fresh);
-        }
-        let refresh_token = tokens
-            .refresh_token
-            .clone()
-            .ok_or(OAuthError::NoRefreshToken)?;
-        let mut fresh = self
-            .token_request(
-                &tokens.token_endpoint,
-                &tokens.resource,
-                &tokens.client,
-                &[
-                    ("grant_type", "refresh_token"),
-                    ("refresh_token", refresh_token.expose()),
-                ],
-                Previous {
-                    refresh_token: Some(refresh_token.clone()),
-                    scope: tokens.scope.clone(),
-                    redirect_uri: tokens.redirect_uri.clone(),
-                },
-                tokens.issuer.as_deref(),
-            )
-            .await?;
+            Grant::ClientCredentials => self.client_credentials_at(&target, &tokens.client).await?,
+            Grant::JwtBearer => {
+                let file = tokens
+                    .assertion_file
+                    .as_deref()
+                    .ok_or(OAuthError::NoRefreshToken)?;
+                self.jwt_bearer_at(&target, &tokens.client, file).await?
+            }
+            Grant::EnterpriseManaged => {
+                let idp = tokens.idp.as_ref().ok_or(OAuthError::NoRefreshToken)?;
+                self.enterprise_at(&target, &tokens.client, idp).await?
+            }
+            Grant::AuthorizationCode => {
+                let refresh_token = tokens
+                    .refresh_token
+                    .clone()
+                    .ok_or(OAuthError::NoRefreshToken)?;
+                self.token_request(TokenRequest {
+                    endpoint: target.endpoint,
+                    resource: target.resource,
+                    client: &tokens.client,
+                    grant: &[
+                        ("grant_type", "refresh_token"),
+                        ("refresh_token", refresh_token.expose()),
+                    ],
+                    previous: Previous {
+                        refresh_token: Some(refresh_token.clone()),
+                        scope: tokens.scope.clone(),
+                        redirect_uri: tokens.redirect_uri.clone(),
+                    },
+                    issuer: target.issuer,
+                    dpop_key: target.dpop_key,
+                })
+                .await?
+            }
+        };
         fresh.server.clone_from(&tokens.server);
         fresh.issuer.clone_from(&tokens.issuer);
         Ok(fresh)
@@ -336,73 +543,241 @@ impl OAuthClient {
         discovered: &Discovered,
         client: &ClientRegistration,
     ) -> Result<Tokens, OAuthError> {
-        // No refresh token comes of this grant: `offline_access` is not asked for.
-        let scope = discovered.scope.as_deref().map(|scope| {
-            scope
-                .split_whitespace()
-                .filter(|s| *s != crate::discovery::OFFLINE_ACCESS)
-                .collect::<Vec<_>>()
-                .join(" ")
-        });
-        let scope = scope.filter(|scope| !scope.is_empty());
-        let mut tokens = self
-            .client_credentials_at(
-                &discovered.token_endpoint,
-                &discovered.resource,
-                scope.as_deref(),
-                client,
-                discovered.issuer.as_deref(),
-            )
-            .await?;
-        tokens.server.clone_from(&discovered.server);
-        tokens.issuer.clone_from(&discovered.issuer);
-        Ok(tokens)
+        let (scope, dpop_key) = (discovered.machine_scope(), discovered.new_dpop_key()?);
+        let target = discovered.target(scope.as_deref(), dpop_key.as_ref());
+        let tokens = self.client_credentials_at(&target, client).await?;
+        Ok(discovered.named(tokens))
     }
 
     async fn client_credentials_at(
         &self,
-        token_endpoint: &str,
-        resource: &str,
-        scope: Option<&str>,
+        target: &Target<'_>,
         client: &ClientRegistration,
-        issuer: Option<&str>,
     ) -> Result<Tokens, OAuthError> {
         if client.client_secret.is_none() {
             return Err(OAuthError::NoClientSecret);
         }
-        let mut grant = vec![("grant_type", CLIENT_CREDENTIALS)];
-        if let Some(scope) = scope {
-            grant.push(("scope", scope));
+        self.grant_at(
+            target,
+            client,
+            CLIENT_CREDENTIALS,
+            None,
+            Grant::ClientCredentials,
+        )
+        .await
+    }
+
+    /// Tokens of `grant_type` (with its `assertion`, when it takes one) for `target`'s scope,
+    /// recorded as `grant`.
+    async fn grant_at(
+        &self,
+        target: &Target<'_>,
+        client: &ClientRegistration,
+        grant_type: &str,
+        assertion: Option<&SecretValue>,
+        grant: Grant,
+    ) -> Result<Tokens, OAuthError> {
+        let mut form = vec![("grant_type", grant_type)];
+        if let Some(assertion) = assertion {
+            form.push(("assertion", assertion.expose()));
         }
-        let mut tokens = self
-            .token_request(
-                token_endpoint,
-                resource,
-                client,
-                &grant,
-                Previous {
-                    refresh_token: None,
-                    scope: scope.map(str::to_owned),
-                    redirect_uri: None,
-                },
-                issuer,
-            )
-            .await?;
-        tokens.grant = Grant::ClientCredentials;
+        if let Some(scope) = target.scope {
+            form.push(("scope", scope));
+        }
+        let mut tokens = self.token_request(target.request(client, &form)).await?;
+        tokens.grant = grant;
         Ok(tokens)
     }
 
-    /// Sends a token request and reads the answer into [`Tokens`] (`server` = `resource`; the
-    /// caller sets it). The new secrets are registered for log masking.
-    async fn token_request(
+    /// Tokens for `discovered` by the workload's JWT in `assertion_file` (RFC 7523 §2.1,
+    /// `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`; workload identity
+    /// federation), no person, no browser. The file is read again at each renewal: the
+    /// platform rotates what it holds.
+    pub async fn jwt_bearer(
         &self,
-        token_endpoint: &str,
-        resource: &str,
+        discovered: &Discovered,
         client: &ClientRegistration,
-        grant: &[(&str, &str)],
-        previous: Previous,
-        issuer: Option<&str>,
+        assertion_file: &str,
     ) -> Result<Tokens, OAuthError> {
+        let (scope, dpop_key) = (discovered.machine_scope(), discovered.new_dpop_key()?);
+        let target = discovered.target(scope.as_deref(), dpop_key.as_ref());
+        let tokens = self.jwt_bearer_at(&target, client, assertion_file).await?;
+        Ok(discovered.named(tokens))
+    }
+
+    async fn jwt_bearer_at(
+        &self,
+        target: &Target<'_>,
+        client: &ClientRegistration,
+        assertion_file: &str,
+    ) -> Result<Tokens, OAuthError> {
+        let assertion = read_assertion(assertion_file)?;
+        let mut tokens = self
+            .grant_at(
+                target,
+                client,
+                JWT_BEARER_GRANT,
+                Some(&assertion),
+                Grant::JwtBearer,
+            )
+            .await?;
+        tokens.assertion_file = Some(assertion_file.to_owned());
+        Ok(tokens)
+    }
+
+    /// Tokens for `discovered` by enterprise-managed authorization (SEP-990): the person's ID
+    /// token at `idp` exchanged (RFC 8693) for an ID-JAG naming this authorization server and
+    /// resource, then the ID-JAG as the assertion of the JWT bearer grant here, `client`
+    /// authenticating as registered. No browser: the person signed in at the identity
+    /// provider already.
+    pub async fn enterprise_managed(
+        &self,
+        discovered: &Discovered,
+        client: &ClientRegistration,
+        idp: &IdentityProvider,
+    ) -> Result<Tokens, OAuthError> {
+        let (scope, dpop_key) = (discovered.machine_scope(), discovered.new_dpop_key()?);
+        let target = discovered.target(scope.as_deref(), dpop_key.as_ref());
+        let tokens = self.enterprise_at(&target, client, idp).await?;
+        Ok(discovered.named(tokens))
+    }
+
+    async fn enterprise_at(
+        &self,
+        target: &Target<'_>,
+        client: &ClientRegistration,
+        idp: &IdentityProvider,
+    ) -> Result<Tokens, OAuthError> {
+        let id_jag = self.id_jag(target, idp).await?;
+        let grant = Grant::EnterpriseManaged;
+        let mut tokens = self
+            .grant_at(target, client, JWT_BEARER_GRANT, Some(&id_jag), grant)
+            .await?;
+        tokens.idp = Some(idp.clone());
+        Ok(tokens)
+    }
+
+    /// The ID-JAG for `target` from `idp` (RFC 8693 token exchange of the person's ID token,
+    /// `audience` the authorization server's issuer, `resource` the MCP server's), registered
+    /// for log masking.
+    async fn id_jag(
+        &self,
+        target: &Target<'_>,
+        idp: &IdentityProvider,
+    ) -> Result<SecretValue, OAuthError> {
+        let mut form = vec![
+            ("grant_type", TOKEN_EXCHANGE_GRANT),
+            ("requested_token_type", ID_JAG_TYPE),
+            ("subject_token", idp.id_token.expose()),
+            ("subject_token_type", ID_TOKEN_TYPE),
+            ("audience", target.issuer.unwrap_or(target.endpoint)),
+            ("resource", target.resource),
+            ("client_id", &idp.client_id),
+        ];
+        if let Some(scope) = target.scope {
+            form.push(("scope", scope));
+        }
+        let body = form_body(&form);
+        let response = self
+            .http
+            .post(&idp.token_endpoint)
+            .header(ACCEPT, "application/json")
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(body.expose().to_owned())
+            .send()
+            .await
+            .map_err(|e| OAuthError::TokenRequestFailed {
+                endpoint: idp.token_endpoint.clone(),
+                reason: e.without_url().to_string(),
+            })?;
+        let (status, answer): (_, TokenAnswer) = answer(response).await;
+        if !status.is_success() {
+            return Err(OAuthError::TokenRefused {
+                endpoint: idp.token_endpoint.clone(),
+                status,
+                code: oauth_error_code(answer.error.as_ref().and_then(Value::as_str)),
+            });
+        }
+        let id_jag = answer.access_token.0.ok_or(OAuthError::NoAccessToken)?;
+        tether_log::register([&id_jag]);
+        Ok(id_jag)
+    }
+
+    /// Sends a token request — again once with the authorization server's nonce when it
+    /// answers `use_dpop_nonce` (RFC 9449 §8) — and reads the answer into [`Tokens`]
+    /// (`server` = `resource`; the caller sets it). The new secrets are registered for log
+    /// masking.
+    async fn token_request(&self, request: TokenRequest<'_>) -> Result<Tokens, OAuthError> {
+        let (mut status, mut answer, nonce) = self.send_token_request(&request, None).await?;
+        let code = oauth_error_code(answer.error.as_ref().and_then(Value::as_str));
+        if let (Some(_), Some(nonce), false) = (request.dpop_key, nonce, status.is_success())
+            && code.as_deref().is_some_and(crate::dpop::asks_for_nonce)
+        {
+            tracing::debug!("the token endpoint asks for a DPoP nonce: asking again with it");
+            (status, answer, _) = self.send_token_request(&request, Some(&nonce)).await?;
+        }
+        if !status.is_success() {
+            return Err(OAuthError::TokenRefused {
+                endpoint: request.endpoint.to_owned(),
+                status,
+                code: oauth_error_code(answer.error.as_ref().and_then(Value::as_str)),
+            });
+        }
+        let access_token = answer.access_token.0.ok_or(OAuthError::NoAccessToken)?;
+        let now = self.now();
+        let previous = request.previous;
+        let dpop_bound = request.dpop_key.is_some()
+            && answer
+                .token_type
+                .as_ref()
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.eq_ignore_ascii_case(DPOP_TOKEN_TYPE));
+        let tokens = Tokens {
+            server: request.resource.to_owned(),
+            resource: request.resource.to_owned(),
+            access_token,
+            refresh_token: answer.refresh_token.0.or(previous.refresh_token),
+            expires_at: answer
+                .expires_in
+                .as_ref()
+                .and_then(Value::as_i64)
+                .map(|seconds| now.saturating_add(seconds)),
+            token_endpoint: request.endpoint.to_owned(),
+            client: request.client.clone(),
+            scope: answer
+                .scope
+                .as_ref()
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or(previous.scope),
+            redirect_uri: previous.redirect_uri,
+            issuer: None,
+            grant: Grant::AuthorizationCode,
+            dpop_key: request.dpop_key.cloned(),
+            dpop_bound,
+            assertion_file: None,
+            idp: None,
+        };
+        tokens.register();
+        Ok(tokens)
+    }
+
+    /// Sends `request` once (a fresh client assertion and DPoP proof, with `nonce` when the
+    /// server gave one): its status, its body, and the `DPoP-Nonce` it answered with.
+    async fn send_token_request(
+        &self,
+        request: &TokenRequest<'_>,
+        nonce: Option<&str>,
+    ) -> Result<(reqwest::StatusCode, TokenAnswer, Option<String>), OAuthError> {
+        let TokenRequest {
+            endpoint,
+            resource,
+            client,
+            grant,
+            issuer,
+            dpop_key,
+            ..
+        } = *request;
         let mut form: Vec<(&str, &str)> = grant.to_vec();
         form.push(("resource", resource));
         // A signed assertion names the authorization server: its issuer, else the endpoint.
@@ -410,15 +785,20 @@ impl OAuthClient {
             (AuthMethod::PrivateKeyJwt, Some(key)) => Some(crate::assertion::client_assertion(
                 key,
                 &client.client_id,
-                issuer.unwrap_or(token_endpoint),
+                issuer.unwrap_or(endpoint),
                 self.now(),
             )?),
             _ => None,
         };
-        let mut request = self
-            .http
-            .post(token_endpoint)
-            .header(ACCEPT, "application/json");
+        let mut http = self.http.post(endpoint).header(ACCEPT, "application/json");
+        if let Some(key) = dpop_key {
+            let proof = crate::dpop::proof(key, "POST", endpoint, self.now(), nonce, None)?;
+            tether_log::register([&proof]);
+            let mut value = HeaderValue::from_str(proof.expose())
+                .map_err(|_| OAuthError::DpopKey("its proof is not a header value"))?;
+            value.set_sensitive(true);
+            http = http.header(crate::dpop::DPOP, value);
+        }
         match (client.auth_method, &client.client_secret) {
             (AuthMethod::ClientSecretBasic, Some(secret)) => {
                 // RFC 6749 §2.3.1: both are form-encoded before Basic encoding.
@@ -427,7 +807,7 @@ impl OAuthClient {
                 let mut encoded = String::with_capacity(3 * secret.expose().len());
                 form_encode_into(&mut encoded, secret.expose());
                 let encoded = SecretValue::new(encoded);
-                request = request.basic_auth(id, Some(encoded.expose()));
+                http = http.basic_auth(id, Some(encoded.expose()));
             }
             (AuthMethod::ClientSecretPost, Some(secret)) => {
                 form.push(("client_id", &client.client_id));
@@ -443,50 +823,62 @@ impl OAuthClient {
             _ => form.push(("client_id", &client.client_id)),
         }
         let body = form_body(&form);
-        let response = request
+        let response = http
             .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
             .body(body.expose().to_owned())
             .send()
             .await
             .map_err(|e| OAuthError::TokenRequestFailed {
-                endpoint: token_endpoint.to_owned(),
+                endpoint: endpoint.to_owned(),
                 reason: e.without_url().to_string(),
             })?;
+        let nonce = response
+            .headers()
+            .get(crate::dpop::DPOP_NONCE)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
         let (status, answer): (_, TokenAnswer) = answer(response).await;
-        if !status.is_success() {
-            return Err(OAuthError::TokenRefused {
-                endpoint: token_endpoint.to_owned(),
-                status,
-                code: oauth_error_code(answer.error.as_ref().and_then(Value::as_str)),
-            });
-        }
-        let access_token = answer.access_token.0.ok_or(OAuthError::NoAccessToken)?;
-        let now = self.now();
-        let tokens = Tokens {
-            server: resource.to_owned(),
-            resource: resource.to_owned(),
-            access_token,
-            refresh_token: answer.refresh_token.0.or(previous.refresh_token),
-            expires_at: answer
-                .expires_in
-                .as_ref()
-                .and_then(Value::as_i64)
-                .map(|seconds| now.saturating_add(seconds)),
-            token_endpoint: token_endpoint.to_owned(),
-            client: client.clone(),
-            scope: answer
-                .scope
-                .as_ref()
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .or(previous.scope),
-            redirect_uri: previous.redirect_uri,
-            issuer: None,
-            grant: Grant::AuthorizationCode,
-        };
-        tokens.register();
-        Ok(tokens)
+        Ok((status, answer, nonce))
     }
+}
+
+impl Target<'_> {
+    /// The token request of `grant` by `client` here.
+    fn request<'a>(
+        &'a self,
+        client: &'a ClientRegistration,
+        grant: &'a [(&'a str, &'a str)],
+    ) -> TokenRequest<'a> {
+        TokenRequest {
+            endpoint: self.endpoint,
+            resource: self.resource,
+            client,
+            grant,
+            previous: Previous {
+                refresh_token: None,
+                scope: self.scope.map(str::to_owned),
+                redirect_uri: None,
+            },
+            issuer: self.issuer,
+            dpop_key: self.dpop_key,
+        }
+    }
+}
+
+/// The workload's JWT, read from `path` (surrounding white space dropped) and registered
+/// for log masking.
+fn read_assertion(path: &str) -> Result<SecretValue, OAuthError> {
+    let failed = |reason: String| OAuthError::WorkloadToken {
+        path: path.to_owned(),
+        reason,
+    };
+    let text = SecretValue::new(std::fs::read_to_string(path).map_err(|e| failed(e.to_string()))?);
+    let jwt = SecretValue::from(text.expose().trim());
+    if jwt.is_empty() {
+        return Err(failed("it is empty".to_owned()));
+    }
+    tether_log::register([&jwt]);
+    Ok(jwt)
 }
 
 #[cfg(test)]
@@ -511,6 +903,10 @@ mod tests {
             redirect_uri: Some("http://127.0.0.1:2/callback".to_owned()),
             issuer: Some("http://127.0.0.1:1".to_owned()),
             grant: Grant::AuthorizationCode,
+            dpop_key: None,
+            dpop_bound: false,
+            assertion_file: None,
+            idp: None,
         }
     }
 

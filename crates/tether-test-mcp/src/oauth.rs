@@ -348,6 +348,14 @@ async fn token(
             inner.refreshes += 1;
             issue(&server, &mut inner, &client_id, scopes)
         }
+        // A workload's JWT from its platform (RFC 7523 §2.1): any assertion that starts
+        // `SENTINEL-WL-` stands for one (so a test can look for it in output).
+        "urn:ietf:params:oauth:grant-type:jwt-bearer" => {
+            if !field("assertion").starts_with("SENTINEL-WL-") {
+                return oauth_error("invalid_grant");
+            }
+            issue(&server, &mut inner, &field("client_id"), Vec::new())
+        }
         _ => oauth_error("unsupported_grant_type"),
     }
 }

@@ -10,7 +10,7 @@ use tether_config::RenderedTransport;
 use tether_oauth::{ClientChoice, LocalTokens, Login, Redirect, SystemClock, Terminal, Tokens};
 
 use super::tokens::{SettingsStore, load, oauth_client};
-use crate::cli::{AuthArgs, AuthCommand};
+use crate::cli::{AuthArgs, AuthCommand, LoginArgs};
 use crate::exit::{FAILED, OK, Reported};
 use crate::output::{print, print_json};
 use crate::settings;
@@ -61,16 +61,21 @@ async fn server_url(server: &str) -> anyhow::Result<String> {
 
 pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
     match &args.command {
-        AuthCommand::Login {
-            server,
-            no_browser,
-            client_id,
-            client_secret,
-            client_key,
-            client_metadata_url,
-            client_credentials,
-            timeout,
-        } => {
+        AuthCommand::Login(args) => {
+            let LoginArgs {
+                server,
+                no_browser,
+                client_id,
+                client_secret,
+                client_key,
+                client_metadata_url,
+                client_credentials,
+                workload_token_file,
+                idp,
+                idp_client_id,
+                idp_id_token,
+                timeout,
+            } = args.as_ref();
             let client_secret = client_secret
                 .as_deref()
                 .map(|source| crate::secrets::read_one("the client secret", source))
@@ -84,6 +89,31 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
                     .map(|url| tether_oauth::client_metadata_url(&url))
                     .transpose()
                     .map_err(|e| crate::exit::UsageError::new(e.to_string()))?;
+            // Renewals run from anywhere: the path is kept whole.
+            let assertion_file = workload_token_file
+                .as_deref()
+                .map(|path| {
+                    std::path::absolute(path)
+                        .ok()
+                        .and_then(|path| path.to_str().map(str::to_owned))
+                        .ok_or_else(|| {
+                            crate::exit::UsageError::new(format!(
+                                "--workload-token-file {}: not a usable path (give the file's path in UTF-8)",
+                                path.display()
+                            ))
+                        })
+                })
+                .transpose()?;
+            let enterprise = match (idp, idp_client_id, idp_id_token) {
+                (Some(issuer), Some(idp_client_id), Some(source)) => {
+                    Some(tether_oauth::Enterprise {
+                        idp_issuer: issuer.clone(),
+                        idp_client_id: idp_client_id.clone(),
+                        id_token: crate::secrets::read_one("the ID token", source)?,
+                    })
+                }
+                _ => None,
+            };
             let url = server_url(server).await?;
             let client = ClientChoice {
                 client_id: client_id.clone(),
@@ -91,6 +121,8 @@ pub async fn auth(args: &AuthArgs) -> anyhow::Result<u8> {
                 client_key,
                 client_metadata_url,
                 client_credentials: *client_credentials,
+                assertion_file,
+                enterprise,
             };
             let redirect = if *no_browser {
                 Redirect::Paste
@@ -177,12 +209,15 @@ impl ServerAuth {
             "logged_in": self.tokens.is_some(),
             "expires_at": self.tokens.as_ref().and_then(|t| t.expires_at),
             "refreshable": self.tokens.as_ref().is_some_and(|t| {
-                t.refresh_token.is_some() || t.grant == tether_oauth::Grant::ClientCredentials
+                t.refresh_token.is_some() || t.grant.asks_again()
             }),
             "grant": self.tokens.as_ref().map(|t| match t.grant {
                 tether_oauth::Grant::AuthorizationCode => "authorization_code",
                 tether_oauth::Grant::ClientCredentials => "client_credentials",
+                tether_oauth::Grant::JwtBearer => "jwt_bearer",
+                tether_oauth::Grant::EnterpriseManaged => "enterprise_managed",
             }),
+            "dpop": self.tokens.as_ref().map(|t| t.dpop_bound),
         })
     }
 
@@ -199,8 +234,27 @@ impl ServerAuth {
                 tokens.client.client_id,
                 expiry_text(tokens)
             ),
+            Some(tokens) if tokens.grant == tether_oauth::Grant::JwtBearer => format!(
+                "logged in as workload {} (its token file, read again at each renewal){}",
+                tokens.client.client_id,
+                expiry_text(tokens)
+            ),
+            Some(tokens) if tokens.grant == tether_oauth::Grant::EnterpriseManaged => format!(
+                "logged in through {} (enterprise-managed, renewed while the ID token is good){}",
+                tokens
+                    .idp
+                    .as_ref()
+                    .map_or("the identity provider", |idp| idp.issuer.as_str()),
+                expiry_text(tokens)
+            ),
             Some(tokens) => format!("logged in{}", expiry_text(tokens)),
             None => format!("not logged in (run `tether auth login {}`)", self.server),
+        };
+        let state = match &self.tokens {
+            Some(tokens) if tokens.dpop_bound => {
+                format!("{state}; DPoP-bound to a key tether holds")
+            }
+            _ => state,
         };
         let installed = match self.installations.as_slice() {
             [] => String::new(),

@@ -1322,3 +1322,73 @@ fn an_earlier_record_gets_its_issuer_once_at_the_next_refusal() {
         "the issuer is recorded again"
     );
 }
+
+/// A workload logs in with the JWT its platform puts in a file (`--workload-token-file`,
+/// the RFC 7523 JWT bearer grant; no browser): its 30 s tokens are renewed at each use with
+/// the file read again (the platform rotates it), and neither the JWT (hostile text) nor a
+/// token shows in any output at -vvv or is stored (the path is).
+#[test]
+fn a_workload_logs_in_with_its_token_file_read_again_at_each_renewal() {
+    let server = AuthorizedServer::start(30);
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let spec = spec(&server);
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(sandbox.home())
+        .expect("the sandbox home");
+    let file = sandbox.home().join("workload.jwt");
+    std::fs::write(&file, "SENTINEL-WL-1 $HOME {{x}} \"q\"\n").expect("writing the token file");
+    let file_arg = file.to_string_lossy().into_owned();
+    let login = tether(
+        &sandbox,
+        &[
+            "auth",
+            "login",
+            &url,
+            "--client-id",
+            "workload",
+            "--workload-token-file",
+            &file_arg,
+        ],
+    );
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert_eq!(server.stats()["codes"], 0, "no browser step");
+    let stored = stored_file(&sandbox);
+    assert!(stored.contains("workload.jwt"), "the path is stored");
+    assert!(!stored.contains("SENTINEL-WL-"), "never the JWT");
+    let status = tether(&sandbox, &["auth", "status", &url]);
+    assert!(
+        text(&status.stdout).contains("logged in as workload workload (its token file"),
+        "{}",
+        text(&status.stdout)
+    );
+
+    // The platform rotates the JWT; the next use renews the 30 s token with the new one.
+    std::fs::write(&file, "SENTINEL-WL-2 %41 \\").expect("rotating the token file");
+    let used = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(used.status.code(), Some(0), "{}", text(&used.stderr));
+    assert!(text(&used.stdout).starts_with("ready   remote  3 tools"));
+    assert!(!stored_file(&sandbox).contains("SENTINEL-WL-"));
+
+    // A JWT the authorization server refuses: the renewal fails and says what to do.
+    std::fs::write(&file, "not-a-workload-jwt").expect("rewriting the token file");
+    let refused = tether(&sandbox, &["test", "--mcp", &spec]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains(&format!("run `tether auth login {url}`")),
+        "{}",
+        text(&refused.stderr)
+    );
+
+    // Without --client-id the flag is refused before anything is sent.
+    let bare = tether(
+        &sandbox,
+        &["auth", "login", &url, "--workload-token-file", &file_arg],
+    );
+    assert_eq!(bare.status.code(), Some(2), "{}", text(&bare.stderr));
+    assert!(
+        text(&bare.stderr).contains("--client-id"),
+        "{}",
+        text(&bare.stderr)
+    );
+}

@@ -21,6 +21,16 @@ use tether_config::SecretValue;
 
 use super::headers_helper::{HeadersHelper, send_with_helper};
 
+/// The header of a DPoP proof (RFC 9449 §4.1).
+const DPOP: HeaderName = HeaderName::from_static("dpop");
+/// The header of a server's DPoP nonce (RFC 9449 §9).
+const DPOP_NONCE: &str = "dpop-nonce";
+
+/// Whether a `WWW-Authenticate` value asks for a DPoP nonce (RFC 9449 §9).
+fn asks_for_nonce(challenge: &str) -> bool {
+    challenge.contains("use_dpop_nonce")
+}
+
 /// How many step-ups one request may ask for before its 403 stands.
 pub const MAX_STEP_UPS: usize = 2;
 
@@ -132,6 +142,8 @@ pub struct BearerSlot {
     renewing: tokio::sync::Mutex<()>,
     /// Set while a step-up waits for its login (a person in a browser).
     stepping_up: std::sync::atomic::AtomicBool,
+    /// The server's latest DPoP nonce (RFC 9449 §9), for the proofs of a bound token.
+    nonce: std::sync::Mutex<Option<String>>,
 }
 
 /// Clears [`BearerSlot::stepping_up`] however the step-up ends.
@@ -152,7 +164,61 @@ impl BearerSlot {
             current: std::sync::Mutex::new(authorization),
             renewing: tokio::sync::Mutex::new(()),
             stepping_up: std::sync::atomic::AtomicBool::new(false),
+            nonce: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The headers that carry `sent` (an `Authorization` value of this slot's) on a `method`
+    /// request: `sent` alone for a bearer token; for a token bound to a key (the
+    /// [`BearerAuth`] gives a proof), `Authorization: DPoP TOKEN` and a fresh `DPoP` proof
+    /// with the server's latest nonce. Both are marked sensitive.
+    pub fn authorization(
+        &self,
+        sent: &HeaderValue,
+        method: &str,
+    ) -> Vec<(HeaderName, HeaderValue)> {
+        let bearer = vec![(AUTHORIZATION, sent.clone())];
+        let Some(token) = sent
+            .to_str()
+            .ok()
+            .and_then(|value| value.strip_prefix("Bearer "))
+        else {
+            return bearer;
+        };
+        let token = SecretValue::from(token);
+        let nonce = self
+            .nonce
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let Some(proof) = self.auth.proof(&self.url, method, &token, nonce.as_deref()) else {
+            return bearer;
+        };
+        let (Ok(mut authorization), Ok(mut proof)) = (
+            HeaderValue::from_str(&format!("DPoP {}", token.expose())),
+            HeaderValue::from_str(proof.expose()),
+        ) else {
+            return bearer;
+        };
+        authorization.set_sensitive(true);
+        proof.set_sensitive(true);
+        vec![(AUTHORIZATION, authorization), (DPOP, proof)]
+    }
+
+    /// Keeps the DPoP nonce of an answer's `headers`, when it has one; whether it had.
+    pub fn note_nonce(&self, headers: &reqwest::header::HeaderMap) -> bool {
+        let Some(nonce) = headers
+            .get(DPOP_NONCE)
+            .and_then(|value| value.to_str().ok())
+            .filter(|nonce| !nonce.is_empty())
+        else {
+            return false;
+        };
+        *self
+            .nonce
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(nonce.to_owned());
+        true
     }
 
     /// Whether a step-up is waiting for its login now: a request that times out meanwhile
@@ -243,6 +309,7 @@ impl BearerHttp {
     /// retrying as the module docs say.
     async fn renewing<T, F, Fut>(
         &self,
+        method: &'static str,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         call: F,
     ) -> Result<T, StreamableHttpError<reqwest::Error>>
@@ -251,7 +318,7 @@ impl BearerHttp {
         Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
     {
         let Some(helper) = self.helper.as_deref() else {
-            return self.with_bearer(&custom_headers, &call).await;
+            return self.with_bearer(method, &custom_headers, &call).await;
         };
         send_with_helper(
             Some(helper),
@@ -259,7 +326,7 @@ impl BearerHttp {
                 let mut headers = custom_headers.clone();
                 headers.extend(helped);
                 let call = &call;
-                async move { self.with_bearer(&headers, call).await }
+                async move { self.with_bearer(method, &headers, call).await }
             },
             |outcome| matches!(outcome, Err(StreamableHttpError::AuthRequired(_))),
             |error| Err(StreamableHttpError::Io(std::io::Error::other(error))),
@@ -271,6 +338,7 @@ impl BearerHttp {
     /// renewing it and retrying as the module docs say.
     async fn with_bearer<T, F, Fut>(
         &self,
+        method: &'static str,
         custom_headers: &HashMap<HeaderName, HeaderValue>,
         call: &F,
     ) -> Result<T, StreamableHttpError<reqwest::Error>>
@@ -278,14 +346,27 @@ impl BearerHttp {
         F: Fn(HashMap<HeaderName, HeaderValue>) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
     {
+        let headers = |authorization: Option<&HeaderValue>| {
+            let mut headers = custom_headers.clone();
+            if let (Some(slot), Some(sent)) = (self.slot.as_deref(), authorization) {
+                headers.extend(slot.authorization(sent, method));
+            }
+            headers
+        };
         send_renewing(
             self.slot.as_deref(),
-            |authorization| {
-                let mut headers = custom_headers.clone();
-                if let Some(value) = authorization {
-                    headers.insert(AUTHORIZATION, value);
+            |authorization| async move {
+                let outcome = call(headers(authorization.as_ref())).await;
+                // A bound token's proof without the nonce the server wants (RFC 9449 §9): its
+                // nonce learned, the request is sent again once.
+                if let (Some(slot), Some(sent), Err(StreamableHttpError::AuthRequired(refused))) =
+                    (self.slot.as_deref(), authorization.as_ref(), &outcome)
+                    && asks_for_nonce(&refused.www_authenticate_header)
+                    && self.learn_nonce(slot, sent).await
+                {
+                    return call(headers(Some(sent))).await;
                 }
-                call(headers)
+                outcome
             },
             |outcome| match outcome {
                 Err(StreamableHttpError::AuthRequired(_)) => Some(Refusal::Unauthorized),
@@ -296,6 +377,34 @@ impl BearerHttp {
             },
         )
         .await
+    }
+}
+
+impl BearerHttp {
+    /// The DPoP nonce of the server of `slot`, learned with one bodiless POST that carries
+    /// `sent` and a proof, and kept in the slot: rmcp's client hands back a 401's
+    /// `WWW-Authenticate` but not its `DPoP-Nonce`, so the nonce is asked for once more
+    /// here. A server that checks proofs refuses the request before reading a body; one that
+    /// did not would answer an empty body 400. Whether a nonce came.
+    async fn learn_nonce(&self, slot: &BearerSlot, sent: &HeaderValue) -> bool {
+        let mut request = self.http.post(slot.url()).header(
+            reqwest::header::ACCEPT,
+            "application/json, text/event-stream",
+        );
+        for (name, value) in slot.authorization(sent, "POST") {
+            request = request.header(name, value);
+        }
+        match request.send().await {
+            Ok(answer) => {
+                let learned = slot.note_nonce(answer.headers());
+                tracing::debug!(url = %slot.url(), learned, "asked the server for its DPoP nonce");
+                learned
+            }
+            Err(e) => {
+                tracing::debug!(url = %slot.url(), error = %e.without_url(), "could not ask for a DPoP nonce");
+                false
+            }
+        }
     }
 }
 
@@ -369,7 +478,7 @@ impl StreamableHttpClient for BearerHttp {
         if let Some(traceparent) = traceparent(&message) {
             custom_headers.insert(HeaderName::from_static("traceparent"), traceparent);
         }
-        self.renewing(custom_headers, |headers| {
+        self.renewing("POST", custom_headers, |headers| {
             self.http.post_message_with_response_limits(
                 uri.clone(),
                 message.clone(),
@@ -389,7 +498,7 @@ impl StreamableHttpClient for BearerHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.renewing(custom_headers, |headers| {
+        self.renewing("DELETE", custom_headers, |headers| {
             self.http.delete_session(
                 uri.clone(),
                 session_id.clone(),
@@ -434,7 +543,7 @@ impl StreamableHttpClient for BearerHttp {
         futures_util::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
         StreamableHttpError<Self::Error>,
     > {
-        self.renewing(custom_headers, |headers| {
+        self.renewing("GET", custom_headers, |headers| {
             self.http.get_stream_with_max_sse_event_size(
                 uri.clone(),
                 session_id.clone(),

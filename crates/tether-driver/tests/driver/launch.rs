@@ -885,3 +885,100 @@ fn package_runners_are_told_by_command_and_first_argument() {
         );
     }
 }
+
+/// A [`tether_driver::BearerAuth`] whose tokens are bound to a key: its "proof" names the
+/// method, the nonce and the token, so the test reads what each request carried.
+struct BoundAuth;
+
+impl tether_driver::BearerAuth for BoundAuth {
+    fn refresh(
+        &self,
+        _url: String,
+    ) -> futures_util::future::BoxFuture<'static, Option<tether_config::SecretValue>> {
+        Box::pin(async { Some("fresh".into()) })
+    }
+
+    fn step_up(
+        &self,
+        _url: String,
+        _challenge: String,
+    ) -> futures_util::future::BoxFuture<'static, Option<tether_config::SecretValue>> {
+        Box::pin(async { None })
+    }
+
+    fn proof(
+        &self,
+        _url: &str,
+        method: &str,
+        token: &tether_config::SecretValue,
+        nonce: Option<&str>,
+    ) -> Option<tether_config::SecretValue> {
+        Some(format!("proof {method} {} {}", nonce.unwrap_or("-"), token.expose()).into())
+    }
+}
+
+/// A token bound to a key goes as `Authorization: DPoP` with a proof on every request; a
+/// server that asks for its nonce (`use_dpop_nonce`, RFC 9449 §9) gets it in the proofs
+/// that follow, the request sent again once; a refusal that stands is bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_token_goes_with_a_proof_and_the_servers_nonce() {
+    use wiremock::matchers::method;
+    let upstream = wiremock::MockServer::start().await;
+    wiremock::Mock::given(method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(401)
+                .insert_header(
+                    "WWW-Authenticate",
+                    r#"DPoP error="use_dpop_nonce", resource_metadata="http://127.0.0.1:9/prm""#,
+                )
+                .insert_header("DPoP-Nonce", "rs-n"),
+        )
+        .mount(&upstream)
+        .await;
+    let config = format!(
+        r#"{{"remote": {{"type": "http", "url": "{}/mcp", "headers": {{"Authorization": "Bearer first"}}}}}}"#,
+        upstream.uri()
+    );
+    let options = StartOptions {
+        bearer_auth: Some(std::sync::Arc::new(BoundAuth)),
+        ..StartOptions::default()
+    };
+    let runtime = start(config, options, &Secrets::new())
+        .await
+        .expect("starting the servers");
+    failure(&runtime.reports()[0].status);
+    let sent: Vec<(String, String)> = upstream
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            let header = |name: &str| {
+                r.headers
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("none")
+                    .to_owned()
+            };
+            (header("authorization"), header("dpop"))
+        })
+        .collect();
+    assert!(sent.len() <= 12, "bounded: {sent:?}");
+    assert_eq!(
+        sent.get(..4).unwrap_or_default(),
+        [
+            // The request, without a nonce yet.
+            ("DPoP first".to_owned(), "proof POST - first".to_owned()),
+            // The nonce asked for, then the request again with it.
+            ("DPoP first".to_owned(), "proof POST - first".to_owned()),
+            ("DPoP first".to_owned(), "proof POST rs-n first".to_owned()),
+            // Still refused: one refresh, its token proven with the nonce kept.
+            ("DPoP fresh".to_owned(), "proof POST rs-n fresh".to_owned()),
+        ]
+    );
+    assert!(
+        sent.iter()
+            .all(|(authorization, _)| authorization.starts_with("DPoP ")),
+        "never as Bearer: {sent:?}"
+    );
+}
