@@ -704,6 +704,12 @@ pub struct ToolSearchArgs {
     /// and results: off, warn, mask or block. Default: `secret_scan`, else warn/mask.
     #[arg(long, value_name = "MODE", value_parser = str::parse::<tether_gateway::secret_scan::SecretScan>, hide_short_help = true)]
     pub secret_scan: Option<tether_gateway::secret_scan::SecretScan>,
+
+    /// A client that declared Tasks (SEP-2663) calling a server that has none: the call runs
+    /// as a task the gateway holds, answered in place when it ends within SECS, else with the
+    /// task (0: always a task; off: never). Default: `task_after` in config.toml, else 5.
+    #[arg(long, value_name = "SECS", value_parser = tether_gateway::parse_task_after, hide_short_help = true)]
+    pub task_after: Option<tether_gateway::TaskAfter>,
 }
 
 /// One item of `--client-capabilities`.

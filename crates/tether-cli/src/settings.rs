@@ -59,6 +59,7 @@ struct ConfigFile {
     max_result_tokens: Option<u64>,
     wait_for_servers: Option<bool>,
     first_list_grace: Option<u64>,
+    task_after: Option<toml::Value>,
     sandbox: Option<String>,
     tool_mode: Option<String>,
     tool_search_budget: Option<u64>,
@@ -147,6 +148,35 @@ pub fn first_list_grace(flag: Option<u64>) -> anyhow::Result<std::time::Duration
             .unwrap_or(FIRST_LIST_GRACE_SECS),
     };
     Ok(std::time::Duration::from_secs(seconds))
+}
+
+/// When a Tasks client's call to a server without Tasks becomes a task the gateway holds:
+/// `--task-after`, else `task_after` in config.toml, else
+/// [`tether_gateway::DEFAULT_TASK_AFTER`]; `None` for off.
+pub fn task_after(
+    flag: Option<tether_gateway::TaskAfter>,
+) -> anyhow::Result<Option<std::time::Duration>> {
+    use tether_gateway::{TaskAfter, parse_task_after};
+    let chosen = match flag {
+        Some(chosen) => chosen,
+        None => match config_file(&data_dir()?)?.task_after {
+            None => return Ok(Some(tether_gateway::DEFAULT_TASK_AFTER)),
+            Some(toml::Value::Integer(seconds)) => {
+                TaskAfter(Some(u64::try_from(seconds).map_err(|_| {
+                    UsageError::new("task_after in config.toml: seconds must not be negative")
+                })?))
+            }
+            Some(toml::Value::String(text)) => parse_task_after(&text)
+                .map_err(|e| UsageError::new(format!("task_after in config.toml: {e}")))?,
+            Some(_) => {
+                return Err(UsageError::new(
+                    "task_after in config.toml: give a number of seconds or \"off\"",
+                )
+                .into());
+            }
+        },
+    };
+    Ok(chosen.0.map(std::time::Duration::from_secs))
 }
 
 /// What `add` accepts of an mcpb bundle's signature: each flag, else its key in config.toml.

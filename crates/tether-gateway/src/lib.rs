@@ -33,6 +33,7 @@
 //!     tool_search: tether_gateway::tool_search::ToolSearch::default(),
 //!     secret_scan: tether_gateway::secret_scan::SecretScanPolicy::default(),
 //!     first_list_grace: None,
+//!     task_after: None,
 //! };
 //! let gateway = Gateway::new(session, runtime, options).await;
 //! gateway.serve_stdio().await?; // until the client closes stdin
@@ -136,6 +137,28 @@ pub struct GatewayOptions {
     /// its first `tools/list` waits until every server joined, at most this long, so it does
     /// not start with a silently partial toolset. `None`: answered at once.
     pub first_list_grace: Option<std::time::Duration>,
+    /// For a client that declared Tasks (SEP-2663) calling a server that has none: the call
+    /// runs as a task the gateway holds, answered in place when it ends within this (and asks
+    /// nothing first), else with the task. `None`: such calls are never tasks.
+    pub task_after: Option<std::time::Duration>,
+}
+
+/// The default of [`GatewayOptions::task_after`].
+pub const DEFAULT_TASK_AFTER: Duration = Duration::from_secs(5);
+
+/// `--task-after` and `task_after`, read: seconds, or `None` for `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskAfter(pub Option<u64>);
+
+/// Reads `--task-after` and `task_after`: a number of seconds, or `off`.
+pub fn parse_task_after(text: &str) -> Result<TaskAfter, String> {
+    match text.trim() {
+        "off" => Ok(TaskAfter(None)),
+        seconds => seconds
+            .parse::<u64>()
+            .map(|seconds| TaskAfter(Some(seconds)))
+            .map_err(|_| format!("'{text}' is neither a number of seconds nor 'off'")),
+    }
 }
 
 /// The run's servers, served as one MCP server. Clones share the servers: each serves its own

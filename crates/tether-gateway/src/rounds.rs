@@ -82,9 +82,9 @@ pub(crate) fn request_message(method: &str, params: Value) -> Value {
 }
 
 /// A server's request asked of a modern client, and where its answer goes.
-struct Asked {
-    request: InputRequest,
-    reply: oneshot::Sender<Result<Value, RequestRefused>>,
+pub(crate) struct Asked {
+    pub(crate) request: InputRequest,
+    pub(crate) reply: oneshot::Sender<Result<Value, RequestRefused>>,
 }
 
 /// Put in a detached call's context: where the servers' requests during the call go, and
@@ -98,6 +98,19 @@ pub(crate) struct Asker {
 }
 
 impl Asker {
+    /// An asker for a call the gateway holds as a task (`handler/tasks.rs`): the server's
+    /// requests come out of the receiver instead of a round; `capabilities` (the client's, as
+    /// JSON) say which may be asked.
+    pub(crate) fn for_task(capabilities: Value) -> (Self, mpsc::UnboundedReceiver<Asked>) {
+        let (sender, asked) = mpsc::unbounded_channel();
+        let asker = Self {
+            sender,
+            capabilities: Arc::new(capabilities),
+            missing: Arc::default(),
+        };
+        (asker, asked)
+    }
+
     /// Whether the client declared `capability` (`sampling`, `elicitation`, `roots`).
     pub(crate) fn declares(&self, capability: &str) -> bool {
         self.capabilities

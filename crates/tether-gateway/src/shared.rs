@@ -79,6 +79,9 @@ pub(crate) struct Shared {
     pub(crate) changes: tokio::sync::broadcast::Sender<ServerNotification>,
     /// The tasks the gateway holds for its clients (SEP-2663, `handler/tasks.rs`).
     pub(crate) tasks: crate::tasks::Tasks,
+    /// For a client with Tasks calling a server without: the call runs as a task the gateway
+    /// holds, answered in place when it ends within this (`GatewayOptions::task_after`).
+    pub(crate) task_after: Option<Duration>,
 }
 
 /// How many changes a slow `subscriptions/listen` may fall behind before it misses some.
@@ -115,6 +118,7 @@ impl Shared {
             tool_search,
             secret_scan,
             first_list_grace,
+            task_after,
         } = options;
         let entries = Entries {
             order: supervisor.order().to_vec(),
@@ -148,6 +152,7 @@ impl Shared {
             first_list_grace,
             rounds: Rounds::new(call_timeout),
             tasks: crate::tasks::Tasks::default(),
+            task_after,
             changes: tokio::sync::broadcast::channel(CHANGES_KEPT).0,
         }
     }

@@ -14,7 +14,7 @@ use tether_driver::DriverError;
 #[derive(Default)]
 pub(crate) struct Tasks {
     pub(crate) manager: TaskManager,
-    pub(crate) owners: Mutex<HashMap<String, Arc<str>>>,
+    owners: Mutex<HashMap<String, Arc<str>>>,
 }
 
 impl Tasks {
@@ -30,8 +30,17 @@ impl Tasks {
         }
     }
 
+    /// Records `owner` as the owner of the task `id` (forgetting those of expired tasks).
+    pub(crate) fn own(&self, id: String, owner: Arc<str>) {
+        self.prune();
+        self.owners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, owner);
+    }
+
     /// Forgets the owners of tasks the manager no longer has (expired past their TTL).
-    pub(crate) fn prune(&self) {
+    fn prune(&self) {
         let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
         if owners.len() < 64 {
             return;
@@ -39,6 +48,11 @@ impl Tasks {
         owners.retain(|id, _| self.manager.get_task(id).is_ok());
     }
 }
+
+/// Put in a request's context: the limit of its forward instead of the call timeout (a call
+/// the gateway holds as a task may run as long as the task lives).
+#[derive(Clone, Copy)]
+pub(crate) struct CallLimit(pub(crate) std::time::Duration);
 
 /// Put in a request's context: its forward declares Tasks to the server (`handler/mod.rs`).
 #[derive(Clone, Copy)]

@@ -37,6 +37,9 @@ pub(super) struct Policy {
     /// How long a client's first `tools/list` may wait for the servers (`run --gateway` with
     /// a harness that lists tools once).
     pub first_list_grace: Option<Duration>,
+    /// `--task-after` (and `task_after`): when a Tasks client's call to a server without
+    /// Tasks becomes a task the gateway holds.
+    pub task_after: Option<Duration>,
 }
 
 /// `$TETHER_HOME/pins.json`.
@@ -126,6 +129,7 @@ pub(super) async fn start_gateway(
         tool_search: policy.tool_search,
         secret_scan: policy.secret_scan,
         first_list_grace: policy.first_list_grace,
+        task_after: policy.task_after,
     };
     Ok(match runtime {
         Some(runtime) => Gateway::new(session, runtime, options).await,

@@ -263,6 +263,7 @@ async fn run_through_gateway(
             budget,
             tool_search: settings::tool_search(&args.tool_search)?,
             secret_scan: settings::secret_scan(args.tool_search.secret_scan)?,
+            task_after: settings::task_after(args.tool_search.task_after)?,
             first_list_grace: first_list_grace(args, harness)?,
         },
         wait,

@@ -98,6 +98,7 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
             budget,
             tool_search,
             secret_scan: settings::secret_scan(args.tool_search.secret_scan)?,
+            task_after: settings::task_after(args.tool_search.task_after)?,
             first_list_grace: None,
         },
         wait,

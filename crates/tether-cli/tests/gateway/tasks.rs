@@ -312,3 +312,136 @@ async fn a_held_task_whose_server_dies_fails_saying_so() {
     assert!(message.contains("'conf'"), "{failed}");
     assert!(message.contains("stopped or restarted"), "{failed}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_clients_call_to_a_server_without_tasks_is_held_as_a_task() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let record = dir.path().join("cancellations.txt");
+    let record_arg = record.to_string_lossy().into_owned();
+    let server = ["--slow-echo", "300", "--record-cancellations", &record_arg];
+    let always = http_gateway_for(dir.path(), &server, &["--no-auth", "--task-after", "0"]);
+    let (http, url) = (reqwest::Client::new(), always.url.as_str());
+
+    // --task-after 0: a task at once, whose result is the server's answer.
+    let id = created(&http, url, "test__echo", json!({"text": "held"})).await;
+    let done = until(&http, url, &id, "completed").await;
+    assert_eq!(text_of(&done["result"]), "held", "{done}");
+
+    // Cancelled: passed on to the server as the call's cancellation.
+    let slow = tempfile::tempdir().expect("creating a temporary directory");
+    let server = [
+        "--slow-echo",
+        "60000",
+        "--record-cancellations",
+        &record_arg,
+    ];
+    let slow_gateway = http_gateway_for(slow.path(), &server, &["--no-auth", "--task-after", "0"]);
+    let slow_url = slow_gateway.url.as_str();
+    let id = created(&http, slow_url, "test__echo", json!({"text": "never"})).await;
+    let ack = ask(
+        &http,
+        slow_url,
+        2,
+        "tasks/cancel",
+        json!({"taskId": id}),
+        true,
+    )
+    .await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    assert_eq!(
+        until(&http, slow_url, &id, "cancelled").await["status"],
+        "cancelled"
+    );
+    eventually("the server's echo being cancelled", async || {
+        std::fs::read_to_string(&record).is_ok_and(|text| text.contains("echo cancelled: never"))
+    })
+    .await;
+
+    // Within the default 5 s, and for a client without Tasks: answered in place.
+    let quick_dir = tempfile::tempdir().expect("creating a temporary directory");
+    let quick = http_gateway_for(quick_dir.path(), &[], &["--no-auth"]);
+    let echo = json!({"name": "test__echo", "arguments": {"text": "quick"}});
+    let in_place = ask(&http, &quick.url, 3, "tools/call", echo.clone(), true).await;
+    assert_eq!(in_place["result"]["resultType"], "complete", "{in_place}");
+    assert_eq!(text_of(&in_place["result"]), "quick");
+    let untasked = ask(&http, url, 4, "tools/call", echo, false).await;
+    assert_eq!(untasked["result"]["resultType"], "complete", "{untasked}");
+}
+
+/// server-everything (no Tasks) asks its client during a call: for a client with Tasks the
+/// call becomes a task at that first question, which the client answers through the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_during_a_held_call_is_the_tasks_question() {
+    let Some(spec) = everything_spec() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let gateway = http_gateway_of(dir.path(), &spec, &["--no-auth", "--task-after", "60"]);
+    let (http, url) = (reqwest::Client::new(), gateway.url.as_str());
+    eventually(
+        "server-everything's elicitation tool being listed",
+        async || {
+            let listed = ask(&http, url, 1, "tools/list", json!({}), true).await;
+            listed["result"]["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|tool| tool["name"] == "ev__trigger-elicitation-request")
+        },
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let id = created(&http, url, "ev__trigger-elicitation-request", json!({})).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let asking = until(&http, url, &id, "input_required").await;
+    let questions = asking["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(questions.len(), 1, "{asking}");
+    let (key, question) = questions.iter().next().expect("a question");
+    assert_eq!(question["method"], "elicitation/create", "{asking}");
+    let answer = json!({"taskId": id, "inputResponses":
+        {key: {"action": "accept", "content": {"name": "Task Answerer"}}}});
+    let ack = ask(&http, url, 2, "tasks/update", answer, true).await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let done = until(&http, url, &id, "completed").await;
+    assert!(text_of(&done["result"]).contains("Task Answerer"), "{done}");
+}
+
+/// `tether call`, tether as the client: a tool its server runs only as a task is called again
+/// declaring Tasks and followed to its end; `--as-task` declares them from the start.
+#[test]
+fn tether_call_follows_a_task_only_tools_task() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let (_program, spec) = conformance_spec(dir.path());
+    let run = |args: &[&str]| {
+        let mut all = vec!["call", "--mcp", &spec, "conf"];
+        all.extend_from_slice(args);
+        tether_in(dir.path())
+            .command(&all)
+            .output()
+            .expect("running tether call")
+    };
+    let failed = run(&["failing_job"]);
+    let stdout = String::from_utf8_lossy(&failed.stdout);
+    assert!(stdout.contains("the job failed"), "{failed:?}");
+    assert_eq!(failed.status.code(), Some(1), "{failed:?}");
+
+    let computed = run(&[
+        "slow_compute",
+        "--args",
+        r#"{"seconds": 0.2, "label": "as a task"}"#,
+        "--as-task",
+    ]);
+    assert!(computed.status.success(), "{computed:?}");
+    assert!(String::from_utf8_lossy(&computed.stdout).contains("computed as a task"));
+
+    let broken = run(&["protocol_error_job", "--as-task"]);
+    assert!(!broken.status.success(), "{broken:?}");
+    assert!(
+        String::from_utf8_lossy(&broken.stderr).contains("broke down"),
+        "{broken:?}"
+    );
+}

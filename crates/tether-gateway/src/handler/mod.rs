@@ -129,6 +129,10 @@ impl GatewayHandler {
         // From the request's arrival: a wait for a pending server before this (to learn which
         // server offers a name) used up part of the call timeout already.
         let started = received_at(context);
+        let limit = context
+            .extensions
+            .get::<crate::tasks::CallLimit>()
+            .map_or(self.shared.call_timeout, |limit| limit.0);
         let mut params = params;
         crate::rounds::strip_request_meta(&mut params);
         if context
@@ -170,11 +174,9 @@ impl GatewayHandler {
         let runtime = self
             .shared
             .supervisor
-            .runtime_waiting(server, method, self.shared.call_timeout)
+            .runtime_waiting(server, method, limit)
             .await;
-        let left = self
-            .shared
-            .call_timeout
+        let left = limit
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1));
         let answer = match runtime {

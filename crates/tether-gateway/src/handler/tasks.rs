@@ -161,13 +161,7 @@ impl GatewayHandler {
                     ended
                 })
             });
-        self.shared.tasks.prune();
-        self.shared
-            .tasks
-            .owners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(gateway_task.task_id.clone(), owner);
+        self.shared.tasks.own(gateway_task.task_id.clone(), owner);
         Ok(CreateTaskResult::new(gateway_task))
     }
 
@@ -303,6 +297,114 @@ impl GatewayHandler {
             .await?;
         crate::redact::mask_value(&masker, &mut answer);
         Ok(answer)
+    }
+
+    /// Whether `server` declared the Tasks extension when it joined.
+    pub(super) fn server_has_tasks(&self, server: &str) -> bool {
+        self.shared
+            .declared
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(server)
+            .and_then(|capabilities| capabilities.get("extensions"))
+            .is_some_and(|extensions| extensions.get(rmcp::model::TASKS_EXTENSION_ID).is_some())
+    }
+
+    /// A client with Tasks calling `tool` of `server`, which has none: the call (`params`, as
+    /// forwarded) runs as a task the gateway holds — the server's requests during it become
+    /// the task's questions, its limit the task's time to live, its result shaped, scanned,
+    /// cut and audited as a direct call's. The client gets the result in place when the call
+    /// ends within `after` without asking anything, else the task: at `after`, or at the
+    /// first question (which the client can only answer through the task).
+    pub(super) async fn call_held(
+        &self,
+        call: (&str, &str),
+        params: Value,
+        arguments: Option<Value>,
+        found: Vec<&'static str>,
+        after: Duration,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        let (server, tool) = (call.0.to_owned(), call.1.to_owned());
+        let capabilities = context
+            .client_capabilities()
+            .and_then(|capabilities| serde_json::to_value(capabilities).ok())
+            .unwrap_or(Value::Null);
+        let (asker, mut asked) = crate::rounds::Asker::for_task(capabilities);
+        let ttl = Duration::from_millis(DEFAULT_TTL_MS);
+        let mut running = context.clone();
+        running.ct = tokio_util::sync::CancellationToken::new();
+        running.extensions.insert(asker);
+        running.extensions.insert(crate::tasks::CallLimit(ttl));
+        super::pipeline::mark_received_now(&mut running);
+        let (ended, done) = tokio::sync::oneshot::channel::<Result<CallToolResult, ErrorData>>();
+        let questioned = Arc::new(tokio::sync::Notify::new());
+        let question_seen = Arc::clone(&questioned);
+        let handler = self.clone();
+        let options = TaskOptions::new().with_ttl_ms(DEFAULT_TTL_MS);
+        let gateway_task = self.shared.tasks.manager.spawn(options, move |gateway_task| {
+            Box::pin(async move {
+                // The server's requests during the call: the task's questions, keyed in order.
+                let asking = gateway_task.clone();
+                let relay = tokio::spawn(async move {
+                    let mut number = 0;
+                    while let Some(question) = asked.recv().await {
+                        number += 1;
+                        question_seen.notify_one();
+                        let asking = asking.clone();
+                        tokio::spawn(async move {
+                            let answer = asking
+                                .request_input(format!("input-{number}"), question.request)
+                                .await
+                                .map_err(|_| tether_driver::RequestRefused {
+                                    code: rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+                                    message: "the task was cancelled before its question was answered".to_owned(),
+                                });
+                            let _ = question.reply.send(answer);
+                        });
+                    }
+                });
+                let cancel = running.ct.clone();
+                let forward = handler.forward_with_progress(&server, "tools/call", params, &running, None);
+                tokio::pin!(forward);
+                let (answer, duration) = tokio::select! {
+                    answered = &mut forward => answered,
+                    () = gateway_task.cancelled() => {
+                        // Passed on as the client's cancellation of the call would be.
+                        cancel.cancel();
+                        forward.await
+                    }
+                };
+                relay.abort();
+                let mut found = found;
+                let answer = answer.map(|value| handler.scan_call_result(&server, &tool, value, &mut found));
+                let (outcome, response) = handler.call_answer(&server, answer);
+                let result_value = response.as_ref().ok().map(|(_, value)| value);
+                handler.audit_call((&server, &tool, duration), outcome, arguments.as_ref(), result_value, &found);
+                let response = response.map(|(result, value)| handler.within_budget(result, value));
+                let _ = ended.send(response.clone());
+                match response {
+                    Ok(result) => Ok(result),
+                    Err(_) if outcome == Outcome::Cancelled => Err(TaskExit::Cancelled),
+                    Err(error) => Err(TaskExit::Error(error)),
+                }
+            })
+        });
+        let id = gateway_task.task_id.clone();
+        tokio::select! {
+            finished = done => {
+                // Ended in time, asking nothing: answered in place; the task is no one's.
+                return finished.unwrap_or_else(|_| Err(ErrorData::internal_error("the call ended without an answer", None))).map(Into::into);
+            }
+            () = questioned.notified() => {}
+            () = tokio::time::sleep(after) => {}
+            () = context.ct.cancelled() => {
+                let _ = self.shared.tasks.manager.cancel_task(&id);
+                return Err(ErrorData::internal_error("the call was cancelled", None));
+            }
+        }
+        self.shared.tasks.own(id, self.task_owner(context));
+        Ok(CreateTaskResult::new(gateway_task).into())
     }
 
     /// `tasks/get`: a held task's state, for its own connection only.

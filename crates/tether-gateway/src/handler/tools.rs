@@ -216,6 +216,52 @@ impl GatewayHandler {
         });
     }
 
+    /// How a forwarded call's answer (masked and scanned) ended, and what the client gets: the
+    /// result with its JSON, or a protocol error; a server that broke off or is not running is
+    /// a tool error the model can read.
+    pub(super) fn call_answer(
+        &self,
+        server: &str,
+        answer: Result<Value, DriverError>,
+    ) -> (Outcome, Result<(CallToolResult, Value), ErrorData>) {
+        match answer {
+            Ok(value) => match CallToolResult::deserialize(&value) {
+                Ok(result) => {
+                    let outcome = if result.is_error == Some(true) {
+                        Outcome::ToolError
+                    } else {
+                        Outcome::Ok
+                    };
+                    (outcome, Ok((result, value)))
+                }
+                Err(error) => (
+                    Outcome::Error,
+                    Err(ErrorData::internal_error(
+                        format!(
+                            "server '{server}' sent a tools/call result that is not MCP: {error}"
+                        ),
+                        None,
+                    )),
+                ),
+            },
+            Err(DriverError::Cancelled { .. }) => (
+                Outcome::Cancelled,
+                Err(ErrorData::internal_error("the call was cancelled", None)),
+            ),
+            Err(
+                error @ (DriverError::RequestFailed { code: Some(_), .. }
+                | DriverError::NeedsCapability { .. }),
+            ) => (Outcome::Error, Err(self.shared.error_for(&error))),
+            Err(error) => {
+                // The server broke off or is not running: the model should read why.
+                let text = self.shared.mask(&error.to_string());
+                let result = CallToolResult::error(vec![ContentBlock::text(text)]);
+                let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+                (Outcome::Error, Ok((result, value)))
+            }
+        }
+    }
+
     /// A call's result (masked) scanned for credential shapes before the client sees it: the
     /// rules found added to `found`; withheld whole when the scan blocks.
     pub(super) fn scan_call_result(
@@ -356,6 +402,15 @@ impl GatewayHandler {
         // gateway; for one without (and for a script's call), a task is followed to its end.
         let scripted = super::code::scripted(&context);
         let client_tasks = crate::tasks::declared(&context) && !scripted;
+        if client_tasks
+            && let Some(after) = self.shared.task_after
+            && !self.server_has_tasks(&route.server)
+        {
+            // A server without Tasks: the gateway holds the call as a task itself.
+            let call = (route.server.as_str(), route.name.as_str());
+            let held = self.call_held(call, params, arguments, found, after, &context);
+            return held.await;
+        }
         if client_tasks {
             context.extensions.insert(crate::tasks::DeclareTasks);
         }
@@ -404,43 +459,7 @@ impl GatewayHandler {
         // Credential shapes in the result, before the client sees them.
         let answer = answer
             .map(|value| self.scan_call_result(&route.server, &request.name, value, &mut found));
-        let (outcome, response) = match answer {
-            Ok(value) => match CallToolResult::deserialize(&value) {
-                Ok(result) => {
-                    let outcome = if result.is_error == Some(true) {
-                        Outcome::ToolError
-                    } else {
-                        Outcome::Ok
-                    };
-                    (outcome, Ok((result, value)))
-                }
-                Err(error) => (
-                    Outcome::Error,
-                    Err(ErrorData::internal_error(
-                        format!(
-                            "server '{}' sent a tools/call result that is not MCP: {error}",
-                            route.server
-                        ),
-                        None,
-                    )),
-                ),
-            },
-            Err(DriverError::Cancelled { .. }) => (
-                Outcome::Cancelled,
-                Err(ErrorData::internal_error("the call was cancelled", None)),
-            ),
-            Err(
-                error @ (DriverError::RequestFailed { code: Some(_), .. }
-                | DriverError::NeedsCapability { .. }),
-            ) => (Outcome::Error, Err(self.shared.error_for(&error))),
-            Err(error) => {
-                // The server broke off or is not running: the model should read why.
-                let text = self.shared.mask(&error.to_string());
-                let result = CallToolResult::error(vec![ContentBlock::text(text)]);
-                let value = serde_json::to_value(&result).unwrap_or(Value::Null);
-                (Outcome::Error, Ok((result, value)))
-            }
-        };
+        let (outcome, response) = self.call_answer(&route.server, answer);
         let result_value = response.as_ref().ok().map(|(_, value)| value);
         let call = (route.server.as_str(), route.name.as_str(), duration);
         self.audit_call(call, outcome, arguments.as_ref(), result_value, &found);

@@ -30,6 +30,7 @@ pub fn gateway_options(start: StartOptions, upstream: Option<Upstream>) -> Gatew
         tool_search: tether_gateway::tool_search::ToolSearch::default(),
         secret_scan: tether_gateway::secret_scan::SecretScanPolicy::default(),
         first_list_grace: None,
+        task_after: None,
     }
 }
 
