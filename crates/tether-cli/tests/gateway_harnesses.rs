@@ -100,19 +100,30 @@ impl Setup {
             "TOKEN=file:{}",
             self.dir.path().join("http-secret").display()
         );
-        let harness = harness.to_string_lossy().into_owned();
-        let mut all = vec!["run", "--gateway"];
-        all.extend_from_slice(flags);
-        all.extend([
-            "--mcp",
-            self.spec.as_str(),
+        let secrets = [
             "--secret",
             http_secret.as_str(),
             "--secret",
             "STDIO_TOKEN=env:STDIO_SOURCE",
-            "--",
-            harness.as_str(),
-        ]);
+        ];
+        self.run_spec(&self.spec, &secrets, harness, flags, args)
+    }
+
+    /// `tether run --gateway FLAGS --mcp SPEC SECRETS -- HARNESS ARGS`, sandboxed.
+    fn run_spec(
+        &self,
+        spec: &str,
+        secrets: &[&str],
+        harness: &Path,
+        flags: &[&str],
+        args: &[&str],
+    ) -> Command {
+        let harness = harness.to_string_lossy().into_owned();
+        let mut all = vec!["run", "--gateway"];
+        all.extend_from_slice(flags);
+        all.extend(["--mcp", spec]);
+        all.extend_from_slice(secrets);
+        all.extend(["--", harness.as_str()]);
         all.extend_from_slice(args);
         let home = self.home();
         let mut command = Command::new(env!("CARGO_BIN_EXE_tether"));
@@ -304,6 +315,77 @@ fn claude_code_connects_the_gateway_and_sees_namespaced_tools() {
         .env("ANTHROPIC_API_KEY", "dummy-key")
         .env("ANTHROPIC_BASE_URL", &setup.http_base)
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let (init, out) = claude_init(command);
+    let servers = init["mcp_servers"].as_array().cloned().unwrap_or_default();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    assert_eq!(servers[0]["name"], "tether");
+    assert_eq!(servers[0]["status"], "connected", "{servers:?}");
+    let tools: Vec<&str> = init["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    for expected in [
+        "mcp__tether__probe-stdio__echo",
+        "mcp__tether__probe-http__add",
+    ] {
+        assert!(tools.contains(&expected), "{expected} in {tools:?}");
+    }
+    assert_both_ready_and_nothing_shown("claude run", &out);
+}
+
+/// Two copies of a real MCP App server from npm (`@modelcontextprotocol/server-basic-vanillajs`)
+/// behind `run --gateway` for Claude Code: it connects the one `tether` server and is offered
+/// both apps' tools under their servers' names.
+#[test]
+fn claude_code_is_offered_two_copies_of_a_real_mcp_app_through_the_gateway() {
+    let Some(claude) = npm_bin("claude") else {
+        return;
+    };
+    let Some(app) = npm_bin("mcp-server-basic-vanillajs") else {
+        return;
+    };
+    let setup = Setup::new();
+    let app = json_str(&app.to_string_lossy());
+    let spec = format!(
+        r#"{{"clock": {{"command": {app}, "args": ["--stdio"]}}, "clock2": {{"command": {app}, "args": ["--stdio"]}}}}"#
+    );
+    let mut command = setup.run_spec(
+        &spec,
+        &[],
+        &claude,
+        STRICT,
+        &["-p", "hi", "--output-format", "stream-json", "--verbose"],
+    );
+    command
+        .env("ANTHROPIC_API_KEY", "dummy-key")
+        .env("ANTHROPIC_BASE_URL", &setup.http_base)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let (init, out) = claude_init(command);
+    let servers = init["mcp_servers"].as_array().cloned().unwrap_or_default();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    assert_eq!(servers[0]["status"], "connected", "{servers:?}");
+    let tools: Vec<&str> = init["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    for expected in [
+        "mcp__tether__clock__get-time",
+        "mcp__tether__clock2__get-time",
+    ] {
+        assert!(tools.contains(&expected), "{expected} in {tools:?}");
+    }
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("clock: ready"), "{stderr}");
+    assert!(stderr.contains("clock2: ready"), "{stderr}");
+}
+
+/// Runs `command` (tether running Claude Code with stream-json output) until Claude's init
+/// line, then stops it: the init line, read, and tether's output.
+fn claude_init(mut command: Command) -> (serde_json::Value, Output) {
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -326,24 +408,10 @@ fn claude_code_connects_the_gateway_and_sees_namespaced_tools() {
         .status();
     let out = child.wait_with_output().expect("waiting for tether");
     let init = init.unwrap_or_else(|_| panic!("no init line from claude: {}", text(&out.stderr)));
-    let init: serde_json::Value = serde_json::from_str(&init).expect("parsing the init line");
-    let servers = init["mcp_servers"].as_array().cloned().unwrap_or_default();
-    assert_eq!(servers.len(), 1, "{servers:?}");
-    assert_eq!(servers[0]["name"], "tether");
-    assert_eq!(servers[0]["status"], "connected", "{servers:?}");
-    let tools: Vec<&str> = init["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(serde_json::Value::as_str)
-        .collect();
-    for expected in [
-        "mcp__tether__probe-stdio__echo",
-        "mcp__tether__probe-http__add",
-    ] {
-        assert!(tools.contains(&expected), "{expected} in {tools:?}");
-    }
-    assert_both_ready_and_nothing_shown("claude run", &out);
+    (
+        serde_json::from_str(&init).expect("parsing the init line"),
+        out,
+    )
 }
 
 /// `tether export --gateway --format gemini`: one entry running `tether serve` with the specs
