@@ -306,6 +306,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
             .map(|()| ExitCode::SUCCESS);
     }
+    if hang && cli.http.is_none() {
+        // Over stdio a hung server reads its stdin to the end without ever answering, says on
+        // stderr when the end came, and outlives it: only a kill ends it.
+        return runtime.block_on(async {
+            use tokio::io::AsyncReadExt as _;
+            let mut stdin = tokio::io::stdin();
+            let mut buffer = [0_u8; 4096];
+            while let Ok(read) = stdin.read(&mut buffer).await
+                && read > 0
+            {}
+            eprintln!("{PROGRAM}: --hang: stdin closed; waiting to be killed");
+            std::future::pending::<anyhow::Result<ExitCode>>().await
+        });
+    }
     runtime.block_on(async move {
         let served = match cli.http {
             Some(address) => {

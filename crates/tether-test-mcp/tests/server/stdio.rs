@@ -264,11 +264,21 @@ async fn slow_start_delays_the_initialize_answer() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn hang_never_answers_and_outlives_its_stdin() -> anyhow::Result<()> {
-    let (mut child, pipes, _stderr) = spawn_owned(&["--hang"])?;
+    let (mut child, pipes, stderr) = spawn_owned(&["--hang"])?;
     let attempt = tokio::time::timeout(SHORT, ().serve(pipes)).await;
     assert!(attempt.is_err(), "a hung server answered");
-    // The handshake's transport, and so the child's stdin, is gone: the server keeps running.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The handshake's transport, and so the child's stdin, is gone: once the server says it
+    // read the end of its stdin, it is still running.
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    within("the server reading the end of its stdin", async {
+        while let Some(line) = lines.next_line().await? {
+            if line.contains("stdin closed") {
+                return Ok(());
+            }
+        }
+        bail!("stderr ended before the server said its stdin closed")
+    })
+    .await??;
     assert!(
         child.try_wait()?.is_none(),
         "--hang exited when stdin closed"
