@@ -8,7 +8,9 @@
 //! 3. **admit → route → forward → shape**: the method's handler (`tools.rs`, `prompts.rs`,
 //!    `resources.rs`): the caller's policy (withheld tools, secret scan), the route (namespaced
 //!    name, URI, a server still starting), the forward to the server, the answer masked, scanned,
-//!    cut to the output budget.
+//!    cut to the output budget. `tools/call` has each as a method of its own
+//!    (`gateway_tool`, `admit_call`, `forward_call` — where the task layer, `tasks.rs`, sits
+//!    — and `shape_call`).
 //! 4. **record**: the audit record (by the handler, which knows the outcome), then the span's
 //!    outcome and the request metrics ([`InFlight::answer`], `telemetry::traced`).
 //!

@@ -23,6 +23,24 @@ use crate::redact::mask_value;
 use crate::secret_scan::SecretScan;
 use crate::tool_search::{CALL_TOOL, FIND_TOOLS, RUN_CODE};
 
+/// The method this file serves.
+const METHOD: &str = "tools/call";
+
+/// A call admitted: the route to its server, its arguments as recorded (masked), and the
+/// secret scan's findings in them.
+struct Admitted {
+    route: crate::names::Route,
+    arguments: Option<Value>,
+    found: Vec<&'static str>,
+}
+
+/// What the forward came to: the client's answer already (a task, or a refusal), or the
+/// server's answer to shape.
+enum Forwarded {
+    Answered(Result<CallToolResponse, ErrorData>),
+    Answer(Admitted, Result<Value, DriverError>, Duration),
+}
+
 /// The longest a `tools/call` answer waits for the server's progress notifications before it
 /// to be passed on.
 const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
@@ -294,13 +312,39 @@ impl GatewayHandler {
             .unwrap_or(Value::Null)
     }
 
+    /// `tools/call`, stage by stage (`pipeline.rs`): the gateway's own tools answered here;
+    /// then [`Self::admit_call`] (route, withheld tools, the secret scan of the arguments),
+    /// [`Self::forward_call`] (the forward, with the task layer), [`Self::shape_call`] (scan,
+    /// audit, budget).
     pub(super) async fn call_tool_now(
         &self,
         mut request: CallToolRequestParams,
         mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        const METHOD: &str = "tools/call";
         mark_received(&mut context);
+        if let Some(answered) = self.gateway_tool(&mut request, &context).await {
+            return answered;
+        }
+        let admitted = match self.admit_call(&mut request, &context).await {
+            Ok(admitted) => admitted,
+            Err(refused) => return Ok(refused.into()),
+        };
+        match self.forward_call(&request, admitted, &mut context).await {
+            Forwarded::Answered(answered) => answered,
+            Forwarded::Answer(admitted, answer, duration) => {
+                self.shape_call(&request, admitted, answer, duration, &context)
+            }
+        }
+    }
+
+    /// The gateway's own tools (`tether__find_tools`, `tether__run_code`, `tether_status`),
+    /// answered here; `tether__call_tool` becomes the call of the tool it names. `None` for a
+    /// call that goes to a server.
+    async fn gateway_tool(
+        &self,
+        request: &mut CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<Result<CallToolResponse, ErrorData>> {
         if request.name == FIND_TOOLS {
             // Asked while servers are still starting (an agent's first search comes right
             // after start): wait for their first starts, within the call timeout, so the
@@ -308,7 +352,7 @@ impl GatewayHandler {
             let left = self
                 .shared
                 .call_timeout
-                .saturating_sub(received_at(&context).elapsed());
+                .saturating_sub(received_at(context).elapsed());
             tokio::select! {
                 () = self.shared.supervisor.first_starts(left) => {}
                 () = context.ct.cancelled() => {}
@@ -317,15 +361,15 @@ impl GatewayHandler {
         if self.shared.catalogue().code && request.name == RUN_CODE {
             // The script's calls each take the path below (a direct call's), unbudgeted; the
             // run's answer is budgeted like any result.
-            let (result, value) = self.run_code(&request, &context).await;
-            return Ok(self.within_budget(result, value).into());
+            let (result, value) = self.run_code(request, context).await;
+            return Some(Ok(self.within_budget(result, value).into()));
         }
         if self.shared.catalogue().searching {
             if request.name == FIND_TOOLS {
                 // Twenty large definitions can be over the output budget like any result.
-                let found = self.find_tools(&self.shared.catalogue(), &request);
+                let found = self.find_tools(&self.shared.catalogue(), request);
                 let value = serde_json::to_value(&found).unwrap_or(Value::Null);
-                return Ok(self.within_budget(found, value).into());
+                return Some(Ok(self.within_budget(found, value).into()));
             }
             if request.name == CALL_TOOL {
                 // The named tool takes the call's place: the same path as a direct call of it
@@ -339,18 +383,30 @@ impl GatewayHandler {
                     Err(message) => {
                         let refused = self.refuse(METHOD, CALL_TOOL, message);
                         let refused = vec![ContentBlock::text(refused.message)];
-                        return Ok(CallToolResult::error(refused).into());
+                        return Some(Ok(CallToolResult::error(refused).into()));
                     }
                 }
             }
         }
-        if request.name == STATUS_TOOL {
-            return Ok(self.status().into());
-        }
-        let (catalogue, still_pending) = self.catalogue_for(&request.name, &context).await;
+        (request.name == STATUS_TOOL).then(|| Ok(self.status().into()))
+    }
+
+    /// **admit** and **route**: the server the name leads to (waiting for one still pending),
+    /// unless the tool is withheld or unknown; the arguments scanned for credential shapes
+    /// (refused when the scan blocks). A refusal is a tool error the model reads.
+    async fn admit_call(
+        &self,
+        request: &mut CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Admitted, CallToolResult> {
+        let refused = |message: String| CallToolResult::error(vec![ContentBlock::text(message)]);
+        let (catalogue, still_pending) = self.catalogue_for(&request.name, context).await;
         if let Some(reason) = catalogue.withheld.get(request.name.as_ref()) {
-            let refused = self.refuse(METHOD, &request.name, reason.clone());
-            return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
+            return Err(refused(
+                self.refuse(METHOD, &request.name, reason.clone())
+                    .message
+                    .to_string(),
+            ));
         }
         let Some(route) = catalogue.tool_names.route(&request.name).cloned() else {
             // A tool error, not a protocol error: clients show it to the model, which can
@@ -367,8 +423,11 @@ impl GatewayHandler {
                     }
                 ),
             };
-            let refused = self.refuse(METHOD, &request.name, message);
-            return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
+            return Err(refused(
+                self.refuse(METHOD, &request.name, message)
+                    .message
+                    .to_string(),
+            ));
         };
         // Credential shapes in the arguments, before the server sees them.
         let scan = self.shared.secret_scan;
@@ -392,60 +451,83 @@ impl GatewayHandler {
                 let message = format!(
                     "the arguments of this call hold what looks like a secret ({rules}); this gateway does not send it on (--secret-scan)"
                 );
-                let refused = self.refuse_with(METHOD, &request.name, message, &found);
-                return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
+                let refusal = self.refuse_with(METHOD, &request.name, message, &found);
+                return Err(refused(refusal.message.to_string()));
             }
         }
-        let mut params = serde_json::to_value(&request).unwrap_or_else(|_| json!({}));
+        Ok(Admitted {
+            route,
+            arguments,
+            found,
+        })
+    }
+
+    /// **forward**, with the task layer (`tasks.rs`): a client with Tasks gets the server's
+    /// tasks, held by the gateway (or the call held as a task, for a server without Tasks);
+    /// for one without (and for a script's call), a task is followed to its end. The server's
+    /// progress is passed on before its answer.
+    async fn forward_call(
+        &self,
+        request: &CallToolRequestParams,
+        admitted: Admitted,
+        context: &mut RequestContext<RoleServer>,
+    ) -> Forwarded {
+        let route = &admitted.route;
+        let mut params = serde_json::to_value(request).unwrap_or_else(|_| json!({}));
         params["name"] = Value::String(route.name.clone());
-        // The task layer (`tasks.rs`): a client with Tasks gets the server's tasks, held by the
-        // gateway; for one without (and for a script's call), a task is followed to its end.
-        let scripted = super::code::scripted(&context);
-        let client_tasks = crate::tasks::declared(&context) && !scripted;
+        let scripted = super::code::scripted(context);
+        let client_tasks = crate::tasks::declared(context) && !scripted;
         if client_tasks
             && let Some(after) = self.shared.task_after
             && !self.server_has_tasks(&route.server)
         {
             // A server without Tasks: the gateway holds the call as a task itself.
             let call = (route.server.as_str(), route.name.as_str());
-            let held = self.call_held(call, params, arguments, found, after, &context);
-            return held.await;
+            let Admitted {
+                arguments, found, ..
+            } = admitted;
+            let held = self.call_held(call, params, arguments, found, after, context);
+            return Forwarded::Answered(held.await);
         }
         if client_tasks {
             context.extensions.insert(crate::tasks::DeclareTasks);
         }
-        let (progress, passing) = self.pass_progress(&context).unzip();
+        let (progress, passing) = self.pass_progress(context).unzip();
         let (mut answer, mut duration) = self
-            .forward_with_progress(&route.server, METHOD, params.clone(), &context, progress)
+            .forward_with_progress(&route.server, METHOD, params.clone(), context, progress)
             .await;
         if !client_tasks
-            && (scripted || !modern(&context))
+            && (scripted || !modern(context))
             && answer.as_ref().is_err_and(crate::tasks::needs_capability)
         {
             // A tool its server runs only as a task, for a client that cannot declare Tasks:
             // again, declaring them, and the task followed here.
             context.extensions.insert(crate::tasks::DeclareTasks);
             (answer, duration) = self
-                .forward_with_progress(&route.server, METHOD, params, &context, None)
+                .forward_with_progress(&route.server, METHOD, params, context, None)
                 .await;
         }
         match answer {
             Ok(created) if crate::tasks::is_task(&created) && client_tasks => {
-                let held = self.hold(&route.server, &route.name, &created, &context)?;
+                let held = match self.hold(&route.server, &route.name, &created, context) {
+                    Ok(held) => held,
+                    Err(error) => return Forwarded::Answered(Err(error)),
+                };
                 let handle = serde_json::to_value(&held).ok();
                 let call = (route.server.as_str(), route.name.as_str(), duration);
+                let arguments = admitted.arguments.as_ref();
                 self.audit_call(
                     call,
                     Outcome::Ok,
-                    arguments.as_ref(),
+                    arguments,
                     handle.as_ref(),
-                    &found,
+                    &admitted.found,
                 );
-                return Ok(CallToolResponse::Task(held));
+                return Forwarded::Answered(Ok(CallToolResponse::Task(held)));
             }
             Ok(created) if crate::tasks::is_task(&created) => {
-                answer = self.follow(&route.server, &created, &context).await;
-                duration = received_at(&context).elapsed();
+                answer = self.follow(&route.server, &created, context).await;
+                duration = received_at(context).elapsed();
             }
             _ => {}
         }
@@ -456,7 +538,24 @@ impl GatewayHandler {
         if let Some(passing) = passing {
             let _ = tokio::time::timeout(PROGRESS_DRAIN, passing).await;
         }
-        // Credential shapes in the result, before the client sees them.
+        Forwarded::Answer(admitted, answer, duration)
+    }
+
+    /// **shape** and **record**: the answer scanned for credential shapes, audited, and cut to
+    /// the output budget (a script's call gets the whole; the run's answer is budgeted).
+    fn shape_call(
+        &self,
+        request: &CallToolRequestParams,
+        admitted: Admitted,
+        answer: Result<Value, DriverError>,
+        duration: Duration,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Admitted {
+            route,
+            arguments,
+            mut found,
+        } = admitted;
         let answer = answer
             .map(|value| self.scan_call_result(&route.server, &request.name, value, &mut found));
         let (outcome, response) = self.call_answer(&route.server, answer);
@@ -464,8 +563,7 @@ impl GatewayHandler {
         let call = (route.server.as_str(), route.name.as_str(), duration);
         self.audit_call(call, outcome, arguments.as_ref(), result_value, &found);
         tracing::debug!(tool = %request.name, server = %route.server, ?duration, outcome = outcome.as_str(), "tools/call");
-        if super::code::scripted(&context) {
-            // A script's call: the script gets the whole; the run's answer is budgeted.
+        if super::code::scripted(context) {
             return response.map(|(result, _)| result.into());
         }
         response.map(|(result, value)| self.within_budget(result, value).into())
