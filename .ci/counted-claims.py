@@ -11,7 +11,8 @@ Three lists, one line per file: `PATH COUNT REASON` (a `#` starts a comment line
   `tether_http::Admission`, which must say `Admission::for_address`) or why it needs none.
 
 Shipped code is `crates/*/src` of every crate but the test crates (`tether-testkit`,
-`tether-test-*`), without a file's `#[cfg(test)] mod tests` tail. Comments are left out. The
+`tether-test-*`), without a file's `#[cfg(test)] mod tests` tail nor the file such a tail names
+(`src/**/tests.rs`, `src/**/tests/*.rs`). Comments are left out. The
 check fails when a file's count differs from its line, or a file with sites has no line, or a
 line names a file with none: a new site is a decision written down, never an accident.
 Usage: counted-claims.py [REPO]
@@ -51,7 +52,11 @@ def code(repo, path, shipped):
 
 
 def shipped(path):
-    return re.match(r"^crates/[^/]+/src/", path) and not TEST_CRATES.match(path)
+    return (
+        re.match(r"^crates/[^/]+/src/", path)
+        and not TEST_CRATES.match(path)
+        and not re.search(r"/tests(?:\.rs$|/)", path[len("crates/"):])
+    )
 
 
 def listed(repo, name):
