@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Holds ARCHITECTURE.md's countable "never"s to lists kept beside this script.
+"""Holds ARCHITECTURE.md's countable "never"s to lists kept beside this script, and no `.rs` file
+under crates/ or tests/ to more than 1,200 lines (MAX_LINES: split a longer one into modules).
 
 Three lists, one line per file: `PATH COUNT REASON` (a `#` starts a comment line).
 - `unsafe-blocks.txt`: every `unsafe {` block in the workspace's Rust code (tests included), each
@@ -11,7 +12,8 @@ Three lists, one line per file: `PATH COUNT REASON` (a `#` starts a comment line
   `tether_http::Admission`, which must say `Admission::for_address`) or why it needs none.
 
 Shipped code is `crates/*/src` of every crate but the test crates (`tether-testkit`,
-`tether-test-*`), without a file's `#[cfg(test)] mod tests` tail. Comments are left out. The
+`tether-test-*`), without a file's `#[cfg(test)] mod tests` tail nor the file such a tail names
+(`src/**/tests.rs`, `src/**/tests/*.rs`). Comments are left out. The
 check fails when a file's count differs from its line, or a file with sites has no line, or a
 line names a file with none: a new site is a decision written down, never an accident.
 Usage: counted-claims.py [REPO]
@@ -20,6 +22,7 @@ import os
 import re
 import sys
 
+MAX_LINES = 1200
 TEST_CRATES = re.compile(r"^crates/tether-test(kit|-[a-z-]+)/")
 CHECKS = {
     "unsafe-blocks.txt": (re.compile(r"\bunsafe\s*\{"), False),
@@ -51,7 +54,11 @@ def code(repo, path, shipped):
 
 
 def shipped(path):
-    return re.match(r"^crates/[^/]+/src/", path) and not TEST_CRATES.match(path)
+    return (
+        re.match(r"^crates/[^/]+/src/", path)
+        and not TEST_CRATES.match(path)
+        and not re.search(r"/tests(?:\.rs$|/)", path[len("crates/"):])
+    )
 
 
 def listed(repo, name):
@@ -71,6 +78,12 @@ def main():
     repo = sys.argv[1] if len(sys.argv) > 1 else "."
     files = sorted(rust_files(repo))
     failures, totals = [], {}
+    longest = 0
+    for path in files:
+        lines = len(open(os.path.join(repo, path), encoding="utf-8").read().splitlines())
+        longest = max(longest, lines)
+        if lines > MAX_LINES:
+            failures.append(f"{path}: {lines} lines, over {MAX_LINES:,} (split it into modules)")
     for name, (pattern, shipped_only) in CHECKS.items():
         found = {}
         for path in files:
@@ -97,8 +110,9 @@ def main():
     for failure in failures:
         print(failure)
     summary = ", ".join(f"{n[:-4]}: {c}" for n, c in totals.items())
+    summary += f", longest .rs file: {longest} lines"
     if failures:
-        sys.exit(f"counted claims: {len(failures)} mismatch(es) ({summary})")
+        sys.exit(f"counted claims: {len(failures)} failure(s) ({summary})")
     print(f"counted claims hold ({summary})")
 
 
