@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Holds ARCHITECTURE.md's countable "never"s to lists kept beside this script, and no `.rs` file
-under crates/ or tests/ to more than 1,200 lines (MAX_LINES: split a longer one into modules).
+under crates/ or tests/ to more than 1,200 lines (MAX_LINES: split a longer one into modules), and
+no `.rs` line naming a tracker issue ("issue 37"): code says what it does, not where it was asked.
 
 Three lists, one line per file: `PATH COUNT REASON` (a `#` starts a comment line).
 - `unsafe-blocks.txt`: every `unsafe {` block in the workspace's Rust code (tests included), each
@@ -23,6 +24,8 @@ import re
 import sys
 
 MAX_LINES = 1200
+# An issue tracker's numbers mean nothing to a reader of the code (and go stale).
+ISSUE_NUMBER = re.compile(r"\b[Ii]ssue #?[0-9]+")
 TEST_CRATES = re.compile(r"^crates/tether-test(kit|-[a-z-]+)/")
 CHECKS = {
     "unsafe-blocks.txt": (re.compile(r"\bunsafe\s*\{"), False),
@@ -84,6 +87,10 @@ def main():
         longest = max(longest, lines)
         if lines > MAX_LINES:
             failures.append(f"{path}: {lines} lines, over {MAX_LINES:,} (split it into modules)")
+        text = open(os.path.join(repo, path), encoding="utf-8").read()
+        for number, line in enumerate(text.splitlines(), 1):
+            if ISSUE_NUMBER.search(line):
+                failures.append(f"{path}:{number}: names a tracker issue; say what the code does instead")
     for name, (pattern, shipped_only) in CHECKS.items():
         found = {}
         for path in files:

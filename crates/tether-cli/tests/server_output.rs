@@ -182,7 +182,7 @@ fn shows_evasive_secret(output: &str) -> bool {
 
 /// What a server does to slip a value past the masking — invisible characters inside it,
 /// full-width letters, hex, every byte percent-encoded, base64 at each alignment — is masked
-/// too (issue 37, #17), block by block.
+/// too, block by block.
 #[test]
 fn call_masks_the_forms_a_server_hides_a_value_in() {
     let dir = tempfile::tempdir().expect("creating a temporary directory");

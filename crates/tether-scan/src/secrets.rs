@@ -331,7 +331,7 @@ mod tests {
     }
 
     /// A key with invisible characters inside it, in full-width letters, or behind a bidi
-    /// isolate is found and masked as written (issue 37, #17).
+    /// isolate is found and masked as written.
     #[test]
     fn invisible_and_full_width_forms_are_found_and_masked() {
         for (rule, sample) in samples() {

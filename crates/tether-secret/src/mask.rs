@@ -894,7 +894,7 @@ mod tests {
         assert_eq!(masker.mask_pieces(&["none", "here"]), ["none", "here"]);
     }
 
-    /// The evasions of issue 37 (#17): a known value with invisible characters inside it, in
+    /// The evasions a hostile server tries: a known value with invisible characters inside it, in
     /// full-width letters, in hex, percent-encoded byte by byte, in base64 text at each
     /// alignment, split across two pieces — each masked.
     #[test]

@@ -70,8 +70,8 @@ pub struct ServeOptions {
     /// Where to serve `GET /metrics` to any peer (port 0 picks a free port); `None`: only
     /// the main listener's loopback-only `/metrics`.
     pub metrics_listen: Option<SocketAddr>,
-    /// Serve the main listener's `/metrics` to loopback peers without an API key (as before
-    /// issue 37: a reverse proxy on the same host then makes it public). Default: a loopback
+    /// Serve the main listener's `/metrics` to loopback peers without an API key (as it once
+    /// did: a reverse proxy on the same host then makes it public). Default: a loopback
     /// peer needs an API key too.
     pub metrics_public: bool,
 }

@@ -304,7 +304,7 @@ fn assert_nothing_received(squatter: &std::net::TcpListener) {
 
 /// A package that listens on every interface (`0.0.0.0`) serves its tools to the network (the
 /// sandbox's bind rule is by port only): its start is refused in one line, unless its
-/// `"serves"` says `"anyInterface": true`, and then the run names it (issue 37, #15).
+/// `"serves"` says `"anyInterface": true`, and then the run names it.
 #[test]
 fn a_package_listening_on_every_interface_is_refused_unless_allowed() {
     let sandbox = Sandbox::new();
@@ -366,7 +366,7 @@ fn a_package_listening_on_every_interface_is_refused_unless_allowed() {
 
 /// A process that takes the package's port *after* tether looked (before the spawn) gets the
 /// dial that waits for the package, but not the handshake: tether checks that the listening
-/// socket is one the package's processes hold, and refuses in one line (issue 37, #11). The
+/// socket is one the package's processes hold, and refuses in one line. The
 /// package (a shell that tells the test it started, then never listens) and the squatter (this
 /// test, bound once the package says it runs) are ordered by a FIFO, not by time.
 #[test]

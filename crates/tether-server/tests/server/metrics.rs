@@ -253,7 +253,7 @@ async fn a_resolution_exports_its_spans_in_the_callers_trace() {
     );
 }
 
-/// The main listener's `/metrics` needs an API key from a loopback peer too (issue 37, #20):
+/// The main listener's `/metrics` needs an API key from a loopback peer too:
 /// a reverse proxy on the same host, the setup the docs recommend, makes every peer a loopback
 /// one, and the page was public through it. Without a key the scraper is told in one line
 /// what to do; `--metrics-public` restores the open loopback page.
