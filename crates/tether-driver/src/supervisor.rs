@@ -456,7 +456,12 @@ fn package_cache(
         .or_else(|| env_of(command, "XDG_CACHE_HOME").map(PathBuf::from))
         .filter(|dir| dir.is_absolute())
         .or_else(|| user_home.map(|home| home.join(".cache")))?;
-    let cache = tether_sandbox::package_cache(program, args, &user_cache.join("tether/sandbox"))?;
+    let env: Vec<(OsString, OsString)> = command
+        .get_envs()
+        .filter_map(|(name, value)| Some((name.to_owned(), value?.to_owned())))
+        .collect();
+    let cache =
+        tether_sandbox::package_cache(program, args, &env, &user_cache.join("tether/sandbox"))?;
     let mut dirs = std::fs::DirBuilder::new();
     dirs.recursive(true).mode(0o700);
     for (name, dir) in &cache.env {
