@@ -111,6 +111,13 @@ pub enum BuildError {
         "the entry's text {{{{{0}}}}} reads as a tether secret placeholder, and {0} is none of its secret inputs; tether passes a registry's values literally and cannot pass this one, so it does not run it"
     )]
     ForeignPlaceholder(String),
+    /// A bundle's launch runs a script (an interpreter's first argument) that is not one of
+    /// the bundle's own files (`${HOME}/project/x.js`, `${__dirname}/../../…`): the sandbox
+    /// grants a script's package, so such a path would hand the server someone else's files.
+    #[error(
+        "the bundle runs the script {0:?}, which is outside the bundle; tether runs a bundle's own files only"
+    )]
+    OutsideBundle(String),
     /// tether cannot launch this kind of package yet; the caller offers another option.
     #[error("{0} cannot be added yet")]
     Unsupported(String),

@@ -273,6 +273,55 @@ fn fixed(text: &str, dir: &str, home: &str) -> String {
         .replace("${/}", "/")
 }
 
+/// Programs whose first argument that is not a flag is the script they run (the sandbox's
+/// list: it grants that script's package).
+const INTERPRETERS: [&str; 12] = [
+    "node", "nodejs", "deno", "bun", "python", "python3", "ruby", "perl", "sh", "bash", "dash",
+    "zsh",
+];
+
+/// The script `command argv` runs, when `command` is an interpreter: its first argument that
+/// is not a flag (or `run`).
+fn interpreter_script<'a>(command: &str, argv: &'a [String]) -> Option<&'a str> {
+    let name = command.rsplit('/').next().unwrap_or(command);
+    let interpreter = INTERPRETERS.contains(&name)
+        || name
+            .strip_prefix("python3.")
+            .is_some_and(|minor| !minor.is_empty() && minor.bytes().all(|b| b.is_ascii_digit()));
+    if !interpreter {
+        return None;
+    }
+    argv.iter()
+        .map(String::as_str)
+        .find(|arg| !arg.starts_with('-') && *arg != "run")
+}
+
+/// Whether `path` (absolute, or relative to the bundle as the manifest's entry point is) is
+/// inside `dir` once `.` and `..` are resolved by their text (no I/O: an unpacked bundle holds
+/// no symbolic links).
+fn inside(path: &str, dir: &str) -> bool {
+    let full = if path.starts_with('/') {
+        path.to_owned()
+    } else {
+        format!("{dir}/{path}")
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in full.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            part => parts.push(part),
+        }
+    }
+    let dir: Vec<&str> = dir
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    parts.len() > dir.len() && parts.starts_with(&dir)
+}
+
 /// The launch config of the bundle unpacked in `dir`, for a user whose home directory is
 /// `home` (what `${DESKTOP}` and its kin name).
 pub fn bundle_config(
@@ -319,7 +368,13 @@ pub fn bundle_config(
     if !values.missing.is_empty() {
         return Err(BuildError::Missing(values.missing));
     }
-    let mut server = json!({ "command": substitute(&command), "args": argv });
+    let command = substitute(&command);
+    if let Some(script) = interpreter_script(&command, &argv)
+        && !inside(script, dir)
+    {
+        return Err(BuildError::OutsideBundle(script.to_owned()));
+    }
+    let mut server = json!({ "command": command, "args": argv });
     if !env.is_empty() {
         server["env"] = Value::Object(env);
     }
@@ -458,6 +513,41 @@ mod tests {
                 reason: "takes one value".to_owned()
             })
         );
+    }
+
+    #[test]
+    fn a_script_outside_the_bundle_is_refused() {
+        let with_args = |args: &str| {
+            manifest(&format!(
+                r#"{{"name": "b", "server": {{"type": "node", "mcp_config": {{"command": "node", "args": {args}}}}}}}"#
+            ))
+        };
+        let answers = answers(&[], &[]);
+        for args in [
+            r#"["${HOME}/project/server.js"]"#,
+            r#"["${__dirname}/../../../victim/id_rsa.js"]"#,
+            r#"["--inspect", "/etc/passwd"]"#,
+            r#"["${__dirname}/.."]"#,
+        ] {
+            let built = bundle_config(&with_args(args), "/b/dir", "/home/u", &answers);
+            assert!(
+                matches!(built, Err(BuildError::OutsideBundle(_))),
+                "{args}: {built:?}"
+            );
+        }
+        for args in [
+            r#"["${__dirname}/server/index.js"]"#,
+            r#"["--enable-source-maps", "${__dirname}/./a/../server.js", "--root", "/data"]"#,
+            r#"["server/index.js"]"#,
+        ] {
+            let built = bundle_config(&with_args(args), "/b/dir", "/home/u", &answers);
+            assert!(built.is_ok(), "{args}: {built:?}");
+        }
+        // Not an interpreter: its arguments are its own business (the sandbox grants none).
+        let binary = manifest(
+            r#"{"name": "b", "server": {"type": "binary", "mcp_config": {"command": "${__dirname}/bin/srv", "args": ["/etc/hosts"]}}}"#,
+        );
+        assert!(bundle_config(&binary, "/b/dir", "/home/u", &answers).is_ok());
     }
 
     #[test]
