@@ -277,16 +277,20 @@ async fn status(server: &str, json: bool) -> anyhow::Result<u8> {
     Ok(OK)
 }
 
-/// `auth status` without a server: every installed remote server and every server with
-/// stored tokens, probed at once; those that neither need OAuth nor hold tokens are left out.
+/// `auth status` without a server: every installed remote server (by name) and every server
+/// with stored tokens, probed at once; those that neither need OAuth nor hold tokens are left
+/// out.
 async fn status_all(json: bool) -> anyhow::Result<u8> {
     let store = settings::open_store()?;
-    let installed: Vec<(String, String)> = store
+    let mut installed: Vec<(String, String)> = store
         .list()?
         .into_iter()
         .filter(|summary| summary.transport != "stdio")
         .map(|summary| (summary.uid.to_string(), summary.name))
         .collect();
+    // By name: the store lists by creation time, and two installations made in the same
+    // second would otherwise come in an order that depends on the clock.
+    installed.sort_by(|a, b| a.1.cmp(&b.1));
     let entries = store.oauth_entries()?;
     drop(store);
     // URL → installation names, in the order found.
