@@ -557,14 +557,16 @@ pub struct ServeArgs {
     pub listen: Option<String>,
 
     /// Where the HTTP bearer token comes from: env:VAR, file:PATH or - (default: a new
-    /// random token, printed once on stderr).
+    /// random token, printed once on stderr). Repeat it to give each client a token of its
+    /// own: 2026-07-28 clients (which have no session) then see only the cut results and tasks
+    /// of their own token.
     #[arg(
         long,
         value_name = "SOURCE",
         requires = "listen",
         conflicts_with = "no_auth"
     )]
-    pub token: Option<String>,
+    pub token: Vec<String>,
 
     /// Accept HTTP requests without a token (loopback only; for local tools and tests).
     #[arg(long, requires = "listen")]

@@ -202,7 +202,7 @@ struct HttpState {
 pub(crate) async fn serve(
     shared: Arc<Shared>,
     listener: tokio::net::TcpListener,
-    token: Option<SecretValue>,
+    tokens: Vec<SecretValue>,
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> Result<(), GatewayError> {
@@ -235,7 +235,7 @@ pub(crate) async fn serve(
     );
     let mut admission = tether_http::Admission::for_address(address)
         .with_origin_rule(tether_http::OriginRule::IfPresent);
-    if let Some(token) = token {
+    for token in tokens {
         admission = admission.with_bearer(token);
     }
     tokio::spawn(expire_idle(

@@ -339,17 +339,26 @@ impl Gateway {
     }
 
     /// Serves Streamable HTTP at [`MCP_PATH`] on `listener` (bound to a loopback address by
-    /// the caller; see [`is_loopback`]) until `shutdown` is cancelled. With `token`, every
-    /// request needs `Authorization: Bearer TOKEN`; `options` bound the sessions (idle
-    /// expiry, measured on the session's clock, and how many may be open).
+    /// the caller; see [`is_loopback`]) until `shutdown` is cancelled. With `tokens`, every
+    /// request needs `Authorization: Bearer TOKEN` of one of them — each a caller of its own:
+    /// 2026-07-28 clients (which have no session) see only the cut results and tasks of
+    /// requests made with their token; `options` bound the sessions (idle expiry, measured on
+    /// the session's clock, and how many may be open).
     pub async fn serve_http(
         &self,
         listener: tokio::net::TcpListener,
-        token: Option<SecretValue>,
+        tokens: Vec<SecretValue>,
         options: HttpOptions,
         shutdown: CancellationToken,
     ) -> Result<(), GatewayError> {
-        http::serve(Arc::clone(&self.shared), listener, token, options, shutdown).await
+        http::serve(
+            Arc::clone(&self.shared),
+            listener,
+            tokens,
+            options,
+            shutdown,
+        )
+        .await
     }
 
     /// Stops every server. Connections still open keep their handlers until they close;

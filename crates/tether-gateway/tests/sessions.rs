@@ -61,7 +61,11 @@ async fn an_idle_session_expires_when_the_sessions_clock_says_so() {
     };
     let serving = {
         let (gateway, shutdown) = (gateway.clone(), shutdown.clone());
-        tokio::spawn(async move { gateway.serve_http(listener, None, options, shutdown).await })
+        tokio::spawn(async move {
+            gateway
+                .serve_http(listener, Vec::new(), options, shutdown)
+                .await
+        })
     };
     let http = reqwest::Client::new();
     let began = Instant::now();

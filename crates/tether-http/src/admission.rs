@@ -76,13 +76,18 @@ impl IntoResponse for Refusal {
     }
 }
 
+/// Which accepted bearer token a request carried ([`Admission::caller`]; put in the request's
+/// extensions by [`admit`]): its index among the tokens, never the token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller(pub usize);
+
 /// The admission of one listener: the hosts and origins that name it, and its bearer token.
 #[derive(Clone)]
 pub struct Admission {
     hosts: Vec<String>,
     origins: Vec<String>,
-    /// `Bearer TOKEN`, the whole expected header value.
-    bearer: Option<SecretValue>,
+    /// `Bearer TOKEN` for each accepted token, the whole expected header value.
+    bearers: Vec<SecretValue>,
     origin_rule: OriginRule,
 }
 
@@ -90,7 +95,7 @@ impl std::fmt::Debug for Admission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admission")
             .field("hosts", &self.hosts)
-            .field("bearer", &self.bearer.is_some())
+            .field("bearers", &self.bearers.len())
             .field("origin_rule", &self.origin_rule)
             .finish()
     }
@@ -107,15 +112,33 @@ impl Admission {
         Self {
             hosts,
             origins,
-            bearer: None,
+            bearers: Vec::new(),
             origin_rule: OriginRule::IfPresent,
         }
     }
 
-    /// Requires `Authorization: Bearer TOKEN`.
+    /// Requires `Authorization: Bearer TOKEN`; called again, accepts each token given (a
+    /// request's [`Caller`] says which).
     pub fn with_bearer(mut self, token: SecretValue) -> Self {
-        self.bearer = Some(SecretValue::new(format!("Bearer {}", token.expose())));
+        self.bearers
+            .push(SecretValue::new(format!("Bearer {}", token.expose())));
         self
+    }
+
+    /// Which of the accepted tokens `headers` carry (its index, in the order given), compared
+    /// in constant time with every one; `None` without a match or without tokens.
+    pub fn caller(&self, headers: &HeaderMap) -> Option<Caller> {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes)
+            .unwrap_or_default();
+        let mut matched = None;
+        for (index, expected) in self.bearers.iter().enumerate() {
+            if constant_time_eq(given, expected.expose().as_bytes()) && matched.is_none() {
+                matched = Some(Caller(index));
+            }
+        }
+        matched
     }
 
     /// The Origin rule [`admit`] applies (checks made with [`Admission::check`] name their own).
@@ -133,14 +156,8 @@ impl Admission {
         if (origin == OriginRule::Required || has_origin) && !self.origin_ok(headers) {
             return Err(Refusal::Origin);
         }
-        if let Some(expected) = &self.bearer {
-            let given = headers
-                .get(header::AUTHORIZATION)
-                .map(HeaderValue::as_bytes)
-                .unwrap_or_default();
-            if !constant_time_eq(given, expected.expose().as_bytes()) {
-                return Err(Refusal::Bearer);
-            }
+        if !self.bearers.is_empty() && self.caller(headers).is_none() {
+            return Err(Refusal::Bearer);
         }
         Ok(())
     }
@@ -170,7 +187,13 @@ pub async fn admit(
     next: Next,
 ) -> Response {
     match admission.check(request.headers(), admission.origin_rule) {
-        Ok(()) => next.run(request).await,
+        Ok(()) => {
+            let mut request = request;
+            if let Some(caller) = admission.caller(request.headers()) {
+                request.extensions_mut().insert(caller);
+            }
+            next.run(request).await
+        }
         Err(refusal) => refusal.into_response(),
     }
 }
@@ -254,6 +277,34 @@ mod tests {
                 assert_eq!(refused, Err(Refusal::Origin), "{origin:?} {rule:?}");
             }
         }
+    }
+
+    #[test]
+    fn each_accepted_token_admits_and_says_which_it_was() {
+        let a = listener()
+            .with_bearer(SecretValue::new("first".to_owned()))
+            .with_bearer(SecretValue::new("second".to_owned()));
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:4242"));
+            headers.insert(
+                header::AUTHORIZATION,
+                HeaderValue::from_str(value).expect("a value"),
+            );
+            headers
+        };
+        assert_eq!(a.caller(&with("Bearer first")), Some(Caller(0)));
+        assert_eq!(a.caller(&with("Bearer second")), Some(Caller(1)));
+        assert_eq!(a.caller(&with("Bearer third")), None);
+        assert!(
+            a.check(&with("Bearer second"), OriginRule::IfPresent)
+                .is_ok()
+        );
+        assert!(
+            a.check(&with("Bearer third"), OriginRule::IfPresent)
+                .is_err()
+        );
+        assert_eq!(listener().caller(&with("Bearer first")), None);
     }
 
     #[test]

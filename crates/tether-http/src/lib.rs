@@ -29,5 +29,5 @@ pub mod json_rpc;
 pub mod proxy;
 pub mod token;
 
-pub use admission::{Admission, OriginRule, Refusal, admit};
+pub use admission::{Admission, Caller, OriginRule, Refusal, admit};
 pub use token::{constant_time_eq, generate};

@@ -39,10 +39,14 @@ fn transport(args: &ServeArgs) -> anyhow::Result<Transport> {
 
 pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
     let transport = transport(args)?;
-    let token = match (&transport.listen, &args.token, args.no_auth) {
-        (None, _, _) | (Some(_), _, true) => None,
-        (Some(_), Some(source), false) => Some(secrets::read_one("--token", source)?),
-        (Some(_), None, false) => Some(tether_http::token::generate()?),
+    let tokens = match (&transport.listen, args.token.is_empty(), args.no_auth) {
+        (None, _, _) | (Some(_), _, true) => Vec::new(),
+        (Some(_), false, false) => args
+            .token
+            .iter()
+            .map(|source| secrets::read_one("--token", source))
+            .collect::<Result<Vec<_>, _>>()?,
+        (Some(_), true, false) => vec![tether_http::token::generate()?],
     };
     let budget = budget(args.max_result_tokens)?;
     let wait = settings::wait_for_servers(args.wait_for_servers || args.strict_mcp)?;
@@ -129,8 +133,8 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
                 .await
                 .with_context(|| format!("binding {address}"))?;
             let bound = listener.local_addr().context("reading the bound address")?;
-            if let Some(token) = &token {
-                if args.token.is_none() {
+            for token in &tokens {
+                if args.token.is_empty() {
                     // Printed this once; masked in everything printed later.
                     eprintln!("tether serve: bearer token {}", token.expose());
                 }
@@ -143,9 +147,13 @@ pub async fn serve(args: &ServeArgs) -> anyhow::Result<u8> {
                 session_idle: Duration::from_secs(args.session_idle),
                 max_sessions: args.max_sessions,
             };
-            let served =
-                super::until_signal(gateway.serve_http(listener, token, options, shutdown.clone()))
-                    .await?;
+            let served = super::until_signal(gateway.serve_http(
+                listener,
+                tokens,
+                options,
+                shutdown.clone(),
+            ))
+            .await?;
             shutdown.cancel();
             if let Ok(result) = served {
                 result?;

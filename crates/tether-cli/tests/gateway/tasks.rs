@@ -31,6 +31,19 @@ async fn ask(
     url: &str,
     id: u64,
     method: &str,
+    params: Value,
+    tasks: bool,
+) -> Value {
+    ask_as(http, url, None, id, method, params, tasks).await
+}
+
+/// [`ask`] with `Authorization: Bearer TOKEN`.
+async fn ask_as(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    id: u64,
+    method: &str,
     mut params: Value,
     tasks: bool,
 ) -> Value {
@@ -44,11 +57,14 @@ async fn ask(
         "io.modelcontextprotocol/clientCapabilities": capabilities,
     });
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let mut request = post(http, url, None, None, &body)
+    let mut request = post(http, url, token, None, &body)
         .header("Mcp-Protocol-Version", "2026-07-28")
         .header("Mcp-Method", method);
     let name = body["params"]["name"].as_str();
-    if let Some(name) = name.or_else(|| body["params"]["taskId"].as_str()) {
+    let name = name
+        .or_else(|| body["params"]["taskId"].as_str())
+        .or_else(|| body["params"]["uri"].as_str());
+    if let Some(name) = name {
         request = request.header("Mcp-Name", name);
     }
     super::modern::answer_of(request, id, method).await
@@ -444,4 +460,67 @@ fn tether_call_follows_a_task_only_tools_task() {
         String::from_utf8_lossy(&broken.stderr).contains("broke down"),
         "{broken:?}"
     );
+}
+
+/// `--token` twice: two callers. A 2026-07-28 client (no session) sees the cut results and the
+/// tasks of requests made with its own token only; the other token is told they do not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tokens_are_two_callers_whose_results_and_tasks_stay_apart() {
+    let dir = tempfile::tempdir().expect("creating a temporary directory");
+    let spec = format!(
+        r#"{{"test": {{"command": {}, "args": ["--big-tool", "--slow-echo", "200"]}}}}"#,
+        json_str(&test_server_bin().to_string_lossy())
+    );
+    let extra = [
+        "--token",
+        "env:TOKEN_A",
+        "--token",
+        "env:TOKEN_B",
+        "--task-after",
+        "0",
+        "--max-result-tokens",
+        "1000",
+    ];
+    let envs = [("TOKEN_A", "caller-a-$HOME-{{x}}"), ("TOKEN_B", "caller-b")];
+    let gateway = http_gateway_with_env(dir.path(), &spec, &extra, &envs);
+    assert_eq!(gateway.token, None, "given tokens are never printed");
+    let (http, url) = (reqwest::Client::new(), gateway.url.as_str());
+    let (a, b) = (Some("caller-a-$HOME-{{x}}"), Some("caller-b"));
+
+    let big = json!({"name": "test__big", "arguments": {"bytes": 100_000}});
+    let cut = ask_as(&http, url, a, 1, "tools/call", big, false).await;
+    let uri = cut["result"]["content"]
+        .as_array()
+        .and_then(|blocks| blocks.last())
+        .and_then(|link| link["uri"].as_str())
+        .unwrap_or_else(|| panic!("no link in {cut}"))
+        .to_owned();
+    let read = json!({"uri": uri});
+    let own = ask_as(&http, url, a, 2, "resources/read", read.clone(), false).await;
+    assert!(own["result"]["contents"][0]["text"].is_string(), "{own}");
+    let other = ask_as(&http, url, b, 3, "resources/read", read, false).await;
+    assert!(other.get("error").is_some(), "{other}");
+
+    let echo = json!({"name": "test__echo", "arguments": {"text": "mine"}});
+    let created = ask_as(&http, url, a, 4, "tools/call", echo, true).await;
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"));
+    let theirs = ask_as(&http, url, b, 5, "tasks/get", json!({"taskId": id}), true).await;
+    assert_eq!(theirs["error"]["code"], -32602, "{theirs}");
+    let mine = ask_as(&http, url, a, 6, "tasks/get", json!({"taskId": id}), true).await;
+    assert_eq!(mine["result"]["taskId"], json!(id), "{mine}");
+
+    // No token, or another one: refused before anything is read.
+    let refused = post(
+        &http,
+        url,
+        Some("caller-c"),
+        None,
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}),
+    )
+    .send()
+    .await
+    .expect("posting");
+    assert_eq!(refused.status().as_u16(), 401);
 }

@@ -32,8 +32,23 @@ use super::GatewayHandler;
 use crate::rounds::Round;
 use crate::telemetry::Answer;
 
-/// The owner of the results kept for 2026-07-28 clients, and their audit records' session.
-pub(super) const STATELESS_OWNER: &str = "2026-07-28";
+/// The owner of the results kept for 2026-07-28 clients, and their audit records' session:
+/// with the bearer token's number after it over HTTP when the gateway accepts several tokens
+/// (each a caller of its own).
+const STATELESS_OWNER: &str = "2026-07-28";
+
+/// Who a 2026-07-28 request is, for what is kept for it (cut results, tasks): the caller its
+/// bearer token names (`tether_http::Caller`), else every such client alike.
+pub(super) fn stateless_owner(context: &RequestContext<RoleServer>) -> Arc<str> {
+    let caller = context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<tether_http::Caller>());
+    match caller {
+        Some(tether_http::Caller(number)) => Arc::from(format!("{STATELESS_OWNER}#{number}")),
+        None => Arc::from(STATELESS_OWNER),
+    }
+}
 
 /// Serves a request a server may ask its client something during: at once for a session's
 /// client, in rounds (`rounds.rs`) for a 2026-07-28 one — the state it echoes and its answers
@@ -141,7 +156,7 @@ impl GatewayHandler {
         // Results cut to the budget are kept for every 2026-07-28 client alike: they have no
         // session to keep them in.
         let mut handler = self.clone();
-        handler.session = Arc::from(STATELESS_OWNER);
+        handler.session = stateless_owner(context);
         let round = self
             .shared
             .rounds

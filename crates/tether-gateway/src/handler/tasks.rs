@@ -59,7 +59,7 @@ impl GatewayHandler {
     /// client's.
     fn task_owner(&self, context: &RequestContext<RoleServer>) -> Arc<str> {
         if modern(context) {
-            Arc::from(super::pipeline::STATELESS_OWNER)
+            super::pipeline::stateless_owner(context)
         } else {
             Arc::clone(&self.session)
         }
