@@ -21,12 +21,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     let runtime = session.start(&StartOptions::default()).await?;
+    // Listening before saying "ready": a signal sent the moment it is read must not find the
+    // default action (death) still in place.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     for pgid in runtime.process_groups() {
         println!("pgid {pgid}");
     }
     println!("ready");
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
