@@ -337,72 +337,70 @@ impl GatewayHandler {
         running.extensions.insert(asker);
         running.extensions.insert(crate::tasks::CallLimit(ttl));
         super::pipeline::mark_received_now(&mut running);
-        let (ended, done) = tokio::sync::oneshot::channel::<Result<CallToolResult, ErrorData>>();
-        let questioned = Arc::new(tokio::sync::Notify::new());
-        let question_seen = Arc::clone(&questioned);
+        // The call runs on its own, shaped and audited as a direct call's; it becomes a task
+        // only when it is promoted (nothing is kept for a call answered in place).
+        let cancel = running.ct.clone();
         let handler = self.clone();
-        let options = TaskOptions::new().with_ttl_ms(DEFAULT_TTL_MS);
-        let gateway_task = self.shared.tasks.manager.spawn(options, move |gateway_task| {
-            Box::pin(async move {
-                // The server's requests during the call: the task's questions, keyed in order.
-                let asking = gateway_task.clone();
-                let relay = tokio::spawn(async move {
-                    let mut number = 0;
-                    while let Some(question) = asked.recv().await {
-                        number += 1;
-                        question_seen.notify_one();
-                        let asking = asking.clone();
-                        tokio::spawn(async move {
-                            let answer = asking
-                                .request_input(format!("input-{number}"), question.request)
-                                .await
-                                .map_err(|_| tether_driver::RequestRefused {
-                                    code: rmcp::model::ErrorCode::INTERNAL_ERROR.0,
-                                    message: "the task was cancelled before its question was answered".to_owned(),
-                                });
-                            let _ = question.reply.send(answer);
-                        });
-                    }
-                });
-                let cancel = running.ct.clone();
-                let forward = handler.forward_with_progress(&server, "tools/call", params, &running, None);
-                tokio::pin!(forward);
-                let (answer, duration) = tokio::select! {
-                    answered = &mut forward => answered,
-                    () = gateway_task.cancelled() => {
-                        // Passed on as the client's cancellation of the call would be.
-                        cancel.cancel();
-                        forward.await
-                    }
-                };
-                relay.abort();
-                let mut found = found;
-                let answer = answer.map(|value| handler.scan_call_result(&server, &tool, value, &mut found));
-                let (outcome, response) = handler.call_answer(&server, answer);
-                let result_value = response.as_ref().ok().map(|(_, value)| value);
-                handler.audit_call((&server, &tool, duration), outcome, arguments.as_ref(), result_value, &found);
-                let response = response.map(|(result, value)| handler.within_budget(result, value));
-                let _ = ended.send(response.clone());
-                match response {
-                    Ok(result) => Ok(result),
-                    Err(_) if outcome == Outcome::Cancelled => Err(TaskExit::Cancelled),
-                    Err(error) => Err(TaskExit::Error(error)),
-                }
-            })
+        let mut call = tokio::spawn(async move {
+            let forward =
+                handler.forward_with_progress(&server, "tools/call", params, &running, None);
+            let (answer, duration) = forward.await;
+            let mut found = found;
+            let answer =
+                answer.map(|value| handler.scan_call_result(&server, &tool, value, &mut found));
+            let (outcome, response) = handler.call_answer(&server, answer);
+            let result_value = response.as_ref().ok().map(|(_, value)| value);
+            let record = (server.as_str(), tool.as_str(), duration);
+            handler.audit_call(record, outcome, arguments.as_ref(), result_value, &found);
+            (
+                outcome,
+                response.map(|(result, value)| handler.within_budget(result, value)),
+            )
         });
-        let id = gateway_task.task_id.clone();
-        tokio::select! {
-            finished = done => {
-                // Ended in time, asking nothing: answered in place; the task is no one's.
-                return finished.unwrap_or_else(|_| Err(ErrorData::internal_error("the call ended without an answer", None))).map(Into::into);
+        let lost = || ErrorData::internal_error("the call ended without an answer", None);
+        let first = tokio::select! {
+            ended = &mut call => {
+                // Ended in time, asking nothing: answered in place.
+                return ended.map_err(|_| lost())?.1.map(Into::into);
             }
-            () = questioned.notified() => {}
-            () = tokio::time::sleep(after) => {}
+            question = asked.recv() => match question {
+                Some(question) => Some(question),
+                // Every asker gone: the call has ended.
+                None => return (&mut call).await.map_err(|_| lost())?.1.map(Into::into),
+            },
+            () = tokio::time::sleep(after) => None,
             () = context.ct.cancelled() => {
-                let _ = self.shared.tasks.manager.cancel_task(&id);
+                cancel.cancel();
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
-        }
+        };
+        let options = TaskOptions::new().with_ttl_ms(DEFAULT_TTL_MS);
+        let gateway_task = self
+            .shared
+            .tasks
+            .manager
+            .spawn(options, move |gateway_task| {
+                Box::pin(async move {
+                    // The server's requests during the call: the task's questions, keyed in order.
+                    let relay = tokio::spawn(relay_questions(gateway_task.clone(), first, asked));
+                    let ended = tokio::select! {
+                        ended = &mut call => ended,
+                        () = gateway_task.cancelled() => {
+                            // Passed on as the client's cancellation of the call would be.
+                            cancel.cancel();
+                            (&mut call).await
+                        }
+                    };
+                    relay.abort();
+                    match ended {
+                        Ok((_, Ok(result))) => Ok(result),
+                        Ok((Outcome::Cancelled, Err(_))) => Err(TaskExit::Cancelled),
+                        Ok((_, Err(error))) => Err(TaskExit::Error(error)),
+                        Err(_) => Err(TaskExit::Error(lost())),
+                    }
+                })
+            });
+        let id = gateway_task.task_id.clone();
         self.shared.tasks.own(id, self.task_owner(context));
         Ok(CreateTaskResult::new(gateway_task).into())
     }
@@ -443,5 +441,38 @@ impl GatewayHandler {
             .tasks
             .owned(task_id, &self.task_owner(context))?;
         self.shared.tasks.manager.cancel_task(task_id)
+    }
+}
+
+/// Puts a held call's questions to its task (`first`, then every one `asked` brings), keyed
+/// `input-1`, `input-2`, … in order; each answer (or the task's cancellation) goes back to the
+/// server's request.
+async fn relay_questions(
+    task: TaskContext,
+    first: Option<crate::rounds::Asked>,
+    mut asked: tokio::sync::mpsc::UnboundedReceiver<crate::rounds::Asked>,
+) {
+    let mut number = 0;
+    let mut next = first;
+    loop {
+        let question = match next.take() {
+            Some(question) => question,
+            None => match asked.recv().await {
+                Some(question) => question,
+                None => return,
+            },
+        };
+        number += 1;
+        let task = task.clone();
+        tokio::spawn(async move {
+            let answer = task
+                .request_input(format!("input-{number}"), question.request)
+                .await
+                .map_err(|_| tether_driver::RequestRefused {
+                    code: rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+                    message: "the task was cancelled before its question was answered".to_owned(),
+                });
+            let _ = question.reply.send(answer);
+        });
     }
 }
