@@ -304,28 +304,17 @@ fn claude_code_connects_the_gateway_and_sees_namespaced_tools() {
         return;
     };
     let setup = Setup::new();
-    // A dummy key and a local base URL that answers 404: Claude connects its MCP servers,
-    // reports them in its first stream-json line, then gives up on the model.
-    let mut command = setup.run(
+    let command = setup.run(
         &claude,
         STRICT,
         &["-p", "hi", "--output-format", "stream-json", "--verbose"],
     );
-    command
-        .env("ANTHROPIC_API_KEY", "dummy-key")
-        .env("ANTHROPIC_BASE_URL", &setup.http_base)
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
-    let (init, out) = claude_init(command);
+    let (init, out) = claude_init(&setup, command);
     let servers = init["mcp_servers"].as_array().cloned().unwrap_or_default();
     assert_eq!(servers.len(), 1, "{servers:?}");
     assert_eq!(servers[0]["name"], "tether");
     assert_eq!(servers[0]["status"], "connected", "{servers:?}");
-    let tools: Vec<&str> = init["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(serde_json::Value::as_str)
-        .collect();
+    let tools = tools_of(&init);
     for expected in [
         "mcp__tether__probe-stdio__echo",
         "mcp__tether__probe-http__add",
@@ -351,27 +340,18 @@ fn claude_code_is_offered_two_copies_of_a_real_mcp_app_through_the_gateway() {
     let spec = format!(
         r#"{{"clock": {{"command": {app}, "args": ["--stdio"]}}, "clock2": {{"command": {app}, "args": ["--stdio"]}}}}"#
     );
-    let mut command = setup.run_spec(
+    let command = setup.run_spec(
         &spec,
         &[],
         &claude,
         STRICT,
         &["-p", "hi", "--output-format", "stream-json", "--verbose"],
     );
-    command
-        .env("ANTHROPIC_API_KEY", "dummy-key")
-        .env("ANTHROPIC_BASE_URL", &setup.http_base)
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
-    let (init, out) = claude_init(command);
+    let (init, out) = claude_init(&setup, command);
     let servers = init["mcp_servers"].as_array().cloned().unwrap_or_default();
     assert_eq!(servers.len(), 1, "{servers:?}");
     assert_eq!(servers[0]["status"], "connected", "{servers:?}");
-    let tools: Vec<&str> = init["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(serde_json::Value::as_str)
-        .collect();
+    let tools = tools_of(&init);
     for expected in [
         "mcp__tether__clock__get-time",
         "mcp__tether__clock2__get-time",
@@ -383,9 +363,25 @@ fn claude_code_is_offered_two_copies_of_a_real_mcp_app_through_the_gateway() {
     assert!(stderr.contains("clock2: ready"), "{stderr}");
 }
 
-/// Runs `command` (tether running Claude Code with stream-json output) until Claude's init
-/// line, then stops it: the init line, read, and tether's output.
-fn claude_init(mut command: Command) -> (serde_json::Value, Output) {
+/// The tool names of Claude's init line.
+fn tools_of(init: &serde_json::Value) -> Vec<&str> {
+    init["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect()
+}
+
+/// Runs `command` (tether running Claude Code with stream-json output), with a dummy key and a
+/// model URL of `setup` that answers 404 — Claude connects its MCP servers, reports them in its
+/// first stream-json line, then gives up on the model — until Claude's init line, then stops
+/// it: the init line, read, and tether's output.
+fn claude_init(setup: &Setup, mut command: Command) -> (serde_json::Value, Output) {
+    command
+        .env("ANTHROPIC_API_KEY", "dummy-key")
+        .env("ANTHROPIC_BASE_URL", &setup.http_base)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
