@@ -273,27 +273,14 @@ fn fixed(text: &str, dir: &str, home: &str) -> String {
         .replace("${/}", "/")
 }
 
-/// Programs whose first argument that is not a flag is the script they run (the sandbox's
-/// list: it grants that script's package).
-const INTERPRETERS: [&str; 12] = [
-    "node", "nodejs", "deno", "bun", "python", "python3", "ruby", "perl", "sh", "bash", "dash",
-    "zsh",
-];
-
-/// The script `command argv` runs, when `command` is an interpreter: its first argument that
-/// is not a flag (or `run`).
+/// The script `command argv` runs, when `command` is an interpreter: the argument the
+/// sandbox grants with its package (`tether_sandbox::script_index`).
 fn interpreter_script<'a>(command: &str, argv: &'a [String]) -> Option<&'a str> {
     let name = command.rsplit('/').next().unwrap_or(command);
-    let interpreter = INTERPRETERS.contains(&name)
-        || name
-            .strip_prefix("python3.")
-            .is_some_and(|minor| !minor.is_empty() && minor.bytes().all(|b| b.is_ascii_digit()));
-    if !interpreter {
+    if !tether_sandbox::is_interpreter(name) {
         return None;
     }
-    argv.iter()
-        .map(String::as_str)
-        .find(|arg| !arg.starts_with('-') && *arg != "run")
+    tether_sandbox::script_index(argv).map(|index| argv[index].as_str())
 }
 
 /// Whether `path` (absolute, or relative to the bundle as the manifest's entry point is) is

@@ -16,6 +16,7 @@ mod linux;
 #[cfg(target_os = "linux")]
 mod netns;
 mod profile;
+mod script;
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,7 @@ pub use profile::{
     ASSUME_NO_NETNS, DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, DEFAULT_PORTS, DEFAULT_PROCESSES,
     Mode, Network, Outbound, Outgoing, Policy, Profile, TetherSettings,
 };
+pub use script::{is_interpreter, script_index};
 
 /// Why a sandbox could not be set up. Each says what to do.
 #[derive(Debug, thiserror::Error)]

@@ -750,7 +750,7 @@ fn found_program(program: &OsStr, path: Option<&OsStr>, cwd: Option<&Path>) -> O
 /// asdf or mise Python (whose standard library is under its own prefix), a Node under `~/.nvm`.
 fn interpreter_prefix(file: &Path, never_whole: &dyn Fn(&Path) -> bool) -> Option<PathBuf> {
     let name = file.file_name()?.to_str()?;
-    let interpreter = INTERPRETERS.contains(&name)
+    let interpreter = crate::script::is_interpreter(name)
         || name
             .strip_prefix("python")
             .is_some_and(|v| v.bytes().all(|b| b.is_ascii_digit() || b == b'.'));
@@ -805,34 +805,21 @@ fn existing_file(arg: &OsStr, cwd: Option<&Path>) -> Option<PathBuf> {
 /// Scripts an interpreter runs, granted with their package (they import their siblings).
 const SCRIPTS: [&str; 8] = ["js", "mjs", "cjs", "ts", "py", "rb", "pl", "sh"];
 
-/// Programs whose first argument that is not a flag (or a `run` verb) is the script they run.
-const INTERPRETERS: [&str; 12] = [
-    "node", "nodejs", "deno", "bun", "python", "python3", "ruby", "perl", "sh", "bash", "dash",
-    "zsh",
-];
-
 /// The script `target`'s program runs, when the program is an interpreter (by the name its
 /// config gives, or its resolved file's: `python3.12`): its first argument that is not a flag,
 /// if that names an existing file with a script's extension by a path without `..`. Nothing
 /// for any other program: a runner's (`npx`, `uvx`) arguments are package names.
 fn interpreter_script(target: &Target<'_>, program: Option<&Path>) -> Option<PathBuf> {
     let is_interpreter = |name: Option<&OsStr>| {
-        name.and_then(OsStr::to_str).is_some_and(|name| {
-            INTERPRETERS.contains(&name)
-                || name
-                    .strip_prefix("python3.")
-                    .is_some_and(|minor| minor.bytes().all(|b| b.is_ascii_digit()))
-        })
+        name.and_then(OsStr::to_str)
+            .is_some_and(crate::script::is_interpreter)
     };
     if !is_interpreter(Path::new(target.program).file_name())
         && !is_interpreter(program.and_then(Path::file_name))
     {
         return None;
     }
-    let arg = target.args.iter().find(|arg| {
-        let bytes = arg.as_encoded_bytes();
-        !bytes.starts_with(b"-") && bytes != b"run"
-    })?;
+    let arg = &target.args[crate::script::script_index(target.args)?];
     let written = Path::new(arg);
     if written
         .components()
