@@ -14,13 +14,23 @@ use tether_driver::DriverError;
 #[derive(Default)]
 pub(crate) struct Tasks {
     pub(crate) manager: TaskManager,
-    owners: Mutex<HashMap<String, Arc<str>>>,
+    owners: Mutex<Owners>,
 }
+
+/// Task id → owner, and the size at which the owners of expired tasks are next forgotten.
+#[derive(Default)]
+struct Owners {
+    by_task: HashMap<String, Arc<str>>,
+    prune_at: usize,
+}
+
+/// The fewest owners kept before any is forgotten.
+const PRUNE_FROM: usize = 64;
 
 impl Tasks {
     pub(crate) fn owned(&self, task_id: &str, owner: &str) -> Result<(), ErrorData> {
         let owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
-        match owners.get(task_id) {
+        match owners.by_task.get(task_id) {
             Some(holder) if holder.as_ref() == owner => Ok(()),
             // Another connection's task is as unknown here as one that never was.
             _ => Err(ErrorData::invalid_params(
@@ -30,22 +40,18 @@ impl Tasks {
         }
     }
 
-    /// Records `owner` as the owner of the task `id` (forgetting those of expired tasks).
+    /// Records `owner` as the owner of the task `id`. When the map has doubled since the last
+    /// look, the owners of tasks the manager no longer has (expired past their TTL) are
+    /// forgotten: each look asks about every task, so it is made rarely, amortised.
     pub(crate) fn own(&self, id: String, owner: Arc<str>) {
-        self.prune();
-        self.owners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, owner);
-    }
-
-    /// Forgets the owners of tasks the manager no longer has (expired past their TTL).
-    fn prune(&self) {
         let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
-        if owners.len() < 64 {
-            return;
+        if owners.by_task.len() >= owners.prune_at.max(PRUNE_FROM) {
+            owners
+                .by_task
+                .retain(|id, _| self.manager.get_task(id).is_ok());
+            owners.prune_at = owners.by_task.len() * 2;
         }
-        owners.retain(|id, _| self.manager.get_task(id).is_ok());
+        owners.by_task.insert(id, owner);
     }
 }
 

@@ -54,16 +54,7 @@ pub fn tools() -> Vec<Value> {
 
 /// Whether `name` is one of the fixtures here.
 pub fn serves(name: &str) -> bool {
-    matches!(
-        name,
-        "greet"
-            | "slow_compute"
-            | "failing_job"
-            | "protocol_error_job"
-            | "confirm_delete"
-            | "multi_input"
-            | "test_tool_with_task"
-    )
+    tools().iter().any(|tool| tool["name"] == name)
 }
 
 fn said(text: impl Into<String>) -> CallToolResult {
